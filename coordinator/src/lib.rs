@@ -1,0 +1,1 @@
+//! Coordinator (in progress).

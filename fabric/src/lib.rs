@@ -1,0 +1,1 @@
+//! Ports and bundles (in progress).

@@ -1,0 +1,199 @@
+//! The batch spec: what one `cowork run` or `cowork submit` asks for.
+//!
+//! The spec records what the user typed after validation (contract §4.1, §5.1), with paths made
+//! relative to the bundle root so that it means the same on every machine. It is stored as
+//! `batches/<batch>/spec.json`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Smallest `--repeat` the fleet accepts (contract §4.1: a repeat batch has at least 2 runs).
+pub const REPEAT_MIN: u32 = 2;
+/// Largest `--repeat` the fleet accepts. The CLI's cap of 100 is a one-machine limit; the fleet
+/// allows more so that eval and flakiness sweeps can use many workers.
+pub const REPEAT_MAX: u32 = 10_000;
+/// Default `--max-cells`, identical to the CLI's (contract §5.1).
+pub const MAX_CELLS_DEFAULT: u32 = 16;
+/// Largest `--max-cells` the fleet accepts, so that a typo cannot plan billions of jobs.
+pub const MAX_CELLS_MAX: u32 = 100_000;
+
+/// What the batch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchMode {
+    /// `cowork-harness run` per job (the main case).
+    Run,
+    /// `cowork-harness record` per job; the cassette is stored beside `result.json`.
+    Record,
+    /// `cowork-harness replay` per cassette, on the `replay` tier.
+    Replay,
+    /// Two arms (A and B) of the same scenarios (brief §8).
+    Eval,
+}
+
+/// Which executor runs the jobs (brief §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// The real `cowork-harness` CLI as a child process.
+    Harness,
+    /// The real CLI inside a container per job.
+    Container,
+    /// The seeded simulator; its results are marked simulated everywhere.
+    Sim,
+}
+
+impl ExecutorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Harness => "harness",
+            ExecutorKind::Container => "container",
+            ExecutorKind::Sim => "sim",
+        }
+    }
+}
+
+/// Policy for a gate with no matching scripted answer, forwarded as `--on-unanswered`.
+/// `prompt` is refused by `run` (contract §1.3), so it is not representable here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnUnanswered {
+    Fail,
+    First,
+}
+
+/// The judging flags of a batch (contract §4.1, §5.1), validated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchFlags {
+    /// `--repeat N`; `None` means one run per file or cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// `--min-pass-rate`, in [0, 1]; default 1.0.
+    pub min_pass_rate: f64,
+    /// `--stop-on-diverge`.
+    pub stop_on_diverge: bool,
+    /// `--max-budget-usd`: the CLI's per-file/per-cell budget (contract §4.2, C6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
+    /// `--allow-budget-stop`.
+    pub allow_budget_stop: bool,
+    /// `--max-cells`; default 16 like the CLI.
+    pub max_cells: u32,
+    /// `--allow-truncated-matrix`.
+    pub allow_truncated_matrix: bool,
+    /// `--ablate-skill`: every run is a control-arm run (contract §4.4).
+    pub ablate_skill: bool,
+    /// `--on-unanswered`, forwarded to every job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_unanswered: Option<OnUnanswered>,
+    /// `--decider-model`, forwarded to every job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider_model: Option<String>,
+    /// `--label`, forwarded to every job (single line, at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Orchestrator wall-clock limit per job in milliseconds; it must exceed the scenario's
+    /// `timeout_ms` (C13). `None` derives it from the scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_timeout_ms: Option<u64>,
+}
+
+impl Default for BatchFlags {
+    fn default() -> Self {
+        BatchFlags {
+            repeat: None,
+            min_pass_rate: 1.0,
+            stop_on_diverge: false,
+            max_budget_usd: None,
+            allow_budget_stop: false,
+            max_cells: MAX_CELLS_DEFAULT,
+            allow_truncated_matrix: false,
+            ablate_skill: false,
+            on_unanswered: None,
+            decider_model: None,
+            label: None,
+            job_timeout_ms: None,
+        }
+    }
+}
+
+/// Parameters of the `sim` executor (brief §6): a seed and an optional profile of per-scenario
+/// and per-cell behaviour.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimSpec {
+    /// Seed of every simulated outcome; the same seed gives the same results.
+    pub seed: u64,
+    /// Rules of the simulation profile, in order; the first matching rule wins per field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<SimRule>,
+}
+
+/// One rule of a simulation profile.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub struct SimRule {
+    /// Regex on the scenario name; absent matches every scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+    /// Exact cell baseline; absent matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    /// Exact cell model; absent matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Exact declared cell skill dir; absent matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_dir: Option<String>,
+    /// Eval arm (`a` or `b`); absent matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
+    /// Probability that a run passes, in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_rate: Option<f64>,
+    /// Mean cost of a run in USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Mean duration of a run in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Probability that a run leaves cost and usage out (missing telemetry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_telemetry_rate: Option<f64>,
+    /// Probability that a run is decided non-deterministically.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_deterministic_rate: Option<f64>,
+    /// Probability that a run ends at an unanswered gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered_rate: Option<f64>,
+    /// When set, the simulator sleeps for the simulated duration scaled by this factor (0 = no
+    /// sleep; 0.001 turns a 60 s run into 60 ms). Used by demos and fault tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
+}
+
+/// A validated batch, as stored in `batches/<batch>/spec.json` and sent by `submit`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchSpec {
+    /// Format version of this document.
+    pub schema_version: u32,
+    pub mode: BatchMode,
+    /// The target as the user typed it (for messages only).
+    pub target_display: String,
+    /// Scenario files of the batch, bundle-relative with `/` separators, in plan order.
+    pub scenario_files: Vec<String>,
+    /// The matrix file, bundle-relative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_file: Option<String>,
+    pub flags: BatchFlags,
+    pub executor: ExecutorKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimSpec>,
+    /// sha256 (hex) of the bundle `bundles/<sha256>.tar.zst`.
+    pub bundle_sha256: String,
+}
+
+/// The current [`BatchSpec::schema_version`].
+pub const BATCH_SPEC_VERSION: u32 = 1;

@@ -1,0 +1,147 @@
+//! Jobs: one execution of one scenario by the CLI (contract §1.1).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{ExecutorKind, SimSpec};
+use crate::ids::{BatchId, JobId, UnitRef};
+
+/// A sandbox tier; each has its own subject and durable consumer (brief §4).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Container,
+    Hostloop,
+    Microvm,
+    Protocol,
+    Replay,
+}
+
+impl Tier {
+    /// Every tier, in subject order.
+    pub const ALL: [Tier; 5] = [
+        Tier::Container,
+        Tier::Hostloop,
+        Tier::Microvm,
+        Tier::Protocol,
+        Tier::Replay,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Container => "container",
+            Tier::Hostloop => "hostloop",
+            Tier::Microvm => "microvm",
+            Tier::Protocol => "protocol",
+            Tier::Replay => "replay",
+        }
+    }
+
+    /// The tier that serves a scenario's declared `fidelity` (default `container`). `cowork`
+    /// resolves to `hostloop` or `container` at run time inside the CLI; it needs Docker either
+    /// way, so it is routed to `container` workers.
+    pub fn for_fidelity(fidelity: Option<&str>) -> Option<Tier> {
+        match fidelity.unwrap_or("container") {
+            "container" | "cowork" => Some(Tier::Container),
+            "hostloop" => Some(Tier::Hostloop),
+            "microvm" => Some(Tier::Microvm),
+            "protocol" => Some(Tier::Protocol),
+            _ => None,
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|tier| tier.as_str() == value)
+    }
+}
+
+/// The CLI subcommand a job runs (contract §1.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobCommand {
+    Run,
+    Record,
+    Replay,
+}
+
+impl JobCommand {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobCommand::Run => "run",
+            JobCommand::Record => "record",
+            JobCommand::Replay => "replay",
+        }
+    }
+}
+
+/// The axes of a matrix cell (contract §5.5): keys `baseline`, `model`, `skillDir`, absent ones
+/// omitted, so a no-axes cell serialises as `{}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CellAxes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The declared string from the matrix file (for labels), not the resolved path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_dir: Option<String>,
+}
+
+impl CellAxes {
+    /// `axesLabel` of contract §5.5: `baseline=<v>, model=<v>, skill_dir=<v>` for the present
+    /// axes, or `(no axes)`.
+    pub fn label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = &self.baseline {
+            parts.push(format!("baseline={v}"));
+        }
+        if let Some(v) = &self.model {
+            parts.push(format!("model={v}"));
+        }
+        if let Some(v) = &self.skill_dir {
+            parts.push(format!("skill_dir={v}"));
+        }
+        if parts.is_empty() {
+            "(no axes)".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// Everything a worker needs to run one job. Published on `cowork.jobs.<tier>.<batch>` with
+/// `Nats-Msg-Id` = `job_id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobSpec {
+    pub batch_id: BatchId,
+    pub job_id: JobId,
+    pub command: JobCommand,
+    pub tier: Tier,
+    pub unit: UnitRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_index: Option<u32>,
+    /// Scenario (or cassette, for replay) path inside the bundle, `/`-separated. For matrix
+    /// cells this is the materialized derived scenario (contract C1, strategy A).
+    pub scenario_file: String,
+    /// Effective scenario name (rule N1), used for labels and simulation.
+    pub scenario_name: String,
+    /// The cell's axes (matrix batches only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axes: Option<CellAxes>,
+    /// Eval arm (`a` or `b`) for eval batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
+    /// Flags forwarded to the CLI after the scenario (contract §1.3), in order.
+    pub forwarded_flags: Vec<String>,
+    /// sha256 (hex) of the bundle holding every input of the job.
+    pub bundle_sha256: String,
+    /// Hard wall-clock limit for the whole job in milliseconds (C13).
+    pub timeout_ms: u64,
+    pub executor: ExecutorKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimSpec>,
+}

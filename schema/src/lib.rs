@@ -1,0 +1,32 @@
+//! Wire types and file formats of Cowork Fleet.
+//!
+//! Modules, in reading order:
+//! - [`ids`]: batch and job ids.
+//! - [`load`]: strict YAML loading with errors that name file, line and key.
+//! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
+//! - [`batch`]: the batch spec (what a run or submit asks for).
+//! - [`job`]: one job and its tier.
+//! - [`run_result`]: the reducer's view of a `result.json`.
+//! - [`event`]: job events on the event log.
+//! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
+//! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
+//! - [`json_number`]: JavaScript-compatible number output (J4).
+//! - [`json_schema`]: JSON Schemas generated from these types.
+//!
+//! This crate does no network IO and pulls in no async runtime.
+
+pub mod batch;
+pub mod envelope;
+pub mod event;
+pub mod ids;
+pub mod job;
+pub mod json_number;
+pub mod json_schema;
+pub mod load;
+pub mod matrix;
+pub mod rollup;
+pub mod run_result;
+pub mod scenario;
+pub mod session;
+
+pub use ids::{BatchId, JobId, UnitRef};
