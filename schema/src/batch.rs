@@ -134,7 +134,8 @@ pub struct SimSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub struct SimRule {
-    /// Regex on the scenario name; absent matches every scenario.
+    /// Scenario name: a substring, anchored with a leading `^` and/or trailing `$`; absent
+    /// matches every scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,
     /// Exact cell baseline; absent matches any.
@@ -197,3 +198,61 @@ pub struct BatchSpec {
 
 /// The current [`BatchSpec::schema_version`].
 pub const BATCH_SPEC_VERSION: u32 = 1;
+
+/// How the planner laid a batch out: the part of the plan the reducer needs, stored beside the
+/// spec so that `cowork rollup` can re-judge a stored batch with the same shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanSummary {
+    /// `files` (one unit per scenario file) or `matrix` (one unit per kept cell).
+    pub kind: PlanKindName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// `totalBeforeCap` for a matrix; the number of files otherwise.
+    pub requested_cells: u32,
+    pub truncated: bool,
+    /// Jobs in the plan (units without a cell error × runs per unit).
+    pub n_jobs: u64,
+    pub units: Vec<UnitSummary>,
+}
+
+/// `files` or `matrix`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanKindName {
+    Files,
+    Matrix,
+}
+
+/// One unit (scenario file or matrix cell) of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnitSummary {
+    pub unit: crate::ids::UnitRef,
+    /// The rollup's `scenario`: the name, or `<name> [<axes label>]` for a cell.
+    pub label: String,
+    pub scenario_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axes: Option<crate::job::CellAxes>,
+    /// A pre-execution cell error (contract §5.8); such a cell has no jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_error: Option<String>,
+    pub tier: crate::job::Tier,
+}
+
+/// `batches/<batch>/spec.json`: the submitted spec and the planner's layout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoredBatch {
+    pub batch_id: crate::ids::BatchId,
+    pub spec: BatchSpec,
+    pub plan: PlanSummary,
+}
+
+/// A simulation profile file (`--sim-profile`): `rules:` in order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimProfile {
+    #[serde(default)]
+    pub rules: Vec<SimRule>,
+}

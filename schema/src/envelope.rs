@@ -1,1 +1,224 @@
-//! (in progress)
+//! The upstream-compatible JSON envelope plus the additive `fleet` key (contract §7, C15).
+//!
+//! An [`Envelope`] serialises with the CLI's key order: `tool`, `version`, `command`, `ok`,
+//! `results`, the batch key (`rollups` | `matrix` | `matrixRepeat`), command-specific extras,
+//! `error` (always present, `null` on success) and finally `fleet`, which the CLI does not have
+//! and which a consumer of the CLI's envelope can ignore. Results are kept as
+//! `serde_json::Value` so their key order and unknown keys survive untouched (J1).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::rollup::{MatrixRepeatRollup, MatrixRollup, RepeatRollup};
+use crate::run_result::{RunView, persisted_outcome, provenance_value};
+
+/// The `tool` value of every envelope.
+pub const TOOL: &str = "cowork-harness";
+
+/// A thrown failure (contract §7.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvelopeError {
+    /// `usage`, `unanswered`, `boundary`, `runtime` or `internal` (an open string: workers add
+    /// their own, e.g. `infra`).
+    pub category: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// One envelope: the single stdout line of a CLI invocation, or the batch's `envelope.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    /// Always [`TOOL`].
+    pub tool: String,
+    /// The (uniform) worker CLI version (contract C15).
+    pub version: String,
+    pub command: String,
+    pub ok: bool,
+    /// Results with `outcome`, `verdict` and `provenance` attached ([`decorate_result`]).
+    pub results: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollups: Option<Vec<RepeatRollup>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixRollup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix_repeat: Option<MatrixRepeatRollup>,
+    /// Command-specific keys (`record`: `artifacts`, `cassette`), kept in their order and
+    /// emitted before `error` as the CLI does.
+    #[serde(flatten)]
+    pub extras: Map<String, Value>,
+    /// `null` on success: the one optional key that is always present.
+    pub error: Option<EnvelopeError>,
+    /// Orchestrator metadata (contract C15); `null` means absent, as in a CLI envelope.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub fleet: Value,
+}
+
+impl Envelope {
+    /// An envelope with `ok: false`, no results, no batch key, no error and no `fleet`, for the
+    /// caller to fill in.
+    pub fn new(version: &str, command: &str) -> Envelope {
+        Envelope {
+            tool: TOOL.to_owned(),
+            version: version.to_owned(),
+            command: command.to_owned(),
+            ok: false,
+            results: Vec::new(),
+            rollups: None,
+            matrix: None,
+            matrix_repeat: None,
+            extras: Map::new(),
+            error: None,
+            fleet: Value::Null,
+        }
+    }
+
+    /// The envelope as one compact line of JSON, without a trailing newline.
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self)
+            .expect("an envelope has only string keys and finite numbers, so it serializes")
+    }
+}
+
+/// Returns a stored result as an envelope entry (contract §7.1): `provenance` (from `view`) is
+/// appended as the last key, replacing any stored one, and a missing `outcome` is computed from
+/// the persisted verdict (§3.6) and inserted just before `verdict`.
+///
+/// A result without a persisted verdict gets no outcome here: the coordinator attaches its
+/// re-derived verdict first. A value that is not an object is returned unchanged.
+pub fn decorate_result(result: Value, view: &RunView) -> Value {
+    let outcome = match result.get("outcome") {
+        Some(_) => None,
+        None => persisted_outcome(&result),
+    };
+    let Value::Object(mut object) = result else {
+        return result;
+    };
+    object.shift_remove("provenance");
+    if let Some(outcome) = outcome {
+        // `persisted_outcome` is `Some` only when `verdict` exists, so the position is found.
+        if let Some(position) = object.keys().position(|key| key == "verdict") {
+            object.shift_insert(position, "outcome".to_owned(), Value::from(outcome));
+        }
+    }
+    object.insert("provenance".to_owned(), provenance_value(view));
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN_ENVELOPE: &str = include_str!("../tests/fixtures/envelopes/sample-run-envelope.json");
+    const REPLAY_ENVELOPE: &str =
+        include_str!("../tests/fixtures/envelopes/sample-replay-envelope-example-pdf-skill.json");
+    const RUN_RESULT: &str = include_str!("../tests/fixtures/envelopes/sample-run-result.json");
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).expect("fixture is valid JSON")
+    }
+
+    fn check_round_trip(text: &str) {
+        let original = parse(text);
+        let envelope: Envelope =
+            serde_json::from_value(original.clone()).expect("fixture is a valid envelope");
+        assert_eq!(envelope.tool, TOOL);
+        assert!(envelope.error.is_none());
+        assert!(envelope.fleet.is_null());
+        // String comparison, not `Value` equality: map equality ignores key order.
+        assert_eq!(envelope.to_line(), original.to_string());
+    }
+
+    #[test]
+    fn sample_envelopes_round_trip_with_key_order() {
+        check_round_trip(RUN_ENVELOPE);
+        check_round_trip(REPLAY_ENVELOPE);
+    }
+
+    #[test]
+    fn error_is_null_and_fleet_comes_last() {
+        let mut envelope = Envelope::new("2.0.0", "run");
+        assert_eq!(
+            envelope.to_line(),
+            r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":false,"results":[],"error":null}"#
+        );
+        envelope
+            .extras
+            .insert("cassette".into(), Value::from("c.json"));
+        envelope.error = Some(EnvelopeError {
+            category: "unanswered".into(),
+            message: "G".into(),
+            hint: None,
+        });
+        envelope.fleet = serde_json::json!({"foldOrder": "index"});
+        assert_eq!(
+            envelope.to_line(),
+            r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":false,"results":[],"cassette":"c.json","error":{"category":"unanswered","message":"G"},"fleet":{"foldOrder":"index"}}"#
+        );
+    }
+
+    #[test]
+    fn error_and_record_envelopes_round_trip() {
+        check_round_trip_text(
+            r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":false,"results":[],"error":{"category":"unanswered","message":"no answer","hint":"script it"}}"#,
+        );
+        check_round_trip_text(
+            r#"{"tool":"cowork-harness","version":"2.0.0","command":"record","ok":true,"results":[{"b":1,"a":2}],"artifacts":["x"],"cassette":"c.json","error":null}"#,
+        );
+        check_round_trip_text(
+            r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":true,"results":[],"rollups":[],"error":null,"fleet":{"z":1,"a":0.5}}"#,
+        );
+    }
+
+    fn check_round_trip_text(text: &str) {
+        let envelope: Envelope = serde_json::from_str(text).expect("test envelope parses");
+        assert_eq!(envelope.to_line(), text);
+    }
+
+    #[test]
+    fn decorating_the_stored_result_gives_the_envelope_entry() {
+        let stored = parse(RUN_RESULT);
+        let view = RunView::from_result(&stored).expect("sample result is readable");
+        let decorated = decorate_result(stored, &view);
+        let envelope = parse(RUN_ENVELOPE);
+        assert_eq!(decorated.to_string(), envelope["results"][0].to_string());
+    }
+
+    #[test]
+    fn missing_outcome_is_inserted_before_verdict() {
+        let mut stored = parse(RUN_RESULT);
+        let object = stored.as_object_mut().expect("sample result is an object");
+        object.shift_remove("outcome");
+        object.insert("provenance".into(), Value::from("stale"));
+        let view = RunView::from_result(&stored).expect("sample result is readable");
+        let decorated = decorate_result(stored, &view);
+        let keys: Vec<&str> = decorated
+            .as_object()
+            .expect("decorated result is an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys[keys.len() - 3..], ["outcome", "verdict", "provenance"]);
+        assert_eq!(decorated["outcome"], "delivered_clean");
+        assert_eq!(decorated["provenance"]["skill"], "offered,NOT-invoked");
+    }
+
+    #[test]
+    fn no_verdict_means_no_outcome() {
+        let stored = serde_json::json!({"result": "success", "models": ["m"]});
+        let verdict = crate::run_result::VerdictView {
+            pass: true,
+            signals: Vec::new(),
+        };
+        let view =
+            RunView::from_result_rederived(&stored, verdict).expect("an object is a valid result");
+        let decorated = decorate_result(stored, &view);
+        assert_eq!(
+            decorated.to_string(),
+            r#"{"result":"success","models":["m"],"provenance":{"model":"m","skill":"unknown","ablated":false}}"#
+        );
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`job`]: one job and its tier.
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
+//! - [`verdict`]: re-derivation of a per-run verdict for results that lack one (§3).
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
 //! - [`json_number`]: JavaScript-compatible number output (J4).
@@ -28,5 +29,6 @@ pub mod rollup;
 pub mod run_result;
 pub mod scenario;
 pub mod session;
+pub mod verdict;
 
 pub use ids::{BatchId, JobId, UnitRef};

@@ -1,0 +1,753 @@
+//! Per-run verdict port (contract §3.1–§3.6) for results that lack a persisted `verdict`.
+//!
+//! The persisted verdict is the source of truth (§3.7); this port exists only for legacy
+//! results written before the field existed. It reproduces the mirror's 19 signal codes in the
+//! emission order of §3.3, the `failures[]` of §3.4, the guard roster of §3.5 and `outcome` of
+//! §3.6. Views built from a re-derived verdict are marked `verdict_rederived`.
+//!
+//! Gaps (the contract does not give the data, so this port does what the contract says and no
+//! more):
+//! - Signal messages other than `assertion`'s are not specified; ours are descriptive English.
+//!   Pass/fail, codes, severities and order are what the reducer reads, and they are exact.
+//! - `ended_with_question`: "an `output`-class file that counts as delivered by location" is read
+//!   as a `workspaceFiles` entry with `class == "output"` on a lane other than `remote` (nothing
+//!   is delivered by location on `remote`).
+//! - `undelivered_deliverables`: a scratchpad file counts as presented when a `presentedFiles`
+//!   entry without `leaked: true` has `from` or `to` equal to the file's path, or ending with
+//!   `/<path>`. The CLI's exact path matching is not in the contract.
+//! - `transport_error`'s message varies with the assertion count and lane in the CLI; ours does
+//!   not.
+//!
+//! Pure: no IO, no clock, no environment.
+
+use crate::run_result::{
+    NO_DELIVERABLE_CODES, OutcomeFacts, RunView, RunViewError, SignalView, VerdictView,
+    assertion_key, outcome_for,
+};
+use serde_json::{Map, Value};
+
+/// Which lane judges the run (contract §3.1). Batch members are always judged on `Live`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// A live run: every check applies.
+    Live,
+    /// A cassette replay: the live-only guards are dropped.
+    Replay,
+}
+
+/// Severity of a signal; only `Fail` affects `pass`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Fail,
+    Warn,
+}
+
+impl Severity {
+    /// The persisted name (`fail`, `warn`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Fail => "fail",
+            Severity::Warn => "warn",
+        }
+    }
+}
+
+/// One verdict signal (contract §3.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signal {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// Status of a guard of the roster (contract §3.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardStatus {
+    Ok,
+    Fired,
+    Na,
+    Unverified,
+}
+
+impl GuardStatus {
+    /// The persisted name (`ok`, `fired`, `na`, `unverified`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardStatus::Ok => "ok",
+            GuardStatus::Fired => "fired",
+            GuardStatus::Na => "na",
+            GuardStatus::Unverified => "unverified",
+        }
+    }
+}
+
+/// One entry of the guard roster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub name: &'static str,
+    pub status: GuardStatus,
+}
+
+/// One flat failure reason (contract §3.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// First key of the failing assertion; `None` for guards and for `{}`.
+    pub assertion: Option<String>,
+    pub message: String,
+    /// `assertion`, `guard`, or the entry's `source` (`staleness`, `cassette-format`,
+    /// `coverage`).
+    pub kind: String,
+}
+
+/// A derived verdict, shaped like the persisted `verdict` object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub pass: bool,
+    /// `0` when `pass`, else `1`.
+    pub exit_code: i32,
+    pub signals: Vec<Signal>,
+    pub guards: Vec<Guard>,
+    pub failures: Vec<Failure>,
+}
+
+impl Verdict {
+    /// The verdict as the persisted JSON object (`pass`, `exitCode`, `signals`, `guards`,
+    /// `failures`, in that order).
+    pub fn to_value(&self) -> Value {
+        let signals = self
+            .signals
+            .iter()
+            .map(|signal| {
+                let mut object = Map::new();
+                object.insert("code".into(), Value::from(signal.code));
+                object.insert("severity".into(), Value::from(signal.severity.as_str()));
+                object.insert("message".into(), Value::from(signal.message.as_str()));
+                Value::Object(object)
+            })
+            .collect();
+        let guards = self
+            .guards
+            .iter()
+            .map(|guard| {
+                let mut object = Map::new();
+                object.insert("name".into(), Value::from(guard.name));
+                object.insert("status".into(), Value::from(guard.status.as_str()));
+                Value::Object(object)
+            })
+            .collect();
+        let failures = self
+            .failures
+            .iter()
+            .map(|failure| {
+                let mut object = Map::new();
+                if let Some(assertion) = &failure.assertion {
+                    object.insert("assertion".into(), Value::from(assertion.as_str()));
+                }
+                object.insert("message".into(), Value::from(failure.message.as_str()));
+                object.insert("kind".into(), Value::from(failure.kind.as_str()));
+                Value::Object(object)
+            })
+            .collect();
+        let mut object = Map::new();
+        object.insert("pass".into(), Value::Bool(self.pass));
+        object.insert("exitCode".into(), Value::from(self.exit_code));
+        object.insert("signals".into(), Value::Array(signals));
+        object.insert("guards".into(), Value::Array(guards));
+        object.insert("failures".into(), Value::Array(failures));
+        Value::Object(object)
+    }
+
+    /// The signals as the reducer sees them.
+    pub fn signal_views(&self) -> Vec<SignalView> {
+        self.signals
+            .iter()
+            .map(|signal| SignalView {
+                code: signal.code.to_owned(),
+                fail: signal.severity == Severity::Fail,
+            })
+            .collect()
+    }
+}
+
+/// Verdict-modifier keys: no-op assertions that only suppress a default fail (contract §3.2).
+const VERDICT_MODIFIERS: [&str; 7] = [
+    "allow_permissive_auto_allow",
+    "allow_missing_capability",
+    "allow_l0_plugin_divergence",
+    "allow_stall",
+    "allow_undelivered_deliverables",
+    "allow_outputs_delete",
+    "allow_delete_in",
+];
+
+/// The assertion objects of `assertions[]`, authored and harness-injected alike.
+fn assertion_objects(result: &Value) -> impl Iterator<Item = &Map<String, Value>> {
+    result
+        .get("assertions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.get("assertion").and_then(Value::as_object))
+}
+
+/// Some assertion defines `key` (contract §3.2 "authored").
+fn authored(result: &Value, key: &str) -> bool {
+    assertion_objects(result).any(|object| object.contains_key(key))
+}
+
+/// Some assertion sets the modifier `key` to `true`.
+fn modifier_on(result: &Value, key: &str) -> bool {
+    assertion_objects(result).any(|object| object.get(key) == Some(&Value::Bool(true)))
+}
+
+fn is_true(value: Option<&Value>) -> bool {
+    value == Some(&Value::Bool(true))
+}
+
+fn non_empty_array(value: Option<&Value>) -> Option<&Vec<Value>> {
+    value
+        .and_then(Value::as_array)
+        .filter(|items| !items.is_empty())
+}
+
+fn joined_strings(items: &[Value]) -> String {
+    items
+        .iter()
+        .map(|item| match item {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `?` not immediately followed by an ASCII word character or one of `=&/#` (contract §3.2
+/// `ended_with_question`; the JavaScript `\w` class is ASCII-only).
+fn contains_question(text: &str) -> bool {
+    let mut chars = text.chars().peekable();
+    while let Some(current) = chars.next() {
+        if current != '?' {
+            continue;
+        }
+        match chars.peek() {
+            None => return true,
+            Some(next) if next.is_ascii_alphanumeric() || "_=&/#".contains(*next) => {}
+            Some(_) => return true,
+        }
+    }
+    false
+}
+
+/// Derives the verdict of `result` on `lane` (contract §3.1–§3.5).
+pub fn derive(result: &Value, lane: Lane) -> Verdict {
+    let mut signals: Vec<Signal> = Vec::new();
+    let mut push = |code: &'static str, severity: Severity, message: String| {
+        signals.push(Signal {
+            code,
+            severity,
+            message,
+        });
+    };
+    let live = lane == Lane::Live;
+    let result_field = result.get("result").and_then(Value::as_str);
+    let stalled_on_question = is_true(result.get("stalledOnQuestion"));
+    let allow_stall = modifier_on(result, "allow_stall");
+    let allow_missing_capability = modifier_on(result, "allow_missing_capability");
+    let allow_undelivered = modifier_on(result, "allow_undelivered_deliverables");
+    let scan = result.get("scan");
+    let lane_field = result.get("lane").and_then(Value::as_str);
+    let workspace_files = result.get("workspaceFiles").and_then(Value::as_array);
+
+    // 1) One `assertion` signal per failing entry, in order.
+    for entry in result
+        .get("assertions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if entry.get("pass") != Some(&Value::Bool(true)) {
+            let message = entry
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("assertion failed");
+            push("assertion", Severity::Fail, message.to_owned());
+        }
+    }
+
+    // 2) At most one of usage_limit / transport_error / result_error.
+    if result_field == Some("error") {
+        match result.get("resultErrorKind").and_then(Value::as_str) {
+            Some("usage_limit") => push(
+                "usage_limit",
+                Severity::Fail,
+                "the agent hit a usage limit".to_owned(),
+            ),
+            Some("transport") => push(
+                "transport_error",
+                Severity::Fail,
+                "the connection to the agent dropped before the run finished".to_owned(),
+            ),
+            _ => push(
+                "result_error",
+                Severity::Fail,
+                "the agent run ended with result error".to_owned(),
+            ),
+        }
+    }
+
+    // 3) Declared capabilities the tier could not satisfy.
+    if let Some(caps) = non_empty_array(
+        result
+            .get("requiresCapabilityUnmet")
+            .and_then(|unmet| unmet.get("caps")),
+    ) && !allow_missing_capability
+    {
+        push(
+            "missing_capability",
+            Severity::Fail,
+            format!("required capabilities unmet: {}", joined_strings(caps)),
+        );
+    }
+
+    // 4) and 5) Infrastructure errors: supervisor deaths fail, single exec failures warn.
+    let infra_errors = result
+        .get("infraErrors")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let is_exec =
+        |entry: &&Value| entry.get("source").and_then(Value::as_str) == Some("hostloop-exec");
+    let hard: Vec<String> = infra_errors
+        .iter()
+        .filter(|entry| !is_exec(entry))
+        .map(|entry| {
+            entry
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown infrastructure error")
+                .to_owned()
+        })
+        .collect();
+    if !hard.is_empty() {
+        push(
+            "infra_error",
+            Severity::Fail,
+            format!("infrastructure error: {}", hard.join("; ")),
+        );
+    }
+    let n_exec = infra_errors.iter().filter(is_exec).count();
+    if n_exec > 0 {
+        push(
+            "exec_infra_error",
+            Severity::Warn,
+            format!("{n_exec} container exec call(s) failed for infrastructure reasons"),
+        );
+    }
+
+    // 6) Stalled on a question.
+    if stalled_on_question && !allow_stall {
+        push(
+            "stalled",
+            Severity::Fail,
+            "the run ended on a question with no productive work after its last gate".to_owned(),
+        );
+    }
+
+    if live {
+        // 7) Off-registry auto-allows.
+        if let Some(allows) = non_empty_array(result.get("permissiveAutoAllow"))
+            && !modifier_on(result, "allow_permissive_auto_allow")
+        {
+            push(
+                "permissive_auto_allow",
+                Severity::Fail,
+                format!("off-registry auto-allows: {}", joined_strings(allows)),
+            );
+        }
+
+        // 8) Observed use of omitted capabilities.
+        if let Some(used) = non_empty_array(result.get("missingCapabilityUse"))
+            && !allow_missing_capability
+        {
+            push(
+                "missing_capability",
+                Severity::Fail,
+                format!(
+                    "the skill used capabilities the agent image omits: {}",
+                    joined_strings(used)
+                ),
+            );
+        }
+
+        // 9) Ended with a question on an open-ended scenario without a deliverable.
+        let open_ended = assertion_objects(result).all(|object| {
+            object
+                .keys()
+                .all(|key| key == "result" || VERDICT_MODIFIERS.contains(&key.as_str()))
+        });
+        let delivered_by_location = lane_field != Some("remote")
+            && workspace_files.is_some_and(|files| {
+                files
+                    .iter()
+                    .any(|file| file.get("class").and_then(Value::as_str) == Some("output"))
+            });
+        let asks = result
+            .get("finalMessage")
+            .and_then(Value::as_str)
+            .is_some_and(contains_question);
+        if result_field == Some("success")
+            && !stalled_on_question
+            && !allow_stall
+            && open_ended
+            && workspace_files.is_some()
+            && !delivered_by_location
+            && asks
+        {
+            push(
+                "ended_with_question",
+                Severity::Warn,
+                "the final answer asks a question and no deliverable was written to outputs"
+                    .to_owned(),
+            );
+        }
+
+        // 10) Scratchpad files that were neither presented nor delivered by location.
+        let presented = result.get("presentedFiles").and_then(Value::as_array);
+        let turn_ok = result
+            .get("turn")
+            .and_then(Value::as_f64)
+            .is_none_or(|turn| turn <= 1.0);
+        if let (Some(files), Some(presented)) = (workspace_files, presented)
+            && lane_field != Some("remote")
+            && is_true(result.get("scratchpadEvidenceComplete"))
+            && turn_ok
+            && !allow_undelivered
+        {
+            let undelivered: Vec<&str> = files
+                .iter()
+                .filter(|file| file.get("class").and_then(Value::as_str) == Some("scratchpad"))
+                .filter_map(|file| file.get("path").and_then(Value::as_str))
+                .filter(|path| !was_presented(presented, path))
+                .collect();
+            if !undelivered.is_empty() {
+                push(
+                    "undelivered_deliverables",
+                    Severity::Warn,
+                    format!(
+                        "file(s) outside every user-visible root were never delivered: {}",
+                        undelivered.join(", ")
+                    ),
+                );
+            }
+        }
+
+        // 11) Remote lane: delivery cannot be observed.
+        if lane_field == Some("remote")
+            && let Some(files) = workspace_files
+            && files
+                .iter()
+                .any(|file| file.get("class").and_then(Value::as_str) != Some("input"))
+            && !allow_undelivered
+        {
+            push(
+                "delivery_unobservable",
+                Severity::Warn,
+                "delivery of the run's files cannot be observed on lane remote".to_owned(),
+            );
+        }
+
+        // 12) No post-run scan.
+        if scan.is_none() {
+            push(
+                "scan_unavailable",
+                Severity::Warn,
+                "post-run scan evidence unavailable".to_owned(),
+            );
+        }
+
+        // 13) Deletes in outputs.
+        if let Some(deletes) = non_empty_array(scan.and_then(|scan| scan.get("outputsDeletes")))
+            && !authored(result, "no_delete_in_outputs")
+            && !modifier_on(result, "allow_outputs_delete")
+        {
+            push(
+                "outputs_delete",
+                Severity::Fail,
+                format!("files deleted in outputs: {}", joined_strings(deletes)),
+            );
+        }
+
+        // 14) Deletes in other delete-denied mounts, unless waived per mount.
+        let waived: Vec<&str> = assertion_objects(result)
+            .filter_map(|object| object.get("allow_delete_in"))
+            .flat_map(|value| match value {
+                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                Value::String(text) => vec![text.as_str()],
+                _ => Vec::new(),
+            })
+            .collect();
+        let mounts: Vec<&str> = scan
+            .and_then(|scan| scan.get("mountDeletes"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.get("mount").and_then(Value::as_str))
+            .filter(|mount| *mount != "outputs" && !waived.contains(mount))
+            .collect();
+        if !mounts.is_empty() && !authored(result, "no_delete_in_mounts") {
+            push(
+                "mount_delete",
+                Severity::Warn,
+                format!("deletes in delete-denied mounts: {}", mounts.join(", ")),
+            );
+        }
+
+        // 15) Host path in the transcript, except on tiers where host paths are the real paths.
+        let fidelity = result.get("effectiveFidelity").and_then(Value::as_str);
+        if is_true(scan.and_then(|scan| scan.get("hostPathLeaked")))
+            && !matches!(fidelity, Some("hostloop" | "protocol"))
+            && !authored(result, "transcript_no_host_path")
+        {
+            push(
+                "host_path_leak",
+                Severity::Fail,
+                "a host path leaked into the transcript".to_owned(),
+            );
+        }
+
+        // 16) Protocol tier with plugins.
+        if is_true(result.get("l0PluginDivergence"))
+            && !modifier_on(result, "allow_l0_plugin_divergence")
+        {
+            push(
+                "l0_plugin_divergence",
+                Severity::Fail,
+                "the protocol tier ran with plugins and diverges from production".to_owned(),
+            );
+        }
+    }
+
+    // 17) Non-deterministic decisions (never fails).
+    if is_true(result.get("nonDeterministic")) {
+        push(
+            "non_deterministic",
+            Severity::Warn,
+            "a gate was decided non-deterministically".to_owned(),
+        );
+    }
+
+    // 18) Missing prompt asset.
+    if let Some(warning) = result
+        .get("fidelityWarnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|warning| warning.contains("referenced asset not found"))
+    {
+        push("prompt_asset_missing", Severity::Warn, warning.to_owned());
+    }
+
+    let pass = !signals
+        .iter()
+        .any(|signal| signal.severity == Severity::Fail);
+    let guards = guards(result, lane, &signals);
+    let failures = if pass {
+        Vec::new()
+    } else {
+        failures(result, &signals)
+    };
+    Verdict {
+        pass,
+        exit_code: if pass { 0 } else { 1 },
+        signals,
+        guards,
+        failures,
+    }
+}
+
+fn was_presented(presented: &[Value], path: &str) -> bool {
+    let suffix = format!("/{path}");
+    presented.iter().any(|entry| {
+        if is_true(entry.get("leaked")) {
+            return false;
+        }
+        ["from", "to"].iter().any(|key| {
+            entry
+                .get(*key)
+                .and_then(Value::as_str)
+                .is_some_and(|candidate| candidate == path || candidate.ends_with(&suffix))
+        })
+    })
+}
+
+/// The fixed four-entry guard roster (contract §3.5).
+fn guards(result: &Value, lane: Lane, signals: &[Signal]) -> Vec<Guard> {
+    let replay = lane == Lane::Replay;
+    let fired = |code: &str| signals.iter().any(|signal| signal.code == code);
+    let scan = result.get("scan");
+    let capability_use = match result.get("capabilityProbe").and_then(Value::as_str) {
+        _ if replay => GuardStatus::Na,
+        None | Some("skipped") => GuardStatus::Na,
+        Some("unverified") => GuardStatus::Unverified,
+        Some(_) if fired("missing_capability") => GuardStatus::Fired,
+        Some(_) => GuardStatus::Ok,
+    };
+    let permissive = if replay {
+        GuardStatus::Na
+    } else if fired("permissive_auto_allow") {
+        GuardStatus::Fired
+    } else {
+        GuardStatus::Ok
+    };
+    let host_path = if replay {
+        GuardStatus::Na
+    } else if scan.is_none() {
+        GuardStatus::Unverified
+    } else if fired("host_path_leak") {
+        GuardStatus::Fired
+    } else {
+        GuardStatus::Ok
+    };
+    let outputs_delete = if replay {
+        GuardStatus::Na
+    } else if scan.is_none() {
+        GuardStatus::Unverified
+    } else if non_empty_array(scan.and_then(|scan| scan.get("outputsDeletes"))).is_some() {
+        // Fired even when the signal was suppressed (contract §3.5).
+        GuardStatus::Fired
+    } else {
+        GuardStatus::Ok
+    };
+    vec![
+        Guard {
+            name: "capability-use",
+            status: capability_use,
+        },
+        Guard {
+            name: "permissive-auto-allow",
+            status: permissive,
+        },
+        Guard {
+            name: "host-path",
+            status: host_path,
+        },
+        Guard {
+            name: "outputs-delete",
+            status: outputs_delete,
+        },
+    ]
+}
+
+/// `failures[]` of a failing verdict (contract §3.4).
+fn failures(result: &Value, signals: &[Signal]) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    for entry in result
+        .get("assertions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if entry.get("pass") == Some(&Value::Bool(true)) {
+            continue;
+        }
+        failures.push(Failure {
+            assertion: entry
+                .get("assertion")
+                .and_then(assertion_key)
+                .map(str::to_owned),
+            message: entry
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("assertion failed")
+                .to_owned(),
+            kind: entry
+                .get("source")
+                .and_then(Value::as_str)
+                .unwrap_or("assertion")
+                .to_owned(),
+        });
+    }
+    let unanswered_gate = result.get("unansweredGate");
+    for signal in signals {
+        if signal.severity != Severity::Fail || signal.code == "assertion" {
+            continue;
+        }
+        // The gate's own entry below replaces the generic result-error reasons.
+        if unanswered_gate.is_some() && matches!(signal.code, "result_error" | "transport_error") {
+            continue;
+        }
+        failures.push(Failure {
+            assertion: None,
+            message: signal.message.clone(),
+            kind: "guard".to_owned(),
+        });
+    }
+    if let Some(gate) = unanswered_gate {
+        failures.push(Failure {
+            assertion: None,
+            message: gate
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unanswered question")
+                .to_owned(),
+            kind: "guard".to_owned(),
+        });
+    }
+    failures
+}
+
+/// `outcome` (contract §3.6) of `result` judged by `verdict`; `None` when there is no verdict.
+pub fn outcome(result: &Value, verdict: Option<&Verdict>) -> Option<&'static str> {
+    let verdict = verdict?;
+    let no_deliverable = verdict
+        .signals
+        .iter()
+        .any(|signal| NO_DELIVERABLE_CODES.contains(&signal.code));
+    Some(outcome_for(OutcomeFacts {
+        result_is_error: result.get("result").and_then(Value::as_str) == Some("error"),
+        pass: verdict.pass,
+        no_deliverable_signal: no_deliverable,
+    }))
+}
+
+/// The reducer's view of a result: from its persisted verdict when there is one, else from a
+/// verdict re-derived on the live lane (batch members are always judged live, §3.1) and marked
+/// `verdict_rederived` (§3.7).
+pub fn view_with_rederived_verdict(result: &Value) -> Result<RunView, RunViewError> {
+    match RunView::from_result(result) {
+        Err(RunViewError::NoVerdict) => {
+            let verdict = derive(result, Lane::Live);
+            let view = VerdictView {
+                pass: verdict.pass,
+                signals: verdict.signal_views(),
+            };
+            RunView::from_result_rederived(result, view)
+        }
+        other => other,
+    }
+}
+
+/// Returns `result` with a re-derived `outcome` and `verdict` appended when it has no persisted
+/// verdict, so an envelope entry always carries one (contract §7.1); otherwise unchanged. The
+/// re-derivation is disclosed by the view's `verdict_rederived`, not inside the result.
+pub fn with_rederived_verdict(result: Value, lane: Lane) -> Value {
+    if result.get("verdict").is_some() {
+        return result;
+    }
+    let verdict = derive(&result, lane);
+    let outcome = outcome(&result, Some(&verdict));
+    let Value::Object(mut object) = result else {
+        return result;
+    };
+    // Stale `outcome` without a verdict cannot be trusted; it is recomputed with the verdict.
+    object.shift_remove("outcome");
+    if let Some(outcome) = outcome {
+        object.insert("outcome".into(), Value::from(outcome));
+    }
+    object.insert("verdict".into(), verdict.to_value());
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests;
