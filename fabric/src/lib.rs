@@ -1,1 +1,34 @@
-//! Ports and bundles (in progress).
+//! The ports of Cowork Fleet and their implementations.
+//!
+//! Modules, in reading order:
+//! - [`queue`]: the `JobQueue` port — jobs per tier, at-least-once delivery with ack, nak and
+//!   in-progress.
+//! - [`events`]: the `EventLog` port — the per-batch stream of job events, the batch's source of
+//!   truth.
+//! - [`artifacts`]: the `ArtifactStore` port — bundles, results and rollups under the keys of
+//!   brief §5.
+//! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
+//! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
+//!
+//! The distributed implementations (NATS JetStream, S3) implement the same traits.
+
+pub mod artifacts;
+pub mod bundle;
+pub mod embedded;
+pub mod events;
+pub mod queue;
+
+pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
+pub use events::{EventError, EventLog, EventSubscription};
+pub use queue::{Delivery, JobQueue, QueueError};
+
+/// Lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest.iter() {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}

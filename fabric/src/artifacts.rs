@@ -1,0 +1,112 @@
+//! The `ArtifactStore` port: bundles, job artifacts and batch documents under the keys of
+//! brief §5 (`bundles/<sha256>.tar.zst`, `batches/<batch>/…`).
+
+use async_trait::async_trait;
+use cowork_schema::event::ArtifactRef;
+
+/// Errors of the artifact store.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("artifact {key} not found")]
+    NotFound { key: String },
+    /// The key is not a valid relative key (empty segment, `..`, leading `/`, …).
+    #[error("invalid artifact key {key:?}: {reason}")]
+    InvalidKey { key: String, reason: &'static str },
+    /// The stored bytes do not match the recorded sha256.
+    #[error("artifact {key} is corrupt: expected sha256 {expected}, found {found}")]
+    Corrupt {
+        key: String,
+        expected: String,
+        found: String,
+    },
+    /// A temporary failure (timeout, 5xx, disk busy); the caller may retry.
+    #[error("artifact store is unavailable for {key}: {message}")]
+    Transient { key: String, message: String },
+    /// A permanent failure.
+    #[error("artifact store failed for {key}: {message}")]
+    Failed { key: String, message: String },
+}
+
+impl ArtifactError {
+    /// `true` when retrying the same call may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ArtifactError::Transient { .. })
+    }
+}
+
+/// Result of a create-if-absent put.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PutOutcome {
+    Created(ArtifactRef),
+    /// An object already exists under the key; its bytes were not replaced.
+    AlreadyExists,
+}
+
+/// The artifact store port.
+#[async_trait]
+pub trait ArtifactStore: Send + Sync {
+    /// Stores `bytes` under `key`, replacing what was there; returns the key, size and sha256.
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError>;
+    /// Stores `bytes` under `key` only if nothing is stored there yet.
+    async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError>;
+    /// Reads the object under `key`.
+    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError>;
+    /// `true` if an object exists under `key`.
+    async fn exists(&self, key: &str) -> Result<bool, ArtifactError>;
+    /// Every key that starts with `prefix`, sorted.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError>;
+}
+
+/// Checks that `key` is a relative, normalized, `/`-separated key: no empty segment, no `.` or
+/// `..` segment, no leading `/`, no backslash and no NUL. Every store calls this first, because a
+/// key containing `../` would be written outside the store's root on some servers.
+pub fn check_key(key: &str) -> Result<(), ArtifactError> {
+    let bad = |reason| {
+        Err(ArtifactError::InvalidKey {
+            key: key.to_owned(),
+            reason,
+        })
+    };
+    if key.is_empty() {
+        return bad("empty key");
+    }
+    if key.contains('\\') || key.contains('\0') {
+        return bad("backslash or NUL in key");
+    }
+    for segment in key.split('/') {
+        match segment {
+            "" => return bad("empty segment (leading, trailing or double '/')"),
+            "." | ".." => return bad("'.' or '..' segment"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_key;
+
+    #[test]
+    fn keys_are_relative_and_normalized() {
+        for good in [
+            "bundles/abc.tar.zst",
+            "batches/b1/jobs/c0/r1/result.json",
+            "a",
+        ] {
+            assert!(check_key(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            "a/../b",
+            "../a",
+            "a/.",
+            "trailing/",
+            "a\\b",
+        ] {
+            assert!(check_key(bad).is_err(), "{bad}");
+        }
+    }
+}

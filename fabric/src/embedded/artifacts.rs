@@ -1,0 +1,264 @@
+//! `DirArtifactStore`: the store layout of brief §5 under a local directory (default `.cowork/`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use cowork_schema::event::ArtifactRef;
+
+use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key};
+use crate::sha256_hex;
+
+/// An artifact store on a local directory. Writes are atomic (temporary file, then rename), so a
+/// reader never sees a half-written object and a crash leaves either the old or the new bytes.
+#[derive(Clone, Debug)]
+pub struct DirArtifactStore {
+    root: PathBuf,
+}
+
+impl DirArtifactStore {
+    /// A store rooted at `root`; the directory is created on the first write.
+    pub fn new(root: &Path) -> DirArtifactStore {
+        DirArtifactStore {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The local path of `key` (after validating it).
+    pub fn path_of(&self, key: &str) -> Result<PathBuf, ArtifactError> {
+        check_key(key)?;
+        Ok(self.root.join(key))
+    }
+}
+
+fn io_error(key: &str, error: &std::io::Error) -> ArtifactError {
+    if error.kind() == std::io::ErrorKind::NotFound {
+        return ArtifactError::NotFound {
+            key: key.to_owned(),
+        };
+    }
+    ArtifactError::Failed {
+        key: key.to_owned(),
+        message: error.to_string(),
+    }
+}
+
+/// Writes `bytes` to a fresh temporary file next to `path` and returns the temporary's path.
+fn write_temp(path: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf, ArtifactError> {
+    let parent = path.parent().ok_or_else(|| ArtifactError::InvalidKey {
+        key: key.to_owned(),
+        reason: "no parent",
+    })?;
+    std::fs::create_dir_all(parent).map_err(|e| io_error(key, &e))?;
+    let mut temp = tempfile_in(parent, key)?;
+    temp.1.write_all(bytes).map_err(|e| io_error(key, &e))?;
+    temp.1.sync_all().map_err(|e| io_error(key, &e))?;
+    Ok(temp.0)
+}
+
+/// Creates a uniquely named temporary file in `dir` (`.tmp-<pid>-<n>`).
+fn tempfile_in(dir: &Path, key: &str) -> Result<(PathBuf, std::fs::File), ArtifactError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Relaxed is enough: the counter only has to hand out distinct numbers within this process.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".tmp-{}-{n}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(file) => return Ok((path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error(key, &e)),
+        }
+    }
+}
+
+fn list_sync(root: &Path, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+    // Walk from the deepest directory the prefix names, then filter by the full prefix.
+    let start_rel = match prefix.rfind('/') {
+        Some(pos) => &prefix[..pos],
+        None => "",
+    };
+    let start = if start_rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(start_rel)
+    };
+    let mut keys = Vec::new();
+    let mut stack = vec![start];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_error(prefix, &e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error(prefix, &e))?;
+            let path = entry.path();
+            let file_type = entry.file_type().map_err(|e| io_error(prefix, &e))?;
+            if file_type.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let key = rel
+                .to_string_lossy()
+                .replace(std::path::MAIN_SEPARATOR, "/");
+            if key.starts_with(prefix) {
+                keys.push(key);
+            }
+        }
+    }
+    keys.sort();
+    Ok(keys)
+}
+
+/// Runs blocking file IO off the async executor (style rule 15).
+async fn blocking<T: Send + 'static>(
+    key: &str,
+    work: impl FnOnce() -> Result<T, ArtifactError> + Send + 'static,
+) -> Result<T, ArtifactError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ArtifactError::Failed {
+            key: key.to_owned(),
+            message: format!("io task failed: {e}"),
+        })?
+}
+
+#[async_trait]
+impl ArtifactStore for DirArtifactStore {
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
+        let path = self.path_of(key)?;
+        let key_owned = key.to_owned();
+        blocking(key, move || {
+            let reference = ArtifactRef {
+                key: key_owned.clone(),
+                size: bytes.len() as u64,
+                sha256: sha256_hex(&bytes),
+            };
+            let temp = write_temp(&path, &key_owned, &bytes)?;
+            std::fs::rename(&temp, &path).map_err(|e| io_error(&key_owned, &e))?;
+            Ok(reference)
+        })
+        .await
+    }
+
+    async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
+        let path = self.path_of(key)?;
+        let key_owned = key.to_owned();
+        blocking(key, move || {
+            if path.exists() {
+                return Ok(PutOutcome::AlreadyExists);
+            }
+            let reference = ArtifactRef {
+                key: key_owned.clone(),
+                size: bytes.len() as u64,
+                sha256: sha256_hex(&bytes),
+            };
+            let temp = write_temp(&path, &key_owned, &bytes)?;
+            // A hard link fails if the target exists, which makes create-if-absent atomic even
+            // when two writers race.
+            let linked = std::fs::hard_link(&temp, &path);
+            let _ = std::fs::remove_file(&temp);
+            match linked {
+                Ok(()) => Ok(PutOutcome::Created(reference)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Ok(PutOutcome::AlreadyExists)
+                }
+                Err(e) => Err(io_error(&key_owned, &e)),
+            }
+        })
+        .await
+    }
+
+    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
+        let path = self.path_of(key)?;
+        let key_owned = key.to_owned();
+        blocking(key, move || {
+            std::fs::read(&path).map_err(|e| io_error(&key_owned, &e))
+        })
+        .await
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
+        let path = self.path_of(key)?;
+        Ok(tokio::fs::try_exists(&path).await.unwrap_or(false))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        let root = self.root.clone();
+        let prefix_owned = prefix.to_owned();
+        blocking(prefix, move || list_sync(&root, &prefix_owned)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_get_list_and_create_if_absent() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = DirArtifactStore::new(dir.path());
+        let stored = store
+            .put("batches/b1/jobs/c0/r0/result.json", b"{}".to_vec())
+            .await
+            .expect("put");
+        assert_eq!(stored.size, 2);
+        assert_eq!(stored.sha256, sha256_hex(b"{}"));
+        assert_eq!(
+            store
+                .get("batches/b1/jobs/c0/r0/result.json")
+                .await
+                .expect("get"),
+            b"{}"
+        );
+        store
+            .put("batches/b1/jobs/c0/r1/result.json", b"[]".to_vec())
+            .await
+            .expect("put");
+        store
+            .put("batches/b2/spec.json", b"{}".to_vec())
+            .await
+            .expect("put");
+        assert_eq!(
+            store.list("batches/b1/").await.expect("list"),
+            vec![
+                "batches/b1/jobs/c0/r0/result.json",
+                "batches/b1/jobs/c0/r1/result.json"
+            ]
+        );
+        assert!(matches!(
+            store.get("batches/none").await,
+            Err(ArtifactError::NotFound { .. })
+        ));
+        let first = store
+            .put_if_absent("bundles/x.tar.zst", b"one".to_vec())
+            .await
+            .expect("put");
+        assert!(matches!(first, PutOutcome::Created(_)));
+        let second = store
+            .put_if_absent("bundles/x.tar.zst", b"two".to_vec())
+            .await
+            .expect("put");
+        assert_eq!(second, PutOutcome::AlreadyExists);
+        assert_eq!(store.get("bundles/x.tar.zst").await.expect("get"), b"one");
+        assert!(matches!(
+            store.put("../escape", vec![]).await,
+            Err(ArtifactError::InvalidKey { .. })
+        ));
+    }
+}

@@ -1,0 +1,12 @@
+//! In-process implementations of the ports, for `cowork run` (brief §1: "embedded queue and a
+//! local directory store"). They keep the delivery semantics of the distributed ones where a
+//! single process can observe them: deduplication by job id, redelivery of a job whose
+//! delivery was dropped unsettled, nak with delay, and replay of a batch's events.
+
+mod artifacts;
+mod events;
+mod queue;
+
+pub use artifacts::DirArtifactStore;
+pub use events::MemEventLog;
+pub use queue::MemJobQueue;

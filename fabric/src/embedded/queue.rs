@@ -1,0 +1,313 @@
+//! `MemJobQueue`: an in-process work queue per tier.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cowork_schema::JobId;
+use cowork_schema::job::{JobSpec, Tier};
+use tokio::sync::Notify;
+
+use crate::queue::{Acker, Delivery, JobQueue, QueueError};
+
+#[derive(Default)]
+struct State {
+    ready: HashMap<Tier, VecDeque<JobSpec>>,
+    /// Job ids published and not yet acked: a second publish of one of them is dropped, like a
+    /// JetStream publish with a repeated `Nats-Msg-Id` inside the duplicate window.
+    unsettled: HashSet<JobId>,
+    attempts: HashMap<JobId, u32>,
+    closed: bool,
+}
+
+/// An in-process job queue with JetStream-like delivery semantics.
+#[derive(Clone, Default)]
+pub struct MemJobQueue {
+    state: Arc<Mutex<State>>,
+    notify: Arc<Notify>,
+}
+
+impl MemJobQueue {
+    pub fn new() -> MemJobQueue {
+        MemJobQueue::default()
+    }
+
+    /// Closes the queue: pullers waiting now or later get `Ok(None)` once no job is ready.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Number of jobs waiting to be pulled, over all tiers.
+    pub fn n_ready(&self) -> usize {
+        self.lock().ready.values().map(VecDeque::len).sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock means a panic while holding it; the state is plain data that stays
+        // consistent between statements, so carrying on is safe.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn requeue(&self, job: JobSpec) {
+        let mut state = self.lock();
+        state.ready.entry(job.tier).or_default().push_front(job);
+        drop(state);
+        self.notify.notify_waiters();
+    }
+}
+
+#[async_trait]
+impl JobQueue for MemJobQueue {
+    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(QueueError::Closed);
+        }
+        if !state.unsettled.insert(job.job_id.clone()) {
+            return Ok(());
+        }
+        state
+            .ready
+            .entry(job.tier)
+            .or_default()
+            .push_back(job.clone());
+        drop(state);
+        self.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
+        loop {
+            // Register interest before looking, so a publish between the look and the wait
+            // still wakes us.
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                for tier in tiers {
+                    let Some(job) = state.ready.get_mut(tier).and_then(VecDeque::pop_front) else {
+                        continue;
+                    };
+                    let attempt = state.attempts.entry(job.job_id.clone()).or_insert(0);
+                    *attempt += 1;
+                    let attempt = *attempt;
+                    let acker = MemAcker {
+                        queue: self.clone(),
+                        job: Mutex::new(Some(job.clone())),
+                    };
+                    return Ok(Some(Delivery {
+                        job,
+                        attempt,
+                        acker: Box::new(acker),
+                    }));
+                }
+                if state.closed {
+                    return Ok(None);
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Settles one delivery. Dropping it unsettled puts the job back, which is how a crashed job
+/// task inside the process looks to the queue (JetStream would redeliver after `ack_wait`).
+struct MemAcker {
+    queue: MemJobQueue,
+    /// `Some` until the delivery is settled.
+    job: Mutex<Option<JobSpec>>,
+}
+
+impl MemAcker {
+    fn take(&self) -> Option<JobSpec> {
+        self.job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+#[async_trait]
+impl Acker for MemAcker {
+    async fn ack(&self) -> Result<(), QueueError> {
+        if let Some(job) = self.take() {
+            self.queue.lock().unsettled.remove(&job.job_id);
+        }
+        Ok(())
+    }
+
+    async fn nak(&self, delay: Duration) -> Result<(), QueueError> {
+        let Some(job) = self.take() else {
+            return Ok(());
+        };
+        if delay.is_zero() {
+            self.queue.requeue(job);
+            return Ok(());
+        }
+        let queue = self.queue.clone();
+        // Detached on purpose: the timer only puts the job back and ends; nothing needs to
+        // wait for it, and a closed queue simply never delivers the job again.
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            queue.requeue(job);
+        });
+        Ok(())
+    }
+
+    async fn in_progress(&self) -> Result<(), QueueError> {
+        // The embedded queue has no ack deadline: a job is owned until settled or dropped.
+        Ok(())
+    }
+}
+
+impl Drop for MemAcker {
+    fn drop(&mut self) {
+        if let Some(job) = self.take() {
+            self.queue.requeue(job);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cowork_schema::batch::ExecutorKind;
+    use cowork_schema::ids::{BatchId, UnitRef};
+    use cowork_schema::job::JobCommand;
+
+    fn job(index: u32, tier: Tier) -> JobSpec {
+        let batch = BatchId::new("b1").expect("valid literal");
+        JobSpec {
+            job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
+            batch_id: batch,
+            command: JobCommand::Run,
+            tier,
+            unit: UnitRef::File(0),
+            repeat_index: Some(index),
+            scenario_file: "s.yaml".into(),
+            scenario_name: "s".into(),
+            axes: None,
+            arm: None,
+            forwarded_flags: vec![],
+            bundle_sha256: "00".into(),
+            timeout_ms: 1000,
+            executor: ExecutorKind::Sim,
+            sim: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn publish_is_deduplicated_until_acked() {
+        let queue = MemJobQueue::new();
+        queue
+            .publish(&job(0, Tier::Container))
+            .await
+            .expect("open queue");
+        queue
+            .publish(&job(0, Tier::Container))
+            .await
+            .expect("open queue");
+        assert_eq!(queue.n_ready(), 1);
+        let delivery = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        delivery.acker.ack().await.expect("ack");
+        queue
+            .publish(&job(0, Tier::Container))
+            .await
+            .expect("open queue");
+        assert_eq!(queue.n_ready(), 1);
+    }
+
+    #[tokio::test]
+    async fn pull_only_sees_requested_tiers() {
+        let queue = MemJobQueue::new();
+        queue
+            .publish(&job(0, Tier::Microvm))
+            .await
+            .expect("open queue");
+        queue
+            .publish(&job(1, Tier::Container))
+            .await
+            .expect("open queue");
+        let delivery = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(delivery.job.tier, Tier::Container);
+        delivery.acker.ack().await.expect("ack");
+        queue.close();
+        assert!(
+            queue
+                .pull(&[Tier::Container])
+                .await
+                .expect("pull")
+                .is_none()
+        );
+        let delivery = queue
+            .pull(&[Tier::Microvm])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(delivery.job.tier, Tier::Microvm);
+    }
+
+    #[tokio::test]
+    async fn dropped_and_naked_deliveries_come_back_with_a_higher_attempt() {
+        let queue = MemJobQueue::new();
+        queue
+            .publish(&job(0, Tier::Container))
+            .await
+            .expect("open queue");
+        let first = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(first.attempt, 1);
+        drop(first);
+        let second = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(second.attempt, 2);
+        second.acker.nak(Duration::ZERO).await.expect("nak");
+        let third = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(third.attempt, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nak_with_delay_redelivers_after_the_delay() {
+        let queue = MemJobQueue::new();
+        queue
+            .publish(&job(0, Tier::Container))
+            .await
+            .expect("open queue");
+        let first = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        first.acker.nak(Duration::from_secs(30)).await.expect("nak");
+        assert_eq!(queue.n_ready(), 0);
+        let again = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(again.attempt, 2);
+    }
+}
