@@ -1,1 +1,16 @@
-//! Coordinator (in progress).
+//! Cowork Fleet coordinator: plans batches, admits their jobs and judges them.
+//!
+//! Modules, in reading order:
+//! - [`prepare`]: the IO edge — reads the target, scenarios, sessions and matrix, validates the
+//!   whole batch and lists the files of its bundle.
+//! - [`plan`]: pure — flags, cells, job ids, materialized axis overrides (contract §1.2, §5).
+//! - [`reduce`]: pure — index-order folding into rollups, verdicts, envelope keys and exit codes
+//!   (contract §4–§7).
+//! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
+//! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
+
+pub mod plan;
+pub mod prepare;
+pub mod reduce;
+pub mod rejudge;
+pub mod supervisor;

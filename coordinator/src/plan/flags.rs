@@ -1,0 +1,334 @@
+//! Batch flag validation (contract §4.1, §5.1): what the user typed → [`BatchFlags`].
+//!
+//! Numbers are read with JavaScript `Number()` semantics like the CLI (A-14): surrounding
+//! whitespace is ignored, `0x`/`0o`/`0b` prefixes and exponents are accepted, the empty string
+//! reads as 0 and anything else that is not a number is NaN. "Needs --repeat" and "needs
+//! --matrix" compare a flag with its default value, so an explicit default passes (A-12).
+//!
+//! Fleet deviations from the CLI:
+//! - `--repeat` accepts 2..=[`REPEAT_MAX`] (the CLI: 2..=100); a fleet is for wide sweeps.
+//! - `--max-cells` accepts 1..=[`MAX_CELLS_MAX`] (the CLI has no upper bound), so that a typo
+//!   cannot plan billions of jobs.
+//! - `--decider-dir` and `--decider-cmd` are always refused (choice C11): an external decider is
+//!   one interactive, strictly serial channel that distributed jobs cannot share.
+//! - `--concurrency` is validated like the CLI (1..=8, needs `--matrix`) but has no effect: fleet
+//!   parallelism comes from worker slots and tier caps.
+//! - `--job-timeout` is the fleet's own flag (C13): a duration such as `600000` (milliseconds),
+//!   `90s`, `30m` or `2h`.
+
+use cowork_schema::batch::{
+    BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
+};
+
+/// The batch flags as typed: strings for values, booleans for switches. `None` means the flag
+/// was not given; `Some("")` is a flag given with an empty value (`--repeat=`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawFlags {
+    pub repeat: Option<String>,
+    pub min_pass_rate: Option<String>,
+    pub stop_on_diverge: bool,
+    pub max_budget_usd: Option<String>,
+    pub allow_budget_stop: bool,
+    pub matrix: Option<String>,
+    pub max_cells: Option<String>,
+    pub allow_truncated_matrix: bool,
+    pub concurrency: Option<String>,
+    pub decider_dir: Option<String>,
+    pub decider_cmd: Option<String>,
+    pub ablate_skill: bool,
+    pub on_unanswered: Option<String>,
+    pub decider_model: Option<String>,
+    pub label: Option<String>,
+    pub job_timeout: Option<String>,
+}
+
+/// A refused flag. Displays as `--flag: message`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct FlagError {
+    /// The flag as typed on the command line, e.g. `--repeat`.
+    pub flag: &'static str,
+    pub message: String,
+}
+
+/// Longest `--label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
+const MAX_LABEL_LEN: usize = 200;
+/// Most cells the CLI runs at once; `--concurrency` is validated against it (contract §5.1).
+const MAX_CONCURRENCY: f64 = 8.0;
+
+/// Validates the batch flags, reporting every problem.
+pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
+    let mut errors = Vec::new();
+    let mut error = |flag: &'static str, message: String| errors.push(FlagError { flag, message });
+    let mut flags = BatchFlags::default();
+    let has_repeat = raw.repeat.is_some();
+    let has_matrix = raw.matrix.is_some();
+
+    if let Some(text) = &raw.repeat {
+        match integer_in(text, f64::from(REPEAT_MIN), f64::from(REPEAT_MAX)) {
+            Some(n) => flags.repeat = Some(n as u32),
+            None => error(
+                "--repeat",
+                format!("must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {text:?}"),
+            ),
+        }
+    }
+    if let Some(text) = &raw.min_pass_rate {
+        let rate = js_number(text);
+        if rate.is_finite() && (0.0..=1.0).contains(&rate) {
+            flags.min_pass_rate = rate;
+            if rate != 1.0 && !has_repeat {
+                error("--min-pass-rate", "needs --repeat".to_owned());
+            }
+        } else {
+            error(
+                "--min-pass-rate",
+                format!("must be a number from 0 to 1, got {text:?}"),
+            );
+        }
+    }
+    if raw.stop_on_diverge {
+        flags.stop_on_diverge = true;
+        if !has_repeat {
+            error("--stop-on-diverge", "needs --repeat".to_owned());
+        }
+    }
+    if let Some(text) = &raw.max_budget_usd {
+        let budget = js_number(text);
+        if budget.is_finite() && budget > 0.0 {
+            // Allowed without --repeat: then it is a single-run pre-flight (contract §6.5).
+            flags.max_budget_usd = Some(budget);
+        } else {
+            error(
+                "--max-budget-usd",
+                format!("must be a number greater than 0, got {text:?}"),
+            );
+        }
+    }
+    if raw.allow_budget_stop {
+        flags.allow_budget_stop = true;
+        if !has_repeat {
+            error("--allow-budget-stop", "needs --repeat".to_owned());
+        }
+    }
+    if let Some(path) = &raw.matrix
+        && (path.is_empty() || path.starts_with('-'))
+    {
+        error(
+            "--matrix",
+            format!("needs a matrix file path, got {path:?}"),
+        );
+    }
+    if let Some(text) = &raw.max_cells {
+        match integer_in(text, 1.0, f64::from(MAX_CELLS_MAX)) {
+            Some(n) => {
+                flags.max_cells = n as u32;
+                if flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
+                    error("--max-cells", "needs --matrix".to_owned());
+                }
+            }
+            None => error(
+                "--max-cells",
+                format!("must be an integer from 1 to {MAX_CELLS_MAX}, got {text:?}"),
+            ),
+        }
+    }
+    if raw.allow_truncated_matrix {
+        flags.allow_truncated_matrix = true;
+        if !has_matrix {
+            error("--allow-truncated-matrix", "needs --matrix".to_owned());
+        }
+    }
+    if let Some(text) = &raw.concurrency {
+        match integer_in(text, 1.0, MAX_CONCURRENCY) {
+            // Validated for parity only: the fleet's parallelism is set by slots and tier caps.
+            Some(n) if n != 1.0 && !has_matrix => {
+                error("--concurrency", "needs --matrix".to_owned())
+            }
+            Some(_) => {}
+            None => error(
+                "--concurrency",
+                format!("must be an integer from 1 to 8, got {text:?}"),
+            ),
+        }
+    }
+    // Choice C11: external deciders are refused outright in fleet batches.
+    for (flag, value) in [
+        ("--decider-dir", &raw.decider_dir),
+        ("--decider-cmd", &raw.decider_cmd),
+    ] {
+        if value.is_some() {
+            error(
+                flag,
+                "external deciders are interactive and serial, so fleet batches refuse them (choice C11)".to_owned(),
+            );
+        }
+    }
+    flags.ablate_skill = raw.ablate_skill;
+    if let Some(text) = &raw.on_unanswered {
+        match text.as_str() {
+            "fail" => flags.on_unanswered = Some(OnUnanswered::Fail),
+            "first" => flags.on_unanswered = Some(OnUnanswered::First),
+            "prompt" => error(
+                "--on-unanswered",
+                "`prompt` is interactive and is refused by run".to_owned(),
+            ),
+            other => error(
+                "--on-unanswered",
+                format!("must be fail or first, got {other:?}"),
+            ),
+        }
+    }
+    if let Some(model) = &raw.decider_model {
+        if model.trim().is_empty() {
+            error("--decider-model", "must not be empty".to_owned());
+        } else {
+            flags.decider_model = Some(model.clone());
+        }
+    }
+    if let Some(label) = &raw.label {
+        let length = label.encode_utf16().count();
+        if label.contains(['\n', '\r']) {
+            error("--label", "must be a single line".to_owned());
+        } else if length > MAX_LABEL_LEN {
+            error(
+                "--label",
+                format!("must be at most {MAX_LABEL_LEN} characters, got {length}"),
+            );
+        } else {
+            flags.label = Some(label.clone());
+        }
+    }
+    if let Some(text) = &raw.job_timeout {
+        match parse_duration_ms(text) {
+            Some(ms) => flags.job_timeout_ms = Some(ms),
+            None => error(
+                "--job-timeout",
+                format!(
+                    "must be a positive duration such as 600000 (ms), 90s, 30m or 2h, got {text:?}"
+                ),
+            ),
+        }
+    }
+
+    if errors.is_empty() {
+        Ok(flags)
+    } else {
+        Err(errors)
+    }
+}
+
+/// `Number(text)` when it is an integer within `min..=max`.
+fn integer_in(text: &str, min: f64, max: f64) -> Option<f64> {
+    let value = js_number(text);
+    (value.is_finite() && value.fract() == 0.0 && (min..=max).contains(&value)).then_some(value)
+}
+
+/// JavaScript's `Number(text)` for a string.
+pub fn js_number(text: &str) -> f64 {
+    let text = text.trim_matches(is_js_whitespace);
+    if text.is_empty() {
+        return 0.0;
+    }
+    for (prefixes, radix) in [(["0x", "0X"], 16), (["0o", "0O"], 8), (["0b", "0B"], 2)] {
+        for prefix in prefixes {
+            if let Some(digits) = text.strip_prefix(prefix) {
+                return radix_number(digits, radix);
+            }
+        }
+    }
+    match text {
+        "Infinity" | "+Infinity" => return f64::INFINITY,
+        "-Infinity" => return f64::NEG_INFINITY,
+        _ => {}
+    }
+    if !is_decimal_literal(text) {
+        return f64::NAN;
+    }
+    text.parse::<f64>().unwrap_or(f64::NAN)
+}
+
+/// JavaScript's white space and line terminators (which differ from Unicode's `White_Space`:
+/// U+FEFF counts, U+0085 does not).
+fn is_js_whitespace(c: char) -> bool {
+    c == '\u{feff}' || (c.is_whitespace() && c != '\u{85}')
+}
+
+/// Digits of a `0x`/`0o`/`0b` literal; NaN when empty or holding another character. No sign is
+/// allowed (`Number("-0x1")` is NaN), and `strip_prefix` has already removed the only place one
+/// could be.
+fn radix_number(digits: &str, radix: u32) -> f64 {
+    if digits.is_empty() {
+        return f64::NAN;
+    }
+    let mut value = 0.0f64;
+    for c in digits.chars() {
+        match c.to_digit(radix) {
+            Some(d) => value = value * f64::from(radix) + f64::from(d),
+            None => return f64::NAN,
+        }
+    }
+    value
+}
+
+/// `StrDecimalLiteral` of ECMA-262: an optional sign, digits with an optional fraction (at least
+/// one digit in all), an optional exponent with at least one digit.
+fn is_decimal_literal(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let int_start = i;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        i += 1;
+    }
+    let mut n_digits = i - int_start;
+    if i < bytes.len() && bytes[i] == b'.' {
+        i += 1;
+        let frac_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        n_digits += i - frac_start;
+    }
+    if n_digits == 0 {
+        return false;
+    }
+    if i < bytes.len() && matches!(bytes[i], b'e' | b'E') {
+        i += 1;
+        if i < bytes.len() && matches!(bytes[i], b'+' | b'-') {
+            i += 1;
+        }
+        let exp_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == exp_start {
+            return false;
+        }
+    }
+    i == bytes.len()
+}
+
+/// A positive duration: a bare number of milliseconds, or a number with `ms`, `s`, `m` or `h`.
+pub fn parse_duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, unit_ms) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1_000.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = text.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (text, 1.0)
+    };
+    if number.is_empty() || !is_decimal_literal(number) || number.starts_with(['+', '-']) {
+        return None;
+    }
+    let ms = number.parse::<f64>().ok()? * unit_ms;
+    // 2^53 ms is about 285,000 years; anything above is a typo.
+    (ms.is_finite() && (1.0..=9_007_199_254_740_991.0).contains(&ms)).then(|| ms.round() as u64)
+}

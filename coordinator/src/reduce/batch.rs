@@ -1,0 +1,612 @@
+//! [`BatchReducer`]: every unit of a batch, folded into the envelope's batch key, `ok` and exit
+//! code (contract §4.5, §5.6–§5.11, §7.1, §7.3).
+//!
+//! Four modes, chosen by the [`BatchShape`]:
+//! - files + repeat: one [`RepeatRollup`] per file → `rollups`; ok iff every rollup passes.
+//! - plain files: ok iff there are results and every one passes. An unanswered or erroring job
+//!   mirrors the CLI, which runs the files of a directory in order and aborts the whole
+//!   invocation at the first file that throws (contract §6.6, A-15): the batch gets `error`
+//!   (naming the file when there are several), `results: []` like the CLI's error envelope, and
+//!   exit 2 (3 for a `boundary` error, as on a single run). Outcomes of later files are reported
+//!   as discarded.
+//! - plain matrix: one [`MatrixCellResult`] per cell → `matrix` (§5.6, §5.7).
+//! - matrix + repeat: one [`RepeatRollup`] or pre-execution error per cell → `matrixRepeat`
+//!   (§5.8). An exception inside an iteration is an early stop of that cell, not a cell error.
+//!
+//! Inside repeat and matrix batches every in-run exception becomes an early stop or a cell
+//! error, so those batches exit 0 or 1, never 3 (§1.6, §5.10). `results` lists the folded
+//! completed runs in (unit index, repeat index) order (choice C3).
+
+use cowork_schema::envelope::EnvelopeError;
+use cowork_schema::event::JobOutcome;
+use cowork_schema::job::CellAxes;
+use cowork_schema::rollup::{
+    FleetJudging, FoldOrder, MatrixCellRepeatResult, MatrixCellResult, MatrixRepeatRollup,
+    MatrixRollup, ROLLUP_DOC_VERSION, RepeatRollup, RollupDoc,
+};
+use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, RunView};
+
+use super::repeat::RepeatFold;
+use super::{EnvelopeKeys, Judging, Offer, StopRules, envelope_ok, rollup_passes};
+
+/// Whether the batch's units are scenario files or matrix cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeKind {
+    Files,
+    Matrix,
+}
+
+/// One unit (file or cell) of a batch, as planned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitShape {
+    /// Scenario name for a file; `"<name> [<axesLabel>]"` for a cell (contract §5.5). It is
+    /// the rollup's `scenario`.
+    pub label: String,
+    /// The cell's axes (matrix batches).
+    pub axes: Option<CellAxes>,
+    /// A pre-execution cell error (contract §5.8): the cell's overrides could not be applied,
+    /// so no job exists for it.
+    pub cell_error: Option<String>,
+}
+
+/// What the reducer needs to know about a planned batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchShape {
+    pub kind: ShapeKind,
+    /// `--repeat N`.
+    pub repeat: Option<u32>,
+    /// Files in plan order, or kept cells in index order.
+    pub units: Vec<UnitShape>,
+    /// Matrix `totalBeforeCap` (ignored for files).
+    pub requested_cells: u32,
+    /// Matrix truncated by `--max-cells` (ignored for files).
+    pub truncated: bool,
+    pub rules: StopRules,
+    pub judging: Judging,
+}
+
+/// A shape the reducer refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("unit {unit} of a files batch has a cell error; only matrix cells can")]
+    CellErrorInFiles { unit: u32 },
+    #[error("batch has more than u32::MAX units")]
+    TooManyUnits,
+}
+
+/// `finish` was called before every needed outcome arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("batch reduction is not complete: unit {unit} is still waiting for an outcome")]
+pub struct NotComplete {
+    /// The first unit still waiting.
+    pub unit: u32,
+}
+
+/// A job whose outcome was left out of every rollup (contract §6.3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiscardedJob {
+    pub unit: u32,
+    pub repeat_index: Option<u32>,
+    /// Spend of a discarded completed run, disclosed beside the rollup.
+    pub cost_usd: Option<f64>,
+    pub completed: bool,
+}
+
+/// The reduction of a complete batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchReduction {
+    pub rollups: Option<Vec<RepeatRollup>>,
+    pub matrix: Option<MatrixRollup>,
+    pub matrix_repeat: Option<MatrixRepeatRollup>,
+    /// The envelope's `ok` (contract §7.1).
+    pub ok: bool,
+    /// The batch's exit code (contract §7.3).
+    pub exit_code: i32,
+    /// The envelope's `results[]`: (unit index, repeat index) of every folded completed run,
+    /// in that order (choice C3).
+    pub results: Vec<(u32, Option<u32>)>,
+    /// Overshoot and outcomes after an aborting file, in (unit, repeat index) order.
+    pub discarded: Vec<DiscardedJob>,
+    /// The envelope's `error` (plain files batches only).
+    pub error: Option<EnvelopeError>,
+    /// Folded runs made by the `sim` executor.
+    pub simulated_runs: u64,
+    /// Labels of units whose budget stop was disabled by a run without `cost.usd`.
+    pub budget_telemetry_missing: Vec<String>,
+    pub rules: StopRules,
+    pub judging: Judging,
+}
+
+impl BatchReduction {
+    /// The deterministic `rollup.json` of the batch. The judging settings are the ones the
+    /// reduction was computed with, so `ok` can always be re-derived from the document.
+    pub fn to_rollup_doc(&self, command: &str) -> RollupDoc {
+        RollupDoc {
+            schema_version: ROLLUP_DOC_VERSION,
+            command: command.to_owned(),
+            ok: self.ok,
+            exit_code: self.exit_code,
+            rollups: self.rollups.clone(),
+            matrix: self.matrix.clone(),
+            matrix_repeat: self.matrix_repeat.clone(),
+            fleet: FleetJudging {
+                min_pass_rate: self.judging.min_pass_rate,
+                allow_budget_stop: self.judging.allow_budget_stop,
+                allow_truncated_matrix: self.judging.allow_truncated_matrix,
+                stop_on_diverge: self.rules.stop_on_diverge,
+                max_budget_usd: self.rules.max_budget_usd,
+                fold_order: FoldOrder::Index,
+                results_order: FoldOrder::Index,
+                simulated_runs: self.simulated_runs,
+                budget_telemetry_missing: self.budget_telemetry_missing.clone(),
+            },
+        }
+    }
+}
+
+/// The state of one unit.
+#[derive(Clone, Debug)]
+enum UnitState {
+    /// A repeat batch over this unit.
+    Repeat(Box<RepeatFold>),
+    /// One job; `None` until its outcome arrives.
+    Plain(Option<JobOutcome>),
+    /// A cell with a pre-execution error: no jobs.
+    CellError(String),
+}
+
+/// The reducer of one batch.
+#[derive(Clone, Debug)]
+pub struct BatchReducer {
+    shape: BatchShape,
+    units: Vec<UnitState>,
+    /// Units whose state can still change (counted so `is_complete` is O(1)).
+    n_open: usize,
+    /// Plain files: every file below this index is resolved.
+    plain_prefix: u32,
+    /// Plain files: the first file (in order) that threw; the CLI stops there.
+    aborted_at: Option<u32>,
+}
+
+impl BatchReducer {
+    /// A reducer for `shape`, with no outcome yet.
+    pub fn new(shape: BatchShape) -> Result<BatchReducer, ShapeError> {
+        if u32::try_from(shape.units.len()).is_err() {
+            return Err(ShapeError::TooManyUnits);
+        }
+        let mut units = Vec::with_capacity(shape.units.len());
+        let mut n_open = 0;
+        for (unit_idx, unit) in shape.units.iter().enumerate() {
+            let state = match (&unit.cell_error, shape.kind, shape.repeat) {
+                (Some(_), ShapeKind::Files, _) => {
+                    return Err(ShapeError::CellErrorInFiles {
+                        unit: unit_idx as u32,
+                    });
+                }
+                (Some(error), ShapeKind::Matrix, _) => UnitState::CellError(error.clone()),
+                (None, _, Some(n_repeat)) => UnitState::Repeat(Box::new(RepeatFold::new(
+                    unit.label.clone(),
+                    n_repeat,
+                    shape.rules,
+                ))),
+                (None, _, None) => UnitState::Plain(None),
+            };
+            if !unit_final(&state) {
+                n_open += 1;
+            }
+            units.push(state);
+        }
+        Ok(BatchReducer {
+            shape,
+            units,
+            n_open,
+            plain_prefix: 0,
+            aborted_at: None,
+        })
+    }
+
+    /// The shape this reducer was built from.
+    pub fn shape(&self) -> &BatchShape {
+        &self.shape
+    }
+
+    /// Offers the outcome of the job at `unit_idx` and `repeat_index` (`None` without
+    /// `--repeat`). The first outcome of a job wins.
+    pub fn offer(
+        &mut self,
+        unit_idx: u32,
+        repeat_index: Option<u32>,
+        outcome: JobOutcome,
+    ) -> Offer {
+        let aborted_at = self.aborted_at;
+        let Some(state) = self.units.get_mut(unit_idx as usize) else {
+            return Offer::Unexpected;
+        };
+        let was_final = unit_final(state);
+        let offer = match (state, repeat_index) {
+            (UnitState::Repeat(fold), Some(index)) => fold.offer(index, outcome),
+            (UnitState::Plain(slot), None) => {
+                if slot.is_some() {
+                    Offer::Duplicate
+                } else {
+                    *slot = Some(outcome);
+                    if aborted_at.is_some_and(|aborted| unit_idx > aborted) {
+                        Offer::Discarded
+                    } else {
+                        Offer::Folded
+                    }
+                }
+            }
+            _ => Offer::Unexpected,
+        };
+        if !was_final && unit_final(&self.units[unit_idx as usize]) {
+            self.n_open -= 1;
+        }
+        if self.shape.kind == ShapeKind::Files && self.shape.repeat.is_none() {
+            self.advance_plain_prefix();
+        }
+        offer
+    }
+
+    /// Plain files: moves the resolved prefix forward and notices the first throwing file.
+    fn advance_plain_prefix(&mut self) {
+        while self.aborted_at.is_none() {
+            let Some(UnitState::Plain(Some(outcome))) = self.units.get(self.plain_prefix as usize)
+            else {
+                break;
+            };
+            if !matches!(outcome, JobOutcome::Completed { .. }) {
+                self.aborted_at = Some(self.plain_prefix);
+            }
+            self.plain_prefix += 1;
+        }
+    }
+
+    /// The stop index of a unit once it is decided: jobs of that unit with a higher repeat
+    /// index may be cancelled (contract §6.3). A plain unit is decided (`Some(0)`) once its
+    /// job's outcome arrived; a cell with a pre-execution error never is (it has no jobs).
+    pub fn unit_decided(&self, unit_idx: u32) -> Option<u32> {
+        match self.units.get(unit_idx as usize)? {
+            UnitState::Repeat(fold) => fold.decided(),
+            UnitState::Plain(Some(_)) => Some(0),
+            UnitState::Plain(None) | UnitState::CellError(_) => None,
+        }
+    }
+
+    /// `true` when the outcome of this job can no longer change the reduction, so the job may
+    /// be cancelled or never admitted: beyond its unit's stop index, after the file that
+    /// aborted a plain files batch, or in a unit without jobs.
+    pub fn is_cancellable(&self, unit_idx: u32, repeat_index: Option<u32>) -> bool {
+        if self.aborted_at.is_some_and(|aborted| unit_idx > aborted) {
+            return true;
+        }
+        match (self.units.get(unit_idx as usize), repeat_index) {
+            (Some(UnitState::Repeat(fold)), Some(index)) => {
+                fold.decided().is_some_and(|stop_index| index > stop_index)
+            }
+            (Some(UnitState::Plain(_)), None) => false,
+            _ => true,
+        }
+    }
+
+    /// `true` once [`BatchReducer::finish`] succeeds.
+    pub fn is_complete(&self) -> bool {
+        if self.shape.kind == ShapeKind::Files && self.shape.repeat.is_none() {
+            return self.aborted_at.is_some() || self.plain_prefix as usize == self.units.len();
+        }
+        self.n_open == 0
+    }
+
+    /// The first unit still waiting for an outcome, if any.
+    fn first_open_unit(&self) -> Option<u32> {
+        self.units
+            .iter()
+            .position(|state| !unit_final(state))
+            .map(|unit_idx| unit_idx as u32)
+    }
+
+    /// The reduction, once every needed outcome has arrived.
+    pub fn finish(&self) -> Result<BatchReduction, NotComplete> {
+        if !self.is_complete() {
+            let unit = if self.shape.kind == ShapeKind::Files && self.shape.repeat.is_none() {
+                self.plain_prefix
+            } else {
+                self.first_open_unit().unwrap_or_default()
+            };
+            return Err(NotComplete { unit });
+        }
+        let mut reduction = BatchReduction {
+            rollups: None,
+            matrix: None,
+            matrix_repeat: None,
+            ok: false,
+            exit_code: 1,
+            results: Vec::new(),
+            discarded: Vec::new(),
+            error: None,
+            simulated_runs: 0,
+            budget_telemetry_missing: Vec::new(),
+            rules: self.shape.rules,
+            judging: self.shape.judging,
+        };
+        match (self.shape.kind, self.shape.repeat.is_some()) {
+            (ShapeKind::Files, true) => self.finish_files_repeat(&mut reduction),
+            (ShapeKind::Files, false) => self.finish_files_plain(&mut reduction),
+            (ShapeKind::Matrix, false) => self.finish_matrix_plain(&mut reduction),
+            (ShapeKind::Matrix, true) => self.finish_matrix_repeat(&mut reduction),
+        }
+        Ok(reduction)
+    }
+
+    /// Results, discards, simulated counts and telemetry labels of the repeat folds.
+    fn collect_folds(&self, reduction: &mut BatchReduction) {
+        for (unit_idx, state) in self.units.iter().enumerate() {
+            let UnitState::Repeat(fold) = state else {
+                continue;
+            };
+            let unit = unit_idx as u32;
+            reduction
+                .results
+                .extend(fold.folded_indices().map(|index| (unit, Some(index))));
+            let mut discarded: Vec<DiscardedJob> = fold
+                .discarded()
+                .iter()
+                .map(|run| DiscardedJob {
+                    unit,
+                    repeat_index: Some(run.index),
+                    cost_usd: run.cost_usd,
+                    completed: run.completed,
+                })
+                .collect();
+            // Discards arrive in completion order; report them in index order so the
+            // reduction depends only on the set of outcomes.
+            discarded.sort_by_key(|job| job.repeat_index);
+            reduction.discarded.extend(discarded);
+            reduction.simulated_runs += u64::from(fold.simulated_runs());
+            if fold.telemetry_missing_warned() {
+                reduction
+                    .budget_telemetry_missing
+                    .push(fold.label().to_owned());
+            }
+        }
+    }
+
+    fn finish_files_repeat(&self, reduction: &mut BatchReduction) {
+        self.collect_folds(reduction);
+        let rollups: Vec<RepeatRollup> = self
+            .units
+            .iter()
+            .filter_map(|state| match state {
+                UnitState::Repeat(fold) => fold.rollup(),
+                _ => None,
+            })
+            .collect();
+        reduction.ok = envelope_ok(
+            &EnvelopeKeys {
+                results_pass: &[],
+                rollups: Some(&rollups),
+                matrix: None,
+                matrix_repeat: None,
+            },
+            &self.shape.judging,
+        );
+        reduction.exit_code = if reduction.ok { 0 } else { 1 };
+        reduction.rollups = Some(rollups);
+    }
+
+    fn finish_files_plain(&self, reduction: &mut BatchReduction) {
+        let n_files = self.units.len();
+        let mut results_pass = Vec::new();
+        for (unit_idx, state) in self.units.iter().enumerate() {
+            let unit = unit_idx as u32;
+            let UnitState::Plain(Some(outcome)) = state else {
+                continue;
+            };
+            if self.aborted_at.is_some_and(|aborted| unit > aborted) {
+                reduction.discarded.push(discarded_plain(unit, outcome));
+                continue;
+            }
+            match outcome {
+                JobOutcome::Completed { run } => {
+                    results_pass.push(run.pass);
+                    reduction.results.push((unit, None));
+                    reduction.simulated_runs += u64::from(run.simulated);
+                }
+                JobOutcome::Unanswered { message, hint } => {
+                    reduction.error = Some(EnvelopeError {
+                        category: "unanswered".to_owned(),
+                        message: file_message(&self.shape.units[unit_idx].label, n_files, message),
+                        hint: hint.clone(),
+                    });
+                }
+                JobOutcome::Error { category, message } => {
+                    reduction.error = Some(EnvelopeError {
+                        category: category.clone(),
+                        message: file_message(&self.shape.units[unit_idx].label, n_files, message),
+                        hint: None,
+                    });
+                }
+            }
+        }
+        if let Some(error) = &reduction.error {
+            // The CLI's error envelope has no results (contract §7.2).
+            for (unit, _) in std::mem::take(&mut reduction.results) {
+                if let UnitState::Plain(Some(outcome)) = &self.units[unit as usize] {
+                    reduction.discarded.push(discarded_plain(unit, outcome));
+                }
+            }
+            reduction.discarded.sort_by_key(|job| job.unit);
+            reduction.simulated_runs = 0;
+            reduction.ok = false;
+            reduction.exit_code = if error.category == "boundary" { 3 } else { 2 };
+            return;
+        }
+        reduction.ok = envelope_ok(
+            &EnvelopeKeys {
+                results_pass: &results_pass,
+                rollups: None,
+                matrix: None,
+                matrix_repeat: None,
+            },
+            &self.shape.judging,
+        );
+        // The CLI's exit code follows every result's verdict, so an (unreachable) empty batch
+        // exits 0 with `ok: false` (contract A-20).
+        reduction.exit_code = if results_pass.iter().all(|pass| *pass) {
+            0
+        } else {
+            1
+        };
+    }
+
+    fn finish_matrix_plain(&self, reduction: &mut BatchReduction) {
+        let mut cells = Vec::with_capacity(self.units.len());
+        for (unit_idx, state) in self.units.iter().enumerate() {
+            let unit = unit_idx as u32;
+            let axes = self.shape.units[unit_idx].axes.clone().unwrap_or_default();
+            let cell = match state {
+                UnitState::Plain(Some(JobOutcome::Completed { run })) => {
+                    reduction.results.push((unit, None));
+                    reduction.simulated_runs += u64::from(run.simulated);
+                    cell_from_run(unit, axes, run)
+                }
+                UnitState::Plain(Some(JobOutcome::Unanswered { message, .. })) => {
+                    cell_error(unit, axes, format!("unanswered question: {message}"))
+                }
+                UnitState::Plain(Some(JobOutcome::Error { message, .. })) => {
+                    cell_error(unit, axes, message.clone())
+                }
+                UnitState::CellError(message) => cell_error(unit, axes, message.clone()),
+                UnitState::Plain(None) | UnitState::Repeat(_) => {
+                    unreachable!("finish checked that every plain cell is resolved")
+                }
+            };
+            cells.push(cell);
+        }
+        let truncation_fails = self.shape.truncated && !self.shape.judging.allow_truncated_matrix;
+        let any_fail = cells.iter().any(|cell| !cell.pass) || truncation_fails;
+        let matrix = MatrixRollup {
+            ran_cells: cells.len() as u32,
+            cells,
+            requested: self.shape.requested_cells,
+            truncated: self.shape.truncated,
+            any_fail,
+        };
+        reduction.ok = !any_fail;
+        reduction.exit_code = if any_fail { 1 } else { 0 };
+        reduction.matrix = Some(matrix);
+    }
+
+    fn finish_matrix_repeat(&self, reduction: &mut BatchReduction) {
+        self.collect_folds(reduction);
+        let judging = &self.shape.judging;
+        let mut cells = Vec::with_capacity(self.units.len());
+        for (unit_idx, state) in self.units.iter().enumerate() {
+            let axes = self.shape.units[unit_idx].axes.clone().unwrap_or_default();
+            let (rollup, error) = match state {
+                UnitState::Repeat(fold) => (fold.rollup(), None),
+                UnitState::CellError(message) => (None, Some(message.clone())),
+                UnitState::Plain(_) => unreachable!("a repeat batch has no plain units"),
+            };
+            cells.push(MatrixCellRepeatResult {
+                index: unit_idx as u32,
+                axes,
+                rollup,
+                error,
+            });
+        }
+        let truncation_fails = self.shape.truncated && !judging.allow_truncated_matrix;
+        let any_fail = cells.iter().any(|cell| {
+            cell.error.is_some()
+                || cell
+                    .rollup
+                    .as_ref()
+                    .is_some_and(|rollup| !rollup_passes(rollup, judging))
+        }) || truncation_fails;
+        reduction.ok = !any_fail;
+        reduction.exit_code = if any_fail { 1 } else { 0 };
+        reduction.matrix_repeat = Some(MatrixRepeatRollup {
+            ran_cells: cells.len() as u32,
+            cells,
+            requested: self.shape.requested_cells,
+            truncated: self.shape.truncated,
+            any_fail,
+        });
+    }
+}
+
+fn unit_final(state: &UnitState) -> bool {
+    match state {
+        UnitState::Repeat(fold) => fold.is_final(),
+        UnitState::Plain(slot) => slot.is_some(),
+        UnitState::CellError(_) => true,
+    }
+}
+
+/// With several files the CLI's message alone would not say which file aborted the batch.
+fn file_message(label: &str, n_files: usize, message: &str) -> String {
+    if n_files > 1 {
+        format!("{label}: {message}")
+    } else {
+        message.to_owned()
+    }
+}
+
+fn discarded_plain(unit: u32, outcome: &JobOutcome) -> DiscardedJob {
+    let (cost_usd, completed) = match outcome {
+        JobOutcome::Completed { run } => (run.cost_usd, true),
+        JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => (None, false),
+    };
+    DiscardedJob {
+        unit,
+        repeat_index: None,
+        cost_usd,
+        completed,
+    }
+}
+
+/// A plain-matrix cell from its run (contract §5.6).
+fn cell_from_run(index: u32, axes: CellAxes, run: &RunView) -> MatrixCellResult {
+    MatrixCellResult {
+        index,
+        axes,
+        pass: run.pass,
+        failed_assertions: run
+            .assertions
+            .iter()
+            .filter(|entry| !entry.pass)
+            .map(|entry| {
+                entry
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| EMPTY_ASSERTION_KEY.to_owned())
+            })
+            .collect(),
+        signals: run
+            .signals
+            .iter()
+            .map(|signal| signal.code.clone())
+            .collect(),
+        cost_usd: run.cost_usd,
+        duration_ms: run.duration_ms,
+        effective_fidelity: run.effective_fidelity.clone(),
+        out_dir: run.out_dir.clone(),
+        error: None,
+    }
+}
+
+/// A cell that produced no RunResult (contract §5.6).
+fn cell_error(index: u32, axes: CellAxes, message: String) -> MatrixCellResult {
+    MatrixCellResult {
+        index,
+        axes,
+        pass: false,
+        failed_assertions: Vec::new(),
+        signals: Vec::new(),
+        cost_usd: None,
+        duration_ms: None,
+        effective_fidelity: None,
+        out_dir: None,
+        error: Some(message),
+    }
+}

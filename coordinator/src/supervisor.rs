@@ -1,0 +1,484 @@
+//! The batch supervisor: admits a batch's jobs into the queue in windows and folds the batch's
+//! events into the reducer until the batch is decided (brief §4, §7).
+//!
+//! Admission is lazy and in index order: at most `window` jobs of the batch are outstanding, so
+//! an early stop (contract §6.2) or a budget stop only has to skip jobs that were never
+//! published. Jobs already running when their unit is decided finish and are reported as
+//! discarded (choice C4), never folded.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
+use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
+use cowork_schema::envelope::{Envelope, decorate_result};
+use cowork_schema::event::{JobEventKind, JobOutcome};
+use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use cowork_schema::job::JobSpec;
+use cowork_schema::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::plan::Plan;
+use crate::reduce::{
+    BatchReducer, BatchReduction, BatchShape, Judging, Offer, ShapeKind, StopRules, UnitShape,
+};
+
+/// Ports the supervisor uses.
+#[derive(Clone)]
+pub struct CoordinatorPorts {
+    pub queue: Arc<dyn JobQueue>,
+    pub events: Arc<dyn EventLog>,
+    pub store: Arc<dyn ArtifactStore>,
+}
+
+/// Settings of one supervised batch.
+#[derive(Clone, Debug)]
+pub struct SuperviseOptions {
+    /// Jobs of this batch outstanding (published, not finished) at most.
+    pub window: usize,
+    /// The envelope's `command` (`run`, `record`, `replay`).
+    pub command: String,
+}
+
+/// A live snapshot of a batch, for progress bars and status pages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchProgress {
+    /// Jobs the plan holds (before early stops).
+    pub planned: u64,
+    pub admitted: u64,
+    pub running: u64,
+    pub finished: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// Jobs ending unanswered or in error.
+    pub errored: u64,
+    /// Jobs skipped because their unit was decided first (never admitted).
+    pub skipped: u64,
+    /// Finished jobs whose unit was already decided (overshoot, C4).
+    pub discarded: u64,
+    /// Finished events seen more than once for the same job (redeliveries).
+    pub duplicates: u64,
+    /// Attempts handed back for retry (C8).
+    pub retries: u64,
+    /// Spend reported by finished runs, folded or not.
+    pub cost_usd: f64,
+}
+
+/// What a supervised batch produced.
+#[derive(Debug)]
+pub struct BatchOutcome {
+    pub reduction: BatchReduction,
+    /// The bytes stored as `batches/<id>/rollup.json` (deterministic).
+    pub rollup_json: Vec<u8>,
+    pub envelope: Envelope,
+    pub exit_code: i32,
+    pub progress: BatchProgress,
+}
+
+/// Why supervision stopped without a decided batch.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("publishing job {job_id}")]
+    Publish {
+        job_id: String,
+        #[source]
+        source: QueueError,
+    },
+    #[error("reading the events of batch {batch_id}")]
+    Events {
+        batch_id: String,
+        #[source]
+        source: EventError,
+    },
+    #[error("the event log closed before batch {batch_id} was decided")]
+    EventsClosed { batch_id: String },
+    #[error("storing or reading {key}")]
+    Store {
+        key: String,
+        #[source]
+        source: ArtifactError,
+    },
+    #[error("stored result {key} is unreadable: {message}")]
+    BadResult { key: String, message: String },
+    #[error("the plan cannot be reduced: {message}")]
+    Shape { message: String },
+    #[error("batch supervision was cancelled")]
+    Cancelled,
+}
+
+/// The reducer's view of a planned batch, from its stored summary (so a live batch and a
+/// re-judged stored batch are shaped by the same code).
+pub fn shape_from_summary(summary: &PlanSummary, flags: &BatchFlags) -> BatchShape {
+    BatchShape {
+        kind: match summary.kind {
+            PlanKindName::Files => ShapeKind::Files,
+            PlanKindName::Matrix => ShapeKind::Matrix,
+        },
+        repeat: summary.repeat,
+        units: summary
+            .units
+            .iter()
+            .map(|unit| UnitShape {
+                label: unit.label.clone(),
+                axes: unit.axes.clone(),
+                cell_error: unit.cell_error.clone(),
+            })
+            .collect(),
+        requested_cells: summary.requested_cells,
+        truncated: summary.truncated,
+        rules: StopRules {
+            stop_on_diverge: flags.stop_on_diverge,
+            max_budget_usd: flags.max_budget_usd,
+        },
+        judging: judging_of(flags),
+    }
+}
+
+/// The judging flags of a batch.
+pub fn judging_of(flags: &BatchFlags) -> Judging {
+    Judging {
+        min_pass_rate: flags.min_pass_rate,
+        allow_budget_stop: flags.allow_budget_stop,
+        allow_truncated_matrix: flags.allow_truncated_matrix,
+    }
+}
+
+/// Per-worker counters for the envelope's `fleet` key.
+#[derive(Default)]
+struct WorkerTally {
+    jobs: u64,
+    run_ms: u64,
+}
+
+/// Supervises one batch to its end and stores `rollup.json` and `envelope.json`.
+#[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
+pub async fn supervise(
+    ports: &CoordinatorPorts,
+    plan: &Plan,
+    options: &SuperviseOptions,
+    progress_tx: &watch::Sender<BatchProgress>,
+    shutdown: CancellationToken,
+) -> Result<BatchOutcome, SuperviseError> {
+    let batch_id = plan.batch_id.to_string();
+    let summary = plan.summary();
+    let mut reducer =
+        BatchReducer::new(shape_from_summary(&summary, &plan.flags)).map_err(|error| {
+            SuperviseError::Shape {
+                message: error.to_string(),
+            }
+        })?;
+    let mut subscription = ports
+        .events
+        .subscribe(&plan.batch_id, 1)
+        .await
+        .map_err(|source| SuperviseError::Events {
+            batch_id: batch_id.clone(),
+            source,
+        })?;
+    let mut progress = BatchProgress {
+        planned: plan.n_jobs(),
+        ..BatchProgress::default()
+    };
+    let mut jobs = plan.jobs().peekable();
+    let mut outstanding: HashSet<JobId> = HashSet::new();
+    let mut started: HashSet<JobId> = HashSet::new();
+    let mut finished: HashSet<JobId> = HashSet::new();
+    let mut workers: BTreeMap<String, WorkerTally> = BTreeMap::new();
+    let mut harness_versions: Vec<String> = Vec::new();
+    let mut discarded: Vec<Value> = Vec::new();
+    let mut attempts_over_one = 0u64;
+    let window = options.window.max(1);
+
+    loop {
+        while outstanding.len() < window {
+            let Some(job) = next_admissible(&mut jobs, &reducer, &mut progress) else {
+                break;
+            };
+            ports
+                .queue
+                .publish(&job)
+                .await
+                .map_err(|source| SuperviseError::Publish {
+                    job_id: job.job_id.to_string(),
+                    source,
+                })?;
+            outstanding.insert(job.job_id.clone());
+            progress.admitted += 1;
+        }
+        if outstanding.is_empty() && jobs.peek().is_none() {
+            break;
+        }
+        progress_tx.send_replace(progress.clone());
+
+        // Waiting for the next event may be abandoned: the subscription's position is only
+        // advanced by events it returned, and a later supervisor replays from sequence 1.
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => return Err(SuperviseError::Cancelled),
+            next = subscription.next() => next,
+        };
+        let (_seq, event) = match next {
+            Some(Ok(item)) => item,
+            Some(Err(source)) => return Err(SuperviseError::Events { batch_id, source }),
+            None => return Err(SuperviseError::EventsClosed { batch_id }),
+        };
+        match event.event {
+            JobEventKind::Started => {
+                if started.insert(event.job_id.clone()) {
+                    progress.running += 1;
+                }
+            }
+            JobEventKind::Failed { will_retry, .. } => {
+                if will_retry {
+                    progress.retries += 1;
+                }
+            }
+            JobEventKind::Finished {
+                outcome,
+                run_ms,
+                harness_version,
+                ..
+            } => {
+                if !finished.insert(event.job_id.clone()) {
+                    progress.duplicates += 1;
+                    continue;
+                }
+                outstanding.remove(&event.job_id);
+                if started.contains(&event.job_id) {
+                    progress.running = progress.running.saturating_sub(1);
+                }
+                if event.attempt > 1 {
+                    attempts_over_one += 1;
+                }
+                let tally = workers.entry(event.worker_id.clone()).or_default();
+                tally.jobs += 1;
+                tally.run_ms += run_ms;
+                if let Some(version) = harness_version
+                    && !harness_versions.contains(&version)
+                {
+                    harness_versions.push(version);
+                }
+                let Some((_, unit, repeat_index)) = JobId::parse(event.job_id.as_str()) else {
+                    tracing::warn!(job_id = %event.job_id, "finished event with a foreign job id");
+                    continue;
+                };
+                let cost = match &outcome {
+                    JobOutcome::Completed { run } => {
+                        if run.pass {
+                            progress.passed += 1;
+                        } else {
+                            progress.failed += 1;
+                        }
+                        run.cost_usd
+                    }
+                    JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => {
+                        progress.errored += 1;
+                        None
+                    }
+                };
+                progress.cost_usd += cost.unwrap_or(0.0);
+                progress.finished += 1;
+                match reducer.offer(unit.index(), repeat_index, outcome) {
+                    Offer::Discarded => {
+                        progress.discarded += 1;
+                        let mut entry = json!({ "job": event.job_id.as_str() });
+                        if let Some(cost) = cost {
+                            entry["costUsd"] = cowork_schema::json_number::to_value(cost);
+                        }
+                        discarded.push(entry);
+                    }
+                    Offer::Duplicate => progress.duplicates += 1,
+                    Offer::Unexpected => {
+                        tracing::warn!(job_id = %event.job_id, "finished event for a job this batch does not have");
+                    }
+                    Offer::Folded | Offer::Buffered => {}
+                }
+            }
+        }
+    }
+    progress_tx.send_replace(progress.clone());
+
+    let reduction = reducer.finish().map_err(|_| SuperviseError::EventsClosed {
+        batch_id: batch_id.clone(),
+    })?;
+    let rollup_json = store_rollup(
+        ports.store.as_ref(),
+        &plan.batch_id,
+        &reduction,
+        &options.command,
+    )
+    .await?;
+    let results = collect_results(
+        ports.store.as_ref(),
+        &plan.batch_id,
+        summary.kind,
+        &reduction,
+    )
+    .await?;
+    let version = match harness_versions.as_slice() {
+        [one] => one.clone(),
+        [] => "unknown".to_owned(),
+        _ => "mixed".to_owned(),
+    };
+    let fleet = json!({
+        "batchId": batch_id,
+        "minPassRate": cowork_schema::json_number::to_value(plan.flags.min_pass_rate),
+        "allowBudgetStop": plan.flags.allow_budget_stop,
+        "foldOrder": "index",
+        "resultsOrder": "index",
+        "executor": plan.executor.as_str(),
+        "simulated": reduction.simulated_runs > 0,
+        "simulatedRuns": reduction.simulated_runs,
+        "harnessVersions": harness_versions,
+        "jobs": {
+            "planned": progress.planned,
+            "admitted": progress.admitted,
+            "finished": progress.finished,
+            "skipped": progress.skipped,
+            "retries": progress.retries,
+            "redelivered": attempts_over_one,
+            "duplicates": progress.duplicates,
+        },
+        "discarded": discarded,
+        "workers": workers
+            .iter()
+            .map(|(id, tally)| (id.clone(), json!({ "jobs": tally.jobs, "runMs": tally.run_ms })))
+            .collect::<serde_json::Map<String, Value>>(),
+    });
+    let envelope = build_envelope(&reduction, &version, &options.command, results, fleet);
+    store_envelope(ports.store.as_ref(), &plan.batch_id, &envelope).await?;
+    let exit_code = reduction.exit_code;
+    Ok(BatchOutcome {
+        reduction,
+        rollup_json,
+        envelope,
+        exit_code,
+        progress,
+    })
+}
+
+/// Stores `batches/<id>/rollup.json` and returns its bytes.
+pub async fn store_rollup(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+    reduction: &BatchReduction,
+    command: &str,
+) -> Result<Vec<u8>, SuperviseError> {
+    let rollup_json = rollup_bytes(reduction, command);
+    let key = format!("batches/{batch_id}/rollup.json");
+    store
+        .put(&key, rollup_json.clone())
+        .await
+        .map_err(|source| SuperviseError::Store { key, source })?;
+    Ok(rollup_json)
+}
+
+/// The bytes of a batch's `rollup.json`: pretty JSON and a final newline.
+pub fn rollup_bytes(reduction: &BatchReduction, command: &str) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(&reduction.to_rollup_doc(command))
+        .expect("a rollup document always serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Stores `batches/<id>/envelope.json` (one line, like the CLI's stdout).
+pub async fn store_envelope(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+    envelope: &Envelope,
+) -> Result<(), SuperviseError> {
+    let key = format!("batches/{batch_id}/envelope.json");
+    let mut bytes = envelope.to_line().into_bytes();
+    bytes.push(b'\n');
+    store
+        .put(&key, bytes)
+        .await
+        .map_err(|source| SuperviseError::Store { key, source })?;
+    Ok(())
+}
+
+/// The unit reference of unit `index` in a plan of `kind`.
+pub fn unit_ref(kind: PlanKindName, index: u32) -> UnitRef {
+    match kind {
+        PlanKindName::Files => UnitRef::File(index),
+        PlanKindName::Matrix => UnitRef::Cell(index),
+    }
+}
+
+/// Reads the stored `result.json` of every folded run, decorated for the envelope, in the
+/// reduction's results order (choice C3).
+pub async fn collect_results(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+    kind: PlanKindName,
+    reduction: &BatchReduction,
+) -> Result<Vec<Value>, SuperviseError> {
+    let mut results = Vec::with_capacity(reduction.results.len());
+    for (unit_idx, repeat_index) in &reduction.results {
+        let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
+        let key = format!(
+            "batches/{batch_id}/jobs/{}/result.json",
+            job_id.local_part()
+        );
+        let bytes = store
+            .get(&key)
+            .await
+            .map_err(|source| SuperviseError::Store {
+                key: key.clone(),
+                source,
+            })?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|e| SuperviseError::BadResult {
+                key: key.clone(),
+                message: e.to_string(),
+            })?;
+        let view = view_with_rederived_verdict(&value).map_err(|e| SuperviseError::BadResult {
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        // A legacy result without a persisted verdict gets the re-derived one (contract §3.7).
+        let value = with_rederived_verdict(value, Lane::Live);
+        results.push(decorate_result(value, &view));
+    }
+    Ok(results)
+}
+
+/// The batch envelope (contract §7 plus the `fleet` key, C15).
+pub fn build_envelope(
+    reduction: &BatchReduction,
+    version: &str,
+    command: &str,
+    results: Vec<Value>,
+    fleet: Value,
+) -> Envelope {
+    let mut envelope = Envelope::new(version, command);
+    envelope.ok = reduction.ok;
+    envelope.results = results;
+    envelope.rollups = reduction.rollups.clone();
+    envelope.matrix = reduction.matrix.clone();
+    envelope.matrix_repeat = reduction.matrix_repeat.clone();
+    envelope.error = reduction.error.clone();
+    envelope.fleet = fleet;
+    envelope
+}
+
+/// The next job to admit, skipping jobs of units already decided below their repeat index
+/// (they can never be folded, contract §6.3).
+fn next_admissible(
+    jobs: &mut std::iter::Peekable<impl Iterator<Item = JobSpec>>,
+    reducer: &BatchReducer,
+    progress: &mut BatchProgress,
+) -> Option<JobSpec> {
+    loop {
+        let job = jobs.next()?;
+        let decided_at = reducer.unit_decided(job.unit.index());
+        match (decided_at, job.repeat_index) {
+            (Some(stop), Some(repeat)) if repeat > stop => {
+                progress.skipped += 1;
+                continue;
+            }
+            _ => return Some(job),
+        }
+    }
+}
