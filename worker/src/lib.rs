@@ -1,1 +1,18 @@
-//! Worker (in progress).
+//! Cowork Fleet worker: pulls jobs for the tiers it serves, runs each in its executor, stores the
+//! artifacts and reports the outcome.
+//!
+//! Modules, in reading order:
+//! - [`job_loop`]: `run` — one job per free slot; the per-job order upload → publish `finished`
+//!   → ack (brief §4); retries of infrastructure failures (C8); drain on shutdown.
+//! - [`executor`]: the `Executor` trait and its implementations (`harness`, `sim`).
+//! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
+//! - [`upload`]: storing a job's artifacts with retries.
+//! - [`retry`]: the backoff schedule shared by uploads, event publishing and naks.
+
+pub mod bundle_cache;
+pub mod executor;
+pub mod job_loop;
+pub mod retry;
+pub mod upload;
+
+pub use job_loop::{WorkerConfig, WorkerPorts, WorkerStats, run};

@@ -1,0 +1,143 @@
+//! Bundles fetched by digest, verified and unpacked once per worker (brief §3: "workers cache
+//! bundles by digest").
+//!
+//! A bundle is unpacked into `<cache>/<sha256>/` through a temporary directory and a rename, so
+//! a directory under its final name is always complete. Jobs only read the unpacked tree: the
+//! harness writes its run dir, cassettes and everything else under the job's own work dir.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cowork_fabric::bundle::{UnpackLimits, unpack};
+use cowork_fabric::{ArtifactError, ArtifactStore, sha256_hex};
+
+/// Why a bundle could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleCacheError {
+    #[error("fetching bundle {sha256}")]
+    Fetch {
+        sha256: String,
+        #[source]
+        source: ArtifactError,
+    },
+    #[error("bundle {sha256} does not match its digest (got {found})")]
+    DigestMismatch { sha256: String, found: String },
+    #[error("unpacking bundle {sha256}: {message}")]
+    Unpack { sha256: String, message: String },
+    #[error("bundle cache io at {path}: {message}")]
+    Io { path: PathBuf, message: String },
+}
+
+impl BundleCacheError {
+    /// `true` when a later attempt may succeed (the store was unreachable).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BundleCacheError::Fetch { source, .. } if source.is_transient())
+    }
+}
+
+/// The store key of a bundle (brief §5).
+pub fn bundle_key(sha256: &str) -> String {
+    format!("bundles/{sha256}.tar.zst")
+}
+
+/// A per-worker cache of unpacked bundles.
+pub struct BundleCache {
+    dir: PathBuf,
+    store: Arc<dyn ArtifactStore>,
+    limits: UnpackLimits,
+    /// Serializes fills so that two jobs of a new bundle fetch and unpack it once. Held across
+    /// the fetch and the unpack awaits; fills are rare (once per bundle per worker).
+    fill_lock: tokio::sync::Mutex<()>,
+}
+
+impl BundleCache {
+    pub fn new(dir: &Path, store: Arc<dyn ArtifactStore>, limits: UnpackLimits) -> BundleCache {
+        BundleCache {
+            dir: dir.to_path_buf(),
+            store,
+            limits,
+            fill_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The directory holding the unpacked bundle `sha256`, fetching and unpacking it first if
+    /// needed.
+    pub async fn ensure(&self, sha256: &str) -> Result<PathBuf, BundleCacheError> {
+        if !is_hex_digest(sha256) {
+            return Err(BundleCacheError::DigestMismatch {
+                sha256: sha256.to_owned(),
+                found: "not a sha256".into(),
+            });
+        }
+        let ready = self.dir.join(sha256);
+        if tokio::fs::try_exists(&ready).await.unwrap_or(false) {
+            return Ok(ready);
+        }
+        let _fill = self.fill_lock.lock().await;
+        if tokio::fs::try_exists(&ready).await.unwrap_or(false) {
+            return Ok(ready);
+        }
+        let bytes = self
+            .store
+            .get(&bundle_key(sha256))
+            .await
+            .map_err(|source| BundleCacheError::Fetch {
+                sha256: sha256.to_owned(),
+                source,
+            })?;
+        let dir = self.dir.clone();
+        let limits = self.limits;
+        let sha = sha256.to_owned();
+        tokio::task::spawn_blocking(move || fill(&dir, &sha, &bytes, &limits))
+            .await
+            .map_err(|e| BundleCacheError::Io {
+                path: ready.clone(),
+                message: format!("unpack task failed: {e}"),
+            })??;
+        Ok(ready)
+    }
+}
+
+fn is_hex_digest(value: &str) -> bool {
+    value.len() == 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Verifies and unpacks one bundle into `<dir>/<sha256>` (blocking).
+fn fill(
+    dir: &Path,
+    sha256: &str,
+    bytes: &[u8],
+    limits: &UnpackLimits,
+) -> Result<(), BundleCacheError> {
+    let found = sha256_hex(bytes);
+    if found != sha256 {
+        return Err(BundleCacheError::DigestMismatch {
+            sha256: sha256.to_owned(),
+            found,
+        });
+    }
+    let io = |path: &Path, e: std::io::Error| BundleCacheError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let temp = dir.join(format!(".tmp-{sha256}-{}", std::process::id()));
+    if temp.exists() {
+        std::fs::remove_dir_all(&temp).map_err(|e| io(&temp, e))?;
+    }
+    std::fs::create_dir_all(&temp).map_err(|e| io(&temp, e))?;
+    if let Err(error) = unpack(bytes, &temp, limits) {
+        // Nothing partial is kept: a refused archive leaves no trace in the cache.
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(BundleCacheError::Unpack {
+            sha256: sha256.to_owned(),
+            message: error.to_string(),
+        });
+    }
+    let ready = dir.join(sha256);
+    std::fs::rename(&temp, &ready).map_err(|e| io(&ready, e))?;
+    Ok(())
+}

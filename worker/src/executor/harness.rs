@@ -1,0 +1,1006 @@
+//! The `harness` executor: the real `cowork-harness` CLI as a child process (brief §6,
+//! contract §1.3, §1.6, §9.4, §9.5).
+//!
+//! One job is one process:
+//! `<program> --run-dir <work_dir>/runs <cmd> <bundle_dir>/<scenario> --output-format json [flags]`.
+//! The process runs in its own session and process group, because the CLI kills its own group
+//! (`kill(0, SIGKILL)`) when an agent fails to start, and the worker must survive that. Its
+//! environment is cleared and rebuilt from an allow-list, so secrets reach only the harness, and
+//! its cwd is the job's empty work dir, so no stray `./.env` can supply credentials.
+//!
+//! The job's hard timeout (contract C13) and cancellation both kill the whole process group at
+//! once; the group is also killed after the leader exits, so no grandchild outlives the job.
+//! Stdout and stderr are read concurrently and bounded, so a chatty child can neither deadlock on
+//! a full pipe nor exhaust memory. Classification itself is the pure [`super::classify`].
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use cowork_schema::batch::ExecutorKind;
+use cowork_schema::event::InfraClass;
+use cowork_schema::job::{JobCommand, JobSpec};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+use super::classify::{Envelope, ProcessEnd, classify, find_envelope};
+use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+
+/// Name of the per-job runs root inside the work dir (passed as `--run-dir`).
+pub const RUNS_DIR_NAME: &str = "runs";
+
+/// Name of the cassette a `record` job writes inside the work dir (passed as `--out`).
+pub const CASSETTE_FILE_NAME: &str = "cassette.json";
+
+/// Default for [`HarnessConfig::stdout_limit_bytes`]: 64 MiB. The envelope of one run is
+/// typically tens of kilobytes; anything near this size is a runaway process.
+pub const DEFAULT_STDOUT_LIMIT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Environment variables copied from the worker by default: what the CLI needs to find its
+/// tools and Docker, and the credentials of contract W3.
+pub const DEFAULT_PASSTHROUGH_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "DOCKER_HOST",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "COWORK_AGENT_IMAGE",
+    "COWORK_AGENT_BINARY",
+    "COWORK_HARNESS_GITSET",
+];
+
+/// After the process group was killed, how long the pipes are still read. Only a process that
+/// left the group (its own `setsid`) can keep them open that long; its output is then given up
+/// rather than letting it hold the job forever.
+const PIPE_DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Size of one read from a pipe.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// `outDir` of a result that has no run dir (`replay`, toolchain "Real-CLI facts").
+const REPLAY_OUT_DIR: &str = "(replay)";
+
+/// Run-dir files uploaded when present (contract §9.5 SHOULD), by their artifact names.
+const RUN_DIR_ARTIFACTS: &[&str] = &[
+    "events.jsonl",
+    "control-out.jsonl",
+    "agent.stderr.log",
+    "status.json",
+];
+
+/// Settings of the [`HarnessExecutor`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HarnessConfig {
+    /// The CLI to run; a bare name is looked up on the child's `PATH`. Default `cowork-harness`.
+    pub program: PathBuf,
+    /// Names of worker environment variables copied into the child's otherwise empty
+    /// environment; unset names are skipped. Default [`DEFAULT_PASSTHROUGH_ENV`].
+    pub passthrough_env: Vec<String>,
+    /// Variables set in the child after the passthrough ones (they win). Default none.
+    pub extra_env: Vec<(String, String)>,
+    /// Most bytes of stdout kept (the tail: the envelope is the last line) and of stderr kept
+    /// (the head). Default [`DEFAULT_STDOUT_LIMIT_BYTES`].
+    pub stdout_limit_bytes: usize,
+}
+
+impl HarnessConfig {
+    /// The defaults with another program, e.g. a pinned install path.
+    pub fn new(program: &Path) -> HarnessConfig {
+        HarnessConfig {
+            program: program.to_path_buf(),
+            ..HarnessConfig::default()
+        }
+    }
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        HarnessConfig {
+            program: PathBuf::from("cowork-harness"),
+            passthrough_env: DEFAULT_PASSTHROUGH_ENV
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect(),
+            extra_env: Vec::new(),
+            stdout_limit_bytes: DEFAULT_STDOUT_LIMIT_BYTES,
+        }
+    }
+}
+
+/// A scenario path that would leave the bundle.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("scenario file {path:?} of job {job_id} must be a relative path inside the bundle")]
+pub struct ScenarioPathError {
+    /// The job whose spec holds the path.
+    pub job_id: String,
+    /// `JobSpec::scenario_file` as given.
+    pub path: String,
+}
+
+/// Builds the CLI's arguments for `job` (contract §1.3, §9.3).
+///
+/// `--run-dir` is a global flag and comes before the subcommand; `record` writes its cassette to
+/// `<work_dir>/cassette.json`; `replay` takes the cassette as its file argument.
+pub fn harness_args(
+    job: &JobSpec,
+    bundle_dir: &Path,
+    work_dir: &Path,
+) -> Result<Vec<OsString>, ScenarioPathError> {
+    let scenario =
+        bundle_path(bundle_dir, &job.scenario_file).ok_or_else(|| ScenarioPathError {
+            job_id: job.job_id.to_string(),
+            path: job.scenario_file.clone(),
+        })?;
+    let mut args: Vec<OsString> = vec![
+        "--run-dir".into(),
+        work_dir.join(RUNS_DIR_NAME).into(),
+        job.command.as_str().into(),
+        scenario.into(),
+    ];
+    if job.command == JobCommand::Record {
+        args.push("--out".into());
+        args.push(work_dir.join(CASSETTE_FILE_NAME).into());
+    }
+    args.push("--output-format".into());
+    args.push("json".into());
+    args.extend(job.forwarded_flags.iter().map(OsString::from));
+    Ok(args)
+}
+
+/// Joins a `/`-separated bundle-relative path onto the bundle root; `None` when it is empty,
+/// absolute or climbs out with `..`.
+fn bundle_path(bundle_dir: &Path, relative: &str) -> Option<PathBuf> {
+    let relative = Path::new(relative);
+    let mut n_normal = 0;
+    for component in relative.components() {
+        match component {
+            Component::Normal(_) => n_normal += 1,
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (n_normal > 0).then(|| bundle_dir.join(relative))
+}
+
+/// Runs jobs with the real CLI.
+#[derive(Debug)]
+pub struct HarnessExecutor {
+    config: HarnessConfig,
+}
+
+impl HarnessExecutor {
+    /// Creates the executor.
+    pub fn new(config: HarnessConfig) -> HarnessExecutor {
+        HarnessExecutor { config }
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &HarnessConfig {
+        &self.config
+    }
+
+    /// Builds the child command: cleared environment, empty cwd, piped output, own session.
+    fn command(&self, args: &[OsString], work_dir: &Path) -> Command {
+        let program = &self.config.program;
+        // A bare name is looked up on PATH; a relative path with a directory part would be
+        // ambiguous once the cwd is the work dir, so it is made absolute against ours.
+        let program = if program.is_relative() && program.components().count() > 1 {
+            std::path::absolute(program).unwrap_or_else(|_| program.clone())
+        } else {
+            program.clone()
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .current_dir(work_dir)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A safety net only: the group is killed explicitly on every path below.
+            .kill_on_drop(true);
+        for name in &self.config.passthrough_env {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        for (name, value) in &self.config.extra_env {
+            command.env(name, value);
+        }
+        start_new_session(&mut command);
+        command
+    }
+
+    async fn run(&self, ctx: &JobContext, cancel: &CancellationToken) -> ExecOutput {
+        let job = &ctx.job;
+        if cancel.is_cancelled() {
+            return not_started(Classified::error(
+                "cancelled",
+                "job was cancelled before the harness started".to_owned(),
+            ));
+        }
+        // The child runs in the work dir, so relative paths would resolve against it; and the
+        // CLI reports `outDir` as an absolute path, which is checked against our runs root.
+        let (work_dir, bundle_dir) = match (
+            std::path::absolute(&ctx.work_dir),
+            std::path::absolute(&ctx.bundle_dir),
+        ) {
+            (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
+            (Err(err), _) | (_, Err(err)) => {
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: format!(
+                        "cannot resolve work dir {} or bundle dir {}: {err}",
+                        ctx.work_dir.display(),
+                        ctx.bundle_dir.display()
+                    ),
+                });
+            }
+        };
+        let args = match harness_args(job, &bundle_dir, &work_dir) {
+            Ok(args) => args,
+            Err(err) => return not_started(Classified::error("usage", err.to_string())),
+        };
+        let runs_root = work_dir.join(RUNS_DIR_NAME);
+        if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
+            return not_started(Classified::Infra {
+                class: InfraClass::Spawn,
+                message: format!("cannot create runs root {}: {err}", runs_root.display()),
+            });
+        }
+
+        let mut child = match self.command(&args, &work_dir).spawn() {
+            Ok(child) => child,
+            Err(err) => {
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: format!(
+                        "cannot start harness program {}: {err}",
+                        self.config.program.display()
+                    ),
+                });
+            }
+        };
+        tracing::debug!(job_id = %job.job_id, pid = child.id(), "harness started");
+        let finished = match self.supervise_and_capture(&mut child, job, cancel).await {
+            Ok(finished) => finished,
+            Err((err, stderr)) => {
+                let artifacts = vec![stderr_artifact(stderr)];
+                return ExecOutput {
+                    classified: Classified::error(
+                        "internal",
+                        format!("cannot wait for the harness process: {err}"),
+                    ),
+                    exit_code: None,
+                    harness_version: None,
+                    spawned: true,
+                    artifacts,
+                    run_ms: 0,
+                };
+            }
+        };
+        self.finish(job, &work_dir, finished).await
+    }
+
+    /// Waits for the process under the timeout and the cancel token while both pipes are read.
+    async fn supervise_and_capture(
+        &self,
+        child: &mut Child,
+        job: &JobSpec,
+        cancel: &CancellationToken,
+    ) -> Result<Finished, (io::Error, Captured)> {
+        let group = ProcessGroup {
+            pgid: child
+                .id()
+                .and_then(|id| libc::pid_t::try_from(id).ok())
+                .expect("a child that was just spawned and not yet waited for has a pid"),
+            leader_gone: CancellationToken::new(),
+        };
+        let mut stdout = child
+            .stdout
+            .take()
+            .expect("stdout was configured as piped and not taken before");
+        let mut stderr = child
+            .stderr
+            .take()
+            .expect("stderr was configured as piped and not taken before");
+        let limit = self.config.stdout_limit_bytes;
+        let (end, stdout, stderr) = tokio::join!(
+            group.supervise(child, job.timeout_ms, cancel),
+            capture(
+                &mut stdout,
+                Capture::new(limit, Keep::Tail),
+                &group.leader_gone
+            ),
+            capture(
+                &mut stderr,
+                Capture::new(limit, Keep::Head),
+                &group.leader_gone
+            ),
+        );
+        for (stream, captured) in [("stdout", &stdout), ("stderr", &stderr)] {
+            if captured.abandoned {
+                tracing::warn!(job_id = %job.job_id, stream, "pipe still open after the process group was killed; output abandoned");
+            }
+            if let Some(err) = &captured.read_error {
+                tracing::warn!(job_id = %job.job_id, stream, error = %err, "reading harness output failed");
+            }
+        }
+        match end {
+            Ok(end) => Ok(Finished {
+                end,
+                stdout,
+                stderr,
+            }),
+            Err(err) => Err((err, stderr)),
+        }
+    }
+
+    /// Classifies the finished process and collects its artifacts.
+    async fn finish(&self, job: &JobSpec, work_dir: &Path, finished: Finished) -> ExecOutput {
+        let Finished {
+            end,
+            stdout,
+            stderr,
+        } = finished;
+        let envelope = find_envelope(&stdout.bytes);
+        let mut classified = classify(end, envelope.as_ref(), &stdout.bytes);
+        if envelope.is_none()
+            && stdout.dropped_bytes > 0
+            && let Classified::Error { message, .. } = &mut classified
+        {
+            message.push_str(&format!(
+                " (stdout exceeded {} bytes; {} bytes were dropped)",
+                self.config.stdout_limit_bytes, stdout.dropped_bytes
+            ));
+        }
+
+        let request = CollectRequest {
+            job_id: job.job_id.to_string(),
+            runs_root: work_dir.join(RUNS_DIR_NAME),
+            cassette: (job.command == JobCommand::Record)
+                .then(|| work_dir.join(CASSETTE_FILE_NAME)),
+            out_dir: envelope.as_ref().and_then(envelope_out_dir),
+            want: match &classified {
+                Classified::Completed { .. } => Want::Result,
+                Classified::Unanswered { .. } => Want::PartialResult,
+                Classified::Error { .. } | Classified::Infra { .. } => Want::Diagnostics,
+            },
+        };
+        // Directory walks and reading a result file are blocking IO (style rule 15).
+        let collected = match tokio::task::spawn_blocking(move || collect(&request)).await {
+            Ok(collected) => collected,
+            Err(err) => {
+                tracing::warn!(job_id = %job.job_id, error = %err, "collecting the run dir failed");
+                Collected::default()
+            }
+        };
+
+        let mut artifacts = Vec::new();
+        if let Some(envelope) = &envelope {
+            artifacts.push(Artifact {
+                name: "envelope.json".to_owned(),
+                source: ArtifactSource::Bytes(envelope.line.clone()),
+            });
+        }
+        if let Classified::Completed { result } = &mut classified {
+            match collected.result {
+                Some((path, on_disk)) => {
+                    *result = on_disk;
+                    artifacts.push(Artifact {
+                        name: "result.json".to_owned(),
+                        source: ArtifactSource::File(path),
+                    });
+                }
+                None => {
+                    let bytes = serde_json::to_vec(result)
+                        .expect("serializing a json value to memory cannot fail");
+                    artifacts.push(Artifact {
+                        name: "result.json".to_owned(),
+                        source: ArtifactSource::Bytes(bytes),
+                    });
+                }
+            }
+        } else if let Some((path, _)) = collected.result {
+            artifacts.push(Artifact {
+                name: "partial-result.json".to_owned(),
+                source: ArtifactSource::File(path),
+            });
+        }
+        artifacts.extend(collected.artifacts);
+        artifacts.push(stderr_artifact(stderr));
+        if envelope.is_none() && !stdout.bytes.is_empty() {
+            // Without an envelope the raw stdout is the only clue to what the CLI did.
+            artifacts.push(Artifact {
+                name: "harness.stdout.log".to_owned(),
+                source: ArtifactSource::Bytes(stdout.bytes),
+            });
+        }
+
+        ExecOutput {
+            classified,
+            exit_code: match end {
+                ProcessEnd::Exited(code) => Some(code),
+                _ => None,
+            },
+            harness_version: envelope.as_ref().and_then(Envelope::version),
+            spawned: true,
+            artifacts,
+            run_ms: 0,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Executor for HarnessExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::Harness
+    }
+
+    #[tracing::instrument(skip_all, fields(job_id = %ctx.job.job_id, executor = "harness"))]
+    async fn execute(&self, ctx: &JobContext, cancel: CancellationToken) -> ExecOutput {
+        let started = Instant::now();
+        let mut output = self.run(ctx, &cancel).await;
+        output.run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        output
+    }
+}
+
+/// An output for a job whose CLI never started: nothing was spent.
+fn not_started(classified: Classified) -> ExecOutput {
+    ExecOutput {
+        classified,
+        exit_code: None,
+        harness_version: None,
+        spawned: false,
+        artifacts: Vec::new(),
+        run_ms: 0,
+    }
+}
+
+/// `harness.stderr.log`: the CLI's own stderr, with a note when it was cut.
+fn stderr_artifact(stderr: Captured) -> Artifact {
+    let mut bytes = stderr.bytes;
+    if stderr.dropped_bytes > 0 {
+        bytes.extend_from_slice(
+            format!(
+                "\n[cowork-fleet: {} more bytes of stderr were dropped]\n",
+                stderr.dropped_bytes
+            )
+            .as_bytes(),
+        );
+    }
+    Artifact {
+        name: "harness.stderr.log".to_owned(),
+        source: ArtifactSource::Bytes(bytes),
+    }
+}
+
+/// `results[0].outDir` of an envelope.
+fn envelope_out_dir(envelope: &Envelope) -> Option<String> {
+    envelope
+        .value
+        .get("results")?
+        .get(0)?
+        .get("outDir")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Makes the child the leader of a new session and process group before it execs.
+#[allow(unsafe_code)]
+fn start_new_session(command: &mut Command) {
+    // SAFETY: the closure runs in the forked child between fork and exec. It calls only
+    // setsid(2) and reads errno, both async-signal-safe, allocates nothing and touches no
+    // state shared with the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Sends SIGKILL to every process of the group `pgid`. A group that is already gone (ESRCH) is
+/// not an error.
+#[allow(unsafe_code)]
+fn kill_group(pgid: libc::pid_t) {
+    // A pgid of 0 or 1 would address our own group or every process; the child's pid is
+    // neither, but a wrong call here would be disastrous, so refuse outright.
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers and has no memory-safety preconditions. The pid of
+    // the group leader stays reserved while any member of its group lives, so a negative pgid
+    // addresses only the job's own processes.
+    let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    if rc == -1 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            tracing::warn!(pgid, error = %err, "killing the harness process group failed");
+        }
+    }
+}
+
+/// How the process ended and what it printed.
+#[derive(Debug)]
+struct Finished {
+    end: ProcessEnd,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+/// The child's process group (its pid, since it leads its own session).
+#[derive(Debug)]
+struct ProcessGroup {
+    pgid: libc::pid_t,
+    /// Cancelled once the leader has exited and the group was killed; starts the pipe readers'
+    /// drain grace.
+    leader_gone: CancellationToken,
+}
+
+impl ProcessGroup {
+    /// Waits for the leader under the timeout and cancel token, then kills the whole group so
+    /// no grandchild outlives the job, and tells the pipe readers that the leader is gone.
+    async fn supervise(
+        &self,
+        child: &mut Child,
+        timeout_ms: u64,
+        cancel: &CancellationToken,
+    ) -> io::Result<ProcessEnd> {
+        // `Child::wait` is cancel-safe: when the timer or the token wins, nothing is lost by
+        // dropping it, and the process is killed and reaped in that branch.
+        let end = tokio::select! {
+            status = child.wait() => status.map(process_end),
+            () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
+                kill_group(self.pgid);
+                child.wait().await.map(|_| ProcessEnd::TimedOut { timeout_ms })
+            }
+            () = cancel.cancelled() => {
+                kill_group(self.pgid);
+                child.wait().await.map(|_| ProcessEnd::Cancelled)
+            }
+        };
+        kill_group(self.pgid);
+        self.leader_gone.cancel();
+        end
+    }
+}
+
+fn process_end(status: ExitStatus) -> ProcessEnd {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ProcessEnd::Exited(code),
+        (None, Some(signal)) => ProcessEnd::Signaled(signal),
+        // Unix reports either a code or a signal for a terminated process; this arm exists
+        // only to keep the match total.
+        (None, None) => ProcessEnd::Exited(-1),
+    }
+}
+
+/// Which part of an over-long stream is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Keep {
+    /// The first bytes (stderr: the first lines name the run dir and the first error).
+    Head,
+    /// The last bytes, starting at a line boundary (stdout: the envelope is the last line).
+    Tail,
+}
+
+/// A bounded buffer for one stream.
+#[derive(Debug)]
+struct Capture {
+    bytes: Vec<u8>,
+    limit: usize,
+    keep: Keep,
+    dropped_bytes: u64,
+}
+
+impl Capture {
+    fn new(limit: usize, keep: Keep) -> Capture {
+        Capture {
+            bytes: Vec::new(),
+            limit,
+            keep,
+            dropped_bytes: 0,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        match self.keep {
+            Keep::Head => {
+                let room = self.limit.saturating_sub(self.bytes.len());
+                let taken = room.min(chunk.len());
+                self.bytes.extend_from_slice(&chunk[..taken]);
+                self.dropped_bytes += (chunk.len() - taken) as u64;
+            }
+            Keep::Tail => {
+                self.bytes.extend_from_slice(chunk);
+                // Trimming only once the buffer holds twice the limit keeps the cost of the
+                // front removals linear in the bytes read.
+                if self.bytes.len() > self.limit.saturating_mul(2).max(READ_CHUNK_BYTES) {
+                    self.trim_front();
+                }
+            }
+        }
+    }
+
+    fn trim_front(&mut self) {
+        let excess = self.bytes.len().saturating_sub(self.limit);
+        if excess > 0 {
+            self.bytes.drain(..excess);
+            self.dropped_bytes += excess as u64;
+        }
+    }
+
+    fn finish(mut self) -> Captured {
+        if self.keep == Keep::Tail {
+            self.trim_front();
+            if self.dropped_bytes > 0 {
+                // The first kept line is a fragment; drop it so that only whole lines remain.
+                let cut = self
+                    .bytes
+                    .iter()
+                    .position(|&byte| byte == b'\n')
+                    .map_or(self.bytes.len(), |newline| newline + 1);
+                self.bytes.drain(..cut);
+                self.dropped_bytes += cut as u64;
+            }
+        }
+        Captured {
+            bytes: self.bytes,
+            dropped_bytes: self.dropped_bytes,
+            abandoned: false,
+            read_error: None,
+        }
+    }
+}
+
+/// What was read from one stream.
+#[derive(Debug, Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    dropped_bytes: u64,
+    /// `true` when the pipe stayed open [`PIPE_DRAIN_GRACE`] after the group was killed.
+    abandoned: bool,
+    read_error: Option<io::Error>,
+}
+
+/// Reads a stream to its end into `capture`, or until [`PIPE_DRAIN_GRACE`] after the leader
+/// is gone.
+async fn capture(
+    reader: &mut (dyn AsyncRead + Unpin + Send),
+    mut capture: Capture,
+    leader_gone: &CancellationToken,
+) -> Captured {
+    let deadline = async {
+        leader_gone.cancelled().await;
+        tokio::time::sleep(PIPE_DRAIN_GRACE).await;
+    };
+    tokio::pin!(deadline);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut abandoned = false;
+    let mut read_error = None;
+    loop {
+        // Reading a pipe is cancel-safe: bytes not yet returned stay in the pipe, so dropping
+        // the read when the deadline wins loses only output we are giving up anyway.
+        tokio::select! {
+            read = reader.read(&mut chunk) => match read {
+                Ok(0) => break,
+                Ok(n_read) => capture.push(&chunk[..n_read]),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    read_error = Some(err);
+                    break;
+                }
+            },
+            () = &mut deadline => {
+                abandoned = true;
+                break;
+            }
+        }
+    }
+    let mut captured = capture.finish();
+    captured.abandoned = abandoned;
+    captured.read_error = read_error;
+    captured
+}
+
+/// What to look for in the run dir.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Want {
+    /// The completed result: the highest `turns/<N>/result.json`.
+    Result,
+    /// The salvaged partial result of an unanswered run (diagnostic only).
+    PartialResult,
+    /// Only the diagnostic files.
+    Diagnostics,
+}
+
+#[derive(Debug)]
+struct CollectRequest {
+    job_id: String,
+    runs_root: PathBuf,
+    cassette: Option<PathBuf>,
+    /// `results[0].outDir` of the envelope, when there was one.
+    out_dir: Option<String>,
+    want: Want,
+}
+
+#[derive(Debug, Default)]
+struct Collected {
+    /// The result file and its parsed content (Want::Result) or the partial result file
+    /// (Want::PartialResult; the value is then unused).
+    result: Option<(PathBuf, Value)>,
+    artifacts: Vec<Artifact>,
+}
+
+/// Finds the run dir and collects the result and the diagnostic files of contract §9.5.
+fn collect(request: &CollectRequest) -> Collected {
+    let mut collected = Collected::default();
+    let run_dir = match request.out_dir.as_deref() {
+        // `replay` writes no run dir; its envelope result is the record.
+        Some(REPLAY_OUT_DIR) => None,
+        out_dir => locate_run_dir(&request.runs_root, out_dir, &request.job_id),
+    };
+    if let Some(run_dir) = &run_dir {
+        match request.want {
+            Want::Result | Want::PartialResult => {
+                if let Some(path) = highest_turn_file(run_dir, "result.json") {
+                    match read_json(&path) {
+                        Ok(value) => collected.result = Some((path, value)),
+                        Err(err) => tracing::warn!(
+                            job_id = %request.job_id,
+                            path = %path.display(),
+                            error = %err,
+                            "result file unreadable; using the envelope's copy"
+                        ),
+                    }
+                }
+            }
+            Want::Diagnostics => {}
+        }
+        for name in RUN_DIR_ARTIFACTS {
+            let path = run_dir.join(name);
+            if is_regular_file(&path) {
+                collected.artifacts.push(Artifact {
+                    name: (*name).to_owned(),
+                    source: ArtifactSource::File(path),
+                });
+            }
+        }
+        if let Some(path) = highest_turn_file(run_dir, "trace.json") {
+            collected.artifacts.push(Artifact {
+                name: "trace.json".to_owned(),
+                source: ArtifactSource::File(path),
+            });
+        }
+    }
+    if let Some(cassette) = &request.cassette
+        && is_regular_file(cassette)
+    {
+        collected.artifacts.push(Artifact {
+            name: "cassette.json".to_owned(),
+            source: ArtifactSource::File(cassette.clone()),
+        });
+    }
+    collected
+}
+
+/// The run dir: the envelope's `outDir` when it lies inside our runs root, else the last run dir
+/// found there (`<runs_root>/<slug>/<runId>/`; a per-job runs root holds one).
+fn locate_run_dir(runs_root: &Path, out_dir: Option<&str>, job_id: &str) -> Option<PathBuf> {
+    if let Some(out_dir) = out_dir {
+        let candidate = Path::new(out_dir);
+        if is_inside(candidate, runs_root) {
+            return Some(candidate.to_path_buf());
+        }
+        // Reading a path we do not own could upload files that are not this job's.
+        tracing::warn!(
+            job_id,
+            out_dir,
+            "outDir is not inside the job's runs root; scanning it instead"
+        );
+    }
+    let mut run_dirs = Vec::new();
+    for slug_dir in sorted_subdirs(runs_root) {
+        run_dirs.extend(sorted_subdirs(&slug_dir));
+    }
+    run_dirs.pop()
+}
+
+/// `true` when `path` is an existing directory inside `root` once symlinks are resolved.
+fn is_inside(path: &Path, root: &Path) -> bool {
+    match (path.canonicalize(), root.canonicalize()) {
+        (Ok(path), Ok(root)) => path != root && path.starts_with(&root) && path.is_dir(),
+        _ => false,
+    }
+}
+
+/// Real (not symlinked) subdirectories of `dir`, sorted by name; empty when unreadable.
+fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| entry.path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// `<run_dir>/turns/<N>/<file_name>` with the highest numeric `N` for which it is a regular file.
+fn highest_turn_file(run_dir: &Path, file_name: &str) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(run_dir.join("turns")).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let turn: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let path = entry.path().join(file_name);
+            is_regular_file(&path).then_some((turn, path))
+        })
+        .max_by_key(|(turn, _)| *turn)
+        .map(|(_, path)| path)
+}
+
+/// `true` for a regular file that is not a symlink (a link could point outside the run dir).
+fn is_regular_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ReadJsonError {
+    #[error("cannot read: {0}")]
+    Io(#[from] io::Error),
+    #[error("invalid json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+fn read_json(path: &Path) -> Result<Value, ReadJsonError> {
+    let bytes = std::fs::read(path)?;
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use cowork_schema::ids::{BatchId, JobId, UnitRef};
+    use cowork_schema::job::Tier;
+
+    use super::*;
+
+    fn job(command: JobCommand, scenario_file: &str, flags: &[&str]) -> JobSpec {
+        let batch_id = BatchId::new("b1").expect("valid literal");
+        JobSpec {
+            job_id: JobId::new(&batch_id, UnitRef::File(0), None),
+            batch_id,
+            command,
+            tier: Tier::Protocol,
+            unit: UnitRef::File(0),
+            repeat_index: None,
+            scenario_file: scenario_file.to_owned(),
+            scenario_name: "s".to_owned(),
+            axes: None,
+            arm: None,
+            forwarded_flags: flags.iter().map(|flag| (*flag).to_owned()).collect(),
+            bundle_sha256: "0".repeat(64),
+            timeout_ms: 1000,
+            executor: ExecutorKind::Harness,
+            sim: None,
+        }
+    }
+
+    fn check_args(command: JobCommand, scenario: &str, flags: &[&str], expect: Option<&str>) {
+        let got = harness_args(
+            &job(command, scenario, flags),
+            Path::new("/bundle"),
+            Path::new("/work"),
+        );
+        let got = got.ok().map(|args| {
+            args.iter()
+                .map(|arg| arg.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        assert_eq!(got.as_deref(), expect, "{command:?} {scenario}");
+    }
+
+    #[test]
+    fn command_line_follows_the_cli_contract() {
+        check_args(
+            JobCommand::Run,
+            "scenarios/a.yaml",
+            &["--on-unanswered", "first", "--label", "x y"],
+            Some(
+                "--run-dir /work/runs run /bundle/scenarios/a.yaml --output-format json \
+                 --on-unanswered first --label x y",
+            ),
+        );
+        check_args(
+            JobCommand::Record,
+            "a.yaml",
+            &[],
+            Some(
+                "--run-dir /work/runs record /bundle/a.yaml --out /work/cassette.json --output-format json",
+            ),
+        );
+        check_args(
+            JobCommand::Replay,
+            "./cassettes/a.json",
+            &[],
+            Some("--run-dir /work/runs replay /bundle/./cassettes/a.json --output-format json"),
+        );
+        check_args(JobCommand::Run, "../escape.yaml", &[], None);
+        check_args(JobCommand::Run, "a/../../escape.yaml", &[], None);
+        check_args(JobCommand::Run, "/etc/passwd", &[], None);
+        check_args(JobCommand::Run, "", &[], None);
+        check_args(JobCommand::Run, ".", &[], None);
+    }
+
+    #[test]
+    fn scenario_path_error_names_job_and_path() {
+        let err = harness_args(
+            &job(JobCommand::Run, "../x.yaml", &[]),
+            Path::new("/b"),
+            Path::new("/w"),
+        )
+        .expect_err("a parent path escapes the bundle");
+        assert_eq!(
+            err.to_string(),
+            "scenario file \"../x.yaml\" of job b1/f0 must be a relative path inside the bundle"
+        );
+    }
+
+    fn check_capture(keep: Keep, limit: usize, chunks: &[&str], expect: &str, expect_dropped: u64) {
+        let mut capture = Capture::new(limit, keep);
+        for chunk in chunks {
+            capture.push(chunk.as_bytes());
+        }
+        let captured = capture.finish();
+        assert_eq!(
+            String::from_utf8_lossy(&captured.bytes),
+            expect,
+            "{keep:?} {chunks:?}"
+        );
+        assert_eq!(
+            captured.dropped_bytes, expect_dropped,
+            "{keep:?} {chunks:?}"
+        );
+    }
+
+    #[test]
+    fn captures_are_bounded() {
+        check_capture(Keep::Head, 10, &["abc", "def"], "abcdef", 0);
+        check_capture(Keep::Head, 4, &["abc", "def"], "abcd", 2);
+        check_capture(Keep::Head, 0, &["abc"], "", 3);
+        check_capture(Keep::Tail, 10, &["abc", "def"], "abcdef", 0);
+        // Over the limit the tail is kept, from the first whole line on.
+        check_capture(Keep::Tail, 8, &["junk\nmore", "\n{env}\n"], "{env}\n", 10);
+        check_capture(Keep::Tail, 4, &["0123456789"], "", 10);
+    }
+
+    #[test]
+    fn tail_capture_stays_bounded_while_reading() {
+        let mut capture = Capture::new(16, Keep::Tail);
+        let line = "x".repeat(1000) + "\n";
+        for _ in 0..1000 {
+            capture.push(line.as_bytes());
+            assert!(capture.bytes.len() <= 2 * READ_CHUNK_BYTES + line.len());
+        }
+        capture.push(b"{\"tool\":1}\n");
+        let captured = capture.finish();
+        assert_eq!(captured.bytes, b"{\"tool\":1}\n");
+        assert_eq!(captured.dropped_bytes, 1000 * 1001);
+    }
+}

@@ -1,0 +1,125 @@
+//! Executors: the ways a worker runs one job (brief §6).
+//!
+//! Every executor sits behind the object-safe [`Executor`] trait and is used as
+//! `Arc<dyn Executor>`. An executor never fails: whatever happens to the job, it returns an
+//! [`ExecOutput`] whose [`Classified`] value is one of the outcomes of contract §1.6, plus the
+//! artifacts the job loop uploads under `batches/<batch>/jobs/<job>/<name>` (brief §5).
+//!
+//! Modules:
+//! - [`harness`]: the real `cowork-harness` CLI as a child process in its own session.
+//! - [`classify`]: the pure mapping from exit status and stdout to an outcome (contract §1.6,
+//!   §7.3).
+//! - [`sim`]: the seeded simulator, whose results are marked simulated.
+
+pub mod classify;
+pub mod harness;
+pub mod sim;
+
+use std::path::PathBuf;
+
+use cowork_schema::batch::ExecutorKind;
+use cowork_schema::event::InfraClass;
+use cowork_schema::job::JobSpec;
+use tokio_util::sync::CancellationToken;
+
+pub use harness::{HarnessConfig, HarnessExecutor};
+pub use sim::SimExecutor;
+
+/// Runs one job.
+///
+/// Implementations are object-safe and shared between job tasks as `Arc<dyn Executor>`.
+#[async_trait::async_trait]
+pub trait Executor: Send + Sync {
+    /// Which executor this is, for events and tracing.
+    fn kind(&self) -> ExecutorKind;
+
+    /// Runs one job. Never panics, never returns `Err`: every failure is classified.
+    ///
+    /// When `cancel` fires, the job is stopped at once (for the harness: the whole process
+    /// group is killed) and the outcome is `Error { category: "cancelled", .. }`.
+    async fn execute(&self, ctx: &JobContext, cancel: CancellationToken) -> ExecOutput;
+}
+
+/// Everything an executor needs to run one job.
+#[derive(Clone, Debug)]
+pub struct JobContext {
+    /// The job as published by the coordinator.
+    pub job: JobSpec,
+    /// Root of the unpacked bundle; `job.scenario_file` is relative to it.
+    pub bundle_dir: PathBuf,
+    /// An empty scratch directory owned by this job; the harness runs with it as its cwd and
+    /// writes its runs root (`runs/`) and, for `record`, the cassette into it.
+    pub work_dir: PathBuf,
+}
+
+/// What one execution produced.
+#[derive(Clone, Debug)]
+pub struct ExecOutput {
+    /// The outcome of the job (contract §1.6).
+    pub classified: Classified,
+    /// Process exit code of the CLI, when it exited (absent when killed or never started).
+    pub exit_code: Option<i32>,
+    /// `envelope.version` of the CLI that ran the job (contract W1), when an envelope was seen.
+    pub harness_version: Option<String>,
+    /// `false` when the CLI never started, so nothing was spent and the job may be retried
+    /// (contract C8).
+    pub spawned: bool,
+    /// Files to upload under `batches/<batch>/jobs/<job>/<name>`.
+    pub artifacts: Vec<Artifact>,
+    /// Wall-clock time the executor took, in milliseconds.
+    pub run_ms: u64,
+}
+
+impl ExecOutput {
+    /// Looks up an artifact by name.
+    pub fn artifact(&self, name: &str) -> Option<&Artifact> {
+        self.artifacts.iter().find(|artifact| artifact.name == name)
+    }
+}
+
+/// One file of a job's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    /// File name under the job's prefix, e.g. `result.json` or `harness.stderr.log`.
+    pub name: String,
+    /// Where its bytes are.
+    pub source: ArtifactSource,
+}
+
+/// Where the bytes of an [`Artifact`] are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArtifactSource {
+    /// In memory.
+    Bytes(Vec<u8>),
+    /// A file inside the job's work dir; it lives until the job loop removes the work dir.
+    File(PathBuf),
+}
+
+/// The outcome of one job (contract §1.6).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Classified {
+    /// Exit 0 or 1 with exactly one result: a real sample, whatever its verdict. `result` is
+    /// the RunResult, the on-disk (secret-scrubbed) copy when there is one.
+    Completed { result: serde_json::Value },
+    /// Exit 2 with `error.category == "unanswered"`. The salvaged partial result, if any, is
+    /// uploaded as `partial-result.json` and is never folded.
+    Unanswered {
+        message: String,
+        hint: Option<String>,
+    },
+    /// Any other failure of the job itself: a CLI error category, `boundary`, `crashed`,
+    /// `timeout`, `cancelled` or `internal` (no parseable envelope).
+    Error { category: String, message: String },
+    /// An infrastructure failure of the worker (contract C8).
+    Infra { class: InfraClass, message: String },
+}
+
+impl Classified {
+    /// Builds [`Classified::Error`].
+    pub fn error(category: &str, message: String) -> Classified {
+        Classified::Error {
+            category: category.to_owned(),
+            message,
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The worker's job loop (brief §4 "Worker protocol").
+//!
+//! One job per free slot. For each job the order is fixed: run → upload artifacts → publish
+//! `finished` and await its acknowledgement → ack the job. A crash anywhere before the ack means
+//! the job is delivered again, and the reducer counts a job id once; a crash after the ack
+//! loses nothing because the event is already durable.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cowork_fabric::bundle::UnpackLimits;
+use cowork_fabric::{ArtifactStore, Delivery, EventLog, JobQueue};
+use cowork_schema::event::{InfraClass, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::job::Tier;
+use cowork_schema::verdict::view_with_rederived_verdict;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::bundle_cache::BundleCache;
+use crate::executor::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+use crate::retry::Backoff;
+use crate::upload::{job_key, put_with_retry, upload_artifacts};
+
+/// Settings of one worker.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Unique id of this worker, shown in events and `cowork workers`.
+    pub worker_id: String,
+    /// Tiers this worker pulls; it never sees jobs of other tiers.
+    pub tiers: Vec<Tier>,
+    /// Jobs run at once (default 1; the CLI's own local cap is 8, contract §5.9).
+    pub slots: usize,
+    /// The queue's ack deadline; an in-progress ack is sent every third of it.
+    pub ack_wait: Duration,
+    /// Deliveries of one job before an infrastructure failure is final (C8).
+    pub max_deliver: u32,
+    /// Where bundles are unpacked, by digest.
+    pub cache_dir: PathBuf,
+    /// Where each job gets its scratch directory.
+    pub work_dir: PathBuf,
+    /// Keep each job's scratch directory after it is stored (for debugging).
+    pub keep_work_dirs: bool,
+    pub unpack_limits: UnpackLimits,
+    /// Backoff for uploads, event publishing and naks.
+    pub backoff: Backoff,
+}
+
+/// The ports a worker uses.
+#[derive(Clone)]
+pub struct WorkerPorts {
+    pub queue: Arc<dyn JobQueue>,
+    pub events: Arc<dyn EventLog>,
+    pub store: Arc<dyn ArtifactStore>,
+    pub executor: Arc<dyn Executor>,
+}
+
+/// Counters of one worker, readable while it runs.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub jobs_finished: AtomicU64,
+    pub jobs_retried: AtomicU64,
+    pub jobs_failed_infra: AtomicU64,
+}
+
+/// Runs the job loop until `shutdown` is cancelled or the queue closes, then drains: no new
+/// job is pulled, running jobs finish and are stored, and `run` returns.
+#[tracing::instrument(skip_all, fields(worker_id = %config.worker_id))]
+pub async fn run(
+    config: WorkerConfig,
+    ports: WorkerPorts,
+    stats: Arc<WorkerStats>,
+    shutdown: CancellationToken,
+) -> Result<(), cowork_fabric::QueueError> {
+    let cache = Arc::new(BundleCache::new(
+        &config.cache_dir,
+        ports.store.clone(),
+        config.unpack_limits,
+    ));
+    let slots = Arc::new(Semaphore::new(config.slots.max(1)));
+    let tracker = TaskTracker::new();
+    let config = Arc::new(config);
+    let mut pull_failures = 0u32;
+    loop {
+        // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
+        let permit = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            permit = slots.clone().acquire_owned() => permit.expect("the slot semaphore is never closed"),
+        };
+        // Dropping a pull that has not returned loses no job: an unreturned delivery is either
+        // still queued or, for JetStream, redelivered after ack_wait.
+        let pulled = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            pulled = ports.queue.pull(&config.tiers) => pulled,
+        };
+        let delivery = match pulled {
+            Ok(Some(delivery)) => delivery,
+            Ok(None) => break,
+            Err(error) if error.is_transient() => {
+                pull_failures += 1;
+                tracing::warn!(error = %error, "pulling a job failed, retrying");
+                tokio::time::sleep(config.backoff.delay(pull_failures)).await;
+                continue;
+            }
+            Err(error) => {
+                tracker.close();
+                tracker.wait().await;
+                return Err(error);
+            }
+        };
+        pull_failures = 0;
+        let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
+        let job = JobRun {
+            config: config.clone(),
+            ports: ports.clone(),
+            cache: cache.clone(),
+            stats: stats.clone(),
+        };
+        tracker.spawn(
+            async move {
+                job.run(delivery).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+    tracker.close();
+    tracker.wait().await;
+    Ok(())
+}
+
+/// Everything one job task needs.
+struct JobRun {
+    config: Arc<WorkerConfig>,
+    ports: WorkerPorts,
+    cache: Arc<BundleCache>,
+    stats: Arc<WorkerStats>,
+}
+
+impl JobRun {
+    async fn run(self, delivery: Delivery) {
+        let job = &delivery.job;
+        self.publish(&delivery, JobEventKind::Started).await;
+
+        let bundle_dir = match self.cache.ensure(&job.bundle_sha256).await {
+            Ok(dir) => dir,
+            Err(error) => {
+                self.infra_failure(&delivery, InfraClass::Bundle, error.to_string())
+                    .await;
+                return;
+            }
+        };
+        let work_dir = self
+            .config
+            .work_dir
+            .join(job.batch_id.as_str())
+            .join(job.job_id.local_part())
+            .join(format!("a{}", delivery.attempt));
+        if let Err(error) = tokio::fs::create_dir_all(&work_dir).await {
+            self.infra_failure(
+                &delivery,
+                InfraClass::Spawn,
+                format!("creating {}: {error}", work_dir.display()),
+            )
+            .await;
+            return;
+        }
+
+        // The keep-alive renews the delivery while the executor runs; the guard stops it.
+        let keepalive = CancellationToken::new();
+        let _keepalive_guard = keepalive.clone().drop_guard();
+        let renew_every = (self.config.ack_wait / 3).max(Duration::from_millis(100));
+        let acker = &delivery.acker;
+        let renew = async {
+            loop {
+                tokio::time::sleep(renew_every).await;
+                if let Err(error) = acker.in_progress().await {
+                    tracing::warn!(error = %error, "in-progress ack failed");
+                }
+            }
+        };
+        let context = JobContext {
+            job: job.clone(),
+            bundle_dir,
+            work_dir: work_dir.clone(),
+        };
+        // The executor owns cancellation of the harness (it kills the process group); the
+        // renewal loop never completes, so this select only ends with the executor.
+        let output = tokio::select! {
+            output = self.ports.executor.execute(&context, CancellationToken::new()) => output,
+            _ = renew => unreachable!("the renewal loop never ends"),
+        };
+        drop(_keepalive_guard);
+
+        self.finish(&delivery, output).await;
+        if !self.config.keep_work_dirs {
+            let _ = tokio::fs::remove_dir_all(&work_dir).await;
+        }
+    }
+
+    /// Stores the artifacts, publishes `finished`, then acks — in that order.
+    async fn finish(&self, delivery: &Delivery, output: ExecOutput) {
+        let job = &delivery.job;
+        let outcome = match output.classified {
+            Classified::Infra { class, message } => {
+                if !output.spawned && delivery.attempt < self.config.max_deliver {
+                    self.infra_failure(delivery, class, message).await;
+                    return;
+                }
+                self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
+                // C8: after spend, or out of deliveries, an infrastructure failure is an error
+                // outcome of the job, reported and never silently retried.
+                JobOutcome::Error {
+                    category: "infra".into(),
+                    message,
+                }
+            }
+            Classified::Completed { result } => match view_with_rederived_verdict(&result) {
+                Ok(run) => JobOutcome::Completed { run },
+                Err(error) => JobOutcome::Error {
+                    category: "internal".into(),
+                    message: format!("unreadable result.json: {error}"),
+                },
+            },
+            Classified::Unanswered { message, hint } => JobOutcome::Unanswered { message, hint },
+            Classified::Error { category, message } => JobOutcome::Error { category, message },
+        };
+        let mut artifacts: Vec<Artifact> = output.artifacts;
+        let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
+        artifacts.push(Artifact {
+            name: "outcome.json".into(),
+            source: ArtifactSource::Bytes(outcome_json),
+        });
+        let never = CancellationToken::new();
+        let stored = match upload_artifacts(
+            self.ports.store.as_ref(),
+            &job.job_id,
+            &artifacts,
+            self.config.backoff,
+            &never,
+        )
+        .await
+        {
+            Ok(stored) => stored,
+            Err(error) => {
+                self.infra_failure(delivery, InfraClass::Upload, error.to_string())
+                    .await;
+                return;
+            }
+        };
+        let run_ms = output.run_ms;
+        let finished = JobEventKind::Finished {
+            outcome,
+            artifacts: stored,
+            harness_version: output.harness_version,
+            exit_code: output.exit_code,
+            run_ms,
+        };
+        if !self.publish(delivery, finished).await {
+            // Without a durable `finished` event the job must not be acked: dropping the
+            // delivery unsettled hands it back for another attempt.
+            return;
+        }
+        if let Err(error) = delivery.acker.ack().await {
+            // The event is durable; a redelivery runs the job again and the reducer drops the
+            // duplicate by job id.
+            tracing::warn!(error = %error, "ack failed after the finished event was stored");
+        }
+        self.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reports an infrastructure failure before anything was spent and hands the job back with
+    /// backoff, or, out of deliveries, ends it as an error.
+    async fn infra_failure(&self, delivery: &Delivery, class: InfraClass, message: String) {
+        let will_retry = delivery.attempt < self.config.max_deliver;
+        tracing::warn!(class = ?class, will_retry, message = %message, "job infrastructure failure");
+        self.publish(
+            delivery,
+            JobEventKind::Failed {
+                class,
+                message: message.clone(),
+                will_retry,
+            },
+        )
+        .await;
+        if will_retry {
+            self.stats.jobs_retried.fetch_add(1, Ordering::Relaxed);
+            if let Err(error) = delivery
+                .acker
+                .nak(self.config.backoff.delay(delivery.attempt))
+                .await
+            {
+                tracing::warn!(error = %error, "nak failed; the job comes back after ack_wait");
+            }
+            return;
+        }
+        self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
+        let outcome = JobOutcome::Error {
+            category: "infra".into(),
+            message,
+        };
+        let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
+        let never = CancellationToken::new();
+        let key = job_key(&delivery.job.job_id, "outcome.json");
+        let artifacts = match put_with_retry(
+            self.ports.store.as_ref(),
+            &key,
+            outcome_json,
+            self.config.backoff,
+            &never,
+        )
+        .await
+        {
+            Ok(reference) => vec![reference],
+            Err(error) => {
+                tracing::error!(error = %error, "storing the final infra outcome failed; leaving the job unacked");
+                return;
+            }
+        };
+        if !self
+            .publish(
+                delivery,
+                JobEventKind::Finished {
+                    outcome,
+                    artifacts,
+                    harness_version: None,
+                    exit_code: None,
+                    run_ms: 0,
+                },
+            )
+            .await
+        {
+            return;
+        }
+        if let Err(error) = delivery.acker.ack().await {
+            tracing::warn!(error = %error, "ack failed after the finished event was stored");
+        }
+    }
+
+    /// Publishes an event, retrying transient failures until it is durable; `false` when it
+    /// failed for good.
+    async fn publish(&self, delivery: &Delivery, event: JobEventKind) -> bool {
+        let event = JobEvent {
+            batch_id: delivery.job.batch_id.clone(),
+            job_id: delivery.job.job_id.clone(),
+            attempt: delivery.attempt,
+            worker_id: self.config.worker_id.clone(),
+            event,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.ports.events.publish(&event).await {
+                Ok(_) => return true,
+                Err(error) if error.is_transient() => {
+                    tracing::warn!(error = %error, attempt, "publishing an event failed, retrying");
+                    tokio::time::sleep(self.config.backoff.delay(attempt)).await;
+                }
+                Err(error) => {
+                    tracing::error!(error = %error, "publishing an event failed for good");
+                    return false;
+                }
+            }
+        }
+    }
+}
