@@ -1,0 +1,212 @@
+//! Command-line arguments: what the user typed, validated by clap, with no IO (style rule 11).
+//!
+//! Each setting is declared once here: its long name, its `COWORK_*` variable and its help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Cowork Fleet: run cowork-harness batches (--repeat, --matrix) on one machine or a fleet,
+/// with the same rollups, verdicts and exit codes as the harness CLI.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cowork",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Exit codes: 0 the batch passed, 1 the batch verdict failed, 2 usage or input error.\n\
+Docs: README.md, docs/architecture.md, docs/benchmarks.md."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log filter for diagnostics on stderr (e.g. `info`, `cowork_worker=debug`).
+    #[arg(long, global = true, env = "COWORK_LOG", default_value = "warn")]
+    pub log: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a batch in this process: embedded queue, local store under --store, N slots.
+    #[command(after_help = "Examples:\n  \
+cowork run examples/demo/scenarios --repeat 5 --executor sim\n  \
+cowork run examples/demo/scenarios/csv-report.yaml --repeat 5 --matrix examples/demo/matrix.yaml --executor sim\n  \
+cowork run scenarios/ --repeat 3 --min-pass-rate 0.66 --output-format json > envelope.json\n\n\
+Results are stored under <store>/batches/<batch id>/ (spec.json, jobs/*/result.json, rollup.json,\n\
+envelope.json). Re-judge them later with `cowork rollup <store>/batches/<batch id>`.")]
+    Run(Box<RunArgs>),
+    /// Re-judge stored runs with the same reducer: a stored batch dir, result.json files or a dir.
+    #[command(after_help = "Examples:\n  \
+cowork rollup .cowork/batches/20261130-101500-a1b2c3 --min-pass-rate 0.8\n  \
+cowork rollup runs/r0/result.json runs/r1/result.json runs/r2/result.json\n\n\
+A stored batch dir (holding spec.json) is re-judged with its own shape and flags; flags given\n\
+here replace the stored ones. Loose result.json files are folded in the order given (a dir:\n\
+every result.json below it, in natural path order), one repeat rollup per scenario name.")]
+    Rollup(RollupArgs),
+    /// Measure the planner and the reducer on synthetic batches (see docs/benchmarks.md).
+    Bench(BenchArgs),
+}
+
+/// How results are printed on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A summary table on stderr; nothing on stdout.
+    Human,
+    /// The envelope as one JSON line on stdout (contract §7); the summary still goes to stderr.
+    Json,
+}
+
+/// Which executor runs jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorArg {
+    /// The real cowork-harness CLI (--harness-bin), one process per job.
+    Harness,
+    /// The seeded simulator: fast, free, and marked simulated everywhere.
+    Sim,
+}
+
+/// The batch flags shared by `run` and `submit` (contract §4.1, §5.1). Numbers are read with
+/// JavaScript `Number()` rules, like the CLI's.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Run each scenario (or each matrix cell) N times: 2..=10000 (the CLI's own cap is 100).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<String>,
+    /// Sweep a matrix file (baselines × models × skill_dirs) over one scenario.
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
+    /// A rollup passes when passes/completed >= this, in [0, 1] (default 1). Needs --repeat.
+    #[arg(long, value_name = "RATE")]
+    pub min_pass_rate: Option<String>,
+    /// Stop a unit at the first index where both a pass and a fail exist; the unit fails.
+    #[arg(long)]
+    pub stop_on_diverge: bool,
+    /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (contract §4.2).
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<String>,
+    /// Judge a budget-stopped unit on its completed runs instead of failing it.
+    #[arg(long)]
+    pub allow_budget_stop: bool,
+    /// Keep the first N matrix cells (default 16, like the CLI). Needs --matrix.
+    #[arg(long, value_name = "N")]
+    pub max_cells: Option<String>,
+    /// Judge a truncated matrix on its executed cells instead of failing it.
+    #[arg(long)]
+    pub allow_truncated_matrix: bool,
+    /// Accepted for CLI compatibility (1..=8, needs --matrix); fleet parallelism is --slots.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<String>,
+    /// Run every job as a control arm without the skill (forwarded to the harness).
+    #[arg(long)]
+    pub ablate_skill: bool,
+    /// Policy for gates without a scripted answer, forwarded to every job: fail or first.
+    #[arg(long, value_name = "POLICY")]
+    pub on_unanswered: Option<String>,
+    /// Decider model id, forwarded to every job.
+    #[arg(long, value_name = "MODEL")]
+    pub decider_model: Option<String>,
+    /// Refused: an external decider is interactive and serial (choice C11).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub decider_dir: Option<String>,
+    /// Refused: an external decider is interactive and serial (choice C11).
+    #[arg(long, value_name = "CMD", hide = true)]
+    pub decider_cmd: Option<String>,
+    /// A label forwarded to every run (`RunResult.runLabel`; one line, at most 200 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Hard wall-clock limit per job in ms (default: the scenario's timeout_ms + 120 s, or 30 min).
+    #[arg(long, value_name = "MS")]
+    pub job_timeout_ms: Option<String>,
+    /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
+    /// work tree holding the target, else the current directory).
+    #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
+    pub bundle_root: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A scenario file, or a directory whose *.yaml / *.yml files are the scenarios.
+    pub target: PathBuf,
+    #[command(flatten)]
+    pub batch: BatchArgs,
+    /// Executor for every job.
+    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
+    pub executor: ExecutorArg,
+    /// Jobs run at once in this process (the harness CLI's own local cap is 8).
+    #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub slots: u16,
+    /// Seed of the sim executor: the same seed gives the same results.
+    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation profile (YAML `rules:` list: pass_rate, cost_usd, duration_ms … per scenario/cell).
+    #[arg(long, value_name = "FILE")]
+    pub sim_profile: Option<PathBuf>,
+    /// The cowork-harness program for the harness executor.
+    #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+    pub harness_bin: PathBuf,
+    /// Local store directory (brief §5 layout).
+    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
+    pub store: PathBuf,
+    /// Output on stdout.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// Jobs of the batch admitted ahead of results (default: 2 × slots).
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+    /// Keep each job's scratch directory under <store>/work (for debugging the harness).
+    #[arg(long)]
+    pub keep_work: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RollupArgs {
+    /// A stored batch dir (with spec.json), result.json files, or a dir of them.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Pass threshold in [0, 1]; default: the stored batch's, else 1.
+    #[arg(long, value_name = "RATE")]
+    pub min_pass_rate: Option<String>,
+    /// Apply the divergence stop while folding.
+    #[arg(long)]
+    pub stop_on_diverge: bool,
+    /// Apply the per-unit budget stop while folding.
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<String>,
+    /// Judge budget-stopped units on their completed runs.
+    #[arg(long)]
+    pub allow_budget_stop: bool,
+    /// Judge a truncated matrix on its executed cells.
+    #[arg(long)]
+    pub allow_truncated_matrix: bool,
+    /// Output on stdout.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// Also write the rollup document (the bytes of a batch's rollup.json) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub rollup_out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Plan a matrix × repeat batch of about --jobs jobs and iterate every job spec.
+    Plan {
+        #[arg(long, default_value_t = 1_000_000)]
+        jobs: u64,
+    },
+    /// Fold --outcomes synthetic outcomes (cells × repeats) through the reducer.
+    Fold {
+        #[arg(long, default_value_t = 1_000_000)]
+        outcomes: u64,
+    },
+}

@@ -1,0 +1,200 @@
+//! `cowork bench`: the planner and the reducer on synthetic batches, with time and peak memory.
+//! Not a test: numbers go to docs/benchmarks.md with the command that produced them.
+
+use std::time::Instant;
+
+use cowork_coordinator::plan::{Plan, PlanKind, PlanLayout, PlanUnit};
+use cowork_coordinator::reduce::{
+    BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
+};
+use cowork_schema::BatchId;
+use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
+use cowork_schema::event::JobOutcome;
+use cowork_schema::ids::UnitRef;
+use cowork_schema::job::{CellAxes, Tier};
+use cowork_schema::run_result::{AssertionView, RunView, SignalView};
+
+use crate::args::{BenchArgs, BenchWhat};
+use crate::report::CliError;
+
+/// Peak resident set size of this process in MiB (Linux `VmHWM`), if readable.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Cells × repeats close to `n_jobs`: 1,000 repeats per cell (the fleet's large-sweep shape).
+fn shape_for(n_jobs: u64) -> (u32, u32) {
+    let repeat = 1000u32.min(n_jobs.max(2) as u32);
+    let cells = n_jobs.div_ceil(u64::from(repeat)).max(1) as u32;
+    (cells, repeat)
+}
+
+pub fn run(args: BenchArgs) -> Result<i32, CliError> {
+    match args.what {
+        BenchWhat::Plan { jobs } => bench_plan(jobs),
+        BenchWhat::Fold { outcomes } => bench_fold(outcomes),
+    }
+}
+
+fn bench_plan(n_jobs: u64) -> Result<i32, CliError> {
+    let (cells, repeat) = shape_for(n_jobs);
+    let started = Instant::now();
+    let flags = BatchFlags {
+        repeat: Some(repeat),
+        max_cells: cells,
+        ..BatchFlags::default()
+    };
+    let units = (0..cells)
+        .map(|index| {
+            let axes = CellAxes {
+                baseline: Some(format!("desktop-{}", index / 100)),
+                model: Some(format!("model-{}", index % 100)),
+                skill_dir: None,
+            };
+            PlanUnit {
+                unit: UnitRef::Cell(index),
+                scenario_name: "bench".into(),
+                label: format!("bench [{}]", axes.label()),
+                axes: Some(axes),
+                scenario_file: format!("scenarios/.cowork-cell-{index}-bench.yaml"),
+                tier: Tier::Container,
+                cell_error: None,
+                timeout_ms: 1_800_000,
+            }
+        })
+        .collect();
+    let layout = PlanLayout {
+        kind: PlanKind::Matrix,
+        mode: BatchMode::Run,
+        flags: flags.clone(),
+        units,
+        requested_cells: cells,
+        truncated: false,
+        derived_files: Vec::new(),
+        forwarded_flags: Vec::new(),
+    };
+    let batch_id = BatchId::new("bench").expect("a valid literal id");
+    let plan = Plan::new(
+        layout,
+        cowork_coordinator::plan::PlanInput {
+            batch_id,
+            flags,
+            mode: BatchMode::Run,
+            executor: ExecutorKind::Sim,
+            sim: None,
+            bundle_sha256: "0".repeat(64),
+        },
+    );
+    let planned = started.elapsed();
+    let mut n = 0u64;
+    let mut id_bytes = 0usize;
+    for job in plan.jobs() {
+        n += 1;
+        id_bytes += job.job_id.as_str().len();
+    }
+    let total = started.elapsed();
+    println!(
+        "plan: {cells} cells × {repeat} repeats = {n} jobs; plan {:.3} s, plan + iterate every JobSpec {:.3} s ({:.0} jobs/s); job ids {} bytes; peak RSS {:.1} MiB",
+        planned.as_secs_f64(),
+        total.as_secs_f64(),
+        n as f64 / total.as_secs_f64(),
+        id_bytes,
+        peak_rss_mib().unwrap_or(f64::NAN)
+    );
+    Ok(0)
+}
+
+fn bench_fold(n_outcomes: u64) -> Result<i32, CliError> {
+    let (cells, repeat) = shape_for(n_outcomes);
+    let shape = BatchShape {
+        kind: ShapeKind::Matrix,
+        repeat: Some(repeat),
+        units: (0..cells)
+            .map(|index| UnitShape {
+                label: format!("bench [cell {index}]"),
+                axes: Some(CellAxes::default()),
+                cell_error: None,
+            })
+            .collect(),
+        requested_cells: cells,
+        truncated: false,
+        rules: StopRules {
+            stop_on_diverge: false,
+            max_budget_usd: Some(1e12),
+        },
+        judging: Judging {
+            min_pass_rate: 0.9,
+            allow_budget_stop: false,
+            allow_truncated_matrix: false,
+        },
+    };
+    let mut reducer = BatchReducer::new(shape)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("bench shape: {e}")))?;
+    let started = Instant::now();
+    let mut n = 0u64;
+    // A cheap deterministic generator: the bench measures the fold, not the randomness.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for cell in 0..cells {
+        for index in 0..repeat {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let pass = !state.is_multiple_of(10);
+            let run = RunView {
+                pass,
+                signals: if pass {
+                    vec![]
+                } else {
+                    vec![SignalView {
+                        code: "assertion".into(),
+                        fail: true,
+                    }]
+                },
+                verdict_rederived: false,
+                assertions: vec![
+                    AssertionView {
+                        key: Some("result".into()),
+                        pass: true,
+                        message: None,
+                    },
+                    AssertionView {
+                        key: Some("tool_called".into()),
+                        pass,
+                        message: if pass {
+                            None
+                        } else {
+                            Some("tool Skill was never called".into())
+                        },
+                    },
+                ],
+                cost_usd: Some(0.01 + (state % 100) as f64 / 10_000.0),
+                tokens_total: Some(1500.0),
+                non_deterministic: false,
+                provenance_model: "claude-sonnet-4-5".into(),
+                provenance_skill: "offered,invoked".into(),
+                ablated: false,
+                duration_ms: Some(40_000.0),
+                effective_fidelity: Some("container".into()),
+                out_dir: None,
+                simulated: true,
+            };
+            reducer.offer(cell, Some(index), JobOutcome::Completed { run });
+            n += 1;
+        }
+    }
+    let reduction = reducer
+        .finish()
+        .map_err(|_| CliError::Failed(anyhow::anyhow!("bench batch did not complete")))?;
+    let elapsed = started.elapsed();
+    println!(
+        "fold: {cells} cells × {repeat} repeats = {n} outcomes in {:.3} s ({:.0} outcomes/s); ok={} ; peak RSS {:.1} MiB",
+        elapsed.as_secs_f64(),
+        n as f64 / elapsed.as_secs_f64(),
+        reduction.ok,
+        peak_rss_mib().unwrap_or(f64::NAN)
+    );
+    Ok(0)
+}

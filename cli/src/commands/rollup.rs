@@ -1,0 +1,251 @@
+//! `cowork rollup`: re-judge stored runs with the same reducer and the same output as a batch.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use cowork_coordinator::plan::flags::js_number;
+use cowork_coordinator::reduce::{Judging, StopRules};
+use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
+use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
+use cowork_fabric::embedded::DirArtifactStore;
+use cowork_schema::batch::{BatchFlags, StoredBatch};
+use cowork_schema::envelope::decorate_result;
+use cowork_schema::run_result::RunView;
+use cowork_schema::verdict::{Lane, with_rederived_verdict};
+use serde_json::{Value, json};
+
+use crate::args::{OutputFormat, RollupArgs};
+use crate::report::CliError;
+
+/// A number flag read with the CLI's `Number()` rules and checked against a range.
+fn number_flag(
+    name: &str,
+    text: &str,
+    valid: impl Fn(f64) -> bool,
+    expect: &str,
+) -> Result<f64, CliError> {
+    match js_number(text) {
+        value if value.is_finite() && valid(value) => Ok(value),
+        _ => Err(CliError::usage(format!(
+            "{name}: must be {expect}, got {text:?}"
+        ))),
+    }
+}
+
+/// The stored flags with the ones given on the command line replacing them.
+fn judged_flags(args: &RollupArgs, stored: Option<&BatchFlags>) -> Result<BatchFlags, CliError> {
+    let mut flags = stored.cloned().unwrap_or_default();
+    if let Some(text) = &args.min_pass_rate {
+        flags.min_pass_rate = number_flag(
+            "--min-pass-rate",
+            text,
+            |v| (0.0..=1.0).contains(&v),
+            "a number in [0, 1]",
+        )?;
+    }
+    if let Some(text) = &args.max_budget_usd {
+        flags.max_budget_usd = Some(number_flag(
+            "--max-budget-usd",
+            text,
+            |v| v > 0.0,
+            "a number > 0",
+        )?);
+    }
+    flags.stop_on_diverge |= args.stop_on_diverge;
+    flags.allow_budget_stop |= args.allow_budget_stop;
+    flags.allow_truncated_matrix |= args.allow_truncated_matrix;
+    Ok(flags)
+}
+
+/// Natural order for paths: digit runs compare as numbers, so `r2` sorts before `r10`.
+fn natural_key(path: &Path) -> Vec<(String, u64)> {
+    let text = path.to_string_lossy();
+    let mut key = Vec::new();
+    let mut chars = text.chars().peekable();
+    while chars.peek().is_some() {
+        let mut word = String::new();
+        while let Some(c) = chars.peek().filter(|c| !c.is_ascii_digit()) {
+            word.push(*c);
+            chars.next();
+        }
+        let mut number = 0u64;
+        while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
+            number = number.saturating_mul(10).saturating_add(u64::from(digit));
+            chars.next();
+        }
+        key.push((word, number));
+    }
+    key
+}
+
+fn find_results(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            find_results(&path, found)?;
+        } else if entry.file_name() == "result.json" {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// `cowork rollup`.
+pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
+    if let [only] = args.paths.as_slice()
+        && only.join("spec.json").is_file()
+    {
+        return rollup_stored_batch(&args, only).await;
+    }
+    let mut files = Vec::new();
+    for path in &args.paths {
+        if path.is_dir() {
+            let mut found = Vec::new();
+            find_results(path, &mut found)
+                .with_context(|| format!("listing {}", path.display()))?;
+            found.sort_by_key(|p| natural_key(p));
+            files.extend(found);
+        } else if path.is_file() {
+            files.push(path.clone());
+        } else {
+            return Err(CliError::usage(format!(
+                "{}: no such file or directory",
+                path.display()
+            )));
+        }
+    }
+    if files.is_empty() {
+        return Err(CliError::usage(
+            "no result.json files found in the given paths",
+        ));
+    }
+    let mut groups: Vec<(String, Vec<RunView>)> = Vec::new();
+    let mut values = Vec::new();
+    for file in &files {
+        let text = std::fs::read(file)
+            .map_err(|e| CliError::usage(format!("{}: cannot read: {e}", file.display())))?;
+        let value: Value = serde_json::from_slice(&text)
+            .map_err(|e| CliError::usage(format!("{}: not JSON: {e}", file.display())))?;
+        let view = view_of_result(&value)
+            .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+        let scenario = value
+            .get("scenario")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)")
+            .to_owned();
+        match groups.iter_mut().find(|(name, _)| *name == scenario) {
+            Some((_, runs)) => runs.push(view.clone()),
+            None => groups.push((scenario, vec![view.clone()])),
+        }
+        values.push((value, view));
+    }
+    let flags = judged_flags(&args, None)?;
+    let rules = StopRules {
+        stop_on_diverge: flags.stop_on_diverge,
+        max_budget_usd: flags.max_budget_usd,
+    };
+    let judging = Judging {
+        min_pass_rate: flags.min_pass_rate,
+        allow_budget_stop: flags.allow_budget_stop,
+        allow_truncated_matrix: flags.allow_truncated_matrix,
+    };
+    let reduction =
+        rejudge_runs(groups.clone(), rules, judging).map_err(|e| CliError::Failed(e.into()))?;
+    // Envelope results follow the reduction's (group, index) order.
+    let mut by_group: Vec<Vec<Value>> = vec![Vec::new(); groups.len()];
+    for (value, _) in &values {
+        let scenario = value
+            .get("scenario")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)");
+        if let Some(idx) = groups.iter().position(|(name, _)| name == scenario) {
+            by_group[idx].push(value.clone());
+        }
+    }
+    let results = reduction
+        .results
+        .iter()
+        .filter_map(|(unit, repeat)| {
+            let value = by_group
+                .get(*unit as usize)?
+                .get(repeat.unwrap_or(0) as usize)?
+                .clone();
+            let view = view_of_result(&value).ok()?;
+            let value = with_rederived_verdict(value, Lane::Live);
+            Some(decorate_result(value, &view))
+        })
+        .collect();
+    let version = values
+        .first()
+        .and_then(|(v, _)| v.get("harnessVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned();
+    let fleet = json!({ "rejudged": true, "files": files.len(), "minPassRate": cowork_schema::json_number::to_value(flags.min_pass_rate), "allowBudgetStop": flags.allow_budget_stop, "foldOrder": "index" });
+    let envelope = build_envelope(&reduction, &version, "run", results, fleet);
+    finish(&args, &reduction, &envelope)
+}
+
+async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliError> {
+    let spec_path = dir.join("spec.json");
+    let text =
+        std::fs::read(&spec_path).with_context(|| format!("reading {}", spec_path.display()))?;
+    let stored: StoredBatch = serde_json::from_slice(&text)
+        .map_err(|e| CliError::usage(format!("{}: not a batch spec: {e}", spec_path.display())))?;
+    // The store root is two levels above `batches/<id>`.
+    let root = dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| CliError::usage(format!("{}: not under <store>/batches/", dir.display())))?;
+    let store = DirArtifactStore::new(root);
+    let flags = judged_flags(args, Some(&stored.spec.flags))?;
+    let reduction = rejudge_stored(&store, &stored, &flags)
+        .await
+        .map_err(|e| CliError::Failed(e.into()))?;
+    let results = collect_results(&store, &stored.batch_id, stored.plan.kind, &reduction)
+        .await
+        .map_err(|e| CliError::Failed(e.into()))?;
+    let fleet = json!({
+        "batchId": stored.batch_id.as_str(),
+        "rejudged": true,
+        "minPassRate": cowork_schema::json_number::to_value(flags.min_pass_rate),
+        "allowBudgetStop": flags.allow_budget_stop,
+        "foldOrder": "index",
+        "resultsOrder": "index",
+    });
+    let command = match stored.spec.mode {
+        cowork_schema::batch::BatchMode::Record => "record",
+        cowork_schema::batch::BatchMode::Replay => "replay",
+        _ => "run",
+    };
+    // The harness version is not part of the reduction; take it from the batch's envelope.
+    let version = std::fs::read(dir.join("envelope.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|envelope| {
+            envelope
+                .get("version")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let envelope = build_envelope(&reduction, &version, command, results, fleet);
+    finish(args, &reduction, &envelope)
+}
+
+fn finish(
+    args: &RollupArgs,
+    reduction: &cowork_coordinator::reduce::BatchReduction,
+    envelope: &cowork_schema::envelope::Envelope,
+) -> Result<i32, CliError> {
+    if let Some(out) = &args.rollup_out {
+        std::fs::write(out, rollup_bytes(reduction, &envelope.command))
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    eprint!("{}", crate::summary::render(reduction));
+    if args.output_format == OutputFormat::Json {
+        println!("{}", envelope.to_line());
+    }
+    Ok(reduction.exit_code)
+}

@@ -1,0 +1,335 @@
+//! `cowork run`: the embedded mode — plan, bundle, then an in-process queue, event log, local
+//! store and worker slots run the batch; the same supervisor and reducer as the fleet judge it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cowork_coordinator::plan::flags::{RawFlags, validate_flags};
+use cowork_coordinator::plan::{Plan, PlanInput, plan_units};
+use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
+use cowork_coordinator::supervisor::{
+    BatchProgress, CoordinatorPorts, SuperviseError, SuperviseOptions, supervise,
+};
+use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
+use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
+use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_schema::BatchId;
+use cowork_schema::batch::{
+    BATCH_SPEC_VERSION, BatchMode, BatchSpec, ExecutorKind, SimProfile, SimSpec, StoredBatch,
+};
+use cowork_schema::job::Tier;
+use cowork_worker::executor::Executor;
+use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
+use cowork_worker::executor::sim::SimExecutor;
+use cowork_worker::retry::Backoff;
+use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{BatchArgs, ExecutorArg, OutputFormat, RunArgs};
+use crate::report::CliError;
+
+/// What the user typed, as the planner's raw flags.
+pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
+    RawFlags {
+        repeat: batch.repeat.clone(),
+        min_pass_rate: batch.min_pass_rate.clone(),
+        stop_on_diverge: batch.stop_on_diverge,
+        max_budget_usd: batch.max_budget_usd.clone(),
+        allow_budget_stop: batch.allow_budget_stop,
+        matrix: batch.matrix.as_ref().map(|path| path.display().to_string()),
+        max_cells: batch.max_cells.clone(),
+        allow_truncated_matrix: batch.allow_truncated_matrix,
+        concurrency: batch.concurrency.clone(),
+        decider_dir: batch.decider_dir.clone(),
+        decider_cmd: batch.decider_cmd.clone(),
+        ablate_skill: batch.ablate_skill,
+        on_unanswered: batch.on_unanswered.clone(),
+        decider_model: batch.decider_model.clone(),
+        label: batch.label.clone(),
+        job_timeout: batch.job_timeout_ms.clone(),
+    }
+}
+
+/// The default bundle root: the git work tree holding `target`, else the current directory.
+pub fn default_bundle_root(target: &Path) -> Result<PathBuf, CliError> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let absolute = if target.is_absolute() {
+        target.to_path_buf()
+    } else {
+        cwd.join(target)
+    };
+    let mut dir = absolute.parent();
+    while let Some(candidate) = dir {
+        if candidate.join(".git").exists() {
+            return Ok(candidate.to_path_buf());
+        }
+        dir = candidate.parent();
+    }
+    Ok(cwd)
+}
+
+/// A validated, planned and bundled batch, not yet dispatched.
+pub struct PreparedRun {
+    pub plan: Plan,
+    pub spec: BatchSpec,
+    pub bundle: PackedBundle,
+}
+
+/// Validates the whole batch and bundles it; nothing is written. Shared by `run` and `submit`.
+pub async fn prepare_batch(
+    target: &Path,
+    batch: &BatchArgs,
+    mode: BatchMode,
+    executor: ExecutorKind,
+    sim: Option<SimSpec>,
+) -> Result<PreparedRun, CliError> {
+    let flags = validate_flags(&raw_flags(batch))
+        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    let bundle_root = match &batch.bundle_root {
+        Some(root) => root.clone(),
+        None => default_bundle_root(target)?,
+    };
+    let input = PrepareInput {
+        target: target.to_path_buf(),
+        matrix: batch.matrix.clone(),
+        bundle_root,
+        mode,
+    };
+    let prepared: PreparedBatch = tokio::task::spawn_blocking(move || prepare(&input))
+        .await
+        .context("input validation task failed")?
+        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    let layout = plan_units(&prepared, &flags, mode)
+        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    let derived: Vec<(String, Vec<u8>)> = layout
+        .derived_files
+        .iter()
+        .map(|file| (file.path.clone(), file.contents.clone()))
+        .collect();
+    let root = prepared.root.clone();
+    let files = prepared.files.clone();
+    let bundle = tokio::task::spawn_blocking(move || pack(&root, &files, &derived))
+        .await
+        .context("bundle task failed")?
+        .context("packing the bundle")?;
+    let batch_id = new_batch_id();
+    let scenario_files = prepared
+        .scenarios
+        .iter()
+        .map(|scenario| scenario.rel_path.clone())
+        .collect();
+    let matrix_file = prepared
+        .matrix
+        .as_ref()
+        .map(|matrix| matrix.rel_path.clone());
+    let plan = Plan::new(
+        layout,
+        PlanInput {
+            batch_id: batch_id.clone(),
+            flags: flags.clone(),
+            mode,
+            executor,
+            sim: sim.clone(),
+            bundle_sha256: bundle.sha256.clone(),
+        },
+    );
+    let spec = BatchSpec {
+        schema_version: BATCH_SPEC_VERSION,
+        mode,
+        target_display: target.display().to_string(),
+        scenario_files,
+        matrix_file,
+        flags,
+        executor,
+        sim,
+        bundle_sha256: bundle.sha256.clone(),
+    };
+    Ok(PreparedRun { plan, spec, bundle })
+}
+
+/// A new batch id from the clock and a per-process random suffix.
+fn new_batch_id() -> BatchId {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // RandomState is seeded from the OS per process; hashing the time with it gives a suffix
+    // that differs between two runs started in the same second.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
+
+fn load_sim(args: &RunArgs) -> Result<Option<SimSpec>, CliError> {
+    if args.executor != ExecutorArg::Sim {
+        if args.sim_profile.is_some() {
+            return Err(CliError::usage("--sim-profile: needs --executor sim"));
+        }
+        return Ok(None);
+    }
+    let rules = match &args.sim_profile {
+        None => Vec::new(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(format!(
+                    "{}: cannot read simulation profile: {e}",
+                    path.display()
+                ))
+            })?;
+            let profile: SimProfile = cowork_schema::load::parse_strict(&text, path)
+                .map_err(|e| CliError::usage(e.to_string()))?;
+            profile.rules
+        }
+    };
+    Ok(Some(SimSpec {
+        seed: args.seed,
+        rules,
+    }))
+}
+
+/// `cowork run`.
+pub async fn run(args: RunArgs) -> Result<i32, CliError> {
+    let started = Instant::now();
+    let executor_kind = match args.executor {
+        ExecutorArg::Harness => ExecutorKind::Harness,
+        ExecutorArg::Sim => ExecutorKind::Sim,
+    };
+    let sim = load_sim(&args)?;
+    let prepared = prepare_batch(
+        &args.target,
+        &args.batch,
+        BatchMode::Run,
+        executor_kind,
+        sim,
+    )
+    .await?;
+    let PreparedRun { plan, spec, bundle } = prepared;
+    let batch_id = plan.batch_id.clone();
+
+    // Validation is over; from here on the batch exists in the store.
+    let store = Arc::new(DirArtifactStore::new(&args.store));
+    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
+    store
+        .put_if_absent(&bundle_key, bundle.bytes)
+        .await
+        .with_context(|| format!("storing {bundle_key}"))?;
+    let stored = StoredBatch {
+        batch_id: batch_id.clone(),
+        spec,
+        plan: plan.summary(),
+    };
+    let spec_key = format!("batches/{batch_id}/spec.json");
+    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
+    spec_json.push(b'\n');
+    store
+        .put(&spec_key, spec_json)
+        .await
+        .with_context(|| format!("storing {spec_key}"))?;
+
+    if args.output_format == OutputFormat::Human || !args.quiet {
+        eprintln!(
+            "batch {batch_id}: {} jobs in {} {}{} with the {} executor, {} slots",
+            plan.n_jobs(),
+            plan.units.len(),
+            if plan.summary().kind == cowork_schema::batch::PlanKindName::Matrix {
+                "cells"
+            } else {
+                "files"
+            },
+            plan.flags
+                .repeat
+                .map(|n| format!(" × {n} runs"))
+                .unwrap_or_default(),
+            executor_kind.as_str(),
+            args.slots
+        );
+    }
+
+    let queue = MemJobQueue::new();
+    let events = MemEventLog::new();
+    let executor: Arc<dyn Executor> = match executor_kind {
+        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
+        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+    };
+    let worker_config = WorkerConfig {
+        worker_id: format!("embedded-{}", std::process::id()),
+        tiers: Tier::ALL.to_vec(),
+        slots: usize::from(args.slots),
+        // The embedded queue has no ack deadline; this only paces the in-progress calls.
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 3,
+        cache_dir: args.store.join("cache").join("bundles"),
+        work_dir: args.store.join("work"),
+        keep_work_dirs: args.keep_work,
+        unpack_limits: UnpackLimits::default(),
+        backoff: Backoff::default(),
+    };
+    let worker_ports = WorkerPorts {
+        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
+        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
+        store: store.clone() as Arc<dyn ArtifactStore>,
+        executor,
+    };
+    let shutdown = CancellationToken::new();
+    let worker_stats = Arc::new(WorkerStats::default());
+    let worker = tokio::spawn(cowork_worker::run(
+        worker_config,
+        worker_ports,
+        worker_stats,
+        shutdown.child_token(),
+    ));
+
+    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
+    let renderer = if args.quiet {
+        None
+    } else {
+        Some(tokio::spawn(crate::progress::render(progress_rx, started)))
+    };
+    let ports = CoordinatorPorts {
+        queue: Arc::new(queue.clone()),
+        events: Arc::new(events.clone()),
+        store: store.clone(),
+    };
+    let options = SuperviseOptions {
+        window: args.window.unwrap_or(usize::from(args.slots) * 2),
+        command: "run".to_owned(),
+    };
+    let supervise_token = shutdown.child_token();
+    let ctrl_c = shutdown.clone();
+    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let outcome = supervise(&ports, &plan, &options, &progress_tx, supervise_token).await;
+    drop(progress_tx);
+    if let Some(renderer) = renderer {
+        let _ = renderer.await;
+    }
+    queue.close();
+    let _ = worker.await;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(SuperviseError::Cancelled) => return Err(CliError::Cancelled),
+        Err(error) => {
+            return Err(CliError::Failed(
+                anyhow::Error::new(error).context(format!("running batch {batch_id}")),
+            ));
+        }
+    };
+
+    eprint!("{}", crate::summary::render(&outcome.reduction));
+    eprintln!(
+        "results: {}",
+        args.store.join("batches").join(batch_id.as_str()).display()
+    );
+    if args.output_format == OutputFormat::Json {
+        println!("{}", outcome.envelope.to_line());
+    }
+    Ok(outcome.exit_code)
+}

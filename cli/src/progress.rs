@@ -1,0 +1,127 @@
+//! The progress line on stderr: done/running/pass/fail, cost so far and an ETA.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use cowork_coordinator::supervisor::BatchProgress;
+use tokio::sync::watch;
+
+/// Renders progress until the sender is dropped. On a terminal the line is redrawn in place at
+/// most ten times a second; otherwise a line is printed at most every five seconds, so CI logs
+/// stay short.
+pub async fn render(mut updates: watch::Receiver<BatchProgress>, started: Instant) {
+    let tty = std::io::stderr().is_terminal();
+    // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI log
+    // readable.
+    let min_gap = if tty {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(5)
+    };
+    let mut last_draw: Option<Instant> = None;
+    let mut last_line = String::new();
+    while updates.changed().await.is_ok() {
+        if last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+            continue;
+        }
+        let line = format_line(&updates.borrow_and_update(), started.elapsed());
+        if line != last_line {
+            draw(&line, tty);
+            last_line = line;
+            last_draw = Some(Instant::now());
+        }
+    }
+    let line = format_line(&updates.borrow(), started.elapsed());
+    if line != last_line || tty {
+        draw(&line, tty);
+    }
+    if tty {
+        eprintln!();
+    }
+}
+
+fn draw(line: &str, tty: bool) {
+    let mut stderr = std::io::stderr().lock();
+    if tty {
+        let _ = write!(stderr, "\r\x1b[2K{line}");
+    } else {
+        let _ = writeln!(stderr, "{line}");
+    }
+    let _ = stderr.flush();
+}
+
+/// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`.
+pub fn format_line(progress: &BatchProgress, elapsed: Duration) -> String {
+    let expected = progress.planned.saturating_sub(progress.skipped).max(1);
+    let done = progress.finished.min(expected);
+    let width = 20u64;
+    let filled = (done * width / expected) as usize;
+    let bar: String = "#".repeat(filled) + &".".repeat(width as usize - filled);
+    let eta = if done == 0 || done >= expected {
+        String::new()
+    } else {
+        let per_job = elapsed.as_secs_f64() / done as f64;
+        format!(
+            "  ETA {}",
+            human_duration(per_job * (expected - done) as f64)
+        )
+    };
+    let mut line = format!(
+        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{eta}",
+        progress.running, progress.passed, progress.failed, progress.errored, progress.cost_usd
+    );
+    if progress.retries > 0 {
+        line.push_str(&format!("  retries {}", progress.retries));
+    }
+    if progress.discarded > 0 {
+        line.push_str(&format!("  discarded {}", progress.discarded));
+    }
+    line
+}
+
+fn human_duration(seconds: f64) -> String {
+    let seconds = seconds.round() as u64;
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
+        _ => format!("{}h{:02}m", seconds / 3600, (seconds / 60) % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_shows_counts_cost_and_eta() {
+        let progress = BatchProgress {
+            planned: 100,
+            finished: 50,
+            running: 4,
+            passed: 40,
+            failed: 8,
+            errored: 2,
+            cost_usd: 1.23456,
+            ..BatchProgress::default()
+        };
+        let line = format_line(&progress, Duration::from_secs(10));
+        assert_eq!(
+            line,
+            "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s"
+        );
+    }
+
+    #[test]
+    fn skipped_jobs_shrink_the_total() {
+        let progress = BatchProgress {
+            planned: 10,
+            skipped: 7,
+            finished: 3,
+            ..BatchProgress::default()
+        };
+        assert!(
+            format_line(&progress, Duration::from_secs(1))
+                .starts_with("[####################] 3/3 jobs")
+        );
+    }
+}
