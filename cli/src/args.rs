@@ -116,9 +116,10 @@ pub struct BatchArgs {
     /// A label forwarded to every run (`RunResult.runLabel`; one line, at most 200 characters).
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
-    /// Hard wall-clock limit per job in ms (default: the scenario's timeout_ms + 120 s, or 30 min).
-    #[arg(long, value_name = "MS")]
-    pub job_timeout_ms: Option<String>,
+    /// Hard wall-clock limit per job, e.g. 45m, 90s, 1h or plain milliseconds (default: the
+    /// scenario's timeout_ms + 120 s, else 30 min). It must exceed the scenario's own timeout.
+    #[arg(long, value_name = "DURATION")]
+    pub job_timeout: Option<String>,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
     /// work tree holding the target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]

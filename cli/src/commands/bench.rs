@@ -3,15 +3,15 @@
 
 use std::time::Instant;
 
-use cowork_coordinator::plan::{Plan, PlanKind, PlanLayout, PlanUnit};
+use cowork_coordinator::plan::{Plan, plan_units};
+use cowork_coordinator::prepare::{PrepareInput, prepare};
 use cowork_coordinator::reduce::{
     BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
 };
 use cowork_schema::BatchId;
 use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
 use cowork_schema::event::JobOutcome;
-use cowork_schema::ids::UnitRef;
-use cowork_schema::job::{CellAxes, Tier};
+use cowork_schema::job::CellAxes;
 use cowork_schema::run_result::{AssertionView, RunView, SignalView};
 
 use crate::args::{BenchArgs, BenchWhat};
@@ -39,43 +39,72 @@ pub fn run(args: BenchArgs) -> Result<i32, CliError> {
     }
 }
 
+/// Writes a real batch to `dir`: one scenario, its session with one local plugin, and a matrix of
+/// `cells` cells (baselines × models), so the benchmark goes through the same preparation,
+/// planning and materialization as `cowork run`.
+fn write_bench_batch(dir: &std::path::Path, cells: u32) -> std::io::Result<()> {
+    let models = 10u32.min(cells);
+    let baselines = cells.div_ceil(models);
+    std::fs::create_dir_all(dir.join("skills/bench-skill/skills/bench-skill"))?;
+    std::fs::write(
+        dir.join("skills/bench-skill/skills/bench-skill/SKILL.md"),
+        "---\nname: bench-skill\n---\n",
+    )?;
+    std::fs::write(
+        dir.join("session.yaml"),
+        "model: claude-sonnet-4-5\nplugins:\n  local_plugins:\n    - skills/bench-skill\n",
+    )?;
+    std::fs::write(
+        dir.join("bench.yaml"),
+        "session: session.yaml\nprompt: benchmark\nassert:\n  - result: success\n  - tool_called: Skill\n",
+    )?;
+    let baselines: Vec<String> = (0..baselines).map(|b| format!("desktop-1.{b}.0")).collect();
+    let models: Vec<String> = (0..models).map(|m| format!("model-{m}")).collect();
+    std::fs::write(
+        dir.join("matrix.yaml"),
+        format!(
+            "baselines: [{}]\nmodels: [{}]\n",
+            baselines.join(", "),
+            models.join(", ")
+        ),
+    )?;
+    Ok(())
+}
+
 fn bench_plan(n_jobs: u64) -> Result<i32, CliError> {
     let (cells, repeat) = shape_for(n_jobs);
+    let dir = std::env::temp_dir().join(format!("cowork-bench-plan-{}", std::process::id()));
+    write_bench_batch(&dir, cells).map_err(|e| {
+        CliError::Failed(anyhow::anyhow!(
+            "writing the bench batch in {}: {e}",
+            dir.display()
+        ))
+    })?;
     let started = Instant::now();
+    let input = PrepareInput {
+        target: dir.join("bench.yaml"),
+        matrix: Some(dir.join("matrix.yaml")),
+        bundle_root: dir.clone(),
+        mode: BatchMode::Run,
+    };
+    let prepared = prepare(&input).map_err(|errors| {
+        CliError::Failed(anyhow::anyhow!(
+            "bench batch invalid: {:?}",
+            errors.first().map(ToString::to_string)
+        ))
+    })?;
     let flags = BatchFlags {
         repeat: Some(repeat),
         max_cells: cells,
         ..BatchFlags::default()
     };
-    let units = (0..cells)
-        .map(|index| {
-            let axes = CellAxes {
-                baseline: Some(format!("desktop-{}", index / 100)),
-                model: Some(format!("model-{}", index % 100)),
-                skill_dir: None,
-            };
-            PlanUnit {
-                unit: UnitRef::Cell(index),
-                scenario_name: "bench".into(),
-                label: format!("bench [{}]", axes.label()),
-                axes: Some(axes),
-                scenario_file: format!("scenarios/.cowork-cell-{index}-bench.yaml"),
-                tier: Tier::Container,
-                cell_error: None,
-                timeout_ms: 1_800_000,
-            }
-        })
-        .collect();
-    let layout = PlanLayout {
-        kind: PlanKind::Matrix,
-        mode: BatchMode::Run,
-        flags: flags.clone(),
-        units,
-        requested_cells: cells,
-        truncated: false,
-        derived_files: Vec::new(),
-        forwarded_flags: Vec::new(),
-    };
+    let layout = plan_units(&prepared, &flags, BatchMode::Run).map_err(|errors| {
+        CliError::Failed(anyhow::anyhow!(
+            "bench plan failed: {:?}",
+            errors.first().map(ToString::to_string)
+        ))
+    })?;
+    let n_derived = layout.derived_files.len();
     let batch_id = BatchId::new("bench").expect("a valid literal id");
     let plan = Plan::new(
         layout,
@@ -96,8 +125,9 @@ fn bench_plan(n_jobs: u64) -> Result<i32, CliError> {
         id_bytes += job.job_id.as_str().len();
     }
     let total = started.elapsed();
+    let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "plan: {cells} cells × {repeat} repeats = {n} jobs; plan {:.3} s, plan + iterate every JobSpec {:.3} s ({:.0} jobs/s); job ids {} bytes; peak RSS {:.1} MiB",
+        "plan: {cells} cells × {repeat} repeats = {n} jobs ({n_derived} derived files); prepare + plan {:.3} s; + build every JobSpec {:.3} s ({:.0} jobs/s); job ids {} bytes; peak RSS {:.1} MiB",
         planned.as_secs_f64(),
         total.as_secs_f64(),
         n as f64 / total.as_secs_f64(),

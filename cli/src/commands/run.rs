@@ -49,7 +49,7 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         on_unanswered: batch.on_unanswered.clone(),
         decider_model: batch.decider_model.clone(),
         label: batch.label.clone(),
-        job_timeout: batch.job_timeout_ms.clone(),
+        job_timeout: batch.job_timeout.clone(),
     }
 }
 
@@ -230,7 +230,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         .await
         .with_context(|| format!("storing {spec_key}"))?;
 
-    if args.output_format == OutputFormat::Human || !args.quiet {
+    if !args.quiet {
         eprintln!(
             "batch {batch_id}: {} jobs in {} {}{} with the {} executor, {} slots",
             plan.n_jobs(),

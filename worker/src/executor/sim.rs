@@ -74,13 +74,25 @@ impl Executor for SimExecutor {
     #[tracing::instrument(skip_all, fields(job_id = %ctx.job.job_id, executor = "sim"))]
     async fn execute(&self, ctx: &JobContext, cancel: CancellationToken) -> ExecOutput {
         let started = Instant::now();
-        let mut output = run(&ctx.job, &cancel).await;
+        // The scenario is read for its assertions only; an unreadable one falls back to generic
+        // assertions rather than failing the simulated run.
+        let scenario_path = ctx.bundle_dir.join(&ctx.job.scenario_file);
+        let authored = tokio::fs::read_to_string(&scenario_path)
+            .await
+            .ok()
+            .and_then(|text| cowork_schema::load::yaml_to_json(&text, &scenario_path).ok())
+            .and_then(|scenario| authored_assertions(&scenario));
+        let mut output = run(&ctx.job, authored, &cancel).await;
         output.run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         output
     }
 }
 
-async fn run(job: &JobSpec, cancel: &CancellationToken) -> ExecOutput {
+async fn run(
+    job: &JobSpec,
+    authored: Option<Vec<(String, Map<String, Value>)>>,
+    cancel: &CancellationToken,
+) -> ExecOutput {
     let not_run = |category: &str, message: String| ExecOutput {
         classified: Classified::error(category, message),
         exit_code: None,
@@ -104,7 +116,7 @@ async fn run(job: &JobSpec, cancel: &CancellationToken) -> ExecOutput {
             ),
         );
     };
-    let simulated = simulate(job, spec);
+    let simulated = simulate_scenario(job, spec, authored);
 
     if simulated.time_scale > 0.0 {
         let scaled_ms = simulated.duration_ms as f64 * simulated.time_scale;
@@ -434,6 +446,16 @@ const ASSERTION_POOL: [AssertionKind; 4] = [
 
 /// Simulates `job` under `spec`: a pure function of the job's outcome inputs and the spec.
 pub fn simulate(job: &JobSpec, spec: &SimSpec) -> SimRun {
+    simulate_scenario(job, spec, None)
+}
+
+/// [`simulate`] for a job whose scenario was read: the result carries one `assertions[]` entry
+/// per authored assertion (see [`authored_assertions`]) instead of generic ones.
+pub fn simulate_scenario(
+    job: &JobSpec,
+    spec: &SimSpec,
+    authored: Option<Vec<(String, Map<String, Value>)>>,
+) -> SimRun {
     let profile = resolve_profile(job, &spec.rules);
     let mut stream = job_stream(spec.seed, job);
     // The core draws come first and always in this order, so that changing one profile value
@@ -449,7 +471,8 @@ pub fn simulate(job: &JobSpec, spec: &SimSpec) -> SimRun {
     let input_tokens = 1_000 + stream.below(20_000) as u64;
     let output_tokens = 100 + stream.below(4_000) as u64;
 
-    let facts = RunFacts::new(job);
+    let mut facts = RunFacts::new(job);
+    facts.authored = authored;
     let duration_ms = (profile.duration_ms as f64 * (0.5 + draw_duration)).round() as u64;
     let telemetry = (draw_missing_telemetry >= profile.missing_telemetry_rate).then(|| {
         // ±50% around the mean, rounded to 1e-8 USD like the SDK's figures.
@@ -485,9 +508,8 @@ pub fn simulate(job: &JobSpec, spec: &SimSpec) -> SimRun {
     let mut failures = Vec::new();
     for entry in assertions.iter().filter(|entry| !entry.pass) {
         signals.push(signal("assertion", "fail", &entry.message));
-        failures.push(
-            json!({"assertion": entry.kind.key, "message": entry.message, "kind": "assertion"}),
-        );
+        failures
+            .push(json!({"assertion": entry.key(), "message": entry.message, "kind": "assertion"}));
     }
     if result_error {
         let message = "the agent turn ended with an error (simulated)";
@@ -598,6 +620,8 @@ struct RunFacts {
     label: Option<String>,
     replay: bool,
     out_dir: String,
+    /// The scenario's authored assertions, when the simulator could read the scenario.
+    authored: Option<Vec<(String, Map<String, Value>)>>,
 }
 
 impl RunFacts {
@@ -645,6 +669,7 @@ impl RunFacts {
                 job.scenario_name,
                 job.repeat_index.unwrap_or(0)
             ),
+            authored: None,
         }
     }
 
@@ -722,6 +747,9 @@ struct AssertionEntry {
     pass: bool,
     message: String,
     evidence: String,
+    /// The scenario's own assertion object (key order as the CLI stores it), when the simulator
+    /// read the scenario; it replaces `kind` and `argument` in the output.
+    authored: Option<(String, Map<String, Value>)>,
 }
 
 impl AssertionEntry {
@@ -759,12 +787,47 @@ impl AssertionEntry {
             pass,
             message: failure,
             evidence,
+            authored: None,
+        }
+    }
+
+    /// An entry for one authored assertion of the scenario.
+    fn authored(key: String, object: Map<String, Value>, pass: bool) -> AssertionEntry {
+        let argument = object.get(&key).cloned().unwrap_or(Value::Null);
+        let shown = match &argument {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        AssertionEntry {
+            kind: AssertionKind {
+                key: "authored",
+                about_skill: is_about_skill(&key, &argument),
+            },
+            message: format!("{key} {shown} did not hold (simulated)"),
+            evidence: format!("{key}: {shown} held (simulated)"),
+            argument,
+            pass,
+            authored: Some((key, object)),
+        }
+    }
+
+    /// The assertion's first key, as the rollups label it.
+    fn key(&self) -> &str {
+        match &self.authored {
+            Some((key, _)) => key,
+            None => self.kind.key,
         }
     }
 
     fn to_json(&self) -> Value {
-        let mut assertion = Map::new();
-        assertion.insert(self.kind.key.to_owned(), self.argument.clone());
+        let assertion = match &self.authored {
+            Some((_, object)) => object.clone(),
+            None => {
+                let mut assertion = Map::new();
+                assertion.insert(self.kind.key.to_owned(), self.argument.clone());
+                assertion
+            }
+        };
         if self.pass {
             json!({"assertion": assertion, "pass": true, "evidence": self.evidence})
         } else {
@@ -781,6 +844,9 @@ fn draw_assertions(
     pass: bool,
     result_error: bool,
 ) -> Vec<AssertionEntry> {
+    if let Some(authored) = facts.authored.as_deref().filter(|list| !list.is_empty()) {
+        return draw_authored(stream, authored, pass, result_error);
+    }
     let pool: Vec<AssertionKind> = ASSERTION_POOL
         .iter()
         .copied()
@@ -829,6 +895,85 @@ fn draw_assertions(
         ));
     }
     entries
+}
+
+/// One outcome per authored assertion, consistent with the drawn verdict: all pass on a pass;
+/// on a failure `result` fails exactly when the agent turn errored, at least one assertion fails,
+/// and assertions about the skill fail together.
+fn draw_authored(
+    stream: &mut SplitMix64,
+    authored: &[(String, Map<String, Value>)],
+    pass: bool,
+    result_error: bool,
+) -> Vec<AssertionEntry> {
+    let n = authored.len();
+    let others: Vec<usize> = (0..n).filter(|&i| authored[i].0 != "result").collect();
+    let sure_failure = if others.is_empty() {
+        None
+    } else {
+        Some(others[stream.below(others.len())])
+    };
+    let mut fails: Vec<bool> = (0..n)
+        .map(|i| {
+            let draw = stream.next_f64();
+            let is_result = authored[i].0 == "result";
+            match (pass, result_error, is_result) {
+                (true, _, _) => false,
+                (false, true, true) => true,
+                (false, false, true) => false,
+                (false, true, false) => draw < 0.5,
+                (false, false, false) => Some(i) == sure_failure || draw < 0.3,
+            }
+        })
+        .collect();
+    if !pass && !fails.iter().any(|f| *f) {
+        // Only `result` was authored and the turn did not error: it still has to explain the
+        // failure.
+        fails[0] = true;
+    }
+    let about_skill: Vec<bool> = authored
+        .iter()
+        .map(|(key, object)| is_about_skill(key, object.get(key).unwrap_or(&Value::Null)))
+        .collect();
+    let skill_failed = (0..n).any(|i| about_skill[i] && fails[i]);
+    authored
+        .iter()
+        .enumerate()
+        .map(|(i, (key, object))| {
+            let failed = fails[i] || (about_skill[i] && skill_failed);
+            AssertionEntry::authored(key.clone(), object.clone(), !failed)
+        })
+        .collect()
+}
+
+/// Whether an assertion is about the skill being used (such assertions pass or fail together).
+fn is_about_skill(key: &str, argument: &Value) -> bool {
+    key.starts_with("skill_") || (key == "tool_called" && argument.as_str() == Some("Skill"))
+}
+
+/// The scenario's assertions as the CLI stores them: each object's keys in the schema's
+/// declaration order (contract §4.3), paired with the first key. `None` when the scenario
+/// cannot be read, in which case the simulator draws generic assertions.
+pub fn authored_assertions(scenario: &Value) -> Option<Vec<(String, Map<String, Value>)>> {
+    let entries = scenario.get("assert")?.as_array()?;
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let object = entry.as_object()?;
+        let mut normalized = Map::new();
+        for key in cowork_schema::scenario::SCHEMA_ASSERTION_KEYS {
+            if let Some(value) = object.get(*key) {
+                normalized.insert((*key).to_owned(), value.clone());
+            }
+        }
+        for (key, value) in object {
+            if !normalized.contains_key(key) {
+                normalized.insert(key.clone(), value.clone());
+            }
+        }
+        let first = normalized.keys().next()?.clone();
+        out.push((first, normalized));
+    }
+    Some(out)
 }
 
 fn signal(code: &str, severity: &str, message: &str) -> Value {

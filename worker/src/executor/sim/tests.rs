@@ -376,3 +376,73 @@ fn cell_axes_and_flags_show_in_the_result() {
         "not-offered"
     );
 }
+
+#[test]
+fn authored_assertions_follow_the_schema_key_order() {
+    let scenario = serde_json::json!({
+        "prompt": "p",
+        "assert": [
+            {"result": "success"},
+            {"result": "success", "tool_called": "Skill"},
+            {"user_visible_artifact": "outputs/report.md"},
+        ],
+    });
+    let authored = authored_assertions(&scenario).expect("a list of objects");
+    let keys: Vec<&str> = authored.iter().map(|(key, _)| key.as_str()).collect();
+    // The CLI stores assertion objects in schema declaration order (contract §4.3, A-6).
+    assert_eq!(keys, ["result", "tool_called", "user_visible_artifact"]);
+    let stored: Vec<&String> = authored[1].1.keys().collect();
+    assert_eq!(stored, ["tool_called", "result"]);
+    assert!(authored_assertions(&serde_json::json!({"prompt": "p"})).is_none());
+}
+
+#[test]
+fn simulated_runs_report_the_authored_assertions() {
+    let scenario = serde_json::json!({"assert": [
+        {"result": "success"},
+        {"tool_called": "Skill"},
+        {"transcript_matches": "report"},
+    ]});
+    let spec = spec(
+        5,
+        vec![SimRule {
+            pass_rate: Some(0.5),
+            ..SimRule::default()
+        }],
+    );
+    let mut n_failed = 0;
+    for repeat_index in 0..200 {
+        let job = job("s", UnitRef::File(0), Some(repeat_index));
+        let run = simulate_scenario(&job, &spec, authored_assertions(&scenario));
+        let SimOutcome::Completed { result } = &run.outcome else {
+            panic!("no unanswered rate, so the run completes");
+        };
+        check_consistent(result, run.exit_code);
+        let keys: Vec<&str> = result["assertions"]
+            .as_array()
+            .expect("assertions is an array")
+            .iter()
+            .map(|entry| {
+                entry["assertion"]
+                    .as_object()
+                    .and_then(|object| object.keys().next())
+                    .map_or("", String::as_str)
+            })
+            .collect();
+        assert_eq!(keys, ["result", "tool_called", "transcript_matches"]);
+        if result["verdict"]["pass"] == false {
+            n_failed += 1;
+            let failing = result["assertions"]
+                .as_array()
+                .expect("assertions is an array")
+                .iter()
+                .filter(|entry| entry["pass"] == false)
+                .count();
+            assert!(
+                failing >= 1,
+                "a failed run names at least one failing assertion"
+            );
+        }
+    }
+    assert!(n_failed > 50, "{n_failed}");
+}
