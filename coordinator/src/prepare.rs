@@ -113,6 +113,9 @@ pub struct PreparedBatch {
     pub matrix: Option<PreparedMatrix>,
     /// Every file to ship, bundle-relative with `/` separators, sorted.
     pub files: BTreeSet<String>,
+    /// The target (file or directory), bundle-relative with `/` separators (`.` for the root):
+    /// what a coordinator re-plans from when it receives the bundle.
+    pub target: String,
 }
 
 /// One scenario of the batch.
@@ -181,6 +184,7 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
         errors: Vec::new(),
         files: BTreeSet::new(),
         sessions: BTreeMap::new(),
+        target_rel: String::new(),
     };
 
     let targets = ctx.list_targets(&input.target, input.mode);
@@ -224,6 +228,7 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
             scenarios,
             matrix,
             files: ctx.files,
+            target: ctx.target_rel,
         })
     } else {
         Err(ctx.errors)
@@ -274,6 +279,8 @@ struct Ctx {
     /// Sessions already loaded, by bundle-relative path (`None` when loading failed), so a
     /// session shared by many scenarios is read and reported once.
     sessions: BTreeMap<String, Option<Session>>,
+    /// The target, bundle-relative, once listed.
+    target_rel: String,
 }
 
 impl Ctx {
@@ -341,6 +348,7 @@ impl Ctx {
             }
         };
         let target_rel = self.rel_of_user_path(target, "the target")?;
+        self.target_rel = target_rel.clone();
         if metadata.is_file() {
             self.check_inside(target, &target_rel)?;
             return Some(vec![target_rel]);

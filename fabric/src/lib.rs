@@ -7,6 +7,7 @@
 //!   truth.
 //! - [`artifacts`]: the `ArtifactStore` port — bundles, results and rollups under the keys of
 //!   brief §5.
+//! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
 //! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
 //!
@@ -17,10 +18,12 @@ pub mod bundle;
 pub mod embedded;
 pub mod events;
 pub mod queue;
+pub mod registry;
 
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};
 pub use queue::{Delivery, JobQueue, QueueError};
+pub use registry::{BatchRegistry, RegistryError, WorkerRegistry};
 
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -183,6 +183,9 @@ pub struct BatchSpec {
     pub mode: BatchMode,
     /// The target as the user typed it (for messages only).
     pub target_display: String,
+    /// The target (scenario file or directory), bundle-relative with `/` separators: what the
+    /// coordinator re-plans from when it receives the bundle.
+    pub target: String,
     /// Scenario files of the batch, bundle-relative with `/` separators, in plan order.
     pub scenario_files: Vec<String>,
     /// The matrix file, bundle-relative.

@@ -8,6 +8,7 @@
 //! - [`job`]: one job and its tier.
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
+//! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
 //! - [`verdict`]: re-derivation of a per-run verdict for results that lack one (§3).
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
@@ -25,6 +26,7 @@ pub mod json_number;
 pub mod json_schema;
 pub mod load;
 pub mod matrix;
+pub mod registry;
 pub mod rollup;
 pub mod run_result;
 pub mod scenario;

@@ -116,6 +116,7 @@ pub async fn prepare_batch(
         .context("bundle task failed")?
         .context("packing the bundle")?;
     let batch_id = new_batch_id();
+    let prepared_target = prepared.target.clone();
     let scenario_files = prepared
         .scenarios
         .iter()
@@ -140,6 +141,7 @@ pub async fn prepare_batch(
         schema_version: BATCH_SPEC_VERSION,
         mode,
         target_display: target.display().to_string(),
+        target: prepared_target,
         scenario_files,
         matrix_file,
         flags,

@@ -40,6 +40,7 @@ fn files_batch(scenarios: Vec<PreparedScenario>) -> PreparedBatch {
         scenarios,
         matrix: None,
         files,
+        target: ".".to_owned(),
     }
 }
 

@@ -6,7 +6,9 @@
 mod artifacts;
 mod events;
 mod queue;
+mod registry;
 
 pub use artifacts::DirArtifactStore;
 pub use events::MemEventLog;
 pub use queue::MemJobQueue;
+pub use registry::{MemBatchRegistry, MemWorkerRegistry};

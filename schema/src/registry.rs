@@ -1,0 +1,93 @@
+//! Records of the fleet's shared state: batch entries (`COWORK_BATCHES` KV bucket) and worker
+//! heartbeats (`COWORK_WORKERS` KV bucket).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::BatchId;
+use crate::job::Tier;
+
+/// Lifecycle of a batch (brief §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchState {
+    /// Validated and stored; no job admitted yet.
+    Planned,
+    /// Jobs are being admitted and folded.
+    Running,
+    /// Cancel requested: no more admission; in-flight jobs finish (or are killed).
+    Stopping,
+    /// Decided: `rollup.json` and `envelope.json` are stored.
+    Done,
+    /// Ended by a cancel before it was decided.
+    Cancelled,
+}
+
+impl BatchState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchState::Planned => "planned",
+            BatchState::Running => "running",
+            BatchState::Stopping => "stopping",
+            BatchState::Done => "done",
+            BatchState::Cancelled => "cancelled",
+        }
+    }
+
+    /// `true` once the batch will not change any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, BatchState::Done | BatchState::Cancelled)
+    }
+}
+
+/// One entry of the batches bucket.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchRecord {
+    pub batch_id: BatchId,
+    pub state: BatchState,
+    /// sha256 of the stored `spec.json`.
+    pub spec_sha256: String,
+    /// Jobs the plan holds.
+    pub n_jobs: u64,
+    /// Submission time, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Last state change, milliseconds since the Unix epoch.
+    pub updated_at_ms: u64,
+    /// The batch verdict once `done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Id of the coordinator replica that owns the batch's supervision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// One worker's heartbeat in the workers bucket.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerInfo {
+    pub worker_id: String,
+    pub tiers: Vec<Tier>,
+    pub slots: u32,
+    /// Jobs running now.
+    pub busy: u32,
+    /// Executor kind (`harness`, `container`, `sim`).
+    pub executor: String,
+    /// `cowork-harness --version` on this worker, when known (W1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_version: Option<String>,
+    pub os: String,
+    pub arch: String,
+    pub hostname: String,
+    /// Jobs finished since the worker started.
+    pub jobs_finished: u64,
+    /// Worker start, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// Time of this heartbeat, milliseconds since the Unix epoch.
+    pub heartbeat_at_ms: u64,
+    /// `true` once the worker is draining (SIGTERM): it pulls no new jobs.
+    #[serde(default)]
+    pub draining: bool,
+}
