@@ -47,4 +47,7 @@ pub trait EventLog: Send + Sync {
         batch: &BatchId,
         from_seq: u64,
     ) -> Result<Box<dyn EventSubscription>, EventError>;
+    /// The sequence number of the newest event of `batch`, 0 if it has none. A restarted
+    /// coordinator reads it to know how far it must replay before it admits anything.
+    async fn last_sequence(&self, batch: &BatchId) -> Result<u64, EventError>;
 }

@@ -10,6 +10,9 @@
 //! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
 //! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
+//! - [`nats`]: the NATS JetStream implementations of the queue, the event log and the registries.
+//! - [`s3`]: the `ArtifactStore` on an S3 bucket (AWS S3, MinIO), with `S3Config`.
+//! - [`secret`]: `Secret`, a config string that never prints.
 //!
 //! The distributed implementations (NATS JetStream, S3) implement the same traits.
 
@@ -17,8 +20,11 @@ pub mod artifacts;
 pub mod bundle;
 pub mod embedded;
 pub mod events;
+pub mod nats;
 pub mod queue;
 pub mod registry;
+pub mod s3;
+pub mod secret;
 
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};

@@ -74,6 +74,15 @@ impl EventLog for MemEventLog {
             next_seq: from_seq.max(1),
         }))
     }
+
+    async fn last_sequence(&self, batch: &BatchId) -> Result<u64, EventError> {
+        let state = self.lock();
+        Ok(state
+            .batches
+            .get(batch)
+            .and_then(|events| events.last())
+            .map_or(0, |(seq, _)| *seq))
+    }
 }
 
 struct MemSubscription {
@@ -133,6 +142,11 @@ mod tests {
         assert_eq!(log.publish(&started("b1", 1)).await.expect("open"), 3);
         log.close();
         let batch = BatchId::new("b1").expect("valid literal");
+        assert_eq!(log.last_sequence(&batch).await.expect("open"), 3);
+        let other = BatchId::new("b2").expect("valid literal");
+        assert_eq!(log.last_sequence(&other).await.expect("open"), 2);
+        let none = BatchId::new("b3").expect("valid literal");
+        assert_eq!(log.last_sequence(&none).await.expect("open"), 0);
         let mut sub = log.subscribe(&batch, 1).await.expect("subscribe");
         let mut seen = Vec::new();
         while let Some(item) = sub.next().await {

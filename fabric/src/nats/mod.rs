@@ -1,0 +1,304 @@
+//! The distributed implementations of the ports on NATS JetStream (brief §4).
+//!
+//! Modules, in reading order:
+//! - [`config`]: `NatsConfig` (server, credentials, stream and bucket names, tuning) and the
+//!   redacting `Secret`.
+//! - [`setup`]: `ensure_streams`, which creates or checks the streams, the tier consumers and
+//!   the buckets at start-up.
+//! - [`queue`]: `NatsJobQueue` on the `COWORK_JOBS` work queue.
+//! - [`events`]: `NatsEventLog` on the `COWORK_EVENTS` stream.
+//! - [`registry`]: `NatsBatchRegistry` and `NatsWorkerRegistry` on the two KV buckets.
+//!
+//! [`connect`] does it all: it connects (retrying until the server is up), runs
+//! `ensure_streams` and binds the four port implementations, returned as a [`NatsFabric`].
+
+pub mod config;
+pub mod events;
+pub mod queue;
+pub mod registry;
+pub mod setup;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::{ConnectErrorKind, ConnectOptions};
+use cowork_schema::BatchId;
+use cowork_schema::job::Tier;
+
+pub use config::{InvalidConfig, NatsConfig, Secret};
+pub use events::NatsEventLog;
+pub use queue::NatsJobQueue;
+pub use registry::{NatsBatchRegistry, NatsWorkerRegistry, check_worker_id};
+pub use setup::ensure_streams;
+
+/// Subjects of the jobs stream: `cowork.jobs.<tier>.<batch>`.
+pub const JOBS_SUBJECTS: &str = "cowork.jobs.>";
+/// Subjects of the events stream: `cowork.events.<batch>`.
+pub const EVENTS_SUBJECTS: &str = "cowork.events.>";
+
+/// The subject a job of `tier` and `batch` is published on.
+pub fn jobs_subject(tier: Tier, batch: &BatchId) -> String {
+    format!("cowork.jobs.{}.{batch}", tier.as_str())
+}
+
+/// The filter of the tier's consumer: every batch's jobs of that tier.
+pub fn tier_filter(tier: Tier) -> String {
+    format!("cowork.jobs.{}.>", tier.as_str())
+}
+
+/// The name of the tier's durable consumer, `cowork-<tier>`.
+pub fn consumer_name(tier: Tier) -> String {
+    format!("cowork-{}", tier.as_str())
+}
+
+/// The subject the events of `batch` are published on.
+pub fn events_subject(batch: &BatchId) -> String {
+    format!("cowork.events.{batch}")
+}
+
+/// An existing stream, consumer or bucket that differs from what cowork needs in a field its
+/// semantics rely on; the message names the object, the field, both values and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} {name} has {field} {found} but cowork needs {wanted}; {fix}")]
+pub struct Mismatch {
+    /// `stream`, `consumer` or `bucket`.
+    pub kind: &'static str,
+    pub name: String,
+    pub field: &'static str,
+    pub found: String,
+    pub wanted: String,
+    /// What the operator can do about it.
+    pub fix: String,
+}
+
+/// Errors of connecting and of setting up the streams.
+#[derive(Debug, thiserror::Error)]
+pub enum NatsError {
+    /// The config cannot work; every problem is listed.
+    #[error("invalid nats config: {}", list_problems(problems))]
+    InvalidConfig { problems: Vec<InvalidConfig> },
+    /// The credentials file could not be read.
+    #[error("reading nats credentials file {}", path.display())]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server could not be reached (after retrying for `connect_timeout`) or refused us.
+    #[error("connecting to nats at {url}")]
+    Connect {
+        /// The configured URL with any user info replaced by `***`.
+        url: String,
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    /// An existing stream, consumer or bucket differs from what cowork needs in a field its
+    /// semantics rely on.
+    #[error(transparent)]
+    Mismatch(Box<Mismatch>),
+    /// A JetStream API call failed.
+    #[error("{action} {name}")]
+    JetStream {
+        action: &'static str,
+        name: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl NatsError {
+    /// `true` when retrying may succeed: the server was unreachable or a call failed on the
+    /// way; a bad config, bad credentials or a mismatching stream need a person.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            NatsError::Connect { source, .. } => is_retryable(source.kind()),
+            NatsError::JetStream { .. } => true,
+            NatsError::InvalidConfig { .. }
+            | NatsError::Credentials { .. }
+            | NatsError::Mismatch(_) => false,
+        }
+    }
+}
+
+fn list_problems(problems: &[InvalidConfig]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Connect failures that may pass when the server comes up.
+fn is_retryable(kind: ConnectErrorKind) -> bool {
+    matches!(
+        kind,
+        ConnectErrorKind::Io | ConnectErrorKind::TimedOut | ConnectErrorKind::Dns
+    )
+}
+
+/// `url` with the user info of every server (`user:pass@`) replaced by `***@`.
+pub fn redact_url(url: &str) -> String {
+    url.split(',')
+        .map(|one| {
+            let one = one.trim();
+            let (scheme, rest) = match one.split_once("://") {
+                Some((scheme, rest)) => (Some(scheme), rest),
+                None => (None, one),
+            };
+            let rest = match rest.rsplit_once('@') {
+                Some((_, host)) => format!("***@{host}"),
+                None => rest.to_owned(),
+            };
+            match scheme {
+                Some(scheme) => format!("{scheme}://{rest}"),
+                None => rest,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The client options of `config`; built anew for every connect attempt.
+async fn connect_options(config: &NatsConfig) -> Result<ConnectOptions, NatsError> {
+    let mut options = ConnectOptions::new()
+        .name(&config.client_name)
+        // Unlimited reconnects: a worker or coordinator outlives a restart of the server.
+        .max_reconnects(None)
+        .require_tls(config.tls_required);
+    if let Some(ca_file) = &config.tls_ca_file {
+        options = options.add_root_certificates(ca_file.clone());
+    }
+    if let (Some(user), Some(password)) = (&config.user, &config.password) {
+        options = options.user_and_password(user.clone(), password.expose().to_owned());
+    }
+    if let Some(token) = &config.token {
+        options = options.token(token.expose().to_owned());
+    }
+    if let Some(creds_file) = &config.creds_file {
+        options = options
+            .credentials_file(creds_file)
+            .await
+            .map_err(|source| NatsError::Credentials {
+                path: creds_file.clone(),
+                source,
+            })?;
+    }
+    Ok(options)
+}
+
+/// Connects to the server of `config`, retrying unreachable-server failures for
+/// `connect_timeout` so that a process started before the server waits for it. Once
+/// connected the client reconnects by itself, without limit.
+pub async fn connect_client(config: &NatsConfig) -> Result<async_nats::Client, NatsError> {
+    config
+        .validate()
+        .map_err(|problems| NatsError::InvalidConfig { problems })?;
+    let urls = config.server_urls();
+    let deadline = tokio::time::Instant::now() + config.connect_timeout;
+    // Backoff between attempts: from 100 ms, doubling, at most 2 s, so a server that comes up
+    // is found within about 2 s.
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let options = connect_options(config).await?;
+        match options.connect(urls.as_slice()).await {
+            Ok(client) => return Ok(client),
+            Err(error)
+                if is_retryable(error.kind()) && tokio::time::Instant::now() + delay < deadline =>
+            {
+                tracing::warn!(url = %redact_url(&config.url), error = %error, "nats server not reachable yet, retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(source) => {
+                return Err(NatsError::Connect {
+                    url: redact_url(&config.url),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// A connection with the four ports bound to it. Every field is cheap to clone and shares the
+/// one connection.
+#[derive(Clone)]
+pub struct NatsFabric {
+    /// The connection; it reconnects by itself.
+    pub client: async_nats::Client,
+    /// The JetStream context on `client`, for status views and tests.
+    pub jetstream: async_nats::jetstream::Context,
+    /// The `JobQueue` on the jobs stream and its tier consumers.
+    pub queue: NatsJobQueue,
+    /// The `EventLog` on the events stream.
+    pub events: NatsEventLog,
+    /// The `BatchRegistry` on the batches bucket.
+    pub batches: NatsBatchRegistry,
+    /// The `WorkerRegistry` on the workers bucket.
+    pub workers: NatsWorkerRegistry,
+}
+
+/// Connects, runs [`ensure_streams`] and binds the ports.
+///
+/// Every process (coordinator and workers) may call this: the set-up is idempotent. Processes
+/// should share one config, since each one tunes the consumers to its own `ack_wait`,
+/// `max_deliver` and tier caps.
+pub async fn connect(config: &NatsConfig) -> Result<NatsFabric, NatsError> {
+    let client = connect_client(config).await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    ensure_streams(&jetstream, config).await?;
+    Ok(NatsFabric {
+        queue: NatsJobQueue::open(&jetstream, config).await?,
+        events: NatsEventLog::open(&jetstream, config).await?,
+        batches: NatsBatchRegistry::open(&jetstream, config).await?,
+        workers: NatsWorkerRegistry::open(&jetstream, config).await?,
+        client,
+        jetstream,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_and_names_follow_the_brief() {
+        let batch = BatchId::new("b-1").expect("valid literal");
+        assert_eq!(
+            jobs_subject(Tier::Microvm, &batch),
+            "cowork.jobs.microvm.b-1"
+        );
+        assert_eq!(tier_filter(Tier::Replay), "cowork.jobs.replay.>");
+        assert_eq!(consumer_name(Tier::Container), "cowork-container");
+        assert_eq!(events_subject(&batch), "cowork.events.b-1");
+    }
+
+    #[test]
+    fn urls_lose_their_user_info() {
+        for (url, shown) in [
+            ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"),
+            ("nats://fleet:hunter2@nats:4222", "nats://***@nats:4222"),
+            ("tok@nats:4222", "***@nats:4222"),
+            (
+                "nats://a:1@x:4222, tls://y:4222",
+                "nats://***@x:4222,tls://y:4222",
+            ),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+    }
+
+    #[test]
+    fn invalid_configs_and_mismatches_are_not_transient() {
+        let error = NatsError::InvalidConfig {
+            problems: vec![InvalidConfig {
+                field: "url",
+                reason: "no server url given".to_owned(),
+            }],
+        };
+        assert_eq!(
+            error.to_string(),
+            "invalid nats config: url: no server url given"
+        );
+        assert!(!error.is_transient());
+    }
+}

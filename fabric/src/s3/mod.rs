@@ -1,0 +1,19 @@
+//! The S3 implementation of the `ArtifactStore` port, for AWS S3 and S3-compatible servers
+//! (MinIO in self-hosted setups). It behaves like the embedded `DirArtifactStore`: the same keys
+//! (brief §5), the same errors, create-if-absent with `If-None-Match: *`, and a sha256 recorded
+//! as object metadata `sha256` and checked on every read.
+//!
+//! Modules, in reading order:
+//! - [`config`]: `S3Config`, the plain-data settings, and their validation.
+//! - `errors`: mapping of SDK errors to `ArtifactError` (transient, not found, failed).
+//! - [`store`]: `S3ArtifactStore`, the client built from a config, and the port's operations.
+//!
+//! TLS uses rustls with ring (no aws-lc); the SDK's credential chain is not built in, so the
+//! keys come from the config (see [`S3Config`]).
+
+pub mod config;
+mod errors;
+pub mod store;
+
+pub use config::S3Config;
+pub use store::S3ArtifactStore;
