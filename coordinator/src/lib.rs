@@ -8,9 +8,19 @@
 //!   (contract §4–§7).
 //! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
+//! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
+//! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
+//! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
+//! - [`metrics`]: the Prometheus text of `/metrics`.
+//! - [`client`]: the HTTP client of the API (`cowork submit`, `watch`, `status`, …).
 
+pub mod api;
+pub mod client;
+pub mod intake;
+pub mod metrics;
 pub mod plan;
 pub mod prepare;
 pub mod reduce;
 pub mod rejudge;
+pub mod server;
 pub mod supervisor;

@@ -12,11 +12,13 @@
 //! - [`verdict`]: re-derivation of a per-run verdict for results that lack one (§3).
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
+//! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`json_number`]: JavaScript-compatible number output (J4).
 //! - [`json_schema`]: JSON Schemas generated from these types.
 //!
 //! This crate does no network IO and pulls in no async runtime.
 
+pub mod api;
 pub mod batch;
 pub mod envelope;
 pub mod event;

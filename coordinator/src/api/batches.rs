@@ -1,0 +1,410 @@
+//! `/v1/batches`: submit (multipart `spec` + `bundle`), list, status, watch (SSE), cancel and
+//! report.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::multipart::MultipartError;
+use axum::extract::{Multipart, Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
+use axum::response::{IntoResponse, Response};
+use cowork_fabric::ArtifactError;
+use cowork_schema::BatchId;
+use cowork_schema::api::{
+    BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
+};
+use cowork_schema::batch::{BatchSpec, StoredBatch};
+use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_schema::rollup::RollupDoc;
+use futures::stream::{self, BoxStream, StreamExt};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::ApiFailure;
+use crate::intake::plan_from_bundle;
+use crate::server::{CancelError, LiveBatch, Service, end_of, new_batch_id};
+use crate::supervisor::BatchProgress;
+
+/// How often a watch of a batch supervised by another replica re-reads its record. Such a
+/// batch has no progress channel here; its record is the only signal.
+const REMOTE_POLL: Duration = Duration::from_secs(2);
+/// Interval of SSE keep-alive comments, so proxies do not close a quiet stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `POST /v1/batches`: validates a batch, stores it and starts supervising it (`201`).
+/// Nothing is stored when validation fails (`400`, every problem listed).
+#[tracing::instrument(skip_all, fields(batch_id = tracing::field::Empty))]
+pub(crate) async fn submit(
+    State(service): State<Arc<Service>>,
+    mut multipart: Multipart,
+) -> Result<(StatusCode, Json<SubmitResponse>), ApiFailure> {
+    let mut spec_part: Option<Bytes> = None;
+    let mut bundle_part: Option<Bytes> = None;
+    let mut problems = Vec::new();
+    while let Some(field) = multipart.next_field().await.map_err(multipart_failure)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        let slot = match name.as_str() {
+            "spec" => &mut spec_part,
+            "bundle" => &mut bundle_part,
+            other => {
+                problems.push(format!(
+                    "part {other:?}: unknown; a submit has the parts spec and bundle"
+                ));
+                continue;
+            }
+        };
+        let bytes = field.bytes().await.map_err(multipart_failure)?;
+        if slot.replace(bytes).is_some() {
+            problems.push(format!("part {name}: given more than once"));
+        }
+    }
+    if spec_part.is_none() {
+        problems.push("part spec: missing (the batch spec as json)".to_owned());
+    }
+    if bundle_part.is_none() {
+        problems.push("part bundle: missing (the bundle's tar.zst bytes)".to_owned());
+    }
+    if let Some(bundle) = &bundle_part
+        && bundle.len() as u64 > service.config.max_bundle_bytes
+    {
+        return Err(ApiFailure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "part bundle: {} bytes is over the limit of {} bytes",
+                bundle.len(),
+                service.config.max_bundle_bytes
+            ),
+        ));
+    }
+    let spec = match spec_part
+        .as_deref()
+        .map(serde_json::from_slice::<BatchSpec>)
+    {
+        Some(Ok(spec)) => Some(spec),
+        Some(Err(error)) => {
+            problems.push(format!("part spec: not a valid batch spec: {error}"));
+            None
+        }
+        None => None,
+    };
+    let (Some(spec), Some(bundle), true) = (spec, bundle_part, problems.is_empty()) else {
+        return Err(ApiFailure::bad_request("submit refused", problems));
+    };
+
+    let batch_id = new_batch_id();
+    tracing::Span::current().record("batch_id", tracing::field::display(&batch_id));
+    let scratch = service.config.scratch_dir.clone();
+    let limits = service.config.unpack_limits;
+    let checked_spec = spec.clone();
+    let checked_bundle = bundle.clone();
+    let checked_id = batch_id.clone();
+    // Hashing, unpacking and reading YAML are blocking work (style rule 15).
+    let plan = tokio::task::spawn_blocking(move || {
+        plan_from_bundle(
+            &checked_spec,
+            &checked_bundle,
+            checked_id,
+            &scratch,
+            &limits,
+        )
+    })
+    .await
+    .map_err(|error| ApiFailure::port("validating the batch", &error, false))?
+    .map_err(|problems| {
+        tracing::info!(n_problems = problems.len(), "batch refused");
+        ApiFailure::bad_request("batch refused", problems)
+    })?;
+
+    let response = SubmitResponse {
+        batch_id: batch_id.clone(),
+        n_jobs: plan.n_jobs(),
+        units: u32::try_from(plan.units.len()).unwrap_or(u32::MAX),
+        state: BatchState::Planned,
+    };
+    let stored = StoredBatch {
+        batch_id,
+        spec,
+        plan: plan.summary(),
+    };
+    service
+        .accept(stored, bundle.to_vec(), plan)
+        .await
+        .map_err(|error| {
+            let transient = match &error {
+                crate::server::AcceptError::Store { source, .. } => source.is_transient(),
+                crate::server::AcceptError::Registry { source, .. } => source.is_transient(),
+            };
+            ApiFailure::port("storing the batch", &error, transient)
+        })?;
+    Ok((StatusCode::CREATED, Json(response)))
+}
+
+fn multipart_failure(error: MultipartError) -> ApiFailure {
+    ApiFailure::new(
+        error.status(),
+        &format!("multipart body: {}", error.body_text()),
+    )
+}
+
+/// `GET /v1/batches`: every batch record, sorted by id.
+#[tracing::instrument(skip_all)]
+pub(crate) async fn list(
+    State(service): State<Arc<Service>>,
+) -> Result<Json<Vec<BatchRecord>>, ApiFailure> {
+    service
+        .ports
+        .batches
+        .list()
+        .await
+        .map(Json)
+        .map_err(|error| {
+            let transient = error.is_transient();
+            ApiFailure::port("listing batches", &error, transient)
+        })
+}
+
+/// `GET /v1/batches/{id}`: the record, live progress when supervised here, and the rollup once
+/// the batch is done.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn status(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Json<BatchStatus>, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    let record = record_of(&service, &batch_id).await?;
+    let progress = service
+        .live(&batch_id)
+        .map(|live| live.progress.borrow().to_snapshot());
+    let rollup = if record.state == BatchState::Done {
+        read_rollup(&service, &batch_id).await
+    } else {
+        None
+    };
+    Ok(Json(BatchStatus {
+        record,
+        progress,
+        rollup,
+    }))
+}
+
+/// The stored rollup of a done batch; `None` when it is missing or unreadable (logged).
+async fn read_rollup(service: &Service, batch_id: &BatchId) -> Option<RollupDoc> {
+    let key = format!("batches/{batch_id}/rollup.json");
+    match service.ports.store.get(&key).await {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(rollup) => Some(rollup),
+            Err(error) => {
+                tracing::warn!(s3_key = %key, error = %error, "stored rollup is unreadable");
+                None
+            }
+        },
+        Err(ArtifactError::NotFound { .. }) => None,
+        Err(error) => {
+            tracing::warn!(s3_key = %key, error = %error, "stored rollup cannot be read");
+            None
+        }
+    }
+}
+
+/// `GET /v1/batches/{id}/events`: SSE — a `progress` event whenever the progress changes, then
+/// one `end` event, then the stream closes. A batch already final gets its `end` at once.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn events(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Sse<KeepAliveStream<BoxStream<'static, Result<Event, Infallible>>>>, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    let record = record_of(&service, &batch_id).await?;
+    let stream = match service.live(&batch_id) {
+        Some(live) if live.end.borrow().is_some() => {
+            let end = live
+                .end
+                .borrow()
+                .clone()
+                .unwrap_or_else(|| end_of(&record, None));
+            stream::once(async move { Ok(end_event(&end)) }).boxed()
+        }
+        _ if record.state.is_final() => {
+            let end = end_of(&record, None);
+            stream::once(async move { Ok(end_event(&end)) }).boxed()
+        }
+        Some(live) => live_stream(live, service.shutdown.clone()),
+        None => remote_stream(Arc::clone(&service), batch_id),
+    };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+/// State of a watch on a batch supervised by this process.
+struct LiveWatch {
+    /// Held so the channels' senders outlive the watch.
+    live: Arc<LiveBatch>,
+    progress: watch::Receiver<BatchProgress>,
+    end: watch::Receiver<Option<BatchEnd>>,
+    last: Option<ProgressSnapshot>,
+    shutdown: CancellationToken,
+    done: bool,
+}
+
+fn live_stream(
+    live: Arc<LiveBatch>,
+    shutdown: CancellationToken,
+) -> BoxStream<'static, Result<Event, Infallible>> {
+    let state = LiveWatch {
+        progress: live.progress.subscribe(),
+        end: live.end.subscribe(),
+        live,
+        last: None,
+        shutdown,
+        done: false,
+    };
+    stream::unfold(state, |mut state| async move {
+        let event = next_live_event(&mut state).await?;
+        Some((Ok(event), state))
+    })
+    .boxed()
+}
+
+/// The next event of a live watch; `None` ends the stream (after `end`, or at shutdown).
+async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
+    if state.done {
+        return None;
+    }
+    loop {
+        let snapshot = state.progress.borrow_and_update().to_snapshot();
+        if state.last.as_ref() != Some(&snapshot) {
+            let event = progress_event(&snapshot);
+            state.last = Some(snapshot);
+            return Some(event);
+        }
+        let end = state.end.borrow_and_update().clone();
+        if let Some(end) = end {
+            state.done = true;
+            return Some(end_event(&end));
+        }
+        // Abandoning either wait is safe: the receivers keep their position, and at shutdown
+        // the stream simply ends (the client reconnects to another coordinator).
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return None,
+            changed = state.progress.changed() => {
+                // The sender lives in `state.live`, so it cannot be gone.
+                debug_assert!(changed.is_ok(), "{:p}", state.live);
+            }
+            changed = state.end.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+        }
+    }
+}
+
+/// A watch on a batch this process does not supervise (another replica does): its record is
+/// re-read until it is final.
+fn remote_stream(
+    service: Arc<Service>,
+    batch_id: BatchId,
+) -> BoxStream<'static, Result<Event, Infallible>> {
+    stream::unfold(Some((service, batch_id)), |state| async move {
+        let (service, batch_id) = state?;
+        loop {
+            // Nothing is held across the pause; ending the stream at shutdown is safe.
+            tokio::select! {
+                _ = service.shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(REMOTE_POLL) => {}
+            }
+            match service.ports.batches.get(&batch_id).await {
+                Ok(Some((record, _))) if record.state.is_final() => {
+                    return Some((Ok(end_event(&end_of(&record, None))), None));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(batch_id = %batch_id, error = %error, "re-reading a watched batch failed");
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+fn progress_event(snapshot: &ProgressSnapshot) -> Event {
+    Event::default()
+        .event(SSE_PROGRESS)
+        .data(serde_json::to_string(snapshot).expect("a progress snapshot always serializes"))
+}
+
+fn end_event(end: &BatchEnd) -> Event {
+    Event::default()
+        .event(SSE_END)
+        .data(serde_json::to_string(end).expect("a batch end always serializes"))
+}
+
+/// `POST /v1/batches/{id}/cancel`: `202` with the record (now `stopping`); `409` if the batch
+/// is already final.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn cancel(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<BatchRecord>), ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    match service.cancel(&batch_id).await {
+        Ok(Some(record)) => Ok((StatusCode::ACCEPTED, Json(record))),
+        Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
+        Err(CancelError::Final(state)) => Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            &format!("batch {batch_id} is already {}", state.as_str()),
+        )),
+        Err(CancelError::Registry(error)) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port("cancelling the batch", &error, transient))
+        }
+    }
+}
+
+/// `GET /v1/batches/{id}/report`: the stored `envelope.json`; `404` until the batch is done.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn report(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    let record = record_of(&service, &batch_id).await?;
+    if record.state != BatchState::Done {
+        return Err(ApiFailure::not_found(&format!(
+            "report of batch {batch_id} (the batch is {})",
+            record.state.as_str()
+        )));
+    }
+    let key = format!("batches/{batch_id}/envelope.json");
+    match service.ports.store.get(&key).await {
+        Ok(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
+        Err(ArtifactError::NotFound { .. }) => Err(ApiFailure::not_found(&format!(
+            "report of batch {batch_id}"
+        ))),
+        Err(error) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port("reading the report", &error, transient))
+        }
+    }
+}
+
+/// A batch id from the path; an id that cannot exist is simply not found.
+fn parse_id(id: &str) -> Result<BatchId, ApiFailure> {
+    BatchId::new(id).map_err(|_| ApiFailure::not_found(&format!("batch {id:?}")))
+}
+
+async fn record_of(service: &Service, batch_id: &BatchId) -> Result<BatchRecord, ApiFailure> {
+    match service.ports.batches.get(batch_id).await {
+        Ok(Some((record, _))) => Ok(record),
+        Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
+        Err(error) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port(
+                "reading the batch record",
+                &error,
+                transient,
+            ))
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `/healthz`, `/readyz` and `/metrics`: open routes for probes and scrapers.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use cowork_schema::BatchId;
+
+use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, count_states, render};
+use crate::server::Service;
+use crate::supervisor::BatchProgress;
+
+/// `GET /healthz`: the process serves requests.
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: `200` once start-up resumed the batches it found and the batch registry
+/// answers a read, else `503`.
+pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, &'static str) {
+    if !service.is_resumed() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "resuming batches\n");
+    }
+    let probe = BatchId::new("readyz-probe").expect("a literal valid batch id");
+    match service.ports.batches.get(&probe).await {
+        Ok(_) => (StatusCode::OK, "ready\n"),
+        Err(error) => {
+            tracing::warn!(error = %error, "readiness probe: batch registry unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "batch registry unavailable\n",
+            )
+        }
+    }
+}
+
+/// `GET /metrics`: Prometheus text.
+pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoResponse {
+    let batches_by_state = match service.ports.batches.list().await {
+        Ok(records) => Some(count_states(records.iter().map(|record| record.state))),
+        Err(error) => {
+            tracing::warn!(error = %error, "metrics: listing batches failed");
+            None
+        }
+    };
+    let workers_live = match service.ports.workers.list().await {
+        Ok(workers) => Some(workers.len() as u64),
+        Err(error) => {
+            tracing::warn!(error = %error, "metrics: listing workers failed");
+            None
+        }
+    };
+    let mut jobs = BatchProgress::default();
+    for live in service.live_batches() {
+        let progress = live.progress.borrow();
+        jobs.planned += progress.planned;
+        jobs.admitted += progress.admitted;
+        jobs.running += progress.running;
+        jobs.finished += progress.finished;
+        jobs.passed += progress.passed;
+        jobs.failed += progress.failed;
+        jobs.errored += progress.errored;
+        jobs.skipped += progress.skipped;
+        jobs.discarded += progress.discarded;
+        jobs.duplicates += progress.duplicates;
+        jobs.retries += progress.retries;
+        jobs.cost_usd += progress.cost_usd;
+    }
+    let snapshot = MetricsSnapshot {
+        batches_by_state,
+        jobs,
+        workers_live,
+    };
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&snapshot))
+}

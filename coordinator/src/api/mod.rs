@@ -1,0 +1,177 @@
+//! The coordinator's HTTP API (axum), one module per resource.
+//!
+//! Modules:
+//! - [`batches`]: submit, list, status, watch (SSE), cancel and report of batches.
+//! - [`workers`]: the worker registry.
+//! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
+//!
+//! Every `/v1/*` route requires `Authorization: Bearer <token>` matching one of the configured
+//! tokens; the check runs before the handler (and so before a request body is read), and a
+//! refusal is `401` with `WWW-Authenticate: Bearer`. Refusals carry an
+//! [`ApiError`](cowork_schema::api::ApiError) body naming every problem.
+
+pub mod batches;
+pub mod health;
+pub mod workers;
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use cowork_schema::api::ApiError;
+
+use crate::server::Service;
+
+/// Room for the multipart framing and the `spec` part on top of the bundle itself.
+const SUBMIT_OVERHEAD_BYTES: u64 = 1 << 20;
+
+/// The API's routes over the shared service state.
+pub(crate) fn router(service: Arc<Service>) -> Router {
+    let body_limit = usize::try_from(
+        service
+            .config
+            .max_bundle_bytes
+            .saturating_add(SUBMIT_OVERHEAD_BYTES),
+    )
+    .unwrap_or(usize::MAX);
+    let v1 = Router::new()
+        .route(
+            "/v1/batches",
+            post(batches::submit)
+                .layer(DefaultBodyLimit::max(body_limit))
+                .get(batches::list),
+        )
+        .route("/v1/batches/{id}", get(batches::status))
+        .route("/v1/batches/{id}/events", get(batches::events))
+        .route("/v1/batches/{id}/cancel", post(batches::cancel))
+        .route("/v1/batches/{id}/report", get(batches::report))
+        .route("/v1/workers", get(workers::list))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&service),
+            require_bearer,
+        ));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .merge(v1)
+        .with_state(service)
+}
+
+/// Lets a request through only with an accepted bearer token.
+async fn require_bearer(
+    State(service): State<Arc<Service>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if service.authorizes(bearer_token(request.headers())) {
+        next.run(request).await
+    } else {
+        tracing::info!(path = %request.uri().path(), "request refused: missing or wrong bearer token");
+        ApiFailure::unauthorized().into_response()
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+/// A refused request: a status and an [`ApiError`] body.
+#[derive(Debug)]
+pub(crate) struct ApiFailure {
+    status: StatusCode,
+    body: ApiError,
+}
+
+impl ApiFailure {
+    pub(crate) fn new(status: StatusCode, error: &str) -> ApiFailure {
+        ApiFailure {
+            status,
+            body: ApiError {
+                error: error.to_owned(),
+                problems: Vec::new(),
+            },
+        }
+    }
+
+    pub(crate) fn bad_request(error: &str, problems: Vec<String>) -> ApiFailure {
+        ApiFailure {
+            status: StatusCode::BAD_REQUEST,
+            body: ApiError {
+                error: error.to_owned(),
+                problems,
+            },
+        }
+    }
+
+    pub(crate) fn unauthorized() -> ApiFailure {
+        ApiFailure::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token in the authorization header",
+        )
+    }
+
+    pub(crate) fn not_found(what: &str) -> ApiFailure {
+        ApiFailure::new(StatusCode::NOT_FOUND, &format!("{what} not found"))
+    }
+
+    /// A failure of a port: 503 when a retry may help, 500 otherwise. The message names what
+    /// failed; the error chain goes to the log.
+    pub(crate) fn port(what: &str, error: &dyn std::error::Error, transient: bool) -> ApiFailure {
+        tracing::error!(error = %crate::server::error_chain(error), "{what}");
+        let status = if transient {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        ApiFailure::new(status, what)
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        let check = |value: Option<&str>, expect: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = value {
+                headers.insert(
+                    header::AUTHORIZATION,
+                    HeaderValue::from_str(value).expect("test header is valid"),
+                );
+            }
+            assert_eq!(bearer_token(&headers), expect, "{value:?}");
+        };
+        check(None, None);
+        check(Some("Bearer abc"), Some("abc"));
+        check(Some("bearer abc"), Some("abc"));
+        check(Some("Basic abc"), None);
+        check(Some("Bearer "), None);
+        check(Some("Bearer"), None);
+    }
+}

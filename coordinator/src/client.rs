@@ -1,0 +1,485 @@
+//! The HTTP client of the coordinator API, for `cowork submit`, `status`, `watch`, `cancel`,
+//! `results` and `report`.
+//!
+//! Every call sends the bearer token when one is configured and maps a refusal to a
+//! [`ClientError`] variant a caller can act on. [`CoordinatorClient::watch`] reads the
+//! server-sent events itself ([`SseParser`]): `event:` and `data:` lines, a blank line ends an
+//! event, comment lines (keep-alives) are skipped.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+// reqwest's byte stream yields `bytes::Bytes`, which axum re-exports.
+use axum::body::Bytes;
+use cowork_schema::BatchId;
+use cowork_schema::api::{
+    ApiError, BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
+};
+use cowork_schema::batch::BatchSpec;
+use cowork_schema::envelope::Envelope;
+use cowork_schema::registry::{BatchRecord, WorkerInfo};
+use futures::stream::{self, BoxStream, Stream, StreamExt};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// How long connecting to the coordinator may take before the call fails as unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a call to the coordinator failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// `401`: no token, or a token the coordinator does not accept.
+    #[error("the coordinator refused the request: {message} (check the api token)")]
+    Unauthorized { message: String },
+    /// `400` or `413`: the request was refused; `problems` lists every problem found.
+    #[error("the coordinator refused the request: {message}")]
+    BadRequest {
+        message: String,
+        problems: Vec<String>,
+    },
+    /// `404`.
+    #[error("{message}")]
+    NotFound { message: String },
+    /// `409`: the request conflicts with the batch's state (e.g. cancelling a final batch).
+    #[error("{message}")]
+    Conflict { message: String },
+    /// The coordinator could not be reached, or answered 502/503/504; a retry may succeed.
+    #[error("the coordinator at {url} is unavailable: {message}")]
+    Unavailable { url: String, message: String },
+    /// Any other error status.
+    #[error("the coordinator failed with status {status}: {message}")]
+    Server { status: u16, message: String },
+    /// An answer that does not have the documented shape.
+    #[error("unexpected answer from the coordinator at {url}: {message}")]
+    Protocol { url: String, message: String },
+    /// The configured base url cannot be used.
+    #[error("invalid coordinator url {url:?}: {message}")]
+    InvalidUrl { url: String, message: String },
+}
+
+impl ClientError {
+    /// `true` when retrying the same call may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Unavailable { .. })
+    }
+}
+
+/// One event of a watched batch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WatchEvent {
+    Progress(ProgressSnapshot),
+    /// The last event: the batch reached a final state.
+    End(BatchEnd),
+}
+
+/// A client of one coordinator.
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    base: reqwest::Url,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for CoordinatorClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorClient")
+            .field("base", &self.base.as_str())
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl CoordinatorClient {
+    /// A client of the coordinator at `base_url` (e.g. `http://127.0.0.1:8080`), sending
+    /// `token` as a bearer token when given.
+    pub fn new(base_url: &str, token: Option<String>) -> Result<CoordinatorClient, ClientError> {
+        let invalid = |message: String| ClientError::InvalidUrl {
+            url: base_url.to_owned(),
+            message,
+        };
+        let mut base = reqwest::Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid("the scheme must be http or https".to_owned()));
+        }
+        // Joining relative paths keeps a base path such as `/coordinator/` only with a
+        // trailing slash.
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(CoordinatorClient { base, token, http })
+    }
+
+    /// Submits a batch: its spec and the bundle bytes the spec's `bundleSha256` names.
+    pub async fn submit(
+        &self,
+        spec: &BatchSpec,
+        bundle: Vec<u8>,
+    ) -> Result<SubmitResponse, ClientError> {
+        let spec_json = serde_json::to_vec(spec).expect("a batch spec always serializes");
+        let spec_part = reqwest::multipart::Part::bytes(spec_json)
+            .file_name("spec.json")
+            .mime_str("application/json")
+            .expect("a literal mime type parses");
+        let bundle_part = reqwest::multipart::Part::bytes(bundle)
+            .file_name("bundle.tar.zst")
+            .mime_str("application/zstd")
+            .expect("a literal mime type parses");
+        let form = reqwest::multipart::Form::new()
+            .part("spec", spec_part)
+            .part("bundle", bundle_part);
+        let url = self.url("v1/batches")?;
+        let request = self.http.post(url.clone()).multipart(form);
+        self.call_json(url, request).await
+    }
+
+    /// Every batch record, sorted by id.
+    pub async fn list(&self) -> Result<Vec<BatchRecord>, ClientError> {
+        let url = self.url("v1/batches")?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// A batch's record, live progress and (once done) rollup.
+    pub async fn status(&self, batch_id: &BatchId) -> Result<BatchStatus, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}"))?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// Cancels a batch; returns its record (`stopping`).
+    pub async fn cancel(&self, batch_id: &BatchId) -> Result<BatchRecord, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/cancel"))?;
+        self.call_json(url.clone(), self.http.post(url)).await
+    }
+
+    /// The envelope of a done batch.
+    pub async fn report(&self, batch_id: &BatchId) -> Result<Envelope, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/report"))?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// Every live worker.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, ClientError> {
+        let url = self.url("v1/workers")?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// Watches a batch: progress events while it runs, then one [`WatchEvent::End`], after
+    /// which the stream ends. A stream that closes before the end yields an `Unavailable`
+    /// error last.
+    pub async fn watch(
+        &self,
+        batch_id: &BatchId,
+    ) -> Result<impl Stream<Item = Result<WatchEvent, ClientError>> + Send + 'static, ClientError>
+    {
+        let url = self.url(&format!("v1/batches/{batch_id}/events"))?;
+        let request = self
+            .http
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let response = self.send(url.clone(), request).await?;
+        let response = self.check(url.clone(), response).await?;
+        let state = WatchState {
+            url: url.to_string(),
+            bytes: response.bytes_stream().boxed(),
+            parser: SseParser::default(),
+            pending: VecDeque::new(),
+            finished: false,
+        };
+        Ok(stream::unfold(state, |mut state| async move {
+            let item = state.next().await?;
+            Some((item, state))
+        }))
+    }
+
+    fn url(&self, path: &str) -> Result<reqwest::Url, ClientError> {
+        self.base.join(path).map_err(|e| ClientError::InvalidUrl {
+            url: self.base.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    async fn call_json<T: DeserializeOwned>(
+        &self,
+        url: reqwest::Url,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let response = self.send(url.clone(), request).await?;
+        let response = self.check(url.clone(), response).await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&url, &e))?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+            url: url.to_string(),
+            message: format!("body is not the documented json: {e}"),
+        })
+    }
+
+    async fn send(
+        &self,
+        url: reqwest::Url,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let request = match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        request.send().await.map_err(|e| transport_error(&url, &e))
+    }
+
+    /// Passes a success through and turns an error status into its [`ClientError`].
+    async fn check(
+        &self,
+        url: reqwest::Url,
+        response: reqwest::Response,
+    ) -> Result<reqwest::Response, ClientError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let text = response.text().await.unwrap_or_default();
+        let (message, problems) = match serde_json::from_str::<ApiError>(&text) {
+            Ok(body) => (body.error, body.problems),
+            Err(_) => (
+                format!("{status}: {}", text.lines().next().unwrap_or_default()),
+                Vec::new(),
+            ),
+        };
+        Err(match status {
+            StatusCode::UNAUTHORIZED => ClientError::Unauthorized { message },
+            StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => {
+                ClientError::BadRequest { message, problems }
+            }
+            StatusCode::NOT_FOUND => ClientError::NotFound { message },
+            StatusCode::CONFLICT => ClientError::Conflict { message },
+            StatusCode::BAD_GATEWAY
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => ClientError::Unavailable {
+                url: url.to_string(),
+                message,
+            },
+            other => ClientError::Server {
+                status: other.as_u16(),
+                message,
+            },
+        })
+    }
+}
+
+/// A transport failure: unreachable, timed out or cut off is `Unavailable`, anything else
+/// (a body that cannot be decoded) is `Protocol`.
+fn transport_error(url: &reqwest::Url, error: &reqwest::Error) -> ClientError {
+    let message = crate::server::error_chain(error);
+    if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
+        ClientError::Unavailable {
+            url: url.to_string(),
+            message,
+        }
+    } else {
+        ClientError::Protocol {
+            url: url.to_string(),
+            message,
+        }
+    }
+}
+
+/// State of a watch stream.
+struct WatchState {
+    url: String,
+    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
+    parser: SseParser,
+    pending: VecDeque<SseEvent>,
+    finished: bool,
+}
+
+impl WatchState {
+    async fn next(&mut self) -> Option<Result<WatchEvent, ClientError>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            while let Some(event) = self.pending.pop_front() {
+                match self.decode(&event) {
+                    Ok(Some(WatchEvent::End(end))) => {
+                        self.finished = true;
+                        return Some(Ok(WatchEvent::End(end)));
+                    }
+                    Ok(Some(progress)) => return Some(Ok(progress)),
+                    // An event name this client does not know: skipped, for forward
+                    // compatibility.
+                    Ok(None) => {}
+                    Err(error) => {
+                        self.finished = true;
+                        return Some(Err(error));
+                    }
+                }
+            }
+            match self.bytes.next().await {
+                Some(Ok(chunk)) => self.pending.extend(self.parser.push(&chunk)),
+                Some(Err(error)) => {
+                    self.finished = true;
+                    return Some(Err(ClientError::Unavailable {
+                        url: self.url.clone(),
+                        message: format!(
+                            "the event stream broke: {}",
+                            crate::server::error_chain(&error)
+                        ),
+                    }));
+                }
+                None => {
+                    self.finished = true;
+                    return Some(Err(ClientError::Unavailable {
+                        url: self.url.clone(),
+                        message: "the event stream closed before the batch ended".to_owned(),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn decode(&self, event: &SseEvent) -> Result<Option<WatchEvent>, ClientError> {
+        let protocol = |e: serde_json::Error| ClientError::Protocol {
+            url: self.url.clone(),
+            message: format!("{} event is not the documented json: {e}", event.event),
+        };
+        Ok(match event.event.as_str() {
+            SSE_PROGRESS => Some(WatchEvent::Progress(
+                serde_json::from_str(&event.data).map_err(protocol)?,
+            )),
+            SSE_END => Some(WatchEvent::End(
+                serde_json::from_str(&event.data).map_err(protocol)?,
+            )),
+            _ => None,
+        })
+    }
+}
+
+/// One server-sent event: its name (`message` when none was given) and its data lines joined
+/// with `\n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+/// An incremental parser of a `text/event-stream` body (the subset the API uses: `event:`,
+/// `data:`, comments; `id:` and `retry:` are ignored).
+#[derive(Debug, Default)]
+pub struct SseParser {
+    /// Bytes of an incomplete line.
+    line: Vec<u8>,
+    event: Option<String>,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    /// Feeds a chunk of the body; returns the events it completed.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        for &byte in chunk {
+            if byte != b'\n' {
+                self.line.push(byte);
+                continue;
+            }
+            if self.line.last() == Some(&b'\r') {
+                self.line.pop();
+            }
+            let line = String::from_utf8_lossy(&self.line).into_owned();
+            self.line.clear();
+            if let Some(event) = self.take_line(&line) {
+                events.push(event);
+            }
+        }
+        events
+    }
+
+    fn take_line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            let event = self.event.take();
+            if self.data.is_empty() {
+                return None;
+            }
+            return Some(SseEvent {
+                event: event.unwrap_or_else(|| "message".to_owned()),
+                data: std::mem::take(&mut self.data).join("\n"),
+            });
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => self.event = Some(value.to_owned()),
+            "data" => self.data.push(value.to_owned()),
+            _ => {}
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: name.to_owned(),
+            data: data.to_owned(),
+        }
+    }
+
+    /// Parses `chunks` in order and compares every completed event with `expect`.
+    fn check(chunks: &[&str], expect: &[SseEvent]) {
+        let mut parser = SseParser::default();
+        let events: Vec<SseEvent> = chunks
+            .iter()
+            .flat_map(|chunk| parser.push(chunk.as_bytes()))
+            .collect();
+        assert_eq!(events, expect, "{chunks:?}");
+    }
+
+    #[test]
+    fn sse_events_are_parsed_across_chunks() {
+        check(
+            &["event: progress\ndata: {}\n\n"],
+            &[event("progress", "{}")],
+        );
+        check(
+            &["event: prog", "ress\r\ndata: {\"a\"", ":1}\r\n", "\r\n"],
+            &[event("progress", "{\"a\":1}")],
+        );
+        check(&[": keep-alive\n\n"], &[]);
+        check(&["data: a\ndata: b\n\n"], &[event("message", "a\nb")]);
+        check(
+            &["data:x\n\nevent: end\ndata: {}\n\n"],
+            &[event("message", "x"), event("end", "{}")],
+        );
+        check(&["event: end\ndata: {}\n"], &[]);
+        check(
+            &["id: 3\nretry: 10\nevent: end\ndata: {}\n\n"],
+            &[event("end", "{}")],
+        );
+    }
+
+    #[test]
+    fn base_urls_keep_their_path() {
+        let client = CoordinatorClient::new("http://127.0.0.1:1/coord", Some("t".into()))
+            .expect("a valid url");
+        assert_eq!(
+            client.url("v1/batches").expect("joins").as_str(),
+            "http://127.0.0.1:1/coord/v1/batches"
+        );
+        assert!(!format!("{client:?}").contains("\"t\""));
+        assert!(matches!(
+            CoordinatorClient::new("ftp://x", None),
+            Err(ClientError::InvalidUrl { .. })
+        ));
+    }
+}

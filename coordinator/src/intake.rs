@@ -1,0 +1,284 @@
+//! Intake: the coordinator's own validation of a submitted batch (spec + bundle) before anything
+//! is stored or admitted.
+//!
+//! The client validated the same batch on its machine, but a server trusts nothing it receives:
+//! [`plan_from_bundle`] checks the bundle's digest and the spec's flags, unpacks the bundle with
+//! the hostile-archive rules of `fabric::bundle`, re-runs `prepare` and the planner on the
+//! unpacked tree, and checks that the planner's derived files are already in the bundle with the
+//! same bytes. The plan it returns is the one the coordinator supervises; a restarted coordinator
+//! calls it again on the stored spec and bundle and gets the same plan.
+//!
+//! This is blocking code (hashing, unpacking, reading YAML): async callers run it in
+//! `spawn_blocking` (style rule 15).
+
+use std::path::{Path, PathBuf};
+
+use cowork_fabric::bundle::{UnpackLimits, check_entry_path, unpack};
+use cowork_fabric::sha256_hex;
+use cowork_schema::BatchId;
+use cowork_schema::batch::{
+    BATCH_SPEC_VERSION, BatchFlags, BatchSpec, ExecutorKind, MAX_CELLS_DEFAULT, MAX_CELLS_MAX,
+    REPEAT_MAX, REPEAT_MIN,
+};
+
+use crate::plan::{Plan, PlanInput, plan_units};
+use crate::prepare::{InputError, PrepareInput, prepare};
+
+/// Longest `label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
+const MAX_LABEL_LEN: usize = 200;
+
+/// Validates a submitted batch and plans it under `batch_id`.
+///
+/// The bundle is unpacked into `scratch/<batch_id>`, which is removed again before this returns,
+/// on success and on error. Every problem found is returned, each naming the spec field, the
+/// bundle entry or the file (bundle-relative) it concerns.
+pub fn plan_from_bundle(
+    spec: &BatchSpec,
+    bundle: &[u8],
+    batch_id: BatchId,
+    scratch: &Path,
+    limits: &UnpackLimits,
+) -> Result<Plan, Vec<String>> {
+    let mut problems = check_spec(spec);
+    let flags_ok = problems.is_empty();
+    let digest = sha256_hex(bundle);
+    if digest != spec.bundle_sha256 {
+        problems.push(format!(
+            "bundle: sha256 is {digest}, but spec.bundleSha256 says {}",
+            spec.bundle_sha256
+        ));
+    }
+    // Paths from the spec are joined onto the unpack directory, so they are checked first.
+    let paths_ok = check_spec_paths(spec, &mut problems);
+
+    let dest = scratch.join(batch_id.as_str());
+    let _cleanup = RemoveOnDrop(dest.clone());
+    if let Err(error) = fresh_dir(scratch, &dest) {
+        problems.push(error);
+        return Err(problems);
+    }
+    if let Err(error) = unpack(bundle, &dest, limits) {
+        problems.push(format!("bundle: {error}"));
+        return Err(problems);
+    }
+    if !paths_ok {
+        return Err(problems);
+    }
+
+    let input = PrepareInput {
+        target: if spec.target == "." {
+            dest.clone()
+        } else {
+            dest.join(&spec.target)
+        },
+        matrix: spec.matrix_file.as_ref().map(|matrix| dest.join(matrix)),
+        bundle_root: dest.clone(),
+        mode: spec.mode,
+    };
+    let prepared = match prepare(&input) {
+        Ok(prepared) => prepared,
+        Err(errors) => {
+            problems.extend(errors.into_iter().map(|error| relative_error(error, &dest)));
+            return Err(problems);
+        }
+    };
+    let scenario_files: Vec<String> = prepared
+        .scenarios
+        .iter()
+        .map(|scenario| scenario.rel_path.clone())
+        .collect();
+    if scenario_files != spec.scenario_files {
+        problems.push(format!(
+            "bundle does not match its spec: spec.scenarioFiles is {:?}, the bundle's target holds {scenario_files:?}",
+            spec.scenario_files
+        ));
+    }
+    if !flags_ok {
+        // The planner needs valid flags; the flag problems are already listed.
+        return Err(problems);
+    }
+    let layout = match plan_units(&prepared, &spec.flags, spec.mode) {
+        Ok(layout) => layout,
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            return Err(problems);
+        }
+    };
+    for derived in &layout.derived_files {
+        match std::fs::read(dest.join(&derived.path)) {
+            Ok(bytes) if bytes == derived.contents => {}
+            Ok(_) => problems.push(format!(
+                "bundle does not match its spec: derived file {} differs from what the planner writes",
+                derived.path
+            )),
+            Err(_) => problems.push(format!(
+                "bundle does not match its spec: derived file {} is missing",
+                derived.path
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Plan::new(
+        layout,
+        PlanInput {
+            batch_id,
+            flags: spec.flags.clone(),
+            mode: spec.mode,
+            executor: spec.executor,
+            sim: spec.sim.clone(),
+            bundle_sha256: spec.bundle_sha256.clone(),
+        },
+    ))
+}
+
+/// Checks the spec's version, executor settings and flags (the ranges of contract §4.1 and §5.1
+/// with the fleet's bounds, and the "needs --repeat" / "needs --matrix" rules).
+fn check_spec(spec: &BatchSpec) -> Vec<String> {
+    let mut problems = Vec::new();
+    if spec.schema_version != BATCH_SPEC_VERSION {
+        problems.push(format!(
+            "spec.schemaVersion: must be {BATCH_SPEC_VERSION}, got {}",
+            spec.schema_version
+        ));
+    }
+    if spec.sim.is_some() && spec.executor != ExecutorKind::Sim {
+        problems.push(format!(
+            "spec.sim: only the sim executor takes simulation settings, the executor is {}",
+            spec.executor.as_str()
+        ));
+    }
+    check_flags(&spec.flags, spec.matrix_file.is_some(), &mut problems);
+    problems
+}
+
+fn check_flags(flags: &BatchFlags, has_matrix: bool, problems: &mut Vec<String>) {
+    let has_repeat = flags.repeat.is_some();
+    if let Some(repeat) = flags.repeat
+        && !(REPEAT_MIN..=REPEAT_MAX).contains(&repeat)
+    {
+        problems.push(format!(
+            "spec.flags.repeat: must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {repeat}"
+        ));
+    }
+    let rate = flags.min_pass_rate;
+    if !(rate.is_finite() && (0.0..=1.0).contains(&rate)) {
+        problems.push(format!(
+            "spec.flags.minPassRate: must be a number from 0 to 1, got {rate}"
+        ));
+    } else if rate != 1.0 && !has_repeat {
+        problems.push("spec.flags.minPassRate: needs repeat".to_owned());
+    }
+    if let Some(budget) = flags.max_budget_usd
+        && !(budget.is_finite() && budget > 0.0)
+    {
+        problems.push(format!(
+            "spec.flags.maxBudgetUsd: must be a number greater than 0, got {budget}"
+        ));
+    }
+    if flags.stop_on_diverge && !has_repeat {
+        problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
+    }
+    if flags.allow_budget_stop && !has_repeat {
+        problems.push("spec.flags.allowBudgetStop: needs repeat".to_owned());
+    }
+    if !(1..=MAX_CELLS_MAX).contains(&flags.max_cells) {
+        problems.push(format!(
+            "spec.flags.maxCells: must be an integer from 1 to {MAX_CELLS_MAX}, got {}",
+            flags.max_cells
+        ));
+    } else if flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
+        problems.push("spec.flags.maxCells: needs a matrix file".to_owned());
+    }
+    if flags.allow_truncated_matrix && !has_matrix {
+        problems.push("spec.flags.allowTruncatedMatrix: needs a matrix file".to_owned());
+    }
+    if let Some(model) = &flags.decider_model
+        && model.trim().is_empty()
+    {
+        problems.push("spec.flags.deciderModel: must not be empty".to_owned());
+    }
+    if let Some(label) = &flags.label {
+        let length = label.encode_utf16().count();
+        if label.contains(['\n', '\r']) {
+            problems.push("spec.flags.label: must be a single line".to_owned());
+        } else if length > MAX_LABEL_LEN {
+            problems.push(format!(
+                "spec.flags.label: must be at most {MAX_LABEL_LEN} characters, got {length}"
+            ));
+        }
+    }
+    if flags.job_timeout_ms == Some(0) {
+        problems.push("spec.flags.jobTimeoutMs: must be greater than 0".to_owned());
+    }
+}
+
+/// Checks that every path of the spec is a plain bundle-relative path; `false` if one is not.
+fn check_spec_paths(spec: &BatchSpec, problems: &mut Vec<String>) -> bool {
+    let before = problems.len();
+    if spec.target != "."
+        && let Err(reason) = check_entry_path(&spec.target)
+    {
+        problems.push(format!("spec.target: {:?}: {reason}", spec.target));
+    }
+    if let Some(matrix) = &spec.matrix_file
+        && let Err(reason) = check_entry_path(matrix)
+    {
+        problems.push(format!("spec.matrixFile: {matrix:?}: {reason}"));
+    }
+    for (file_idx, file) in spec.scenario_files.iter().enumerate() {
+        if let Err(reason) = check_entry_path(file) {
+            problems.push(format!(
+                "spec.scenarioFiles[{file_idx}]: {file:?}: {reason}"
+            ));
+        }
+    }
+    problems.len() == before
+}
+
+/// Creates `scratch` and an empty `dest` inside it (removing a leftover from a crashed run).
+fn fresh_dir(scratch: &Path, dest: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| format!("scratch directory {}: {e}", scratch.display()))?;
+    match std::fs::remove_dir_all(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("scratch directory {}: {e}", dest.display())),
+    }
+    Ok(())
+}
+
+/// An input error with the unpack directory stripped, so it names the bundle-relative file the
+/// client knows (and not the server's scratch path).
+fn relative_error(mut error: InputError, dest: &Path) -> String {
+    if let Ok(rel) = error.file.strip_prefix(dest) {
+        error.file = if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel.to_path_buf()
+        };
+    }
+    let text = error.to_string();
+    // Messages may name resolved paths too (a symlink's target, a missing upload).
+    let prefix = format!("{}/", dest.display());
+    text.replace(&prefix, "")
+}
+
+/// Removes a directory tree when dropped, so every return path cleans the scratch space.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.0.display(), error = %e, "scratch directory not removed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,711 @@
+//! The coordinator service: the HTTP API (brief §9) over the fleet's ports, and the lifecycle of
+//! every batch it supervises.
+//!
+//! [`run`] serves the API on a listener the caller bound, then resumes every batch the registry
+//! says is not final (`planned`, `running`, `stopping`): it reads the stored spec and bundle,
+//! plans them again with the stored batch id and supervises them, which catches up with their
+//! events first. Each batch's supervision is a task in the service's `TaskTracker`; its progress
+//! lives in a `watch` channel that the API reads. A batch record moves
+//! `planned → running → done | cancelled` (`stopping` while a cancel drains) by compare-and-set
+//! updates, so two replicas never overwrite each other's change unseen.
+//!
+//! The clock is read here (record times, batch ids), never in `plan/` or `reduce/`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cowork_fabric::bundle::UnpackLimits;
+use cowork_fabric::{
+    ArtifactError, ArtifactStore, BatchRegistry, EventLog, JobQueue, RegistryError, WorkerRegistry,
+};
+use cowork_schema::BatchId;
+use cowork_schema::api::BatchEnd;
+use cowork_schema::batch::{BatchMode, StoredBatch};
+use cowork_schema::registry::{BatchRecord, BatchState};
+use serde::Deserialize;
+use sha2::Digest;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::intake::plan_from_bundle;
+use crate::plan::Plan;
+use crate::supervisor::{
+    BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
+    SuperviseSignals, supervise,
+};
+
+/// Default largest submitted bundle: 256 MiB. A bundle holds scenarios, sessions and skill
+/// trees; this is far above that and small enough to hold in memory while it is checked.
+pub const DEFAULT_MAX_BUNDLE_BYTES: u64 = 256 << 20;
+/// Default admission window per batch.
+pub const DEFAULT_WINDOW: usize = 64;
+/// How long shutdown waits for supervision tasks to return. They return as soon as they see
+/// the token (they only await ports), so this bounds a stuck port call, not normal work.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// First pause before supervising a batch again after a transient port failure; it doubles up
+/// to [`RETRY_MAX`]. A broker or store outage usually lasts seconds.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// Compare-and-set attempts on one record before giving up; each failure means another writer
+/// changed the record in between, which two replicas and one cancel make rare.
+const CAS_ATTEMPTS: u32 = 8;
+
+/// A bearer token the API accepts. `Debug` and `Display` print a redaction, so a config that
+/// holds tokens can be logged.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct ApiToken(String);
+
+impl ApiToken {
+    /// Wraps a token.
+    pub fn new(value: &str) -> ApiToken {
+        ApiToken(value.to_owned())
+    }
+
+    /// The token itself; only the authorization check reads it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiToken(***)")
+    }
+}
+
+impl std::fmt::Display for ApiToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Settings of the coordinator service.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorConfig {
+    /// Address the API listens on. The caller binds it and hands [`run`] the listener.
+    pub listen: SocketAddr,
+    /// Id of this replica, written as `owner` into the batch records it supervises.
+    pub coordinator_id: String,
+    /// Bearer tokens accepted on every `/v1/*` route. Required unless
+    /// `allow_unauthenticated` is set.
+    #[serde(default)]
+    pub api_tokens: Vec<ApiToken>,
+    /// Serve `/v1/*` without authentication when no token is configured (local use only).
+    /// Default: false, and then [`run`] refuses to start without a token.
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+    /// Jobs of one batch outstanding (published, not finished) at most. Default 64.
+    #[serde(default = "default_window")]
+    pub window: usize,
+    /// Largest accepted bundle, in bytes. Default 256 MiB; a larger upload gets 413.
+    #[serde(default = "default_max_bundle_bytes")]
+    pub max_bundle_bytes: u64,
+    /// Caps applied when a submitted bundle is unpacked for validation (the worker's
+    /// defaults: 2 GiB, 200,000 entries, 512 MiB per file). Not read from a config file.
+    #[serde(skip)]
+    pub unpack_limits: UnpackLimits,
+    /// Directory where bundles are unpacked while they are validated; each batch uses and then
+    /// removes its own subdirectory.
+    pub scratch_dir: PathBuf,
+}
+
+fn default_window() -> usize {
+    DEFAULT_WINDOW
+}
+
+fn default_max_bundle_bytes() -> u64 {
+    DEFAULT_MAX_BUNDLE_BYTES
+}
+
+/// The ports the coordinator service uses.
+#[derive(Clone)]
+pub struct FleetPorts {
+    pub queue: Arc<dyn JobQueue>,
+    pub events: Arc<dyn EventLog>,
+    pub store: Arc<dyn ArtifactStore>,
+    pub batches: Arc<dyn BatchRegistry>,
+    pub workers: Arc<dyn WorkerRegistry>,
+}
+
+impl FleetPorts {
+    /// The subset the batch supervisor uses.
+    pub fn coordinator_ports(&self) -> CoordinatorPorts {
+        CoordinatorPorts {
+            queue: Arc::clone(&self.queue),
+            events: Arc::clone(&self.events),
+            store: Arc::clone(&self.store),
+        }
+    }
+}
+
+/// Why the service could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(
+        "no api token is configured: set at least one, or allow unauthenticated access explicitly"
+    )]
+    NoApiTokens,
+    #[error("serving the http api on {addr}")]
+    Serve {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Serves the coordinator API on `listener` and supervises batches until `shutdown` is
+/// cancelled. On shutdown the API stops accepting requests, open event streams end, and every
+/// supervised batch is left as it is for the next coordinator to resume.
+#[tracing::instrument(skip_all, fields(coordinator_id = %config.coordinator_id))]
+pub async fn run(
+    config: CoordinatorConfig,
+    ports: FleetPorts,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    if config.api_tokens.is_empty() && !config.allow_unauthenticated {
+        return Err(ServerError::NoApiTokens);
+    }
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| config.listen.to_string(), |addr| addr.to_string());
+    let service = Arc::new(Service::new(config, ports, shutdown.clone()));
+    let router = crate::api::router(Arc::clone(&service));
+    let resumer = Arc::clone(&service);
+    service
+        .tracker
+        .spawn(async move { resumer.resume_all().await });
+    tracing::info!(%addr, "coordinator api listening");
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await;
+    // Whatever ended serving, the supervisors must stop too before `run` returns.
+    shutdown.cancel();
+    service.tracker.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, service.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout_s = DRAIN_TIMEOUT.as_secs(),
+            "supervision tasks still running at the end of the drain timeout"
+        );
+    }
+    served.map_err(|source| ServerError::Serve { addr, source })
+}
+
+/// One batch supervised by this process: what the API reads and how it cancels.
+pub(crate) struct LiveBatch {
+    pub(crate) progress: watch::Sender<BatchProgress>,
+    /// `Some` once the batch reached a final state (set after the record was updated).
+    pub(crate) end: watch::Sender<Option<BatchEnd>>,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// The state the API handlers share.
+pub(crate) struct Service {
+    pub(crate) config: CoordinatorConfig,
+    pub(crate) ports: FleetPorts,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) tracker: TaskTracker,
+    live: Mutex<HashMap<BatchId, Arc<LiveBatch>>>,
+    /// Set once the batches found at start-up have been resumed.
+    resumed: AtomicBool,
+    /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
+    /// neither a token's bytes nor its length.
+    token_digests: Vec<[u8; 32]>,
+}
+
+impl Service {
+    fn new(config: CoordinatorConfig, ports: FleetPorts, shutdown: CancellationToken) -> Service {
+        let token_digests = config
+            .api_tokens
+            .iter()
+            .map(|token| digest(token.expose().as_bytes()))
+            .collect();
+        Service {
+            config,
+            ports,
+            shutdown,
+            tracker: TaskTracker::new(),
+            live: Mutex::new(HashMap::new()),
+            resumed: AtomicBool::new(false),
+            token_digests,
+        }
+    }
+
+    /// `true` when `presented` (the bearer token of a request, if any) may use `/v1/*`.
+    pub(crate) fn authorizes(&self, presented: Option<&str>) -> bool {
+        use subtle::ConstantTimeEq;
+        if self.token_digests.is_empty() {
+            return self.config.allow_unauthenticated;
+        }
+        let Some(presented) = presented else {
+            return false;
+        };
+        let presented = digest(presented.as_bytes());
+        // Every configured token is compared, so the time taken does not say which one matched.
+        let mut matched = subtle::Choice::from(0);
+        for accepted in &self.token_digests {
+            matched |= accepted.ct_eq(&presented);
+        }
+        bool::from(matched)
+    }
+
+    /// `true` once start-up resumed the batches it found.
+    pub(crate) fn is_resumed(&self) -> bool {
+        // Acquire pairs with the Release store in `resume_all`, so a ready probe that sees
+        // `true` also sees the batches registered in the live map.
+        self.resumed.load(Ordering::Acquire)
+    }
+
+    /// The live batch `batch_id`, if this process supervises (or supervised) it.
+    pub(crate) fn live(&self, batch_id: &BatchId) -> Option<Arc<LiveBatch>> {
+        self.lock_live().get(batch_id).cloned()
+    }
+
+    /// Every batch this process supervises or supervised since it started.
+    pub(crate) fn live_batches(&self) -> Vec<Arc<LiveBatch>> {
+        self.lock_live().values().cloned().collect()
+    }
+
+    fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<BatchId, Arc<LiveBatch>>> {
+        // The map is only inserted into and read; a panic elsewhere cannot leave it half
+        // updated, so a poisoned lock is still consistent.
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Stores an accepted batch (bundle, spec, record) and starts supervising it. Nothing is
+    /// stored before this is called, i.e. before validation passed.
+    pub(crate) async fn accept(
+        self: &Arc<Self>,
+        stored: StoredBatch,
+        bundle: Vec<u8>,
+        plan: Plan,
+    ) -> Result<BatchRecord, AcceptError> {
+        let batch_id = stored.batch_id.clone();
+        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        self.ports
+            .store
+            .put_if_absent(&bundle_key, bundle)
+            .await
+            .map_err(|source| AcceptError::Store {
+                key: bundle_key.clone(),
+                source,
+            })?;
+        let spec_key = format!("batches/{batch_id}/spec.json");
+        let mut spec_json =
+            serde_json::to_vec_pretty(&stored).expect("a stored batch always serializes");
+        spec_json.push(b'\n');
+        let spec_sha256 = cowork_fabric::sha256_hex(&spec_json);
+        self.ports
+            .store
+            .put(&spec_key, spec_json)
+            .await
+            .map_err(|source| AcceptError::Store {
+                key: spec_key.clone(),
+                source,
+            })?;
+        let now = now_ms();
+        let record = BatchRecord {
+            batch_id: batch_id.clone(),
+            state: BatchState::Planned,
+            spec_sha256,
+            n_jobs: plan.n_jobs(),
+            created_at_ms: now,
+            updated_at_ms: now,
+            ok: None,
+            exit_code: None,
+            owner: Some(self.config.coordinator_id.clone()),
+        };
+        self.ports
+            .batches
+            .create(&record)
+            .await
+            .map_err(|source| AcceptError::Registry {
+                batch_id: batch_id.to_string(),
+                source,
+            })?;
+        tracing::info!(batch_id = %batch_id, n_jobs = record.n_jobs, "batch accepted");
+        self.start(plan, command_of(stored.spec.mode));
+        Ok(record)
+    }
+
+    /// Starts (or restarts) supervising `plan` in a tracked task.
+    fn start(self: &Arc<Self>, plan: Plan, command: &str) {
+        let live = {
+            let mut map = self.lock_live();
+            Arc::clone(map.entry(plan.batch_id.clone()).or_insert_with(|| {
+                Arc::new(LiveBatch {
+                    progress: watch::Sender::new(BatchProgress {
+                        planned: plan.n_jobs(),
+                        ..BatchProgress::default()
+                    }),
+                    end: watch::Sender::new(None),
+                    cancel: CancellationToken::new(),
+                })
+            }))
+        };
+        let service = Arc::clone(self);
+        let command = command.to_owned();
+        self.tracker
+            .spawn(async move { service.drive(plan, command, live).await });
+    }
+
+    /// Supervises one batch to a final state and records it.
+    #[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
+    async fn drive(self: Arc<Self>, plan: Plan, command: String, live: Arc<LiveBatch>) {
+        let batch_id = plan.batch_id.clone();
+        let owner = self.config.coordinator_id.clone();
+        let claimed = self
+            .transition(&batch_id, |record| match record.state {
+                BatchState::Planned | BatchState::Running => {
+                    record.state = BatchState::Running;
+                    record.owner = Some(owner.clone());
+                    true
+                }
+                BatchState::Stopping => {
+                    record.owner = Some(owner.clone());
+                    true
+                }
+                BatchState::Done | BatchState::Cancelled => false,
+            })
+            .await;
+        let record = match claimed {
+            Ok(record) => record,
+            Err(error) => {
+                // The shutdown path also lands here when the registry is gone; either way the
+                // record still says what it said, and the next start resumes it.
+                tracing::error!(error = %error, "batch not started: its record could not be claimed");
+                return;
+            }
+        };
+        if record.state.is_final() {
+            live.end.send_replace(Some(end_of(&record, None)));
+            return;
+        }
+        if record.state == BatchState::Stopping {
+            live.cancel.cancel();
+        }
+
+        let ports = self.ports.coordinator_ports();
+        let options = SuperviseOptions {
+            window: self.config.window,
+            command,
+        };
+        let mut pause = RETRY_FIRST;
+        let (state, ok, exit_code, message) = loop {
+            let signals = SuperviseSignals {
+                shutdown: self.shutdown.child_token(),
+                cancel: live.cancel.clone(),
+            };
+            match supervise(&ports, &plan, &options, &live.progress, signals).await {
+                Ok(SuperviseEnd::Decided(outcome)) => {
+                    break (
+                        BatchState::Done,
+                        Some(outcome.envelope.ok),
+                        Some(outcome.exit_code),
+                        None,
+                    );
+                }
+                Ok(SuperviseEnd::Cancelled { .. }) => {
+                    break (BatchState::Cancelled, None, None, None);
+                }
+                Err(SuperviseError::Cancelled) => return,
+                Err(error) if error.is_transient() => {
+                    tracing::warn!(error = %error, pause_s = pause.as_secs(), "batch supervision interrupted, retrying");
+                    // Racing the pause against shutdown is safe: nothing is held across it.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+                Err(error) => {
+                    // A permanent failure (a result that cannot be read, a plan the reducer
+                    // refuses) cannot heal by waiting: the batch ends as a runtime error
+                    // (exit 2, contract §7.3) without an envelope.
+                    tracing::error!(error = %error, "batch supervision failed");
+                    break (
+                        BatchState::Done,
+                        Some(false),
+                        Some(2),
+                        Some(error_chain(&error)),
+                    );
+                }
+            }
+        };
+        let ended = self
+            .transition(&batch_id, |record| {
+                if record.state.is_final() {
+                    return false;
+                }
+                record.state = state;
+                record.ok = ok;
+                record.exit_code = exit_code;
+                true
+            })
+            .await;
+        match ended {
+            Ok(record) => {
+                tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
+                live.end.send_replace(Some(end_of(&record, message)));
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "batch ended but its record could not be updated");
+            }
+        }
+    }
+
+    /// Cancels a batch: the record goes to `stopping` and, when this process supervises the
+    /// batch, admission stops. Returns the updated record; `Ok(None)` if there is no such batch.
+    pub(crate) async fn cancel(
+        &self,
+        batch_id: &BatchId,
+    ) -> Result<Option<BatchRecord>, CancelError> {
+        let Some((record, _)) = self
+            .ports
+            .batches
+            .get(batch_id)
+            .await
+            .map_err(CancelError::Registry)?
+        else {
+            return Ok(None);
+        };
+        if record.state.is_final() {
+            return Err(CancelError::Final(record.state));
+        }
+        let record = self
+            .transition(batch_id, |record| {
+                if record.state.is_final() {
+                    return false;
+                }
+                record.state = BatchState::Stopping;
+                true
+            })
+            .await
+            .map_err(CancelError::Registry)?;
+        if record.state.is_final() {
+            return Err(CancelError::Final(record.state));
+        }
+        if let Some(live) = self.live(batch_id) {
+            live.cancel.cancel();
+        }
+        tracing::info!(batch_id = %batch_id, "batch cancel requested");
+        Ok(Some(record))
+    }
+
+    /// Applies `change` to a batch's record by compare-and-set, re-reading on conflict. `change`
+    /// returns `false` to leave the record as it is. Returns the record as stored afterwards.
+    async fn transition(
+        &self,
+        batch_id: &BatchId,
+        change: impl Fn(&mut BatchRecord) -> bool,
+    ) -> Result<BatchRecord, RegistryError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let Some((mut record, revision)) = self.ports.batches.get(batch_id).await? else {
+                return Err(RegistryError::Failed {
+                    message: format!("batch {batch_id} has no record"),
+                });
+            };
+            if !change(&mut record) {
+                return Ok(record);
+            }
+            record.updated_at_ms = now_ms();
+            match self.ports.batches.update(&record, revision).await {
+                Ok(_) => return Ok(record),
+                Err(RegistryError::Conflict { .. }) if attempt < CAS_ATTEMPTS => continue,
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Resumes every batch the registry lists as not final, then marks the service ready.
+    /// Listing is retried until it succeeds or the service shuts down.
+    async fn resume_all(self: Arc<Self>) {
+        let mut pause = RETRY_FIRST;
+        let records = loop {
+            match self.ports.batches.list().await {
+                Ok(records) => break records,
+                Err(error) => {
+                    tracing::warn!(error = %error, pause_s = pause.as_secs(), "listing batches to resume failed, retrying");
+                    // Nothing is held across the pause; abandoning it on shutdown is safe.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+            }
+        };
+        for record in records.iter().filter(|record| !record.state.is_final()) {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            match self.load(&record.batch_id).await {
+                Ok((plan, mode)) => {
+                    tracing::info!(batch_id = %record.batch_id, state = record.state.as_str(), "resuming batch");
+                    self.start(plan, command_of(mode));
+                }
+                Err(error) => {
+                    // The batch cannot be planned again (its spec or bundle is gone or no
+                    // longer valid); it stays as it is and is reported, not guessed at.
+                    tracing::error!(batch_id = %record.batch_id, error = %error, "batch cannot be resumed");
+                }
+            }
+        }
+        // Release pairs with the Acquire load in `is_resumed`.
+        self.resumed.store(true, Ordering::Release);
+    }
+
+    /// Reads a stored batch's spec and bundle and plans it again under its own id.
+    async fn load(&self, batch_id: &BatchId) -> Result<(Plan, BatchMode), String> {
+        let spec_key = format!("batches/{batch_id}/spec.json");
+        let spec_json = self
+            .ports
+            .store
+            .get(&spec_key)
+            .await
+            .map_err(|e| format!("reading {spec_key}: {e}"))?;
+        let stored: StoredBatch = serde_json::from_slice(&spec_json)
+            .map_err(|e| format!("{spec_key} is unreadable: {e}"))?;
+        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        let bundle = self
+            .ports
+            .store
+            .get(&bundle_key)
+            .await
+            .map_err(|e| format!("reading {bundle_key}: {e}"))?;
+        let scratch = self.config.scratch_dir.clone();
+        let limits = self.config.unpack_limits;
+        let batch_id = batch_id.clone();
+        let mode = stored.spec.mode;
+        let plan = tokio::task::spawn_blocking(move || {
+            plan_from_bundle(&stored.spec, &bundle, batch_id, &scratch, &limits)
+        })
+        .await
+        .map_err(|e| format!("validation task failed: {e}"))?
+        .map_err(|problems| format!("stored batch is invalid: {}", problems.join("; ")))?;
+        Ok((plan, mode))
+    }
+}
+
+/// Why an accepted batch could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AcceptError {
+    #[error("storing {key}")]
+    Store {
+        key: String,
+        #[source]
+        source: ArtifactError,
+    },
+    #[error("creating the record of batch {batch_id}")]
+    Registry {
+        batch_id: String,
+        #[source]
+        source: RegistryError,
+    },
+}
+
+/// Why a cancel was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CancelError {
+    #[error("the batch is already {}", .0.as_str())]
+    Final(BatchState),
+    #[error("batch registry")]
+    Registry(#[source] RegistryError),
+}
+
+/// The envelope `command` of a batch mode.
+pub fn command_of(mode: BatchMode) -> &'static str {
+    match mode {
+        BatchMode::Record => "record",
+        BatchMode::Replay => "replay",
+        BatchMode::Run | BatchMode::Eval => "run",
+    }
+}
+
+/// The `end` event of a final record.
+pub(crate) fn end_of(record: &BatchRecord, message: Option<String>) -> BatchEnd {
+    BatchEnd {
+        state: record.state,
+        ok: record.ok,
+        exit_code: record.exit_code,
+        message,
+    }
+}
+
+/// A new batch id from the clock and a random suffix.
+pub(crate) fn new_batch_id() -> BatchId {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // RandomState is seeded from the OS per process and per instance; hashing the time with
+    // it gives suffixes that differ between batches submitted in the same second.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// An error and its sources on one line.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_never_print() {
+        let token = ApiToken::new("s3cr3t");
+        assert_eq!(format!("{token}"), "***");
+        assert_eq!(format!("{token:?}"), "ApiToken(***)");
+        let config: CoordinatorConfig = serde_json::from_str(
+            r#"{"listen":"127.0.0.1:0","coordinator_id":"c1","api_tokens":["s3cr3t"],"scratch_dir":"/tmp/x"}"#,
+        )
+        .expect("a minimal config parses");
+        assert!(!format!("{config:?}").contains("s3cr3t"));
+        assert_eq!(config.window, DEFAULT_WINDOW);
+        assert_eq!(config.max_bundle_bytes, DEFAULT_MAX_BUNDLE_BYTES);
+        assert!(!config.allow_unauthenticated);
+    }
+
+    #[test]
+    fn unknown_config_keys_are_refused() {
+        let parsed: Result<CoordinatorConfig, _> = serde_json::from_str(
+            r#"{"listen":"127.0.0.1:0","coordinator_id":"c1","scratch_dir":"/tmp/x","windwo":3}"#,
+        );
+        assert!(parsed.is_err());
+    }
+}

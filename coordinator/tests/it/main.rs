@@ -1,0 +1,10 @@
+//! Integration tests of the coordinator service: real HTTP on 127.0.0.1:0, the embedded ports,
+//! and a fake worker inside the test.
+
+mod auth;
+mod cancel;
+mod probes;
+mod refusals;
+mod restart;
+mod submit;
+mod support;

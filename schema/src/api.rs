@@ -1,0 +1,133 @@
+//! Wire types of the coordinator's HTTP API (brief §9): what `POST /v1/batches` answers, what
+//! `GET /v1/batches/{id}` returns, the events of `GET /v1/batches/{id}/events` (SSE) and the
+//! error body of every refused request.
+//!
+//! The request side needs no type of its own: a submit is a multipart body whose `spec` part is
+//! a [`crate::batch::BatchSpec`] and whose `bundle` part is the bundle's bytes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::BatchId;
+use crate::registry::{BatchRecord, BatchState};
+use crate::rollup::RollupDoc;
+
+/// The answer to an accepted submit (`201 Created`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubmitResponse {
+    pub batch_id: BatchId,
+    /// Jobs the plan holds (before early stops).
+    pub n_jobs: u64,
+    /// Units of the plan: scenario files, or kept matrix cells.
+    pub units: u32,
+    /// The batch's state when the answer was sent (normally `planned`).
+    pub state: BatchState,
+}
+
+/// A live snapshot of a supervised batch: how many jobs are where, and what they cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProgressSnapshot {
+    /// Jobs the plan holds (before early stops).
+    pub planned: u64,
+    /// Jobs published to the queue.
+    pub admitted: u64,
+    /// Jobs a worker has started and not finished.
+    pub running: u64,
+    pub finished: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// Jobs ending unanswered or in error.
+    pub errored: u64,
+    /// Jobs never admitted because their unit was decided first.
+    pub skipped: u64,
+    /// Finished jobs whose unit was already decided (overshoot, contract C4).
+    pub discarded: u64,
+    /// Finished events seen more than once for the same job (redeliveries).
+    pub duplicates: u64,
+    /// Attempts handed back for retry (contract C8).
+    pub retries: u64,
+    /// Spend reported by finished runs, folded or not, in USD.
+    #[serde(serialize_with = "crate::json_number::serialize")]
+    pub cost_usd: f64,
+}
+
+/// `GET /v1/batches/{id}`: the registry record, the live progress when this coordinator
+/// supervises the batch, and the stored rollup once the batch is done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchStatus {
+    pub record: BatchRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressSnapshot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup: Option<RollupDoc>,
+}
+
+/// The last event of a watch: the batch reached a final state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BatchEnd {
+    pub state: BatchState,
+    /// The batch verdict (envelope `ok`), when the batch was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// The batch's exit code (contract §7.3), when the batch was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why supervision failed, when it ended without a stored envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The body of every refused request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiError {
+    /// One lowercase line saying what was refused.
+    pub error: String,
+    /// Every problem found, each naming its file, field or part (empty when there is one cause).
+    #[serde(default)]
+    pub problems: Vec<String>,
+}
+
+/// Name of the SSE event that carries a [`ProgressSnapshot`].
+pub const SSE_PROGRESS: &str = "progress";
+/// Name of the SSE event that carries the [`BatchEnd`]; the stream closes after it.
+pub const SSE_END: &str = "end";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_prints_integral_cost_like_javascript() {
+        let snapshot = ProgressSnapshot {
+            planned: 3,
+            cost_usd: 2.0,
+            ..ProgressSnapshot::default()
+        };
+        let text = serde_json::to_string(&snapshot).expect("a snapshot serializes");
+        assert!(text.contains(r#""costUsd":2}"#), "{text}");
+        let back: ProgressSnapshot = serde_json::from_str(&text).expect("round trip");
+        assert_eq!(back, snapshot);
+    }
+
+    #[test]
+    fn end_omits_absent_fields() {
+        let end = BatchEnd {
+            state: BatchState::Cancelled,
+            ok: None,
+            exit_code: None,
+            message: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&end).expect("an end serializes"),
+            r#"{"state":"cancelled"}"#
+        );
+        let error: ApiError =
+            serde_json::from_str(r#"{"error":"unauthorized"}"#).expect("problems default");
+        assert!(error.problems.is_empty());
+    }
+}
