@@ -45,6 +45,36 @@ A stored batch dir (holding spec.json) is re-judged with its own shape and flags
 here replace the stored ones. Loose result.json files are folded in the order given (a dir:\n\
 every result.json below it, in natural path order), one repeat rollup per scenario name.")]
     Rollup(RollupArgs),
+    /// Submit a batch to a coordinator (validated and bundled here, exactly as `run` does).
+    #[command(after_help = "Examples:\n  \
+cowork submit examples/demo/scenarios/csv-report.yaml --matrix examples/demo/matrix.yaml --repeat 5 \\\n    \
+--executor sim --coordinator http://coordinator:8700 --watch\n  \
+cowork submit --replay cassettes/ --coordinator http://coordinator:8700 --watch --output-format json\n\n\
+Without --watch the batch id is printed on stdout; follow it with `cowork watch <id>`.\n\
+With --watch the command ends like `cowork run`: summary, envelope (--output-format json), exit code.")]
+    Submit(Box<SubmitArgs>),
+    /// Show a batch's state, progress and verdict.
+    Status(BatchRefArgs),
+    /// Follow a batch to its end; prints the summary and exits with the batch's exit code.
+    Watch(BatchRefArgs),
+    /// Cancel a batch: admission stops at once; running jobs finish and are reported.
+    Cancel(BatchRefArgs),
+    /// Print a batch's envelope (stdout) and summary (stderr); --download saves the documents.
+    Results(ResultsArgs),
+    /// List the live workers of the fleet.
+    Workers(WorkersArgs),
+    /// Run the coordinator service: HTTP API, admission and judging of submitted batches.
+    #[command(after_help = "Example:\n  \
+COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork \\\n  \
+COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… COWORK_API_TOKEN=… cowork coordinator --listen 0.0.0.0:8700\n\n\
+Batches left running by a previous coordinator are resumed from the event stream at start-up.")]
+    Coordinator(Box<CoordinatorArgs>),
+    /// Run a fleet worker: pull jobs for --tiers from NATS, run them, store artifacts in S3.
+    #[command(after_help = "Example:\n  \
+COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork \\\n  \
+COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… cowork worker --tiers container,replay --slots 4\n\n\
+SIGTERM drains: no new job is pulled, running jobs finish and are stored, then exit 0.")]
+    Worker(Box<WorkerArgs>),
     /// Measure the planner and the reducer on synthetic batches (see docs/benchmarks.md).
     Bench(BenchArgs),
 }
@@ -72,31 +102,31 @@ pub enum ExecutorArg {
 #[derive(Debug, Args)]
 pub struct BatchArgs {
     /// Run each scenario (or each matrix cell) N times: 2..=10000 (the CLI's own cap is 100).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub repeat: Option<String>,
     /// Sweep a matrix file (baselines × models × skill_dirs) over one scenario.
     #[arg(long, value_name = "FILE")]
     pub matrix: Option<PathBuf>,
     /// A rollup passes when passes/completed >= this, in [0, 1] (default 1). Needs --repeat.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub min_pass_rate: Option<String>,
     /// Stop a unit at the first index where both a pass and a fail exist; the unit fails.
     #[arg(long)]
     pub stop_on_diverge: bool,
     /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (contract §4.2).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_budget_usd: Option<String>,
     /// Judge a budget-stopped unit on its completed runs instead of failing it.
     #[arg(long)]
     pub allow_budget_stop: bool,
     /// Keep the first N matrix cells (default 16, like the CLI). Needs --matrix.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_cells: Option<String>,
     /// Judge a truncated matrix on its executed cells instead of failing it.
     #[arg(long)]
     pub allow_truncated_matrix: bool,
     /// Accepted for CLI compatibility (1..=8, needs --matrix); fleet parallelism is --slots.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub concurrency: Option<String>,
     /// Run every job as a control arm without the skill (forwarded to the harness).
     #[arg(long)]
@@ -118,7 +148,7 @@ pub struct BatchArgs {
     pub label: Option<String>,
     /// Hard wall-clock limit per job, e.g. 45m, 90s, 1h or plain milliseconds (default: the
     /// scenario's timeout_ms + 120 s, else 30 min). It must exceed the scenario's own timeout.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
     /// work tree holding the target, else the current directory).
@@ -126,12 +156,28 @@ pub struct BatchArgs {
     pub bundle_root: Option<PathBuf>,
 }
 
+/// Record and replay: the two harness modes CI lives on.
+#[derive(Debug, Args)]
+pub struct ModeArgs {
+    /// Run each job with `cowork-harness record`; its cassette is stored beside result.json.
+    #[arg(long, conflicts_with = "replay")]
+    pub record: bool,
+    /// Replay a cassette file or a directory of cassettes (*.json): one job per cassette on the
+    /// `replay` tier, no model tokens spent. Each cassette needs its session and skill dirs at
+    /// their recorded relative places.
+    #[arg(long, value_name = "CASSETTES", conflicts_with = "target")]
+    pub replay: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A scenario file, or a directory whose *.yaml / *.yml files are the scenarios.
-    pub target: PathBuf,
+    #[arg(required_unless_present = "replay")]
+    pub target: Option<PathBuf>,
     #[command(flatten)]
     pub batch: BatchArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
     /// Executor for every job.
     #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
     pub executor: ExecutorArg,
@@ -154,7 +200,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "human")]
     pub output_format: OutputFormat,
     /// Jobs of the batch admitted ahead of results (default: 2 × slots).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub window: Option<usize>,
     /// Keep each job's scratch directory under <store>/work (for debugging the harness).
     #[arg(long)]
@@ -165,18 +211,145 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// A scenario file, or a directory whose *.yaml / *.yml files are the scenarios.
+    #[arg(required_unless_present = "replay")]
+    pub target: Option<PathBuf>,
+    #[command(flatten)]
+    pub batch: BatchArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Executor the workers use for this batch.
+    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
+    pub executor: ExecutorArg,
+    /// Seed of the sim executor.
+    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation profile (YAML `rules:` list), for --executor sim.
+    #[arg(long, value_name = "FILE")]
+    pub sim_profile: Option<PathBuf>,
+    /// Follow the batch to its end and exit with its exit code.
+    #[arg(long)]
+    pub watch: bool,
+    /// Output on stdout with --watch.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// No progress line while watching.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchRefArgs {
+    /// The batch id (printed by `cowork submit`).
+    pub batch: String,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Output on stdout.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// No progress line (watch).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    /// The batch id.
+    pub batch: String,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Also save envelope.json and rollup.json into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub download: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Output on stdout.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct CoordinatorArgs {
+    #[command(flatten)]
+    pub nats: crate::fleet_args::NatsArgs,
+    #[command(flatten)]
+    pub s3: crate::fleet_args::S3Args,
+    /// Address of the HTTP API.
+    #[arg(long, env = "COWORK_LISTEN", default_value = "127.0.0.1:8700")]
+    pub listen: std::net::SocketAddr,
+    /// File with the API bearer token(s), one per line (or set COWORK_API_TOKEN).
+    #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+    /// Serve the API without a token (local use only).
+    #[arg(long)]
+    pub allow_unauthenticated: bool,
+    /// Jobs of one batch outstanding in the queue at most (admission window).
+    #[arg(long, env = "COWORK_WINDOW", default_value_t = 64)]
+    pub window: usize,
+    /// Largest accepted bundle in MiB.
+    #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
+    pub max_bundle_mib: u64,
+    /// Where submitted bundles are unpacked while they are validated.
+    #[arg(long, env = "COWORK_SCRATCH_DIR", default_value = ".cowork-coordinator/scratch")]
+    pub scratch_dir: PathBuf,
+    /// Id of this replica (default <hostname>-<pid>).
+    #[arg(long, env = "COWORK_COORDINATOR_ID")]
+    pub coordinator_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub nats: crate::fleet_args::NatsArgs,
+    #[command(flatten)]
+    pub s3: crate::fleet_args::S3Args,
+    /// Tiers this worker serves (it never pulls others): container, hostloop, microvm, protocol,
+    /// replay.
+    #[arg(long, env = "COWORK_TIERS", value_delimiter = ',', default_value = "container")]
+    pub tiers: Vec<String>,
+    /// Jobs run at once on this worker (the harness CLI's own local cap is 8).
+    #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub slots: u16,
+    /// Executor for every job.
+    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
+    pub executor: ExecutorArg,
+    /// The cowork-harness program for the harness executor.
+    #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+    pub harness_bin: PathBuf,
+    /// Id shown in events and `cowork workers` (default <hostname>-<pid>).
+    #[arg(long, env = "COWORK_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// Where bundles are unpacked, by digest.
+    #[arg(long, env = "COWORK_CACHE_DIR", default_value = ".cowork-worker/cache")]
+    pub cache_dir: PathBuf,
+    /// Where each job gets its scratch directory.
+    #[arg(long, env = "COWORK_WORK_DIR", default_value = ".cowork-worker/work")]
+    pub work_dir: PathBuf,
+    /// Keep each job's scratch directory after its artifacts are stored.
+    #[arg(long)]
+    pub keep_work: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct RollupArgs {
     /// A stored batch dir (with spec.json), result.json files, or a dir of them.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Pass threshold in [0, 1]; default: the stored batch's, else 1.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub min_pass_rate: Option<String>,
     /// Apply the divergence stop while folding.
     #[arg(long)]
     pub stop_on_diverge: bool,
     /// Apply the per-unit budget stop while folding.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_budget_usd: Option<String>,
     /// Judge budget-stopped units on their completed runs.
     #[arg(long)]

@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use cowork_coordinator::supervisor::BatchProgress;
+use cowork_schema::api::ProgressSnapshot;
 use tokio::sync::watch;
 
 /// Renders progress until the sender is dropped. On a terminal the line is redrawn in place at
@@ -24,19 +25,55 @@ pub async fn render(mut updates: watch::Receiver<BatchProgress>, started: Instan
         if last_draw.is_some_and(|at| at.elapsed() < min_gap) {
             continue;
         }
-        let line = format_line(&updates.borrow_and_update(), started.elapsed());
+        let line = format_line(&updates.borrow_and_update().to_snapshot(), started.elapsed());
         if line != last_line {
             draw(&line, tty);
             last_line = line;
             last_draw = Some(Instant::now());
         }
     }
-    let line = format_line(&updates.borrow(), started.elapsed());
+    let line = format_line(&updates.borrow().to_snapshot(), started.elapsed());
     if line != last_line || tty {
         draw(&line, tty);
     }
     if tty {
         eprintln!();
+    }
+}
+
+/// Draws progress lines for snapshots that arrive from elsewhere (a watched remote batch), with
+/// the same pacing as [`render`].
+pub struct RemoteProgress {
+    tty: bool,
+    started: Instant,
+    last_draw: Option<Instant>,
+    last_line: String,
+}
+
+impl RemoteProgress {
+    pub fn new() -> RemoteProgress {
+        RemoteProgress { tty: std::io::stderr().is_terminal(), started: Instant::now(), last_draw: None, last_line: String::new() }
+    }
+
+    /// Shows `snapshot` unless a line was drawn too recently (`force` draws anyway).
+    pub fn show(&mut self, snapshot: &ProgressSnapshot, force: bool) {
+        let min_gap = if self.tty { Duration::from_millis(100) } else { Duration::from_secs(5) };
+        if !force && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+            return;
+        }
+        let line = format_line(snapshot, self.started.elapsed());
+        if line != self.last_line {
+            draw(&line, self.tty);
+            self.last_line = line;
+            self.last_draw = Some(Instant::now());
+        }
+    }
+
+    /// Ends the progress line (a newline on a terminal).
+    pub fn finish(&self) {
+        if self.tty && !self.last_line.is_empty() {
+            eprintln!();
+        }
     }
 }
 
@@ -51,7 +88,7 @@ fn draw(line: &str, tty: bool) {
 }
 
 /// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`.
-pub fn format_line(progress: &BatchProgress, elapsed: Duration) -> String {
+pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     let expected = progress.planned.saturating_sub(progress.skipped).max(1);
     let done = progress.finished.min(expected);
     let width = 20u64;
@@ -94,7 +131,7 @@ mod tests {
 
     #[test]
     fn line_shows_counts_cost_and_eta() {
-        let progress = BatchProgress {
+        let progress = ProgressSnapshot {
             planned: 100,
             finished: 50,
             running: 4,
@@ -102,7 +139,7 @@ mod tests {
             failed: 8,
             errored: 2,
             cost_usd: 1.23456,
-            ..BatchProgress::default()
+            ..ProgressSnapshot::default()
         };
         let line = format_line(&progress, Duration::from_secs(10));
         assert_eq!(
@@ -113,11 +150,11 @@ mod tests {
 
     #[test]
     fn skipped_jobs_shrink_the_total() {
-        let progress = BatchProgress {
+        let progress = ProgressSnapshot {
             planned: 10,
             skipped: 7,
             finished: 3,
-            ..BatchProgress::default()
+            ..ProgressSnapshot::default()
         };
         assert!(
             format_line(&progress, Duration::from_secs(1))

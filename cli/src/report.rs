@@ -26,8 +26,24 @@ impl CliError {
     }
 }
 
-/// Prints an error once and maps a command's result to the process exit code.
-pub fn exit_code(result: Result<i32, CliError>) -> ExitCode {
+/// The error envelope of contract §7.2 for a command that failed before it had results.
+fn error_envelope(command: &str, category: &str, message: String) -> String {
+    let mut envelope = cowork_schema::envelope::Envelope::new("unknown", command);
+    envelope.error = Some(cowork_schema::envelope::EnvelopeError { category: category.to_owned(), message, hint: None });
+    envelope.to_line()
+}
+
+/// Prints an error once and maps a command's result to the process exit code. With
+/// `json_command` set (`--output-format json`), an error envelope also goes to stdout.
+pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> ExitCode {
+    if let (Some(command), Err(error)) = (json_command, &result) {
+        let (category, message) = match error {
+            CliError::Usage(problems) => ("usage", problems.join("; ")),
+            CliError::Failed(error) => ("runtime", format!("{error:#}")),
+            CliError::Cancelled => ("cancelled", "the batch was cancelled".to_owned()),
+        };
+        println!("{}", error_envelope(command, category, message));
+    }
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
         Err(CliError::Usage(problems)) => {

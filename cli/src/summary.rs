@@ -1,7 +1,9 @@
 //! The summary table printed on stderr at the end of a batch: one row per file or cell with
 //! runs, pass rate, verdict and cost.
 
-use cowork_coordinator::reduce::{BatchReduction, Judging, arm_label, js_to_fixed, rollup_passes};
+use cowork_coordinator::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
+use cowork_schema::envelope::Envelope;
+use serde_json::Value;
 use cowork_schema::rollup::RepeatRollup;
 
 /// One row of the table.
@@ -50,15 +52,39 @@ fn error_row(unit: String, error: &str) -> Row {
     }
 }
 
+/// What the summary needs, taken from an envelope (its batch keys, results and `fleet` key) so
+/// that `cowork run`, `cowork submit --watch` and `cowork rollup` print the same table.
+pub struct Summary<'a> {
+    pub envelope: &'a Envelope,
+    pub judging: Judging,
+    pub exit_code: i32,
+}
+
+impl<'a> Summary<'a> {
+    /// The summary of `envelope`; judging settings come from its `fleet` key (defaults: the
+    /// CLI's) and the exit code from `exit_code`.
+    pub fn new(envelope: &'a Envelope, exit_code: i32) -> Summary<'a> {
+        let fleet = &envelope.fleet;
+        let judging = Judging {
+            min_pass_rate: fleet.get("minPassRate").and_then(Value::as_f64).unwrap_or(1.0),
+            allow_budget_stop: fleet.get("allowBudgetStop").and_then(Value::as_bool).unwrap_or(false),
+            allow_truncated_matrix: fleet.get("allowTruncatedMatrix").and_then(Value::as_bool).unwrap_or(false),
+        };
+        Summary { envelope, judging, exit_code }
+    }
+}
+
 /// Renders the table, a verdict line, and a marker when results are simulated.
-pub fn render(reduction: &BatchReduction) -> String {
-    let judging = &reduction.judging;
+pub fn render(summary: &Summary<'_>) -> String {
+    let envelope = summary.envelope;
+    let judging = &summary.judging;
+    let results = envelope.results.as_slice();
     let mut rows = Vec::new();
-    if let Some(rollups) = &reduction.rollups {
+    if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
             rows.push(repeat_row(rollup.scenario.clone(), rollup, judging));
         }
-    } else if let Some(matrix) = &reduction.matrix_repeat {
+    } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
             let unit = format!("c{} {}", cell.index, cell.axes.label());
             match (&cell.rollup, &cell.error) {
@@ -67,7 +93,7 @@ pub fn render(reduction: &BatchReduction) -> String {
                 (None, None) => {}
             }
         }
-    } else if let Some(matrix) = &reduction.matrix {
+    } else if let Some(matrix) = &envelope.matrix {
         for cell in &matrix.cells {
             let unit = format!("c{} {}", cell.index, cell.axes.label());
             if let Some(error) = &cell.error {
@@ -77,17 +103,25 @@ pub fn render(reduction: &BatchReduction) -> String {
             rows.push(Row {
                 unit,
                 runs: "1".into(),
-                pass_rate: if cell.pass {
-                    "100%".into()
-                } else {
-                    "0%".into()
-                },
+                pass_rate: if cell.pass { "100%".into() } else { "0%".into() },
                 verdict: if cell.pass {
                     "PASS".into()
                 } else {
                     format!("FAIL {}", cell.failed_assertions.join(", "))
                 },
                 cost: cost(cell.cost_usd),
+            });
+        }
+    } else {
+        for result in results {
+            let pass = result.pointer("/verdict/pass") == Some(&Value::Bool(true));
+            let unit = result.get("scenario").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned();
+            rows.push(Row {
+                unit,
+                runs: "1".into(),
+                pass_rate: if pass { "100%".into() } else { "0%".into() },
+                verdict: if pass { "PASS".into() } else { "FAIL".into() },
+                cost: cost(result.pointer("/cost/usd").and_then(Value::as_f64)),
             });
         }
     }
@@ -119,7 +153,7 @@ pub fn render(reduction: &BatchReduction) -> String {
             ));
         }
     }
-    let truncation = match (&reduction.matrix_repeat, &reduction.matrix) {
+    let truncation = match (&envelope.matrix_repeat, &envelope.matrix) {
         (Some(m), _) => Some((m.truncated, m.ran_cells, m.requested)),
         (None, Some(m)) => Some((m.truncated, m.ran_cells, m.requested)),
         (None, None) => None,
@@ -129,26 +163,19 @@ pub fn render(reduction: &BatchReduction) -> String {
             "matrix truncated: ran {ran} of {requested} cells\n"
         ));
     }
-    if let Some(error) = &reduction.error {
+    if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    if !reduction.discarded.is_empty() {
-        let spend: f64 = reduction.discarded.iter().filter_map(|d| d.cost_usd).sum();
-        out.push_str(&format!(
-            "discarded {} run(s) after an early stop (spend ${spend:.4}, not folded)\n",
-            reduction.discarded.len()
-        ));
+    let discarded = envelope.fleet.get("discarded").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if !discarded.is_empty() {
+        // Folding from 0.0 keeps an all-unpriced list at `$0.0000`, not `-0`.
+        let spend = discarded.iter().filter_map(|d| d.get("costUsd").and_then(Value::as_f64)).fold(0.0, |sum, cost| sum + cost);
+        out.push_str(&format!("discarded {} run(s) after an early stop (spend ${spend:.4}, not folded)\n", discarded.len()));
     }
-    if reduction.simulated_runs > 0 {
-        out.push_str(&format!(
-            "SIMULATED: {} run(s) came from the sim executor, not from the harness\n",
-            reduction.simulated_runs
-        ));
+    let simulated = results.iter().filter(|r| r.get("simulated") == Some(&Value::Bool(true))).count();
+    if simulated > 0 {
+        out.push_str(&format!("SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"));
     }
-    out.push_str(&format!(
-        "verdict: {} (exit {})\n",
-        if reduction.ok { "PASS" } else { "FAIL" },
-        reduction.exit_code
-    ));
+    out.push_str(&format!("verdict: {} (exit {})\n", if envelope.ok { "PASS" } else { "FAIL" }, summary.exit_code));
     out
 }

@@ -61,6 +61,8 @@ pub struct WorkerPorts {
 /// Counters of one worker, readable while it runs.
 #[derive(Debug, Default)]
 pub struct WorkerStats {
+    /// Jobs running now.
+    pub jobs_running: AtomicU64,
     pub jobs_finished: AtomicU64,
     pub jobs_retried: AtomicU64,
     pub jobs_failed_infra: AtomicU64,
@@ -123,7 +125,10 @@ pub async fn run(
         };
         tracker.spawn(
             async move {
+                job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
+                let stats = job.stats.clone();
                 job.run(delivery).await;
+                stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             }
             .instrument(span),

@@ -5,12 +5,14 @@
 //! - [`job_loop`]: `run` — one job per free slot; the per-job order upload → publish `finished`
 //!   → ack (brief §4); retries of infrastructure failures (C8); drain on shutdown.
 //! - [`executor`]: the `Executor` trait and its implementations (`harness`, `sim`).
+//! - [`heartbeat`]: the worker's record in the workers registry.
 //! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
 //! - [`upload`]: storing a job's artifacts with retries.
 //! - [`retry`]: the backoff schedule shared by uploads, event publishing and naks.
 
 pub mod bundle_cache;
 pub mod executor;
+pub mod heartbeat;
 pub mod job_loop;
 pub mod retry;
 pub mod upload;

@@ -10,7 +10,8 @@ use cowork_coordinator::plan::flags::{RawFlags, validate_flags};
 use cowork_coordinator::plan::{Plan, PlanInput, plan_units};
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
 use cowork_coordinator::supervisor::{
-    BatchProgress, CoordinatorPorts, SuperviseError, SuperviseOptions, supervise,
+    BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
+    SuperviseSignals, supervise,
 };
 use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
@@ -28,7 +29,7 @@ use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{BatchArgs, ExecutorArg, OutputFormat, RunArgs};
+use crate::args::{BatchArgs, ExecutorArg, ModeArgs, OutputFormat, RunArgs};
 use crate::report::CliError;
 
 /// What the user typed, as the planner's raw flags.
@@ -86,8 +87,8 @@ pub async fn prepare_batch(
     executor: ExecutorKind,
     sim: Option<SimSpec>,
 ) -> Result<PreparedRun, CliError> {
-    let flags = validate_flags(&raw_flags(batch))
-        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    // Flags and files are checked together so that one run of the command lists every problem.
+    let flags = validate_flags(&raw_flags(batch));
     let bundle_root = match &batch.bundle_root {
         Some(root) => root.clone(),
         None => default_bundle_root(target)?,
@@ -98,10 +99,22 @@ pub async fn prepare_batch(
         bundle_root,
         mode,
     };
-    let prepared: PreparedBatch = tokio::task::spawn_blocking(move || prepare(&input))
+    let prepared = tokio::task::spawn_blocking(move || prepare(&input))
         .await
-        .context("input validation task failed")?
-        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+        .context("input validation task failed")?;
+    let (flags, prepared): (_, PreparedBatch) = match (flags, prepared) {
+        (Ok(flags), Ok(prepared)) => (flags, prepared),
+        (flags, prepared) => {
+            let mut problems: Vec<String> = Vec::new();
+            if let Err(errors) = flags {
+                problems.extend(errors.iter().map(ToString::to_string));
+            }
+            if let Err(errors) = prepared {
+                problems.extend(errors.iter().map(ToString::to_string));
+            }
+            return Err(CliError::Usage(problems));
+        }
+    };
     let layout = plan_units(&prepared, &flags, mode)
         .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
     let derived: Vec<(String, Vec<u8>)> = layout
@@ -166,49 +179,55 @@ fn new_batch_id() -> BatchId {
     BatchId::from_time(now.as_secs(), hasher.finish() as u32)
 }
 
-fn load_sim(args: &RunArgs) -> Result<Option<SimSpec>, CliError> {
-    if args.executor != ExecutorArg::Sim {
-        if args.sim_profile.is_some() {
+/// The sim executor's spec from `--seed` and `--sim-profile`; `None` for other executors.
+pub fn load_sim_spec(executor: ExecutorArg, seed: u64, profile: Option<&Path>) -> Result<Option<SimSpec>, CliError> {
+    if executor != ExecutorArg::Sim {
+        if profile.is_some() {
             return Err(CliError::usage("--sim-profile: needs --executor sim"));
         }
         return Ok(None);
     }
-    let rules = match &args.sim_profile {
+    let rules = match profile {
         None => Vec::new(),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                CliError::usage(format!(
-                    "{}: cannot read simulation profile: {e}",
-                    path.display()
-                ))
-            })?;
-            let profile: SimProfile = cowork_schema::load::parse_strict(&text, path)
-                .map_err(|e| CliError::usage(e.to_string()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::usage(format!("{}: cannot read simulation profile: {e}", path.display())))?;
+            let profile: SimProfile = cowork_schema::load::parse_strict(&text, path).map_err(|e| CliError::usage(e.to_string()))?;
             profile.rules
         }
     };
-    Ok(Some(SimSpec {
-        seed: args.seed,
-        rules,
-    }))
+    Ok(Some(SimSpec { seed, rules }))
+}
+
+/// The batch mode and target from `--record` / `--replay` and the positional target.
+pub fn mode_and_target(target: Option<&Path>, mode: &ModeArgs) -> Result<(BatchMode, PathBuf), CliError> {
+    match (&mode.replay, target) {
+        (Some(cassettes), None) => Ok((BatchMode::Replay, cassettes.clone())),
+        (Some(_), Some(_)) => Err(CliError::usage("--replay: takes the cassettes instead of a scenario target; give one or the other")),
+        (None, Some(target)) => Ok((if mode.record { BatchMode::Record } else { BatchMode::Run }, target.to_path_buf())),
+        (None, None) => Err(CliError::usage("a scenario file or directory is required (or --replay <cassettes>)")),
+    }
+}
+
+/// The envelope's `command` for a batch mode.
+pub fn command_of(mode: BatchMode) -> &'static str {
+    match mode {
+        BatchMode::Record => "record",
+        BatchMode::Replay => "replay",
+        BatchMode::Run | BatchMode::Eval => "run",
+    }
 }
 
 /// `cowork run`.
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
+    let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
     let executor_kind = match args.executor {
         ExecutorArg::Harness => ExecutorKind::Harness,
         ExecutorArg::Sim => ExecutorKind::Sim,
     };
-    let sim = load_sim(&args)?;
-    let prepared = prepare_batch(
-        &args.target,
-        &args.batch,
-        BatchMode::Run,
-        executor_kind,
-        sim,
-    )
-    .await?;
+    let sim = load_sim_spec(args.executor, args.seed, args.sim_profile.as_deref())?;
+    let prepared = prepare_batch(&target, &args.batch, mode, executor_kind, sim).await?;
     let PreparedRun { plan, spec, bundle } = prepared;
     let batch_id = plan.batch_id.clone();
 
@@ -298,7 +317,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     };
     let options = SuperviseOptions {
         window: args.window.unwrap_or(usize::from(args.slots) * 2),
-        command: "run".to_owned(),
+        command: command_of(mode).to_owned(),
     };
     let supervise_token = shutdown.child_token();
     let ctrl_c = shutdown.clone();
@@ -308,7 +327,12 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
             ctrl_c.cancel();
         }
     });
-    let outcome = supervise(&ports, &plan, &options, &progress_tx, supervise_token).await;
+    // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
+    let signals = SuperviseSignals {
+        shutdown: supervise_token,
+        cancel: CancellationToken::new(),
+    };
+    let outcome = supervise(&ports, &plan, &options, &progress_tx, signals).await;
     drop(progress_tx);
     if let Some(renderer) = renderer {
         let _ = renderer.await;
@@ -316,8 +340,10 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     queue.close();
     let _ = worker.await;
     let outcome = match outcome {
-        Ok(outcome) => outcome,
-        Err(SuperviseError::Cancelled) => return Err(CliError::Cancelled),
+        Ok(SuperviseEnd::Decided(outcome)) => *outcome,
+        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
+            return Err(CliError::Cancelled);
+        }
         Err(error) => {
             return Err(CliError::Failed(
                 anyhow::Error::new(error).context(format!("running batch {batch_id}")),
@@ -325,7 +351,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         }
     };
 
-    eprint!("{}", crate::summary::render(&outcome.reduction));
+    eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&outcome.envelope, outcome.exit_code)));
     eprintln!(
         "results: {}",
         args.store.join("batches").join(batch_id.as_str()).display()

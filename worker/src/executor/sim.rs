@@ -77,15 +77,46 @@ impl Executor for SimExecutor {
         // The scenario is read for its assertions only; an unreadable one falls back to generic
         // assertions rather than failing the simulated run.
         let scenario_path = ctx.bundle_dir.join(&ctx.job.scenario_file);
-        let authored = tokio::fs::read_to_string(&scenario_path)
+        let document = tokio::fs::read_to_string(&scenario_path)
             .await
             .ok()
-            .and_then(|text| cowork_schema::load::yaml_to_json(&text, &scenario_path).ok())
-            .and_then(|scenario| authored_assertions(&scenario));
+            .and_then(|text| cowork_schema::load::yaml_to_json(&text, &scenario_path).ok());
+        // A cassette (replay) freezes its scenario under `scenario` (contract §9.1).
+        let scenario = match &document {
+            Some(doc) if ctx.job.command == JobCommand::Replay => doc.get("scenario").cloned(),
+            other => other.clone(),
+        };
+        let authored = scenario.as_ref().and_then(authored_assertions);
         let mut output = run(&ctx.job, authored, &cancel).await;
+        if ctx.job.command == JobCommand::Record
+            && matches!(output.classified, Classified::Completed { .. })
+        {
+            output.artifacts.push(Artifact {
+                name: "cassette.json".to_owned(),
+                source: ArtifactSource::Bytes(sim_cassette(&ctx.job, scenario.as_ref())),
+            });
+        }
         output.run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         output
     }
+}
+
+/// A cassette for a simulated `record` job: the frozen scenario and no events, marked simulated
+/// so it can never pass for a real recording.
+fn sim_cassette(job: &JobSpec, scenario: Option<&Value>) -> Vec<u8> {
+    let mut frozen = scenario.cloned().unwrap_or_else(|| json!({"prompt": ""}));
+    if let Value::Object(map) = &mut frozen {
+        map.insert("name".into(), json!(job.scenario_name));
+    }
+    let cassette = json!({
+        "generator": SIM_GENERATOR,
+        "simulated": true,
+        "cassetteVersion": 12,
+        "scenario": frozen,
+        "events": [],
+        "controlOut": [],
+    });
+    serde_json::to_vec_pretty(&cassette).expect("a JSON value always serializes")
 }
 
 async fn run(

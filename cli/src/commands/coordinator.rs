@@ -1,0 +1,79 @@
+//! `cowork coordinator`: the service — connects to NATS and S3, resumes unfinished batches,
+//! serves the API until SIGTERM or Ctrl-C.
+
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts};
+use cowork_fabric::bundle::UnpackLimits;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::CoordinatorArgs;
+use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
+use crate::fleet_args::read_secret;
+use crate::report::CliError;
+
+/// `cowork coordinator`.
+pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
+    let nats = nats_config(&args.nats)?;
+    let s3 = s3_config(&args.s3)?;
+    let tokens = read_secret("COWORK_API_TOKEN", args.api_token_file.as_deref()).map_err(CliError::usage)?;
+    let api_tokens: Vec<ApiToken> = tokens
+        .map(|text| text.lines().map(str::trim).filter(|line| !line.is_empty()).map(ApiToken::new).collect())
+        .unwrap_or_default();
+    if api_tokens.is_empty() && !args.allow_unauthenticated {
+        return Err(CliError::usage(
+            "the API needs a bearer token: set COWORK_API_TOKEN or --api-token-file (or pass --allow-unauthenticated for local use)",
+        ));
+    }
+    let coordinator_id = args
+        .coordinator_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", cowork_worker::heartbeat::hostname(), std::process::id()));
+    let fabric = connect_nats(&nats).await?;
+    let store = connect_s3(&s3).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
+    let config = CoordinatorConfig {
+        listen: args.listen,
+        coordinator_id: coordinator_id.clone(),
+        api_tokens,
+        allow_unauthenticated: args.allow_unauthenticated,
+        window: args.window.max(1),
+        max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
+        unpack_limits: UnpackLimits::default(),
+        scratch_dir: args.scratch_dir.clone(),
+    };
+    let ports = FleetPorts {
+        queue: Arc::new(fabric.queue.clone()),
+        events: Arc::new(fabric.events.clone()),
+        store: Arc::new(store),
+        batches: Arc::new(fabric.batches.clone()),
+        workers: Arc::new(fabric.workers.clone()),
+    };
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    // Detached on purpose: it lives as long as the process.
+    tokio::spawn(async move {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(error = %error, "cannot watch SIGTERM");
+                return;
+            }
+        };
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        signal.cancel();
+    });
+    let local = listener.local_addr().map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    eprintln!("coordinator {coordinator_id}: listening on http://{local}");
+    cowork_coordinator::server::run(config, ports, listener, shutdown)
+        .await
+        .map_err(|error| CliError::Failed(anyhow!(error).context("running the coordinator")))?;
+    eprintln!("coordinator {coordinator_id}: stopped; unfinished batches resume at the next start");
+    Ok(0)
+}

@@ -1,0 +1,214 @@
+//! The client commands of the distributed mode: `submit`, `status`, `watch`, `cancel`,
+//! `results` and `workers`. Each talks to the coordinator's HTTP API (brief §9).
+
+use anyhow::anyhow;
+use cowork_coordinator::client::{ClientError, CoordinatorClient, WatchEvent};
+use cowork_schema::BatchId;
+use cowork_schema::batch::ExecutorKind;
+use cowork_schema::registry::BatchState;
+use futures::StreamExt;
+
+use crate::args::{ExecutorArg, OutputFormat, SubmitArgs};
+use crate::commands::run::{load_sim_spec, mode_and_target, prepare_batch};
+use crate::fleet_args::{ClientArgs, read_secret};
+use crate::progress::RemoteProgress;
+use crate::report::CliError;
+
+/// A client for the coordinator named by `args`.
+pub fn client(args: &ClientArgs) -> Result<CoordinatorClient, CliError> {
+    let token = read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
+    CoordinatorClient::new(&args.coordinator, token).map_err(|e| CliError::usage(format!("--coordinator: {e}")))
+}
+
+/// Maps a client error to the CLI's: refusals are usage errors (exit 2) listing every problem.
+pub fn client_error(error: ClientError, doing: &str) -> CliError {
+    match error {
+        ClientError::BadRequest { problems, .. } if !problems.is_empty() => CliError::Usage(problems),
+        ClientError::Unauthorized { .. } => CliError::usage(format!(
+            "{doing}: the coordinator refused the API token (set COWORK_API_TOKEN or --token-file)"
+        )),
+        other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
+    }
+}
+
+fn batch_id(text: &str) -> Result<BatchId, CliError> {
+    BatchId::new(text).map_err(|e| CliError::usage(format!("batch id: {e}")))
+}
+
+/// `cowork submit`.
+pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
+    let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
+    let executor = match args.executor {
+        ExecutorArg::Harness => ExecutorKind::Harness,
+        ExecutorArg::Sim => ExecutorKind::Sim,
+    };
+    let sim = load_sim_spec(args.executor, args.seed, args.sim_profile.as_deref())?;
+    let client = client(&args.client)?;
+    let prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
+    let n_jobs = prepared.plan.n_jobs();
+    let response = client
+        .submit(&prepared.spec, prepared.bundle.bytes)
+        .await
+        .map_err(|e| client_error(e, "submitting the batch"))?;
+    eprintln!(
+        "submitted batch {} to {}: {} jobs in {} units (bundle {})",
+        response.batch_id,
+        args.client.coordinator,
+        response.n_jobs.max(n_jobs),
+        response.units,
+        &prepared.spec.bundle_sha256[..12]
+    );
+    if !args.watch {
+        println!("{}", response.batch_id);
+        return Ok(0);
+    }
+    watch_to_end(&client, &response.batch_id, args.output_format, args.quiet).await
+}
+
+/// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
+/// returns the batch's exit code — the same ending as `cowork run`.
+pub async fn watch_to_end(client: &CoordinatorClient, batch: &BatchId, output: OutputFormat, quiet: bool) -> Result<i32, CliError> {
+    let events = client.watch(batch).await.map_err(|e| client_error(e, "watching the batch"))?;
+    let mut events = std::pin::pin!(events);
+    let mut progress = RemoteProgress::new();
+    let mut end = None;
+    while let Some(event) = events.next().await {
+        match event.map_err(|e| client_error(e, "watching the batch"))? {
+            WatchEvent::Progress(snapshot) => {
+                if !quiet {
+                    progress.show(&snapshot, false);
+                }
+            }
+            WatchEvent::End(batch_end) => {
+                end = Some(batch_end);
+                break;
+            }
+        }
+    }
+    if !quiet {
+        if let Ok(status) = client.status(batch).await
+            && let Some(snapshot) = status.progress
+        {
+            progress.show(&snapshot, true);
+        }
+        progress.finish();
+    }
+    let end = end.ok_or_else(|| CliError::Failed(anyhow!("the coordinator closed the watch of batch {batch} before it ended")))?;
+    match end.state {
+        BatchState::Done => {
+            let envelope = client.report(batch).await.map_err(|e| client_error(e, "fetching the batch's envelope"))?;
+            let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
+            eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code)));
+            eprintln!("results: cowork results {batch}");
+            if output == OutputFormat::Json {
+                println!("{}", envelope.to_line());
+            }
+            Ok(exit_code)
+        }
+        BatchState::Cancelled => {
+            eprintln!("batch {batch} was cancelled before it was decided; no verdict");
+            Ok(1)
+        }
+        other => Err(CliError::Failed(anyhow!(
+            "batch {batch} ended in state {}{}",
+            other.as_str(),
+            end.message.map(|m| format!(": {m}")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// `cowork status <batch>`.
+pub async fn status(client_args: &ClientArgs, id: &str, output: OutputFormat) -> Result<i32, CliError> {
+    let client = client(client_args)?;
+    let batch = batch_id(id)?;
+    let status = client.status(&batch).await.map_err(|e| client_error(e, "reading the batch status"))?;
+    if output == OutputFormat::Json {
+        println!("{}", serde_json::to_string(&status).map_err(|e| CliError::Failed(e.into()))?);
+        return Ok(0);
+    }
+    let record = &status.record;
+    println!("batch    {}", record.batch_id);
+    println!("state    {}", record.state.as_str());
+    println!("jobs     {}", record.n_jobs);
+    if let Some(owner) = &record.owner {
+        println!("owner    {owner}");
+    }
+    if let Some(progress) = &status.progress {
+        println!("progress {}", crate::progress::format_line(progress, std::time::Duration::ZERO));
+    }
+    if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
+        println!("verdict  {} (exit {code})", if ok { "PASS" } else { "FAIL" });
+    }
+    Ok(0)
+}
+
+/// `cowork watch <batch>`.
+pub async fn watch(client_args: &ClientArgs, id: &str, output: OutputFormat, quiet: bool) -> Result<i32, CliError> {
+    let client = client(client_args)?;
+    watch_to_end(&client, &batch_id(id)?, output, quiet).await
+}
+
+/// `cowork cancel <batch>`.
+pub async fn cancel(client_args: &ClientArgs, id: &str) -> Result<i32, CliError> {
+    let client = client(client_args)?;
+    let record = client.cancel(&batch_id(id)?).await.map_err(|e| client_error(e, "cancelling the batch"))?;
+    eprintln!(
+        "batch {}: {} — admission stopped; running jobs finish and are reported as discarded",
+        record.batch_id,
+        record.state.as_str()
+    );
+    Ok(0)
+}
+
+/// `cowork results <batch>`: the envelope on stdout, the summary on stderr; `--download DIR`
+/// also writes `envelope.json` and `rollup.json` there.
+pub async fn results(client_args: &ClientArgs, id: &str, download: Option<&std::path::Path>) -> Result<i32, CliError> {
+    let client = client(client_args)?;
+    let batch = batch_id(id)?;
+    let envelope = client.report(&batch).await.map_err(|e| client_error(e, "fetching the batch's envelope"))?;
+    let status = client.status(&batch).await.map_err(|e| client_error(e, "reading the batch status"))?;
+    let exit_code = status.record.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
+    eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code)));
+    if let Some(dir) = download {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", dir.display())))?;
+        let mut line = envelope.to_line();
+        line.push('\n');
+        std::fs::write(dir.join("envelope.json"), line).map_err(|e| CliError::Failed(e.into()))?;
+        if let Some(rollup) = &status.rollup {
+            let mut bytes = serde_json::to_vec_pretty(rollup).map_err(|e| CliError::Failed(e.into()))?;
+            bytes.push(b'\n');
+            std::fs::write(dir.join("rollup.json"), bytes).map_err(|e| CliError::Failed(e.into()))?;
+        }
+        eprintln!("downloaded envelope.json and rollup.json to {}", dir.display());
+    }
+    println!("{}", envelope.to_line());
+    Ok(exit_code)
+}
+
+/// `cowork workers`: the live fleet.
+pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i32, CliError> {
+    let client = client(client_args)?;
+    let workers = client.workers().await.map_err(|e| client_error(e, "listing workers"))?;
+    if output == OutputFormat::Json {
+        println!("{}", serde_json::to_string(&workers).map_err(|e| CliError::Failed(e.into()))?);
+        return Ok(0);
+    }
+    println!("{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}", "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished");
+    for worker in &workers {
+        let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
+        println!(
+            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}",
+            worker.worker_id,
+            tiers.join(","),
+            worker.slots,
+            worker.busy,
+            worker.executor,
+            worker.harness_version.as_deref().unwrap_or("-"),
+            format!("{}/{}", worker.os, worker.arch),
+            worker.jobs_finished,
+            if worker.draining { "  draining" } else { "" }
+        );
+    }
+    eprintln!("{} worker(s)", workers.len());
+    Ok(0)
+}

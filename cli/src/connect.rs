@@ -1,0 +1,87 @@
+//! The second stage of argument handling (style rule 11): flags, environment and secret files
+//! become the fabric's configs, and the configs become connected ports.
+
+use anyhow::{Context, anyhow};
+use cowork_fabric::nats::config::parse_duration;
+use cowork_fabric::nats::{NatsConfig, NatsFabric};
+use cowork_fabric::s3::{S3ArtifactStore, S3Config};
+use cowork_fabric::secret::Secret;
+use cowork_schema::job::Tier;
+
+use crate::fleet_args::{NatsArgs, S3Args, read_secret};
+use crate::report::CliError;
+
+/// The NATS config from flags and environment; every problem is listed.
+pub fn nats_config(args: &NatsArgs) -> Result<NatsConfig, CliError> {
+    let mut problems = Vec::new();
+    let mut config = NatsConfig::new(&args.nats_url);
+    config.user = args.nats_user.clone();
+    match read_secret("COWORK_NATS_PASSWORD", args.nats_password_file.as_deref()) {
+        Ok(password) => config.password = password.map(Secret::new),
+        Err(problem) => problems.push(problem),
+    }
+    match read_secret("COWORK_NATS_TOKEN", args.nats_token_file.as_deref()) {
+        Ok(token) => config.token = token.map(Secret::new),
+        Err(problem) => problems.push(problem),
+    }
+    config.creds_file = args.nats_creds.clone();
+    config.tls_ca_file = args.nats_tls_ca.clone();
+    config.tls_required = args.nats_tls_required;
+    match parse_duration(&args.ack_wait) {
+        Ok(ack_wait) => config.ack_wait = ack_wait,
+        Err(problem) => problems.push(format!("--ack-wait: {problem}")),
+    }
+    config.max_deliver = args.max_deliver;
+    for entry in &args.tier_cap {
+        let parsed = entry.split_once('=').and_then(|(tier, cap)| Some((Tier::parse(tier.trim())?, cap.trim().parse::<i64>().ok()?)));
+        match parsed {
+            Some((tier, cap)) if cap >= 1 => {
+                config.tier_caps.insert(tier, cap);
+            }
+            _ => problems.push(format!(
+                "--tier-cap: expected <tier>=<n> with tier one of container, hostloop, microvm, protocol, replay and n >= 1, got {entry:?}"
+            )),
+        }
+    }
+    if let Err(invalid) = config.validate() {
+        problems.extend(invalid.iter().map(ToString::to_string));
+    }
+    if problems.is_empty() { Ok(config) } else { Err(CliError::Usage(problems)) }
+}
+
+/// The S3 config from flags and environment; every problem is listed.
+pub fn s3_config(args: &S3Args) -> Result<S3Config, CliError> {
+    let secret = match read_secret("COWORK_S3_SECRET_ACCESS_KEY", args.s3_secret_access_key_file.as_deref()) {
+        Ok(Some(secret)) => secret,
+        Ok(None) => {
+            return Err(CliError::usage(
+                "the S3 secret access key is missing: set COWORK_S3_SECRET_ACCESS_KEY or --s3-secret-access-key-file",
+            ));
+        }
+        Err(problem) => return Err(CliError::usage(problem)),
+    };
+    let mut config = S3Config::new(args.s3_bucket.clone(), args.s3_access_key_id.clone(), Secret::new(secret));
+    config.endpoint = args.s3_endpoint.clone();
+    config.region = args.s3_region.clone();
+    config.prefix = args.s3_prefix.clone();
+    config.create_bucket = args.s3_create_bucket;
+    config.path_style = !args.s3_virtual_hosted;
+    config.ca_file = args.s3_ca_file.clone();
+    let problems = config.validate();
+    if problems.is_empty() { Ok(config) } else { Err(CliError::Usage(problems)) }
+}
+
+/// Connects to NATS (creating or checking streams, consumers and buckets).
+pub async fn connect_nats(config: &NatsConfig) -> Result<NatsFabric, CliError> {
+    cowork_fabric::nats::connect(config)
+        .await
+        .map_err(|error| CliError::Failed(anyhow!(error).context(format!("connecting to NATS at {}", config.url))))
+}
+
+/// Connects to the S3 store (creating the bucket when asked).
+pub async fn connect_s3(config: &S3Config) -> Result<S3ArtifactStore, CliError> {
+    S3ArtifactStore::connect(config)
+        .await
+        .with_context(|| format!("connecting to the S3 bucket {}", config.bucket))
+        .map_err(CliError::Failed)
+}
