@@ -27,6 +27,8 @@ pub struct Cli {
     pub log: String,
 }
 
+// Parsed once at start-up; boxing every variant would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a batch in this process: embedded queue, local store under --store, N slots.
@@ -297,7 +299,11 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
     pub max_bundle_mib: u64,
     /// Where submitted bundles are unpacked while they are validated.
-    #[arg(long, env = "COWORK_SCRATCH_DIR", default_value = ".cowork-coordinator/scratch")]
+    #[arg(
+        long,
+        env = "COWORK_SCRATCH_DIR",
+        default_value = ".cowork-coordinator/scratch"
+    )]
     pub scratch_dir: PathBuf,
     /// Id of this replica (default <hostname>-<pid>).
     #[arg(long, env = "COWORK_COORDINATOR_ID")]
@@ -312,7 +318,12 @@ pub struct WorkerArgs {
     pub s3: crate::fleet_args::S3Args,
     /// Tiers this worker serves (it never pulls others): container, hostloop, microvm, protocol,
     /// replay.
-    #[arg(long, env = "COWORK_TIERS", value_delimiter = ',', default_value = "container")]
+    #[arg(
+        long,
+        env = "COWORK_TIERS",
+        value_delimiter = ',',
+        default_value = "container"
+    )]
     pub tiers: Vec<String>,
     /// Jobs run at once on this worker (the harness CLI's own local cap is 8).
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -371,6 +382,8 @@ pub struct BenchArgs {
     pub what: BenchWhat,
 }
 
+// Parsed once at start-up.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Plan a matrix × repeat batch of about --jobs jobs and iterate every job spec.
@@ -382,5 +395,31 @@ pub enum BenchWhat {
     Fold {
         #[arg(long, default_value_t = 1_000_000)]
         outcomes: u64,
+    },
+    /// Raw JetStream baseline: publish with acks, pull and ack --messages small messages.
+    Jetstream {
+        /// NATS server URL.
+        #[arg(long, env = "COWORK_NATS_URL")]
+        nats_url: String,
+        #[arg(long, default_value_t = 20_000)]
+        messages: u64,
+    },
+    /// The fleet end to end: an in-process coordinator and --workers workers (each with its own
+    /// NATS and S3 connections, zero-duration sim executor) run a --jobs batch submitted over HTTP.
+    Fleet {
+        #[command(flatten)]
+        nats: crate::fleet_args::NatsArgs,
+        #[command(flatten)]
+        s3: crate::fleet_args::S3Args,
+        #[arg(long, default_value_t = 20_000)]
+        jobs: u64,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// Slots per worker.
+        #[arg(long, default_value_t = 8)]
+        slots: usize,
+        /// Admission window of the batch.
+        #[arg(long, default_value_t = 512)]
+        window: usize,
     },
 }

@@ -33,7 +33,9 @@ pub fn nats_config(args: &NatsArgs) -> Result<NatsConfig, CliError> {
     }
     config.max_deliver = args.max_deliver;
     for entry in &args.tier_cap {
-        let parsed = entry.split_once('=').and_then(|(tier, cap)| Some((Tier::parse(tier.trim())?, cap.trim().parse::<i64>().ok()?)));
+        let parsed = entry.split_once('=').and_then(|(tier, cap)| {
+            Some((Tier::parse(tier.trim())?, cap.trim().parse::<i64>().ok()?))
+        });
         match parsed {
             Some((tier, cap)) if cap >= 1 => {
                 config.tier_caps.insert(tier, cap);
@@ -46,12 +48,19 @@ pub fn nats_config(args: &NatsArgs) -> Result<NatsConfig, CliError> {
     if let Err(invalid) = config.validate() {
         problems.extend(invalid.iter().map(ToString::to_string));
     }
-    if problems.is_empty() { Ok(config) } else { Err(CliError::Usage(problems)) }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(CliError::Usage(problems))
+    }
 }
 
 /// The S3 config from flags and environment; every problem is listed.
 pub fn s3_config(args: &S3Args) -> Result<S3Config, CliError> {
-    let secret = match read_secret("COWORK_S3_SECRET_ACCESS_KEY", args.s3_secret_access_key_file.as_deref()) {
+    let secret = match read_secret(
+        "COWORK_S3_SECRET_ACCESS_KEY",
+        args.s3_secret_access_key_file.as_deref(),
+    ) {
         Ok(Some(secret)) => secret,
         Ok(None) => {
             return Err(CliError::usage(
@@ -60,7 +69,11 @@ pub fn s3_config(args: &S3Args) -> Result<S3Config, CliError> {
         }
         Err(problem) => return Err(CliError::usage(problem)),
     };
-    let mut config = S3Config::new(args.s3_bucket.clone(), args.s3_access_key_id.clone(), Secret::new(secret));
+    let mut config = S3Config::new(
+        args.s3_bucket.clone(),
+        args.s3_access_key_id.clone(),
+        Secret::new(secret),
+    );
     config.endpoint = args.s3_endpoint.clone();
     config.region = args.s3_region.clone();
     config.prefix = args.s3_prefix.clone();
@@ -68,14 +81,18 @@ pub fn s3_config(args: &S3Args) -> Result<S3Config, CliError> {
     config.path_style = !args.s3_virtual_hosted;
     config.ca_file = args.s3_ca_file.clone();
     let problems = config.validate();
-    if problems.is_empty() { Ok(config) } else { Err(CliError::Usage(problems)) }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(CliError::Usage(problems))
+    }
 }
 
 /// Connects to NATS (creating or checking streams, consumers and buckets).
 pub async fn connect_nats(config: &NatsConfig) -> Result<NatsFabric, CliError> {
-    cowork_fabric::nats::connect(config)
-        .await
-        .map_err(|error| CliError::Failed(anyhow!(error).context(format!("connecting to NATS at {}", config.url))))
+    cowork_fabric::nats::connect(config).await.map_err(|error| {
+        CliError::Failed(anyhow!(error).context(format!("connecting to NATS at {}", config.url)))
+    })
 }
 
 /// Connects to the S3 store (creating the bucket when asked).

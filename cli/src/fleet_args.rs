@@ -31,14 +31,29 @@ pub struct NatsArgs {
     #[arg(long, env = "COWORK_NATS_TLS_REQUIRED")]
     pub nats_tls_required: bool,
     /// Ack deadline of a delivered job (workers renew it every third), e.g. 60s.
-    #[arg(long, env = "COWORK_ACK_WAIT", value_name = "DURATION", default_value = "60s")]
+    #[arg(
+        long,
+        env = "COWORK_ACK_WAIT",
+        value_name = "DURATION",
+        default_value = "60s"
+    )]
     pub ack_wait: String,
     /// Deliveries of one job before an infrastructure failure is final.
-    #[arg(long, env = "COWORK_MAX_DELIVER", value_name = "N", default_value_t = 5)]
+    #[arg(
+        long,
+        env = "COWORK_MAX_DELIVER",
+        value_name = "N",
+        default_value_t = 5
+    )]
     pub max_deliver: i64,
     /// Fleet-wide in-flight cap of a tier (its consumer's max_ack_pending), e.g.
     /// `container=200,microvm=8`; unlisted tiers get 1000.
-    #[arg(long, env = "COWORK_TIER_CAPS", value_name = "TIER=N,…", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "COWORK_TIER_CAPS",
+        value_name = "TIER=N,…",
+        value_delimiter = ','
+    )]
     pub tier_cap: Vec<String>,
 }
 
@@ -52,7 +67,12 @@ pub struct S3Args {
     #[arg(long, env = "COWORK_S3_BUCKET", value_name = "BUCKET")]
     pub s3_bucket: String,
     /// Signing region.
-    #[arg(long, env = "COWORK_S3_REGION", value_name = "REGION", default_value = "us-east-1")]
+    #[arg(
+        long,
+        env = "COWORK_S3_REGION",
+        value_name = "REGION",
+        default_value = "us-east-1"
+    )]
     pub s3_region: String,
     /// Key prefix inside the bucket.
     #[arg(long, env = "COWORK_S3_PREFIX", value_name = "PREFIX")]
@@ -79,7 +99,12 @@ pub struct S3Args {
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
     /// Coordinator base URL.
-    #[arg(long, env = "COWORK_COORDINATOR", value_name = "URL", default_value = "http://127.0.0.1:8700")]
+    #[arg(
+        long,
+        env = "COWORK_COORDINATOR",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8700"
+    )]
     pub coordinator: String,
     /// File holding the API bearer token (or set COWORK_API_TOKEN).
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
@@ -87,9 +112,13 @@ pub struct ClientArgs {
 }
 
 /// Reads a secret from `$env_var` or from `file`; `None` when neither is set.
-pub fn read_secret(env_var: &str, file: Option<&std::path::Path>) -> Result<Option<String>, String> {
+pub fn read_secret(
+    env_var: &str,
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>, String> {
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read secret file: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read secret file: {e}", path.display()))?;
         let value = text.trim().to_owned();
         if value.is_empty() {
             return Err(format!("{}: secret file is empty", path.display()));

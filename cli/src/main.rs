@@ -31,21 +31,25 @@ fn main() -> ExitCode {
     // With `--output-format json`, a failure still prints an error envelope on stdout (contract
     // §7.2), so scripts that parse stdout always get one JSON line.
     let json_command = match &cli.command {
-        Command::Run(args) if args.output_format == args::OutputFormat::Json => Some(if args.mode.replay.is_some() {
-            "replay"
-        } else if args.mode.record {
-            "record"
-        } else {
-            "run"
-        }),
+        Command::Run(args) if args.output_format == args::OutputFormat::Json => {
+            Some(if args.mode.replay.is_some() {
+                "replay"
+            } else if args.mode.record {
+                "record"
+            } else {
+                "run"
+            })
+        }
         Command::Rollup(args) if args.output_format == args::OutputFormat::Json => Some("run"),
-        Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => Some(if args.mode.replay.is_some() {
-            "replay"
-        } else if args.mode.record {
-            "record"
-        } else {
-            "run"
-        }),
+        Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => {
+            Some(if args.mode.replay.is_some() {
+                "replay"
+            } else if args.mode.record {
+                "record"
+            } else {
+                "run"
+            })
+        }
         _ => None,
     };
     let result = runtime.block_on(async {
@@ -55,12 +59,21 @@ fn main() -> ExitCode {
             Command::Worker(args) => commands::worker::run(*args).await,
             Command::Coordinator(args) => commands::coordinator::run(*args).await,
             Command::Submit(args) => commands::remote::submit(*args).await,
-            Command::Status(args) => commands::remote::status(&args.client, &args.batch, args.output_format).await,
-            Command::Watch(args) => commands::remote::watch(&args.client, &args.batch, args.output_format, args.quiet).await,
+            Command::Status(args) => {
+                commands::remote::status(&args.client, &args.batch, args.output_format).await
+            }
+            Command::Watch(args) => {
+                commands::remote::watch(&args.client, &args.batch, args.output_format, args.quiet)
+                    .await
+            }
             Command::Cancel(args) => commands::remote::cancel(&args.client, &args.batch).await,
-            Command::Results(args) => commands::remote::results(&args.client, &args.batch, args.download.as_deref()).await,
-            Command::Workers(args) => commands::remote::workers(&args.client, args.output_format).await,
-            Command::Bench(args) => commands::bench::run(args),
+            Command::Results(args) => {
+                commands::remote::results(&args.client, &args.batch, args.download.as_deref()).await
+            }
+            Command::Workers(args) => {
+                commands::remote::workers(&args.client, args.output_format).await
+            }
+            Command::Bench(args) => commands::bench::run(args).await,
         }
     });
     report::exit_code(result, json_command)

@@ -25,7 +25,10 @@ pub async fn render(mut updates: watch::Receiver<BatchProgress>, started: Instan
         if last_draw.is_some_and(|at| at.elapsed() < min_gap) {
             continue;
         }
-        let line = format_line(&updates.borrow_and_update().to_snapshot(), started.elapsed());
+        let line = format_line(
+            &updates.borrow_and_update().to_snapshot(),
+            started.elapsed(),
+        );
         if line != last_line {
             draw(&line, tty);
             last_line = line;
@@ -52,12 +55,21 @@ pub struct RemoteProgress {
 
 impl RemoteProgress {
     pub fn new() -> RemoteProgress {
-        RemoteProgress { tty: std::io::stderr().is_terminal(), started: Instant::now(), last_draw: None, last_line: String::new() }
+        RemoteProgress {
+            tty: std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            last_draw: None,
+            last_line: String::new(),
+        }
     }
 
     /// Shows `snapshot` unless a line was drawn too recently (`force` draws anyway).
     pub fn show(&mut self, snapshot: &ProgressSnapshot, force: bool) {
-        let min_gap = if self.tty { Duration::from_millis(100) } else { Duration::from_secs(5) };
+        let min_gap = if self.tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
+        };
         if !force && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
             return;
         }

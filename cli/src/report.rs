@@ -29,7 +29,11 @@ impl CliError {
 /// The error envelope of contract §7.2 for a command that failed before it had results.
 fn error_envelope(command: &str, category: &str, message: String) -> String {
     let mut envelope = cowork_schema::envelope::Envelope::new("unknown", command);
-    envelope.error = Some(cowork_schema::envelope::EnvelopeError { category: category.to_owned(), message, hint: None });
+    envelope.error = Some(cowork_schema::envelope::EnvelopeError {
+        category: category.to_owned(),
+        message,
+        hint: None,
+    });
     envelope.to_line()
 }
 

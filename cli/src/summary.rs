@@ -3,8 +3,8 @@
 
 use cowork_coordinator::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
 use cowork_schema::envelope::Envelope;
-use serde_json::Value;
 use cowork_schema::rollup::RepeatRollup;
+use serde_json::Value;
 
 /// One row of the table.
 struct Row {
@@ -66,11 +66,24 @@ impl<'a> Summary<'a> {
     pub fn new(envelope: &'a Envelope, exit_code: i32) -> Summary<'a> {
         let fleet = &envelope.fleet;
         let judging = Judging {
-            min_pass_rate: fleet.get("minPassRate").and_then(Value::as_f64).unwrap_or(1.0),
-            allow_budget_stop: fleet.get("allowBudgetStop").and_then(Value::as_bool).unwrap_or(false),
-            allow_truncated_matrix: fleet.get("allowTruncatedMatrix").and_then(Value::as_bool).unwrap_or(false),
+            min_pass_rate: fleet
+                .get("minPassRate")
+                .and_then(Value::as_f64)
+                .unwrap_or(1.0),
+            allow_budget_stop: fleet
+                .get("allowBudgetStop")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            allow_truncated_matrix: fleet
+                .get("allowTruncatedMatrix")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
-        Summary { envelope, judging, exit_code }
+        Summary {
+            envelope,
+            judging,
+            exit_code,
+        }
     }
 }
 
@@ -103,7 +116,11 @@ pub fn render(summary: &Summary<'_>) -> String {
             rows.push(Row {
                 unit,
                 runs: "1".into(),
-                pass_rate: if cell.pass { "100%".into() } else { "0%".into() },
+                pass_rate: if cell.pass {
+                    "100%".into()
+                } else {
+                    "0%".into()
+                },
                 verdict: if cell.pass {
                     "PASS".into()
                 } else {
@@ -115,7 +132,11 @@ pub fn render(summary: &Summary<'_>) -> String {
     } else {
         for result in results {
             let pass = result.pointer("/verdict/pass") == Some(&Value::Bool(true));
-            let unit = result.get("scenario").and_then(Value::as_str).unwrap_or("(unnamed)").to_owned();
+            let unit = result
+                .get("scenario")
+                .and_then(Value::as_str)
+                .unwrap_or("(unnamed)")
+                .to_owned();
             rows.push(Row {
                 unit,
                 runs: "1".into(),
@@ -166,16 +187,36 @@ pub fn render(summary: &Summary<'_>) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    let discarded = envelope.fleet.get("discarded").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let discarded = envelope
+        .fleet
+        .get("discarded")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     if !discarded.is_empty() {
         // Folding from 0.0 keeps an all-unpriced list at `$0.0000`, not `-0`.
-        let spend = discarded.iter().filter_map(|d| d.get("costUsd").and_then(Value::as_f64)).fold(0.0, |sum, cost| sum + cost);
-        out.push_str(&format!("discarded {} run(s) after an early stop (spend ${spend:.4}, not folded)\n", discarded.len()));
+        let spend = discarded
+            .iter()
+            .filter_map(|d| d.get("costUsd").and_then(Value::as_f64))
+            .fold(0.0, |sum, cost| sum + cost);
+        out.push_str(&format!(
+            "discarded {} run(s) after an early stop (spend ${spend:.4}, not folded)\n",
+            discarded.len()
+        ));
     }
-    let simulated = results.iter().filter(|r| r.get("simulated") == Some(&Value::Bool(true))).count();
+    let simulated = results
+        .iter()
+        .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
+        .count();
     if simulated > 0 {
-        out.push_str(&format!("SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"));
+        out.push_str(&format!(
+            "SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"
+        ));
     }
-    out.push_str(&format!("verdict: {} (exit {})\n", if envelope.ok { "PASS" } else { "FAIL" }, summary.exit_code));
+    out.push_str(&format!(
+        "verdict: {} (exit {})\n",
+        if envelope.ok { "PASS" } else { "FAIL" },
+        summary.exit_code
+    ));
     out
 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::{
-    ArtifactError, ArtifactStore, BatchRegistry, EventLog, JobQueue, RegistryError, WorkerRegistry,
+    ArtifactError, ArtifactStore, BatchRegistry, EventLog, JobQueue, PutOutcome, RegistryError,
+    WorkerRegistry,
 };
 use cowork_schema::BatchId;
 use cowork_schema::api::BatchEnd;
@@ -307,14 +308,22 @@ impl Service {
             serde_json::to_vec_pretty(&stored).expect("a stored batch always serializes");
         spec_json.push(b'\n');
         let spec_sha256 = cowork_fabric::sha256_hex(&spec_json);
-        self.ports
+        // Create-if-absent: a batch id that collides with an existing batch (two submits in
+        // the same second drawing the same suffix) must fail, never replace that batch's spec.
+        let created = self
+            .ports
             .store
-            .put(&spec_key, spec_json)
+            .put_if_absent(&spec_key, spec_json)
             .await
             .map_err(|source| AcceptError::Store {
                 key: spec_key.clone(),
                 source,
             })?;
+        if created == PutOutcome::AlreadyExists {
+            return Err(AcceptError::IdTaken {
+                batch_id: batch_id.to_string(),
+            });
+        }
         let now = now_ms();
         let record = BatchRecord {
             batch_id: batch_id.clone(),
@@ -616,6 +625,20 @@ pub(crate) enum AcceptError {
         #[source]
         source: RegistryError,
     },
+    /// The drawn batch id is already in use; submitting again draws another.
+    #[error("batch id {batch_id} is already in use")]
+    IdTaken { batch_id: String },
+}
+
+impl AcceptError {
+    /// `true` when submitting the same batch again may succeed.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            AcceptError::Store { source, .. } => source.is_transient(),
+            AcceptError::Registry { source, .. } => source.is_transient(),
+            AcceptError::IdTaken { .. } => true,
+        }
+    }
 }
 
 /// Why a cancel was refused.

@@ -515,7 +515,11 @@ pub async fn supervise(
         .discarded
         .iter()
         .map(|job| {
-            let job_id = JobId::new(&plan.batch_id, unit_ref(summary.kind, job.unit), job.repeat_index);
+            let job_id = JobId::new(
+                &plan.batch_id,
+                unit_ref(summary.kind, job.unit),
+                job.repeat_index,
+            );
             let mut entry = json!({ "job": job_id.as_str(), "completed": job.completed });
             if let Some(cost) = job.cost_usd {
                 entry["costUsd"] = cowork_schema::json_number::to_value(cost);
@@ -618,32 +622,49 @@ pub async fn collect_results(
     kind: PlanKindName,
     reduction: &BatchReduction,
 ) -> Result<Vec<Value>, SuperviseError> {
+    use futures::StreamExt;
+    // Reads overlap: a large batch holds thousands of results and each read is a round trip to
+    // the store. `buffered` keeps the results in the reduction's order (choice C3).
+    const PARALLEL_READS: usize = 32;
+    let keys: Vec<String> = reduction
+        .results
+        .iter()
+        .map(|(unit_idx, repeat_index)| {
+            let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
+            format!(
+                "batches/{batch_id}/jobs/{}/result.json",
+                job_id.local_part()
+            )
+        })
+        .collect();
+    let reads = keys.into_iter().map(|key| {
+        async move {
+            let bytes = store
+                .get(&key)
+                .await
+                .map_err(|source| SuperviseError::Store {
+                    key: key.clone(),
+                    source,
+                })?;
+            let value: Value =
+                serde_json::from_slice(&bytes).map_err(|e| SuperviseError::BadResult {
+                    key: key.clone(),
+                    message: e.to_string(),
+                })?;
+            let view =
+                view_with_rederived_verdict(&value).map_err(|e| SuperviseError::BadResult {
+                    key: key.clone(),
+                    message: e.to_string(),
+                })?;
+            // A legacy result without a persisted verdict gets the re-derived one (contract §3.7).
+            let value = with_rederived_verdict(value, Lane::Live);
+            Ok::<Value, SuperviseError>(decorate_result(value, &view))
+        }
+    });
+    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
     let mut results = Vec::with_capacity(reduction.results.len());
-    for (unit_idx, repeat_index) in &reduction.results {
-        let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
-        let key = format!(
-            "batches/{batch_id}/jobs/{}/result.json",
-            job_id.local_part()
-        );
-        let bytes = store
-            .get(&key)
-            .await
-            .map_err(|source| SuperviseError::Store {
-                key: key.clone(),
-                source,
-            })?;
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|e| SuperviseError::BadResult {
-                key: key.clone(),
-                message: e.to_string(),
-            })?;
-        let view = view_with_rederived_verdict(&value).map_err(|e| SuperviseError::BadResult {
-            key: key.clone(),
-            message: e.to_string(),
-        })?;
-        // A legacy result without a persisted verdict gets the re-derived one (contract §3.7).
-        let value = with_rederived_verdict(value, Lane::Live);
-        results.push(decorate_result(value, &view));
+    while let Some(result) = stream.next().await {
+        results.push(result?);
     }
     Ok(results)
 }

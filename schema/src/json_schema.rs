@@ -19,6 +19,31 @@ pub fn documents() -> Vec<(&'static str, String)> {
             "envelope.schema.json",
             render::<crate::envelope::Envelope>(),
         ),
+        (
+            "batch-record.schema.json",
+            render::<crate::registry::BatchRecord>(),
+        ),
+        (
+            "worker.schema.json",
+            render::<crate::registry::WorkerInfo>(),
+        ),
+        (
+            "api-submit-response.schema.json",
+            render::<crate::api::SubmitResponse>(),
+        ),
+        (
+            "api-batch-status.schema.json",
+            render::<crate::api::BatchStatus>(),
+        ),
+        (
+            "api-batch-end.schema.json",
+            render::<crate::api::BatchEnd>(),
+        ),
+        (
+            "api-progress.schema.json",
+            render::<crate::api::ProgressSnapshot>(),
+        ),
+        ("api-error.schema.json", render::<crate::api::ApiError>()),
     ]
 }
 

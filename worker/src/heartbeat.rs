@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cowork_fabric::WorkerRegistry;
-use cowork_schema::registry::WorkerInfo;
 use cowork_schema::job::Tier;
+use cowork_schema::registry::WorkerInfo;
 use tokio_util::sync::CancellationToken;
 
 use crate::job_loop::WorkerStats;
@@ -25,11 +25,18 @@ pub struct WorkerIdentity {
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// One heartbeat record from the identity and the live counters.
-pub fn worker_info(identity: &WorkerIdentity, stats: &WorkerStats, started_at_ms: u64, draining: bool) -> WorkerInfo {
+pub fn worker_info(
+    identity: &WorkerIdentity,
+    stats: &WorkerStats,
+    started_at_ms: u64,
+    draining: bool,
+) -> WorkerInfo {
     WorkerInfo {
         worker_id: identity.worker_id.clone(),
         tiers: identity.tiers.clone(),

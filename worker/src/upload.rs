@@ -42,7 +42,8 @@ pub async fn put_with_retry(
     }
 }
 
-/// Uploads every artifact of a job, in order, and returns their references.
+/// Uploads every artifact of a job and returns their references in the artifacts' order. The
+/// uploads overlap: each is a round trip to the store, and a job has several.
 pub async fn upload_artifacts(
     store: &dyn ArtifactStore,
     job: &JobId,
@@ -50,8 +51,7 @@ pub async fn upload_artifacts(
     backoff: Backoff,
     give_up: &CancellationToken,
 ) -> Result<Vec<ArtifactRef>, ArtifactError> {
-    let mut stored = Vec::with_capacity(artifacts.len());
-    for artifact in artifacts {
+    let uploads = artifacts.iter().map(|artifact| async move {
         let key = job_key(job, &artifact.name);
         let bytes = match &artifact.source {
             ArtifactSource::Bytes(bytes) => bytes.clone(),
@@ -64,9 +64,9 @@ pub async fn upload_artifacts(
                     })?
             }
         };
-        stored.push(put_with_retry(store, &key, bytes, backoff, give_up).await?);
-    }
-    Ok(stored)
+        put_with_retry(store, &key, bytes, backoff, give_up).await
+    });
+    futures::future::try_join_all(uploads).await
 }
 
 #[cfg(test)]

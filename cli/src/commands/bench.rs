@@ -32,11 +32,205 @@ fn shape_for(n_jobs: u64) -> (u32, u32) {
     (cells, repeat)
 }
 
-pub fn run(args: BenchArgs) -> Result<i32, CliError> {
+pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
     match args.what {
         BenchWhat::Plan { jobs } => bench_plan(jobs),
         BenchWhat::Fold { outcomes } => bench_fold(outcomes),
+        BenchWhat::Jetstream { nats_url, messages } => {
+            let rates = cowork_fabric::nats::bench::raw_jetstream(&nats_url, messages)
+                .await
+                .map_err(|e| {
+                    CliError::Failed(anyhow::anyhow!(e).context("raw jetstream benchmark"))
+                })?;
+            println!(
+                "jetstream: {} messages; publish+ack {:.0}/s, pull+ack {:.0}/s, whole cycle {:.0} msg/s",
+                rates.messages, rates.publish_per_s, rates.pull_ack_per_s, rates.cycle_per_s
+            );
+            Ok(0)
+        }
+        BenchWhat::Fleet {
+            nats,
+            s3,
+            jobs,
+            workers,
+            slots,
+            window,
+        } => {
+            bench_fleet(FleetBench {
+                nats,
+                s3,
+                jobs,
+                workers,
+                slots,
+                window,
+            })
+            .await
+        }
     }
+}
+
+/// Settings of the fleet benchmark.
+struct FleetBench {
+    nats: crate::fleet_args::NatsArgs,
+    s3: crate::fleet_args::S3Args,
+    jobs: u64,
+    workers: usize,
+    slots: usize,
+    window: usize,
+}
+
+async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
+    use std::sync::Arc;
+
+    use cowork_coordinator::client::{CoordinatorClient, WatchEvent};
+    use cowork_coordinator::server::{CoordinatorConfig, FleetPorts};
+    use cowork_fabric::bundle::UnpackLimits;
+    use futures::StreamExt;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
+
+    let nats = nats_config(&bench.nats)?;
+    let s3 = s3_config(&bench.s3)?;
+    let scratch = std::env::temp_dir().join(format!("cowork-bench-fleet-{}", std::process::id()));
+    let shutdown = CancellationToken::new();
+    let fabric = connect_nats(&nats).await?;
+    let store = connect_s3(&s3).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| CliError::Failed(e.into()))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| CliError::Failed(e.into()))?;
+    let config = CoordinatorConfig {
+        listen: address,
+        coordinator_id: "bench-coordinator".into(),
+        api_tokens: Vec::new(),
+        allow_unauthenticated: true,
+        window: bench.window,
+        max_bundle_bytes: 64 * 1024 * 1024,
+        unpack_limits: UnpackLimits::default(),
+        scratch_dir: scratch.join("coordinator"),
+    };
+    let ports = FleetPorts {
+        queue: Arc::new(fabric.queue.clone()),
+        events: Arc::new(fabric.events.clone()),
+        store: Arc::new(store),
+        batches: Arc::new(fabric.batches.clone()),
+        workers: Arc::new(fabric.workers.clone()),
+    };
+    let server = tokio::spawn(cowork_coordinator::server::run(
+        config,
+        ports,
+        listener,
+        shutdown.clone(),
+    ));
+    let mut worker_tasks = Vec::new();
+    for index in 0..bench.workers {
+        // Each worker has its own connections, as separate processes would.
+        let worker_fabric = connect_nats(&nats).await?;
+        let worker_store = connect_s3(&s3).await?;
+        let config = cowork_worker::WorkerConfig {
+            worker_id: format!("bench-w{index}"),
+            tiers: vec![cowork_schema::job::Tier::Container],
+            slots: bench.slots,
+            ack_wait: nats.ack_wait,
+            max_deliver: 5,
+            cache_dir: scratch.join(format!("w{index}/cache")),
+            work_dir: scratch.join(format!("w{index}/work")),
+            keep_work_dirs: false,
+            unpack_limits: UnpackLimits::default(),
+            backoff: cowork_worker::retry::Backoff::default(),
+        };
+        let ports = cowork_worker::WorkerPorts {
+            queue: Arc::new(worker_fabric.queue.clone()),
+            events: Arc::new(worker_fabric.events.clone()),
+            store: Arc::new(worker_store),
+            executor: Arc::new(cowork_worker::executor::sim::SimExecutor::new()),
+        };
+        worker_tasks.push(tokio::spawn(cowork_worker::run(
+            config,
+            ports,
+            Arc::new(cowork_worker::WorkerStats::default()),
+            shutdown.clone(),
+        )));
+    }
+
+    let repeat = (bench.jobs / 2)
+        .clamp(2, u64::from(cowork_schema::batch::REPEAT_MAX))
+        .to_string();
+    let batch_args = crate::args::BatchArgs {
+        repeat: Some(repeat),
+        matrix: None,
+        min_pass_rate: None,
+        stop_on_diverge: false,
+        max_budget_usd: None,
+        allow_budget_stop: false,
+        max_cells: None,
+        allow_truncated_matrix: false,
+        concurrency: None,
+        ablate_skill: false,
+        on_unanswered: None,
+        decider_model: None,
+        decider_dir: None,
+        decider_cmd: None,
+        label: None,
+        job_timeout: None,
+        bundle_root: None,
+    };
+    let sim = Some(cowork_schema::batch::SimSpec {
+        seed: 1,
+        rules: Vec::new(),
+    });
+    let target = std::path::Path::new("examples/demo/scenarios");
+    let prepared = crate::commands::run::prepare_batch(
+        target,
+        &batch_args,
+        BatchMode::Run,
+        ExecutorKind::Sim,
+        sim,
+    )
+    .await?;
+    let n_jobs = prepared.plan.n_jobs();
+    let client = CoordinatorClient::new(&format!("http://{address}"), None)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let started = Instant::now();
+    let response = client
+        .submit(&prepared.spec, prepared.bundle.bytes)
+        .await
+        .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let events = client
+        .watch(&response.batch_id)
+        .await
+        .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let mut events = std::pin::pin!(events);
+    let mut end = None;
+    while let Some(event) = events.next().await {
+        if let Ok(WatchEvent::End(batch_end)) = event {
+            end = Some(batch_end);
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    shutdown.cancel();
+    for task in worker_tasks {
+        let _ = task.await;
+    }
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let end =
+        end.ok_or_else(|| CliError::Failed(anyhow::anyhow!("the watch ended before the batch")))?;
+    println!(
+        "fleet: {n_jobs} jobs, {} workers × {} slots, window {}: submit → decided in {:.2} s = {:.0} jobs/s (state {}, exit {:?})",
+        bench.workers,
+        bench.slots,
+        bench.window,
+        elapsed.as_secs_f64(),
+        n_jobs as f64 / elapsed.as_secs_f64(),
+        end.state.as_str(),
+        end.exit_code
+    );
+    Ok(0)
 }
 
 /// Writes a real batch to `dir`: one scenario, its session with one local plugin, and a matrix of

@@ -17,19 +17,29 @@ use crate::report::CliError;
 pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     let nats = nats_config(&args.nats)?;
     let s3 = s3_config(&args.s3)?;
-    let tokens = read_secret("COWORK_API_TOKEN", args.api_token_file.as_deref()).map_err(CliError::usage)?;
+    let tokens =
+        read_secret("COWORK_API_TOKEN", args.api_token_file.as_deref()).map_err(CliError::usage)?;
     let api_tokens: Vec<ApiToken> = tokens
-        .map(|text| text.lines().map(str::trim).filter(|line| !line.is_empty()).map(ApiToken::new).collect())
+        .map(|text| {
+            text.lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .map(ApiToken::new)
+                .collect()
+        })
         .unwrap_or_default();
     if api_tokens.is_empty() && !args.allow_unauthenticated {
         return Err(CliError::usage(
             "the API needs a bearer token: set COWORK_API_TOKEN or --api-token-file (or pass --allow-unauthenticated for local use)",
         ));
     }
-    let coordinator_id = args
-        .coordinator_id
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", cowork_worker::heartbeat::hostname(), std::process::id()));
+    let coordinator_id = args.coordinator_id.clone().unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            cowork_worker::heartbeat::hostname(),
+            std::process::id()
+        )
+    });
     let fabric = connect_nats(&nats).await?;
     let store = connect_s3(&s3).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -56,20 +66,23 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     let signal = shutdown.clone();
     // Detached on purpose: it lives as long as the process.
     tokio::spawn(async move {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::error!(error = %error, "cannot watch SIGTERM");
-                return;
-            }
-        };
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(error) => {
+                    tracing::error!(error = %error, "cannot watch SIGTERM");
+                    return;
+                }
+            };
         tokio::select! {
             _ = terminate.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
         }
         signal.cancel();
     });
-    let local = listener.local_addr().map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
     eprintln!("coordinator {coordinator_id}: listening on http://{local}");
     cowork_coordinator::server::run(config, ports, listener, shutdown)
         .await

@@ -16,14 +16,18 @@ use crate::report::CliError;
 
 /// A client for the coordinator named by `args`.
 pub fn client(args: &ClientArgs) -> Result<CoordinatorClient, CliError> {
-    let token = read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
-    CoordinatorClient::new(&args.coordinator, token).map_err(|e| CliError::usage(format!("--coordinator: {e}")))
+    let token =
+        read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
+    CoordinatorClient::new(&args.coordinator, token)
+        .map_err(|e| CliError::usage(format!("--coordinator: {e}")))
 }
 
 /// Maps a client error to the CLI's: refusals are usage errors (exit 2) listing every problem.
 pub fn client_error(error: ClientError, doing: &str) -> CliError {
     match error {
-        ClientError::BadRequest { problems, .. } if !problems.is_empty() => CliError::Usage(problems),
+        ClientError::BadRequest { problems, .. } if !problems.is_empty() => {
+            CliError::Usage(problems)
+        }
         ClientError::Unauthorized { .. } => CliError::usage(format!(
             "{doing}: the coordinator refused the API token (set COWORK_API_TOKEN or --token-file)"
         )),
@@ -67,8 +71,16 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
 
 /// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
 /// returns the batch's exit code — the same ending as `cowork run`.
-pub async fn watch_to_end(client: &CoordinatorClient, batch: &BatchId, output: OutputFormat, quiet: bool) -> Result<i32, CliError> {
-    let events = client.watch(batch).await.map_err(|e| client_error(e, "watching the batch"))?;
+pub async fn watch_to_end(
+    client: &CoordinatorClient,
+    batch: &BatchId,
+    output: OutputFormat,
+    quiet: bool,
+) -> Result<i32, CliError> {
+    let events = client
+        .watch(batch)
+        .await
+        .map_err(|e| client_error(e, "watching the batch"))?;
     let mut events = std::pin::pin!(events);
     let mut progress = RemoteProgress::new();
     let mut end = None;
@@ -93,12 +105,22 @@ pub async fn watch_to_end(client: &CoordinatorClient, batch: &BatchId, output: O
         }
         progress.finish();
     }
-    let end = end.ok_or_else(|| CliError::Failed(anyhow!("the coordinator closed the watch of batch {batch} before it ended")))?;
+    let end = end.ok_or_else(|| {
+        CliError::Failed(anyhow!(
+            "the coordinator closed the watch of batch {batch} before it ended"
+        ))
+    })?;
     match end.state {
         BatchState::Done => {
-            let envelope = client.report(batch).await.map_err(|e| client_error(e, "fetching the batch's envelope"))?;
+            let envelope = client
+                .report(batch)
+                .await
+                .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
             let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
-            eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code)));
+            eprint!(
+                "{}",
+                crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
+            );
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
                 println!("{}", envelope.to_line());
@@ -118,12 +140,22 @@ pub async fn watch_to_end(client: &CoordinatorClient, batch: &BatchId, output: O
 }
 
 /// `cowork status <batch>`.
-pub async fn status(client_args: &ClientArgs, id: &str, output: OutputFormat) -> Result<i32, CliError> {
+pub async fn status(
+    client_args: &ClientArgs,
+    id: &str,
+    output: OutputFormat,
+) -> Result<i32, CliError> {
     let client = client(client_args)?;
     let batch = batch_id(id)?;
-    let status = client.status(&batch).await.map_err(|e| client_error(e, "reading the batch status"))?;
+    let status = client
+        .status(&batch)
+        .await
+        .map_err(|e| client_error(e, "reading the batch status"))?;
     if output == OutputFormat::Json {
-        println!("{}", serde_json::to_string(&status).map_err(|e| CliError::Failed(e.into()))?);
+        println!(
+            "{}",
+            serde_json::to_string(&status).map_err(|e| CliError::Failed(e.into()))?
+        );
         return Ok(0);
     }
     let record = &status.record;
@@ -134,16 +166,27 @@ pub async fn status(client_args: &ClientArgs, id: &str, output: OutputFormat) ->
         println!("owner    {owner}");
     }
     if let Some(progress) = &status.progress {
-        println!("progress {}", crate::progress::format_line(progress, std::time::Duration::ZERO));
+        println!(
+            "progress {}",
+            crate::progress::format_line(progress, std::time::Duration::ZERO)
+        );
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
-        println!("verdict  {} (exit {code})", if ok { "PASS" } else { "FAIL" });
+        println!(
+            "verdict  {} (exit {code})",
+            if ok { "PASS" } else { "FAIL" }
+        );
     }
     Ok(0)
 }
 
 /// `cowork watch <batch>`.
-pub async fn watch(client_args: &ClientArgs, id: &str, output: OutputFormat, quiet: bool) -> Result<i32, CliError> {
+pub async fn watch(
+    client_args: &ClientArgs,
+    id: &str,
+    output: OutputFormat,
+    quiet: bool,
+) -> Result<i32, CliError> {
     let client = client(client_args)?;
     watch_to_end(&client, &batch_id(id)?, output, quiet).await
 }
@@ -151,7 +194,10 @@ pub async fn watch(client_args: &ClientArgs, id: &str, output: OutputFormat, qui
 /// `cowork cancel <batch>`.
 pub async fn cancel(client_args: &ClientArgs, id: &str) -> Result<i32, CliError> {
     let client = client(client_args)?;
-    let record = client.cancel(&batch_id(id)?).await.map_err(|e| client_error(e, "cancelling the batch"))?;
+    let record = client
+        .cancel(&batch_id(id)?)
+        .await
+        .map_err(|e| client_error(e, "cancelling the batch"))?;
     eprintln!(
         "batch {}: {} — admission stopped; running jobs finish and are reported as discarded",
         record.batch_id,
@@ -162,24 +208,46 @@ pub async fn cancel(client_args: &ClientArgs, id: &str) -> Result<i32, CliError>
 
 /// `cowork results <batch>`: the envelope on stdout, the summary on stderr; `--download DIR`
 /// also writes `envelope.json` and `rollup.json` there.
-pub async fn results(client_args: &ClientArgs, id: &str, download: Option<&std::path::Path>) -> Result<i32, CliError> {
+pub async fn results(
+    client_args: &ClientArgs,
+    id: &str,
+    download: Option<&std::path::Path>,
+) -> Result<i32, CliError> {
     let client = client(client_args)?;
     let batch = batch_id(id)?;
-    let envelope = client.report(&batch).await.map_err(|e| client_error(e, "fetching the batch's envelope"))?;
-    let status = client.status(&batch).await.map_err(|e| client_error(e, "reading the batch status"))?;
-    let exit_code = status.record.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
-    eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code)));
+    let envelope = client
+        .report(&batch)
+        .await
+        .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
+    let status = client
+        .status(&batch)
+        .await
+        .map_err(|e| client_error(e, "reading the batch status"))?;
+    let exit_code = status
+        .record
+        .exit_code
+        .unwrap_or(if envelope.ok { 0 } else { 1 });
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
+    );
     if let Some(dir) = download {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", dir.display())))?;
         let mut line = envelope.to_line();
         line.push('\n');
         std::fs::write(dir.join("envelope.json"), line).map_err(|e| CliError::Failed(e.into()))?;
         if let Some(rollup) = &status.rollup {
-            let mut bytes = serde_json::to_vec_pretty(rollup).map_err(|e| CliError::Failed(e.into()))?;
+            let mut bytes =
+                serde_json::to_vec_pretty(rollup).map_err(|e| CliError::Failed(e.into()))?;
             bytes.push(b'\n');
-            std::fs::write(dir.join("rollup.json"), bytes).map_err(|e| CliError::Failed(e.into()))?;
+            std::fs::write(dir.join("rollup.json"), bytes)
+                .map_err(|e| CliError::Failed(e.into()))?;
         }
-        eprintln!("downloaded envelope.json and rollup.json to {}", dir.display());
+        eprintln!(
+            "downloaded envelope.json and rollup.json to {}",
+            dir.display()
+        );
     }
     println!("{}", envelope.to_line());
     Ok(exit_code)
@@ -188,12 +256,21 @@ pub async fn results(client_args: &ClientArgs, id: &str, download: Option<&std::
 /// `cowork workers`: the live fleet.
 pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i32, CliError> {
     let client = client(client_args)?;
-    let workers = client.workers().await.map_err(|e| client_error(e, "listing workers"))?;
+    let workers = client
+        .workers()
+        .await
+        .map_err(|e| client_error(e, "listing workers"))?;
     if output == OutputFormat::Json {
-        println!("{}", serde_json::to_string(&workers).map_err(|e| CliError::Failed(e.into()))?);
+        println!(
+            "{}",
+            serde_json::to_string(&workers).map_err(|e| CliError::Failed(e.into()))?
+        );
         return Ok(0);
     }
-    println!("{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}", "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished");
+    println!(
+        "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}",
+        "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished"
+    );
     for worker in &workers {
         let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
         println!(

@@ -243,7 +243,10 @@ fn finish(
         std::fs::write(out, rollup_bytes(reduction, &envelope.command))
             .with_context(|| format!("writing {}", out.display()))?;
     }
-    eprint!("{}", crate::summary::render(&crate::summary::Summary::new(envelope, reduction.exit_code)));
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(envelope, reduction.exit_code))
+    );
     if args.output_format == OutputFormat::Json {
         println!("{}", envelope.to_line());
     }

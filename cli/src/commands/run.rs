@@ -180,7 +180,11 @@ fn new_batch_id() -> BatchId {
 }
 
 /// The sim executor's spec from `--seed` and `--sim-profile`; `None` for other executors.
-pub fn load_sim_spec(executor: ExecutorArg, seed: u64, profile: Option<&Path>) -> Result<Option<SimSpec>, CliError> {
+pub fn load_sim_spec(
+    executor: ExecutorArg,
+    seed: u64,
+    profile: Option<&Path>,
+) -> Result<Option<SimSpec>, CliError> {
     if executor != ExecutorArg::Sim {
         if profile.is_some() {
             return Err(CliError::usage("--sim-profile: needs --executor sim"));
@@ -190,9 +194,14 @@ pub fn load_sim_spec(executor: ExecutorArg, seed: u64, profile: Option<&Path>) -
     let rules = match profile {
         None => Vec::new(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::usage(format!("{}: cannot read simulation profile: {e}", path.display())))?;
-            let profile: SimProfile = cowork_schema::load::parse_strict(&text, path).map_err(|e| CliError::usage(e.to_string()))?;
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(format!(
+                    "{}: cannot read simulation profile: {e}",
+                    path.display()
+                ))
+            })?;
+            let profile: SimProfile = cowork_schema::load::parse_strict(&text, path)
+                .map_err(|e| CliError::usage(e.to_string()))?;
             profile.rules
         }
     };
@@ -200,12 +209,26 @@ pub fn load_sim_spec(executor: ExecutorArg, seed: u64, profile: Option<&Path>) -
 }
 
 /// The batch mode and target from `--record` / `--replay` and the positional target.
-pub fn mode_and_target(target: Option<&Path>, mode: &ModeArgs) -> Result<(BatchMode, PathBuf), CliError> {
+pub fn mode_and_target(
+    target: Option<&Path>,
+    mode: &ModeArgs,
+) -> Result<(BatchMode, PathBuf), CliError> {
     match (&mode.replay, target) {
         (Some(cassettes), None) => Ok((BatchMode::Replay, cassettes.clone())),
-        (Some(_), Some(_)) => Err(CliError::usage("--replay: takes the cassettes instead of a scenario target; give one or the other")),
-        (None, Some(target)) => Ok((if mode.record { BatchMode::Record } else { BatchMode::Run }, target.to_path_buf())),
-        (None, None) => Err(CliError::usage("a scenario file or directory is required (or --replay <cassettes>)")),
+        (Some(_), Some(_)) => Err(CliError::usage(
+            "--replay: takes the cassettes instead of a scenario target; give one or the other",
+        )),
+        (None, Some(target)) => Ok((
+            if mode.record {
+                BatchMode::Record
+            } else {
+                BatchMode::Run
+            },
+            target.to_path_buf(),
+        )),
+        (None, None) => Err(CliError::usage(
+            "a scenario file or directory is required (or --replay <cassettes>)",
+        )),
     }
 }
 
@@ -351,7 +374,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         }
     };
 
-    eprint!("{}", crate::summary::render(&crate::summary::Summary::new(&outcome.envelope, outcome.exit_code)));
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(
+            &outcome.envelope,
+            outcome.exit_code
+        ))
+    );
     eprintln!(
         "results: {}",
         args.store.join("batches").join(batch_id.as_str()).display()

@@ -36,16 +36,24 @@ pub fn parse_tiers(values: &[String]) -> Result<Vec<Tier>, CliError> {
         }
     }
     if tiers.is_empty() {
-        return Err(CliError::usage("--tiers: a worker must serve at least one tier"));
+        return Err(CliError::usage(
+            "--tiers: a worker must serve at least one tier",
+        ));
     }
     Ok(tiers)
 }
 
 /// `cowork-harness --version`, if the program runs within 10 s.
 async fn harness_version(program: &std::path::Path) -> Option<String> {
-    let run = tokio::process::Command::new(program).arg("--version").kill_on_drop(true).output();
+    let run = tokio::process::Command::new(program)
+        .arg("--version")
+        .kill_on_drop(true)
+        .output();
     // A hung probe must not keep the worker from starting; 10 s is far above a normal start.
-    let output = tokio::time::timeout(Duration::from_secs(10), run).await.ok()?.ok()?;
+    let output = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .ok()?
+        .ok()?;
     let text = String::from_utf8_lossy(&output.stdout);
     let first = text.lines().next()?.trim();
     (!first.is_empty()).then(|| first.to_owned())
@@ -55,20 +63,23 @@ async fn harness_version(program: &std::path::Path) -> Option<String> {
 fn watch_signals(drain: CancellationToken) {
     // Detached on purpose: it lives as long as the process.
     tokio::spawn(async move {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::error!(error = %error, "cannot watch SIGTERM");
-                return;
-            }
-        };
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(error) => {
+                    tracing::error!(error = %error, "cannot watch SIGTERM");
+                    return;
+                }
+            };
         for round in 0..2 {
             tokio::select! {
                 _ = terminate.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
             if round == 0 {
-                eprintln!("draining: no new jobs; running jobs finish and are stored (signal again to stop now)");
+                eprintln!(
+                    "draining: no new jobs; running jobs finish and are stored (signal again to stop now)"
+                );
                 drain.cancel();
             } else {
                 eprintln!("stopping now; unfinished jobs will be delivered again");
@@ -84,19 +95,33 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let s3 = s3_config(&args.s3)?;
     let tiers = parse_tiers(&args.tiers)?;
     let host = hostname();
-    let worker_id = args.worker_id.clone().unwrap_or_else(|| format!("{host}-{}", std::process::id()));
-    check_worker_id(&worker_id).map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
+    let worker_id = args
+        .worker_id
+        .clone()
+        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+    check_worker_id(&worker_id)
+        .map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
     let fabric = connect_nats(&nats).await?;
     let store = Arc::new(connect_s3(&s3).await?);
 
-    let (executor, executor_name, version): (Arc<dyn Executor>, &str, Option<String>) = match args.executor {
-        ExecutorArg::Sim => (Arc::new(SimExecutor::new()), "sim", Some(cowork_worker::executor::sim::SIM_VERSION.to_owned())),
+    let (executor, executor_name, version): (Arc<dyn Executor>, &str, Option<String>) = match args
+        .executor
+    {
+        ExecutorArg::Sim => (
+            Arc::new(SimExecutor::new()),
+            "sim",
+            Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
+        ),
         ExecutorArg::Harness => {
             let version = harness_version(&args.harness_bin).await;
             if version.is_none() {
                 tracing::warn!(program = %args.harness_bin.display(), "cowork-harness --version failed; jobs will fail to spawn until it works");
             }
-            (Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))), "harness", version)
+            (
+                Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+                "harness",
+                version,
+            )
         }
     };
     let config = WorkerConfig {
@@ -132,16 +157,32 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let registry: Arc<dyn WorkerRegistry> = Arc::new(fabric.workers.clone());
     // Beat at a third of the registry's TTL so one lost beat never expires a live worker.
     let interval = (nats.worker_ttl / 3).max(Duration::from_secs(1));
-    let heartbeat = tokio::spawn(heartbeat_loop(registry, identity, stats.clone(), interval, drain.clone(), stop_heartbeat.clone()));
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        registry,
+        identity,
+        stats.clone(),
+        interval,
+        drain.clone(),
+        stop_heartbeat.clone(),
+    ));
     eprintln!(
         "worker {worker_id}: serving {} with {} slot(s), executor {executor_name}",
-        tiers.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(","),
+        tiers
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
         args.slots
     );
     let result = cowork_worker::run(config, ports, stats.clone(), drain).await;
     stop_heartbeat.cancel();
     let _ = heartbeat.await;
     result.map_err(|error| CliError::Failed(anyhow::anyhow!(error).context("pulling jobs")))?;
-    eprintln!("worker {worker_id}: drained after {} job(s)", stats.jobs_finished.load(std::sync::atomic::Ordering::Relaxed));
+    eprintln!(
+        "worker {worker_id}: drained after {} job(s)",
+        stats
+            .jobs_finished
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
     Ok(0)
 }

@@ -30,8 +30,17 @@ impl Fleet {
     fn start() -> Fleet {
         let nats = NatsServer::start();
         let s3 = S3Server::start();
-        let dir = tempfile::Builder::new().prefix("cowork-fleet-").tempdir().expect("temp dir");
-        let mut fleet = Fleet { nats, s3, api_port: free_port(), dir, children: Vec::new() };
+        let dir = tempfile::Builder::new()
+            .prefix("cowork-fleet-")
+            .tempdir()
+            .expect("temp dir");
+        let mut fleet = Fleet {
+            nats,
+            s3,
+            api_port: free_port(),
+            dir,
+            children: Vec::new(),
+        };
         fleet.spawn_coordinator();
         fleet
     }
@@ -53,22 +62,44 @@ impl Fleet {
     }
 
     fn spawn(&mut self, name: &str, args: &[&str]) {
-        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).expect("log file");
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("{name}.log"))).expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
         self.env(&mut command);
-        command.args(args).current_dir(self.dir.path()).stdin(Stdio::null()).stdout(log.try_clone().expect("clone")).stderr(log);
-        let child = command.spawn().unwrap_or_else(|e| panic!("starting cowork {name}: {e}"));
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone"))
+            .stderr(log);
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting cowork {name}: {e}"));
         self.children.push((name.to_owned(), child));
     }
 
     fn spawn_coordinator(&mut self) {
         let listen = format!("127.0.0.1:{}", self.api_port);
-        self.spawn("coordinator", &["coordinator", "--listen", &listen, "--s3-create-bucket", "--scratch-dir", "scratch"]);
+        self.spawn(
+            "coordinator",
+            &[
+                "coordinator",
+                "--listen",
+                &listen,
+                "--s3-create-bucket",
+                "--scratch-dir",
+                "scratch",
+            ],
+        );
         // Readiness probe with a deadline: returns as soon as the API accepts connections.
         let address = SocketAddr::from(([127, 0, 0, 1], self.api_port));
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "the coordinator did not listen; log:\n{}", self.log("coordinator"));
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator did not listen; log:\n{}",
+                self.log("coordinator")
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -78,7 +109,21 @@ impl Fleet {
         let work = format!("{name}/work");
         self.spawn(
             name,
-            &["worker", "--executor", "sim", "--tiers", tiers, "--slots", slots, "--worker-id", name, "--cache-dir", &cache, "--work-dir", &work],
+            &[
+                "worker",
+                "--executor",
+                "sim",
+                "--tiers",
+                tiers,
+                "--slots",
+                slots,
+                "--worker-id",
+                name,
+                "--cache-dir",
+                &cache,
+                "--work-dir",
+                &work,
+            ],
         );
     }
 
@@ -87,7 +132,11 @@ impl Fleet {
     }
 
     fn logs(&self) -> String {
-        self.children.iter().map(|(name, _)| format!("--- {name} ---\n{}", self.log(name))).collect::<Vec<_>>().join("\n")
+        self.children
+            .iter()
+            .map(|(name, _)| format!("--- {name} ---\n{}", self.log(name)))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// `cowork submit … --watch --output-format json` from `cwd`.
@@ -95,23 +144,49 @@ impl Fleet {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
         self.env(&mut command);
         let coordinator = format!("http://127.0.0.1:{}", self.api_port);
-        command.arg("submit").args(args).args(["--coordinator", &coordinator, "--watch", "--output-format", "json", "--quiet"]);
+        command.arg("submit").args(args).args([
+            "--coordinator",
+            &coordinator,
+            "--watch",
+            "--output-format",
+            "json",
+            "--quiet",
+        ]);
         command.current_dir(cwd);
         let out = command.output().expect("running cowork submit");
-        Output::new(format!("cowork submit {}", args.join(" ")), cwd.to_path_buf(), out)
+        Output::new(
+            format!("cowork submit {}", args.join(" ")),
+            cwd.to_path_buf(),
+            out,
+        )
     }
 
     /// The bytes of an object in the bucket, read from the server's data directory.
     fn object(&self, key: &str) -> Vec<u8> {
         let path = self.s3.data_dir().join(BUCKET).join(key);
-        std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}\n{}", path.display(), self.logs()))
+        std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}\n{}", path.display(), self.logs()))
     }
 
     /// Every `finished` event of `batch`: (job id, worker id, artifacts).
-    async fn finished_events(&self, batch: &BatchId, n_jobs: usize) -> Vec<(String, String, Vec<ArtifactRef>)> {
-        let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats.url())).await.expect("connecting to nats");
-        let mut subscription = fabric.events.subscribe(batch, 1).await.expect("subscribing");
-        let last = fabric.events.last_sequence(batch).await.expect("last sequence");
+    async fn finished_events(
+        &self,
+        batch: &BatchId,
+        n_jobs: usize,
+    ) -> Vec<(String, String, Vec<ArtifactRef>)> {
+        let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats.url()))
+            .await
+            .expect("connecting to nats");
+        let mut subscription = fabric
+            .events
+            .subscribe(batch, 1)
+            .await
+            .expect("subscribing");
+        let last = fabric
+            .events
+            .last_sequence(batch)
+            .await
+            .expect("last sequence");
         let mut finished = Vec::new();
         // Every event of a decided batch is already stored: read up to the last sequence.
         while let Some(item) = subscription.next().await {
@@ -123,7 +198,11 @@ impl Fleet {
                 break;
             }
         }
-        assert!(finished.len() >= n_jobs, "{} finished events for {n_jobs} jobs", finished.len());
+        assert!(
+            finished.len() >= n_jobs,
+            "{} finished events for {n_jobs} jobs",
+            finished.len()
+        );
         finished
     }
 }
@@ -138,12 +217,24 @@ impl Drop for Fleet {
 }
 
 fn batch_of(envelope: &serde_json::Value) -> BatchId {
-    let id = envelope["fleet"]["batchId"].as_str().expect("the envelope's fleet key names the batch");
+    let id = envelope["fleet"]["batchId"]
+        .as_str()
+        .expect("the envelope's fleet key names the batch");
     BatchId::new(id).expect("a valid batch id")
 }
 
 fn demo_args() -> Vec<&'static str> {
-    vec!["examples/demo/scenarios/csv-report.yaml", "--repeat", "5", "--matrix", "examples/demo/matrix.yaml", "--executor", "sim", "--sim-profile", "examples/demo/sim-profile.yaml"]
+    vec![
+        "examples/demo/scenarios/csv-report.yaml",
+        "--repeat",
+        "5",
+        "--matrix",
+        "examples/demo/matrix.yaml",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "examples/demo/sim-profile.yaml",
+    ]
 }
 
 /// The demo batch on the fleet with `n_workers` workers: its rollup.json bytes, after checking
@@ -156,7 +247,13 @@ async fn fleet_rollup(n_workers: usize) -> Vec<u8> {
     let out = fleet.submit(&workspace_root(), &demo_args());
     let envelope = out.envelope();
     let code = out.code();
-    assert_eq!(code, if envelope["ok"] == true { 0 } else { 1 }, "{}\n{}", out.context(), fleet.logs());
+    assert_eq!(
+        code,
+        if envelope["ok"] == true { 0 } else { 1 },
+        "{}\n{}",
+        out.context(),
+        fleet.logs()
+    );
     assert_eq!(envelope["results"].as_array().map(Vec::len), Some(20));
     let batch = batch_of(&envelope);
     let finished = fleet.finished_events(&batch, 20).await;
@@ -164,15 +261,27 @@ async fn fleet_rollup(n_workers: usize) -> Vec<u8> {
     for (job_id, _, artifacts) in &finished {
         for artifact in artifacts {
             let bytes = fleet.object(&artifact.key);
-            assert_eq!(cowork_fabric::sha256_hex(&bytes), artifact.sha256, "{} of {job_id}", artifact.key);
+            assert_eq!(
+                cowork_fabric::sha256_hex(&bytes),
+                artifact.sha256,
+                "{} of {job_id}",
+                artifact.key
+            );
             assert_eq!(bytes.len() as u64, artifact.size, "{}", artifact.key);
             if artifact.key.ends_with("/result.json") {
                 jobs_with_result.insert(job_id.clone());
             }
         }
     }
-    assert_eq!(jobs_with_result.len(), 20, "every job's result.json is stored");
-    let workers_used: std::collections::BTreeSet<&str> = finished.iter().map(|(_, worker, _)| worker.as_str()).collect();
+    assert_eq!(
+        jobs_with_result.len(),
+        20,
+        "every job's result.json is stored"
+    );
+    let workers_used: std::collections::BTreeSet<&str> = finished
+        .iter()
+        .map(|(_, worker, _)| worker.as_str())
+        .collect();
     assert!(workers_used.len() <= n_workers);
     fleet.object(&format!("batches/{batch}/rollup.json"))
 }
@@ -182,10 +291,25 @@ fn embedded_rollup() -> Vec<u8> {
     let store = sandbox.store();
     let mut args: Vec<String> = vec!["run".into()];
     args.extend(demo_args().iter().map(|a| (*a).to_owned()));
-    args.extend(["--store".into(), store.display().to_string(), "--quiet".into()]);
-    let out = Command::new(env!("CARGO_BIN_EXE_cowork")).args(&args).current_dir(workspace_root()).output().expect("running cowork run");
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
-    let batches: Vec<PathBuf> = std::fs::read_dir(store.join("batches")).expect("batches dir").map(|e| e.expect("entry").path()).collect();
+    args.extend([
+        "--store".into(),
+        store.display().to_string(),
+        "--quiet".into(),
+    ]);
+    let out = Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(&args)
+        .current_dir(workspace_root())
+        .output()
+        .expect("running cowork run");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let batches: Vec<PathBuf> = std::fs::read_dir(store.join("batches"))
+        .expect("batches dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
     assert_eq!(batches.len(), 1);
     std::fs::read(batches[0].join("rollup.json")).expect("rollup.json")
 }
@@ -195,8 +319,16 @@ async fn the_same_batch_gives_the_same_rollup_embedded_and_on_1_and_3_workers() 
     let embedded = embedded_rollup();
     let one = fleet_rollup(1).await;
     let three = fleet_rollup(3).await;
-    assert_eq!(String::from_utf8_lossy(&embedded), String::from_utf8_lossy(&one), "embedded vs 1 worker");
-    assert_eq!(String::from_utf8_lossy(&embedded), String::from_utf8_lossy(&three), "embedded vs 3 workers");
+    assert_eq!(
+        String::from_utf8_lossy(&embedded),
+        String::from_utf8_lossy(&one),
+        "embedded vs 1 worker"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&embedded),
+        String::from_utf8_lossy(&three),
+        "embedded vs 3 workers"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,18 +339,33 @@ async fn jobs_reach_only_workers_serving_their_tier() {
     fleet.spawn_worker("wr", "replay", "2");
     let sandbox = Sandbox::empty();
     crate::support::copy_dir(&crate::support::fixture("routing"), sandbox.path());
-    let out = fleet.submit(sandbox.path(), &["scenarios", "--repeat", "3", "--executor", "sim"]);
+    let out = fleet.submit(
+        sandbox.path(),
+        &["scenarios", "--repeat", "3", "--executor", "sim"],
+    );
     let envelope = out.envelope();
     let batch = batch_of(&envelope);
     for (job_id, worker, _) in fleet.finished_events(&batch, 6).await {
         // Unit f0 is in-container.yaml, f1 is in-microvm.yaml (sorted listing).
         let expected = if job_id.contains("/f0/") { "wc" } else { "wm" };
-        assert_eq!(worker, expected, "{job_id} ran on {worker}\n{}", fleet.logs());
+        assert_eq!(
+            worker,
+            expected,
+            "{job_id} ran on {worker}\n{}",
+            fleet.logs()
+        );
     }
-    let out = fleet.submit(&workspace_root(), &["--replay", "examples/demo/cassettes", "--executor", "sim"]);
+    let out = fleet.submit(
+        &workspace_root(),
+        &["--replay", "examples/demo/cassettes", "--executor", "sim"],
+    );
     let envelope = out.envelope();
     assert_eq!(envelope["command"], "replay");
-    assert_eq!(envelope["results"].as_array().map(Vec::len), Some(2), "one result per cassette");
+    assert_eq!(
+        envelope["results"].as_array().map(Vec::len),
+        Some(2),
+        "one result per cassette"
+    );
     let batch = batch_of(&envelope);
     for (job_id, worker, _) in fleet.finished_events(&batch, 2).await {
         assert_eq!(worker, "wr", "replay job {job_id} ran on {worker}");

@@ -133,13 +133,7 @@ pub(crate) async fn submit(
     service
         .accept(stored, bundle.to_vec(), plan)
         .await
-        .map_err(|error| {
-            let transient = match &error {
-                crate::server::AcceptError::Store { source, .. } => source.is_transient(),
-                crate::server::AcceptError::Registry { source, .. } => source.is_transient(),
-            };
-            ApiFailure::port("storing the batch", &error, transient)
-        })?;
+        .map_err(|error| ApiFailure::port("storing the batch", &error, error.is_transient()))?;
     Ok((StatusCode::CREATED, Json(response)))
 }
 
@@ -216,7 +210,7 @@ async fn read_rollup(service: &Service, batch_id: &BatchId) -> Option<RollupDoc>
 pub(crate) async fn events(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
-) -> Result<Sse<KeepAliveStream<BoxStream<'static, Result<Event, Infallible>>>>, ApiFailure> {
+) -> Result<Sse<KeepAliveStream<EventStream>>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
     let stream = match service.live(&batch_id) {
@@ -238,6 +232,9 @@ pub(crate) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
+/// The events of one watch.
+type EventStream = BoxStream<'static, Result<Event, Infallible>>;
+
 /// State of a watch on a batch supervised by this process.
 struct LiveWatch {
     /// Held so the channels' senders outlive the watch.
@@ -249,10 +246,7 @@ struct LiveWatch {
     done: bool,
 }
 
-fn live_stream(
-    live: Arc<LiveBatch>,
-    shutdown: CancellationToken,
-) -> BoxStream<'static, Result<Event, Infallible>> {
+fn live_stream(live: Arc<LiveBatch>, shutdown: CancellationToken) -> EventStream {
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         end: live.end.subscribe(),
@@ -302,10 +296,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
 
 /// A watch on a batch this process does not supervise (another replica does): its record is
 /// re-read until it is final.
-fn remote_stream(
-    service: Arc<Service>,
-    batch_id: BatchId,
-) -> BoxStream<'static, Result<Event, Infallible>> {
+fn remote_stream(service: Arc<Service>, batch_id: BatchId) -> EventStream {
     stream::unfold(Some((service, batch_id)), |state| async move {
         let (service, batch_id) = state?;
         loop {

@@ -160,3 +160,43 @@ async fn unknown_batches_are_not_found() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn oversized_bundles_are_refused_with_413() {
+    let fleet = Fleet::new();
+    let mut config = fleet.config("c1", 8);
+    config.max_bundle_bytes = 1000;
+    let server = Server::start(config, fleet.ports()).await;
+    let dir = project();
+    let batch = packed(dir.path(), repeat(3));
+    let http = reqwest::Client::new();
+    // Over `max_bundle_bytes` but inside the body limit: the bundle part is measured; far over
+    // it: the body limit stops the upload itself.
+    for (size, expect) in [
+        (
+            2000,
+            "part bundle: 2000 bytes is over the limit of 1000 bytes",
+        ),
+        (3 << 20, "multipart body: "),
+    ] {
+        let form = reqwest::multipart::Form::new()
+            .text("spec", serde_json::to_string(&batch.spec).expect("json"))
+            .part("bundle", reqwest::multipart::Part::bytes(vec![0u8; size]));
+        let response = http
+            .post(format!("{}/v1/batches", server.url))
+            .bearer_auth(crate::support::TOKEN)
+            .multipart(form)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), 413, "{size}");
+        let body: cowork_schema::api::ApiError = response.json().await.expect("an api error body");
+        assert!(body.error.starts_with(expect), "{size}: {body:?}");
+    }
+    assert!(
+        fleet.stored_files().is_empty(),
+        "{:#?}",
+        fleet.stored_files()
+    );
+    server.stop().await;
+}

@@ -12,6 +12,7 @@
 //! [`connect`] does it all: it connects (retrying until the server is up), runs
 //! `ensure_streams` and binds the four port implementations, returned as a [`NatsFabric`].
 
+pub mod bench;
 pub mod config;
 pub mod events;
 pub mod queue;

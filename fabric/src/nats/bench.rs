@@ -1,0 +1,110 @@
+//! The raw JetStream baseline of the fleet benchmark (`cowork bench jetstream`): what the broker
+//! alone does on this machine, so the fleet's own rate can be read as a ratio of it.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures::StreamExt;
+
+use super::NatsError;
+
+/// Rates measured by [`raw_jetstream`].
+#[derive(Clone, Debug)]
+pub struct RawRates {
+    pub messages: u64,
+    /// Publish with a `Nats-Msg-Id` and awaited acks (1,000 in flight), messages per second.
+    pub publish_per_s: f64,
+    /// Pull (batches of 500) and ack of every message, messages per second.
+    pub pull_ack_per_s: f64,
+    /// Messages per second over the whole cycle (publish, then pull and ack).
+    pub cycle_per_s: f64,
+}
+
+fn js_error(action: &'static str, error: impl std::fmt::Display) -> NatsError {
+    NatsError::JetStream {
+        action,
+        name: "bench".to_owned(),
+        source: error.to_string().into(),
+    }
+}
+
+/// Publishes `messages` small messages with `Nats-Msg-Id` on a fresh work-queue stream, then
+/// pulls and acks them all, and deletes the stream.
+pub async fn raw_jetstream(url: &str, messages: u64) -> Result<RawRates, NatsError> {
+    let client = async_nats::connect(url)
+        .await
+        .map_err(|e| js_error("connect", e))?;
+    let js = jetstream::new(client);
+    let name = format!("COWORK_BENCH_{}", std::process::id());
+    let _ = js.delete_stream(&name).await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("bench.{}.>", std::process::id())],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| js_error("create stream", e))?;
+    let subject = format!("bench.{}.jobs", std::process::id());
+    let body: Vec<u8> = br#"{"job":"bench/c0/r0","tier":"container"}"#.to_vec();
+
+    let started = Instant::now();
+    let mut pending = std::collections::VecDeque::new();
+    for index in 0..messages {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("bench/{index}").as_str());
+        let ack = js
+            .publish_with_headers(subject.clone(), headers, body.clone().into())
+            .await
+            .map_err(|e| js_error("publish", e))?;
+        pending.push_back(ack);
+        // 1,000 acks in flight: far below async-nats' 5,000 limit (toolchain notes).
+        if pending.len() >= 1000
+            && let Some(ack) = pending.pop_front()
+        {
+            ack.await.map_err(|e| js_error("publish ack", e))?;
+        }
+    }
+    for ack in pending {
+        ack.await.map_err(|e| js_error("publish ack", e))?;
+    }
+    let published = started.elapsed();
+
+    let consumer = stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("bench".to_owned()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            max_ack_pending: 10_000,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| js_error("create consumer", e))?;
+    let pull_started = Instant::now();
+    let mut received = 0u64;
+    while received < messages {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(500)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .map_err(|e| js_error("fetch", e))?;
+        while let Some(message) = batch.next().await {
+            let message = message.map_err(|e| js_error("message", e))?;
+            message.ack().await.map_err(|e| js_error("ack", e))?;
+            received += 1;
+        }
+    }
+    let pulled = pull_started.elapsed();
+    let total = started.elapsed();
+    let _ = js.delete_stream(&name).await;
+    let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    Ok(RawRates {
+        messages,
+        publish_per_s: rate(messages, published),
+        pull_ack_per_s: rate(messages, pulled),
+        cycle_per_s: rate(messages, total),
+    })
+}
