@@ -371,3 +371,119 @@ async fn jobs_reach_only_workers_serving_their_tier() {
         assert_eq!(worker, "wr", "replay job {job_id} ran on {worker}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_worker_without_losing_its_running_job() {
+    let mut fleet = Fleet::start();
+    fleet.spawn_worker("wd", "container", "1");
+    let sandbox = Sandbox::empty();
+    crate::support::copy_dir(&crate::support::fixture("routing"), sandbox.path());
+    // Each simulated run lasts 3 s of real time, so the drained worker is mid-job.
+    sandbox.write(
+        "slow.yaml",
+        "rules:\n  - duration_ms: 3000\n    time_scale: 1.0\n    pass_rate: 1.0\n",
+    );
+    let coordinator = format!("http://127.0.0.1:{}", fleet.api_port);
+    let mut submit = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut submit);
+    submit
+        .args([
+            "submit",
+            "scenarios/in-container.yaml",
+            "--repeat",
+            "3",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "slow.yaml",
+        ])
+        .args(["--coordinator", &coordinator])
+        .current_dir(sandbox.path());
+    let out = submit.output().expect("running cowork submit");
+    let out = Output::new("cowork submit".into(), sandbox.path().to_path_buf(), out);
+    assert_eq!(out.code(), 0, "{}", out.context());
+    let batch = BatchId::new(out.stdout.trim()).expect("submit prints the batch id");
+
+    // Wait for the worker's first `started` event: the subscription wakes on it, no polling.
+    let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&fleet.nats.url()))
+        .await
+        .expect("connecting to nats");
+    let mut subscription = fabric
+        .events
+        .subscribe(&batch, 1)
+        .await
+        .expect("subscribing");
+    loop {
+        let (_, event) = subscription
+            .next()
+            .await
+            .expect("an event")
+            .expect("a readable event");
+        if matches!(event.event, JobEventKind::Started) && event.worker_id == "wd" {
+            break;
+        }
+    }
+    let (_, worker) = fleet
+        .children
+        .iter_mut()
+        .find(|(name, _)| name == "wd")
+        .expect("the worker");
+    let pid = worker.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("sending SIGTERM");
+    assert!(status.success());
+    let exit = worker.wait().expect("waiting for the drained worker");
+    assert_eq!(
+        exit.code(),
+        Some(0),
+        "a drained worker exits 0\n{}",
+        fleet.log("wd")
+    );
+    let log = fleet.log("wd");
+    let drained: usize = log
+        .split("drained after ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the worker says how many jobs it finished\n{log}"));
+    assert!(
+        drained >= 1,
+        "the running job finished before the worker exited\n{log}"
+    );
+
+    // The rest of the batch is finished by a new worker; every job is counted once.
+    fleet.spawn_worker("w2", "container", "2");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut watch);
+    watch
+        .args([
+            "watch",
+            batch.as_str(),
+            "--coordinator",
+            &coordinator,
+            "--output-format",
+            "json",
+            "--quiet",
+        ])
+        .current_dir(sandbox.path());
+    let out = Output::new(
+        "cowork watch".into(),
+        sandbox.path().to_path_buf(),
+        watch.output().expect("running cowork watch"),
+    );
+    let envelope = out.envelope();
+    assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
+    assert_eq!(envelope["results"].as_array().map(Vec::len), Some(3));
+    let finished = fleet.finished_events(&batch, 3).await;
+    assert_eq!(finished.len(), 3, "each job finished exactly once");
+    let by_drained = finished
+        .iter()
+        .filter(|(_, worker, _)| worker == "wd")
+        .count();
+    assert_eq!(
+        by_drained, drained,
+        "every job the drained worker ran was stored and reported"
+    );
+}
