@@ -61,7 +61,7 @@ With --watch the command ends like `cowork run`: summary, envelope (--output-for
     Watch(BatchRefArgs),
     /// Cancel a batch: admission stops at once; running jobs finish and are reported.
     Cancel(BatchRefArgs),
-    /// Print a batch's envelope (stdout) and summary (stderr); --download saves the documents.
+    /// Print a batch's envelope (stdout) and summary (stderr); --download saves every file.
     Results(ResultsArgs),
     /// List the live workers of the fleet.
     Workers(WorkersArgs),
@@ -263,7 +263,8 @@ pub struct ResultsArgs {
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
-    /// Also save envelope.json and rollup.json into this directory.
+    /// Also save every stored file of the batch (spec.json, jobs/*/…, rollup.json,
+    /// envelope.json) into this directory.
     #[arg(long, value_name = "DIR")]
     pub download: Option<PathBuf>,
 }

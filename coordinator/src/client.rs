@@ -161,6 +161,27 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// Every stored key of a batch, relative to `batches/<id>/`.
+    pub async fn artifacts(&self, batch_id: &BatchId) -> Result<Vec<String>, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/artifacts"))?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// The bytes of one stored object of a batch (`path` as listed by [`Self::artifacts`]).
+    pub async fn artifact(&self, batch_id: &BatchId, path: &str) -> Result<Vec<u8>, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/artifacts/{path}"))?;
+        let response = self.send(url.clone(), self.http.get(url.clone())).await?;
+        let response = self.check(url.clone(), response).await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| ClientError::Unavailable {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(bytes.to_vec())
+    }
+
     /// Every live worker.
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>, ClientError> {
         let url = self.url("v1/workers")?;

@@ -207,7 +207,8 @@ pub async fn cancel(client_args: &ClientArgs, id: &str) -> Result<i32, CliError>
 }
 
 /// `cowork results <batch>`: the envelope on stdout, the summary on stderr; `--download DIR`
-/// also writes `envelope.json` and `rollup.json` there.
+/// also saves every stored file of the batch there (spec, each job's artifacts, rollup,
+/// envelope), in the store's layout.
 pub async fn results(
     client_args: &ClientArgs,
     id: &str,
@@ -232,20 +233,34 @@ pub async fn results(
         crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
     );
     if let Some(dir) = download {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", dir.display())))?;
-        let mut line = envelope.to_line();
-        line.push('\n');
-        std::fs::write(dir.join("envelope.json"), line).map_err(|e| CliError::Failed(e.into()))?;
-        if let Some(rollup) = &status.rollup {
-            let mut bytes =
-                serde_json::to_vec_pretty(rollup).map_err(|e| CliError::Failed(e.into()))?;
-            bytes.push(b'\n');
-            std::fs::write(dir.join("rollup.json"), bytes)
-                .map_err(|e| CliError::Failed(e.into()))?;
+        let keys = client
+            .artifacts(&batch)
+            .await
+            .map_err(|e| client_error(e, "listing the batch's artifacts"))?;
+        for key in &keys {
+            // Keys come from the store, which refuses `..` and empty segments; check again
+            // before writing below `dir`.
+            if key
+                .split('/')
+                .any(|part| part.is_empty() || part == "." || part == "..")
+            {
+                return Err(CliError::Failed(anyhow!("refusing artifact key {key:?}")));
+            }
+            let bytes = client
+                .artifact(&batch, key)
+                .await
+                .map_err(|e| client_error(e, "downloading an artifact"))?;
+            let path = dir.join(key);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", parent.display())))?;
+            }
+            std::fs::write(&path, bytes)
+                .map_err(|e| CliError::Failed(anyhow!("writing {}: {e}", path.display())))?;
         }
         eprintln!(
-            "downloaded envelope.json and rollup.json to {}",
+            "downloaded {} file(s) of batch {batch} to {}",
+            keys.len(),
             dir.display()
         );
     }

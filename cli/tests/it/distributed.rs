@@ -478,6 +478,50 @@ async fn sigterm_drains_a_worker_without_losing_its_running_job() {
     assert_eq!(envelope["results"].as_array().map(Vec::len), Some(3));
     let finished = fleet.finished_events(&batch, 3).await;
     assert_eq!(finished.len(), 3, "each job finished exactly once");
+
+    // `cowork results --download` saves every stored file of the batch, byte for byte.
+    let download = sandbox.path().join("download");
+    let mut results = Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut results);
+    let download_arg = download.display().to_string();
+    results
+        .args([
+            "results",
+            batch.as_str(),
+            "--coordinator",
+            &coordinator,
+            "--download",
+            &download_arg,
+        ])
+        .current_dir(sandbox.path());
+    let out = Output::new(
+        "cowork results".into(),
+        sandbox.path().to_path_buf(),
+        results.output().expect("running cowork results"),
+    );
+    assert_eq!(out.code(), 0, "{}", out.context());
+    for (_, _, artifacts) in &finished {
+        for artifact in artifacts {
+            let local = artifact
+                .key
+                .strip_prefix(&format!("batches/{batch}/"))
+                .expect("a key of this batch");
+            let bytes = std::fs::read(download.join(local))
+                .unwrap_or_else(|e| panic!("{local} was not downloaded: {e}"));
+            assert_eq!(
+                cowork_fabric::sha256_hex(&bytes),
+                artifact.sha256,
+                "{local}"
+            );
+        }
+    }
+    for document in ["spec.json", "rollup.json", "envelope.json"] {
+        assert_eq!(
+            std::fs::read(download.join(document)).ok(),
+            Some(fleet.object(&format!("batches/{batch}/{document}"))),
+            "{document}"
+        );
+    }
     let by_drained = finished
         .iter()
         .filter(|(_, worker, _)| worker == "wd")

@@ -380,6 +380,56 @@ pub(crate) async fn report(
     }
 }
 
+/// `GET /v1/batches/{id}/artifacts`: every stored key of the batch, relative to
+/// `batches/<id>/`, sorted (spec, jobs' artifacts, rollup, envelope).
+pub(crate) async fn artifacts(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<String>>, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    record_of(&service, &batch_id).await?;
+    let prefix = format!("batches/{batch_id}/");
+    match service.ports.store.list(&prefix).await {
+        Ok(keys) => Ok(Json(
+            keys.into_iter()
+                .filter_map(|key| key.strip_prefix(&prefix).map(str::to_owned))
+                .collect(),
+        )),
+        Err(error) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port(
+                "listing the batch's artifacts",
+                &error,
+                transient,
+            ))
+        }
+    }
+}
+
+/// `GET /v1/batches/{id}/artifacts/{*path}`: one stored object of the batch, verified against
+/// its recorded sha256 by the store.
+pub(crate) async fn artifact(
+    State(service): State<Arc<Service>>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    record_of(&service, &batch_id).await?;
+    let key = format!("batches/{batch_id}/{path}");
+    // The store refuses keys with `..` or empty segments, so a path cannot leave the batch.
+    match service.ports.store.get(&key).await {
+        Ok(bytes) => {
+            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+        }
+        Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => Err(
+            ApiFailure::not_found(&format!("artifact {path} of batch {batch_id}")),
+        ),
+        Err(error) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port("reading the artifact", &error, transient))
+        }
+    }
+}
+
 /// A batch id from the path; an id that cannot exist is simply not found.
 fn parse_id(id: &str) -> Result<BatchId, ApiFailure> {
     BatchId::new(id).map_err(|_| ApiFailure::not_found(&format!("batch {id:?}")))

@@ -1,7 +1,8 @@
 //! The coordinator's HTTP API (axum), one module per resource.
 //!
 //! Modules:
-//! - [`batches`]: submit, list, status, watch (SSE), cancel and report of batches.
+//! - [`batches`]: submit, list, status, watch (SSE), cancel, report and stored artifacts of
+//!   batches.
 //! - [`workers`]: the worker registry.
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
 //!
@@ -50,6 +51,8 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/events", get(batches::events))
         .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/batches/{id}/report", get(batches::report))
+        .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
+        .route("/v1/batches/{id}/artifacts/{*path}", get(batches::artifact))
         .route("/v1/workers", get(workers::list))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&service),
