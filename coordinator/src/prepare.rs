@@ -70,17 +70,13 @@ pub struct InputError {
 
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
-        }
-        write!(f, ": {}", self.message)?;
+        cowork_schema::load::write_located(
+            f,
+            &self.file,
+            (self.line, self.column),
+            self.key.as_deref(),
+            &self.message,
+        )?;
         if let Some(hint) = &self.hint {
             write!(f, " (hint: {hint})")?;
         }

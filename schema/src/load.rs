@@ -51,19 +51,37 @@ pub struct LoadError {
     pub message: String,
 }
 
+/// Writes `<file>:<line>:<col>: <key>: <message>`, leaving out the parts that are unknown: the
+/// one shape of every located input error (loader and batch preparation alike).
+pub fn write_located(
+    f: &mut fmt::Formatter<'_>,
+    file: &Path,
+    position: (Option<u64>, Option<u64>),
+    key: Option<&str>,
+    message: &str,
+) -> fmt::Result {
+    write!(f, "{}", file.display())?;
+    if let (Some(line), column) = position {
+        write!(f, ":{line}")?;
+        if let Some(column) = column {
+            write!(f, ":{column}")?;
+        }
+    }
+    if let Some(key) = key {
+        write!(f, ": {key}")?;
+    }
+    write!(f, ": {message}")
+}
+
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
-        }
-        write!(f, ": {}", self.message)
+        write_located(
+            f,
+            &self.file,
+            (self.line, self.column),
+            self.key.as_deref(),
+            &self.message,
+        )
     }
 }
 
