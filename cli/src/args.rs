@@ -158,6 +158,20 @@ pub struct BatchArgs {
     pub bundle_root: Option<PathBuf>,
 }
 
+/// The executor of a batch and the simulator's settings, shared by `run` and `submit`.
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// Executor for every job of the batch.
+    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
+    pub executor: ExecutorArg,
+    /// Seed of the sim executor: the same seed gives the same results.
+    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation profile (YAML `rules:` list: pass_rate, cost_usd, duration_ms … per scenario/cell).
+    #[arg(long, value_name = "FILE")]
+    pub sim_profile: Option<PathBuf>,
+}
+
 /// Record and replay: the two harness modes CI lives on.
 #[derive(Debug, Args)]
 pub struct ModeArgs {
@@ -171,6 +185,20 @@ pub struct ModeArgs {
     pub replay: Option<PathBuf>,
 }
 
+impl ModeArgs {
+    /// The batch mode these flags ask for.
+    pub fn batch_mode(&self) -> cowork_schema::batch::BatchMode {
+        use cowork_schema::batch::BatchMode;
+        if self.replay.is_some() {
+            BatchMode::Replay
+        } else if self.record {
+            BatchMode::Record
+        } else {
+            BatchMode::Run
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A scenario file, or a directory whose *.yaml / *.yml files are the scenarios.
@@ -180,18 +208,11 @@ pub struct RunArgs {
     pub batch: BatchArgs,
     #[command(flatten)]
     pub mode: ModeArgs,
-    /// Executor for every job.
-    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
-    pub executor: ExecutorArg,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
     /// Jobs run at once in this process (the harness CLI's own local cap is 8).
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
-    /// Seed of the sim executor: the same seed gives the same results.
-    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
-    pub seed: u64,
-    /// Simulation profile (YAML `rules:` list: pass_rate, cost_usd, duration_ms … per scenario/cell).
-    #[arg(long, value_name = "FILE")]
-    pub sim_profile: Option<PathBuf>,
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
@@ -223,15 +244,8 @@ pub struct SubmitArgs {
     pub mode: ModeArgs,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
-    /// Executor the workers use for this batch.
-    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
-    pub executor: ExecutorArg,
-    /// Seed of the sim executor.
-    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
-    pub seed: u64,
-    /// Simulation profile (YAML `rules:` list), for --executor sim.
-    #[arg(long, value_name = "FILE")]
-    pub sim_profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
     /// Follow the batch to its end and exit with its exit code.
     #[arg(long)]
     pub watch: bool,

@@ -12,6 +12,7 @@ mod summary;
 use std::process::ExitCode;
 
 use clap::Parser;
+use cowork_coordinator::server::command_of;
 
 use crate::args::{Cli, Command};
 
@@ -32,23 +33,11 @@ fn main() -> ExitCode {
     // §7.2), so scripts that parse stdout always get one JSON line.
     let json_command = match &cli.command {
         Command::Run(args) if args.output_format == args::OutputFormat::Json => {
-            Some(if args.mode.replay.is_some() {
-                "replay"
-            } else if args.mode.record {
-                "record"
-            } else {
-                "run"
-            })
+            Some(command_of(args.mode.batch_mode()))
         }
         Command::Rollup(args) if args.output_format == args::OutputFormat::Json => Some("run"),
         Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => {
-            Some(if args.mode.replay.is_some() {
-                "replay"
-            } else if args.mode.record {
-                "record"
-            } else {
-                "run"
-            })
+            Some(command_of(args.mode.batch_mode()))
         }
         _ => None,
     };

@@ -4,12 +4,11 @@
 use anyhow::anyhow;
 use cowork_coordinator::client::{ClientError, CoordinatorClient, WatchEvent};
 use cowork_schema::BatchId;
-use cowork_schema::batch::ExecutorKind;
 use cowork_schema::registry::BatchState;
 use futures::StreamExt;
 
-use crate::args::{ExecutorArg, OutputFormat, SubmitArgs};
-use crate::commands::run::{load_sim_spec, mode_and_target, prepare_batch};
+use crate::args::{OutputFormat, SubmitArgs};
+use crate::commands::run::{executor_and_sim, mode_and_target, prepare_batch};
 use crate::fleet_args::{ClientArgs, read_secret};
 use crate::progress::RemoteProgress;
 use crate::report::CliError;
@@ -42,11 +41,7 @@ fn batch_id(text: &str) -> Result<BatchId, CliError> {
 /// `cowork submit`.
 pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
-    let executor = match args.executor {
-        ExecutorArg::Harness => ExecutorKind::Harness,
-        ExecutorArg::Sim => ExecutorKind::Sim,
-    };
-    let sim = load_sim_spec(args.executor, args.seed, args.sim_profile.as_deref())?;
+    let (executor, sim) = executor_and_sim(&args.executor)?;
     let client = client(&args.client)?;
     let prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
     let n_jobs = prepared.plan.n_jobs();

@@ -214,11 +214,7 @@ async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliEr
         "foldOrder": "index",
         "resultsOrder": "index",
     });
-    let command = match stored.spec.mode {
-        cowork_schema::batch::BatchMode::Record => "record",
-        cowork_schema::batch::BatchMode::Replay => "replay",
-        _ => "run",
-    };
+    let command = cowork_coordinator::server::command_of(stored.spec.mode);
     // The harness version is not part of the reduction; take it from the batch's envelope.
     let version = std::fs::read(dir.join("envelope.json"))
         .ok()

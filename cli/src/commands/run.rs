@@ -9,6 +9,7 @@ use anyhow::Context;
 use cowork_coordinator::plan::flags::{RawFlags, validate_flags};
 use cowork_coordinator::plan::{Plan, PlanInput, plan_units};
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
+use cowork_coordinator::server::command_of;
 use cowork_coordinator::supervisor::{
     BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
     SuperviseSignals, supervise,
@@ -29,7 +30,7 @@ use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{BatchArgs, ExecutorArg, ModeArgs, OutputFormat, RunArgs};
+use crate::args::{BatchArgs, ExecutorArg, ExecutorArgs, ModeArgs, OutputFormat, RunArgs};
 use crate::report::CliError;
 
 /// What the user typed, as the planner's raw flags.
@@ -179,19 +180,16 @@ fn new_batch_id() -> BatchId {
     BatchId::from_time(now.as_secs(), hasher.finish() as u32)
 }
 
-/// The sim executor's spec from `--seed` and `--sim-profile`; `None` for other executors.
-pub fn load_sim_spec(
-    executor: ExecutorArg,
-    seed: u64,
-    profile: Option<&Path>,
-) -> Result<Option<SimSpec>, CliError> {
-    if executor != ExecutorArg::Sim {
-        if profile.is_some() {
+/// The batch's executor, and the sim executor's spec from `--seed` and `--sim-profile` (`None`
+/// for other executors).
+pub fn executor_and_sim(args: &ExecutorArgs) -> Result<(ExecutorKind, Option<SimSpec>), CliError> {
+    if args.executor != ExecutorArg::Sim {
+        if args.sim_profile.is_some() {
             return Err(CliError::usage("--sim-profile: needs --executor sim"));
         }
-        return Ok(None);
+        return Ok((ExecutorKind::Harness, None));
     }
-    let rules = match profile {
+    let rules = match &args.sim_profile {
         None => Vec::new(),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
@@ -205,7 +203,13 @@ pub fn load_sim_spec(
             profile.rules
         }
     };
-    Ok(Some(SimSpec { seed, rules }))
+    Ok((
+        ExecutorKind::Sim,
+        Some(SimSpec {
+            seed: args.seed,
+            rules,
+        }),
+    ))
 }
 
 /// The batch mode and target from `--record` / `--replay` and the positional target.
@@ -218,26 +222,10 @@ pub fn mode_and_target(
         (Some(_), Some(_)) => Err(CliError::usage(
             "--replay: takes the cassettes instead of a scenario target; give one or the other",
         )),
-        (None, Some(target)) => Ok((
-            if mode.record {
-                BatchMode::Record
-            } else {
-                BatchMode::Run
-            },
-            target.to_path_buf(),
-        )),
+        (None, Some(target)) => Ok((mode.batch_mode(), target.to_path_buf())),
         (None, None) => Err(CliError::usage(
             "a scenario file or directory is required (or --replay <cassettes>)",
         )),
-    }
-}
-
-/// The envelope's `command` for a batch mode.
-pub fn command_of(mode: BatchMode) -> &'static str {
-    match mode {
-        BatchMode::Record => "record",
-        BatchMode::Replay => "replay",
-        BatchMode::Run | BatchMode::Eval => "run",
     }
 }
 
@@ -245,11 +233,7 @@ pub fn command_of(mode: BatchMode) -> &'static str {
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
-    let executor_kind = match args.executor {
-        ExecutorArg::Harness => ExecutorKind::Harness,
-        ExecutorArg::Sim => ExecutorKind::Sim,
-    };
-    let sim = load_sim_spec(args.executor, args.seed, args.sim_profile.as_deref())?;
+    let (executor_kind, sim) = executor_and_sim(&args.executor)?;
     let prepared = prepare_batch(&target, &args.batch, mode, executor_kind, sim).await?;
     let PreparedRun { plan, spec, bundle } = prepared;
     let batch_id = plan.batch_id.clone();
