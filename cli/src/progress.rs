@@ -7,57 +7,32 @@ use cowork_coordinator::supervisor::BatchProgress;
 use cowork_schema::api::ProgressSnapshot;
 use tokio::sync::watch;
 
-/// Renders progress until the sender is dropped. On a terminal the line is redrawn in place at
-/// most ten times a second; otherwise a line is printed at most every five seconds, so CI logs
-/// stay short.
+/// Renders progress until the sender is dropped (`cowork run`).
 pub async fn render(mut updates: watch::Receiver<BatchProgress>, started: Instant) {
-    let tty = std::io::stderr().is_terminal();
-    // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI log
-    // readable.
-    let min_gap = if tty {
-        Duration::from_millis(100)
-    } else {
-        Duration::from_secs(5)
-    };
-    let mut last_draw: Option<Instant> = None;
-    let mut last_line = String::new();
+    let mut line = ProgressLine::new(started);
     while updates.changed().await.is_ok() {
-        if last_draw.is_some_and(|at| at.elapsed() < min_gap) {
-            continue;
-        }
-        let line = format_line(
-            &updates.borrow_and_update().to_snapshot(),
-            started.elapsed(),
-        );
-        if line != last_line {
-            draw(&line, tty);
-            last_line = line;
-            last_draw = Some(Instant::now());
-        }
+        line.show(&updates.borrow_and_update().to_snapshot(), false);
     }
-    let line = format_line(&updates.borrow().to_snapshot(), started.elapsed());
-    if line != last_line || tty {
-        draw(&line, tty);
-    }
-    if tty {
-        eprintln!();
-    }
+    line.show(&updates.borrow().to_snapshot(), true);
+    line.finish();
 }
 
-/// Draws progress lines for snapshots that arrive from elsewhere (a watched remote batch), with
-/// the same pacing as [`render`].
-pub struct RemoteProgress {
+/// One progress line on stderr, fed with snapshots from a local batch ([`render`]) or a
+/// watched remote one. On a terminal the line is redrawn in place at most ten times a second;
+/// otherwise a line is printed at most every five seconds, so CI logs stay short.
+pub struct ProgressLine {
     tty: bool,
     started: Instant,
     last_draw: Option<Instant>,
     last_line: String,
 }
 
-impl RemoteProgress {
-    pub fn new() -> RemoteProgress {
-        RemoteProgress {
+impl ProgressLine {
+    /// A line whose ETA counts from `started`.
+    pub fn new(started: Instant) -> ProgressLine {
+        ProgressLine {
             tty: std::io::stderr().is_terminal(),
-            started: Instant::now(),
+            started,
             last_draw: None,
             last_line: String::new(),
         }
@@ -65,6 +40,8 @@ impl RemoteProgress {
 
     /// Shows `snapshot` unless a line was drawn too recently (`force` draws anyway).
     pub fn show(&mut self, snapshot: &ProgressSnapshot, force: bool) {
+        // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI
+        // log readable.
         let min_gap = if self.tty {
             Duration::from_millis(100)
         } else {

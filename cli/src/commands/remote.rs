@@ -10,7 +10,7 @@ use futures::StreamExt;
 use crate::args::{OutputFormat, SubmitArgs};
 use crate::commands::run::{executor_and_sim, mode_and_target, prepare_batch};
 use crate::fleet_args::{ClientArgs, read_secret};
-use crate::progress::RemoteProgress;
+use crate::progress::ProgressLine;
 use crate::report::CliError;
 
 /// A client for the coordinator named by `args`.
@@ -77,7 +77,7 @@ pub async fn watch_to_end(
         .await
         .map_err(|e| client_error(e, "watching the batch"))?;
     let mut events = std::pin::pin!(events);
-    let mut progress = RemoteProgress::new();
+    let mut progress = ProgressLine::new(std::time::Instant::now());
     let mut end = None;
     while let Some(event) = events.next().await {
         match event.map_err(|e| client_error(e, "watching the batch"))? {
