@@ -9,11 +9,12 @@
 //!
 //! [`unpack`] treats the archive as hostile. It refuses absolute paths, `..` components, every
 //! link entry (the packer never writes one, so refusing them all is simpler than judging where
-//! they point), device, fifo and other special entries, more than `max_entries` entries, a file
-//! over `max_file_bytes`, and more than `max_total_bytes` in all. Decompressed bytes are counted
-//! while streaming, so a zstd bomb stops after a bounded amount of work. On any error the
-//! destination holds a partial tree that must not be trusted: the caller unpacks into a fresh
-//! directory and deletes it on error.
+//! they point), device, fifo, PAX and other special entries, a GNU long name over 4096 bytes
+//! (before reading it), more than `max_entries` entries, a file over `max_file_bytes`, and more
+//! than `max_total_bytes` in all. Decompressed bytes are counted while streaming, so a zstd bomb
+//! stops after a bounded amount of work, and no header makes it buffer more than one path in
+//! memory. On any error the destination holds a partial tree that must not be trusted: the
+//! caller unpacks into a fresh directory and deletes it on error.
 //!
 //! The path checks ([`check_entry_path`]) are pure functions, tested by table.
 
@@ -97,6 +98,10 @@ pub enum EntryPathError {
     Backslash,
     #[error("control character in path")]
     ControlCharacter,
+    /// `pack` only writes UTF-8 names; a lossy decoding would unpack a different name than
+    /// the archive holds.
+    #[error("path is not UTF-8")]
+    NotUtf8,
 }
 
 /// A bundle could not be packed or unpacked.
@@ -393,10 +398,65 @@ pub fn unpack(
             }
         }
     };
-    let entries = archive.entries().map_err(|e| stream_error(&last_path, e))?;
+    // Raw mode: otherwise the tar reader buffers a GNU long-name, long-link or PAX entry whole,
+    // whatever size its header claims, up to the stream cap: gigabytes of memory from a bundle
+    // of kilobytes. Long names (which `pack` writes for paths over 100 bytes) are read below
+    // under `MAX_PATH_BYTES`; long links and PAX headers, which `pack` never writes, are
+    // refused like every other special entry.
+    let entries = archive
+        .entries()
+        .map_err(|e| stream_error(&last_path, e))?
+        .raw(true);
+    // The path a GNU long-name entry gives to the entry that follows it.
+    let mut long_name: Option<Vec<u8>> = None;
     for entry in entries {
         let mut entry = entry.map_err(|e| stream_error(&last_path, e))?;
-        let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        // Like the tar reader, only GNU and ustar headers can carry a long name.
+        let header = entry.header();
+        let extended = header.as_gnu().is_some() || header.as_ustar().is_some();
+        if extended && header.entry_type().is_gnu_longname() {
+            let header_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let malformed = |message: &str| BundleError::Io {
+                path: header_path.clone(),
+                source: io::Error::new(io::ErrorKind::InvalidData, message.to_owned()),
+            };
+            if long_name.is_some() {
+                return Err(malformed("two long-name entries describe the same entry"));
+            }
+            // `pack`, like GNU tar, ends the name with a NUL; refuse a longer one unread.
+            let size = entry.size();
+            if size > MAX_PATH_BYTES as u64 + 1 {
+                return Err(BundleError::BadPath {
+                    path: header_path,
+                    reason: EntryPathError::TooLong,
+                });
+            }
+            let mut name = Vec::new();
+            (&mut entry)
+                .take(size)
+                .read_to_end(&mut name)
+                .map_err(|e| stream_error(&header_path, e))?;
+            if name.len() as u64 != size {
+                return Err(malformed("archive ends inside a long-name entry"));
+            }
+            if name.last() == Some(&0) {
+                name.pop();
+            }
+            last_path = header_path;
+            long_name = Some(name);
+            continue;
+        }
+        let path_bytes = match long_name.take() {
+            Some(name) => name,
+            None => entry.path_bytes().into_owned(),
+        };
+        let raw_path = String::from_utf8_lossy(&path_bytes).into_owned();
+        if std::str::from_utf8(&path_bytes).is_err() {
+            return Err(BundleError::BadPath {
+                path: raw_path,
+                reason: EntryPathError::NotUtf8,
+            });
+        }
         last_path.clone_from(&raw_path);
         stats.n_entries += 1;
         if stats.n_entries > limits.max_entries {
@@ -486,6 +546,15 @@ pub fn unpack(
         stats.total_bytes += written;
         stats.n_files += 1;
     }
+    if long_name.is_some() {
+        return Err(BundleError::Io {
+            path: last_path,
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "archive ends after a long-name entry",
+            ),
+        });
+    }
     Ok(stats)
 }
 
@@ -506,6 +575,10 @@ fn refused_kind(entry_type: tar::EntryType) -> Option<&'static str> {
         "fifo"
     } else if entry_type.is_gnu_sparse() {
         "sparse file"
+    } else if entry_type.is_pax_local_extensions() || entry_type.is_pax_global_extensions() {
+        "pax header"
+    } else if entry_type.is_gnu_longlink() {
+        "long link name"
     } else {
         "unsupported"
     })

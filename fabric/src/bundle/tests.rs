@@ -200,6 +200,8 @@ struct RawEntry<'a> {
     link: &'a [u8],
     /// Declared size, when it should differ from `data.len()`.
     size: Option<u64>,
+    /// A GNU header (needed for long-name entries) instead of an old-style one.
+    gnu: bool,
 }
 
 fn raw(name: &'static [u8], kind: tar::EntryType, data: &'static [u8]) -> RawEntry<'static> {
@@ -209,6 +211,7 @@ fn raw(name: &'static [u8], kind: tar::EntryType, data: &'static [u8]) -> RawEnt
         data,
         link: b"",
         size: None,
+        gnu: false,
     }
 }
 
@@ -217,7 +220,11 @@ fn raw(name: &'static [u8], kind: tar::EntryType, data: &'static [u8]) -> RawEnt
 fn hostile_archive(entries: &[RawEntry<'_>]) -> Vec<u8> {
     let mut builder = tar::Builder::new(Vec::new());
     for entry in entries {
-        let mut header = tar::Header::new_old();
+        let mut header = if entry.gnu {
+            tar::Header::new_gnu()
+        } else {
+            tar::Header::new_old()
+        };
         let old = header.as_old_mut();
         old.name[..entry.name.len()].copy_from_slice(entry.name);
         old.linkname[..entry.link.len()].copy_from_slice(entry.link);
@@ -323,8 +330,8 @@ fn caps_are_enforced() {
         "bundle entry \"b\": the bundle holds more than 10 bytes"
     );
 
-    // A GNU long name of 1 MiB is decompressed before any entry is seen; the streaming cap stops
-    // it even though no declared file size is over a limit.
+    // A GNU long name of 1 MiB is refused from its header, before it is decompressed (see
+    // `long_names_are_bounded_before_reading`).
     let mut builder = tar::Builder::new(Vec::new());
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(EntryType::GNULongName);
@@ -342,7 +349,82 @@ fn caps_are_enforced() {
     );
     assert_eq!(
         refuse(&bomb, &small),
-        "bundle entry \"(archive)\": the bundle holds more than 10 bytes"
+        "bundle entry \"\": path longer than 4096 bytes"
+    );
+}
+
+/// A GNU long-name entry holding `name` (with its NUL, if any).
+fn long_name(name: &[u8]) -> RawEntry<'_> {
+    RawEntry {
+        name: b"././@LongLink",
+        kind: tar::EntryType::GNULongName,
+        data: name,
+        link: b"",
+        size: None,
+        gnu: true,
+    }
+}
+
+/// Regression (found while writing the `bundle_unpack` fuzz target): the tar reader buffered a
+/// GNU long-name entry whole, whatever size its header claimed, so a 32 KiB bundle holding a
+/// 1 GiB long name made `unpack` allocate over 1.5 GB under the default limits. Long names are
+/// now checked against `MAX_PATH_BYTES` from the header, and PAX headers are refused.
+#[test]
+fn long_names_are_bounded_before_reading() {
+    use tar::EntryType;
+    // The header claims 1 GiB but the archive holds 1 KiB: the refusal must come from the
+    // header (the old reader failed at the end of the stream instead, after buffering it).
+    let huge = hostile_archive(&[RawEntry {
+        size: Some(1 << 30),
+        ..long_name(&[b'n'; 1024])
+    }]);
+    assert_eq!(
+        refuse(&huge, &UnpackLimits::default()),
+        "bundle entry \"././@LongLink\": path longer than 4096 bytes"
+    );
+
+    let name = format!("{}/{}.yaml", "d".repeat(120), "n".repeat(150));
+    let name_entry = format!("{name}\0").into_bytes();
+    let ok = hostile_archive(&[
+        long_name(&name_entry),
+        raw(b"ignored", EntryType::Regular, b"long"),
+    ]);
+    let out = tempfile::tempdir().expect("tempdir");
+    unpack(&ok, &out.path().join("d"), &limits()).expect("a long name within the cap unpacks");
+    assert_eq!(
+        fs::read(out.path().join("d").join(&name)).expect("file at the long name"),
+        b"long"
+    );
+
+    let escaping = hostile_archive(&[
+        long_name(b"../escaped\0"),
+        raw(b"innocent", EntryType::Regular, b"x"),
+    ]);
+    assert_eq!(
+        refuse(&escaping, &limits()),
+        "bundle entry \"../escaped\": `..` component"
+    );
+    let twice = hostile_archive(&[
+        long_name(b"a\0"),
+        long_name(b"b\0"),
+        raw(b"x", EntryType::Regular, b"x"),
+    ]);
+    assert_eq!(
+        refuse(&twice, &limits()),
+        "bundle entry \"././@LongLink\": two long-name entries describe the same entry"
+    );
+    let dangling = hostile_archive(&[long_name(b"a\0")]);
+    assert_eq!(
+        refuse(&dangling, &limits()),
+        "bundle entry \"././@LongLink\": archive ends after a long-name entry"
+    );
+    let pax = hostile_archive(&[
+        raw(b"PaxHeader/x", EntryType::XHeader, b"18 path=../escape\n"),
+        raw(b"x", EntryType::Regular, b"x"),
+    ]);
+    assert_eq!(
+        refuse(&pax, &limits()),
+        "bundle entry \"PaxHeader/x\": pax header entries are refused"
     );
 }
 
