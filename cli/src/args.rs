@@ -39,6 +39,24 @@ cowork run scenarios/ --repeat 3 --min-pass-rate 0.66 --output-format json > env
 Results are stored under <store>/batches/<batch id>/ (spec.json, jobs/*/result.json, rollup.json,\n\
 envelope.json). Re-judge them later with `cowork rollup <store>/batches/<batch id>`.")]
     Run(Box<RunArgs>),
+    /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
+    /// interleaved runs in this process, then pass rates, the difference with a 95% interval,
+    /// an exact McNemar test and a verdict.
+    #[command(after_help = "Examples:\n  \
+cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report \\\n    \
+examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml\n  \
+cowork eval --a skills/before/report --b skills/after/report scenarios/ --runs 20 --model claude-sonnet-4-5 \\\n    \
+--output-format json -o eval.json\n\n\
+Each scenario runs --runs times per arm; run i of arm A is paired with run i of arm B, and jobs are\n\
+admitted repeat-major with the arms alternating, so both arms meet the same conditions. Each arm's\n\
+directory replaces the session's single plugins.local_plugins entry (same basename required), and\n\
+--model replaces the session's model in both arms. --seed seeds the sim executor and the bootstrap.\n\
+The report goes to stderr (per scenario and overall: pass rate A and B, B - A with its 95% interval,\n\
+McNemar p, verdict) and to <store>/batches/<batch id>/eval.json; --output-format json also prints it\n\
+as one JSON line on stdout.\n\n\
+Exit codes: 0 no detectable difference or B better, 1 B worse overall (p < alpha), 2 usage or input\n\
+error (nothing is written).")]
+    Eval(Box<EvalArgs>),
     /// Re-judge stored runs with the same reducer: a stored batch dir, result.json files or a dir.
     #[command(after_help = "Examples:\n  \
 cowork rollup .cowork/batches/20261130-101500-a1b2c3 --min-pass-rate 0.8\n  \
@@ -60,9 +78,34 @@ With --watch the command ends like `cowork run`: summary, envelope (--output-for
     /// Follow a batch to its end; prints the summary and exits with the batch's exit code.
     Watch(BatchRefArgs),
     /// Cancel a batch: admission stops at once; running jobs finish and are reported.
-    Cancel(BatchRefArgs),
+    #[command(after_help = "Examples:\n  \
+cowork cancel 20261130-101500-a1b2c3\n  \
+cowork cancel 20261130-101500-a1b2c3 --kill-running\n\n\
+Without --kill-running, jobs already running finish and are reported (choice C4). With it, workers\n\
+kill the batch's running jobs (their whole process groups) and skip its queued ones. Either way the\n\
+batch ends `cancelled`; `cowork resume` runs what is missing later.")]
+    Cancel(CancelArgs),
+    /// Resume a done or cancelled batch: run again only the jobs with no stored result or an
+    /// infrastructure failure; finished jobs are kept as they are.
+    #[command(after_help = "Examples:\n  \
+cowork resume 20261130-101500-a1b2c3 --watch\n\n\
+The batch keeps its id; its generation goes up by one. The rollup and envelope are computed again\n\
+from every stored result, exactly as if the batch had run undisturbed.")]
+    Resume(ResumeArgs),
     /// Print a batch's envelope (stdout) and summary (stderr); --download saves every file.
     Results(ResultsArgs),
+    /// Render a stored batch as an HTML report, JUnit XML, a Markdown summary or a JSON summary.
+    #[command(after_help = "Examples:\n  \
+cowork report .cowork/batches/20261130-101500-a1b2c3 -o report.html\n  \
+cowork report 20261130-101500-a1b2c3 --format junit -o junit.xml\n  \
+cowork report 20261130-101500-a1b2c3 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n  \
+cowork report 20261130-101500-a1b2c3 --coordinator http://coordinator:8700 -o report.html\n\n\
+<batch> is a stored batch dir, a batch id looked up in --store, or with --coordinator a batch\n\
+fetched through the coordinator's API (token from COWORK_API_TOKEN or --token-file). The HTML\n\
+report is one self-contained file: inline CSS, no script, nothing loaded from the network.\n\
+Simulated runs are always flagged as such. Exit 0 once the report is written (whatever the\n\
+batch's verdict), 2 for an unknown batch or a batch that is not done.")]
+    Report(ReportArgs),
     /// List the live workers of the fleet.
     Workers(WorkersArgs),
     /// Run the coordinator service: HTTP API, admission and judging of submitted batches.
@@ -99,6 +142,42 @@ pub enum ExecutorArg {
     Sim,
 }
 
+/// Admission controls shared by `run` and `coordinator`.
+#[derive(Debug, Args)]
+pub struct AdmissionArgs {
+    /// First dispatch pause of a tier after a run hits the model's usage limit (contract C9);
+    /// it doubles with each further one in a row, up to 10 minutes. E.g. `30s`, `500ms`.
+    #[arg(
+        long,
+        env = "COWORK_USAGE_LIMIT_PAUSE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub usage_limit_pause: String,
+    /// Per-model admission limit shared by every job (repeatable or comma-separated):
+    /// `MODEL=CONCURRENCY[/PERIOD]`, e.g. `claude-sonnet=20/4s` = at most 20 jobs of models
+    /// starting with `claude-sonnet` in flight and at most 20 admissions in any 4 s. `default`
+    /// names jobs without a model axis.
+    #[arg(
+        long,
+        env = "COWORK_MODEL_LIMITS",
+        value_name = "MODEL=N[/PERIOD]",
+        value_delimiter = ','
+    )]
+    pub model_limit: Vec<String>,
+}
+
+/// Which executor a fleet worker runs jobs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkerExecutorArg {
+    /// The real cowork-harness CLI (--harness-bin), one process per job.
+    Harness,
+    /// The harness CLI in one container per job (--container-image), through the Docker API.
+    Container,
+    /// The seeded simulator: fast, free, and marked simulated everywhere.
+    Sim,
+}
+
 /// The batch flags shared by `run` and `submit` (contract §4.1, §5.1). Numbers are read with
 /// JavaScript `Number()` rules, like the CLI's.
 #[derive(Debug, Args)]
@@ -118,6 +197,11 @@ pub struct BatchArgs {
     /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (contract §4.2).
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_budget_usd: Option<String>,
+    /// Budget in USD for the whole batch, all cells together (a fleet feature beside the CLI's
+    /// per-cell --max-budget-usd): admission keeps known spend plus the in-flight estimate
+    /// under it; when reached, every open unit stops as a budget stop. Needs --repeat.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub batch_budget_usd: Option<String>,
     /// Judge a budget-stopped unit on its completed runs instead of failing it.
     #[arg(long)]
     pub allow_budget_stop: bool,
@@ -225,12 +309,97 @@ pub struct RunArgs {
     /// Jobs of the batch admitted ahead of results (default: 2 × slots).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub window: Option<usize>,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
     /// Keep each job's scratch directory under <store>/work (for debugging the harness).
     #[arg(long)]
     pub keep_work: bool,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Arm A: the skill dir or plugin before the edit (the baseline).
+    #[arg(long = "a", value_name = "DIR")]
+    pub arm_a: PathBuf,
+    /// Arm B: the skill dir or plugin after the edit (the candidate).
+    #[arg(long = "b", value_name = "DIR")]
+    pub arm_b: PathBuf,
+    /// Scenario files, or directories whose *.yaml / *.yml files are the scenarios.
+    #[arg(required = true, value_name = "SCENARIOS")]
+    pub scenarios: Vec<PathBuf>,
+    /// Runs per arm per scenario: 2..=10000.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "10",
+        allow_negative_numbers = true
+    )]
+    pub runs: String,
+    /// The model both arms run (replaces the session's `model`); default: the session's own.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Significance level of the McNemar test, strictly between 0 and 1.
+    #[arg(
+        long,
+        value_name = "ALPHA",
+        default_value = "0.05",
+        allow_negative_numbers = true
+    )]
+    pub alpha: String,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
+    /// Also write the eval report (the JSON of eval.json) to this file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Output on stdout: `json` prints the eval report as one JSON line.
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// Hard wall-clock limit per job, as for `run`.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+    pub job_timeout: Option<String>,
+    /// Root of the bundle: every file a scenario or arm reaches must lie below it (default: the
+    /// git work tree holding the first scenario target, else the current directory).
+    #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
+    pub bundle_root: Option<PathBuf>,
+    /// Jobs run at once in this process.
+    #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub slots: u16,
+    /// The cowork-harness program for the harness executor.
+    #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+    pub harness_bin: PathBuf,
+    /// Local store directory (brief §5 layout).
+    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
+    pub store: PathBuf,
+    /// Jobs of the batch admitted ahead of results (default: 2 × slots).
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+    /// First dispatch pause of a tier after a run hits the model's usage limit, as for `run`.
+    #[arg(
+        long,
+        env = "COWORK_USAGE_LIMIT_PAUSE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub usage_limit_pause: String,
+    /// Keep each job's scratch directory under <store>/work.
+    #[arg(long)]
+    pub keep_work: bool,
+    /// No progress line.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Submit the eval to this coordinator instead of running it here (like `cowork submit`).
+    #[arg(long, value_name = "URL")]
+    pub coordinator: Option<String>,
+    /// With --coordinator: file holding the API bearer token (or set COWORK_API_TOKEN).
+    #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// With --coordinator: follow the batch to its end, then print the eval report and exit
+    /// like an embedded eval.
+    #[arg(long, requires = "coordinator")]
+    pub watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +422,34 @@ pub struct SubmitArgs {
     #[arg(long, value_enum, default_value = "human")]
     pub output_format: OutputFormat,
     /// No progress line while watching.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The batch id (printed by `cowork submit`).
+    pub batch: String,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Also kill the batch's in-flight jobs and skip its queued ones.
+    #[arg(long)]
+    pub kill_running: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The batch id (printed by `cowork submit`).
+    pub batch: String,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Follow the resumed batch to its end, like `cowork watch`.
+    #[arg(long)]
+    pub watch: bool,
+    /// Output on stdout (with --watch).
+    #[arg(long, value_enum, default_value = "human")]
+    pub output_format: OutputFormat,
+    /// No progress line (with --watch).
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -283,6 +480,40 @@ pub struct ResultsArgs {
     pub download: Option<PathBuf>,
 }
 
+/// The formats of `cowork report`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormatArg {
+    /// One self-contained page: heatmap, cells, failure reasons, stops.
+    Html,
+    /// JUnit XML: one testsuite per batch, one testcase per scenario file or matrix cell.
+    Junit,
+    /// A summary for a CI job summary or a PR comment.
+    Markdown,
+    /// A compact machine summary (one line).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A stored batch dir (<store>/batches/<id>) or a batch id.
+    pub batch: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: ReportFormatArg,
+    /// Write the report to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Local store a batch id is looked up in (brief §5 layout).
+    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
+    pub store: PathBuf,
+    /// Read the batch through this coordinator's API instead of a local store.
+    #[arg(long, value_name = "URL")]
+    pub coordinator: Option<String>,
+    /// File holding the API bearer token (or set COWORK_API_TOKEN); used with --coordinator.
+    #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct WorkersArgs {
     #[command(flatten)]
@@ -310,6 +541,8 @@ pub struct CoordinatorArgs {
     /// Jobs of one batch outstanding in the queue at most (admission window).
     #[arg(long, env = "COWORK_WINDOW", default_value_t = 64)]
     pub window: usize,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
     /// Largest accepted bundle in MiB.
     #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
     pub max_bundle_mib: u64,
@@ -345,7 +578,27 @@ pub struct WorkerArgs {
     pub slots: u16,
     /// Executor for every job.
     #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
-    pub executor: ExecutorArg,
+    pub executor: WorkerExecutorArg,
+    /// Image of the container executor: holds the harness CLI (and the Docker CLI the harness
+    /// needs for its own sandboxes, with --container-docker-socket).
+    #[arg(long, env = "COWORK_CONTAINER_IMAGE", value_name = "IMAGE")]
+    pub container_image: Option<String>,
+    /// Owner label of this worker's containers: leftovers of this owner whose job is not
+    /// running are removed at start and after each job (default: the hostname).
+    #[arg(long, env = "COWORK_CONTAINER_OWNER", value_name = "NAME")]
+    pub container_owner: Option<String>,
+    /// Pass this Docker socket into each job's container (at /var/run/docker.sock).
+    #[arg(long, env = "COWORK_CONTAINER_DOCKER_SOCKET", value_name = "PATH")]
+    pub container_docker_socket: Option<PathBuf>,
+    /// Memory limit of each job's container, in bytes.
+    #[arg(long, env = "COWORK_CONTAINER_MEMORY_BYTES", value_name = "BYTES")]
+    pub container_memory_bytes: Option<u64>,
+    /// CPU limit of each job's container, in thousandths of a CPU (1500 = 1.5 CPUs).
+    #[arg(long, env = "COWORK_CONTAINER_CPU_MILLIS", value_name = "MILLIS")]
+    pub container_cpu_millis: Option<u64>,
+    /// Docker network of each job's container (default: the engine's default).
+    #[arg(long, env = "COWORK_CONTAINER_NETWORK", value_name = "NETWORK")]
+    pub container_network: Option<String>,
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
@@ -361,6 +614,24 @@ pub struct WorkerArgs {
     /// Keep each job's scratch directory after its artifacts are stored.
     #[arg(long)]
     pub keep_work: bool,
+    /// Interval of in-progress acks of a running job (default: a third of --ack-wait). Set
+    /// longer than --ack-wait only to test redelivery: the queue then hands running jobs to
+    /// other workers, and the coordinator counts each job once.
+    #[arg(long, env = "COWORK_IN_PROGRESS_EVERY", value_name = "DURATION")]
+    pub in_progress_every: Option<String>,
+    /// Tiers of --tiers served without probing their prerequisites (limactl, Docker), for
+    /// hosts where they are met in a way the start-up probe cannot see.
+    #[arg(
+        long,
+        env = "COWORK_ASSUME_TIERS",
+        value_delimiter = ',',
+        value_name = "TIERS"
+    )]
+    pub assume_tiers: Vec<String>,
+    /// Serve microvm with the harness executor on a host that is not macOS, as long as
+    /// limactl answers (Lima also runs on Linux).
+    #[arg(long, env = "COWORK_ALLOW_MICROVM_OFF_MACOS")]
+    pub allow_microvm_off_macos: bool,
 }
 
 #[derive(Debug, Args)]

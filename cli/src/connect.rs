@@ -102,3 +102,22 @@ pub async fn connect_s3(config: &S3Config) -> Result<S3ArtifactStore, CliError> 
         .with_context(|| format!("connecting to the S3 bucket {}", config.bucket))
         .map_err(CliError::Failed)
 }
+
+/// A duration flag (`30s`, `500ms`, `2m`), or a usage error naming the flag.
+pub fn duration_arg(flag: &str, text: &str) -> Result<std::time::Duration, CliError> {
+    parse_duration(text).map_err(|problem| CliError::usage(format!("{flag}: {problem}")))
+}
+
+/// The `--model-limit` rules, or a usage error naming the bad one.
+pub fn model_limits(
+    texts: &[String],
+) -> Result<Vec<cowork_coordinator::limits::ModelLimit>, CliError> {
+    texts
+        .iter()
+        .filter(|text| !text.trim().is_empty())
+        .map(|text| {
+            cowork_coordinator::limits::ModelLimit::parse(text)
+                .map_err(|problem| CliError::usage(format!("--model-limit {problem}")))
+        })
+        .collect()
+}

@@ -44,6 +44,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => commands::run::run(*args).await,
+            Command::Eval(args) => commands::eval::run(*args).await,
             Command::Rollup(args) => commands::rollup::run(args).await,
             Command::Worker(args) => commands::worker::run(*args).await,
             Command::Coordinator(args) => commands::coordinator::run(*args).await,
@@ -55,10 +56,14 @@ fn main() -> ExitCode {
                 commands::remote::watch(&args.client, &args.batch, args.output_format, args.quiet)
                     .await
             }
-            Command::Cancel(args) => commands::remote::cancel(&args.client, &args.batch).await,
+            Command::Cancel(args) => {
+                commands::remote::cancel(&args.client, &args.batch, args.kill_running).await
+            }
+            Command::Resume(args) => commands::remote::resume(args).await,
             Command::Results(args) => {
                 commands::remote::results(&args.client, &args.batch, args.download.as_deref()).await
             }
+            Command::Report(args) => commands::report::run(args).await,
             Command::Workers(args) => {
                 commands::remote::workers(&args.client, args.output_format).await
             }

@@ -99,8 +99,29 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     if progress.retries > 0 {
         line.push_str(&format!("  retries {}", progress.retries));
     }
+    if progress.redelivered > 0 {
+        line.push_str(&format!("  redelivered {}", progress.redelivered));
+    }
+    if progress.duplicates > 0 {
+        line.push_str(&format!("  duplicates {}", progress.duplicates));
+    }
     if progress.discarded > 0 {
         line.push_str(&format!("  discarded {}", progress.discarded));
+    }
+    if progress.pauses > 0 {
+        line.push_str(&format!("  usage-limit pauses {}", progress.pauses));
+    }
+    if !progress.paused_tiers.is_empty() {
+        line.push_str(&format!("  paused: {}", progress.paused_tiers.join(",")));
+    }
+    if progress.generation > 0 {
+        line.push_str(&format!("  generation {}", progress.generation));
+    }
+    if let Some(cap) = progress.batch_budget_usd {
+        line.push_str(&format!("  budget ${:.4}/${cap:.2}", progress.cost_usd));
+    }
+    if let Some(why) = &progress.held_by {
+        line.push_str(&format!("  waiting: {why}"));
     }
     line
 }
@@ -134,6 +155,31 @@ mod tests {
         assert_eq!(
             line,
             "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s"
+        );
+    }
+
+    #[test]
+    fn line_shows_retries_redeliveries_and_pauses() {
+        let progress = ProgressSnapshot {
+            planned: 10,
+            finished: 10,
+            passed: 10,
+            retries: 2,
+            redelivered: 1,
+            duplicates: 1,
+            pauses: 3,
+            paused_tiers: vec!["container".into()],
+            generation: 1,
+            batch_budget_usd: Some(2.0),
+            held_by: Some("model limit claude-sonnet=2".into()),
+            ..ProgressSnapshot::default()
+        };
+        let line = format_line(&progress, Duration::from_secs(1));
+        assert!(
+            line.ends_with(
+                "retries 2  redelivered 1  duplicates 1  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
+            ),
+            "{line}"
         );
     }
 

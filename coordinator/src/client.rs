@@ -150,8 +150,24 @@ impl CoordinatorClient {
     }
 
     /// Cancels a batch; returns its record (`stopping`).
-    pub async fn cancel(&self, batch_id: &BatchId) -> Result<BatchRecord, ClientError> {
-        let url = self.url(&format!("v1/batches/{batch_id}/cancel"))?;
+    pub async fn cancel(
+        &self,
+        batch_id: &BatchId,
+        kill_running: bool,
+    ) -> Result<BatchRecord, ClientError> {
+        let path = if kill_running {
+            format!("v1/batches/{batch_id}/cancel?kill_running=true")
+        } else {
+            format!("v1/batches/{batch_id}/cancel")
+        };
+        let url = self.url(&path)?;
+        self.call_json(url.clone(), self.http.post(url)).await
+    }
+
+    /// Resumes a done or cancelled batch: jobs without a result, or whose run ended in an
+    /// infrastructure failure, run again.
+    pub async fn resume(&self, batch_id: &BatchId) -> Result<BatchRecord, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/resume"))?;
         self.call_json(url.clone(), self.http.post(url)).await
     }
 

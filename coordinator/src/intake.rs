@@ -8,6 +8,9 @@
 //! same bytes. The plan it returns is the one the coordinator supervises; a restarted coordinator
 //! calls it again on the stored spec and bundle and gets the same plan.
 //!
+//! An eval batch (`spec.eval`, brief §8) is checked exactly as `cowork eval` checks it: the
+//! scenarios and both arm directories with `prepare_eval`, the layout with `plan_eval_units`.
+//!
 //! This is blocking code (hashing, unpacking, reading YAML): async callers run it in
 //! `spawn_blocking` (style rule 15).
 
@@ -17,15 +20,21 @@ use cowork_fabric::bundle::{UnpackLimits, check_entry_path, unpack};
 use cowork_fabric::sha256_hex;
 use cowork_schema::BatchId;
 use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchFlags, BatchSpec, ExecutorKind, MAX_CELLS_DEFAULT, MAX_CELLS_MAX,
-    REPEAT_MAX, REPEAT_MIN,
+    BATCH_SPEC_VERSION, BatchFlags, BatchMode, BatchSpec, EvalSpec, ExecutorKind,
+    MAX_CELLS_DEFAULT, MAX_CELLS_MAX, REPEAT_MAX, REPEAT_MIN,
 };
 
+use crate::plan::eval::{EvalLayoutInput, plan_eval_units};
 use crate::plan::{Plan, PlanInput, plan_units};
-use crate::prepare::{InputError, PrepareInput, prepare};
+use crate::prepare::{
+    InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare, prepare_eval,
+};
 
 /// Longest `label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
 const MAX_LABEL_LEN: usize = 200;
+/// Most bootstrap resamples an eval may ask for: each interval costs resamples × pairs work on
+/// the coordinator, and 1 000 000 is 100 times the default.
+const MAX_EVAL_RESAMPLES: u32 = 1_000_000;
 
 /// Validates a submitted batch and plans it under `batch_id`.
 ///
@@ -50,6 +59,11 @@ pub fn plan_from_bundle(
     }
     // Paths from the spec are joined onto the unpack directory, so they are checked first.
     let paths_ok = check_spec_paths(spec, &mut problems);
+    if (spec.mode == BatchMode::Eval) != spec.eval.is_some() {
+        // Which inputs to prepare depends on the mode, so a spec that contradicts itself there
+        // cannot be checked against its bundle; the contradiction is already listed.
+        return Err(problems);
+    }
 
     let dest = scratch.join(batch_id.as_str());
     let _cleanup = RemoveOnDrop(dest.clone());
@@ -65,20 +79,14 @@ pub fn plan_from_bundle(
         return Err(problems);
     }
 
-    let input = PrepareInput {
-        target: if spec.target == "." {
-            dest.clone()
-        } else {
-            dest.join(&spec.target)
-        },
-        matrix: spec.matrix_file.as_ref().map(|matrix| dest.join(matrix)),
-        bundle_root: dest.clone(),
-        mode: spec.mode,
+    let prepared = match &spec.eval {
+        None => prepare_files(spec, &dest),
+        Some(settings) => prepare_eval_arms(spec, settings, &dest),
     };
-    let prepared = match prepare(&input) {
+    let (prepared, eval_arms) = match prepared {
         Ok(prepared) => prepared,
         Err(errors) => {
-            problems.extend(errors.into_iter().map(|error| relative_error(error, &dest)));
+            problems.extend(errors);
             return Err(problems);
         }
     };
@@ -97,18 +105,38 @@ pub fn plan_from_bundle(
         // The planner needs valid flags; the flag problems are already listed.
         return Err(problems);
     }
-    let layout = match plan_units(&prepared, &spec.flags, spec.mode) {
+    let layout = match (&eval_arms, &spec.eval) {
+        (Some(arms), Some(settings)) => plan_eval_units(
+            &prepared,
+            &EvalLayoutInput {
+                arms,
+                model: settings.model.as_deref(),
+                flags: &spec.flags,
+            },
+        )
+        .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        _ => plan_units(&prepared, &spec.flags, spec.mode)
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
+    };
+    let layout = match layout {
         Ok(layout) => layout,
         Err(errors) => {
-            problems.extend(errors.iter().map(ToString::to_string));
+            problems.extend(errors);
             return Err(problems);
         }
+    };
+    // An eval's derived sessions are written from its arms and model, so a mismatch there is
+    // most likely a spec.eval that differs from the one the bundle was made with.
+    let derived_from = if spec.eval.is_some() {
+        " (it is derived from spec.eval.arms and spec.eval.model)"
+    } else {
+        ""
     };
     for derived in &layout.derived_files {
         match std::fs::read(dest.join(&derived.path)) {
             Ok(bytes) if bytes == derived.contents => {}
             Ok(_) => problems.push(format!(
-                "bundle does not match its spec: derived file {} differs from what the planner writes",
+                "bundle does not match its spec: derived file {} differs from what the planner writes{derived_from}",
                 derived.path
             )),
             Err(_) => problems.push(format!(
@@ -133,6 +161,71 @@ pub fn plan_from_bundle(
     ))
 }
 
+/// A prepared batch, and for an eval its two arms.
+type Prepared = (PreparedBatch, Option<[PreparedArm; 2]>);
+
+/// Prepares a run, record or replay batch from the unpacked bundle: the target and matrix of
+/// the spec, as `cowork run` prepared them.
+fn prepare_files(spec: &BatchSpec, dest: &Path) -> Result<Prepared, Vec<String>> {
+    let input = PrepareInput {
+        target: if spec.target == "." {
+            dest.to_path_buf()
+        } else {
+            dest.join(&spec.target)
+        },
+        matrix: spec.matrix_file.as_ref().map(|matrix| dest.join(matrix)),
+        bundle_root: dest.to_path_buf(),
+        mode: spec.mode,
+    };
+    match prepare(&input) {
+        Ok(prepared) => Ok((prepared, None)),
+        Err(errors) => Err(errors
+            .into_iter()
+            .map(|error| relative_error(error, dest))
+            .collect()),
+    }
+}
+
+/// Prepares an eval batch from the unpacked bundle as `cowork eval` prepared it: each of
+/// `spec.scenarioFiles` (in order) and both arm directories of `spec.eval.arms`. Problems with
+/// an arm name its spec field; the arms keep their bundle-relative paths as labels.
+fn prepare_eval_arms(
+    spec: &BatchSpec,
+    settings: &EvalSpec,
+    dest: &Path,
+) -> Result<Prepared, Vec<String>> {
+    let input = PrepareEvalInput {
+        targets: spec
+            .scenario_files
+            .iter()
+            .map(|file| dest.join(file))
+            .collect(),
+        arms: settings.arms.clone().map(|arm| dest.join(arm)),
+        bundle_root: dest.to_path_buf(),
+    };
+    match prepare_eval(&input) {
+        Ok(prepared) => {
+            let mut arms = prepared.arms;
+            for (arm, declared) in arms.iter_mut().zip(&settings.arms) {
+                // `declared` is the scratch path here; messages and labels use the spec's.
+                arm.declared = declared.clone();
+            }
+            Ok((prepared.batch, Some(arms)))
+        }
+        Err(errors) => Err(errors
+            .into_iter()
+            .map(|mut error| {
+                error.key = match error.key.as_deref() {
+                    Some("--a") => Some("spec.eval.arms[0]".to_owned()),
+                    Some("--b") => Some("spec.eval.arms[1]".to_owned()),
+                    _ => error.key,
+                };
+                relative_error(error, dest)
+            })
+            .collect()),
+    }
+}
+
 /// Checks the spec's version, executor settings and flags (the ranges of contract §4.1 and §5.1
 /// with the fleet's bounds, and the "needs --repeat" / "needs --matrix" rules).
 fn check_spec(spec: &BatchSpec) -> Vec<String> {
@@ -150,7 +243,62 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
         ));
     }
     check_flags(&spec.flags, spec.matrix_file.is_some(), &mut problems);
+    match (&spec.eval, spec.mode) {
+        (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),
+        (None, BatchMode::Eval) => {
+            problems.push("spec.eval: an eval batch (mode eval) needs its eval settings".to_owned())
+        }
+        (Some(_), mode) => problems.push(format!(
+            "spec.eval: only an eval batch takes eval settings, the mode is {}",
+            serde_json::to_value(mode)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        )),
+        (None, _) => {}
+    }
     problems
+}
+
+/// Checks an eval's settings and the flags it allows: what `cowork eval` validates (`--runs`,
+/// `--alpha`, `--model`, `--job-timeout`; no matrix and no other batch flag).
+fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>) {
+    if !(settings.alpha > 0.0 && settings.alpha < 1.0) {
+        problems.push(format!(
+            "spec.eval.alpha: must be a number strictly between 0 and 1, got {}",
+            settings.alpha
+        ));
+    }
+    if !(1..=MAX_EVAL_RESAMPLES).contains(&settings.resamples) {
+        problems.push(format!(
+            "spec.eval.resamples: must be an integer from 1 to {MAX_EVAL_RESAMPLES}, got {}",
+            settings.resamples
+        ));
+    }
+    if let Some(model) = &settings.model
+        && (model.trim().is_empty() || model.starts_with('-'))
+    {
+        problems.push(format!("spec.eval.model: needs a model id, got {model:?}"));
+    }
+    if spec.matrix_file.is_some() {
+        problems.push("spec.matrixFile: an eval takes no matrix".to_owned());
+    }
+    if spec.flags.repeat.is_none() {
+        problems.push("spec.flags.repeat: an eval needs the runs per arm (at least 2)".to_owned());
+    }
+    // Every pair must be complete unless a run errors, so an eval has no early stop, no budget
+    // stop and no pass-rate threshold: only the runs and the job timeout are settable.
+    let allowed = BatchFlags {
+        repeat: spec.flags.repeat,
+        job_timeout_ms: spec.flags.job_timeout_ms,
+        ..BatchFlags::default()
+    };
+    if spec.flags != allowed {
+        problems.push(
+            "spec.flags: an eval takes only repeat and jobTimeoutMs; every other flag must keep its default"
+                .to_owned(),
+        );
+    }
 }
 
 fn check_flags(flags: &BatchFlags, has_matrix: bool, problems: &mut Vec<String>) {
@@ -176,6 +324,15 @@ fn check_flags(flags: &BatchFlags, has_matrix: bool, problems: &mut Vec<String>)
         problems.push(format!(
             "spec.flags.maxBudgetUsd: must be a number greater than 0, got {budget}"
         ));
+    }
+    if let Some(budget) = flags.batch_budget_usd {
+        if !(budget.is_finite() && budget > 0.0) {
+            problems.push(format!(
+                "spec.flags.batchBudgetUsd: must be a number greater than 0, got {budget}"
+            ));
+        } else if !has_repeat {
+            problems.push("spec.flags.batchBudgetUsd: needs repeat".to_owned());
+        }
     }
     if flags.stop_on_diverge && !has_repeat {
         problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
@@ -234,6 +391,13 @@ fn check_spec_paths(spec: &BatchSpec, problems: &mut Vec<String>) -> bool {
             ));
         }
     }
+    if let Some(settings) = &spec.eval {
+        for (arm_idx, arm) in settings.arms.iter().enumerate() {
+            if let Err(reason) = check_entry_path(arm) {
+                problems.push(format!("spec.eval.arms[{arm_idx}]: {arm:?}: {reason}"));
+            }
+        }
+    }
     problems.len() == before
 }
 
@@ -259,10 +423,20 @@ fn relative_error(mut error: InputError, dest: &Path) -> String {
             rel.to_path_buf()
         };
     }
+    // A hint naming the unpack directory (e.g. "every input must lie inside the bundle root
+    // <dest>") speaks of the server's scratch space, which the client neither knows nor controls.
+    let root = dest.display().to_string();
+    if error
+        .hint
+        .as_deref()
+        .is_some_and(|hint| hint.contains(&root))
+    {
+        error.hint = None;
+    }
     let text = error.to_string();
-    // Messages may name resolved paths too (a symlink's target, a missing upload).
-    let prefix = format!("{}/", dest.display());
-    text.replace(&prefix, "")
+    // Messages may name resolved paths too (a symlink's target, a missing upload), or the
+    // unpack directory itself, which is the bundle's root: `.`.
+    text.replace(&format!("{root}/"), "").replace(&root, ".")
 }
 
 /// Removes a directory tree when dropped, so every return path cleans the scratch space.
@@ -280,5 +454,7 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+#[cfg(test)]
+mod eval_tests;
 #[cfg(test)]
 mod tests;

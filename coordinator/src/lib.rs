@@ -13,14 +13,19 @@
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: the Prometheus text of `/metrics`.
 //! - [`client`]: the HTTP client of the API (`cowork submit`, `watch`, `status`, …).
+//! - [`report`]: pure HTML, JUnit, Markdown and JSON reports of a stored batch (`cowork report`,
+//!   the coordinator's pages) and their loader.
 
 pub mod api;
 pub mod client;
+pub mod eval;
 pub mod intake;
+pub mod limits;
 pub mod metrics;
 pub mod plan;
 pub mod prepare;
 pub mod reduce;
 pub mod rejudge;
+pub mod report;
 pub mod server;
 pub mod supervisor;

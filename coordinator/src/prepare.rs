@@ -231,6 +231,179 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
     }
 }
 
+/// What to prepare for an eval batch (`cowork eval`): scenario targets and the two arms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrepareEvalInput {
+    /// Scenario files or directories of them (contract §1.2.1), in the order given.
+    pub targets: Vec<PathBuf>,
+    /// Arm A's and arm B's skill dir or plugin (`--a`, `--b`), as typed.
+    pub arms: [PathBuf; 2],
+    /// Every input must lie under this directory; it becomes the root of the bundle.
+    pub bundle_root: PathBuf,
+}
+
+/// One arm of an eval: the directory that replaces the session's single local plugin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedArm {
+    /// The path as the user typed it (labels and messages).
+    pub declared: String,
+    /// The directory, bundle-relative with `/` separators.
+    pub rel_path: String,
+}
+
+/// A validated eval batch: its scenarios (as a plain files batch, every arm's files shipped)
+/// and its two arms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedEval {
+    pub batch: PreparedBatch,
+    /// Arm A, then arm B.
+    pub arms: [PreparedArm; 2],
+}
+
+/// Loads and checks every input of an eval batch: the scenarios of every target (run mode), and
+/// each arm directory, which must exist inside the bundle root and be a plugin
+/// (`.claude-plugin/plugin.json`) or a skill dir (`SKILL.md`). Returns all problems found.
+pub fn prepare_eval(input: &PrepareEvalInput) -> Result<PreparedEval, Vec<InputError>> {
+    // The same root checks as `prepare`; kept beside it rather than shared so that `prepare`
+    // stays untouched by the eval entry point.
+    let cwd = std::env::current_dir().map_err(|e| {
+        vec![plain_error(
+            &input.bundle_root,
+            &format!("cannot read the current directory: {e}"),
+        )]
+    })?;
+    let root = normalize_absolute(&cwd.join(&input.bundle_root));
+    let canonical_root = match fs::canonicalize(&root) {
+        Ok(path) if path.is_dir() => path,
+        Ok(_) => {
+            return Err(vec![plain_error(
+                &input.bundle_root,
+                "bundle root is not a directory",
+            )]);
+        }
+        Err(e) => {
+            return Err(vec![plain_error(
+                &input.bundle_root,
+                &format!("bundle root cannot be read: {e}"),
+            )]);
+        }
+    };
+    let mut ctx = Ctx {
+        root,
+        canonical_root,
+        display_root: input.bundle_root.clone(),
+        cwd,
+        errors: Vec::new(),
+        files: BTreeSet::new(),
+        sessions: BTreeMap::new(),
+        target_rel: String::new(),
+    };
+    if input.targets.is_empty() {
+        ctx.errors.push(plain_error(
+            &input.bundle_root,
+            "an eval needs at least one scenario file or directory",
+        ));
+    }
+
+    let mut first_target = None;
+    let mut listed: Vec<String> = Vec::new();
+    for target in &input.targets {
+        let Some(rels) = ctx.list_targets(target, BatchMode::Run) else {
+            continue;
+        };
+        first_target.get_or_insert_with(|| ctx.target_rel.clone());
+        for rel in rels {
+            if listed.contains(&rel) {
+                ctx.errors.push(plain_error(
+                    target,
+                    &format!("{rel} is given more than once; each scenario runs once per arm"),
+                ));
+            } else {
+                listed.push(rel);
+            }
+        }
+    }
+    let mut scenarios = Vec::new();
+    for rel in &listed {
+        if let Some(prepared) = ctx.load_scenario(rel, BatchMode::Run) {
+            scenarios.push(prepared);
+        }
+    }
+
+    let mut arms = Vec::with_capacity(2);
+    for (flag, path) in ["--a", "--b"].into_iter().zip(&input.arms) {
+        if let Some(arm) = ctx.prepare_arm(flag, path) {
+            arms.push(arm);
+        }
+    }
+
+    match <[PreparedArm; 2]>::try_from(arms) {
+        Ok(arms) if ctx.errors.is_empty() => Ok(PreparedEval {
+            batch: PreparedBatch {
+                root: ctx.root,
+                scenarios,
+                matrix: None,
+                files: ctx.files,
+                target: first_target.unwrap_or_default(),
+            },
+            arms,
+        }),
+        _ => Err(ctx.errors),
+    }
+}
+
+impl Ctx {
+    /// Checks and ships one eval arm directory (`flag` is `--a` or `--b`).
+    fn prepare_arm(&mut self, flag: &str, path: &Path) -> Option<PreparedArm> {
+        let flag_error = |message: String, hint: Option<String>| InputError {
+            key: Some(flag.to_owned()),
+            hint,
+            ..plain_error(path, &message)
+        };
+        match fs::metadata(path) {
+            Ok(metadata) if metadata.is_dir() => {}
+            Ok(_) => {
+                self.errors.push(flag_error(
+                    "is not a directory; an arm is a skill dir or a plugin".to_owned(),
+                    None,
+                ));
+                return None;
+            }
+            Err(e) => {
+                self.errors.push(flag_error(
+                    format!("does not exist or cannot be read: {e}"),
+                    None,
+                ));
+                return None;
+            }
+        }
+        let rel = self.rel_of_user_path(path, &format!("{flag}'s directory"))?;
+        self.check_inside(path, &rel)?;
+        let dir = self.root.join(&rel);
+        let is_plugin = dir.join(".claude-plugin").join("plugin.json").is_file();
+        let is_skill = dir.join("SKILL.md").is_file();
+        if !is_plugin && !is_skill {
+            self.errors.push(flag_error(
+                "is neither a plugin (.claude-plugin/plugin.json) nor a skill dir (SKILL.md)"
+                    .to_owned(),
+                Some("point --a and --b at the two versions of the skill or plugin".to_owned()),
+            ));
+            return None;
+        }
+        let origin = Origin {
+            file_rel: "",
+            key: flag,
+            position: None,
+        };
+        let before = self.errors.len();
+        self.ship(&origin, &rel);
+        (self.errors.len() == before).then(|| PreparedArm {
+            declared: path.display().to_string(),
+            rel_path: rel,
+        })
+    }
+}
+
 fn plain_error(file: &Path, message: &str) -> InputError {
     InputError {
         file: file.to_owned(),
@@ -312,23 +485,29 @@ impl Ctx {
         let absolute = normalize_absolute(&self.cwd.join(path));
         // Lexically first (keeps the user's spelling), then through symlinks, for a root or a
         // target spelled through a symlinked directory.
-        let inside = absolute
-            .strip_prefix(&self.root)
-            .ok()
-            .and_then(path_to_rel)
-            .or_else(|| {
-                let real = fs::canonicalize(&absolute).ok()?;
-                real.strip_prefix(&self.canonical_root)
-                    .ok()
-                    .and_then(path_to_rel)
-            });
-        if inside.is_none() {
+        let lexical = absolute.strip_prefix(&self.root).ok();
+        let inside = lexical.and_then(path_to_rel).or_else(|| {
+            let real = fs::canonicalize(&absolute).ok()?;
+            real.strip_prefix(&self.canonical_root)
+                .ok()
+                .and_then(path_to_rel)
+        });
+        if inside.is_some() {
+            return inside;
+        }
+        // Inside the root but not expressible as a bundle path: say so, not "outside".
+        if lexical.is_some_and(|rel| rel.to_str().is_none()) {
+            self.errors.push(plain_error(
+                path,
+                &format!("{what}'s path is not UTF-8; a bundle can only hold UTF-8 names"),
+            ));
+        } else {
             self.errors.push(InputError {
                 hint: Some(self.bundle_root_hint()),
                 ..plain_error(path, &format!("{what} lies outside the bundle root"))
             });
         }
-        inside
+        None
     }
 
     /// Lists the target (contract §1.2.1): a file as-is, a directory non-recursively.
@@ -376,7 +555,19 @@ impl Ctx {
                     return None;
                 }
             };
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            let file_name = entry.file_name();
+            let Some(name) = file_name.to_str().map(str::to_owned) else {
+                // Skipping it would quietly run fewer scenarios than the directory holds.
+                let bytes = file_name.as_encoded_bytes();
+                if suffixes
+                    .iter()
+                    .any(|suffix| bytes.ends_with(suffix.as_bytes()))
+                {
+                    self.errors.push(plain_error(
+                        &target.join(&file_name),
+                        "the file name is not UTF-8; a bundle can only hold UTF-8 names",
+                    ));
+                }
                 continue;
             };
             // The CLI's suffix test is case-sensitive (contract §1.2.1).

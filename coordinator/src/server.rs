@@ -115,6 +115,24 @@ pub struct CoordinatorConfig {
     /// Directory where bundles are unpacked while they are validated; each batch uses and then
     /// removes its own subdirectory.
     pub scratch_dir: PathBuf,
+    /// First dispatch pause of a tier after a `usage_limit` result (contract C9); doubles up to
+    /// `usage_pause_max`. Not read from a config file.
+    #[serde(skip, default = "default_usage_pause")]
+    pub usage_pause: Duration,
+    #[serde(skip, default = "default_usage_pause_max")]
+    pub usage_pause_max: Duration,
+    /// Per-model admission limits shared by every batch (`--model-limit`). Not read from a
+    /// config file.
+    #[serde(skip)]
+    pub model_limits: Vec<crate::limits::ModelLimit>,
+}
+
+fn default_usage_pause() -> Duration {
+    crate::supervisor::DEFAULT_USAGE_PAUSE
+}
+
+fn default_usage_pause_max() -> Duration {
+    crate::supervisor::DEFAULT_USAGE_PAUSE_MAX
 }
 
 fn default_window() -> usize {
@@ -219,6 +237,8 @@ pub(crate) struct Service {
     live: Mutex<HashMap<BatchId, Arc<LiveBatch>>>,
     /// Set once the batches found at start-up have been resumed.
     resumed: AtomicBool,
+    /// Per-model admission limits, shared by every batch this process supervises.
+    model_limits: Arc<crate::limits::ModelLimits>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
     /// neither a token's bytes nor its length.
     token_digests: Vec<[u8; 32]>,
@@ -226,6 +246,7 @@ pub(crate) struct Service {
 
 impl Service {
     fn new(config: CoordinatorConfig, ports: FleetPorts, shutdown: CancellationToken) -> Service {
+        let model_limits = Arc::new(crate::limits::ModelLimits::new(config.model_limits.clone()));
         let token_digests = config
             .api_tokens
             .iter()
@@ -238,6 +259,7 @@ impl Service {
             tracker: TaskTracker::new(),
             live: Mutex::new(HashMap::new()),
             resumed: AtomicBool::new(false),
+            model_limits,
             token_digests,
         }
     }
@@ -335,6 +357,8 @@ impl Service {
             ok: None,
             exit_code: None,
             owner: Some(self.config.coordinator_id.clone()),
+            generation: 0,
+            kill_running: false,
         };
         self.ports
             .batches
@@ -372,7 +396,7 @@ impl Service {
 
     /// Supervises one batch to a final state and records it.
     #[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
-    async fn drive(self: Arc<Self>, plan: Plan, command: String, live: Arc<LiveBatch>) {
+    async fn drive(self: Arc<Self>, mut plan: Plan, command: String, live: Arc<LiveBatch>) {
         let batch_id = plan.batch_id.clone();
         let owner = self.config.coordinator_id.clone();
         let claimed = self
@@ -405,11 +429,15 @@ impl Service {
         if record.state == BatchState::Stopping {
             live.cancel.cancel();
         }
+        plan.generation = record.generation;
 
         let ports = self.ports.coordinator_ports();
         let options = SuperviseOptions {
             window: self.config.window,
             command,
+            usage_pause: self.config.usage_pause,
+            usage_pause_max: self.config.usage_pause_max,
+            model_limits: Arc::clone(&self.model_limits),
         };
         let mut pause = RETRY_FIRST;
         let (state, ok, exit_code, message) = loop {
@@ -419,6 +447,19 @@ impl Service {
             };
             match supervise(&ports, &plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
+                    // Eval batches (issue 6): store the A/B report as `eval.json` before the
+                    // record says Done, so whoever sees the end can read it. The batch's
+                    // verdict stands without it, so a failure is logged, not fatal.
+                    if plan.mode == BatchMode::Eval
+                        && let Err(error) = crate::eval::store::store_eval_document(
+                            ports.store.as_ref(),
+                            &plan,
+                            &outcome,
+                        )
+                        .await
+                    {
+                        tracing::error!(error = %error_chain(&error), "eval report not stored");
+                    }
                     break (
                         BatchState::Done,
                         Some(outcome.envelope.ok),
@@ -480,6 +521,7 @@ impl Service {
     pub(crate) async fn cancel(
         &self,
         batch_id: &BatchId,
+        kill_running: bool,
     ) -> Result<Option<BatchRecord>, CancelError> {
         let Some((record, _)) = self
             .ports
@@ -499,6 +541,8 @@ impl Service {
                     return false;
                 }
                 record.state = BatchState::Stopping;
+                // Workers follow the registry and kill the batch's running jobs.
+                record.kill_running |= kill_running;
                 true
             })
             .await
@@ -509,7 +553,57 @@ impl Service {
         if let Some(live) = self.live(batch_id) {
             live.cancel.cancel();
         }
-        tracing::info!(batch_id = %batch_id, "batch cancel requested");
+        tracing::info!(batch_id = %batch_id, kill_running, "batch cancel requested");
+        Ok(Some(record))
+    }
+
+    /// Resumes a final batch (`cowork resume`): its generation goes up by one, and supervision
+    /// starts again from the event log. Jobs with a result stay as they are; jobs that ended in
+    /// an infrastructure failure or were killed, and jobs never run, are admitted again.
+    /// Returns the updated record; `Ok(None)` if there is no such batch.
+    pub(crate) async fn resume(
+        self: &Arc<Self>,
+        batch_id: &BatchId,
+    ) -> Result<Option<BatchRecord>, ResumeError> {
+        let Some((record, _)) = self
+            .ports
+            .batches
+            .get(batch_id)
+            .await
+            .map_err(ResumeError::Registry)?
+        else {
+            return Ok(None);
+        };
+        if !record.state.is_final() {
+            return Err(ResumeError::NotFinal(record.state));
+        }
+        // Planned again before the record changes: a batch that cannot be planned any more
+        // stays final and untouched.
+        let (plan, mode) = self.load(batch_id).await.map_err(ResumeError::Load)?;
+        let generation = record.generation + 1;
+        let record = self
+            .transition(batch_id, |record| {
+                if !record.state.is_final() || record.generation >= generation {
+                    // Another resume (or a second replica) won the race.
+                    return false;
+                }
+                record.state = BatchState::Planned;
+                record.generation = generation;
+                record.kill_running = false;
+                record.ok = None;
+                record.exit_code = None;
+                record.owner = Some(self.config.coordinator_id.clone());
+                true
+            })
+            .await
+            .map_err(ResumeError::Registry)?;
+        if record.generation != generation || record.state != BatchState::Planned {
+            return Err(ResumeError::NotFinal(record.state));
+        }
+        // A fresh live entry: the old one holds the previous end and cancel token.
+        self.lock_live().remove(batch_id);
+        tracing::info!(batch_id = %batch_id, generation, "batch resumed");
+        self.start(plan, command_of(mode));
         Ok(Some(record))
     }
 
@@ -639,6 +733,17 @@ impl AcceptError {
             AcceptError::IdTaken { .. } => true,
         }
     }
+}
+
+/// Why a resume was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResumeError {
+    #[error("the batch is {}; only a done or cancelled batch can be resumed (a running one resumes by itself when its coordinator restarts)", .0.as_str())]
+    NotFinal(BatchState),
+    #[error("the batch cannot be planned again: {0}")]
+    Load(String),
+    #[error("batch registry")]
+    Registry(#[source] RegistryError),
 }
 
 /// Why a cancel was refused.

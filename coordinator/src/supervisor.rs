@@ -20,18 +20,20 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
-use cowork_schema::job::JobSpec;
+use cowork_schema::job::{JobSpec, Tier};
 use cowork_schema::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::ModelLimits;
 use crate::plan::Plan;
 use crate::reduce::{
     BatchReducer, BatchReduction, BatchShape, Judging, Offer, ShapeKind, StopRules, UnitShape,
@@ -52,6 +54,30 @@ pub struct SuperviseOptions {
     pub window: usize,
     /// The envelope's `command` (`run`, `record`, `replay`).
     pub command: String,
+    /// First dispatch pause of a tier after a `usage_limit` result (contract C9); it doubles
+    /// with each further one in a row, up to `usage_pause_max`.
+    pub usage_pause: Duration,
+    pub usage_pause_max: Duration,
+    /// Per-model admission limits, shared by every batch of this process.
+    pub model_limits: Arc<ModelLimits>,
+}
+
+/// Default first pause after a `usage_limit` result.
+pub const DEFAULT_USAGE_PAUSE: Duration = Duration::from_secs(30);
+/// Default longest pause after repeated `usage_limit` results.
+pub const DEFAULT_USAGE_PAUSE_MAX: Duration = Duration::from_secs(600);
+
+impl SuperviseOptions {
+    /// Options with the default pauses.
+    pub fn new(window: usize, command: &str) -> SuperviseOptions {
+        SuperviseOptions {
+            window,
+            command: command.to_owned(),
+            usage_pause: DEFAULT_USAGE_PAUSE,
+            usage_pause_max: DEFAULT_USAGE_PAUSE_MAX,
+            model_limits: Arc::default(),
+        }
+    }
 }
 
 /// The two ways to stop a supervised batch early.
@@ -85,6 +111,18 @@ pub struct BatchProgress {
     pub duplicates: u64,
     /// Attempts handed back for retry (C8).
     pub retries: u64,
+    /// Finished jobs that needed more than one delivery.
+    pub redelivered: u64,
+    /// Dispatch pauses after `usage_limit` results (C9).
+    pub pauses: u64,
+    /// Tiers whose dispatch is paused now.
+    pub paused_tiers: Vec<Tier>,
+    /// Resume generation of the batch.
+    pub generation: u32,
+    /// Why admission waits now (`usage-limit pause`, `model limit <rule>`, `batch budget`).
+    pub held_by: Option<String>,
+    /// The batch-wide budget, if set.
+    pub batch_budget_usd: Option<f64>,
     /// Spend reported by finished runs, folded or not.
     pub cost_usd: f64,
 }
@@ -104,6 +142,16 @@ impl BatchProgress {
             discarded: self.discarded,
             duplicates: self.duplicates,
             retries: self.retries,
+            redelivered: self.redelivered,
+            pauses: self.pauses,
+            paused_tiers: self
+                .paused_tiers
+                .iter()
+                .map(|tier| tier.as_str().to_owned())
+                .collect(),
+            generation: self.generation,
+            held_by: self.held_by.clone(),
+            batch_budget_usd: self.batch_budget_usd,
             cost_usd: self.cost_usd,
         }
     }
@@ -231,14 +279,38 @@ struct Fold {
     finished: HashSet<JobId>,
     workers: BTreeMap<String, WorkerTally>,
     harness_versions: Vec<String>,
-    attempts_over_one: u64,
+    /// The batch's resume generation: infra failures of earlier generations are run again.
+    generation: u32,
+    /// Tier of each unit, to pause the right tier on a `usage_limit` result.
+    unit_tiers: Vec<Tier>,
+    /// Outcomes of earlier generations set aside because the job runs again.
+    superseded: u64,
+    /// Jobs of this generation killed by `cancel --kill-running` (never folded).
+    killed: u64,
+    /// Finished runs that reported a cost (the batch budget's per-job estimate).
+    priced_runs: u64,
+    priced_cost: f64,
+    /// Tiers that reported `usage_limit` since the loop last looked (consumed by it).
+    usage_limited: Vec<Tier>,
+    /// Tiers that reported a completed run without `usage_limit` (ends a pause streak).
+    usage_cleared: Vec<Tier>,
 }
 
 impl Fold {
+    /// Mean cost of the priced runs so far; `None` before the first.
+    fn mean_cost(&self) -> Option<f64> {
+        (self.priced_runs > 0).then(|| self.priced_cost / self.priced_runs as f64)
+    }
+
     /// Folds one event of the batch.
     fn apply(&mut self, event: JobEvent) {
         match event.event {
             JobEventKind::Started => {
+                // A start of an earlier generation says nothing about this one: the job is
+                // either finished (its event follows) or runs again.
+                if event.generation < self.generation {
+                    return;
+                }
                 if !self.finished.contains(&event.job_id) && self.started.insert(event.job_id) {
                     self.progress.running += 1;
                 }
@@ -254,6 +326,25 @@ impl Fold {
                 harness_version,
                 ..
             } => {
+                if event.generation < self.generation && is_rerun_on_resume(&outcome) {
+                    // `cowork resume` runs this job again: its earlier infra failure (or
+                    // kill) is not a result.
+                    self.superseded += 1;
+                    return;
+                }
+                if is_killed(&outcome) {
+                    // Killed by `cancel --kill-running`: the run was cut short by us, so it is
+                    // not a sample; the batch ends cancelled and `resume` runs the job again.
+                    if self.finished.insert(event.job_id.clone()) {
+                        self.outstanding.remove(&event.job_id);
+                        if self.started.remove(&event.job_id) {
+                            self.progress.running = self.progress.running.saturating_sub(1);
+                        }
+                        self.progress.errored += 1;
+                        self.killed += 1;
+                    }
+                    return;
+                }
                 if !self.finished.insert(event.job_id.clone()) {
                     self.progress.duplicates += 1;
                     return;
@@ -263,7 +354,7 @@ impl Fold {
                     self.progress.running = self.progress.running.saturating_sub(1);
                 }
                 if event.attempt > 1 {
-                    self.attempts_over_one += 1;
+                    self.progress.redelivered += 1;
                 }
                 let tally = self.workers.entry(event.worker_id.clone()).or_default();
                 tally.jobs += 1;
@@ -277,8 +368,18 @@ impl Fold {
                     tracing::warn!(job_id = %event.job_id, "finished event with a foreign job id");
                     return;
                 };
+                let tier = self.unit_tiers.get(unit.index() as usize).copied();
                 let cost = match &outcome {
                     JobOutcome::Completed { run } => {
+                        let usage_limited = run
+                            .signals
+                            .iter()
+                            .any(|signal| signal.code == "usage_limit");
+                        match (tier, usage_limited) {
+                            (Some(tier), true) => self.usage_limited.push(tier),
+                            (Some(tier), false) => self.usage_cleared.push(tier),
+                            (None, _) => {}
+                        }
                         if run.pass {
                             self.progress.passed += 1;
                         } else {
@@ -292,6 +393,10 @@ impl Fold {
                     }
                 };
                 self.progress.cost_usd += cost.unwrap_or(0.0);
+                if let Some(cost) = cost {
+                    self.priced_runs += 1;
+                    self.priced_cost += cost;
+                }
                 self.progress.finished += 1;
                 match self.reducer.offer(unit.index(), repeat_index, outcome) {
                     // The live count; the final list comes from the reduction, which also
@@ -360,6 +465,8 @@ pub async fn supervise(
         reducer,
         progress: BatchProgress {
             planned: plan.n_jobs(),
+            generation: plan.generation,
+            batch_budget_usd: plan.flags.batch_budget_usd,
             ..BatchProgress::default()
         },
         outstanding: HashSet::new(),
@@ -367,8 +474,16 @@ pub async fn supervise(
         finished: HashSet::new(),
         workers: BTreeMap::new(),
         harness_versions: Vec::new(),
-        attempts_over_one: 0,
+        generation: plan.generation,
+        unit_tiers: plan.units.iter().map(|unit| unit.tier).collect(),
+        superseded: 0,
+        killed: 0,
+        priced_runs: 0,
+        priced_cost: 0.0,
+        usage_limited: Vec::new(),
+        usage_cleared: Vec::new(),
     };
+    let mut pauses = TierPauses::new(options.usage_pause, options.usage_pause_max);
     let caught_up_to = ports
         .events
         .last_sequence(&plan.batch_id)
@@ -403,6 +518,10 @@ pub async fn supervise(
         seen_seq = seq;
         fold.apply(event);
     }
+    // Usage limits reported before a restart are history: the pause they caused is over or
+    // nearly so, and pausing again on catch-up would only delay the batch.
+    fold.usage_limited.clear();
+    fold.usage_cleared.clear();
     // Jobs with an event were admitted by an earlier coordinator.
     fold.progress.admitted = fold.started.union(&fold.finished).count() as u64;
     if caught_up_to > 0 {
@@ -416,14 +535,125 @@ pub async fn supervise(
     let mut jobs = plan.jobs().peekable();
     let window = options.window.max(1);
     let mut cancelling = signals.cancel.is_cancelled();
+    // Jobs passed over because their tier is paused or their model is at its limit, in index
+    // order; they go first once they can.
+    let mut deferred: std::collections::VecDeque<JobSpec> = std::collections::VecDeque::new();
+    let mut slots = LimitSlots {
+        limits: Arc::clone(&options.model_limits),
+        held: std::collections::HashMap::new(),
+        delayed: BTreeMap::new(),
+    };
+    // Set once the batch budget cannot fit one more job: every open unit stopped as a budget
+    // stop, and nothing more is admitted.
+    let mut budget_stopped: Option<Vec<String>> = None;
     loop {
         // Checked before every admission round, so a cancel that raced an event is never
-        // followed by one more admission.
-        cancelling |= signals.cancel.is_cancelled();
-        while !cancelling && fold.outstanding.len() < window {
-            let Some(job) = fold.next_admissible(&mut jobs) else {
-                break;
+        // followed by one more admission. Workers kill jobs only for a batch cancelled with
+        // `--kill-running`, and they may see that in the registry before this process's cancel
+        // signal arrives: a killed job is a cancel too.
+        cancelling |= signals.cancel.is_cancelled() || fold.killed > 0;
+        let now = tokio::time::Instant::now();
+        for tier in fold.usage_limited.drain(..) {
+            let pause = pauses.pause(tier, now);
+            tracing::warn!(
+                tier = tier.as_str(),
+                pause_ms = pause.as_millis() as u64,
+                "usage limit reported: pausing the tier's dispatch"
+            );
+        }
+        for tier in fold.usage_cleared.drain(..) {
+            pauses.clear_streak(tier);
+        }
+        slots.settle(&fold.outstanding);
+        // Why admission waits, and until when (None = until the next event or a release).
+        let mut held_by: Option<String> = None;
+        let mut wake_at: Option<tokio::time::Instant> = None;
+        let mut wait_for_release = false;
+        // Drop deferred jobs that became unnecessary (their unit was decided meanwhile).
+        deferred.retain(|job| {
+            let needed = !fold
+                .reducer
+                .is_cancellable(job.unit.index(), job.repeat_index);
+            if !needed {
+                fold.progress.skipped += 1;
+            }
+            needed
+        });
+        'admit: while !cancelling && budget_stopped.is_none() && fold.outstanding.len() < window {
+            if let Some(cap) = plan.flags.batch_budget_usd {
+                // C5 across the whole batch: known spend plus the in-flight estimate (the mean
+                // priced run so far) stays within the cap. Until a run reports a price, jobs
+                // go one at a time.
+                let in_flight = fold.outstanding.len() as f64;
+                let fits = match fold.mean_cost() {
+                    None => fold.outstanding.is_empty(),
+                    Some(mean) => fold.progress.cost_usd + (in_flight + 1.0) * mean <= cap,
+                };
+                if !fits {
+                    let more_to_admit = !deferred.is_empty() || jobs.peek().is_some();
+                    if fold.outstanding.is_empty() && more_to_admit {
+                        let stopped = fold.reducer.stop_for_batch_budget();
+                        tracing::warn!(
+                            cap_usd = cap,
+                            spent_usd = fold.progress.cost_usd,
+                            units = stopped.len(),
+                            "batch budget reached: open units stop as budget stops"
+                        );
+                        deferred.clear();
+                        budget_stopped = Some(stopped);
+                    } else if more_to_admit {
+                        held_by = Some("batch budget".to_owned());
+                    }
+                    break;
+                }
+            }
+            // The first deferred job that may go now, else the next job in index order.
+            // Jobs whose tier is paused or whose model is at its limit are passed over (the
+            // reducer folds in index order whatever the admission order, contract §6.3), up
+            // to `window` of them.
+            let mut chosen: Option<(usize, Option<String>)> = None;
+            for (position, job) in deferred.iter().enumerate() {
+                match gate(job, &pauses, &options.model_limits, now) {
+                    Gate::Go(model) => {
+                        chosen = Some((position, model));
+                        break;
+                    }
+                    Gate::Wait(why) => {
+                        note_wait(why, &mut held_by, &mut wake_at, &mut wait_for_release, None);
+                    }
+                }
+            }
+            let (job, model) = match chosen {
+                Some((position, model)) => match deferred.remove(position) {
+                    Some(job) => (job, model),
+                    None => break,
+                },
+                None => loop {
+                    if deferred.len() >= window {
+                        break 'admit;
+                    }
+                    let Some(job) = fold.next_admissible(&mut jobs) else {
+                        break 'admit;
+                    };
+                    match gate(&job, &pauses, &options.model_limits, now) {
+                        Gate::Go(model) => break (job, model),
+                        Gate::Wait(why) => {
+                            // Counted once per job, when it is first passed over.
+                            note_wait(
+                                why,
+                                &mut held_by,
+                                &mut wake_at,
+                                &mut wait_for_release,
+                                Some(&mut slots.delayed),
+                            );
+                            deferred.push_back(job);
+                        }
+                    }
+                },
             };
+            if let Some(model) = model {
+                slots.held.insert(job.job_id.clone(), model);
+            }
             ports
                 .queue
                 .publish(&job)
@@ -439,10 +669,20 @@ pub async fn supervise(
             }
             fold.outstanding.insert(job.job_id);
         }
-        let admission_over = cancelling || jobs.peek().is_none();
+        let admission_over = cancelling
+            || budget_stopped.is_some()
+            || (deferred.is_empty() && jobs.peek().is_none());
         if fold.outstanding.is_empty() && admission_over {
             break;
         }
+        let (resume_at, wait_for_release) = if cancelling || budget_stopped.is_some() {
+            (None, false)
+        } else {
+            (wake_at, wait_for_release)
+        };
+        fold.progress.held_by = held_by;
+        fold.progress.pauses = pauses.count;
+        fold.progress.paused_tiers = pauses.paused_tiers(now);
         progress_tx.send_replace(fold.progress.clone());
 
         // Waiting for the next event may be abandoned: the subscription's position is only
@@ -458,6 +698,10 @@ pub async fn supervise(
                 cancelling = true;
                 continue;
             }
+            // The pause (or the model's rate window) of the held job is over: admit again.
+            _ = tokio::time::sleep_until(resume_at.unwrap_or(now)), if resume_at.is_some() => continue,
+            // Another batch's job of the held job's model finished: look again.
+            _ = options.model_limits.released(), if wait_for_release => continue,
             next = subscription.next() => next,
         };
         let (_seq, event) = match next {
@@ -480,12 +724,16 @@ pub async fn supervise(
         });
     }
 
+    fold.progress.pauses = pauses.count;
+    fold.progress.paused_tiers.clear();
+    fold.progress.held_by = None;
+    slots.settle(&fold.outstanding);
     let Fold {
         reducer,
         mut progress,
         workers,
         harness_versions,
-        attempts_over_one,
+        superseded,
         ..
     } = fold;
     let reduction = reducer.finish().map_err(|_| SuperviseError::EventsClosed {
@@ -545,8 +793,39 @@ pub async fn supervise(
             "finished": progress.finished,
             "skipped": progress.skipped,
             "retries": progress.retries,
-            "redelivered": attempts_over_one,
+            "redelivered": progress.redelivered,
             "duplicates": progress.duplicates,
+            "rerunOnResume": superseded,
+        },
+        "generation": plan.generation,
+        "batchBudget": match plan.flags.batch_budget_usd {
+            None => Value::Null,
+            Some(cap) => json!({
+                "capUsd": cowork_schema::json_number::to_value(cap),
+                "spentUsd": cowork_schema::json_number::to_value(progress.cost_usd),
+                "overshootUsd": cowork_schema::json_number::to_value((progress.cost_usd - cap).max(0.0)),
+                "stopped": budget_stopped.is_some(),
+                "stoppedUnits": budget_stopped.clone().unwrap_or_default(),
+                "scope": "batch (all cells; a fleet feature beside the CLI's per-cell --max-budget-usd, contract C6)",
+            }),
+        },
+        "modelLimits": options
+            .model_limits
+            .snapshot()
+            .into_iter()
+            .map(|(rule, _, max_in_flight)| {
+                let delayed = slots.delayed.get(&rule).copied().unwrap_or(0);
+                (rule, json!({ "maxInFlight": max_in_flight, "delayedAdmissions": delayed }))
+            })
+            .collect::<serde_json::Map<String, Value>>(),
+        "usageLimitPauses": {
+            "count": pauses.count,
+            "totalMs": pauses.total.as_millis() as u64,
+            "byTier": pauses
+                .by_tier
+                .iter()
+                .map(|(tier, n)| (tier.as_str().to_owned(), json!(n)))
+                .collect::<serde_json::Map<String, Value>>(),
         },
         "discarded": discarded,
         "workers": workers
@@ -564,6 +843,194 @@ pub async fn supervise(
         exit_code,
         progress,
     })))
+}
+
+/// Whether a job may be admitted now.
+enum Gate {
+    /// Yes; `Some(model)` when it took a model-limit slot.
+    Go(Option<String>),
+    Wait(Wait),
+}
+
+/// Why a job waits.
+enum Wait {
+    /// Its tier's dispatch is paused until then (C9).
+    Paused(Tier, tokio::time::Instant),
+    /// Its model's concurrency is used up (the rule's text).
+    Concurrency(String),
+    /// Its model's start rate is used up until then.
+    Rate(String, tokio::time::Instant),
+}
+
+/// Checks a job against the tier pauses and the model limits, taking a model slot if it may go.
+fn gate(
+    job: &JobSpec,
+    pauses: &TierPauses,
+    limits: &ModelLimits,
+    now: tokio::time::Instant,
+) -> Gate {
+    if let Some(until) = pauses.paused_until(job.tier, now) {
+        return Gate::Wait(Wait::Paused(job.tier, until));
+    }
+    let model = crate::limits::model_of(job);
+    let Some(rule) = limits.rule_of(&model) else {
+        return Gate::Go(None);
+    };
+    match limits.try_acquire(&model, now) {
+        Ok(()) => Gate::Go(Some(model)),
+        Err(crate::limits::Held::Concurrency) => {
+            Gate::Wait(Wait::Concurrency(limits.rules()[rule].to_string()))
+        }
+        Err(crate::limits::Held::RateUntil(until)) => {
+            Gate::Wait(Wait::Rate(limits.rules()[rule].to_string(), until))
+        }
+    }
+}
+
+/// Records why admission waits: the progress text, the earliest timed wake-up, whether a
+/// released model slot may unblock it, and the per-rule count of delayed admissions.
+fn note_wait(
+    why: Wait,
+    held_by: &mut Option<String>,
+    wake_at: &mut Option<tokio::time::Instant>,
+    wait_for_release: &mut bool,
+    delayed: Option<&mut BTreeMap<String, u64>>,
+) {
+    let mut wake = |at: tokio::time::Instant| {
+        *wake_at = Some(wake_at.map_or(at, |current| current.min(at)));
+    };
+    let text = match why {
+        Wait::Paused(tier, until) => {
+            wake(until);
+            format!("usage-limit pause ({})", tier.as_str())
+        }
+        Wait::Concurrency(rule) => {
+            *wait_for_release = true;
+            if let Some(delayed) = delayed {
+                *delayed.entry(rule.clone()).or_insert(0) += 1;
+            }
+            format!("model limit {rule}")
+        }
+        Wait::Rate(rule, until) => {
+            wake(until);
+            if let Some(delayed) = delayed {
+                *delayed.entry(rule.clone()).or_insert(0) += 1;
+            }
+            format!("model limit {rule}")
+        }
+    };
+    if held_by.is_none() {
+        *held_by = Some(text);
+    }
+}
+
+/// Model-limit slots held by this batch's outstanding jobs; every slot still held is given back
+/// when supervision ends, however it ends.
+struct LimitSlots {
+    limits: Arc<ModelLimits>,
+    held: std::collections::HashMap<JobId, String>,
+    /// Admissions that waited for a model limit, per rule.
+    delayed: BTreeMap<String, u64>,
+}
+
+impl LimitSlots {
+    /// Gives back the slots of jobs that are no longer outstanding.
+    fn settle(&mut self, outstanding: &HashSet<JobId>) {
+        if self.held.len() == outstanding.len() {
+            return;
+        }
+        let limits = &self.limits;
+        self.held.retain(|job_id, model| {
+            let keep = outstanding.contains(job_id);
+            if !keep {
+                limits.release(model);
+            }
+            keep
+        });
+    }
+}
+
+impl Drop for LimitSlots {
+    fn drop(&mut self) {
+        for model in self.held.values() {
+            self.limits.release(model);
+        }
+    }
+}
+
+/// `true` for an outcome that `cowork resume` runs again: an infrastructure failure or a
+/// job killed by `cancel --kill-running` (neither left a result).
+fn is_rerun_on_resume(outcome: &JobOutcome) -> bool {
+    matches!(outcome, JobOutcome::Error { category, .. } if category == "infra")
+        || is_killed(outcome)
+}
+
+/// `true` for a job a worker killed (or skipped) for `cancel --kill-running`.
+fn is_killed(outcome: &JobOutcome) -> bool {
+    matches!(outcome, JobOutcome::Error { category, .. } if category == "cancelled")
+}
+
+/// Dispatch pauses per tier after `usage_limit` results (contract C9): the first pause is
+/// `base`, each further one in a row doubles it up to `max`; a completed run without a usage
+/// limit ends the streak. Pausing changes when jobs start, never how they are counted.
+struct TierPauses {
+    base: Duration,
+    max: Duration,
+    until: BTreeMap<Tier, tokio::time::Instant>,
+    streak: BTreeMap<Tier, u32>,
+    count: u64,
+    total: Duration,
+    by_tier: BTreeMap<Tier, u64>,
+}
+
+impl TierPauses {
+    fn new(base: Duration, max: Duration) -> TierPauses {
+        TierPauses {
+            base,
+            max: max.max(base),
+            until: BTreeMap::new(),
+            streak: BTreeMap::new(),
+            count: 0,
+            total: Duration::ZERO,
+            by_tier: BTreeMap::new(),
+        }
+    }
+
+    /// Pauses `tier` from `now`; returns the pause. A usage limit reported while the tier is
+    /// paused already (jobs admitted before the pause) extends nothing.
+    fn pause(&mut self, tier: Tier, now: tokio::time::Instant) -> Duration {
+        if let Some(until) = self.paused_until(tier, now) {
+            return until - now;
+        }
+        let streak = self.streak.entry(tier).or_insert(0);
+        let pause = self
+            .base
+            .saturating_mul(1u32 << (*streak).min(16))
+            .min(self.max);
+        *streak += 1;
+        self.until.insert(tier, now + pause);
+        self.count += 1;
+        self.total += pause;
+        *self.by_tier.entry(tier).or_insert(0) += 1;
+        pause
+    }
+
+    fn clear_streak(&mut self, tier: Tier) {
+        self.streak.remove(&tier);
+    }
+
+    /// When `tier`'s pause ends, if it is paused at `now`.
+    fn paused_until(&self, tier: Tier, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        self.until.get(&tier).copied().filter(|until| *until > now)
+    }
+
+    fn paused_tiers(&self, now: tokio::time::Instant) -> Vec<Tier> {
+        self.until
+            .iter()
+            .filter(|(_, until)| **until > now)
+            .map(|(tier, _)| *tier)
+            .collect()
+    }
 }
 
 /// Stores `batches/<id>/rollup.json` and returns its bytes.

@@ -29,7 +29,7 @@ pub mod secret;
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};
 pub use queue::{Delivery, JobQueue, QueueError};
-pub use registry::{BatchRegistry, RegistryError, WorkerRegistry};
+pub use registry::{BatchRegistry, RecordStream, RegistryError, WorkerRegistry};
 
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -41,7 +41,14 @@ pub trait BatchRegistry: Send + Sync {
     async fn get(&self, batch_id: &BatchId) -> Result<Option<(BatchRecord, u64)>, RegistryError>;
     /// Every record, sorted by batch id.
     async fn list(&self) -> Result<Vec<BatchRecord>, RegistryError>;
+    /// The current record of every batch, then every later change, as they happen. Workers
+    /// follow it to act on `cancel --kill-running`. The stream ends when the registry goes
+    /// away; a follower re-subscribes and receives the current values again.
+    async fn watch(&self) -> Result<RecordStream, RegistryError>;
 }
+
+/// A stream of batch records (see [`BatchRegistry::watch`]).
+pub type RecordStream = futures::stream::BoxStream<'static, Result<BatchRecord, RegistryError>>;
 
 /// Worker heartbeats; entries expire when a worker stops sending them.
 #[async_trait]

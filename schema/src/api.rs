@@ -48,6 +48,25 @@ pub struct ProgressSnapshot {
     pub duplicates: u64,
     /// Attempts handed back for retry (contract C8).
     pub retries: u64,
+    /// Finished jobs that needed more than one delivery.
+    #[serde(default)]
+    pub redelivered: u64,
+    /// Dispatch pauses after `usage_limit` results (contract C9).
+    #[serde(default)]
+    pub pauses: u64,
+    /// Tiers whose dispatch is paused now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused_tiers: Vec<String>,
+    /// Resume generation of the batch (0 = never resumed).
+    #[serde(default)]
+    pub generation: u32,
+    /// Why admission waits now: `usage-limit pause (<tier>)`, `model limit <rule>` or
+    /// `batch budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
+    /// The batch-wide budget in USD, when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_budget_usd: Option<f64>,
     /// Spend reported by finished runs, folded or not, in USD.
     #[serde(serialize_with = "crate::json_number::serialize")]
     pub cost_usd: f64,

@@ -76,6 +76,12 @@ pub struct BatchFlags {
     /// `--max-budget-usd`: the CLI's per-file/per-cell budget (contract §4.2, C6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
+    /// A budget in USD for the whole batch, all cells together (`--batch-budget-usd`): a fleet
+    /// feature beside the CLI's per-unit budget (contract C6). Admission keeps known spend plus
+    /// the in-flight estimate under it; when it is reached, every open unit stops as a budget
+    /// stop. Needs `repeat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_budget_usd: Option<f64>,
     /// `--allow-budget-stop`.
     pub allow_budget_stop: bool,
     /// `--max-cells`; default 16 like the CLI.
@@ -106,6 +112,7 @@ impl Default for BatchFlags {
             min_pass_rate: 1.0,
             stop_on_diverge: false,
             max_budget_usd: None,
+            batch_budget_usd: None,
             allow_budget_stop: false,
             max_cells: MAX_CELLS_DEFAULT,
             allow_truncated_matrix: false,
@@ -172,6 +179,18 @@ pub struct SimRule {
     /// sleep; 0.001 turns a 60 s run into 60 ms). Used by demos and fault tests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
+    /// Fault injection: the first N deliveries of a matching job fail before the harness
+    /// would spawn (an infrastructure failure with nothing spent; retried, contract C8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_failures: Option<u32>,
+    /// Fault injection: probability that a run fails with an infrastructure error after the
+    /// harness spawned (spend happened; reported, never retried, contract C8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_after_spend_rate: Option<f64>,
+    /// Probability that a completed run hits the model's usage limit (`resultErrorKind:
+    /// "usage_limit"`): a failing sample, and a dispatch pause on the fleet (contract C9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_limit_rate: Option<f64>,
 }
 
 /// A validated batch, as stored in `batches/<batch>/spec.json` and sent by `submit`.
@@ -197,6 +216,29 @@ pub struct BatchSpec {
     pub sim: Option<SimSpec>,
     /// sha256 (hex) of the bundle `bundles/<sha256>.tar.zst`.
     pub bundle_sha256: String,
+    /// The A/B settings of an eval batch (`mode: eval`, brief §8); absent for every other mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalSpec>,
+}
+
+/// The A/B settings of an eval batch (`cowork eval`): what the coordinator re-plans the arms
+/// from and what its eval report (`batches/<id>/eval.json`) is computed with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EvalSpec {
+    /// Arm A's directory, then arm B's (skill dir or plugin), bundle-relative with `/`
+    /// separators. Each replaces the single `plugins.local_plugins` entry of every scenario's
+    /// session; the report labels the arms with these paths.
+    pub arms: [String; 2],
+    /// `--model`: the model both arms run; absent keeps each session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `--alpha`: significance level of the verdicts, strictly between 0 and 1.
+    pub alpha: f64,
+    /// Seed of the bootstrap intervals: the same seed reproduces every interval.
+    pub seed: u64,
+    /// Bootstrap resamples per interval.
+    pub resamples: u32,
 }
 
 /// The current [`BatchSpec::schema_version`].

@@ -86,8 +86,15 @@ pub enum JobEventKind {
 pub struct JobEvent {
     pub batch_id: BatchId,
     pub job_id: JobId,
-    /// Delivery attempt, 1-based.
+    /// Delivery attempt, 1-based (counted per generation).
     pub attempt: u32,
+    /// Resume generation of the delivered job (see `JobSpec::generation`); 0 when never resumed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
     pub worker_id: String,
     pub event: JobEventKind,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }

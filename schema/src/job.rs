@@ -113,7 +113,7 @@ impl CellAxes {
 }
 
 /// Everything a worker needs to run one job. Published on `cowork.jobs.<tier>.<batch>` with
-/// `Nats-Msg-Id` = `job_id`.
+/// `Nats-Msg-Id` = [`JobSpec::message_id`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobSpec {
@@ -144,4 +144,25 @@ pub struct JobSpec {
     pub executor: ExecutorKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sim: Option<SimSpec>,
+    /// Resume generation of the batch that published this job (0 for the first run; `cowork
+    /// resume` increments it). It is part of the queue's message id, so a resumed job is not
+    /// dropped as a duplicate of its earlier publication.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
+impl JobSpec {
+    /// The queue's deduplication id (`Nats-Msg-Id`): the job id, plus `@g<n>` for a resumed
+    /// generation.
+    pub fn message_id(&self) -> String {
+        if self.generation == 0 {
+            self.job_id.to_string()
+        } else {
+            format!("{}@g{}", self.job_id, self.generation)
+        }
+    }
 }

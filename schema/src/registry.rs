@@ -62,6 +62,18 @@ pub struct BatchRecord {
     /// Id of the coordinator replica that owns the batch's supervision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Resume generation: 0 for the first run, +1 per `cowork resume`. Jobs ended by an
+    /// infrastructure failure in an earlier generation are run again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+    /// Set by `cowork cancel --kill-running`: workers kill the batch's in-flight jobs and skip
+    /// its queued ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kill_running: bool,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// One worker's heartbeat in the workers bucket.

@@ -11,9 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cowork_fabric::bundle::UnpackLimits;
-use cowork_fabric::{ArtifactStore, Delivery, EventLog, JobQueue};
+use std::collections::HashMap;
+
+use cowork_fabric::{ArtifactStore, BatchRegistry, Delivery, EventLog, JobQueue};
+use cowork_schema::BatchId;
 use cowork_schema::event::{InfraClass, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::job::Tier;
+use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_schema::verdict::view_with_rederived_verdict;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +51,9 @@ pub struct WorkerConfig {
     pub unpack_limits: UnpackLimits,
     /// Backoff for uploads, event publishing and naks.
     pub backoff: Backoff,
+    /// Interval of in-progress acks; `None` = a third of `ack_wait`. Only fault tests set it
+    /// longer than `ack_wait`, to force redeliveries of running jobs.
+    pub renew_every: Option<Duration>,
 }
 
 /// The ports a worker uses.
@@ -56,6 +63,8 @@ pub struct WorkerPorts {
     pub events: Arc<dyn EventLog>,
     pub store: Arc<dyn ArtifactStore>,
     pub executor: Arc<dyn Executor>,
+    /// The batch registry, followed for `cancel --kill-running`; `None` = never kill.
+    pub batches: Option<Arc<dyn BatchRegistry>>,
 }
 
 /// Counters of one worker, readable while it runs.
@@ -66,6 +75,106 @@ pub struct WorkerStats {
     pub jobs_finished: AtomicU64,
     pub jobs_retried: AtomicU64,
     pub jobs_failed_infra: AtomicU64,
+    /// Jobs killed or skipped because their batch was cancelled with `--kill-running`.
+    pub jobs_killed: AtomicU64,
+}
+
+/// Per-batch cancellation of running jobs (`cowork cancel --kill-running`). Tokens are kept
+/// per resume generation: a kill of generation 0 never touches the jobs `cowork resume` runs
+/// in generation 1, even when a worker pulls one before it sees the resumed record.
+#[derive(Default)]
+pub struct KillSwitch {
+    tokens: std::sync::Mutex<HashMap<(BatchId, u32), CancellationToken>>,
+}
+
+impl KillSwitch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(BatchId, u32), CancellationToken>> {
+        // Only inserts and lookups happen under the lock; a poisoned map is still consistent.
+        self.tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The token a job of `batch_id` in `generation` runs under; cancelled once that
+    /// generation of the batch is killed.
+    pub fn token(&self, batch_id: &BatchId, generation: u32) -> CancellationToken {
+        self.lock()
+            .entry((batch_id.clone(), generation))
+            .or_default()
+            .child_token()
+    }
+
+    /// Kills every running and future job of `batch_id`'s `generation` on this worker.
+    pub fn kill(&self, batch_id: &BatchId, generation: u32) {
+        let token = self
+            .lock()
+            .entry((batch_id.clone(), generation))
+            .or_default()
+            .clone();
+        if !token.is_cancelled() {
+            tracing::warn!(batch_id = %batch_id, generation, "batch cancelled with --kill-running: killing its jobs");
+            token.cancel();
+        }
+    }
+
+    /// Forgets a batch that is done (its jobs are all settled).
+    fn forget(&self, batch_id: &BatchId) {
+        self.lock().retain(|(id, _), _| id != batch_id);
+    }
+
+    /// Applies one batch record.
+    pub fn apply(&self, record: &BatchRecord) {
+        if record.kill_running && record.state != BatchState::Done {
+            self.kill(&record.batch_id, record.generation);
+        } else if record.state == BatchState::Done {
+            self.forget(&record.batch_id);
+        }
+    }
+}
+
+/// Follows the batch registry and kills the jobs of batches cancelled with `--kill-running`,
+/// until `shutdown`. A broken watch is opened again with backoff (it replays current values).
+async fn follow_kills(
+    batches: Arc<dyn BatchRegistry>,
+    kills: Arc<KillSwitch>,
+    backoff: Backoff,
+    shutdown: CancellationToken,
+) {
+    use futures::StreamExt;
+    let mut failures = 0u32;
+    loop {
+        let watch = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            watch = batches.watch() => watch,
+        };
+        match watch {
+            Ok(mut records) => loop {
+                let next = tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return,
+                    next = records.next() => next,
+                };
+                match next {
+                    Some(Ok(record)) => {
+                        failures = 0;
+                        kills.apply(&record);
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(error = %error, "following batch records failed");
+                        break;
+                    }
+                    None => break,
+                }
+            },
+            Err(error) => tracing::warn!(error = %error, "watching batch records failed"),
+        }
+        failures += 1;
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff.delay(failures)) => {}
+        }
+    }
 }
 
 /// Runs the job loop until `shutdown` is cancelled or the queue closes, then drains: no new
@@ -84,6 +193,18 @@ pub async fn run(
     ));
     let slots = Arc::new(Semaphore::new(config.slots.max(1)));
     let tracker = TaskTracker::new();
+    let kills = Arc::new(KillSwitch::default());
+    // The follower is not tracked: it holds nothing and stops with the loop below.
+    let follower_stop = CancellationToken::new();
+    let _follower_guard = follower_stop.clone().drop_guard();
+    if let Some(batches) = ports.batches.clone() {
+        tokio::spawn(follow_kills(
+            batches,
+            kills.clone(),
+            config.backoff,
+            follower_stop.clone(),
+        ));
+    }
     let config = Arc::new(config);
     let mut pull_failures = 0u32;
     loop {
@@ -122,6 +243,7 @@ pub async fn run(
             ports: ports.clone(),
             cache: cache.clone(),
             stats: stats.clone(),
+            kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
         };
         tracker.spawn(
             async move {
@@ -145,11 +267,32 @@ struct JobRun {
     ports: WorkerPorts,
     cache: Arc<BundleCache>,
     stats: Arc<WorkerStats>,
+    /// Cancelled when the job's batch is cancelled with `--kill-running`.
+    kill: CancellationToken,
 }
 
 impl JobRun {
     async fn run(self, delivery: Delivery) {
         let job = &delivery.job;
+        if self.kill.is_cancelled() {
+            // A queued job of a killed batch is settled without running: it still ends with
+            // a stored outcome and a `finished` event, so it counts once.
+            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+            let output = ExecOutput {
+                classified: Classified::error(
+                    "cancelled",
+                    "the batch was cancelled with --kill-running before this job started"
+                        .to_owned(),
+                ),
+                exit_code: None,
+                harness_version: None,
+                spawned: false,
+                artifacts: Vec::new(),
+                run_ms: 0,
+            };
+            self.finish(&delivery, output).await;
+            return;
+        }
         self.publish(&delivery, JobEventKind::Started).await;
 
         let bundle_dir = match self.cache.ensure(&job.bundle_sha256).await {
@@ -179,7 +322,10 @@ impl JobRun {
         // The keep-alive renews the delivery while the executor runs; the guard stops it.
         let keepalive = CancellationToken::new();
         let _keepalive_guard = keepalive.clone().drop_guard();
-        let renew_every = (self.config.ack_wait / 3).max(Duration::from_millis(100));
+        let renew_every = self
+            .config
+            .renew_every
+            .unwrap_or((self.config.ack_wait / 3).max(Duration::from_millis(100)));
         let acker = &delivery.acker;
         let renew = async {
             loop {
@@ -193,14 +339,18 @@ impl JobRun {
             job: job.clone(),
             bundle_dir,
             work_dir: work_dir.clone(),
+            attempt: delivery.attempt,
         };
         // The executor owns cancellation of the harness (it kills the process group); the
         // renewal loop never completes, so this select only ends with the executor.
         let output = tokio::select! {
-            output = self.ports.executor.execute(&context, CancellationToken::new()) => output,
+            output = self.ports.executor.execute(&context, self.kill.clone()) => output,
             _ = renew => unreachable!("the renewal loop never ends"),
         };
         drop(_keepalive_guard);
+        if self.kill.is_cancelled() {
+            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+        }
 
         self.finish(&delivery, output).await;
         if !self.config.keep_work_dirs {
@@ -354,6 +504,7 @@ impl JobRun {
             batch_id: delivery.job.batch_id.clone(),
             job_id: delivery.job.job_id.clone(),
             attempt: delivery.attempt,
+            generation: delivery.job.generation,
             worker_id: self.config.worker_id.clone(),
             event,
         };

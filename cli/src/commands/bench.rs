@@ -111,6 +111,9 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         max_bundle_bytes: 64 * 1024 * 1024,
         unpack_limits: UnpackLimits::default(),
         scratch_dir: scratch.join("coordinator"),
+        usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: Vec::new(),
     };
     let ports = FleetPorts {
         queue: Arc::new(fabric.queue.clone()),
@@ -141,12 +144,14 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
             keep_work_dirs: false,
             unpack_limits: UnpackLimits::default(),
             backoff: cowork_worker::retry::Backoff::default(),
+            renew_every: None,
         };
         let ports = cowork_worker::WorkerPorts {
             queue: Arc::new(worker_fabric.queue.clone()),
             events: Arc::new(worker_fabric.events.clone()),
             store: Arc::new(worker_store),
             executor: Arc::new(cowork_worker::executor::sim::SimExecutor::new()),
+            batches: None,
         };
         worker_tasks.push(tokio::spawn(cowork_worker::run(
             config,
@@ -165,6 +170,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         min_pass_rate: None,
         stop_on_diverge: false,
         max_budget_usd: None,
+        batch_budget_usd: None,
         allow_budget_stop: false,
         max_cells: None,
         allow_truncated_matrix: false,

@@ -54,6 +54,12 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
         unpack_limits: UnpackLimits::default(),
         scratch_dir: args.scratch_dir.clone(),
+        usage_pause: crate::connect::duration_arg(
+            "--usage-limit-pause",
+            &args.admission.usage_limit_pause,
+        )?,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
     };
     let ports = FleetPorts {
         queue: Arc::new(fabric.queue.clone()),

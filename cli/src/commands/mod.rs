@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod coordinator;
+pub mod eval;
 pub mod remote;
+pub mod report;
 pub mod rollup;
 pub mod run;
 pub mod worker;

@@ -187,17 +187,48 @@ pub async fn watch(
 }
 
 /// `cowork cancel <batch>`.
-pub async fn cancel(client_args: &ClientArgs, id: &str) -> Result<i32, CliError> {
+pub async fn cancel(
+    client_args: &ClientArgs,
+    id: &str,
+    kill_running: bool,
+) -> Result<i32, CliError> {
     let client = client(client_args)?;
     let record = client
-        .cancel(&batch_id(id)?)
+        .cancel(&batch_id(id)?, kill_running)
         .await
         .map_err(|e| client_error(e, "cancelling the batch"))?;
+    if kill_running {
+        eprintln!(
+            "batch {}: {} — admission stopped; workers kill its running jobs",
+            record.batch_id,
+            record.state.as_str()
+        );
+    } else {
+        eprintln!(
+            "batch {}: {} — admission stopped; running jobs finish and are reported as discarded",
+            record.batch_id,
+            record.state.as_str()
+        );
+    }
+    Ok(0)
+}
+
+/// `cowork resume <batch> [--watch]`: runs again what has no result.
+pub async fn resume(args: crate::args::ResumeArgs) -> Result<i32, CliError> {
+    let client = client(&args.client)?;
+    let batch = batch_id(&args.batch)?;
+    let record = client
+        .resume(&batch)
+        .await
+        .map_err(|e| client_error(e, "resuming the batch"))?;
     eprintln!(
-        "batch {}: {} — admission stopped; running jobs finish and are reported as discarded",
-        record.batch_id,
-        record.state.as_str()
+        "batch {}: resumed (generation {}) — jobs without a result run again",
+        record.batch_id, record.generation
     );
+    if args.watch {
+        return watch(&args.client, &args.batch, args.output_format, args.quiet).await;
+    }
+    println!("{}", record.batch_id);
     Ok(0)
 }
 

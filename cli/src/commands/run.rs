@@ -40,6 +40,7 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         min_pass_rate: batch.min_pass_rate.clone(),
         stop_on_diverge: batch.stop_on_diverge,
         max_budget_usd: batch.max_budget_usd.clone(),
+        batch_budget_usd: batch.batch_budget_usd.clone(),
         allow_budget_stop: batch.allow_budget_stop,
         matrix: batch.matrix.as_ref().map(|path| path.display().to_string()),
         max_cells: batch.max_cells.clone(),
@@ -162,6 +163,7 @@ pub async fn prepare_batch(
         executor,
         sim,
         bundle_sha256: bundle.sha256.clone(),
+        eval: None,
     };
     Ok(PreparedRun { plan, spec, bundle })
 }
@@ -277,6 +279,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         );
     }
 
+    let usage_pause =
+        crate::connect::duration_arg("--usage-limit-pause", &args.admission.usage_limit_pause)?;
+    let model_limits = crate::connect::model_limits(&args.admission.model_limit)?;
     let queue = MemJobQueue::new();
     let events = MemEventLog::new();
     let executor: Arc<dyn Executor> = match executor_kind {
@@ -295,12 +300,14 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         keep_work_dirs: args.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
+        renew_every: None,
     };
     let worker_ports = WorkerPorts {
         queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
         events: Arc::new(events.clone()) as Arc<dyn EventLog>,
         store: store.clone() as Arc<dyn ArtifactStore>,
         executor,
+        batches: None,
     };
     let shutdown = CancellationToken::new();
     let worker_stats = Arc::new(WorkerStats::default());
@@ -325,6 +332,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let options = SuperviseOptions {
         window: args.window.unwrap_or(usize::from(args.slots) * 2),
         command: command_of(mode).to_owned(),
+        usage_pause,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: std::sync::Arc::new(cowork_coordinator::limits::ModelLimits::new(
+            model_limits,
+        )),
     };
     let supervise_token = shutdown.child_token();
     let ctrl_c = shutdown.clone();

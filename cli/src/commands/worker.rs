@@ -7,9 +7,14 @@ use std::time::Duration;
 
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::nats::check_worker_id;
-use cowork_fabric::{ArtifactStore, EventLog, JobQueue, WorkerRegistry};
+use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
+use cowork_schema::batch::ExecutorKind;
 use cowork_schema::job::Tier;
+use cowork_worker::capabilities::{
+    HostProbe, ProbeConfig, TierOverrides, Tool, probe, servable_tiers,
+};
 use cowork_worker::executor::Executor;
+use cowork_worker::executor::container::{ContainerConfig, ContainerExecutor};
 use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
 use cowork_worker::executor::sim::SimExecutor;
 use cowork_worker::heartbeat::{WorkerIdentity, heartbeat_loop, hostname};
@@ -17,7 +22,7 @@ use cowork_worker::retry::Backoff;
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{ExecutorArg, WorkerArgs};
+use crate::args::{WorkerArgs, WorkerExecutorArg};
 use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
 use crate::report::CliError;
 
@@ -43,20 +48,42 @@ pub fn parse_tiers(values: &[String]) -> Result<Vec<Tier>, CliError> {
     Ok(tiers)
 }
 
-/// `cowork-harness --version`, if the program runs within 10 s.
-async fn harness_version(program: &std::path::Path) -> Option<String> {
-    let run = tokio::process::Command::new(program)
-        .arg("--version")
-        .kill_on_drop(true)
-        .output();
-    // A hung probe must not keep the worker from starting; 10 s is far above a normal start.
-    let output = tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
-    let first = text.lines().next()?.trim();
-    (!first.is_empty()).then(|| first.to_owned())
+/// Parses `--assume-tiers`: each must be one of the worker's `--tiers`, so that a typo does not
+/// silently assume nothing.
+fn parse_assumed_tiers(values: &[String], tiers: &[Tier]) -> Result<Vec<Tier>, CliError> {
+    let mut problems = Vec::new();
+    let mut assumed = Vec::new();
+    for value in values.iter().map(|value| value.trim()) {
+        match Tier::parse(value) {
+            Some(tier) if tiers.contains(&tier) => assumed.push(tier),
+            Some(_) => problems.push(format!(
+                "--assume-tiers: {value} is not one of --tiers; assume only tiers this worker serves"
+            )),
+            None => problems.push(format!(
+                "--assume-tiers: unknown tier {value:?}; tiers are container, hostloop, microvm, protocol, replay"
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(CliError::Usage(problems));
+    }
+    Ok(assumed)
+}
+
+/// The probe in one line for the start-up log: what was found, and what was not probed is left
+/// out.
+fn describe_probe(host_probe: &HostProbe) -> String {
+    let mut parts = vec![format!("{}/{}", host_probe.os, host_probe.arch)];
+    for (name, tool) in [
+        ("docker", &host_probe.docker),
+        ("limactl", &host_probe.limactl),
+        ("harness", &host_probe.harness),
+    ] {
+        if *tool != Tool::NotProbed {
+            parts.push(format!("{name} {}", tool.describe()));
+        }
+    }
+    parts.join(", ")
 }
 
 /// Cancels `drain` at the first SIGTERM or Ctrl-C; a second one ends the process at once.
@@ -101,21 +128,104 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
     check_worker_id(&worker_id)
         .map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
+    let renew_every = args
+        .in_progress_every
+        .as_deref()
+        .map(|text| crate::connect::duration_arg("--in-progress-every", text))
+        .transpose()?;
+    let assumed = parse_assumed_tiers(&args.assume_tiers, &tiers)?;
+    let executor_kind = match args.executor {
+        WorkerExecutorArg::Harness => ExecutorKind::Harness,
+        WorkerExecutorArg::Container => ExecutorKind::Container,
+        WorkerExecutorArg::Sim => ExecutorKind::Sim,
+    };
+    if args.executor == WorkerExecutorArg::Container && args.container_image.is_none() {
+        return Err(CliError::usage(
+            "--container-image: needed with --executor container (an image holding cowork-harness)",
+        ));
+    }
+    // Probed before connecting, so a worker that could serve nothing exits without touching the
+    // fleet, and one that can advertises and pulls only what it serves.
+    let host_probe = probe(&ProbeConfig::for_executor(executor_kind, &args.harness_bin)).await;
+    tracing::info!(
+        os = %host_probe.os,
+        arch = %host_probe.arch,
+        docker = %host_probe.docker.describe(),
+        limactl = %host_probe.limactl.describe(),
+        harness = %host_probe.harness.describe(),
+        executor = executor_kind.as_str(),
+        "host probed"
+    );
+    eprintln!("worker {worker_id}: host {}", describe_probe(&host_probe));
+    let overrides = TierOverrides {
+        assume: assumed,
+        microvm_off_macos: args.allow_microvm_off_macos,
+    };
+    let decision = servable_tiers(&tiers, &host_probe, executor_kind, &overrides);
+    for refused in &decision.refused {
+        tracing::warn!(
+            tier = refused.tier.as_str(),
+            reason = %refused.reason,
+            fix = %refused.fix,
+            "tier refused: this worker does not pull it"
+        );
+    }
+    if decision.served.is_empty() {
+        let mut problems: Vec<String> = decision
+            .refused
+            .iter()
+            .map(|refused| {
+                format!(
+                    "--tiers {}: {}; fix: {}",
+                    refused.tier.as_str(),
+                    refused.reason,
+                    refused.fix
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "worker {worker_id}: no tier left to serve with the {} executor on this host",
+            executor_kind.as_str()
+        ));
+        return Err(CliError::Usage(problems));
+    }
+    let tiers = decision.served;
     let fabric = connect_nats(&nats).await?;
     let store = Arc::new(connect_s3(&s3).await?);
 
     let (executor, executor_name, version): (Arc<dyn Executor>, &str, Option<String>) = match args
         .executor
     {
-        ExecutorArg::Sim => (
+        WorkerExecutorArg::Sim => (
             Arc::new(SimExecutor::new()),
             "sim",
             Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
         ),
-        ExecutorArg::Harness => {
-            let version = harness_version(&args.harness_bin).await;
+        WorkerExecutorArg::Container => {
+            let image = args.container_image.clone().ok_or_else(|| {
+                CliError::usage("--container-image: needed with --executor container")
+            })?;
+            let owner = args
+                .container_owner
+                .clone()
+                .unwrap_or_else(cowork_worker::heartbeat::hostname);
+            let executor = ContainerExecutor::new(ContainerConfig {
+                docker_socket: args.container_docker_socket.clone(),
+                memory_limit_bytes: args.container_memory_bytes,
+                cpu_limit_millis: args.container_cpu_millis,
+                network_mode: args.container_network.clone(),
+                ..ContainerConfig::new(&image, &owner)
+            });
+            if let Err(error) = executor.reap_leftovers().await {
+                tracing::warn!(error = %error, "reaping leftover containers at start failed");
+            }
+            // The harness version inside the image is known from the first envelope.
+            (Arc::new(executor) as Arc<dyn Executor>, "container", None)
+        }
+        WorkerExecutorArg::Harness => {
+            let version = host_probe.harness.version().map(str::to_owned);
             if version.is_none() {
-                tracing::warn!(program = %args.harness_bin.display(), "cowork-harness --version failed; jobs will fail to spawn until it works");
+                tracing::warn!(program = %args.harness_bin.display(), problem = %host_probe.harness.describe(), "cowork-harness --version failed; jobs will fail to spawn until it works");
             }
             (
                 Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
@@ -135,12 +245,14 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         keep_work_dirs: args.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
+        renew_every,
     };
     let ports = WorkerPorts {
         queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,
         events: Arc::new(fabric.events.clone()) as Arc<dyn EventLog>,
         store: store as Arc<dyn ArtifactStore>,
         executor,
+        batches: Some(Arc::new(fabric.batches.clone()) as Arc<dyn BatchRegistry>),
     };
     let identity = WorkerIdentity {
         worker_id: worker_id.clone(),

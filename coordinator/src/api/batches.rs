@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ApiFailure;
 use crate::intake::plan_from_bundle;
-use crate::server::{CancelError, LiveBatch, Service, end_of, new_batch_id};
+use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
 use crate::supervisor::BatchProgress;
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
@@ -45,7 +45,12 @@ pub(crate) async fn submit(
     let mut spec_part: Option<Bytes> = None;
     let mut bundle_part: Option<Bytes> = None;
     let mut problems = Vec::new();
-    while let Some(field) = multipart.next_field().await.map_err(multipart_failure)? {
+    let max_bundle_bytes = service.config.max_bundle_bytes;
+    while let Some(field) = multipart
+        .next_field()
+        .await
+        .map_err(|error| multipart_failure(error, None, max_bundle_bytes))?
+    {
         let name = field.name().unwrap_or_default().to_owned();
         let slot = match name.as_str() {
             "spec" => &mut spec_part,
@@ -57,7 +62,10 @@ pub(crate) async fn submit(
                 continue;
             }
         };
-        let bytes = field.bytes().await.map_err(multipart_failure)?;
+        let bytes = field
+            .bytes()
+            .await
+            .map_err(|error| multipart_failure(error, Some(&name), max_bundle_bytes))?;
         if slot.replace(bytes).is_some() {
             problems.push(format!("part {name}: given more than once"));
         }
@@ -80,13 +88,15 @@ pub(crate) async fn submit(
             ),
         ));
     }
-    let spec = match spec_part
-        .as_deref()
-        .map(serde_json::from_slice::<BatchSpec>)
-    {
-        Some(Ok(spec)) => Some(spec),
-        Some(Err(error)) => {
-            problems.push(format!("part spec: not a valid batch spec: {error}"));
+    // `Json::from_bytes` reports the path of a wrongly typed field (`flags.repeat: …`), which
+    // serde_json alone does not.
+    let spec = match spec_part.as_deref().map(Json::<BatchSpec>::from_bytes) {
+        Some(Ok(Json(spec))) => Some(spec),
+        Some(Err(rejection)) => {
+            problems.push(format!(
+                "part spec: not a valid batch spec: {}",
+                rejection.body_text()
+            ));
             None
         }
         None => None,
@@ -137,11 +147,24 @@ pub(crate) async fn submit(
     Ok((StatusCode::CREATED, Json(response)))
 }
 
-fn multipart_failure(error: MultipartError) -> ApiFailure {
-    ApiFailure::new(
-        error.status(),
-        &format!("multipart body: {}", error.body_text()),
-    )
+/// A multipart body that could not be read, named after the part being read when there is one.
+/// A body over the upload limit says what the limit is for, so the client learns which input
+/// is too big.
+fn multipart_failure(
+    error: MultipartError,
+    part: Option<&str>,
+    max_bundle_bytes: u64,
+) -> ApiFailure {
+    let status = error.status();
+    let reading = part.map_or(String::new(), |name| format!(" (reading part {name})"));
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        format!(
+            "multipart body: over the upload limit{reading}; a bundle may hold at most {max_bundle_bytes} bytes"
+        )
+    } else {
+        format!("multipart body: {}{reading}", error.body_text())
+    };
+    ApiFailure::new(status, &message)
 }
 
 /// `GET /v1/batches`: every batch record, sorted by id.
@@ -331,15 +354,32 @@ fn end_event(end: &BatchEnd) -> Event {
         .data(serde_json::to_string(end).expect("a batch end always serializes"))
 }
 
-/// `POST /v1/batches/{id}/cancel`: `202` with the record (now `stopping`); `409` if the batch
-/// is already final.
+/// Query of `POST /v1/batches/{id}/cancel`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelQuery {
+    /// Also kill the batch's in-flight jobs (workers kill their process groups) and skip its
+    /// queued ones.
+    #[serde(default)]
+    kill_running: bool,
+}
+
+/// `POST /v1/batches/{id}/cancel[?kill_running=true]`: `202` with the record (now
+/// `stopping`); `409` if the batch is already final.
 #[tracing::instrument(skip_all, fields(batch_id = %id))]
 pub(crate) async fn cancel(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
+    query: Result<axum::extract::Query<CancelQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<(StatusCode, Json<BatchRecord>), ApiFailure> {
     let batch_id = parse_id(&id)?;
-    match service.cancel(&batch_id).await {
+    let axum::extract::Query(query) = query.map_err(|rejection| {
+        ApiFailure::new(
+            StatusCode::BAD_REQUEST,
+            &format!("cancel query: {}", rejection.body_text()),
+        )
+    })?;
+    match service.cancel(&batch_id, query.kill_running).await {
         Ok(Some(record)) => Ok((StatusCode::ACCEPTED, Json(record))),
         Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
         Err(CancelError::Final(state)) => Err(ApiFailure::new(
@@ -353,12 +393,43 @@ pub(crate) async fn cancel(
     }
 }
 
+/// `POST /v1/batches/{id}/resume`: `202` with the record (generation + 1, `planned`); `409`
+/// if the batch is not final yet, `422` if it cannot be planned again.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn resume(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<BatchRecord>), ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    match service.resume(&batch_id).await {
+        Ok(Some(record)) => Ok((StatusCode::ACCEPTED, Json(record))),
+        Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
+        Err(error @ ResumeError::NotFinal(_)) => Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            &format!("batch {batch_id}: {error}"),
+        )),
+        Err(error @ ResumeError::Load(_)) => Err(ApiFailure::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("batch {batch_id}: {error}"),
+        )),
+        Err(ResumeError::Registry(error)) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port("resuming the batch", &error, transient))
+        }
+    }
+}
+
 /// `GET /v1/batches/{id}/report`: the stored `envelope.json`; `404` until the batch is done.
+/// With `?format=html|junit|markdown|json`, the rendered report instead ([`super::pages`]).
 #[tracing::instrument(skip_all, fields(batch_id = %id))]
 pub(crate) async fn report(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<super::pages::PageQuery>,
 ) -> Result<Response, ApiFailure> {
+    if let Some(format) = query.format.as_deref() {
+        return super::pages::report(&service, &id, format).await;
+    }
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
     if record.state != BatchState::Done {

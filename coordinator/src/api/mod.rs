@@ -5,6 +5,8 @@
 //!   batches.
 //! - [`workers`]: the worker registry.
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
+//! - [`pages`]: `GET /v1/batches/{id}/report?format=…` and the batch list `GET /v1/ui`, for
+//!   browsers: these two routes also accept the token as `?token=` (see [`pages`]).
 //!
 //! Every `/v1/*` route requires `Authorization: Bearer <token>` matching one of the configured
 //! tokens; the check runs before the handler (and so before a request body is read), and a
@@ -13,6 +15,7 @@
 
 pub mod batches;
 pub mod health;
+pub mod pages;
 pub mod workers;
 
 use std::sync::Arc;
@@ -50,7 +53,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}", get(batches::status))
         .route("/v1/batches/{id}/events", get(batches::events))
         .route("/v1/batches/{id}/cancel", post(batches::cancel))
-        .route("/v1/batches/{id}/report", get(batches::report))
+        .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
         .route("/v1/batches/{id}/artifacts/{*path}", get(batches::artifact))
         .route("/v1/workers", get(workers::list))
@@ -58,11 +61,20 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
             Arc::clone(&service),
             require_bearer,
         ));
+    // Pages a browser opens: the same auth, plus `?token=` (see `pages`).
+    let browser_pages = Router::new()
+        .route("/v1/batches/{id}/report", get(batches::report))
+        .route("/v1/ui", get(pages::ui))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&service),
+            pages::require_bearer_or_query_token,
+        ));
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .merge(v1)
+        .merge(browser_pages)
         .with_state(service)
 }
 

@@ -66,6 +66,7 @@ fn submitted(root: &Path, matrix: Option<&str>, flags: BatchFlags) -> Submitted 
         executor: ExecutorKind::Sim,
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
+        eval: None,
     };
     Submitted {
         spec,

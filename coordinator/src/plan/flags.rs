@@ -28,6 +28,7 @@ pub struct RawFlags {
     pub min_pass_rate: Option<String>,
     pub stop_on_diverge: bool,
     pub max_budget_usd: Option<String>,
+    pub batch_budget_usd: Option<String>,
     pub allow_budget_stop: bool,
     pub matrix: Option<String>,
     pub max_cells: Option<String>,
@@ -103,6 +104,19 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
                 "--max-budget-usd",
                 format!("must be a number greater than 0, got {text:?}"),
             );
+        }
+    }
+    if let Some(text) = &raw.batch_budget_usd {
+        let budget = js_number(text);
+        if !(budget.is_finite() && budget > 0.0) {
+            error(
+                "--batch-budget-usd",
+                format!("must be a number greater than 0, got {text:?}"),
+            );
+        } else if !has_repeat {
+            error("--batch-budget-usd", "needs --repeat".to_owned());
+        } else {
+            flags.batch_budget_usd = Some(budget);
         }
     }
     if raw.allow_budget_stop {

@@ -9,8 +9,10 @@
 //!
 //! Axis overrides use strategy A of choice C1 (materialize): see [`materialize`].
 //!
-//! Eval batches are planned like run batches here; their arms are laid out by the eval layer.
+//! Eval batches are files plans whose units are scenario × arm, laid out by [`eval`]; their
+//! jobs are admitted repeat-major so that the two arms meet the same fleet conditions.
 
+pub mod eval;
 pub mod flags;
 pub mod materialize;
 
@@ -62,6 +64,8 @@ pub struct PlanUnit {
     pub cell_error: Option<String>,
     /// The job's wall-clock limit (C13).
     pub timeout_ms: u64,
+    /// The eval arm the unit runs (eval plans only).
+    pub arm: Option<crate::eval::Arm>,
 }
 
 /// The layout of a batch, before the bundle exists.
@@ -109,6 +113,12 @@ pub struct Plan {
     pub executor: ExecutorKind,
     pub sim: Option<SimSpec>,
     pub bundle_sha256: String,
+    /// Resume generation (0 until `cowork resume`); every job carries it.
+    pub generation: u32,
+    /// Admission order: repeat-major (every unit's run 0, then every unit's run 1, …) when
+    /// set, unit-major otherwise. Eval plans set it so that the arms' jobs alternate (brief §8);
+    /// the reducer folds per unit in repeat-index order either way.
+    pub interleave: bool,
 }
 
 /// Why a batch cannot be planned.
@@ -205,6 +215,7 @@ fn files_layout(
             tier,
             cell_error: None,
             timeout_ms: job_timeout_ms(flags, scenario),
+            arm: None,
         });
     }
     let n_files = u32::try_from(batch.scenarios.len()).unwrap_or(u32::MAX);
@@ -288,6 +299,7 @@ fn matrix_layout(
             tier,
             cell_error,
             timeout_ms,
+            arm: None,
         });
     }
     for file in &derived_files {
@@ -422,6 +434,8 @@ impl Plan {
             executor: input.executor,
             sim: input.sim,
             bundle_sha256: input.bundle_sha256,
+            generation: 0,
+            interleave: layout.mode == BatchMode::Eval,
         }
     }
 
@@ -440,16 +454,29 @@ impl Plan {
         runnable * u64::from(self.runs_per_unit())
     }
 
-    /// Every job, in (unit index, repeat index) order, built on demand. Units with a cell
-    /// error have no jobs (§5.8).
+    /// Every job, built on demand, in (unit index, repeat index) order, or in (repeat index,
+    /// unit index) order when [`Plan::interleave`] is set. Units with a cell error have no jobs
+    /// (§5.8).
     pub fn jobs(&self) -> impl Iterator<Item = JobSpec> + '_ {
         let runs = self.runs_per_unit();
-        self.units
+        let runnable: Vec<&PlanUnit> = self
+            .units
             .iter()
             .filter(|unit| unit.cell_error.is_none())
-            .flat_map(move |unit| {
-                (0..runs).map(move |run| self.job(unit, self.repeat.map(|_| run)))
-            })
+            .collect();
+        let n_units = runnable.len() as u64;
+        let n_jobs = n_units * u64::from(runs);
+        let interleave = self.interleave;
+        (0..n_jobs).map(move |job_idx| {
+            let (unit_idx, run) = if interleave {
+                (job_idx % n_units, job_idx / n_units)
+            } else {
+                (job_idx / u64::from(runs), job_idx % u64::from(runs))
+            };
+            // Both indices are below their bounds (a usize length and a u32 count).
+            let unit = runnable[unit_idx as usize];
+            self.job(unit, self.repeat.map(|_| run as u32))
+        })
     }
 
     /// The job of `unit` at `repeat_index`.
@@ -464,12 +491,13 @@ impl Plan {
             scenario_file: unit.scenario_file.clone(),
             scenario_name: unit.scenario_name.clone(),
             axes: unit.axes.clone(),
-            arm: None,
+            arm: unit.arm.map(|arm| eval::arm_wire_name(arm).to_owned()),
             forwarded_flags: self.forwarded_flags.clone(),
             bundle_sha256: self.bundle_sha256.clone(),
             timeout_ms: unit.timeout_ms,
             executor: self.executor,
             sim: self.sim.clone(),
+            generation: self.generation,
         }
     }
 

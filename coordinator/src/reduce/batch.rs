@@ -281,12 +281,29 @@ impl BatchReducer {
             return true;
         }
         match (self.units.get(unit_idx as usize), repeat_index) {
+            // A fold stopped before its first index (the batch budget) cancels every job.
             (Some(UnitState::Repeat(fold)), Some(index)) => {
-                fold.decided().is_some_and(|stop_index| index > stop_index)
+                fold.is_final() && fold.decided().is_none_or(|stop_index| index > stop_index)
             }
             (Some(UnitState::Plain(_)), None) => false,
             _ => true,
         }
+    }
+
+    /// Stops every open repeat unit as a budget stop, keeping what each folded (the batch-wide
+    /// budget, C6). Returns the labels of the units it stopped. Plain units (no `--repeat`)
+    /// are not affected: a batch budget needs `--repeat`.
+    pub fn stop_for_batch_budget(&mut self) -> Vec<String> {
+        let mut stopped = Vec::new();
+        for state in &mut self.units {
+            if let UnitState::Repeat(fold) = state
+                && fold.stop_for_batch_budget()
+            {
+                stopped.push(fold.label().to_owned());
+                self.n_open -= 1;
+            }
+        }
+        stopped
     }
 
     /// `true` once [`BatchReducer::finish`] succeeds.

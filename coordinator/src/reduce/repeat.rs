@@ -255,6 +255,23 @@ impl RepeatFold {
         None
     }
 
+    /// Ends the fold with what it folded so far, as a budget stop: the batch-wide budget (a
+    /// fleet feature beside the CLI's per-unit budget, contract C6) stopped admission. Buffered
+    /// outcomes beyond the folded prefix are discarded. Returns `false` if the fold was final.
+    pub fn stop_for_batch_budget(&mut self) -> bool {
+        if self.is_final {
+            return false;
+        }
+        for (index, outcome) in std::mem::take(&mut self.buffered) {
+            self.discard(index, &outcome);
+        }
+        self.stop = Some(StopReason::Budget);
+        // The loop left before index `next`: the last folded index, if any, is the stop index.
+        self.decided = self.next.checked_sub(1);
+        self.is_final = true;
+        true
+    }
+
     /// The unit's label (the rollup's `scenario`).
     pub fn label(&self) -> &str {
         &self.label

@@ -1585,3 +1585,35 @@ fn repeat_rendering_follows_contract_4_6() {
         "repeat \"s\": PASS — 2/2 passed (100%)\n  provenance: model=unknown  skill=unknown  ablated=0/2\n"
     );
 }
+
+#[test]
+fn a_batch_budget_stop_keeps_the_folded_prefix_and_discards_the_rest() {
+    let mut fold = RepeatFold::new("s".into(), 5, NO_STOPS);
+    assert_eq!(fold.offer(0, pass_cost(0.1)), Offer::Folded);
+    assert_eq!(fold.offer(1, fail_cost(0.1)), Offer::Folded);
+    // Index 3 arrived before 2: buffered, and beyond the stop it is discarded.
+    assert_eq!(fold.offer(3, pass_cost(0.1)), Offer::Buffered);
+    assert!(fold.stop_for_batch_budget());
+    assert!(
+        !fold.stop_for_batch_budget(),
+        "a final fold is not stopped twice"
+    );
+    assert_eq!(fold.decided(), Some(1));
+    let rollup = fold.rollup().expect("final");
+    assert_eq!(rollup.completed, 2);
+    assert_eq!(rollup.passes, 1);
+    assert_eq!(rollup.stopped_early, Some(StopReason::Budget));
+    assert_eq!(fold.discarded().len(), 1);
+    // A late outcome of a cancelled index is discarded, not folded.
+    assert_eq!(fold.offer(2, pass_cost(0.1)), Offer::Discarded);
+
+    // A unit stopped before its first run: zero runs, every job cancellable.
+    let mut empty = RepeatFold::new("t".into(), 3, NO_STOPS);
+    assert!(empty.stop_for_batch_budget());
+    assert_eq!(empty.decided(), None);
+    let rollup = empty.rollup().expect("final");
+    assert_eq!(
+        (rollup.completed, rollup.stopped_early),
+        (0, Some(StopReason::Budget))
+    );
+}

@@ -24,7 +24,7 @@ async fn cancel_stops_admission_and_ends_cancelled() {
     wait_progress(&client, &id, "both admitted jobs run", |p| p.running == 2).await;
     assert_eq!(fleet.queue.published().len(), 2);
 
-    let record = client.cancel(&id).await.expect("cancel is accepted");
+    let record = client.cancel(&id, false).await.expect("cancel is accepted");
     assert_eq!(record.state, BatchState::Stopping);
     // One job finishes after the cancel: no new job may be admitted in its place.
     worker.release(1);
@@ -53,7 +53,7 @@ async fn cancel_stops_admission_and_ends_cancelled() {
     assert_eq!((progress.admitted, progress.finished), (2, 2));
 
     let again = client
-        .cancel(&id)
+        .cancel(&id, false)
         .await
         .expect_err("a final batch cannot be cancelled");
     assert_eq!(kind(&again), "conflict", "{again}");

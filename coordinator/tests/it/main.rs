@@ -3,6 +3,7 @@
 
 mod auth;
 mod cancel;
+mod pause;
 mod probes;
 mod refusals;
 mod restart;

@@ -49,6 +49,10 @@ impl BatchRegistry for FlakyRegistry {
         self.check()?;
         self.inner.list().await
     }
+    async fn watch(&self) -> Result<cowork_fabric::RecordStream, RegistryError> {
+        self.check()?;
+        self.inner.watch().await
+    }
 }
 
 #[tokio::test]

@@ -141,7 +141,7 @@ async fn unknown_batches_are_not_found() {
             .map(|_| ())
             .expect_err("no such batch"),
         client
-            .cancel(&missing)
+            .cancel(&missing, false)
             .await
             .map(|_| ())
             .expect_err("no such batch"),

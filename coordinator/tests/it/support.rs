@@ -134,6 +134,9 @@ impl Fleet {
             max_bundle_bytes: 16 << 20,
             unpack_limits: UnpackLimits::default(),
             scratch_dir: self.dir.path().join("scratch"),
+            usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
+            usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+            model_limits: Vec::new(),
         }
     }
 }
@@ -244,6 +247,7 @@ pub fn packed(root: &Path, flags: BatchFlags) -> Packed {
         executor: ExecutorKind::Sim,
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
+        eval: None,
     };
     Packed {
         spec,
@@ -338,6 +342,7 @@ async fn run_job(
         batch_id: job.batch_id.clone(),
         job_id: job.job_id.clone(),
         attempt: delivery.attempt,
+        generation: 0,
         worker_id: "fake-1".into(),
         event: kind,
     };

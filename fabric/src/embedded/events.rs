@@ -129,6 +129,7 @@ mod tests {
             job_id: JobId::new(&batch, UnitRef::File(0), Some(repeat)),
             batch_id: batch,
             attempt: 1,
+            generation: 0,
             worker_id: "w1".into(),
             event: JobEventKind::Started,
         }

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cowork_schema::JobId;
 use cowork_schema::job::{JobSpec, Tier};
 use tokio::sync::Notify;
 
@@ -16,8 +15,8 @@ struct State {
     ready: HashMap<Tier, VecDeque<JobSpec>>,
     /// Job ids published and not yet acked: a second publish of one of them is dropped, like a
     /// JetStream publish with a repeated `Nats-Msg-Id` inside the duplicate window.
-    unsettled: HashSet<JobId>,
-    attempts: HashMap<JobId, u32>,
+    unsettled: HashSet<String>,
+    attempts: HashMap<String, u32>,
     closed: bool,
 }
 
@@ -67,7 +66,7 @@ impl JobQueue for MemJobQueue {
         if state.closed {
             return Err(QueueError::Closed);
         }
-        if !state.unsettled.insert(job.job_id.clone()) {
+        if !state.unsettled.insert(job.message_id()) {
             return Ok(());
         }
         state
@@ -93,7 +92,7 @@ impl JobQueue for MemJobQueue {
                     let Some(job) = state.ready.get_mut(tier).and_then(VecDeque::pop_front) else {
                         continue;
                     };
-                    let attempt = state.attempts.entry(job.job_id.clone()).or_insert(0);
+                    let attempt = state.attempts.entry(job.message_id()).or_insert(0);
                     *attempt += 1;
                     let attempt = *attempt;
                     let acker = MemAcker {
@@ -136,7 +135,7 @@ impl MemAcker {
 impl Acker for MemAcker {
     async fn ack(&self) -> Result<(), QueueError> {
         if let Some(job) = self.take() {
-            self.queue.lock().unsettled.remove(&job.job_id);
+            self.queue.lock().unsettled.remove(&job.message_id());
         }
         Ok(())
     }
@@ -177,7 +176,7 @@ impl Drop for MemAcker {
 mod tests {
     use super::*;
     use cowork_schema::batch::ExecutorKind;
-    use cowork_schema::ids::{BatchId, UnitRef};
+    use cowork_schema::ids::{BatchId, JobId, UnitRef};
     use cowork_schema::job::JobCommand;
 
     fn job(index: u32, tier: Tier) -> JobSpec {
@@ -198,6 +197,7 @@ mod tests {
             timeout_ms: 1000,
             executor: ExecutorKind::Sim,
             sim: None,
+            generation: 0,
         }
     }
 

@@ -7,14 +7,32 @@ use async_trait::async_trait;
 use cowork_schema::BatchId;
 use cowork_schema::registry::{BatchRecord, WorkerInfo};
 
-use crate::registry::{BatchRegistry, RegistryError, WorkerRegistry};
+use futures::StreamExt;
+
+use crate::registry::{BatchRegistry, RecordStream, RegistryError, WorkerRegistry};
 
 /// Batch records in a map, with revisions like a KV bucket's.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemBatchRegistry {
     entries: Arc<Mutex<BTreeMap<BatchId, (BatchRecord, u64)>>>,
     last_revision: Arc<Mutex<u64>>,
+    /// Every stored record, for [`BatchRegistry::watch`] followers.
+    changes: tokio::sync::broadcast::Sender<BatchRecord>,
 }
+
+impl Default for MemBatchRegistry {
+    fn default() -> MemBatchRegistry {
+        MemBatchRegistry {
+            entries: Arc::default(),
+            last_revision: Arc::default(),
+            changes: tokio::sync::broadcast::Sender::new(WATCH_BUFFER),
+        }
+    }
+}
+
+/// Record changes a slow watcher may fall behind by before it misses some (it then gets the
+/// current values again).
+const WATCH_BUFFER: usize = 1024;
 
 impl MemBatchRegistry {
     pub fn new() -> MemBatchRegistry {
@@ -45,6 +63,8 @@ impl BatchRegistry for MemBatchRegistry {
             });
         }
         entries.insert(record.batch_id.clone(), (record.clone(), revision));
+        // Sent under the lock so watchers see changes in revision order; no receiver is fine.
+        let _ = self.changes.send(record.clone());
         Ok(revision)
     }
 
@@ -57,6 +77,7 @@ impl BatchRegistry for MemBatchRegistry {
         match entries.get(&record.batch_id) {
             Some((_, current)) if *current == expected => {
                 entries.insert(record.batch_id.clone(), (record.clone(), revision));
+                let _ = self.changes.send(record.clone());
                 Ok(revision)
             }
             _ => Err(RegistryError::Conflict {
@@ -80,6 +101,25 @@ impl BatchRegistry for MemBatchRegistry {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(entries.values().map(|(record, _)| record.clone()).collect())
+    }
+
+    async fn watch(&self) -> Result<RecordStream, RegistryError> {
+        // Subscribe before reading the current values, so no change falls between the two.
+        let receiver = self.changes.subscribe();
+        let current = self.list().await?;
+        let initial = futures::stream::iter(current.into_iter().map(Ok));
+        let changes = futures::stream::unfold(receiver, |mut receiver| async move {
+            loop {
+                match receiver.recv().await {
+                    Ok(record) => return Some((Ok(record), receiver)),
+                    // A lagging follower skips to the newest changes; records carry their
+                    // whole state, so the next one of a batch is all it needs.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        });
+        Ok(Box::pin(initial.chain(changes)))
     }
 }
 

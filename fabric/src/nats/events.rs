@@ -47,14 +47,21 @@ impl NatsEventLog {
     }
 }
 
-/// The `Nats-Msg-Id` of an event: one id per job, attempt and kind of event.
+/// The `Nats-Msg-Id` of an event: one id per job, resume generation, attempt and kind of event.
 pub fn event_message_id(event: &JobEvent) -> String {
     let kind = match &event.event {
         JobEventKind::Started => "started",
         JobEventKind::Finished { .. } => "finished",
         JobEventKind::Failed { .. } => "failed",
     };
-    format!("{}/{}/{kind}", event.job_id, event.attempt)
+    if event.generation == 0 {
+        format!("{}/{}/{kind}", event.job_id, event.attempt)
+    } else {
+        format!(
+            "{}/g{}/{}/{kind}",
+            event.job_id, event.generation, event.attempt
+        )
+    }
 }
 
 #[async_trait]

@@ -112,7 +112,9 @@ impl NatsError {
     /// way; a bad config, bad credentials or a mismatching stream need a person.
     pub fn is_transient(&self) -> bool {
         match self {
-            NatsError::Connect { source, .. } => is_retryable(source.kind()),
+            NatsError::Connect { source, .. } => {
+                is_retryable(source.kind()) && !is_tls_handshake_failure(source)
+            }
             NatsError::JetStream { .. } => true,
             NatsError::InvalidConfig { .. }
             | NatsError::Credentials { .. }
@@ -135,6 +137,21 @@ fn is_retryable(kind: ConnectErrorKind) -> bool {
         kind,
         ConnectErrorKind::Io | ConnectErrorKind::TimedOut | ConnectErrorKind::Dns
     )
+}
+
+/// A TLS handshake failure (an untrusted certificate, a plain-text server under
+/// `tls_required`) arrives as an I/O error, but no retry can fix it.
+fn is_tls_handshake_failure(error: &async_nats::ConnectError) -> bool {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    let text = text.to_ascii_lowercase();
+    text.contains("certificate")
+        || text.contains("invalidcontenttype")
+        || text.contains("handshake")
 }
 
 /// `url` with the user info of every server (`user:pass@`) replaced by `***@`.
@@ -204,7 +221,9 @@ pub async fn connect_client(config: &NatsConfig) -> Result<async_nats::Client, N
         match options.connect(urls.as_slice()).await {
             Ok(client) => return Ok(client),
             Err(error)
-                if is_retryable(error.kind()) && tokio::time::Instant::now() + delay < deadline =>
+                if is_retryable(error.kind())
+                    && !is_tls_handshake_failure(&error)
+                    && tokio::time::Instant::now() + delay < deadline =>
             {
                 tracing::warn!(url = %redact_url(&config.url), error = %error, "nats server not reachable yet, retrying");
                 tokio::time::sleep(delay).await;

@@ -1,6 +1,7 @@
 //! `NatsJobQueue`: the `JobQueue` port on the `COWORK_JOBS` work-queue stream.
 //!
-//! A job is published on `cowork.jobs.<tier>.<batch>` with `Nats-Msg-Id` = its job id, so a
+//! A job is published on `cowork.jobs.<tier>.<batch>` with `Nats-Msg-Id` = its job id (plus its
+//! resume generation, `JobSpec::message_id`), so a
 //! repeated publish inside the stream's duplicate window is dropped by the server. Each tier
 //! has one durable pull consumer (`cowork-<tier>`) shared by every worker of that tier; its
 //! `max_ack_pending` is the fleet-wide in-flight cap of the tier. A pull fetches one message at
@@ -207,7 +208,7 @@ impl JobQueue for NatsJobQueue {
         let subject = jobs_subject(job.tier, &job.batch_id);
         let message = PublishMessage::build()
             .payload(body.into())
-            .message_id(job.job_id.as_str());
+            .message_id(job.message_id());
         let ack = self
             .jetstream
             .send_publish(subject, message)

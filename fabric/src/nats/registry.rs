@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use crate::nats::NatsError;
 use crate::nats::config::NatsConfig;
-use crate::registry::{BatchRegistry, RegistryError, WorkerRegistry};
+use crate::registry::{BatchRegistry, RecordStream, RegistryError, WorkerRegistry};
 
 /// Longest accepted worker id.
 const MAX_WORKER_ID_LEN: usize = 128;
@@ -172,6 +172,34 @@ impl BatchRegistry for NatsBatchRegistry {
 
     async fn list(&self) -> Result<Vec<BatchRecord>, RegistryError> {
         list_values(&self.store, &self.bucket).await
+    }
+
+    async fn watch(&self) -> Result<RecordStream, RegistryError> {
+        let bucket = self.bucket.clone();
+        // With history: the last value of every key first, then changes as they are stored.
+        let watch = self
+            .store
+            .watch_with_history(">")
+            .await
+            .map_err(|error| transient(&format!("watching bucket {bucket}"), &error))?;
+        let records = watch.filter_map(move |entry| {
+            let bucket = bucket.clone();
+            async move {
+                match entry {
+                    Err(error) => {
+                        Some(Err(transient(&format!("watching bucket {bucket}"), &error)))
+                    }
+                    Ok(entry) if entry.operation != Operation::Put => None,
+                    Ok(entry) => Some(serde_json::from_slice(&entry.value).map_err(|error| {
+                        RegistryError::Malformed {
+                            key: format!("{bucket}/{}", entry.key),
+                            message: error.to_string(),
+                        }
+                    })),
+                }
+            }
+        });
+        Ok(Box::pin(records))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests of the fabric's distributed implementations against real servers started
 //! by `cowork-testkit` (one server per test, on a loopback port, in a temp dir).
 
+mod auth;
 mod nats;
 mod s3;

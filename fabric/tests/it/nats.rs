@@ -61,6 +61,7 @@ fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
         timeout_ms: 1000,
         executor: ExecutorKind::Sim,
         sim: None,
+        generation: 0,
     }
 }
 
@@ -286,6 +287,7 @@ fn event(batch_id: &str, index: u32, attempt: u32, kind: JobEventKind) -> JobEve
         job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
         batch_id: batch,
         attempt,
+        generation: 0,
         worker_id: "w1".into(),
         event: kind,
     }
@@ -394,6 +396,8 @@ fn record(batch_id: &str, state: BatchState) -> BatchRecord {
         ok: None,
         exit_code: None,
         owner: None,
+        generation: 0,
+        kill_running: false,
     }
 }
 

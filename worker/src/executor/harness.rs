@@ -346,7 +346,12 @@ impl HarnessExecutor {
     }
 
     /// Classifies the finished process and collects its artifacts.
-    async fn finish(&self, job: &JobSpec, work_dir: &Path, finished: Finished) -> ExecOutput {
+    pub(crate) async fn finish(
+        &self,
+        job: &JobSpec,
+        work_dir: &Path,
+        finished: Finished,
+    ) -> ExecOutput {
         let Finished {
             end,
             stdout,
@@ -456,7 +461,7 @@ impl Executor for HarnessExecutor {
 }
 
 /// An output for a job whose CLI never started: nothing was spent.
-fn not_started(classified: Classified) -> ExecOutput {
+pub(crate) fn not_started(classified: Classified) -> ExecOutput {
     ExecOutput {
         classified,
         exit_code: None,
@@ -535,10 +540,10 @@ fn kill_group(pgid: libc::pid_t) {
 
 /// How the process ended and what it printed.
 #[derive(Debug)]
-struct Finished {
-    end: ProcessEnd,
-    stdout: Captured,
-    stderr: Captured,
+pub(crate) struct Finished {
+    pub(crate) end: ProcessEnd,
+    pub(crate) stdout: Captured,
+    pub(crate) stderr: Captured,
 }
 
 /// The child's process group (its pid, since it leads its own session).
@@ -590,7 +595,7 @@ fn process_end(status: ExitStatus) -> ProcessEnd {
 
 /// Which part of an over-long stream is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Keep {
+pub(crate) enum Keep {
     /// The first bytes (stderr: the first lines name the run dir and the first error).
     Head,
     /// The last bytes, starting at a line boundary (stdout: the envelope is the last line).
@@ -599,7 +604,7 @@ enum Keep {
 
 /// A bounded buffer for one stream.
 #[derive(Debug)]
-struct Capture {
+pub(crate) struct Capture {
     bytes: Vec<u8>,
     limit: usize,
     keep: Keep,
@@ -607,7 +612,7 @@ struct Capture {
 }
 
 impl Capture {
-    fn new(limit: usize, keep: Keep) -> Capture {
+    pub(crate) fn new(limit: usize, keep: Keep) -> Capture {
         Capture {
             bytes: Vec::new(),
             limit,
@@ -616,7 +621,7 @@ impl Capture {
         }
     }
 
-    fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         match self.keep {
             Keep::Head => {
                 let room = self.limit.saturating_sub(self.bytes.len());
@@ -643,7 +648,7 @@ impl Capture {
         }
     }
 
-    fn finish(mut self) -> Captured {
+    pub(crate) fn finish(mut self) -> Captured {
         if self.keep == Keep::Tail {
             self.trim_front();
             if self.dropped_bytes > 0 {
@@ -668,12 +673,12 @@ impl Capture {
 
 /// What was read from one stream.
 #[derive(Debug, Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    dropped_bytes: u64,
+pub(crate) struct Captured {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) dropped_bytes: u64,
     /// `true` when the pipe stayed open [`PIPE_DRAIN_GRACE`] after the group was killed.
-    abandoned: bool,
-    read_error: Option<io::Error>,
+    pub(crate) abandoned: bool,
+    pub(crate) read_error: Option<io::Error>,
 }
 
 /// Reads a stream to its end into `capture`, or until [`PIPE_DRAIN_GRACE`] after the leader
@@ -898,6 +903,7 @@ mod tests {
             timeout_ms: 1000,
             executor: ExecutorKind::Harness,
             sim: None,
+            generation: 0,
         }
     }
 

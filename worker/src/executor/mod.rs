@@ -7,11 +7,13 @@
 //!
 //! Modules:
 //! - [`harness`]: the real `cowork-harness` CLI as a child process in its own session.
+//! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome (contract §1.6,
 //!   §7.3).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 
 pub mod classify;
+pub mod container;
 pub mod harness;
 pub mod sim;
 
@@ -22,6 +24,7 @@ use cowork_schema::event::InfraClass;
 use cowork_schema::job::JobSpec;
 use tokio_util::sync::CancellationToken;
 
+pub use container::{ContainerConfig, ContainerExecutor};
 pub use harness::{HarnessConfig, HarnessExecutor};
 pub use sim::SimExecutor;
 
@@ -50,6 +53,8 @@ pub struct JobContext {
     /// An empty scratch directory owned by this job; the harness runs with it as its cwd and
     /// writes its runs root (`runs/`) and, for `record`, the cassette into it.
     pub work_dir: PathBuf,
+    /// 1-based delivery attempt of this job (the simulator's fault injection keys on it).
+    pub attempt: u32,
 }
 
 /// What one execution produced.

@@ -20,6 +20,7 @@
 use std::time::{Duration, Instant};
 
 use cowork_schema::batch::{ExecutorKind, SimRule, SimSpec};
+use cowork_schema::event::InfraClass;
 use cowork_schema::ids::UnitRef;
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
 use cowork_schema::json_number;
@@ -49,6 +50,9 @@ const DEFAULT_SKILL: &str = "sim-skill";
 const RESULT_ERROR_SHARE: f64 = 0.25;
 /// Share of live runs without scan evidence (a `scan_unavailable` warning).
 const SCAN_UNAVAILABLE_RATE: f64 = 0.05;
+
+/// Mixed into the seed of the fault-injection stream (usage limits, infra failures).
+const FAULT_STREAM_SALT: u64 = 0xfa17_5eed_0bad_c0de;
 
 /// Version tag hashed ahead of the inputs, so that a deliberate change of the model can change
 /// every stream at once.
@@ -87,6 +91,27 @@ impl Executor for SimExecutor {
             other => other.clone(),
         };
         let authored = scenario.as_ref().and_then(authored_assertions);
+        if let Some(spec) = &ctx.job.sim {
+            let profile = resolve_profile(&ctx.job, &spec.rules);
+            if ctx.attempt <= profile.infra_failures {
+                // Fault injection: the sandbox "failed to start", so nothing was spent and the
+                // worker may hand the job back (contract C8).
+                return ExecOutput {
+                    classified: Classified::Infra {
+                        class: InfraClass::Spawn,
+                        message: format!(
+                            "simulated sandbox start failure (attempt {} of the first {} that fail)",
+                            ctx.attempt, profile.infra_failures
+                        ),
+                    },
+                    exit_code: None,
+                    harness_version: None,
+                    spawned: false,
+                    artifacts: Vec::new(),
+                    run_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                };
+            }
+        }
         let mut output = run(&ctx.job, authored, &cancel).await;
         if ctx.job.command == JobCommand::Record
             && matches!(output.classified, Classified::Completed { .. })
@@ -183,6 +208,22 @@ async fn run(
         }
     }
 
+    if simulated.infra_after_spend {
+        // Fault injection: the sandbox died after the agent ran, so the spend happened and
+        // the job must not be retried (contract C8).
+        return ExecOutput {
+            classified: Classified::Infra {
+                class: InfraClass::WorkerLost,
+                message: "simulated sandbox loss after the agent started (spend happened)"
+                    .to_owned(),
+            },
+            exit_code: None,
+            harness_version: Some(SIM_VERSION.to_owned()),
+            spawned: true,
+            artifacts: Vec::new(),
+            run_ms: 0,
+        };
+    }
     let envelope = serde_json::to_vec(&simulated.envelope)
         .expect("serializing a json value to memory cannot fail");
     let mut artifacts = vec![Artifact {
@@ -249,6 +290,8 @@ pub struct SimRun {
     pub duration_ms: u64,
     /// The profile's time scale; the executor sleeps `duration_ms * time_scale` when positive.
     pub time_scale: f64,
+    /// Fault injection: the run "crashes" with an infrastructure failure after spending.
+    pub infra_after_spend: bool,
 }
 
 /// How a simulated run ended.
@@ -282,6 +325,12 @@ pub struct ResolvedProfile {
     pub unanswered_rate: f64,
     /// Factor from simulated to real sleeping time; 0 = no sleep.
     pub time_scale: f64,
+    /// Deliveries of the job that fail before the harness would spawn (fault injection).
+    pub infra_failures: u32,
+    /// Probability of an infrastructure failure after spend (fault injection), in [0, 1].
+    pub infra_after_spend_rate: f64,
+    /// Probability that a completed run hits the usage limit, in [0, 1].
+    pub usage_limit_rate: f64,
 }
 
 /// Resolves the profile of `job`: per field, the first matching rule that sets it, else the
@@ -314,6 +363,12 @@ pub fn resolve_profile(job: &JobSpec, rules: &[SimRule]) -> ResolvedProfile {
         non_deterministic_rate: rate(|rule| rule.non_deterministic_rate, 0.0),
         unanswered_rate: rate(|rule| rule.unanswered_rate, 0.0),
         time_scale: non_negative(|rule| rule.time_scale, 0.0),
+        infra_failures: matching
+            .iter()
+            .find_map(|rule| rule.infra_failures)
+            .unwrap_or(0),
+        infra_after_spend_rate: rate(|rule| rule.infra_after_spend_rate, 0.0),
+        usage_limit_rate: rate(|rule| rule.usage_limit_rate, 0.0),
     }
 }
 
@@ -523,8 +578,13 @@ pub fn simulate_scenario(
         return run;
     }
 
-    let pass = draw_pass < profile.pass_rate;
-    let result_error = !pass && draw_result_error < RESULT_ERROR_SHARE;
+    // Fault draws come from their own stream, so a fault profile never moves the outcomes of
+    // the core draws above (an undisturbed batch and a faulty one agree run by run).
+    let mut faults = job_stream(spec.seed ^ FAULT_STREAM_SALT, job);
+    let usage_limited = faults.next_f64() < profile.usage_limit_rate;
+    let infra_after_spend = faults.next_f64() < profile.infra_after_spend_rate;
+    let pass = !usage_limited && draw_pass < profile.pass_rate;
+    let result_error = !pass && (usage_limited || draw_result_error < RESULT_ERROR_SHARE);
     let assertions = draw_assertions(&mut stream, &facts, pass, result_error);
     let skill_failed = assertions
         .iter()
@@ -542,7 +602,11 @@ pub fn simulate_scenario(
         failures
             .push(json!({"assertion": entry.key(), "message": entry.message, "kind": "assertion"}));
     }
-    if result_error {
+    if usage_limited {
+        let message = "the agent hit a usage limit";
+        signals.push(signal("usage_limit", "fail", message));
+        failures.push(json!({"message": message, "kind": "guard"}));
+    } else if result_error {
         let message = "the agent turn ended with an error (simulated)";
         signals.push(signal("result_error", "fail", message));
         failures.push(json!({"message": message, "kind": "guard"}));
@@ -574,7 +638,11 @@ pub fn simulate_scenario(
     };
 
     let mut result = facts.head(if result_error { "error" } else { "success" });
-    if result_error {
+    if usage_limited {
+        result.insert("resultErrorKind".into(), json!("usage_limit"));
+        result.insert("errorSource".into(), json!("agent"));
+        result.insert("resultSubtype".into(), json!("error_during_execution"));
+    } else if result_error {
         result.insert("resultErrorKind".into(), json!("agent"));
         result.insert("errorSource".into(), json!("agent"));
         result.insert("resultSubtype".into(), json!("error_during_execution"));
@@ -630,6 +698,7 @@ pub fn simulate_scenario(
         envelope,
         duration_ms,
         time_scale: profile.time_scale,
+        infra_after_spend,
     }
 }
 
@@ -1098,6 +1167,7 @@ fn unanswered_run(facts: &RunFacts, duration_ms: u64, telemetry: Option<&Telemet
         envelope,
         duration_ms,
         time_scale: 0.0,
+        infra_after_spend: false,
     }
 }
 

@@ -493,6 +493,7 @@ async fn relative_paths_resolve_against_the_worker_cwd() {
         ),
         bundle_dir: relative_to_cwd(&dirs.bundle()),
         work_dir: relative_to_cwd(&dirs.work()),
+        attempt: 1,
     };
     let output = executor.execute(&context, CancellationToken::new()).await;
     assert_eq!(completed(&output)["fakeCopy"], "disk");

@@ -1,9 +1,12 @@
 //! Integration tests of the worker crate: one test binary (style rule 19).
 //!
+//! - [`container`]: the container executor on this machine's Docker engine, with a test image
+//!   built locally from `tests/fixtures/container-image`.
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
 
+mod container;
 mod harness;
 mod sim;
 mod support;

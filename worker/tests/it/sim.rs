@@ -16,6 +16,7 @@ fn context(job: JobSpec) -> JobContext {
         job,
         bundle_dir: "bundle".into(),
         work_dir: "work".into(),
+        attempt: 1,
     }
 }
 

@@ -111,6 +111,7 @@ pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> 
         timeout_ms: 60_000,
         executor,
         sim: None,
+        generation: 0,
     }
 }
 
@@ -124,6 +125,7 @@ pub fn sim_job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>, sim: &S
         scenario_name: scenario.to_owned(),
         scenario_file: format!("{scenario}.yaml"),
         sim: Some(sim.clone()),
+        generation: 0,
         ..job(JobCommand::Run, "unused.yaml", ExecutorKind::Sim)
     }
 }
@@ -161,6 +163,7 @@ impl JobDirs {
             job,
             bundle_dir: self.bundle(),
             work_dir: self.work(),
+            attempt: 1,
         }
     }
 }

@@ -26,6 +26,7 @@ fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
         timeout_ms: 600_000,
         executor: ExecutorKind::Sim,
         sim: None,
+        generation: 0,
     }
 }
 
@@ -111,6 +112,9 @@ fn first_matching_rule_wins_per_field() {
             non_deterministic_rate: 0.0,
             unanswered_rate: 1.0,
             time_scale: 0.0,
+            infra_failures: 0,
+            infra_after_spend_rate: 0.0,
+            usage_limit_rate: 0.0,
         }
     );
     csv.axes = Some(CellAxes {

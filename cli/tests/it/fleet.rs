@@ -1,0 +1,374 @@
+//! A fleet under test: a real nats-server with JetStream on disk, a real S3 server (s3s-fs), and
+//! `cowork coordinator` / `cowork worker` as separate OS processes, all killed on drop. Shared by
+//! the distributed, fault, hostile-input and secrets tests.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cowork_fabric::EventLog;
+use cowork_fabric::nats::NatsConfig;
+use cowork_schema::BatchId;
+use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind};
+use cowork_testkit::{NatsServer, S3Server, free_port};
+
+use crate::support::Output;
+
+pub const BUCKET: &str = "cowork-it";
+pub const TOKEN: &str = "it-token-7f3a";
+
+/// A fleet: servers plus coordinator and worker processes, all killed on drop.
+pub struct Fleet {
+    pub nats: NatsServer,
+    pub s3: S3Server,
+    pub api_port: u16,
+    pub dir: tempfile::TempDir,
+    pub children: Vec<(String, Child)>,
+    /// Extra environment for every process this fleet starts (e.g. `COWORK_ACK_WAIT`).
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl Fleet {
+    /// Servers and a coordinator with the default settings.
+    pub fn start() -> Fleet {
+        Fleet::start_with_env(&[])
+    }
+
+    /// Servers and a coordinator; `env` is added to every process the fleet starts.
+    pub fn start_with_env(env: &[(&str, &str)]) -> Fleet {
+        let nats = NatsServer::start();
+        let s3 = S3Server::start();
+        Fleet::with_servers(nats, s3, env)
+    }
+
+    /// A fleet on servers the caller started (e.g. bound where a network namespace reaches).
+    pub fn with_servers(nats: NatsServer, s3: S3Server, env: &[(&str, &str)]) -> Fleet {
+        let dir = tempfile::Builder::new()
+            .prefix("cowork-fleet-")
+            .tempdir()
+            .expect("temp dir");
+        let mut fleet = Fleet {
+            nats,
+            s3,
+            api_port: free_port(),
+            dir,
+            children: Vec::new(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+        fleet.spawn_coordinator();
+        fleet
+    }
+
+    /// The coordinator's base URL.
+    pub fn coordinator_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// Sets the fleet's environment on `command`: no inherited `COWORK_*`, the servers'
+    /// endpoints and credentials, the API token, and the extra env.
+    pub fn env(&self, command: &mut Command) {
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("COWORK_") {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("COWORK_NATS_URL", self.nats.url())
+            .env("COWORK_S3_ENDPOINT", self.s3.endpoint())
+            .env("COWORK_S3_BUCKET", BUCKET)
+            .env("COWORK_S3_ACCESS_KEY_ID", &self.s3.access_key)
+            .env("COWORK_S3_SECRET_ACCESS_KEY", &self.s3.secret_key)
+            .env("COWORK_API_TOKEN", TOKEN)
+            .env("COWORK_LOG", "warn");
+        for (key, value) in &self.extra_env {
+            command.env(key, value);
+        }
+    }
+
+    /// Starts `cowork <args>` as the fleet process `name`, logging to `<dir>/<name>.log`
+    /// (appended, so a restarted process keeps its earlier log).
+    pub fn spawn(&mut self, name: &str, args: &[&str]) {
+        self.spawn_program(name, env!("CARGO_BIN_EXE_cowork"), &[], args);
+    }
+
+    /// Starts `program <prefix…> <args…>` as the fleet process `name` (e.g. `ip netns exec ns
+    /// cowork worker …`).
+    pub fn spawn_program(&mut self, name: &str, program: &str, prefix: &[&str], args: &[&str]) {
+        self.spawn_program_with_env(name, program, prefix, args, &[]);
+    }
+
+    /// [`Fleet::spawn_program`] with environment overrides (e.g. another NATS URL).
+    pub fn spawn_program_with_env(
+        &mut self,
+        name: &str,
+        program: &str,
+        prefix: &[&str],
+        args: &[&str],
+        env: &[(&str, String)],
+    ) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .expect("log file");
+        let mut command = Command::new(program);
+        self.env(&mut command);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command
+            .args(prefix)
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone"))
+            .stderr(log);
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {program} for {name}: {e}"));
+        self.children.push((name.to_owned(), child));
+    }
+
+    /// Starts the coordinator and returns once its API accepts connections.
+    pub fn spawn_coordinator(&mut self) {
+        let listen = format!("127.0.0.1:{}", self.api_port);
+        self.spawn(
+            "coordinator",
+            &[
+                "coordinator",
+                "--listen",
+                &listen,
+                "--s3-create-bucket",
+                "--scratch-dir",
+                "scratch",
+            ],
+        );
+        // Readiness probe with a deadline: returns as soon as the API accepts connections.
+        let address = SocketAddr::from(([127, 0, 0, 1], self.api_port));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator did not listen; log:\n{}",
+                self.log("coordinator")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The arguments of a `sim` worker named `name`.
+    pub fn worker_args(name: &str, tiers: &str, slots: &str) -> Vec<String> {
+        [
+            "worker",
+            "--executor",
+            "sim",
+            "--tiers",
+            tiers,
+            "--slots",
+            slots,
+            "--worker-id",
+            name,
+            "--cache-dir",
+            &format!("{name}/cache"),
+            "--work-dir",
+            &format!("{name}/work"),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+    }
+
+    /// Starts a `sim` worker serving `tiers` with `slots` slots.
+    pub fn spawn_worker(&mut self, name: &str, tiers: &str, slots: &str) {
+        self.spawn_worker_with(name, tiers, slots, &[]);
+    }
+
+    /// Starts a `sim` worker with extra flags.
+    pub fn spawn_worker_with(&mut self, name: &str, tiers: &str, slots: &str, extra: &[&str]) {
+        let mut args = Fleet::worker_args(name, tiers, slots);
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.spawn(name, &args);
+    }
+
+    /// SIGKILLs the process `name` and reaps it.
+    pub fn kill(&mut self, name: &str) {
+        let position = self
+            .children
+            .iter()
+            .rposition(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no fleet process named {name}"));
+        let (_, mut child) = self.children.remove(position);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The log of process `name`.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// Every process's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut names: Vec<&str> = self.children.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .iter()
+            .map(|name| format!("--- {name} ---\n{}", self.log(name)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// `cowork <args…> --coordinator <url>` with the fleet's environment, from `cwd`.
+    pub fn cowork(&self, cwd: &Path, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+        self.env(&mut command);
+        let coordinator = self.coordinator_url();
+        command
+            .args(args)
+            .args(["--coordinator", &coordinator])
+            .current_dir(cwd);
+        let out = command.output().expect("running cowork");
+        Output::new(
+            format!("cowork {} --coordinator {coordinator}", args.join(" ")),
+            cwd.to_path_buf(),
+            out,
+        )
+    }
+
+    /// `cowork submit … --watch --output-format json` from `cwd`.
+    pub fn submit(&self, cwd: &Path, args: &[&str]) -> Output {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--watch", "--output-format", "json", "--quiet"]);
+        self.cowork(cwd, &all)
+    }
+
+    /// `cowork submit …` without waiting: the batch id it printed.
+    pub fn submit_detached(&self, cwd: &Path, args: &[&str]) -> BatchId {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let out = self.cowork(cwd, &all);
+        assert_eq!(out.code(), 0, "{}\n{}", out.context(), self.logs());
+        BatchId::new(out.stdout.trim()).expect("submit prints the batch id")
+    }
+
+    /// `cowork watch <batch> --output-format json --quiet` from `cwd`.
+    pub fn watch(&self, cwd: &Path, batch: &BatchId) -> Output {
+        self.cowork(
+            cwd,
+            &[
+                "watch",
+                batch.as_str(),
+                "--output-format",
+                "json",
+                "--quiet",
+            ],
+        )
+    }
+
+    /// The bytes of an object in the bucket, read from the server's data directory.
+    pub fn object(&self, key: &str) -> Vec<u8> {
+        let path = self.s3.data_dir().join(BUCKET).join(key);
+        std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}\n{}", path.display(), self.logs()))
+    }
+
+    /// Every key in the bucket (relative paths of the server's data directory).
+    pub fn object_keys(&self) -> Vec<String> {
+        let root = self.s3.data_dir().join(BUCKET);
+        let mut keys = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if let Ok(rel) = path.strip_prefix(&root) {
+                    keys.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        keys.sort();
+        keys
+    }
+
+    /// Every event of `batch` stored so far, in order.
+    pub async fn events(&self, batch: &BatchId) -> Vec<JobEvent> {
+        let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats.url()))
+            .await
+            .expect("connecting to nats");
+        let last = fabric
+            .events
+            .last_sequence(batch)
+            .await
+            .expect("last sequence");
+        let mut events = Vec::new();
+        if last == 0 {
+            return events;
+        }
+        let mut subscription = fabric
+            .events
+            .subscribe(batch, 1)
+            .await
+            .expect("subscribing");
+        while let Some(item) = subscription.next().await {
+            let (seq, event) = item.expect("an event");
+            events.push(event);
+            if seq >= last {
+                break;
+            }
+        }
+        events
+    }
+
+    /// Every `finished` event of `batch`: (job id, worker id, artifacts).
+    pub async fn finished_events(
+        &self,
+        batch: &BatchId,
+        n_jobs: usize,
+    ) -> Vec<(String, String, Vec<ArtifactRef>)> {
+        let finished: Vec<(String, String, Vec<ArtifactRef>)> = self
+            .events(batch)
+            .await
+            .into_iter()
+            .filter_map(|event| match event.event {
+                JobEventKind::Finished { artifacts, .. } => {
+                    Some((event.job_id.to_string(), event.worker_id.clone(), artifacts))
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(
+            finished.len() >= n_jobs,
+            "{} finished events for {n_jobs} jobs",
+            finished.len()
+        );
+        finished
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The batch id an envelope's `fleet` key names.
+pub fn batch_of(envelope: &serde_json::Value) -> BatchId {
+    let id = envelope["fleet"]["batchId"]
+        .as_str()
+        .expect("the envelope's fleet key names the batch");
+    BatchId::new(id).expect("a valid batch id")
+}
