@@ -1,0 +1,638 @@
+//! `cowork eval`: an A/B batch of two skill or plugin versions, embedded like `cowork run` or,
+//! with `--coordinator`, submitted to a fleet like `cowork submit`.
+//!
+//! The whole batch is validated first (flags, both arm directories, every scenario, the eval
+//! layout); a problem exits 2 and nothing is written. Embedded, the batch then runs in this
+//! process on the same supervisor, reducer and worker as `run`; its runs are paired and judged by
+//! the coordinator's eval statistics ([`eval_document`]), and the report is stored as
+//! `batches/<id>/eval.json`, printed on stderr and, with `--output-format json`, on stdout.
+//! Submitted, the coordinator re-validates the batch (its spec carries the eval settings),
+//! supervises it and stores the same `eval.json`; `--watch` follows the batch, reads that report
+//! back and ends exactly like the embedded eval.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use cowork_coordinator::client::{CoordinatorClient, WatchEvent};
+use cowork_coordinator::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
+use cowork_coordinator::plan::eval::{
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
+    eval_document, eval_document_key, eval_exit_code, plan_eval_units, validate_eval_flags,
+};
+use cowork_coordinator::plan::{Plan, PlanInput};
+use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
+use cowork_coordinator::server::command_of;
+use cowork_coordinator::supervisor::{
+    BatchOutcome, BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
+    SuperviseSignals, supervise,
+};
+use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
+use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
+use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_schema::BatchId;
+use cowork_schema::batch::{
+    BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, StoredBatch,
+};
+use cowork_schema::job::Tier;
+use cowork_schema::registry::BatchState;
+use cowork_worker::executor::Executor;
+use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
+use cowork_worker::executor::sim::SimExecutor;
+use cowork_worker::retry::Backoff;
+use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{EvalArgs, OutputFormat};
+use crate::commands::remote::{client, client_error};
+use crate::commands::run::{default_bundle_root, executor_and_sim};
+use crate::fleet_args::ClientArgs;
+use crate::progress::ProgressLine;
+use crate::report::CliError;
+
+/// `cowork eval`.
+pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
+    let started = Instant::now();
+    let validated = validate(&args).await?;
+    if let Some(coordinator) = &args.coordinator {
+        return submit(&args, coordinator, validated).await;
+    }
+    let ValidatedEval {
+        plan,
+        spec,
+        bundle,
+        settings,
+        sources,
+    } = validated;
+    let batch_id = plan.batch_id.clone();
+    let runs_per_arm = plan.runs_per_unit();
+
+    // Validation is over; from here on the batch exists in the store.
+    let store = Arc::new(DirArtifactStore::new(&args.store));
+    if !args.quiet {
+        eprintln!(
+            "eval batch {batch_id}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {runs_per_arm} runs = {} jobs with the {} executor, {} slots",
+            sources.a,
+            sources.b,
+            plan.units.len() / 2,
+            plan.n_jobs(),
+            plan.executor.as_str(),
+            args.slots
+        );
+    }
+    let embedded = EmbeddedRun {
+        store: store.clone(),
+        store_dir: args.store.clone(),
+        harness_bin: args.harness_bin.clone(),
+        slots: args.slots,
+        window: args.window,
+        usage_pause: crate::connect::duration_arg("--usage-limit-pause", &args.usage_limit_pause)?,
+        keep_work: args.keep_work,
+        quiet: args.quiet,
+        started,
+    };
+    let outcome = run_embedded(&embedded, &plan, spec, bundle).await?;
+
+    // The same computation as the coordinator's after it decides an eval batch; only the arm
+    // labels differ (here the paths as typed, there the bundle-relative ones).
+    let document = eval_document(&EvalDocumentInput {
+        plan: &plan,
+        settings: &settings,
+        sources: &sources,
+        folded: &outcome.reduction.results,
+        results: &outcome.envelope.results,
+        simulated_runs: outcome.reduction.simulated_runs,
+    })
+    .with_context(|| format!("computing the report of eval batch {batch_id}"))?;
+    let document_json = document
+        .to_stored_json()
+        .context("serializing the eval report")?;
+    let eval_key = eval_document_key(&batch_id);
+    store
+        .put(&eval_key, document_json.clone())
+        .await
+        .with_context(|| format!("storing {eval_key}"))?;
+    let results_line = format!(
+        "results: {}",
+        args.store.join("batches").join(batch_id.as_str()).display()
+    );
+    finish(&args, &document, &document_json, &results_line).await
+}
+
+/// Prints the report (the table on stderr, the JSON line on stdout with `--output-format
+/// json`), writes the `-o` file and returns the eval's exit code: the one ending of an embedded
+/// and a watched eval.
+async fn finish(
+    args: &EvalArgs,
+    document: &EvalDocument,
+    document_json: &[u8],
+    results_line: &str,
+) -> Result<i32, CliError> {
+    eprint!("{}", render_human(document));
+    eprintln!("{results_line}");
+    if let Some(path) = &args.output {
+        tokio::fs::write(path, document_json)
+            .await
+            .with_context(|| format!("writing the eval report to {}", path.display()))?;
+    }
+    if args.output_format == OutputFormat::Json {
+        let line = serde_json::to_string(document).context("serializing the eval report")?;
+        println!("{line}");
+    }
+    Ok(eval_exit_code(&document.report))
+}
+
+/// `cowork eval --coordinator URL [--watch]`: submits the validated batch (its spec carries the
+/// eval settings, so the coordinator re-plans the arms and stores `eval.json` once it decides
+/// the batch). Without `--watch` prints the batch id; with it, follows the batch to its end and
+/// ends like the embedded eval.
+async fn submit(
+    args: &EvalArgs,
+    coordinator: &str,
+    validated: ValidatedEval,
+) -> Result<i32, CliError> {
+    let client = client(&ClientArgs {
+        coordinator: coordinator.to_owned(),
+        token_file: args.token_file.clone(),
+    })?;
+    let ValidatedEval {
+        plan,
+        spec,
+        bundle,
+        sources,
+        ..
+    } = validated;
+    let bundle_sha256 = spec.bundle_sha256.clone();
+    let response = client
+        .submit(&spec, bundle.bytes)
+        .await
+        .map_err(|e| client_error(e, "submitting the eval batch"))?;
+    let batch_id = response.batch_id;
+    eprintln!(
+        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {} runs = {} jobs (bundle {})",
+        sources.a,
+        sources.b,
+        plan.units.len() / 2,
+        plan.runs_per_unit(),
+        response.n_jobs,
+        &bundle_sha256[..12.min(bundle_sha256.len())]
+    );
+    if !args.watch {
+        println!("{batch_id}");
+        return Ok(0);
+    }
+    follow_to_end(&client, &batch_id, args.quiet).await?;
+    let bytes = client
+        .artifact(&batch_id, EVAL_DOCUMENT_FILE)
+        .await
+        .map_err(|e| client_error(e, "fetching the batch's eval report"))?;
+    let document: EvalDocument = serde_json::from_slice(&bytes)
+        .with_context(|| format!("reading the eval report of batch {batch_id}"))?;
+    finish(
+        args,
+        &document,
+        &bytes,
+        &format!("results: cowork results {batch_id}"),
+    )
+    .await
+}
+
+/// Follows a submitted batch until it ends; `Ok` only when it was decided (its `eval.json` is
+/// then stored: the coordinator stores it before it records the end).
+async fn follow_to_end(
+    client: &CoordinatorClient,
+    batch: &BatchId,
+    quiet: bool,
+) -> Result<(), CliError> {
+    let events = client
+        .watch(batch)
+        .await
+        .map_err(|e| client_error(e, "watching the batch"))?;
+    let mut events = std::pin::pin!(events);
+    let mut progress = ProgressLine::new(Instant::now());
+    let mut end = None;
+    while let Some(event) = events.next().await {
+        match event.map_err(|e| client_error(e, "watching the batch"))? {
+            WatchEvent::Progress(snapshot) => {
+                if !quiet {
+                    progress.show(&snapshot, false);
+                }
+            }
+            WatchEvent::End(batch_end) => {
+                end = Some(batch_end);
+                break;
+            }
+        }
+    }
+    if !quiet {
+        progress.finish();
+    }
+    let end = end.ok_or_else(|| {
+        CliError::Failed(anyhow!(
+            "the coordinator closed the watch of batch {batch} before it ended"
+        ))
+    })?;
+    match end.state {
+        BatchState::Done if end.message.is_none() => Ok(()),
+        BatchState::Cancelled => Err(CliError::Failed(anyhow!(
+            "eval batch {batch} was cancelled before it was decided; no verdict"
+        ))),
+        other => Err(CliError::Failed(anyhow!(
+            "eval batch {batch} ended in state {}{}",
+            other.as_str(),
+            end.message.map(|m| format!(": {m}")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// A validated, planned and bundled eval batch, not yet dispatched.
+struct ValidatedEval {
+    plan: Plan,
+    spec: BatchSpec,
+    bundle: PackedBundle,
+    /// The eval settings, as stored in `spec.eval`.
+    settings: EvalSpec,
+    /// The arms as typed: the labels of the embedded report.
+    sources: ArmSources,
+}
+
+/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
+/// reported at once.
+async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
+    let mut problems: Vec<String> = Vec::new();
+    let flags = validate_eval_flags(&RawEvalFlags {
+        runs: args.runs.clone(),
+        alpha: args.alpha.clone(),
+        job_timeout: args.job_timeout.clone(),
+    });
+    let flags = match flags {
+        Ok(flags) => Some(flags),
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            None
+        }
+    };
+    let executor = match executor_and_sim(&args.executor) {
+        Ok(executor) => Some(executor),
+        Err(CliError::Usage(errors)) => {
+            problems.extend(errors);
+            None
+        }
+        Err(other) => return Err(other),
+    };
+    if let Some(model) = &args.model
+        && (model.trim().is_empty() || model.starts_with('-'))
+    {
+        problems.push(format!("--model: needs a model id, got {model:?}"));
+    }
+    let first_target = args
+        .scenarios
+        .first()
+        .ok_or_else(|| CliError::usage("at least one scenario file or directory is required"))?;
+    let bundle_root = match &args.bundle_root {
+        Some(root) => root.clone(),
+        None => default_bundle_root(first_target)?,
+    };
+    let input = PrepareEvalInput {
+        targets: args.scenarios.clone(),
+        arms: [args.arm_a.clone(), args.arm_b.clone()],
+        bundle_root,
+    };
+    let prepared = tokio::task::spawn_blocking(move || prepare_eval(&input))
+        .await
+        .context("input validation task failed")?;
+    let prepared = match prepared {
+        Ok(prepared) => Some(prepared),
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            None
+        }
+    };
+    let (Some(flags), Some((executor, sim)), Some(prepared), true) =
+        (flags, executor, prepared, problems.is_empty())
+    else {
+        return Err(CliError::Usage(problems));
+    };
+
+    let layout = plan_eval_units(
+        &prepared.batch,
+        &EvalLayoutInput {
+            arms: &prepared.arms,
+            model: args.model.as_deref(),
+            flags: &flags.batch,
+        },
+    )
+    .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    let derived = layout.derived_for_bundle();
+    let root = prepared.batch.root.clone();
+    let files = prepared.batch.files.clone();
+    let bundle = tokio::task::spawn_blocking(move || pack(&root, &files, &derived))
+        .await
+        .context("bundle task failed")?
+        .context("packing the bundle")?;
+    let [arm_a, arm_b] = &prepared.arms;
+    // What the coordinator re-plans the arms from and computes the report with; the same
+    // settings drive the embedded report, so both ways give the same statistics.
+    let settings = EvalSpec {
+        arms: [arm_a.rel_path.clone(), arm_b.rel_path.clone()],
+        model: args.model.clone(),
+        alpha: flags.alpha,
+        seed: args.executor.seed,
+        resamples: DEFAULT_RESAMPLES,
+    };
+    let batch_id = new_batch_id();
+    let plan = Plan::new(
+        layout,
+        PlanInput {
+            batch_id,
+            flags: flags.batch.clone(),
+            mode: BatchMode::Eval,
+            executor,
+            sim: sim.clone(),
+            bundle_sha256: bundle.sha256.clone(),
+        },
+    );
+    let spec = BatchSpec {
+        schema_version: BATCH_SPEC_VERSION,
+        mode: BatchMode::Eval,
+        target_display: args
+            .scenarios
+            .iter()
+            .map(|target| target.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        target: prepared.batch.target.clone(),
+        scenario_files: prepared
+            .batch
+            .scenarios
+            .iter()
+            .map(|scenario| scenario.rel_path.clone())
+            .collect(),
+        matrix_file: None,
+        flags: flags.batch,
+        executor,
+        sim,
+        bundle_sha256: bundle.sha256.clone(),
+        eval: Some(settings.clone()),
+    };
+    Ok(ValidatedEval {
+        plan,
+        spec,
+        bundle,
+        settings,
+        sources: ArmSources {
+            a: arm_a.declared.clone(),
+            b: arm_b.declared.clone(),
+        },
+    })
+}
+
+/// A new batch id from the clock and a per-process random suffix (as `cowork run` makes them).
+fn new_batch_id() -> BatchId {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // RandomState is seeded from the OS per process; hashing the time with it gives a suffix
+    // that differs between two batches started in the same second.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
+
+/// The settings of an embedded batch run.
+struct EmbeddedRun {
+    store: Arc<DirArtifactStore>,
+    store_dir: PathBuf,
+    harness_bin: PathBuf,
+    slots: u16,
+    window: Option<usize>,
+    usage_pause: Duration,
+    keep_work: bool,
+    quiet: bool,
+    started: Instant,
+}
+
+/// Stores the bundle and `spec.json`, then runs the plan in this process (embedded queue, event
+/// log and worker slots) to its decision, as `cowork run` does.
+async fn run_embedded(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    spec: BatchSpec,
+    bundle: PackedBundle,
+) -> Result<BatchOutcome, CliError> {
+    let batch_id = plan.batch_id.clone();
+    let store = embedded.store.clone();
+    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
+    store
+        .put_if_absent(&bundle_key, bundle.bytes)
+        .await
+        .with_context(|| format!("storing {bundle_key}"))?;
+    let stored = StoredBatch {
+        batch_id: batch_id.clone(),
+        spec,
+        plan: plan.summary(),
+    };
+    let spec_key = format!("batches/{batch_id}/spec.json");
+    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
+    spec_json.push(b'\n');
+    store
+        .put(&spec_key, spec_json)
+        .await
+        .with_context(|| format!("storing {spec_key}"))?;
+
+    let queue = MemJobQueue::new();
+    let events = MemEventLog::new();
+    let executor: Arc<dyn Executor> = match plan.executor {
+        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
+        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(
+            &embedded.harness_bin,
+        ))),
+    };
+    let worker_config = WorkerConfig {
+        worker_id: format!("embedded-{}", std::process::id()),
+        tiers: Tier::ALL.to_vec(),
+        slots: usize::from(embedded.slots),
+        // The embedded queue has no ack deadline; this only paces the in-progress calls.
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 3,
+        cache_dir: embedded.store_dir.join("cache").join("bundles"),
+        work_dir: embedded.store_dir.join("work"),
+        keep_work_dirs: embedded.keep_work,
+        unpack_limits: UnpackLimits::default(),
+        backoff: Backoff::default(),
+        renew_every: None,
+    };
+    let worker_ports = WorkerPorts {
+        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
+        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
+        store: store.clone() as Arc<dyn ArtifactStore>,
+        executor,
+        batches: None,
+    };
+    let shutdown = CancellationToken::new();
+    // Reaped below: the worker ends once the queue is closed.
+    let worker = tokio::spawn(cowork_worker::run(
+        worker_config,
+        worker_ports,
+        Arc::new(WorkerStats::default()),
+        shutdown.child_token(),
+    ));
+    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
+    let renderer = (!embedded.quiet)
+        .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
+    let ports = CoordinatorPorts {
+        queue: Arc::new(queue.clone()),
+        events: Arc::new(events.clone()),
+        store: store.clone(),
+    };
+    let options = SuperviseOptions {
+        window: embedded.window.unwrap_or(usize::from(embedded.slots) * 2),
+        command: command_of(BatchMode::Eval).to_owned(),
+        usage_pause: embedded.usage_pause,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: Default::default(),
+    };
+    let ctrl_c = shutdown.clone();
+    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let signals = SuperviseSignals {
+        shutdown: shutdown.child_token(),
+        cancel: CancellationToken::new(),
+    };
+    let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
+    drop(progress_tx);
+    if let Some(renderer) = renderer {
+        let _ = renderer.await;
+    }
+    queue.close();
+    let _ = worker.await;
+    match outcome {
+        Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
+        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
+            Err(CliError::Cancelled)
+        }
+        Err(error) => Err(CliError::Failed(
+            anyhow::Error::new(error).context(format!("running eval batch {batch_id}")),
+        )),
+    }
+}
+
+/// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row
+/// per scenario and an overall row.
+fn render_human(document: &EvalDocument) -> String {
+    let report = &document.report;
+    let mut out = String::new();
+    let [arm_a, arm_b] = &report.arms;
+    let _ = writeln!(
+        out,
+        "eval {}: arm A = {} · arm B = {} · {} runs per arm per scenario · model {}",
+        document.batch_id,
+        arm_a.source,
+        arm_b.source,
+        document.runs_per_arm,
+        document.model.as_deref().unwrap_or("(the session's own)")
+    );
+    if document.simulated {
+        let _ = writeln!(
+            out,
+            "SIMULATED: these runs were made by the sim executor; they say nothing about the real skill"
+        );
+    }
+    let header = [
+        "scenario",
+        "arm A pass",
+        "arm B pass",
+        "B - A [95% CI]",
+        "McNemar p",
+        "arm A cost",
+        "arm B cost",
+        "verdict",
+    ];
+    let mut rows: Vec<[String; 8]> = Vec::with_capacity(report.scenarios.len() + 1);
+    for scenario in &report.scenarios {
+        rows.push(row(&scenario.scenario, &scenario.comparison));
+    }
+    rows.push(row("overall", &report.overall));
+    let mut widths = header.map(str::len);
+    for cells in &rows {
+        for (width, cell) in widths.iter_mut().zip(cells) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |out: &mut String, cells: &[&str]| {
+        let mut text = String::new();
+        for (index, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            if index > 0 {
+                text.push_str("  ");
+            }
+            let _ = write!(text, "{cell:<width$}");
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(&mut out, &header);
+    for cells in &rows {
+        let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
+        line(&mut out, &cells);
+    }
+    let excluded = report.overall.excluded_pairs;
+    if excluded > 0 {
+        let _ = writeln!(
+            out,
+            "{excluded} pairs left out: an arm's run did not complete (error or unanswered)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "verdict (overall, alpha {}): {}",
+        report.alpha,
+        report.overall.verdict.label()
+    );
+    out
+}
+
+/// One table row: pass counts and rates per arm, the difference and its interval, p, costs and
+/// the verdict.
+fn row(scope: &str, comparison: &Comparison) -> [String; 8] {
+    let [a, b] = &comparison.arms;
+    let pass = |passes: u64, completed: u64, rate: f64| {
+        format!("{passes}/{completed} ({})", percent(rate))
+    };
+    let diff = match &comparison.diff {
+        Some(interval) => format!(
+            "{} [{}, {}]",
+            signed_percent(interval.estimate),
+            signed_percent(interval.low),
+            signed_percent(interval.high)
+        ),
+        None => "n/a (no complete pair)".to_owned(),
+    };
+    let cost = |cost: Option<f64>| cost.map_or("unknown".to_owned(), |usd| format!("${usd:.2}"));
+    [
+        scope.to_owned(),
+        pass(a.passes, a.completed, a.pass_rate),
+        pass(b.passes, b.completed, b.pass_rate),
+        diff,
+        format!("{:.4}", comparison.mcnemar_p),
+        cost(a.cost_usd),
+        cost(b.cost_usd),
+        comparison.verdict.label().to_owned(),
+    ]
+}
+
+fn percent(rate: f64) -> String {
+    format!("{:.0}%", rate * 100.0)
+}
+
+fn signed_percent(value: f64) -> String {
+    format!("{:+.0}%", value * 100.0)
+}

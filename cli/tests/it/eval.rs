@@ -1,0 +1,534 @@
+//! `cowork eval` with the sim executor (issue 6, item 1): the demo skill against a worse variant
+//! reports B worse with a significant McNemar p, the demo skill against itself reports no
+//! detectable difference, the arms are labelled in every output, and a refused eval exits 2
+//! having written nothing. Through a fleet (`--coordinator … --watch`) the same eval gives the
+//! same report, stored by the coordinator; `cowork report` of an eval batch shows its A/B table.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::fleet::Fleet;
+use crate::support::{
+    Output, Sandbox, array, copy_dir, cowork, number, only_batch_dir, read_json, workspace_root,
+};
+
+const ARM_V1: &str = "examples/demo/skills/v1/csv-report";
+const ARM_WORSE: &str = "examples/demo/eval/skills/csv-report-worse/csv-report";
+const SCENARIOS: &str = "examples/demo/scenarios";
+const EVAL_PROFILE: &str = "examples/demo/eval/sim-profile.yaml";
+/// The demo's general profile: it has no `arm` rule, so both arms are simulated alike.
+const DEMO_PROFILE: &str = "examples/demo/sim-profile.yaml";
+
+/// `cowork eval --a <a> --b <b> <scenarios> --executor sim --sim-profile <profile>
+/// --output-format json -o <sandbox>/eval-out.json --store <sandbox store>`, from the workspace
+/// root as the docs show it, plus `extra`.
+fn eval(sandbox: &Sandbox, arms: (&str, &str), profile: &str, extra: &[&str]) -> Output {
+    let output_file = sandbox.path().join("eval-out.json");
+    let store = sandbox.store();
+    let mut args: Vec<OsString> = [
+        "eval",
+        "--a",
+        arms.0,
+        "--b",
+        arms.1,
+        SCENARIOS,
+        "--executor",
+        "sim",
+        "--sim-profile",
+        profile,
+        "--output-format",
+        "json",
+        "--quiet",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    args.extend([
+        "-o".into(),
+        output_file.into(),
+        "--store".into(),
+        store.into(),
+    ]);
+    args.extend(extra.iter().map(OsString::from));
+    cowork(&workspace_root(), &args)
+}
+
+/// The JSON line on stdout, checked to equal the stored `eval.json` and the `-o` file.
+fn report_everywhere(sandbox: &Sandbox, out: &Output) -> Value {
+    let line = out.envelope();
+    let batch_dir = only_batch_dir(&sandbox.store());
+    let stored = read_json(&batch_dir.join("eval.json"));
+    if stored != line {
+        out.fail("eval.json differs from the JSON line");
+    }
+    let written = read_json(&sandbox.path().join("eval-out.json"));
+    if written != line {
+        out.fail("the -o file differs from the JSON line");
+    }
+    assert_eq!(
+        line["batchId"].as_str(),
+        batch_dir.file_name().and_then(|name| name.to_str()),
+        "{}",
+        out.context()
+    );
+    line
+}
+
+/// Both arms are named, with their sources, in the report, in every comparison and on stderr;
+/// the stored rollups and envelope label every unit with its arm.
+fn check_arm_labels(sandbox: &Sandbox, out: &Output, report: &Value, sources: (&str, &str)) {
+    let expected_arms = serde_json::json!([
+        { "arm": "A", "source": sources.0 },
+        { "arm": "B", "source": sources.1 },
+    ]);
+    assert_eq!(report["arms"], expected_arms, "{}", out.context());
+    let comparisons = std::iter::once(&report["overall"]).chain(array(report, "scenarios"));
+    for comparison in comparisons {
+        let arms: Vec<&str> = array(comparison, "arms")
+            .iter()
+            .map(|arm| arm["arm"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(arms, ["A", "B"], "{}", out.context());
+    }
+    out.expect_stderr(&format!("arm A = {}", sources.0))
+        .expect_stderr(&format!("arm B = {}", sources.1))
+        .expect_stderr("arm A pass")
+        .expect_stderr("arm B pass");
+
+    let batch_dir = only_batch_dir(&sandbox.store());
+    let expected_labels = [
+        "csv-report [arm=A]",
+        "csv-report [arm=B]",
+        "skill-triggers [arm=A]",
+        "skill-triggers [arm=B]",
+    ];
+    for document in ["rollup.json", "envelope.json"] {
+        let value = read_json(&batch_dir.join(document));
+        let labels: Vec<&str> = array(&value, "rollups")
+            .iter()
+            .map(|rollup| rollup["scenario"].as_str().unwrap_or("?"))
+            .collect();
+        assert_eq!(labels, expected_labels, "{document}\n{}", out.context());
+    }
+    let spec = read_json(&batch_dir.join("spec.json"));
+    assert_eq!(spec["spec"]["mode"], "eval", "{}", out.context());
+}
+
+/// The report and stderr say the runs were simulated (brief §6).
+fn simulated_banner(out: &Output, report: &Value) {
+    assert_eq!(report["simulated"], true, "{}", out.context());
+    assert_eq!(report["executor"], "sim", "{}", out.context());
+    out.expect_stderr("SIMULATED");
+}
+
+#[test]
+fn the_demo_skill_against_a_worse_variant_reports_b_worse() {
+    let sandbox = Sandbox::empty();
+    let out = eval(
+        &sandbox,
+        (ARM_V1, ARM_WORSE),
+        EVAL_PROFILE,
+        &["--runs", "10"],
+    );
+    out.expect_code(1);
+    let report = report_everywhere(&sandbox, &out);
+
+    let overall = &report["overall"];
+    assert_eq!(overall["verdict"], "bWorse", "{}", out.context());
+    let p = number(overall, "mcnemarP");
+    assert!(
+        p < 0.05,
+        "McNemar p {p} is not significant\n{}",
+        out.context()
+    );
+    assert_eq!(number(overall, "pairs"), 20.0, "{}", out.context());
+    assert_eq!(report["runsPerArm"], 10);
+    let [arm_a, arm_b] = [&overall["arms"][0], &overall["arms"][1]];
+    assert!(
+        number(arm_b, "passRate") < number(arm_a, "passRate"),
+        "{}",
+        out.context()
+    );
+    let diff_high = number(&overall["diff"], "high");
+    assert!(
+        diff_high < 0.0,
+        "the interval of B - A must lie below 0\n{}",
+        out.context()
+    );
+    let scenarios: Vec<&str> = array(&report, "scenarios")
+        .iter()
+        .map(|scenario| scenario["scenario"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(scenarios, ["csv-report", "skill-triggers"]);
+
+    check_arm_labels(&sandbox, &out, &report, (ARM_V1, ARM_WORSE));
+    simulated_banner(&out, &report);
+    out.expect_stderr("verdict (overall, alpha 0.05): B worse");
+}
+
+#[test]
+fn the_demo_skill_against_itself_reports_no_detectable_difference() {
+    let sandbox = Sandbox::empty();
+    let out = eval(
+        &sandbox,
+        (ARM_V1, ARM_V1),
+        DEMO_PROFILE,
+        &["--runs", "10", "--model", "claude-opus-4-8"],
+    );
+    out.expect_code(0);
+    let report = report_everywhere(&sandbox, &out);
+
+    assert_eq!(
+        report["overall"]["verdict"],
+        "noDetectableDifference",
+        "{}",
+        out.context()
+    );
+    for scenario in array(&report, "scenarios") {
+        assert_eq!(
+            scenario["verdict"],
+            "noDetectableDifference",
+            "{}",
+            out.context()
+        );
+    }
+    assert_eq!(report["model"], "claude-opus-4-8");
+    check_arm_labels(&sandbox, &out, &report, (ARM_V1, ARM_V1));
+    simulated_banner(&out, &report);
+
+    // 2 scenarios × 2 arms × 10 runs, every one completed.
+    let batch_dir = only_batch_dir(&sandbox.store());
+    let results = array(&read_json(&batch_dir.join("envelope.json")), "results").len();
+    assert_eq!(results, 40, "{}", out.context());
+}
+
+/// Runs an eval that must be refused: exit 2, every fragment on stderr, nothing on stdout and no
+/// store, no `-o` file.
+fn check_refused(arms: (&str, &str), extra: &[&str], expect: &[&str]) {
+    let sandbox = Sandbox::empty();
+    let out = eval(&sandbox, arms, EVAL_PROFILE, extra);
+    out.expect_code(2);
+    for fragment in expect {
+        out.expect_stderr(fragment);
+    }
+    if !out.stdout.is_empty() {
+        out.fail("a refused eval printed on stdout");
+    }
+    if sandbox.store().exists() {
+        out.fail("a refused eval created the store directory");
+    }
+    if Path::new(&sandbox.path().join("eval-out.json")).exists() {
+        out.fail("a refused eval wrote the -o file");
+    }
+}
+
+#[test]
+fn a_missing_arm_directory_exits_2_naming_the_flag_and_writes_nothing() {
+    check_refused(
+        ("examples/demo/skills/v9/csv-report", ARM_V1),
+        &[],
+        &["examples/demo/skills/v9/csv-report: --a: does not exist"],
+    );
+}
+
+#[test]
+fn an_arm_that_is_no_skill_or_plugin_exits_2() {
+    check_refused(
+        (ARM_V1, "examples/demo/data"),
+        &[],
+        &["examples/demo/data: --b: is neither a plugin"],
+    );
+}
+
+#[test]
+fn an_arm_with_another_basename_cannot_replace_the_sessions_plugin() {
+    // A copy of the demo, so that the renamed plugin lives in this test's own directory (the
+    // bundle root: the sandbox holds no git work tree).
+    let sandbox = Sandbox::empty();
+    copy_dir(
+        &workspace_root().join("examples/demo"),
+        &sandbox.path().join("demo"),
+    );
+    copy_dir(
+        &sandbox.path().join("demo/skills/v1/csv-report"),
+        &sandbox.path().join("demo/skills/v3/report"),
+    );
+    let store = sandbox.store();
+    let out = cowork(
+        sandbox.path(),
+        &[
+            "eval".as_ref(),
+            "--a".as_ref(),
+            "demo/skills/v1/csv-report".as_ref(),
+            "--b".as_ref(),
+            "demo/skills/v3/report".as_ref(),
+            "demo/scenarios/csv-report.yaml".as_ref(),
+            "--executor".as_ref(),
+            "sim".as_ref(),
+            "--store".as_ref(),
+            store.as_os_str(),
+        ],
+    );
+    out.expect_code(2)
+        .expect_stderr(
+            "demo/scenarios/csv-report.yaml: arm B (demo/skills/v3/report) cannot be applied",
+        )
+        .expect_stderr("basename");
+    if store.exists() {
+        out.fail("a refused eval created the store directory");
+    }
+}
+
+#[test]
+fn bad_runs_and_alpha_are_reported_together() {
+    check_refused(
+        (ARM_V1, ARM_WORSE),
+        &["--runs", "1", "--alpha", "1.5"],
+        &[
+            "--runs: must be an integer from 2 to 10000",
+            "--alpha: must be a number strictly between 0 and 1",
+        ],
+    );
+}
+
+#[test]
+fn eval_help_documents_the_flags_and_exit_codes() {
+    let sandbox = Sandbox::empty();
+    let out = cowork(sandbox.path(), &["eval", "--help"]);
+    out.expect_code(0);
+    for fragment in [
+        "--a <DIR>",
+        "--b <DIR>",
+        "--runs",
+        "--model",
+        "--alpha",
+        "--seed",
+        "--executor",
+        "--sim-profile",
+        "--output-format",
+        "--output <FILE>",
+        "Exit codes: 0",
+        "1 B worse",
+        "cowork eval --a",
+    ] {
+        if !out.stdout.contains(fragment) {
+            out.fail(&format!("eval --help does not mention {fragment:?}"));
+        }
+    }
+}
+
+/// The arguments of the demo eval (B made worse) with a JSON line on stdout and no progress.
+const WORSE_EVAL: &[&str] = &[
+    "eval",
+    "--a",
+    ARM_V1,
+    "--b",
+    ARM_WORSE,
+    SCENARIOS,
+    "--executor",
+    "sim",
+    "--sim-profile",
+    EVAL_PROFILE,
+    "--runs",
+    "10",
+    "--output-format",
+    "json",
+    "--quiet",
+];
+
+#[test]
+fn an_eval_through_the_fleet_reports_b_worse_like_the_embedded_one() {
+    let mut fleet = Fleet::start();
+    fleet.spawn_worker("w1", "container", "4");
+    fleet.spawn_worker("w2", "container", "4");
+    let sandbox = Sandbox::empty();
+    let output_file = sandbox.path().join("fleet-eval.json");
+    let output_arg = output_file.display().to_string();
+    let mut args = WORSE_EVAL.to_vec();
+    args.extend(["--watch", "-o", &output_arg]);
+    let out = fleet.cowork(&workspace_root(), &args);
+    if out.code() != 1 {
+        out.fail(&format!("expected exit 1 (B worse)\n{}", fleet.logs()));
+    }
+    let report = out.envelope();
+    let batch = report["batchId"]
+        .as_str()
+        .unwrap_or_else(|| out.fail("the report names no batch"))
+        .to_owned();
+    out.expect_stderr("verdict (overall, alpha 0.05): B worse")
+        .expect_stderr(&format!("submitted eval batch {batch}"))
+        .expect_stderr(&format!("arm A = {ARM_V1}"))
+        .expect_stderr(&format!("arm B = {ARM_WORSE}"));
+
+    // The coordinator stored the report the CLI printed, and the -o file holds it too.
+    let stored: Value =
+        serde_json::from_slice(&fleet.object(&format!("batches/{batch}/eval.json")))
+            .expect("the coordinator's eval.json is JSON");
+    assert_eq!(stored, report, "{}", out.context());
+    assert_eq!(read_json(&output_file), report, "{}", out.context());
+    let spec: Value = serde_json::from_slice(&fleet.object(&format!("batches/{batch}/spec.json")))
+        .expect("spec.json is JSON");
+    assert_eq!(spec["spec"]["mode"], "eval");
+    assert_eq!(
+        spec["spec"]["eval"]["arms"],
+        serde_json::json!([ARM_V1, ARM_WORSE])
+    );
+
+    let overall = &report["overall"];
+    assert_eq!(overall["verdict"], "bWorse", "{}", out.context());
+    let p = number(overall, "mcnemarP");
+    assert!(
+        p < 0.05,
+        "McNemar p {p} is not significant\n{}",
+        out.context()
+    );
+    assert_eq!(number(overall, "pairs"), 20.0, "{}", out.context());
+    assert_eq!(
+        report["arms"],
+        serde_json::json!([
+            { "arm": "A", "source": ARM_V1 },
+            { "arm": "B", "source": ARM_WORSE },
+        ])
+    );
+    simulated_banner(&out, &report);
+
+    // The embedded eval of the same batch: same seed, same runs, so the same statistics.
+    let embedded_sandbox = Sandbox::empty();
+    let embedded = eval(
+        &embedded_sandbox,
+        (ARM_V1, ARM_WORSE),
+        EVAL_PROFILE,
+        &["--runs", "10"],
+    );
+    embedded.expect_code(1);
+    let embedded_report = report_everywhere(&embedded_sandbox, &embedded);
+    assert_eq!(
+        embedded_report["overall"],
+        report["overall"],
+        "the fleet and the embedded eval disagree\n{}",
+        out.context()
+    );
+    assert_eq!(embedded_report["scenarios"], report["scenarios"]);
+}
+
+#[test]
+fn an_eval_without_watch_prints_its_batch_id_and_a_refused_one_exits_2() {
+    let fleet = Fleet::start();
+    let mut args: Vec<&str> = WORSE_EVAL.to_vec();
+    args.retain(|arg| !matches!(*arg, "--output-format" | "json"));
+    let out = fleet.cowork(&workspace_root(), &args);
+    out.expect_code(0);
+    let batch = cowork_schema::BatchId::new(out.stdout.trim())
+        .unwrap_or_else(|e| out.fail(&format!("stdout is no batch id: {e}")));
+    let spec: Value = serde_json::from_slice(&fleet.object(&format!("batches/{batch}/spec.json")))
+        .expect("spec.json is JSON");
+    assert_eq!(spec["spec"]["eval"]["alpha"], 0.05);
+
+    // The client validates first: a missing arm never reaches the coordinator.
+    let refused = fleet.cowork(
+        &workspace_root(),
+        &[
+            "eval",
+            "--a",
+            "examples/demo/skills/v9/csv-report",
+            "--b",
+            ARM_V1,
+            SCENARIOS,
+            "--executor",
+            "sim",
+            "--watch",
+        ],
+    );
+    refused
+        .expect_code(2)
+        .expect_stderr("examples/demo/skills/v9/csv-report: --a: does not exist");
+}
+
+#[test]
+fn watch_needs_a_coordinator() {
+    let sandbox = Sandbox::empty();
+    let out = eval(&sandbox, (ARM_V1, ARM_WORSE), EVAL_PROFILE, &["--watch"]);
+    out.expect_code(2).expect_stderr("--coordinator");
+}
+
+#[test]
+fn the_report_of_an_eval_batch_shows_the_ab_table_with_labelled_arms() {
+    let sandbox = Sandbox::empty();
+    let out = eval(
+        &sandbox,
+        (ARM_V1, ARM_WORSE),
+        EVAL_PROFILE,
+        &["--runs", "10"],
+    );
+    out.expect_code(1);
+    let eval_report = report_everywhere(&sandbox, &out);
+    let batch_dir = only_batch_dir(&sandbox.store()).display().to_string();
+
+    let html = cowork(sandbox.path(), &["report", &batch_dir, "--format", "html"]);
+    html.expect_code(0);
+    let page = &html.stdout;
+    for fragment in [
+        "<section id=\"eval\">",
+        &format!("arm A = <code>{ARM_V1}</code>"),
+        &format!("arm B = <code>{ARM_WORSE}</code>"),
+        "<th class=\"num\">interval</th>",
+        "<tr data-scope=\"csv-report\">",
+        "<tr data-scope=\"skill-triggers\">",
+        "<tr data-scope=\"overall\">",
+    ] {
+        if !page.contains(fragment) {
+            html.fail(&format!("the html report lacks {fragment:?}"));
+        }
+    }
+    // The overall row shows the stored interval and verdict.
+    let overall_row = page
+        .split("<tr data-scope=\"overall\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| html.fail("no overall row"));
+    let diff = &eval_report["overall"]["diff"];
+    let interval = format!(
+        "[{:+.3}, {:+.3}]",
+        number(diff, "low"),
+        number(diff, "high")
+    );
+    for fragment in [interval.as_str(), "<strong>B worse</strong>"] {
+        assert!(
+            overall_row.contains(fragment),
+            "the overall row {overall_row:?} lacks {fragment:?}"
+        );
+    }
+
+    let markdown = cowork(
+        sandbox.path(),
+        &["report", &batch_dir, "--format", "markdown"],
+    );
+    markdown.expect_code(0);
+    for fragment in [
+        "### Eval A/B".to_owned(),
+        format!("A = {ARM_V1}, B = {ARM_WORSE}: B worse"),
+    ] {
+        if !markdown.stdout.contains(&fragment) {
+            markdown.fail(&format!("the markdown report lacks {fragment:?}"));
+        }
+    }
+
+    let json = cowork(sandbox.path(), &["report", &batch_dir, "--format", "json"]);
+    json.expect_code(0);
+    let summary = json.envelope();
+    let rows = array(&summary["eval"], "rows");
+    let scopes: Vec<&str> = rows
+        .iter()
+        .map(|row| row["scope"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(scopes, ["csv-report", "skill-triggers", "overall"]);
+    assert_eq!(summary["eval"]["armA"], ARM_V1);
+    assert_eq!(summary["eval"]["armB"], ARM_WORSE);
+    assert_eq!(rows[2]["verdict"], "B worse");
+    assert_eq!(
+        number(&rows[2], "pValue"),
+        number(&eval_report["overall"], "mcnemarP")
+    );
+}

@@ -1,0 +1,213 @@
+//! Pages people open in a browser: a batch's report in any format
+//! (`GET /v1/batches/{id}/report?format=html|junit|markdown|json`) and the batch list
+//! (`GET /v1/ui`).
+//!
+//! Both routes sit behind the same bearer auth as every `/v1/*` route, and — because a browser
+//! cannot easily send an `Authorization` header when a link is clicked — they ALSO accept the
+//! token as a query parameter, `?token=<token>`, checked with the same constant-time
+//! [`Service::authorizes`]. No other route accepts `?token=`. A token in a URL can end up in
+//! browser history and in the logs of proxies in between, so the pages answer with
+//! `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and a content security policy
+//! that allows nothing but the page's inline style; the coordinator itself logs only paths,
+//! never query strings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use cowork_schema::BatchId;
+use cowork_schema::registry::BatchState;
+use serde::Deserialize;
+
+use super::{ApiFailure, bearer_token};
+use crate::report::{
+    load_report_input, render_batch_list, render_html, render_json, render_junit, render_markdown,
+};
+use crate::server::Service;
+
+/// The content security policy of the HTML pages: inline style only, nothing loaded.
+const PAGE_CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+
+/// The query of the two page routes.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PageQuery {
+    /// `html`, `junit`, `markdown` or `json`; absent on the report route means the envelope.
+    pub(crate) format: Option<String>,
+    /// The API token, for browsers (see the module documentation).
+    pub(crate) token: Option<String>,
+}
+
+/// The formats of `GET /v1/batches/{id}/report?format=`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReportFormat {
+    Html,
+    Junit,
+    Markdown,
+    Json,
+}
+
+impl ReportFormat {
+    pub(crate) fn parse(text: &str) -> Option<ReportFormat> {
+        match text {
+            "html" => Some(ReportFormat::Html),
+            "junit" | "xml" => Some(ReportFormat::Junit),
+            "markdown" | "md" => Some(ReportFormat::Markdown),
+            "json" => Some(ReportFormat::Json),
+            _ => None,
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            ReportFormat::Html => "text/html; charset=utf-8",
+            ReportFormat::Junit => "application/xml; charset=utf-8",
+            ReportFormat::Markdown => "text/markdown; charset=utf-8",
+            ReportFormat::Json => "application/json",
+        }
+    }
+}
+
+/// The auth of the page routes: a bearer token, or else `?token=`.
+pub(crate) async fn require_bearer_or_query_token(
+    State(service): State<Arc<Service>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let query_token = Query::<HashMap<String, String>>::try_from_uri(request.uri())
+        .ok()
+        .and_then(|Query(mut query)| query.remove("token"));
+    let authorized = match bearer_token(request.headers()) {
+        Some(token) => service.authorizes(Some(token)),
+        None => service.authorizes(query_token.as_deref()),
+    };
+    if authorized {
+        next.run(request).await
+    } else {
+        tracing::info!(path = %request.uri().path(), "page refused: missing or wrong token");
+        ApiFailure::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: send `Authorization: Bearer <token>` or add ?token=<token>",
+        )
+        .into_response()
+    }
+}
+
+/// Headers every page answer carries (see the module documentation).
+fn page_response(content_type: &'static str, body: String) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(PAGE_CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// `GET /v1/batches/{id}/report?format=…`: the batch's report in `format`, rendered from the
+/// stored batch; `404` until the batch is done, `400` for an unknown format.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn report(
+    service: &Service,
+    id: &str,
+    format: &str,
+) -> Result<Response, ApiFailure> {
+    let Some(format) = ReportFormat::parse(format) else {
+        return Err(ApiFailure::bad_request(
+            "unknown report format",
+            vec![format!(
+                "format {format:?}: expected html, junit, markdown or json"
+            )],
+        ));
+    };
+    let batch_id = BatchId::new(id).map_err(|_| ApiFailure::not_found(&format!("batch {id:?}")))?;
+    let record = match service.ports.batches.get(&batch_id).await {
+        Ok(Some((record, _))) => record,
+        Ok(None) => return Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
+        Err(error) => {
+            let transient = error.is_transient();
+            return Err(ApiFailure::port(
+                "reading the batch record",
+                &error,
+                transient,
+            ));
+        }
+    };
+    if record.state != BatchState::Done {
+        return Err(ApiFailure::not_found(&format!(
+            "report of batch {batch_id} (the batch is {})",
+            record.state.as_str()
+        )));
+    }
+    let input = match load_report_input(service.ports.store.as_ref(), &batch_id).await {
+        Ok(input) => input,
+        Err(error) if error.is_not_found() => {
+            return Err(ApiFailure::not_found(&format!(
+                "report of batch {batch_id}"
+            )));
+        }
+        Err(error) => {
+            let transient = error.is_transient();
+            return Err(ApiFailure::port("loading the report", &error, transient));
+        }
+    };
+    // Rendering is CPU work proportional to the batch's runs (style rule 15).
+    let body = tokio::task::spawn_blocking(move || match format {
+        ReportFormat::Html => render_html(&input),
+        ReportFormat::Junit => render_junit(&input),
+        ReportFormat::Markdown => render_markdown(&input),
+        ReportFormat::Json => render_json(&input),
+    })
+    .await
+    .map_err(|error| ApiFailure::port("rendering the report", &error, false))?;
+    Ok(page_response(format.content_type(), body))
+}
+
+/// `GET /v1/ui`: the batch list page, with links to each done batch's reports.
+#[tracing::instrument(skip_all)]
+pub(crate) async fn ui(
+    State(service): State<Arc<Service>>,
+    Query(query): Query<PageQuery>,
+) -> Result<Response, ApiFailure> {
+    let records = service.ports.batches.list().await.map_err(|error| {
+        let transient = error.is_transient();
+        ApiFailure::port("listing batches", &error, transient)
+    })?;
+    // Links carry the token only when the page was opened with one: a page opened with a
+    // bearer header is read by a client that sends the header again.
+    let body = render_batch_list(&records, query.token.as_deref());
+    Ok(page_response(ReportFormat::Html.content_type(), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReportFormat;
+
+    #[test]
+    fn report_formats_parse_with_their_short_names() {
+        let check = |text: &str, expect: Option<ReportFormat>| {
+            assert_eq!(ReportFormat::parse(text), expect, "{text}");
+        };
+        check("html", Some(ReportFormat::Html));
+        check("junit", Some(ReportFormat::Junit));
+        check("xml", Some(ReportFormat::Junit));
+        check("markdown", Some(ReportFormat::Markdown));
+        check("md", Some(ReportFormat::Markdown));
+        check("json", Some(ReportFormat::Json));
+        check("HTML", None);
+        check("pdf", None);
+        check("", None);
+    }
+}

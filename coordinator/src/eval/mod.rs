@@ -1,0 +1,511 @@
+//! Eval A/B statistics: per-arm summaries, the paired difference with a bootstrap interval, the
+//! exact McNemar test and a verdict, per scenario and overall (design brief §8, issue 6).
+//!
+//! An eval runs the same scenarios in two arms, A and B (two versions of a skill or plugin), and
+//! pairs `(scenario, repeat index, arm A)` with `(scenario, repeat index, arm B)` (contract §8,
+//! "Implication for the orchestrator"). [`eval_report`] turns a list of such pairs into an
+//! [`EvalReport`]. The decision rule is this project's own: contract §8 says upstream's A/B
+//! decision rule is UNKNOWN, so the report names the rule it used in `decisionRule`.
+//!
+//! Modules:
+//! - [`stats`]: the exact McNemar p-value, the paired (and stratified) bootstrap, and the seeded
+//!   generator behind it.
+//! - [`store`]: the coordinator's IO edge — computes a decided eval batch's report from its
+//!   stored spec and stores it as `batches/<id>/eval.json`.
+//!
+//! Pure apart from [`store`]: no IO, no clock, no environment, no async. The seed is an argument.
+
+pub mod stats;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use stats::{
+    BootstrapError, Interval, mcnemar_exact, paired_bootstrap_diff, stratified_bootstrap_diff,
+};
+
+/// The significance level used when none is given (`--alpha`).
+pub const DEFAULT_ALPHA: f64 = 0.05;
+/// The confidence level of the difference's interval (the issue asks for a 95% interval).
+pub const DEFAULT_CONFIDENCE_LEVEL: f64 = 0.95;
+/// Bootstrap resamples per interval. 10 000 puts the Monte-Carlo error of a 2.5% percentile
+/// well below the resolution of a pass-rate difference over a few hundred pairs.
+pub const DEFAULT_RESAMPLES: u32 = 10_000;
+
+/// The decision rule, stated in every report because it is ours, not upstream's.
+pub const DECISION_RULE: &str = "cowork-fleet's own rule; upstream's A/B decision rule is \
+UNKNOWN (harness contract §8). Exact two-sided McNemar test on the complete pairs: \
+b = aPassBFail (A passed, B failed), c = aFailBPass (A failed, B passed), \
+p = min(1, 2·P[X ≤ min(b, c)]) with X ~ Binomial(b + c, 1/2), p = 1 when b + c = 0. \
+Verdict: bWorse when p < alpha and b > c; bBetter when p < alpha and c > b; otherwise \
+noDetectableDifference. Per-scenario verdicts are not corrected for multiple comparisons. \
+A pair where either arm did not complete (error or unanswered) is left out of the paired \
+statistics and counted in excludedPairs.";
+
+/// How the interval of the difference is computed, stated in every report.
+pub const INTERVAL_METHOD: &str = "percentile bootstrap of pass rate B − pass rate A over the \
+complete pairs, resampling pairs with replacement (overall: within each scenario, then pooled); \
+bounds interpolated between order statistics (type 7); generator xoshiro256** seeded by \
+SplitMix64(seed)";
+
+/// The two arms of an eval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Arm {
+    /// The baseline (the version before the edit).
+    A,
+    /// The candidate (the edited version).
+    B,
+}
+
+/// What one run of one arm produced, as far as the statistics care.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArmOutcome {
+    /// The run's verdict passed. Only counted when `completed` is true.
+    pub pass: bool,
+    /// The run produced a result (it did not error or go unanswered).
+    pub completed: bool,
+    /// The run's `cost.usd`, when it reported one. Non-finite values count as unknown.
+    pub cost_usd: Option<f64>,
+}
+
+/// The two runs of one scenario and repeat index, one per arm.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairedOutcome {
+    /// The scenario name (for a matrix cell, its full name).
+    pub scenario: String,
+    /// The repeat index shared by both runs.
+    pub repeat_index: u32,
+    /// Arm A's run.
+    pub a: ArmOutcome,
+    /// Arm B's run.
+    pub b: ArmOutcome,
+}
+
+/// Where each arm comes from, as the user named it (a skill directory or plugin).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmSources {
+    /// Arm A's source label (`--a`).
+    pub a: String,
+    /// Arm B's source label (`--b`).
+    pub b: String,
+}
+
+/// The statistical settings of a report. Every field is echoed in the report.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EvalOptions {
+    /// Significance level of the McNemar test, strictly between 0 and 1 (default 0.05).
+    pub alpha: f64,
+    /// Confidence level of the difference's interval, strictly between 0 and 1 (default 0.95).
+    pub confidence_level: f64,
+    /// Bootstrap resamples per interval, at least 1 (default 10 000).
+    pub resamples: u32,
+    /// Seed of the bootstrap generator; the same seed reproduces every interval.
+    pub seed: u64,
+}
+
+/// Why a report cannot be built.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// `alpha` is not strictly between 0 and 1.
+    #[error("alpha {0} is not strictly between 0 and 1")]
+    AlphaOutOfRange(f64),
+    /// The confidence level is not strictly between 0 and 1.
+    #[error("confidence level {0} is not strictly between 0 and 1")]
+    ConfidenceLevelOutOfRange(f64),
+    /// Zero bootstrap resamples were asked for.
+    #[error("the number of bootstrap resamples must be at least 1")]
+    NoResamples,
+    /// Two pairs claim the same scenario and repeat index.
+    #[error("scenario {scenario} has more than one pair with repeat index {repeat_index}")]
+    DuplicatePair {
+        /// The scenario.
+        scenario: String,
+        /// The repeated index.
+        repeat_index: u32,
+    },
+}
+
+/// The outcome of the comparison at the chosen alpha (see [`DECISION_RULE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum EvalVerdict {
+    /// B passes significantly more often than A.
+    BBetter,
+    /// B passes significantly less often than A.
+    BWorse,
+    /// The test found no difference at this alpha (which is not evidence of equality).
+    NoDetectableDifference,
+}
+
+impl EvalVerdict {
+    /// Applies [`DECISION_RULE`] to the discordant counts, their McNemar p-value and alpha.
+    pub fn decide(discordant: Discordant, mcnemar_p: f64, alpha: f64) -> Self {
+        if mcnemar_p >= alpha {
+            return Self::NoDetectableDifference;
+        }
+        match discordant.a_pass_b_fail.cmp(&discordant.a_fail_b_pass) {
+            std::cmp::Ordering::Greater => Self::BWorse,
+            std::cmp::Ordering::Less => Self::BBetter,
+            // Equal counts give p = 1, so this is unreachable for any alpha < 1; it is kept
+            // total rather than asserted.
+            std::cmp::Ordering::Equal => Self::NoDetectableDifference,
+        }
+    }
+
+    /// The verdict in words, for human renderings.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::BBetter => "B better",
+            Self::BWorse => "B worse",
+            Self::NoDetectableDifference => "no detectable difference",
+        }
+    }
+}
+
+/// The discordant pairs: McNemar's `b` and `c`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Discordant {
+    /// McNemar's `b`: complete pairs where A passed and B failed.
+    pub a_pass_b_fail: u64,
+    /// McNemar's `c`: complete pairs where A failed and B passed.
+    pub a_fail_b_pass: u64,
+}
+
+/// One arm's label and source.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmLabel {
+    /// `"A"` or `"B"`.
+    pub arm: Arm,
+    /// The source the arm ran (skill directory or plugin), as given.
+    pub source: String,
+}
+
+/// One arm's runs within a scenario, or over all scenarios. Counts every run of the arm,
+/// including those whose partner in arm B (or A) did not complete.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmSummary {
+    /// `"A"` or `"B"`.
+    pub arm: Arm,
+    /// The source the arm ran, as given.
+    pub source: String,
+    /// Runs of this arm, completed or not.
+    pub runs: u64,
+    /// Runs that produced a result.
+    pub completed: u64,
+    /// Completed runs whose verdict passed.
+    pub passes: u64,
+    /// `passes / completed`, exactly 0 when nothing completed (as a rollup's `passRate`,
+    /// contract §4.3).
+    pub pass_rate: f64,
+    /// Sum of the known `cost.usd` values (within a scenario in repeat-index order, then over
+    /// scenarios in name order); `null` when no run reported a cost. A partial sum is flagged by
+    /// `costUnknownRuns > 0`.
+    pub cost_usd: Option<f64>,
+    /// Runs that reported a cost.
+    pub cost_known_runs: u64,
+    /// Runs that did not report a (finite) cost.
+    pub cost_unknown_runs: u64,
+}
+
+/// The comparison of the two arms over some set of pairs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Comparison {
+    /// Arm A's summary, then arm B's.
+    pub arms: [ArmSummary; 2],
+    /// Complete pairs (both arms completed): the pairs the statistics below use.
+    pub pairs: u64,
+    /// Pairs left out because either arm did not complete.
+    pub excluded_pairs: u64,
+    /// Pass rate of B minus pass rate of A over the complete pairs, with its bootstrap
+    /// interval at the report's `confidenceLevel`; `null` when there is no complete pair.
+    pub diff: Option<Interval>,
+    /// The discordant complete pairs.
+    pub discordant: Discordant,
+    /// The exact two-sided McNemar p-value of `discordant`.
+    pub mcnemar_p: f64,
+    /// The verdict at the report's alpha.
+    pub verdict: EvalVerdict,
+}
+
+/// The comparison within one scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScenarioComparison {
+    /// The scenario name.
+    pub scenario: String,
+    /// The comparison over this scenario's pairs.
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+/// The result of an eval: settings, arms, and the comparison overall and per scenario.
+///
+/// Serialized in camelCase with the field order below; scenarios are sorted by name and pairs by
+/// repeat index, so the same outcomes give the same bytes whatever order they arrived in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalReport {
+    /// [`DECISION_RULE`]: what the verdicts mean and that the rule is ours. Owned, so that a
+    /// stored report reads back as it was written.
+    pub decision_rule: String,
+    /// [`INTERVAL_METHOD`]: how `diff` intervals are computed.
+    pub interval_method: String,
+    /// Significance level of the verdicts.
+    pub alpha: f64,
+    /// Confidence level of the `diff` intervals.
+    pub confidence_level: f64,
+    /// Bootstrap resamples per interval.
+    pub resamples: u32,
+    /// Bootstrap seed.
+    pub seed: u64,
+    /// Arm A's label and source, then arm B's.
+    pub arms: [ArmLabel; 2],
+    /// All scenarios pooled (the interval resamples within each scenario).
+    pub overall: Comparison,
+    /// One comparison per scenario, sorted by name.
+    pub scenarios: Vec<ScenarioComparison>,
+}
+
+/// Builds the eval report from paired outcomes.
+///
+/// Fails on invalid options or on two pairs with the same scenario and repeat index; an empty
+/// list gives a report with no scenarios and an overall comparison with no pairs.
+pub fn eval_report(
+    sources: &ArmSources,
+    outcomes: &[PairedOutcome],
+    options: &EvalOptions,
+) -> Result<EvalReport, EvalError> {
+    if !(options.alpha > 0.0 && options.alpha < 1.0) {
+        return Err(EvalError::AlphaOutOfRange(options.alpha));
+    }
+    if !(options.confidence_level > 0.0 && options.confidence_level < 1.0) {
+        return Err(EvalError::ConfidenceLevelOutOfRange(
+            options.confidence_level,
+        ));
+    }
+    if options.resamples == 0 {
+        return Err(EvalError::NoResamples);
+    }
+
+    // Sorting makes the bootstrap (which depends on pair order) and the cost sums independent
+    // of the order in which outcomes arrived.
+    let mut by_scenario: BTreeMap<&str, BTreeMap<u32, &PairedOutcome>> = BTreeMap::new();
+    for outcome in outcomes {
+        let scenario_pairs = by_scenario.entry(outcome.scenario.as_str()).or_default();
+        if scenario_pairs
+            .insert(outcome.repeat_index, outcome)
+            .is_some()
+        {
+            return Err(EvalError::DuplicatePair {
+                scenario: outcome.scenario.clone(),
+                repeat_index: outcome.repeat_index,
+            });
+        }
+    }
+
+    let context = ComparisonContext { sources, options };
+    let mut scenarios = Vec::with_capacity(by_scenario.len());
+    let mut all_tallies = [ArmTally::default(), ArmTally::default()];
+    let mut complete_pairs_per_scenario: Vec<Vec<(bool, bool)>> = Vec::new();
+    let mut all_excluded = 0_u64;
+    for (scenario, pairs) in &by_scenario {
+        let ordered: Vec<&PairedOutcome> = pairs.values().copied().collect();
+        let paired = PairedCounts::of(&ordered);
+        let tallies = [
+            ArmTally::of(&ordered, Arm::A),
+            ArmTally::of(&ordered, Arm::B),
+        ];
+        scenarios.push(ScenarioComparison {
+            scenario: (*scenario).to_owned(),
+            comparison: context.compare(&tallies, &paired, &[paired.complete.as_slice()]),
+        });
+        for (total, tally) in all_tallies.iter_mut().zip(&tallies) {
+            total.add(tally);
+        }
+        all_excluded += paired.excluded;
+        complete_pairs_per_scenario.push(paired.complete);
+    }
+
+    let strata: Vec<&[(bool, bool)]> = complete_pairs_per_scenario
+        .iter()
+        .map(Vec::as_slice)
+        .collect();
+    let overall_paired = PairedCounts {
+        complete: complete_pairs_per_scenario.concat(),
+        excluded: all_excluded,
+    };
+    let overall = context.compare(&all_tallies, &overall_paired, &strata);
+
+    Ok(EvalReport {
+        decision_rule: DECISION_RULE.to_owned(),
+        interval_method: INTERVAL_METHOD.to_owned(),
+        alpha: options.alpha,
+        confidence_level: options.confidence_level,
+        resamples: options.resamples,
+        seed: options.seed,
+        arms: [
+            ArmLabel {
+                arm: Arm::A,
+                source: sources.a.clone(),
+            },
+            ArmLabel {
+                arm: Arm::B,
+                source: sources.b.clone(),
+            },
+        ],
+        overall,
+        scenarios,
+    })
+}
+
+/// What every comparison of one report shares.
+struct ComparisonContext<'a> {
+    sources: &'a ArmSources,
+    options: &'a EvalOptions,
+}
+
+impl ComparisonContext<'_> {
+    /// The comparison of the arms' `tallies` and `paired` outcomes; `strata` are the complete
+    /// pairs the interval resamples within (one per scenario).
+    fn compare(
+        &self,
+        tallies: &[ArmTally; 2],
+        paired: &PairedCounts,
+        strata: &[&[(bool, bool)]],
+    ) -> Comparison {
+        let discordant = paired.discordant();
+        let mcnemar_p = mcnemar_exact(discordant.a_pass_b_fail, discordant.a_fail_b_pass);
+        // `eval_report` validated the options, so "no pairs" is the only error left, and it
+        // means there is no difference to report.
+        let diff = stratified_bootstrap_diff(
+            strata,
+            self.options.resamples,
+            self.options.seed,
+            self.options.confidence_level,
+        )
+        .ok();
+        Comparison {
+            arms: [
+                tallies[0].summary(Arm::A, &self.sources.a),
+                tallies[1].summary(Arm::B, &self.sources.b),
+            ],
+            pairs: paired.complete.len() as u64,
+            excluded_pairs: paired.excluded,
+            diff,
+            discordant,
+            mcnemar_p,
+            verdict: EvalVerdict::decide(discordant, mcnemar_p, self.options.alpha),
+        }
+    }
+}
+
+/// The complete pairs `(a_passed, b_passed)` in repeat-index order, and how many were excluded.
+struct PairedCounts {
+    complete: Vec<(bool, bool)>,
+    excluded: u64,
+}
+
+impl PairedCounts {
+    fn of(ordered: &[&PairedOutcome]) -> Self {
+        let mut complete = Vec::with_capacity(ordered.len());
+        let mut excluded = 0;
+        for outcome in ordered {
+            if outcome.a.completed && outcome.b.completed {
+                complete.push((outcome.a.pass, outcome.b.pass));
+            } else {
+                excluded += 1;
+            }
+        }
+        Self { complete, excluded }
+    }
+
+    fn discordant(&self) -> Discordant {
+        let mut discordant = Discordant::default();
+        for &(a_passed, b_passed) in &self.complete {
+            match (a_passed, b_passed) {
+                (true, false) => discordant.a_pass_b_fail += 1,
+                (false, true) => discordant.a_fail_b_pass += 1,
+                _ => {}
+            }
+        }
+        discordant
+    }
+}
+
+/// Running per-arm counts; becomes an [`ArmSummary`].
+#[derive(Default)]
+struct ArmTally {
+    runs: u64,
+    completed: u64,
+    passes: u64,
+    cost_usd: Option<f64>,
+    cost_known_runs: u64,
+    cost_unknown_runs: u64,
+}
+
+impl ArmTally {
+    fn of(ordered: &[&PairedOutcome], arm: Arm) -> Self {
+        let mut tally = Self::default();
+        for outcome in ordered {
+            let run = match arm {
+                Arm::A => &outcome.a,
+                Arm::B => &outcome.b,
+            };
+            tally.runs += 1;
+            if run.completed {
+                tally.completed += 1;
+                if run.pass {
+                    tally.passes += 1;
+                }
+            }
+            match run.cost_usd {
+                Some(cost) if cost.is_finite() => {
+                    tally.cost_usd = Some(tally.cost_usd.unwrap_or(0.0) + cost);
+                    tally.cost_known_runs += 1;
+                }
+                _ => tally.cost_unknown_runs += 1,
+            }
+        }
+        tally
+    }
+
+    /// Adds another scenario's counts (scenarios are added in name order).
+    fn add(&mut self, other: &Self) {
+        self.runs += other.runs;
+        self.completed += other.completed;
+        self.passes += other.passes;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(sum), Some(more)) => Some(sum + more),
+            (sum, more) => sum.or(more),
+        };
+        self.cost_known_runs += other.cost_known_runs;
+        self.cost_unknown_runs += other.cost_unknown_runs;
+    }
+
+    fn summary(&self, arm: Arm, source: &str) -> ArmSummary {
+        ArmSummary {
+            arm,
+            source: source.to_owned(),
+            runs: self.runs,
+            completed: self.completed,
+            passes: self.passes,
+            pass_rate: if self.completed == 0 {
+                0.0
+            } else {
+                self.passes as f64 / self.completed as f64
+            },
+            cost_usd: self.cost_usd,
+            cost_known_runs: self.cost_known_runs,
+            cost_unknown_runs: self.cost_unknown_runs,
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The coordinator's side of an eval batch's report: once the batch is decided, its
+//! `batches/<id>/eval.json` is computed from the stored spec's eval settings and the decided
+//! outcome, and stored beside the rollup (issue 6).
+//!
+//! This is the one module of [`eval`](crate::eval) that does IO; the computation itself is the
+//! pure [`eval_document`], the same one `cowork eval` runs.
+
+use cowork_fabric::{ArtifactError, ArtifactStore};
+use cowork_schema::batch::StoredBatch;
+
+use super::ArmSources;
+use crate::plan::Plan;
+use crate::plan::eval::{
+    EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document, eval_document_key,
+};
+use crate::supervisor::BatchOutcome;
+
+/// Why a decided eval batch's report was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalStoreError {
+    /// The store failed on `key`.
+    #[error("{doing} {key}")]
+    Store {
+        doing: &'static str,
+        key: String,
+        #[source]
+        source: ArtifactError,
+    },
+    /// `spec.json` cannot be read as a batch spec.
+    #[error("{key} is not a valid batch spec: {message}")]
+    MalformedSpec { key: String, message: String },
+    /// The stored spec has no eval settings.
+    #[error("{key} holds no eval settings (spec.eval)")]
+    NoEvalSettings { key: String },
+    /// The report cannot be computed.
+    #[error("computing the eval report of batch {batch_id}")]
+    Report {
+        batch_id: String,
+        #[source]
+        source: EvalDocumentError,
+    },
+    /// The report cannot be serialized.
+    #[error("serializing the eval report")]
+    Serialize(#[source] serde_json::Error),
+}
+
+impl EvalStoreError {
+    /// `true` when storing again may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EvalStoreError::Store { source, .. } if source.is_transient())
+    }
+}
+
+/// Computes the eval report of the decided eval batch `plan` from its stored spec
+/// (`batches/<id>/spec.json`, which names the arms and the statistical settings) and its
+/// `outcome`, and stores it as `batches/<id>/eval.json`. Storing again overwrites with the same
+/// bytes (the report is deterministic), so a coordinator that re-decides a batch after a
+/// restart can call this again.
+pub async fn store_eval_document(
+    store: &dyn ArtifactStore,
+    plan: &Plan,
+    outcome: &BatchOutcome,
+) -> Result<EvalDocument, EvalStoreError> {
+    let spec_key = format!("batches/{}/spec.json", plan.batch_id);
+    let spec_bytes = store
+        .get(&spec_key)
+        .await
+        .map_err(|source| EvalStoreError::Store {
+            doing: "reading",
+            key: spec_key.clone(),
+            source,
+        })?;
+    let stored: StoredBatch =
+        serde_json::from_slice(&spec_bytes).map_err(|error| EvalStoreError::MalformedSpec {
+            key: spec_key.clone(),
+            message: error.to_string(),
+        })?;
+    let Some(settings) = stored.spec.eval else {
+        return Err(EvalStoreError::NoEvalSettings { key: spec_key });
+    };
+    let [arm_a, arm_b] = settings.arms.clone();
+    let sources = ArmSources { a: arm_a, b: arm_b };
+    let document = eval_document(&EvalDocumentInput {
+        plan,
+        settings: &settings,
+        sources: &sources,
+        folded: &outcome.reduction.results,
+        results: &outcome.envelope.results,
+        simulated_runs: outcome.reduction.simulated_runs,
+    })
+    .map_err(|source| EvalStoreError::Report {
+        batch_id: plan.batch_id.to_string(),
+        source,
+    })?;
+    let bytes = document
+        .to_stored_json()
+        .map_err(EvalStoreError::Serialize)?;
+    let key = eval_document_key(&plan.batch_id);
+    store
+        .put(&key, bytes)
+        .await
+        .map_err(|source| EvalStoreError::Store {
+            doing: "storing",
+            key,
+            source,
+        })?;
+    Ok(document)
+}

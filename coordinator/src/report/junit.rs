@@ -1,0 +1,206 @@
+//! JUnit XML: one `<testsuite>` per batch, one `<testcase>` per scenario file or matrix cell,
+//! so CI systems show a batch's failures natively.
+//!
+//! A unit whose verdict failed gets a `<failure>` whose `message` carries the distinct failing
+//! assertion messages of its runs and whose body lists every failing run's reasons; a cell
+//! error (or the file a plain batch aborted at) gets an `<error>`; a unit never run, and each
+//! cell cut by `--max-cells`, is `<skipped>`. Times are the summed run durations in seconds.
+//! A simulated batch says so in the suite name and in a property.
+
+use std::fmt::Write as _;
+
+use super::{Summary, UnitReport, UnitStatus, percent, run_failure_lines, summarize};
+use crate::report::ReportInput;
+
+/// Distinct messages quoted in a `<failure message=…>` before the rest is summarized; the body
+/// always has all of them.
+const MESSAGE_QUOTES: usize = 8;
+
+/// Escapes text for an XML attribute value. Newlines and tabs become character references,
+/// which attribute normalization keeps (a literal newline would turn into a space).
+pub(crate) fn escape_xml(text: &str) -> String {
+    escape_with(text, |c, out| match c {
+        '\n' => out.push_str("&#10;"),
+        '\r' => out.push_str("&#13;"),
+        '\t' => out.push_str("&#9;"),
+        c => out.push(c),
+    })
+}
+
+/// Escapes text for XML character data; newlines stay as they are.
+pub(crate) fn escape_xml_text(text: &str) -> String {
+    escape_with(text, |c, out| out.push(c))
+}
+
+/// The escaping both share: markup characters become entities, and characters XML 1.0 cannot
+/// hold at all (C0 controls other than tab, newline and return) become U+FFFD, so a stray
+/// escape sequence in an agent's message cannot make the file unreadable. `whitespace` writes
+/// tab, newline and return.
+fn escape_with(text: &str, whitespace: impl Fn(char, &mut String)) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' | '\r' | '\t' => whitespace(c, &mut out),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Seconds with millisecond precision, as JUnit's `time` attributes hold them.
+fn junit_seconds(ms: Option<f64>) -> String {
+    format!("{:.3}", ms.unwrap_or(0.0) / 1000.0)
+}
+
+/// The `<failure>` of a failing unit: message (distinct failing messages) and body (every
+/// failing run, one reason per line).
+fn failure_of(unit: &UnitReport<'_>, summary: &Summary<'_>) -> (String, String) {
+    let mut distinct: Vec<String> = Vec::new();
+    let mut body = String::new();
+    for run in &unit.runs {
+        let lines = run_failure_lines(&run.result);
+        if lines.is_empty() {
+            continue;
+        }
+        let run_name = run
+            .repeat_index
+            .map_or_else(|| "run".to_owned(), |index| format!("run r{index}"));
+        for line in lines {
+            let _ = writeln!(body, "{run_name}: {line}");
+            if !distinct.contains(&line) {
+                distinct.push(line);
+            }
+        }
+    }
+    let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+    let mut message = format!(
+        "{}/{} run(s) passed ({rate}, min {})",
+        unit.passes,
+        unit.completed,
+        percent(summary.judging.min_pass_rate)
+    );
+    if let Some(stop) = unit.stopped_early {
+        let _ = write!(message, "; stopped early: {}", stop.as_str());
+    }
+    if !distinct.is_empty() {
+        let quoted: Vec<&str> = distinct
+            .iter()
+            .take(MESSAGE_QUOTES)
+            .map(String::as_str)
+            .collect();
+        let _ = write!(message, ": {}", quoted.join("; "));
+        if distinct.len() > MESSAGE_QUOTES {
+            let _ = write!(message, "; … {} more", distinct.len() - MESSAGE_QUOTES);
+        }
+    }
+    (message, body)
+}
+
+/// The JUnit XML of a batch.
+pub fn render_junit(input: &ReportInput) -> String {
+    let summary = summarize(input);
+    let mut cases = String::new();
+    let mut n_tests = 0u64;
+    let mut n_failures = 0u64;
+    let mut n_errors = 0u64;
+    let mut n_skipped = 0u64;
+    for unit in &summary.units {
+        n_tests += 1;
+        let _ = write!(
+            cases,
+            "    <testcase name=\"{}\" classname=\"cowork.{}\" time=\"{}\"",
+            escape_xml(unit.label),
+            escape_xml(unit.scenario_name),
+            junit_seconds(unit.duration_ms)
+        );
+        match &unit.status {
+            UnitStatus::Passed => cases.push_str("/>\n"),
+            UnitStatus::Failed => {
+                n_failures += 1;
+                let (message, body) = failure_of(unit, &summary);
+                let _ = write!(
+                    cases,
+                    ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
+                    escape_xml(&message),
+                    escape_xml_text(&body)
+                );
+            }
+            UnitStatus::Error(error) => {
+                n_errors += 1;
+                let _ = write!(
+                    cases,
+                    ">\n      <error message=\"{}\" type=\"cell-error\"/>\n    </testcase>\n",
+                    escape_xml(error)
+                );
+            }
+            UnitStatus::NotRun => {
+                n_skipped += 1;
+                cases.push_str(
+                    ">\n      <skipped message=\"not run: the batch stopped at an earlier scenario\"/>\n    </testcase>\n",
+                );
+            }
+        }
+    }
+    if let Some((first, count)) = summary.truncated_cells {
+        for index in first..first.saturating_add(count) {
+            n_tests += 1;
+            n_skipped += 1;
+            let _ = write!(
+                cases,
+                "    <testcase name=\"cell {index} (not run)\" classname=\"cowork.truncated\" time=\"0.000\">\n      \
+                 <skipped message=\"matrix truncated by --max-cells\"/>\n    </testcase>\n"
+            );
+        }
+    }
+    let suite_name = format!(
+        "cowork batch {}{}",
+        summary.batch_id,
+        if summary.simulated {
+            " [SIMULATED]"
+        } else {
+            ""
+        }
+    );
+    let time = junit_seconds(summary.total_duration_ms);
+    let counts = format!(
+        "tests=\"{n_tests}\" failures=\"{n_failures}\" errors=\"{n_errors}\" skipped=\"{n_skipped}\" time=\"{time}\""
+    );
+    let mut out = String::with_capacity(cases.len() + 1024);
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(out, "<testsuites name=\"cowork\" {counts}>");
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" id=\"{}\" {counts}>",
+        escape_xml(&suite_name),
+        escape_xml(summary.batch_id)
+    );
+    out.push_str("    <properties>\n");
+    let properties = [
+        ("batch_id", summary.batch_id.to_owned()),
+        ("command", input.rollup.command.clone()),
+        ("executor", input.stored.spec.executor.as_str().to_owned()),
+        ("harness_version", summary.harness_version().to_owned()),
+        ("simulated", summary.simulated.to_string()),
+        ("simulated_runs", summary.simulated_runs.to_string()),
+        ("verdict", summary.verdict_word().to_owned()),
+        ("exit_code", input.rollup.exit_code.to_string()),
+        ("min_pass_rate", percent(summary.judging.min_pass_rate)),
+    ];
+    for (name, value) in properties {
+        let _ = writeln!(
+            out,
+            "      <property name=\"{name}\" value=\"{}\"/>",
+            escape_xml(&value)
+        );
+    }
+    out.push_str("    </properties>\n");
+    out.push_str(&cases);
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}

@@ -1,0 +1,972 @@
+//! Reports people read: one stored batch rendered as a self-contained HTML page, JUnit XML, a
+//! Markdown summary or a compact JSON summary (`cowork report`, `GET /v1/batches/{id}/report`).
+//!
+//! Modules, in reading order:
+//! - [`load`]: the IO edge — reads `spec.json`, `rollup.json`, `envelope.json` and every job's
+//!   `result.json` of a batch from an [`ArtifactStore`](cowork_fabric::ArtifactStore) into a
+//!   [`ReportInput`].
+//! - this module: [`ReportInput`], the eval hook [`EvalSection`], and [`summarize`], the pure
+//!   step every renderer shares (units with pass rates, flakiness, cost and duration, failure
+//!   reasons grouped by assertion key and signal code, stop reasons); plus [`render_json`].
+//! - [`html`]: [`render_html`] (one file, inline CSS, no script, no URL) and the coordinator's
+//!   batch list page.
+//! - [`junit`]: [`render_junit`], one `<testsuite>` per batch, one `<testcase>` per unit.
+//! - [`markdown`]: [`render_markdown`], a CI job summary or PR comment.
+//!
+//! Every renderer is a pure function of its input: no IO, no clock, and the same input gives the
+//! same bytes, so tests compare exact fragments. Simulated runs are never presented as real
+//! (brief §6): each format says so at the top when any run of the batch was simulated.
+//!
+//! Rollups are the source of truth for counts and verdicts (contract §4.3, §5.6–§5.8); results
+//! are read only for what rollups do not hold: durations, per-run failure messages and signal
+//! messages. A run counts as folded when the rollup folded its repeat index (index order,
+//! contract §6.2) and the envelope does not list it as discarded.
+
+pub mod html;
+pub mod junit;
+pub mod load;
+pub mod markdown;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashSet};
+
+use cowork_schema::batch::{PlanKindName, StoredBatch};
+use cowork_schema::envelope::Envelope;
+use cowork_schema::ids::UnitRef;
+use cowork_schema::job::CellAxes;
+use cowork_schema::json_number;
+use cowork_schema::rollup::{MatrixCellResult, RepeatRollup, RollupDoc, StopReason};
+use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key};
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+pub use html::{render_batch_list, render_html};
+pub use junit::render_junit;
+pub use load::{ApiArtifactReader, ReportError, load_report_input};
+pub use markdown::render_markdown;
+
+use crate::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
+
+/// Everything a report is rendered from: the stored documents of one decided batch.
+#[derive(Clone, Debug)]
+pub struct ReportInput {
+    /// `batches/<id>/spec.json`: the submitted spec and the planner's layout.
+    pub stored: StoredBatch,
+    /// `batches/<id>/rollup.json`: rollups and verdict.
+    pub rollup: RollupDoc,
+    /// `batches/<id>/envelope.json`: harness version, `error` and the `fleet` key.
+    pub envelope: Envelope,
+    /// Every stored `result.json` of the batch, in (unit, repeat index) order.
+    pub runs: Vec<StoredRun>,
+    /// Eval A/B statistics, when the batch is an eval and they were computed.
+    pub eval: Option<EvalSection>,
+}
+
+/// One stored `result.json`.
+#[derive(Clone, Debug)]
+pub struct StoredRun {
+    pub unit: UnitRef,
+    pub repeat_index: Option<u32>,
+    /// The result as stored (key order kept).
+    pub result: Value,
+    /// Listed in the envelope's `fleet.discarded`: stored, but left out of every rollup
+    /// (overshoot after an early stop, contract §6.3).
+    pub discarded: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Eval hook.
+// ---------------------------------------------------------------------------------------------
+
+/// EVAL HOOK: the A/B statistics of an eval batch, rendered as the "Eval A/B" section.
+///
+/// The report only renders these values; the statistics themselves (paired bootstrap, exact
+/// McNemar test, verdict) are computed elsewhere and converted into this plain struct by the
+/// caller that builds the [`ReportInput`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalSection {
+    /// Label of arm A's source (skill dir or plugin), as the user gave it.
+    pub arm_a: String,
+    /// Label of arm B's source.
+    pub arm_b: String,
+    /// Significance level of the verdicts (e.g. 0.05).
+    pub alpha: f64,
+    /// Confidence level of the intervals (e.g. 0.95).
+    pub confidence: f64,
+    /// How the verdict is decided, shown verbatim (the rule is ours, not upstream's).
+    pub decision_rule: String,
+    /// One row per scenario, then the overall row.
+    pub rows: Vec<EvalRow>,
+}
+
+/// One row of the eval table: a scenario, or the overall pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalRow {
+    /// Scenario name, or `overall`.
+    pub scope: String,
+    pub arm_a: EvalArm,
+    pub arm_b: EvalArm,
+    /// pass rate(B) − pass rate(A) over the paired outcomes.
+    pub diff: f64,
+    /// Lower end of the interval of `diff`.
+    pub ci_low: f64,
+    /// Upper end of the interval of `diff`.
+    pub ci_high: f64,
+    /// Pairs where A passed and B failed (McNemar's b).
+    pub a_only_passes: u64,
+    /// Pairs where A failed and B passed (McNemar's c).
+    pub b_only_passes: u64,
+    /// Exact two-sided McNemar p-value.
+    pub p_value: f64,
+    /// `B better`, `B worse` or `no detectable difference`.
+    pub verdict: String,
+    /// Pairs left out because one side did not complete.
+    pub excluded_pairs: u64,
+}
+
+/// One arm's tally within an [`EvalRow`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalArm {
+    pub passes: u64,
+    pub completed: u64,
+    pub pass_rate: f64,
+    /// Sum of `cost.usd` over the arm's runs that had it.
+    pub cost_usd: Option<f64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The summary every renderer shares.
+// ---------------------------------------------------------------------------------------------
+
+/// How a unit (scenario file or matrix cell) ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum UnitStatus {
+    /// The unit's verdict passed.
+    Passed,
+    /// The unit's verdict failed (assertions, guards, pass rate or an early stop).
+    Failed,
+    /// The unit produced no run: a cell error, or the file a plain batch aborted at.
+    Error(String),
+    /// The unit was never run (a plain files batch stopped at an earlier file).
+    NotRun,
+}
+
+impl UnitStatus {
+    /// `pass`, `fail`, `error` or `not-run`: CSS classes, `data-state` and JSON values.
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            UnitStatus::Passed => "pass",
+            UnitStatus::Failed => "fail",
+            UnitStatus::Error(_) => "error",
+            UnitStatus::NotRun => "not-run",
+        }
+    }
+}
+
+/// One scenario file or matrix cell, with what every format shows about it.
+#[derive(Clone, Debug)]
+pub(crate) struct UnitReport<'a> {
+    pub(crate) index: u32,
+    /// `c<k>` or `f<k>`: the unit part of its job ids.
+    pub(crate) id: String,
+    /// The rollup's `scenario`: the name, or `<name> [<axes label>]` for a cell.
+    pub(crate) label: &'a str,
+    pub(crate) scenario_name: &'a str,
+    pub(crate) axes: Option<&'a CellAxes>,
+    /// Runs asked for (N of `--repeat N`, else 1).
+    pub(crate) requested: u32,
+    pub(crate) completed: u32,
+    pub(crate) passes: u32,
+    /// `passes / completed` as the rollup computed it; `None` when nothing completed.
+    pub(crate) pass_rate: Option<f64>,
+    pub(crate) status: UnitStatus,
+    pub(crate) stopped_early: Option<StopReason>,
+    /// The arm label of contract §4.4 (`""`, ` [ABLATED — control arm]`, ` [MIXED ARMS: …]`).
+    pub(crate) arm_label: String,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) tokens: Option<f64>,
+    /// Sum of `durationMs` over the folded runs that have it.
+    pub(crate) duration_ms: Option<f64>,
+    pub(crate) models: Vec<String>,
+    pub(crate) skills: Vec<String>,
+    /// The folded runs, in repeat order.
+    pub(crate) runs: Vec<&'a StoredRun>,
+}
+
+impl UnitReport<'_> {
+    /// Runs that both passed and failed: the unit is flaky.
+    pub(crate) fn flaky(&self) -> bool {
+        self.passes > 0 && self.passes < self.completed
+    }
+
+    /// Mean duration of a folded run, in milliseconds.
+    pub(crate) fn mean_duration_ms(&self) -> Option<f64> {
+        let n_timed = self
+            .runs
+            .iter()
+            .filter(|run| duration_ms(&run.result).is_some())
+            .count();
+        self.duration_ms
+            .filter(|_| n_timed > 0)
+            .map(|total| total / n_timed as f64)
+    }
+
+    /// `PASS`, `FAIL`, `ERROR` or `NOT RUN`, with the arm label.
+    pub(crate) fn verdict_text(&self) -> String {
+        let word = match self.status {
+            UnitStatus::Passed => "PASS",
+            UnitStatus::Failed => "FAIL",
+            UnitStatus::Error(_) => "ERROR",
+            UnitStatus::NotRun => "NOT RUN",
+        };
+        format!("{word}{}", self.arm_label)
+    }
+}
+
+/// Whether a failure reason is a failing assertion or a verdict signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum ReasonKind {
+    /// A failing `assertions[]` entry, grouped by its first key.
+    Assertion,
+    /// A verdict signal other than `assertion`, grouped by its code.
+    Signal,
+}
+
+impl ReasonKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReasonKind::Assertion => "assertion",
+            ReasonKind::Signal => "signal",
+        }
+    }
+}
+
+/// Failures that share an assertion key or a signal code, over every folded run.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FailureReason {
+    pub(crate) kind: ReasonKind,
+    /// The assertion's first key, or the signal's code.
+    pub(crate) key: String,
+    /// `true` for assertions and fail-severity signals; warnings are listed but do not fail.
+    pub(crate) fail: bool,
+    /// Entries counted (a run can hold the same signal twice).
+    pub(crate) occurrences: u64,
+    /// Runs holding at least one entry.
+    pub(crate) runs: u64,
+    /// Ids (`c<k>`/`f<k>`) of the units whose runs hold an entry, in unit order.
+    pub(crate) units: Vec<String>,
+    /// Distinct messages with their counts, most frequent first (first seen on ties).
+    pub(crate) messages: Vec<(String, u64)>,
+}
+
+/// A stop, truncation, discard or error worth a line under "Stop reasons".
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StopNote {
+    /// The unit id, or `batch` for batch-level notes.
+    pub(crate) scope: String,
+    pub(crate) text: String,
+}
+
+/// The shared, format-independent reading of a [`ReportInput`].
+#[derive(Clone, Debug)]
+pub(crate) struct Summary<'a> {
+    pub(crate) input: &'a ReportInput,
+    pub(crate) batch_id: &'a str,
+    pub(crate) kind: PlanKindName,
+    pub(crate) units: Vec<UnitReport<'a>>,
+    /// Matrix cells cut by `--max-cells`: (first index, count); they have no axes on record.
+    pub(crate) truncated_cells: Option<(u32, u32)>,
+    pub(crate) reasons: Vec<FailureReason>,
+    pub(crate) stops: Vec<StopNote>,
+    /// Folded runs made by the `sim` executor.
+    pub(crate) simulated_runs: u64,
+    /// `true` when anything says the batch was simulated: its executor, the `fleet` key, a run.
+    pub(crate) simulated: bool,
+    pub(crate) judging: Judging,
+    pub(crate) total_runs: u64,
+    pub(crate) total_passes: u64,
+    pub(crate) total_cost_usd: Option<f64>,
+    pub(crate) total_duration_ms: Option<f64>,
+}
+
+impl Summary<'_> {
+    /// `PASS` or `FAIL`, from the stored verdict.
+    pub(crate) fn verdict_word(&self) -> &'static str {
+        if self.input.rollup.ok { "PASS" } else { "FAIL" }
+    }
+
+    /// `cell` for matrix batches, `scenario` for file batches.
+    pub(crate) fn unit_noun(&self) -> &'static str {
+        match self.kind {
+            PlanKindName::Matrix => "cell",
+            PlanKindName::Files => "scenario",
+        }
+    }
+
+    /// The harness version of the envelope (`sim-…` for simulated batches).
+    pub(crate) fn harness_version(&self) -> &str {
+        &self.input.envelope.version
+    }
+
+    /// The warning every format shows at the top of a simulated batch.
+    pub(crate) fn simulated_warning(&self) -> String {
+        format!(
+            "SIMULATED — {} of {} folded run(s) came from the sim executor, not from \
+             cowork-harness: these are not real results",
+            self.simulated_runs, self.total_runs
+        )
+    }
+}
+
+/// The id of a unit as in its job ids: `c<k>` or `f<k>`.
+fn unit_id(unit: UnitRef) -> String {
+    match unit {
+        UnitRef::File(index) => format!("f{index}"),
+        UnitRef::Cell(index) => format!("c{index}"),
+    }
+}
+
+fn duration_ms(result: &Value) -> Option<f64> {
+    result.get("durationMs").and_then(Value::as_f64)
+}
+
+fn sum_present(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    values
+        .flatten()
+        .fold(None, |sum, value| Some(sum.unwrap_or(0.0) + value))
+}
+
+/// Reads a stored batch into the summary every renderer shares.
+pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
+    let plan = &input.stored.plan;
+    let fleet = &input.rollup.fleet;
+    let judging = Judging {
+        min_pass_rate: fleet.min_pass_rate,
+        allow_budget_stop: fleet.allow_budget_stop,
+        allow_truncated_matrix: fleet.allow_truncated_matrix,
+    };
+    let kind = plan.kind;
+    let mut units = Vec::with_capacity(plan.units.len());
+    // A plain files batch stops at the first file that threw (contract §7.2): that file gets
+    // the envelope's error, later files were never run.
+    let mut plain_error = input
+        .envelope
+        .error
+        .as_ref()
+        .map(|error| error.message.clone());
+    for (position, unit) in plan.units.iter().enumerate() {
+        let index = unit.unit.index();
+        let runs_of_unit: Vec<&StoredRun> = input
+            .runs
+            .iter()
+            .filter(|run| run.unit == unit.unit && !run.discarded)
+            .collect();
+        let mut report = UnitReport {
+            index,
+            id: unit_id(unit.unit),
+            label: &unit.label,
+            scenario_name: &unit.scenario_name,
+            axes: unit.axes.as_ref(),
+            requested: plan.repeat.unwrap_or(1),
+            completed: 0,
+            passes: 0,
+            pass_rate: None,
+            status: UnitStatus::NotRun,
+            stopped_early: None,
+            arm_label: String::new(),
+            cost_usd: None,
+            tokens: None,
+            duration_ms: None,
+            models: Vec::new(),
+            skills: Vec::new(),
+            runs: Vec::new(),
+        };
+        if let Some(error) = &unit.cell_error {
+            report.status = UnitStatus::Error(error.clone());
+        } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
+            fill_from_repeat(&mut report, rollup, &judging, &runs_of_unit);
+        } else if let Some(error) = repeat_cell_error(&input.rollup, index) {
+            report.status = UnitStatus::Error(error.to_owned());
+        } else if let Some(cell) = plain_cell_of(&input.rollup, index) {
+            fill_from_plain_cell(&mut report, cell, &runs_of_unit);
+        } else if let Some(run) = runs_of_unit.first() {
+            fill_from_plain_run(&mut report, run);
+        } else if let Some(error) = plain_error.take() {
+            report.status = UnitStatus::Error(error);
+        }
+        units.push(report);
+    }
+    let truncated_cells = match (kind, plan.truncated) {
+        (PlanKindName::Matrix, true) => {
+            let ran = u32::try_from(plan.units.len()).unwrap_or(u32::MAX);
+            Some((ran, plan.requested_cells.saturating_sub(ran)))
+        }
+        _ => None,
+    };
+    let reasons = failure_reasons(&units);
+    let stops = stop_notes(input, &units, truncated_cells);
+    let folded_simulated = units
+        .iter()
+        .flat_map(|unit| unit.runs.iter())
+        .filter(|run| run.result.get("simulated") == Some(&Value::Bool(true)))
+        .count() as u64;
+    let simulated_runs = fleet.simulated_runs.max(folded_simulated);
+    let simulated = simulated_runs > 0
+        || input.stored.spec.executor == cowork_schema::batch::ExecutorKind::Sim
+        || input.envelope.fleet.get("simulated") == Some(&Value::Bool(true));
+    let total_runs = units.iter().map(|unit| u64::from(unit.completed)).sum();
+    let total_passes = units.iter().map(|unit| u64::from(unit.passes)).sum();
+    let total_cost_usd = sum_present(units.iter().map(|unit| unit.cost_usd));
+    let total_duration_ms = sum_present(units.iter().map(|unit| unit.duration_ms));
+    Summary {
+        input,
+        batch_id: input.stored.batch_id.as_str(),
+        kind,
+        units,
+        truncated_cells,
+        reasons,
+        stops,
+        simulated_runs,
+        simulated,
+        judging,
+        total_runs,
+        total_passes,
+        total_cost_usd,
+        total_duration_ms,
+    }
+}
+
+/// The repeat rollup of a unit: the `matrixRepeat` cell with its index, or the files batch's
+/// rollup at the unit's position.
+fn repeat_rollup_of(
+    rollup: &RollupDoc,
+    kind: PlanKindName,
+    position: usize,
+    index: u32,
+) -> Option<&RepeatRollup> {
+    match kind {
+        PlanKindName::Matrix => rollup
+            .matrix_repeat
+            .as_ref()?
+            .cells
+            .iter()
+            .find(|cell| cell.index == index)?
+            .rollup
+            .as_ref(),
+        PlanKindName::Files => rollup.rollups.as_ref()?.get(position),
+    }
+}
+
+fn repeat_cell_error(rollup: &RollupDoc, index: u32) -> Option<&str> {
+    rollup
+        .matrix_repeat
+        .as_ref()?
+        .cells
+        .iter()
+        .find(|cell| cell.index == index)?
+        .error
+        .as_deref()
+}
+
+fn plain_cell_of(rollup: &RollupDoc, index: u32) -> Option<&MatrixCellResult> {
+    rollup
+        .matrix
+        .as_ref()?
+        .cells
+        .iter()
+        .find(|cell| cell.index == index)
+}
+
+fn fill_from_repeat<'a>(
+    report: &mut UnitReport<'a>,
+    rollup: &RepeatRollup,
+    judging: &Judging,
+    runs_of_unit: &[&'a StoredRun],
+) {
+    report.requested = rollup.requested;
+    report.completed = rollup.completed;
+    report.passes = rollup.passes;
+    report.pass_rate = (rollup.completed > 0).then_some(rollup.pass_rate);
+    report.stopped_early = rollup.stopped_early;
+    report.arm_label = arm_label(rollup);
+    report.cost_usd = rollup.total_cost_usd;
+    report.tokens = rollup.total_tokens;
+    report.models = rollup.provenance.models.clone();
+    report.skills = rollup.provenance.skills.clone();
+    report.status = if rollup_passes(rollup, judging) {
+        UnitStatus::Passed
+    } else {
+        UnitStatus::Failed
+    };
+    // The reducer folds in index order without gaps, so the folded runs are exactly the
+    // repeat indices below `completed` (contract §6.2).
+    report.runs = runs_of_unit
+        .iter()
+        .copied()
+        .filter(|run| run.repeat_index.is_some_and(|r| r < rollup.completed))
+        .collect();
+    report.duration_ms = sum_present(report.runs.iter().map(|run| duration_ms(&run.result)));
+}
+
+fn fill_from_plain_cell<'a>(
+    report: &mut UnitReport<'a>,
+    cell: &MatrixCellResult,
+    runs_of_unit: &[&'a StoredRun],
+) {
+    if let Some(error) = &cell.error {
+        report.status = UnitStatus::Error(error.clone());
+        return;
+    }
+    report.completed = 1;
+    report.passes = u32::from(cell.pass);
+    report.pass_rate = Some(if cell.pass { 1.0 } else { 0.0 });
+    report.status = if cell.pass {
+        UnitStatus::Passed
+    } else {
+        UnitStatus::Failed
+    };
+    report.cost_usd = cell.cost_usd;
+    report.duration_ms = cell.duration_ms;
+    report.runs = runs_of_unit.iter().take(1).copied().collect();
+    if let Some(run) = report.runs.first() {
+        report.tokens = cowork_schema::run_result::tokens_total(&run.result);
+        provenance_of_run(report, &run.result);
+    }
+}
+
+fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a StoredRun) {
+    let pass = run_passes(&run.result);
+    report.completed = 1;
+    report.passes = u32::from(pass);
+    report.pass_rate = Some(if pass { 1.0 } else { 0.0 });
+    report.status = if pass {
+        UnitStatus::Passed
+    } else {
+        UnitStatus::Failed
+    };
+    report.cost_usd = cowork_schema::run_result::cost_usd(&run.result);
+    report.tokens = cowork_schema::run_result::tokens_total(&run.result);
+    report.duration_ms = duration_ms(&run.result);
+    report.runs = vec![run];
+    provenance_of_run(report, &run.result);
+}
+
+fn provenance_of_run(report: &mut UnitReport<'_>, result: &Value) {
+    report.models = vec![cowork_schema::run_result::provenance_model(result)];
+    report.skills = vec![cowork_schema::run_result::provenance_skill(result).to_owned()];
+}
+
+/// `verdict.pass` as persisted; a result without one never counts as a pass (contract §2).
+fn run_passes(result: &Value) -> bool {
+    result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("pass"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// The failing entries of a run's `assertions[]`: (key, message).
+pub(crate) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
+    let Some(entries) = result.get("assertions").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter(|entry| entry.get("pass") == Some(&Value::Bool(false)))
+        .map(|entry| {
+            let key = entry
+                .get("assertion")
+                .and_then(assertion_key)
+                .unwrap_or(EMPTY_ASSERTION_KEY)
+                .to_owned();
+            let message = entry
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("assertion failed")
+                .to_owned();
+            (key, message)
+        })
+        .collect()
+}
+
+/// A run's verdict signals other than `assertion` (those repeat the failing assertions):
+/// (code, fail severity, message).
+pub(crate) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String)> {
+    let Some(signals) = result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("signals"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    signals
+        .iter()
+        .filter_map(|signal| {
+            let code = signal.get("code").and_then(Value::as_str)?;
+            if code == "assertion" {
+                return None;
+            }
+            let fail = signal.get("severity").and_then(Value::as_str) == Some("fail");
+            let message = signal
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or(code)
+                .to_owned();
+            Some((code.to_owned(), fail, message))
+        })
+        .collect()
+}
+
+/// The failure lines of one failing run, for JUnit bodies: `verdict.failures[]` as persisted
+/// (contract §3.4), else its failing assertions and fail signals.
+pub(crate) fn run_failure_lines(result: &Value) -> Vec<String> {
+    let persisted = result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("failures"))
+        .and_then(Value::as_array);
+    if let Some(failures) = persisted.filter(|failures| !failures.is_empty()) {
+        return failures
+            .iter()
+            .map(|failure| {
+                let message = failure
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no message)");
+                match failure.get("assertion").and_then(Value::as_str) {
+                    Some(key) => format!("[{key}] {message}"),
+                    None => {
+                        let kind = failure
+                            .get("kind")
+                            .and_then(Value::as_str)
+                            .unwrap_or("failure");
+                        format!("[{kind}] {message}")
+                    }
+                }
+            })
+            .collect();
+    }
+    let mut lines: Vec<String> = failing_assertions(result)
+        .into_iter()
+        .map(|(key, message)| format!("[{key}] {message}"))
+        .collect();
+    lines.extend(
+        non_assertion_signals(result)
+            .into_iter()
+            .filter(|(_, fail, _)| *fail)
+            .map(|(code, _, message)| format!("[{code}] {message}")),
+    );
+    lines
+}
+
+#[derive(Default)]
+struct ReasonTally {
+    fail: bool,
+    occurrences: u64,
+    runs: u64,
+    units: BTreeSet<(u32, String)>,
+    messages: IndexMap<String, u64>,
+}
+
+/// Failures of every folded run, grouped by assertion key and by signal code.
+fn failure_reasons(units: &[UnitReport<'_>]) -> Vec<FailureReason> {
+    let mut tallies: IndexMap<(ReasonKind, String), ReasonTally> = IndexMap::new();
+    for unit in units {
+        for run in &unit.runs {
+            let mut seen_in_run: HashSet<(ReasonKind, String)> = HashSet::new();
+            let assertions = failing_assertions(&run.result)
+                .into_iter()
+                .map(|(key, message)| (ReasonKind::Assertion, key, true, message));
+            let signals = non_assertion_signals(&run.result)
+                .into_iter()
+                .map(|(code, fail, message)| (ReasonKind::Signal, code, fail, message));
+            for (kind, key, fail, message) in assertions.chain(signals) {
+                let tally = tallies.entry((kind, key.clone())).or_default();
+                tally.fail |= fail;
+                tally.occurrences += 1;
+                if seen_in_run.insert((kind, key)) {
+                    tally.runs += 1;
+                }
+                tally.units.insert((unit.index, unit.id.clone()));
+                *tally.messages.entry(message).or_default() += 1;
+            }
+        }
+    }
+    let mut reasons: Vec<FailureReason> = tallies
+        .into_iter()
+        .map(|((kind, key), tally)| {
+            let mut messages: Vec<(String, u64)> = tally.messages.into_iter().collect();
+            // Stable: equal counts keep their first-seen order.
+            messages.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+            FailureReason {
+                kind,
+                key,
+                fail: tally.fail,
+                occurrences: tally.occurrences,
+                runs: tally.runs,
+                units: tally.units.into_iter().map(|(_, id)| id).collect(),
+                messages,
+            }
+        })
+        .collect();
+    // Failures before warnings, then the most frequent; ties by kind and key, so the order
+    // never depends on hashing.
+    reasons.sort_by(|a, b| {
+        b.fail
+            .cmp(&a.fail)
+            .then(b.occurrences.cmp(&a.occurrences))
+            .then(a.kind.cmp(&b.kind))
+            .then(a.key.cmp(&b.key))
+    });
+    reasons
+}
+
+/// Early stops, cell errors, truncation, discarded overshoot and missing budget telemetry.
+fn stop_notes(
+    input: &ReportInput,
+    units: &[UnitReport<'_>],
+    truncated_cells: Option<(u32, u32)>,
+) -> Vec<StopNote> {
+    let mut notes = Vec::new();
+    for unit in units {
+        if let Some(stop) = unit.stopped_early {
+            notes.push(StopNote {
+                scope: unit.id.clone(),
+                text: format!(
+                    "{}: stopped early ({}) after {}/{} runs",
+                    unit.label,
+                    stop.as_str(),
+                    unit.completed,
+                    unit.requested
+                ),
+            });
+        }
+        match &unit.status {
+            UnitStatus::Error(error) => notes.push(StopNote {
+                scope: unit.id.clone(),
+                text: format!("{}: error, no run: {error}", unit.label),
+            }),
+            UnitStatus::NotRun => notes.push(StopNote {
+                scope: unit.id.clone(),
+                text: format!("{}: not run", unit.label),
+            }),
+            UnitStatus::Passed | UnitStatus::Failed => {}
+        }
+    }
+    if let Some((first, count)) = truncated_cells {
+        let judged = if input.rollup.fleet.allow_truncated_matrix {
+            "judged on the executed cells (--allow-truncated-matrix)"
+        } else {
+            "the batch fails because of it"
+        };
+        notes.push(StopNote {
+            scope: "batch".to_owned(),
+            text: format!(
+                "matrix truncated by --max-cells: ran {first} of {} cells, {count} not run; {judged}",
+                first + count
+            ),
+        });
+    }
+    let discarded = input.runs.iter().filter(|run| run.discarded).count();
+    if discarded > 0 {
+        let spend = sum_present(
+            input
+                .runs
+                .iter()
+                .filter(|run| run.discarded)
+                .map(|run| cowork_schema::run_result::cost_usd(&run.result)),
+        );
+        notes.push(StopNote {
+            scope: "batch".to_owned(),
+            text: format!(
+                "{discarded} run(s) finished after their unit was decided and were discarded \
+                 (not folded; spend {})",
+                usd(spend)
+            ),
+        });
+    }
+    for label in &input.rollup.fleet.budget_telemetry_missing {
+        notes.push(StopNote {
+            scope: "batch".to_owned(),
+            text: format!("{label}: budget stop disabled, a run reported no cost.usd"),
+        });
+    }
+    notes
+}
+
+// ---------------------------------------------------------------------------------------------
+// Number formatting shared by the renderers.
+// ---------------------------------------------------------------------------------------------
+
+/// A rate as a whole percent, rounded like JavaScript's `toFixed(0)` (as the CLI prints it).
+pub(crate) fn percent(rate: f64) -> String {
+    format!("{}%", js_to_fixed(rate * 100.0, 0))
+}
+
+/// Dollars with four decimals, or `-`.
+pub(crate) fn usd(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
+}
+
+/// Milliseconds as seconds with one decimal, or `-`.
+pub(crate) fn seconds(ms: Option<f64>) -> String {
+    ms.map_or_else(|| "-".to_owned(), |ms| format!("{:.1} s", ms / 1000.0))
+}
+
+/// A number as JavaScript's `String(n)` prints it (J4): `0.8`, `1`.
+pub(crate) fn js_number(value: f64) -> String {
+    json_number::to_value(value).to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON summary.
+// ---------------------------------------------------------------------------------------------
+
+fn opt_number(object: &mut Map<String, Value>, key: &str, value: Option<f64>) {
+    if let Some(value) = value {
+        object.insert(key.to_owned(), json_number::to_value(value));
+    }
+}
+
+fn eval_json(eval: &EvalSection) -> Value {
+    let arm = |arm: &EvalArm| {
+        let mut object = Map::new();
+        object.insert("passes".into(), Value::from(arm.passes));
+        object.insert("completed".into(), Value::from(arm.completed));
+        object.insert("passRate".into(), json_number::to_value(arm.pass_rate));
+        opt_number(&mut object, "costUsd", arm.cost_usd);
+        Value::Object(object)
+    };
+    let rows: Vec<Value> = eval
+        .rows
+        .iter()
+        .map(|row| {
+            json!({
+                "scope": row.scope,
+                "a": arm(&row.arm_a),
+                "b": arm(&row.arm_b),
+                "diff": json_number::to_value(row.diff),
+                "ciLow": json_number::to_value(row.ci_low),
+                "ciHigh": json_number::to_value(row.ci_high),
+                "aOnlyPasses": row.a_only_passes,
+                "bOnlyPasses": row.b_only_passes,
+                "pValue": json_number::to_value(row.p_value),
+                "verdict": row.verdict,
+                "excludedPairs": row.excluded_pairs,
+            })
+        })
+        .collect();
+    json!({
+        "armA": eval.arm_a,
+        "armB": eval.arm_b,
+        "alpha": json_number::to_value(eval.alpha),
+        "confidence": json_number::to_value(eval.confidence),
+        "decisionRule": eval.decision_rule,
+        "rows": rows,
+    })
+}
+
+/// A compact machine summary of the batch: one line of JSON (plus a newline) with the verdict,
+/// one entry per unit (status, counts, pass rate, flakiness, cost, duration), the grouped
+/// failure reasons, stop notes and, for eval batches, the A/B table.
+pub fn render_json(input: &ReportInput) -> String {
+    let summary = summarize(input);
+    let spec = &input.stored.spec;
+    let mut head = Map::new();
+    head.insert("batchId".into(), Value::from(summary.batch_id));
+    head.insert("command".into(), Value::from(input.rollup.command.clone()));
+    head.insert(
+        "executor".into(),
+        Value::from(spec.executor.as_str().to_owned()),
+    );
+    head.insert("simulated".into(), Value::from(summary.simulated));
+    head.insert("simulatedRuns".into(), Value::from(summary.simulated_runs));
+    head.insert("ok".into(), Value::from(input.rollup.ok));
+    head.insert("exitCode".into(), Value::from(input.rollup.exit_code));
+    head.insert("unitKind".into(), Value::from(summary.unit_noun()));
+    if let Some(repeat) = input.stored.plan.repeat {
+        head.insert("repeat".into(), Value::from(repeat));
+    }
+    head.insert(
+        "minPassRate".into(),
+        json_number::to_value(summary.judging.min_pass_rate),
+    );
+    let mut totals = Map::new();
+    totals.insert("units".into(), Value::from(summary.units.len()));
+    totals.insert("runs".into(), Value::from(summary.total_runs));
+    totals.insert("passes".into(), Value::from(summary.total_passes));
+    opt_number(&mut totals, "costUsd", summary.total_cost_usd);
+    opt_number(&mut totals, "durationMs", summary.total_duration_ms);
+    head.insert("totals".into(), Value::Object(totals));
+    let units: Vec<Value> = summary
+        .units
+        .iter()
+        .map(|unit| {
+            let mut object = Map::new();
+            object.insert("unit".into(), Value::from(unit.id.clone()));
+            object.insert("label".into(), Value::from(unit.label));
+            if let Some(axes) = unit.axes {
+                object.insert(
+                    "axes".into(),
+                    serde_json::to_value(axes).unwrap_or(Value::Null),
+                );
+            }
+            object.insert("status".into(), Value::from(unit.status.as_str()));
+            object.insert("requested".into(), Value::from(unit.requested));
+            object.insert("completed".into(), Value::from(unit.completed));
+            object.insert("passes".into(), Value::from(unit.passes));
+            opt_number(&mut object, "passRate", unit.pass_rate);
+            object.insert("flaky".into(), Value::from(unit.flaky()));
+            if let Some(stop) = unit.stopped_early {
+                object.insert("stoppedEarly".into(), Value::from(stop.as_str()));
+            }
+            opt_number(&mut object, "costUsd", unit.cost_usd);
+            opt_number(&mut object, "durationMs", unit.duration_ms);
+            if let UnitStatus::Error(error) = &unit.status {
+                object.insert("error".into(), Value::from(error.clone()));
+            }
+            Value::Object(object)
+        })
+        .collect();
+    head.insert("units".into(), Value::from(units));
+    if let Some((first, count)) = summary.truncated_cells {
+        head.insert(
+            "truncated".into(),
+            json!({ "ranCells": first, "notRun": count }),
+        );
+    }
+    let reasons: Vec<Value> = summary
+        .reasons
+        .iter()
+        .map(|reason| {
+            let mut object = Map::new();
+            object.insert("kind".into(), Value::from(reason.kind.as_str()));
+            object.insert("key".into(), Value::from(reason.key.clone()));
+            object.insert(
+                "severity".into(),
+                Value::from(if reason.fail { "fail" } else { "warn" }),
+            );
+            object.insert("occurrences".into(), Value::from(reason.occurrences));
+            object.insert("runs".into(), Value::from(reason.runs));
+            object.insert("units".into(), Value::from(reason.units.clone()));
+            if let Some((message, _)) = reason.messages.first() {
+                object.insert("sample".into(), Value::from(message.clone()));
+            }
+            Value::Object(object)
+        })
+        .collect();
+    head.insert("failureReasons".into(), Value::from(reasons));
+    let stops: Vec<Value> = summary
+        .stops
+        .iter()
+        .map(|note| json!({ "scope": note.scope, "text": note.text }))
+        .collect();
+    head.insert("stops".into(), Value::from(stops));
+    if let Some(eval) = &input.eval {
+        head.insert("eval".into(), eval_json(eval));
+    }
+    let mut text = Value::Object(head).to_string();
+    text.push('\n');
+    text
+}
