@@ -1,0 +1,467 @@
+"""Renders charts/cowork-fleet with a real Helm engine and validates every manifest offline.
+
+The engine is Helm v4's Go SDK through PyPI's `helm-python-sdk` (libhelm_c, no helm binary, no
+cluster). Every rendered Kubernetes object is validated with `kubernetes-validate` against the
+Kubernetes 1.33 OpenAPI schemas in strict mode (unknown fields are errors). KEDA's ScaledObject
+is a CRD those schemas lack: it is checked against SCALED_OBJECT_SCHEMA below, a subset of the
+KEDA v2 CRD written for the fields this chart uses, whose metadata and HPA behavior parts are the
+Kubernetes schemas themselves. Run through charts/tests/run.sh, which pins the packages.
+"""
+
+from __future__ import annotations
+
+import copy
+import plistlib
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import pytest
+import referencing
+import yaml
+from kubernetes_validate.utils import schema_contents
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART_DIR = REPO_ROOT / "charts" / "cowork-fleet"
+K8S_VERSION = "1.33.0"
+RELEASE = "fleet"
+NAMESPACE = "cowork"
+FULLNAME = f"{RELEASE}-cowork-fleet"
+
+# The smallest values that describe an install against an existing NATS and S3.
+EXTERNAL_ENDPOINTS: dict[str, Any] = {
+    "natsConnection": {"url": "nats://nats.messaging.svc:4222"},
+    "s3": {
+        "endpoint": "http://minio.storage.svc:9000",
+        "accessKeyId": "cowork",
+        "secretAccessKey": "s3-secret-value",
+    },
+    "coordinator": {"apiToken": "api-token-value"},
+}
+
+
+def merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merges overlay into a copy of base, as `helm -f a.yaml -f b.yaml` would."""
+    result = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": EXTERNAL_ENDPOINTS,
+    "dind": merged(EXTERNAL_ENDPOINTS, {"docker": {"mode": "dind"}}),
+    "keda": merged(
+        EXTERNAL_ENDPOINTS,
+        {
+            "natsConnection": {"monitoringEndpoint": "nats.messaging.svc:8222"},
+            "keda": {"enabled": True},
+            "worker": {"tiers": ["container", "replay", "protocol"], "slots": 6},
+        },
+    ),
+    "existing-secrets": {
+        "natsConnection": {
+            "url": "nats://nats.messaging.svc:4222",
+            "user": "cowork",
+            "existingSecret": "nats-auth",
+            "credsSecret": "nats-creds",
+            "tlsRequired": True,
+        },
+        "s3": {
+            "endpoint": "https://s3.example.internal",
+            "accessKeyId": "cowork",
+            "existingSecret": "s3-auth",
+            "secretAccessKeyKey": "secret-key",
+            "virtualHosted": True,
+            "createBucket": True,
+            "prefix": "fleet-a",
+        },
+        "coordinator": {"existingSecret": "api-tokens", "podDisruptionBudget": {"enabled": True}},
+        "harness": {"existingSecret": "model-credentials", "extraEnv": {"COWORK_AGENT_IMAGE": "agent:1"}},
+        "fleet": {"tierCaps": "container=200,replay=50"},
+        "docker": {"mode": "dind"},
+    },
+    "bundled-dependencies": {
+        # nats.enabled / minio.enabled with no explicit endpoints: the chart points at the
+        # sub-charts' services. The sub-charts are not vendored (no chart repo is reachable
+        # here), so only this chart's own objects render.
+        "nats": {"enabled": True},
+        "minio": {"enabled": True, "existingSecret": "minio-root"},
+        "s3": {"accessKeyId": "cowork", "existingSecret": "minio-root", "secretAccessKeyKey": "rootPassword"},
+        "coordinator": {"apiToken": "api-token-value"},
+        "harness": {"env": {"ANTHROPIC_API_KEY": "sk-test"}},
+        "keda": {"enabled": True},
+    },
+}
+
+# A ScaledObject (keda.sh/v1alpha1) as far as this chart writes one. Unknown fields are errors,
+# as in the strict Kubernetes schemas.
+_K8S_DEFS = "/api/_definitions.json#/$defs/"
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+SCALED_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "ScaledObject"},
+        "metadata": {"$ref": _K8S_DEFS + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"},
+        "spec": {
+            "type": "object",
+            "required": ["scaleTargetRef", "triggers"],
+            "additionalProperties": False,
+            "properties": {
+                "scaleTargetRef": {
+                    "type": "object",
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "name": {"type": "string"},
+                        "envSourceContainerName": {"type": "string"},
+                    },
+                },
+                "pollingInterval": {"type": "integer", "minimum": 1},
+                "cooldownPeriod": {"type": "integer", "minimum": 0},
+                "initialCooldownPeriod": {"type": "integer", "minimum": 0},
+                "idleReplicaCount": {"type": "integer", "minimum": 0},
+                "minReplicaCount": {"type": "integer", "minimum": 0},
+                "maxReplicaCount": {"type": "integer", "minimum": 1},
+                "advanced": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "restoreToOriginalReplicaCount": {"type": "boolean"},
+                        "horizontalPodAutoscalerConfig": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string"},
+                                "behavior": {
+                                    "$ref": _K8S_DEFS + "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior"
+                                },
+                            },
+                        },
+                    },
+                },
+                "triggers": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "metadata"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "type": {"type": "string"},
+                            "name": {"type": "string"},
+                            "metricType": {"enum": ["AverageValue", "Value", "Utilization"]},
+                            "useCachedMetrics": {"type": "boolean"},
+                            # KEDA reads every trigger parameter as a string.
+                            "metadata": _STRING_MAP,
+                            "authenticationRef": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {"name": {"type": "string"}, "kind": {"type": "string"}},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def validate_scaled_object(doc: dict[str, Any]) -> None:
+    definitions = schema_contents(
+        "kubernetes-json-schema/v1.33.0-local-strict/_definitions.json", K8S_VERSION
+    )
+    registry = referencing.Registry().with_resource(
+        "/api/_definitions.json", referencing.Resource.from_contents(definitions)
+    )
+    jsonschema.Draft202012Validator(SCALED_OBJECT_SCHEMA, registry=registry).validate(doc)
+
+
+def validate_manifest(doc: dict[str, Any]) -> None:
+    """Raises if doc is not a valid object of its kind (K8s 1.33, strict)."""
+    if doc.get("apiVersion", "").startswith("keda.sh/"):
+        validate_scaled_object(doc)
+        return
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def render(values: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Renders the chart; returns the objects of each template (NOTES.txt as its text)."""
+    with helm.Chart.load(CHART_DIR) as chart:
+        manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    rendered: dict[str, list[dict[str, Any]]] = {}
+    for template, text in manifests.items():
+        if template.endswith("NOTES.txt"):
+            continue
+        rendered[template] = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    return rendered
+
+
+def objects(values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [doc for docs in render(values).values() for doc in docs]
+
+
+def notes(values: dict[str, Any]) -> str:
+    with helm.Chart.load(CHART_DIR) as chart:
+        manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    return next(text for template, text in manifests.items() if template.endswith("NOTES.txt"))
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [doc for doc in docs if doc["kind"] == kind and doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)} in {[kn(d) for d in docs]}"
+    return found[0]
+
+
+def kn(doc: dict[str, Any]) -> str:
+    return f"{doc['kind']}/{doc['metadata']['name']}"
+
+
+def container(deployment: dict[str, Any], name: str) -> dict[str, Any]:
+    pod = deployment["spec"]["template"]["spec"]
+    every = pod.get("containers", []) + pod.get("initContainers", [])
+    found = [c for c in every if c["name"] == name]
+    assert len(found) == 1, f"container {name} in {kn(deployment)}"
+    return found[0]
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in c.get("env", [])}
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_every_rendered_manifest_is_valid(value_set: str) -> None:
+    docs = objects(VALUE_SETS[value_set])
+    kinds = {doc["kind"] for doc in docs}
+    assert {"ServiceAccount", "ConfigMap", "Service", "Deployment"} <= kinds, kinds
+    for doc in docs:
+        assert doc["metadata"].get("namespace") == NAMESPACE, kn(doc)
+        try:
+            validate_manifest(doc)
+        except (jsonschema.ValidationError, kubernetes_validate.ValidationError) as error:
+            pytest.fail(f"{value_set}: {kn(doc)} is invalid: {error}")
+
+
+def test_validation_rejects_a_broken_manifest() -> None:
+    """The validators must be able to fail: a typo'd field and a wrong type are caught."""
+    docs = objects(VALUE_SETS["defaults"])
+    worker = one(docs, "Deployment", f"{FULLNAME}-worker")
+    typo = copy.deepcopy(worker)
+    typo["spec"]["template"]["spec"]["terminationGracePeriod"] = 10
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_manifest(typo)
+    wrong_type = copy.deepcopy(worker)
+    wrong_type["spec"]["replicas"] = "two"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_manifest(wrong_type)
+    scaled = one(objects(VALUE_SETS["keda"]), "ScaledObject", f"{FULLNAME}-worker")
+    scaled["spec"]["triggers"][0]["metadata"]["lagThreshold"] = 4
+    with pytest.raises(jsonschema.ValidationError):
+        validate_manifest(scaled)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "natsConnection.url is required"),
+        ({"natsConnection": {"url": "nats://n:4222"}}, "s3.accessKeyId is required"),
+        (merged(EXTERNAL_ENDPOINTS, {"s3": {"secretAccessKey": ""}}), "s3.secretAccessKey is required"),
+        (merged(EXTERNAL_ENDPOINTS, {"coordinator": {"apiToken": ""}}), "coordinator.apiToken or coordinator.existingSecret"),
+        (merged(EXTERNAL_ENDPOINTS, {"docker": {"mode": "podman"}}), "docker.mode must be hostSocket or dind"),
+        (merged(EXTERNAL_ENDPOINTS, {"keda": {"enabled": True}}), "keda.enabled needs natsConnection.monitoringEndpoint"),
+    ],
+)
+def test_missing_or_wrong_values_fail_with_a_message(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm.HelmError, match=re.escape(message)):
+        render(values)
+
+
+def test_host_socket_mode_mounts_job_dirs_at_the_host_path() -> None:
+    docs = objects(VALUE_SETS["defaults"])
+    worker = one(docs, "Deployment", f"{FULLNAME}-worker")
+    pod = worker["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    assert volumes["docker-socket"]["hostPath"] == {"path": "/var/run/docker.sock", "type": "Socket"}
+    data_dir = volumes["data"]["hostPath"]["path"]
+    main = container(worker, "worker")
+    mounts = {mount["name"]: mount["mountPath"] for mount in main["volumeMounts"]}
+    # Sandboxes are siblings on the node's engine: the path inside must be the path outside.
+    assert mounts["data"] == data_dir
+    env = env_of(main)
+    assert env["COWORK_WORK_DIR"]["value"].startswith(data_dir + "/")
+    assert env["COWORK_CACHE_DIR"]["value"].startswith(data_dir + "/")
+    assert "DOCKER_HOST" not in env
+    assert "initContainers" not in pod
+    # The node's socket is root-owned and the image's default user is not root.
+    assert pod["securityContext"]["runAsUser"] == 0
+
+
+def test_dind_mode_runs_a_native_sidecar_sharing_the_job_dirs() -> None:
+    docs = objects(VALUE_SETS["dind"])
+    worker = one(docs, "Deployment", f"{FULLNAME}-worker")
+    pod = worker["spec"]["template"]["spec"]
+    assert all("hostPath" not in volume for volume in pod["volumes"]), pod["volumes"]
+    dind = container(worker, "dind")
+    # restartPolicy Always makes it a native sidecar: it stops only after the worker drained.
+    assert dind["restartPolicy"] == "Always"
+    assert dind["securityContext"]["privileged"] is True
+    main = container(worker, "worker")
+    assert env_of(main)["DOCKER_HOST"]["value"] == "unix:///var/run/dind/docker.sock"
+    assert "--host=unix:///var/run/dind/docker.sock" in dind["args"]
+    main_mounts = {mount["name"]: mount["mountPath"] for mount in main["volumeMounts"]}
+    dind_mounts = {mount["name"]: mount["mountPath"] for mount in dind["volumeMounts"]}
+    assert main_mounts["data"] == dind_mounts["data"]
+    assert main_mounts["dind-socket"] == dind_mounts["dind-socket"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_keda_scales_on_each_tier_consumer() -> None:
+    docs = objects(VALUE_SETS["keda"])
+    worker = one(docs, "Deployment", f"{FULLNAME}-worker")
+    assert "replicas" not in worker["spec"], "the ScaledObject owns the replica count"
+    scaled = one(docs, "ScaledObject", f"{FULLNAME}-worker")
+    assert scaled["spec"]["scaleTargetRef"]["name"] == worker["metadata"]["name"]
+    triggers = scaled["spec"]["triggers"]
+    assert [t["metadata"]["consumer"] for t in triggers] == ["cowork-container", "cowork-replay", "cowork-protocol"]
+    for trigger in triggers:
+        assert trigger["type"] == "nats-jetstream"
+        assert trigger["metadata"]["stream"] == "COWORK_JOBS"
+        assert trigger["metadata"]["natsServerMonitoringEndpoint"] == "nats.messaging.svc:8222"
+        assert trigger["metadata"]["lagThreshold"] == "6"
+    assert not [doc for doc in objects(VALUE_SETS["defaults"]) if doc["kind"] == "ScaledObject"]
+
+
+def test_existing_secrets_are_referenced_and_none_is_created() -> None:
+    docs = objects(VALUE_SETS["existing-secrets"])
+    assert not [doc for doc in docs if doc["kind"] == "Secret"], [kn(d) for d in docs]
+    coordinator = container(one(docs, "Deployment", f"{FULLNAME}-coordinator"), "coordinator")
+    worker = container(one(docs, "Deployment", f"{FULLNAME}-worker"), "worker")
+    for main in (coordinator, worker):
+        env = env_of(main)
+        assert env["COWORK_S3_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "s3-auth", "key": "secret-key"}
+        assert env["COWORK_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "nats-auth"
+        assert env["COWORK_NATS_CREDS"]["value"] == "/etc/cowork/nats/nats.creds"
+    assert env_of(coordinator)["COWORK_API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "api-tokens"
+    # Model credentials go to the worker only.
+    assert {"secretRef": {"name": "model-credentials"}} in worker["envFrom"]
+    assert all("secretRef" not in source for source in coordinator.get("envFrom", []))
+    assert "COWORK_API_TOKEN" not in env_of(worker)
+
+
+def test_chart_secrets_hold_given_values_and_model_credentials_stay_with_workers() -> None:
+    docs = objects(VALUE_SETS["bundled-dependencies"])
+    secrets = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Secret"}
+    assert set(secrets) == {FULLNAME, f"{FULLNAME}-harness"}
+    assert set(secrets[FULLNAME]["data"]) == {"api-token"}, "the S3 key comes from minio-root"
+    assert set(secrets[f"{FULLNAME}-harness"]["data"]) == {"ANTHROPIC_API_KEY"}
+    config = one(docs, "ConfigMap", FULLNAME)["data"]
+    assert config["COWORK_NATS_URL"] == f"nats://{RELEASE}-nats:4222"
+    assert config["COWORK_S3_ENDPOINT"] == f"http://{RELEASE}-minio:9000"
+    scaled = one(docs, "ScaledObject", f"{FULLNAME}-worker")
+    assert scaled["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"] == f"{RELEASE}-nats.{NAMESPACE}.svc:8222"
+
+
+def test_worker_grace_period_covers_the_longest_job_and_the_drain() -> None:
+    values = merged(EXTERNAL_ENDPOINTS, {"worker": {"drain": {"longestJobSeconds": 5400, "drainMarginSeconds": 600}}})
+    worker = one(objects(values), "Deployment", f"{FULLNAME}-worker")
+    assert worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 6000
+    assert "6000s" in notes(values)
+
+
+def test_coordinator_and_workers_share_one_config_map() -> None:
+    docs = objects(VALUE_SETS["existing-secrets"])
+    config = one(docs, "ConfigMap", FULLNAME)
+    for name in (f"{FULLNAME}-coordinator", f"{FULLNAME}-worker"):
+        deployment = one(docs, "Deployment", name)
+        main = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert {"configMapRef": {"name": FULLNAME}} in main["envFrom"], name
+    assert config["data"]["COWORK_TIER_CAPS"] == "container=200,replay=50"
+    assert config["data"]["COWORK_ACK_WAIT"] == "60s"
+    service = one(docs, "Service", f"{FULLNAME}-coordinator")
+    coordinator = one(docs, "Deployment", f"{FULLNAME}-coordinator")
+    assert service["spec"]["selector"] == coordinator["spec"]["selector"]["matchLabels"]
+
+
+def cli_settings() -> tuple[set[str], set[str]]:
+    """The COWORK_* variables and --flags that `cowork` declares or reads, from its source."""
+    sources = [REPO_ROOT / "cli" / "src" / "args.rs", REPO_ROOT / "cli" / "src" / "fleet_args.rs"]
+    sources += sorted((REPO_ROOT / "cli" / "src" / "commands").glob("*.rs"))
+    text = "\n".join(path.read_text() for path in sources if path.exists())
+    variables = set(re.findall(r"\bCOWORK_[A-Z0-9_]+\b", text))
+    flags = {"--" + field.replace("_", "-") for field in re.findall(r"pub ([a-z0-9_]+):", text)}
+    return variables, flags
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_chart_sets_only_settings_the_cli_has(value_set: str) -> None:
+    variables, flags = cli_settings()
+    assert "COWORK_NATS_URL" in variables and "--listen" in flags, "cli source not found"
+    # Read by the harness itself, not by cowork (passed through by the worker's allow-list).
+    harness_variables = {"COWORK_AGENT_IMAGE", "COWORK_AGENT_BINARY", "COWORK_HARNESS_GITSET"}
+    docs = objects(VALUE_SETS[value_set])
+    used: set[str] = set()
+    for doc in docs:
+        if doc["kind"] == "ConfigMap":
+            used |= set(doc["data"])
+        if doc["kind"] == "Deployment":
+            for main in doc["spec"]["template"]["spec"]["containers"]:
+                used |= {name for name in env_of(main) if name.startswith("COWORK_")}
+                for arg in main.get("args", []):
+                    if arg.startswith("--"):
+                        assert arg in flags, f"{kn(doc)}: unknown flag {arg}"
+    unknown = used - variables - harness_variables
+    assert not unknown, f"variables cowork does not read: {sorted(unknown)}"
+
+
+def test_optional_dependencies_are_declared_with_conditions() -> None:
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    conditions = {dep["name"]: dep.get("condition") for dep in chart["dependencies"]}
+    assert conditions == {"nats": "nats.enabled", "minio": "minio.enabled"}
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    assert defaults["nats"]["enabled"] is False and defaults["minio"]["enabled"] is False
+
+
+def test_helm_lint_finds_no_errors() -> None:
+    report = helm.lint(CHART_DIR, EXTERNAL_ENDPOINTS, kube_version="v1.33.0")
+    # Severity 3 is an error. The sub-charts are not vendored (no chart repository is reachable
+    # offline): Helm reports that as a warning only.
+    errors = [m for m in report["messages"] if m["severity"] >= 3]
+    assert not errors and not report["errors"], report
+
+
+def test_deploy_units_use_only_cli_flags_and_drain_long_enough() -> None:
+    """examples/deploy: the systemd unit and the launchd agent start `cowork worker` correctly."""
+    _, flags = cli_settings()
+    unit = (REPO_ROOT / "examples" / "deploy" / "cowork-worker.service").read_text()
+    exec_start = re.search(r"^ExecStart=((?:.*\\\n)*.*)$", unit, re.MULTILINE)
+    assert exec_start, "ExecStart not found"
+    unit_argv = shlex.split(exec_start.group(1).replace("\\\n", " "))
+    assert unit_argv[:2] == ["/usr/local/bin/cowork", "worker"], unit_argv
+    assert re.search(r"^KillSignal=SIGTERM$", unit, re.MULTILINE)
+    assert int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.MULTILINE).group(1)) >= 3600
+
+    with (REPO_ROOT / "examples" / "deploy" / "com.cowork.worker.plist").open("rb") as file:
+        agent = plistlib.load(file)
+    assert agent["Label"] == "com.cowork.worker"
+    assert agent["ExitTimeOut"] >= 3600, "launchd's default 20 s would kill running jobs"
+    command = agent["ProgramArguments"][-1]
+    agent_argv = shlex.split(command.split("exec ", 1)[1])
+    assert agent_argv[1] == "worker", agent_argv
+    assert agent_argv[agent_argv.index("--tiers") + 1] == "microvm"
+    assert agent_argv[agent_argv.index("--executor") + 1] == "harness"
+    for argv in (unit_argv, agent_argv):
+        unknown = [arg for arg in argv if arg.startswith("--") and arg not in flags]
+        assert not unknown, f"unknown flags {unknown} in {argv}"
