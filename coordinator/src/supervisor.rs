@@ -590,18 +590,26 @@ pub async fn supervise(
                     Some(mean) => fold.progress.cost_usd + (in_flight + 1.0) * mean <= cap,
                 };
                 if !fits {
-                    let more_to_admit = !deferred.is_empty() || jobs.peek().is_some();
-                    if fold.outstanding.is_empty() && more_to_admit {
-                        let stopped = fold.reducer.stop_for_batch_budget();
-                        tracing::warn!(
-                            cap_usd = cap,
-                            spent_usd = fold.progress.cost_usd,
-                            units = stopped.len(),
-                            "batch budget reached: open units stop as budget stops"
-                        );
-                        deferred.clear();
-                        budget_stopped = Some(stopped);
-                    } else if more_to_admit {
+                    if fold.outstanding.is_empty() {
+                        // Is a job still needed? The iterator may hold only jobs of units that
+                        // are decided already; then admission simply ends.
+                        if deferred.is_empty()
+                            && let Some(job) = fold.next_admissible(&mut jobs)
+                        {
+                            deferred.push_front(job);
+                        }
+                        if !deferred.is_empty() {
+                            let stopped = fold.reducer.stop_for_batch_budget();
+                            tracing::warn!(
+                                cap_usd = cap,
+                                spent_usd = fold.progress.cost_usd,
+                                units = stopped.len(),
+                                "batch budget reached: open units stop as budget stops"
+                            );
+                            deferred.clear();
+                            budget_stopped = Some(stopped);
+                        }
+                    } else if !deferred.is_empty() || jobs.peek().is_some() {
                         held_by = Some("batch budget".to_owned());
                     }
                     break;
