@@ -465,3 +465,29 @@ def test_deploy_units_use_only_cli_flags_and_drain_long_enough() -> None:
     for argv in (unit_argv, agent_argv):
         unknown = [arg for arg in argv if arg.startswith("--") and arg not in flags]
         assert not unknown, f"unknown flags {unknown} in {argv}"
+
+
+# The Kubernetes Job of workers that `cowork coordinator --k8s-worker-jobs` creates for a large
+# batch (issue 5 item 6). `cargo test -p cowork-coordinator k8s` writes the manifests the Rust
+# code builds to this file and fails when it was stale, so the file is what the code creates.
+WORKER_JOB_FIXTURE = REPO_ROOT / "coordinator" / "tests" / "fixtures" / "k8s" / "worker-job.yaml"
+
+
+def test_coordinator_worker_job_manifests_are_valid() -> None:
+    docs = [doc for doc in yaml.safe_load_all(WORKER_JOB_FIXTURE.read_text()) if doc is not None]
+    assert len(docs) >= 2, f"{WORKER_JOB_FIXTURE} holds {len(docs)} manifests"
+    for doc in docs:
+        assert doc["kind"] == "Job", kn(doc)
+        try:
+            validate_manifest(doc)
+        except (jsonschema.ValidationError, kubernetes_validate.ValidationError) as error:
+            pytest.fail(f"{kn(doc)} is invalid: {error}")
+        pod = doc["spec"]["template"]["spec"]
+        assert "--exit-when-idle" in container(doc, "worker")["args"], kn(doc)
+        assert pod["restartPolicy"] in ("Never", "OnFailure"), kn(doc)
+        assert doc["metadata"]["labels"]["cowork.fleet/batch"], kn(doc)
+    # The validator must be able to fail on this shape too.
+    broken = copy.deepcopy(docs[0])
+    broken["spec"]["parallelism"] = "three"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_manifest(broken)

@@ -532,6 +532,13 @@ pub struct CoordinatorArgs {
     /// Address of the HTTP API.
     #[arg(long, env = "COWORK_LISTEN", default_value = "127.0.0.1:8700")]
     pub listen: std::net::SocketAddr,
+    /// PEM certificate chain: serve the API over HTTPS (with --tls-key). Without both, the API
+    /// is plain HTTP (e.g. behind an ingress that terminates TLS).
+    #[arg(long, env = "COWORK_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "COWORK_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// File with the API bearer token(s), one per line (or set COWORK_API_TOKEN).
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
     pub api_token_file: Option<PathBuf>,
@@ -556,6 +563,83 @@ pub struct CoordinatorArgs {
     /// Id of this replica (default <hostname>-<pid>).
     #[arg(long, env = "COWORK_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
+    #[command(flatten)]
+    pub k8s: K8sWorkerJobArgs,
+}
+
+/// A Kubernetes Job of workers (`cowork worker --exit-when-idle`) for each large batch: created
+/// when the batch is accepted, deleted when it ends (issue 5 item 6). Off by default.
+#[derive(Debug, Args)]
+pub struct K8sWorkerJobArgs {
+    /// Create a Kubernetes Job of workers for each batch of at least --k8s-min-jobs jobs
+    /// (in-cluster service account or kubeconfig; needs create/delete on batch jobs).
+    #[arg(long, env = "COWORK_K8S_WORKER_JOBS")]
+    pub k8s_worker_jobs: bool,
+    /// Namespace of the Jobs (default: the client's, i.e. the pod's own namespace).
+    #[arg(long, env = "COWORK_K8S_NAMESPACE", value_name = "NAMESPACE")]
+    pub k8s_namespace: Option<String>,
+    /// Worker image of the Jobs (required with --k8s-worker-jobs).
+    #[arg(long, env = "COWORK_K8S_WORKER_IMAGE", value_name = "IMAGE")]
+    pub k8s_worker_image: Option<String>,
+    /// imagePullPolicy of the worker container (default: the cluster's).
+    #[arg(long, env = "COWORK_K8S_IMAGE_PULL_POLICY", value_name = "POLICY")]
+    pub k8s_image_pull_policy: Option<String>,
+    /// Smallest batch, in jobs, that gets a Job of workers.
+    #[arg(long, env = "COWORK_K8S_MIN_JOBS", default_value_t = 200)]
+    pub k8s_min_jobs: u64,
+    /// Jobs per worker pod when sizing the Job's parallelism.
+    #[arg(long, env = "COWORK_K8S_JOBS_PER_WORKER", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub k8s_jobs_per_worker: u64,
+    /// Largest parallelism of one Job.
+    #[arg(long, env = "COWORK_K8S_MAX_PARALLELISM", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub k8s_max_parallelism: u32,
+    /// ConfigMap loaded into the workers' environment (NATS and S3 settings).
+    #[arg(long, env = "COWORK_K8S_WORKER_CONFIG_MAP", value_name = "NAME")]
+    pub k8s_worker_config_map: Option<String>,
+    /// Secrets loaded into the workers' environment (credentials), comma-separated.
+    #[arg(
+        long,
+        env = "COWORK_K8S_WORKER_SECRETS",
+        value_delimiter = ',',
+        value_name = "NAMES"
+    )]
+    pub k8s_worker_secrets: Vec<String>,
+    /// Tiers the Job's workers pull.
+    #[arg(
+        long,
+        env = "COWORK_K8S_WORKER_TIERS",
+        value_delimiter = ',',
+        default_value = "container"
+    )]
+    pub k8s_worker_tiers: Vec<String>,
+    /// Jobs each worker pod runs at once.
+    #[arg(long, env = "COWORK_K8S_WORKER_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub k8s_worker_slots: u32,
+    /// The workers' --exit-when-idle.
+    #[arg(long, env = "COWORK_K8S_IDLE_EXIT", default_value = "2m")]
+    pub k8s_idle_exit: String,
+    /// Longest job of a batch: the pods' grace period covers it plus a drain tail.
+    #[arg(long, env = "COWORK_K8S_LONGEST_JOB", default_value = "60m")]
+    pub k8s_longest_job: String,
+    /// ttlSecondsAfterFinished of the Jobs.
+    #[arg(long, env = "COWORK_K8S_JOB_TTL", default_value = "10m")]
+    pub k8s_job_ttl: String,
+    /// backoffLimit of the Jobs (failed pods tolerated).
+    #[arg(long, env = "COWORK_K8S_BACKOFF_LIMIT", default_value_t = 6)]
+    pub k8s_backoff_limit: i32,
+    /// Service account of the worker pods.
+    #[arg(long, env = "COWORK_K8S_SERVICE_ACCOUNT", value_name = "NAME")]
+    pub k8s_service_account: Option<String>,
+    /// Mount the node's Docker socket from this path (container executor); the data dir is
+    /// then a hostPath at the same path.
+    #[arg(long, env = "COWORK_K8S_DOCKER_SOCKET", value_name = "PATH")]
+    pub k8s_docker_socket: Option<String>,
+    /// Data directory of the worker pods.
+    #[arg(long, env = "COWORK_K8S_DATA_DIR", default_value = "/var/lib/cowork")]
+    pub k8s_data_dir: String,
+    /// Job names are <prefix>-<batch id>.
+    #[arg(long, env = "COWORK_K8S_JOB_PREFIX", default_value = "cowork-workers")]
+    pub k8s_job_prefix: String,
 }
 
 #[derive(Debug, Args)]
@@ -619,6 +703,10 @@ pub struct WorkerArgs {
     /// other workers, and the coordinator counts each job once.
     #[arg(long, env = "COWORK_IN_PROGRESS_EVERY", value_name = "DURATION")]
     pub in_progress_every: Option<String>,
+    /// Exit 0 once no job has been pulled or running for DURATION (e.g. 2m): the workers of a
+    /// Kubernetes Job for one batch then complete when its queue is drained.
+    #[arg(long, env = "COWORK_EXIT_WHEN_IDLE", value_name = "DURATION")]
+    pub exit_when_idle: Option<String>,
     /// Tiers of --tiers served without probing their prerequisites (limactl, Docker), for
     /// hosts where they are met in a way the start-up probe cannot see.
     #[arg(
@@ -632,6 +720,10 @@ pub struct WorkerArgs {
     /// limactl answers (Lima also runs on Linux).
     #[arg(long, env = "COWORK_ALLOW_MICROVM_OFF_MACOS")]
     pub allow_microvm_off_macos: bool,
+    /// Serve this worker's counters as Prometheus text at http://ADDR/metrics (e.g.
+    /// 0.0.0.0:9464); off by default.
+    #[arg(long, env = "COWORK_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -109,6 +109,10 @@ pub struct ClientArgs {
     /// File holding the API bearer token (or set COWORK_API_TOKEN).
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// PEM file of the CA that signs an https coordinator's certificate (default: the system's
+    /// roots).
+    #[arg(long, env = "COWORK_COORDINATOR_CA", value_name = "FILE")]
+    pub coordinator_ca: Option<PathBuf>,
 }
 
 /// Reads a secret from `$env_var` or from `file`; `None` when neither is set.

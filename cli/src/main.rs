@@ -8,6 +8,7 @@ mod fleet_args;
 mod progress;
 mod report;
 mod summary;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -18,7 +19,6 @@ use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    install_tracing(&cli.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -28,6 +28,11 @@ fn main() -> ExitCode {
             eprintln!("error: starting the async runtime: {error}");
             return ExitCode::from(2);
         }
+    };
+    // The OTLP exporter's gRPC channel is built on the runtime, so it is installed inside it.
+    let telemetry = {
+        let _runtime_context = runtime.enter();
+        telemetry::install(&cli.log, telemetry::service_name(&cli.command))
     };
     // With `--output-format json`, a failure still prints an error envelope on stdout (contract
     // §7.2), so scripts that parse stdout always get one JSON line.
@@ -70,15 +75,6 @@ fn main() -> ExitCode {
             Command::Bench(args) => commands::bench::run(args).await,
         }
     });
+    telemetry.shutdown();
     report::exit_code(result, json_command)
-}
-
-fn install_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
 }

@@ -93,6 +93,16 @@ impl CoordinatorClient {
     /// A client of the coordinator at `base_url` (e.g. `http://127.0.0.1:8080`), sending
     /// `token` as a bearer token when given.
     pub fn new(base_url: &str, token: Option<String>) -> Result<CoordinatorClient, ClientError> {
+        CoordinatorClient::with_ca(base_url, token, None)
+    }
+
+    /// [`CoordinatorClient::new`] trusting also the CA in `ca_pem` (PEM) for an https
+    /// coordinator.
+    pub fn with_ca(
+        base_url: &str,
+        token: Option<String>,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<CoordinatorClient, ClientError> {
         let invalid = |message: String| ClientError::InvalidUrl {
             url: base_url.to_owned(),
             message,
@@ -107,10 +117,13 @@ impl CoordinatorClient {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| invalid(e.to_string()))?;
+        let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+        if let Some(pem) = ca_pem {
+            let certificate = reqwest::Certificate::from_pem(pem)
+                .map_err(|e| invalid(format!("the CA file is not a PEM certificate: {e}")))?;
+            builder = builder.add_root_certificate(certificate);
+        }
+        let http = builder.build().map_err(|e| invalid(e.to_string()))?;
         Ok(CoordinatorClient { base, token, http })
     }
 

@@ -13,6 +13,8 @@
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: the Prometheus text of `/metrics`.
 //! - [`client`]: the HTTP client of the API (`cowork submit`, `watch`, `status`, …).
+//! - [`k8s`]: a Kubernetes Job of workers for a large batch — its pure manifest and the
+//!   `WorkerJobs` port on `kube`.
 //! - [`report`]: pure HTML, JUnit, Markdown and JSON reports of a stored batch (`cowork report`,
 //!   the coordinator's pages) and their loader.
 
@@ -20,6 +22,7 @@ pub mod api;
 pub mod client;
 pub mod eval;
 pub mod intake;
+pub mod k8s;
 pub mod limits;
 pub mod metrics;
 pub mod plan;
@@ -29,3 +32,4 @@ pub mod rejudge;
 pub mod report;
 pub mod server;
 pub mod supervisor;
+pub mod tls;

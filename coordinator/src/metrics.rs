@@ -23,6 +23,8 @@ pub struct MetricsSnapshot {
     pub jobs: BatchProgress,
     /// Live workers, from the worker registry; `None` when the registry did not answer.
     pub workers_live: Option<u64>,
+    /// Jobs waiting in the queue per tier (the tier consumers' pending counts).
+    pub queue_pending: Vec<(cowork_schema::job::Tier, u64)>,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -132,6 +134,21 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
             workers as f64,
         );
     }
+    if !snapshot.queue_pending.is_empty() {
+        header(
+            &mut out,
+            "cowork_queue_pending",
+            "gauge",
+            "jobs waiting in the queue, per tier",
+        );
+        for (tier, pending) in &snapshot.queue_pending {
+            let _ = writeln!(
+                out,
+                "cowork_queue_pending{{tier=\"{}\"}} {pending}",
+                tier.as_str()
+            );
+        }
+    }
     out
 }
 
@@ -179,6 +196,7 @@ mod tests {
                 ..BatchProgress::default()
             },
             workers_live: Some(2),
+            queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
         };
         let text = render(&snapshot);
         for line in [
@@ -196,6 +214,7 @@ mod tests {
             "cowork_spend_usd_total 0.25",
             "cowork_jobs_running 1",
             "cowork_workers_live 2",
+            "cowork_queue_pending{tier=\"container\"} 5",
             "# TYPE cowork_jobs_admitted_total counter",
             "# TYPE cowork_batches gauge",
         ] {

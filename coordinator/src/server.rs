@@ -125,6 +125,13 @@ pub struct CoordinatorConfig {
     /// config file.
     #[serde(skip)]
     pub model_limits: Vec<crate::limits::ModelLimit>,
+    /// Serve the API over HTTPS with this certificate and key (`--tls-cert`, `--tls-key`).
+    #[serde(skip)]
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// A Kubernetes Job of workers for each large batch (`--k8s-worker-jobs`, issue 5 item 6);
+    /// `None` (the default) = off. Not read from a config file.
+    #[serde(skip)]
+    pub k8s_worker_jobs: Option<crate::k8s::K8sWorkerJobs>,
 }
 
 fn default_usage_pause() -> Duration {
@@ -171,6 +178,8 @@ pub enum ServerError {
         "no api token is configured: set at least one, or allow unauthenticated access explicitly"
     )]
     NoApiTokens,
+    #[error("coordinator api tls")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("serving the http api on {addr}")]
     Serve {
         addr: String,
@@ -192,6 +201,12 @@ pub async fn run(
     if config.api_tokens.is_empty() && !config.allow_unauthenticated {
         return Err(ServerError::NoApiTokens);
     }
+    // Read before anything starts, so a bad certificate stops start-up with the file named.
+    let tls = config
+        .tls
+        .as_ref()
+        .map(crate::tls::server_config)
+        .transpose()?;
     let addr = listener
         .local_addr()
         .map_or_else(|_| config.listen.to_string(), |addr| addr.to_string());
@@ -201,10 +216,15 @@ pub async fn run(
     service
         .tracker
         .spawn(async move { resumer.resume_all().await });
-    tracing::info!(%addr, "coordinator api listening");
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await;
+    tracing::info!(%addr, tls = tls.is_some(), "coordinator api listening");
+    let served = match tls {
+        Some(tls) => crate::tls::serve(listener, router, tls, shutdown.clone()).await,
+        None => {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+                .await
+        }
+    };
     // Whatever ended serving, the supervisors must stop too before `run` returns.
     shutdown.cancel();
     service.tracker.close();
@@ -369,6 +389,13 @@ impl Service {
                 source,
             })?;
         tracing::info!(batch_id = %batch_id, n_jobs = record.n_jobs, "batch accepted");
+        // Issue 5 item 6: a large batch gets a Kubernetes Job of workers. Created in a tracked
+        // task so the submit does not wait on the API server; a failure is only logged.
+        if let Some(k8s) = self.config.k8s_worker_jobs.clone() {
+            let (batch_id, n_jobs) = (batch_id.clone(), record.n_jobs);
+            self.tracker
+                .spawn(async move { k8s.batch_accepted(&batch_id, n_jobs).await });
+        }
         self.start(plan, command_of(stored.spec.mode));
         Ok(record)
     }
@@ -509,6 +536,10 @@ impl Service {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
                 live.end.send_replace(Some(end_of(&record, message)));
+                // Issue 5 item 6: the batch's Kubernetes Job of workers (if any) goes with it.
+                if let Some(k8s) = &self.config.k8s_worker_jobs {
+                    k8s.batch_ended(&batch_id, plan.n_jobs()).await;
+                }
             }
             Err(error) => {
                 tracing::error!(error = %error, "batch ended but its record could not be updated");

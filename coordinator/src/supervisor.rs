@@ -546,6 +546,9 @@ pub async fn supervise(
     // Set once the batch budget cannot fit one more job: every open unit stopped as a budget
     // stop, and nothing more is admitted.
     let mut budget_stopped: Option<Vec<String>> = None;
+    // Trace context of each admitted, unfinished job, for the span of its fold.
+    let mut traceparents: std::collections::HashMap<JobId, String> =
+        std::collections::HashMap::new();
     loop {
         // Checked before every admission round, so a cancel that raced an event is never
         // followed by one more admission. Workers kill jobs only for a batch cancelled with
@@ -662,6 +665,10 @@ pub async fn supervise(
             if let Some(model) = model {
                 slots.held.insert(job.job_id.clone(), model);
             }
+            let job = cowork_fabric::trace_context::admit_traced(job);
+            if let Some(traceparent) = &job.traceparent {
+                traceparents.insert(job.job_id.clone(), traceparent.clone());
+            }
             ports
                 .queue
                 .publish(&job)
@@ -721,7 +728,25 @@ pub async fn supervise(
                 });
             }
         };
-        fold.apply(event);
+        // The fold of a job's outcome closes its trace (admit → pull → run → upload → fold).
+        let traceparent = match event.event {
+            JobEventKind::Finished { .. } => traceparents.remove(&event.job_id),
+            _ => None,
+        };
+        let fold_span = match traceparent {
+            Some(traceparent) => {
+                let span = tracing::info_span!(
+                    "fold",
+                    job_id = %event.job_id,
+                    batch_id = %event.batch_id,
+                    attempt = event.attempt
+                );
+                cowork_fabric::trace_context::continue_trace(&span, Some(&traceparent));
+                span
+            }
+            None => tracing::Span::none(),
+        };
+        fold_span.in_scope(|| fold.apply(event));
     }
     progress_tx.send_replace(fold.progress.clone());
     // A cancel that came after every needed outcome arrived changes nothing: the batch is

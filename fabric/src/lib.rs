@@ -13,6 +13,7 @@
 //! - [`nats`]: the NATS JetStream implementations of the queue, the event log and the registries.
 //! - [`s3`]: the `ArtifactStore` on an S3 bucket (AWS S3, MinIO), with `S3Config`.
 //! - [`secret`]: `Secret`, a config string that never prints.
+//! - [`trace_context`]: the W3C trace context a job carries from admission to its worker.
 //!
 //! The distributed implementations (NATS JetStream, S3) implement the same traits.
 
@@ -25,6 +26,7 @@ pub mod queue;
 pub mod registry;
 pub mod s3;
 pub mod secret;
+pub mod trace_context;
 
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};

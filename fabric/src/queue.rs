@@ -66,4 +66,8 @@ pub trait JobQueue: Send + Sync {
     async fn publish(&self, job: &JobSpec) -> Result<(), QueueError>;
     /// Waits for the next job of any of `tiers`; `Ok(None)` when the queue has been closed.
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError>;
+    /// Jobs waiting to be delivered, per tier (for metrics). Empty when the queue cannot say.
+    async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
+        Ok(Vec::new())
+    }
 }

@@ -149,6 +149,10 @@ pub struct JobSpec {
     /// dropped as a duplicate of its earlier publication.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u32,
+    /// W3C `traceparent` of the job's admission span, set by the coordinator when it exports
+    /// traces; the worker's job span continues that trace (one trace per job, brief §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 fn is_zero(value: &u32) -> bool {

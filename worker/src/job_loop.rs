@@ -77,6 +77,23 @@ pub struct WorkerStats {
     pub jobs_failed_infra: AtomicU64,
     /// Jobs killed or skipped because their batch was cancelled with `--kill-running`.
     pub jobs_killed: AtomicU64,
+    /// Executor time of every run, in milliseconds, and how many runs that sums.
+    pub job_run_ms_total: AtomicU64,
+    pub jobs_timed: AtomicU64,
+    /// Jobs that ended in error, by class other than `infra` (the error category, or
+    /// `unanswered`).
+    pub failed_by_class: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl WorkerStats {
+    /// Counts a job that ended in error of `class` (infra failures have their own counter).
+    fn count_failure(&self, class: &str) {
+        let mut classes = self
+            .failed_by_class
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *classes.entry(class.to_owned()).or_insert(0) += 1;
+    }
 }
 
 /// Per-batch cancellation of running jobs (`cowork cancel --kill-running`). Tokens are kept
@@ -179,12 +196,35 @@ async fn follow_kills(
 
 /// Runs the job loop until `shutdown` is cancelled or the queue closes, then drains: no new
 /// job is pulled, running jobs finish and are stored, and `run` returns.
-#[tracing::instrument(skip_all, fields(worker_id = %config.worker_id))]
 pub async fn run(
     config: WorkerConfig,
     ports: WorkerPorts,
     stats: Arc<WorkerStats>,
     shutdown: CancellationToken,
+) -> Result<(), cowork_fabric::QueueError> {
+    run_loop(config, ports, stats, shutdown, None).await
+}
+
+/// [`run`] that also ends once the worker has been idle — no job running and none pulled —
+/// for `idle_exit` (`cowork worker --exit-when-idle`): a Kubernetes Job of workers for one
+/// batch then completes when the queue is drained.
+pub async fn run_until_idle(
+    config: WorkerConfig,
+    ports: WorkerPorts,
+    stats: Arc<WorkerStats>,
+    shutdown: CancellationToken,
+    idle_exit: Duration,
+) -> Result<(), cowork_fabric::QueueError> {
+    run_loop(config, ports, stats, shutdown, Some(idle_exit)).await
+}
+
+#[tracing::instrument(skip_all, fields(worker_id = %config.worker_id))]
+async fn run_loop(
+    config: WorkerConfig,
+    ports: WorkerPorts,
+    stats: Arc<WorkerStats>,
+    shutdown: CancellationToken,
+    idle_exit: Option<Duration>,
 ) -> Result<(), cowork_fabric::QueueError> {
     let cache = Arc::new(BundleCache::new(
         &config.cache_dir,
@@ -207,6 +247,9 @@ pub async fn run(
     }
     let config = Arc::new(config);
     let mut pull_failures = 0u32;
+    // Jobs running now, watched by the idle exit: the worker is idle only when this is 0.
+    let (running_tx, running_rx) = tokio::sync::watch::channel(0usize);
+    let running_tx = Arc::new(running_tx);
     loop {
         // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
         let permit = tokio::select! {
@@ -219,6 +262,10 @@ pub async fn run(
         let pulled = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            _ = idle_for(running_rx.clone(), idle_exit) => {
+                tracing::info!(idle_s = idle_exit.map(|idle| idle.as_secs()), "idle for the configured time, exiting");
+                break;
+            }
             pulled = ports.queue.pull(&config.tiers) => pulled,
         };
         let delivery = match pulled {
@@ -238,6 +285,7 @@ pub async fn run(
         };
         pull_failures = 0;
         let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
+        cowork_fabric::trace_context::continue_trace(&span, delivery.job.traceparent.as_deref());
         let job = JobRun {
             config: config.clone(),
             ports: ports.clone(),
@@ -245,12 +293,15 @@ pub async fn run(
             stats: stats.clone(),
             kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
         };
+        running_tx.send_modify(|running| *running += 1);
+        let running = Arc::clone(&running_tx);
         tracker.spawn(
             async move {
                 job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
                 let stats = job.stats.clone();
                 job.run(delivery).await;
                 stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
+                running.send_modify(|running| *running -= 1);
                 drop(permit);
             }
             .instrument(span),
@@ -259,6 +310,27 @@ pub async fn run(
     tracker.close();
     tracker.wait().await;
     Ok(())
+}
+
+/// Resolves once no job has been running for `idle_exit` (measured from the later of the
+/// call and the last job's end); never when `idle_exit` is `None`. The caller makes a new one
+/// for every pull, so each pulled job restarts the clock.
+async fn idle_for(mut running: tokio::sync::watch::Receiver<usize>, idle_exit: Option<Duration>) {
+    let Some(idle_exit) = idle_exit else {
+        return std::future::pending().await;
+    };
+    loop {
+        // The sender lives as long as the job loop that awaits this future, so an error
+        // (sender gone) cannot happen; waiting forever is the harmless reading of it.
+        if running.wait_for(|running| *running == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(idle_exit) => return,
+            // A job started or ended meanwhile: look again and restart the clock.
+            _ = running.changed() => {}
+        }
+    }
 }
 
 /// Everything one job task needs.
@@ -295,7 +367,12 @@ impl JobRun {
         }
         self.publish(&delivery, JobEventKind::Started).await;
 
-        let bundle_dir = match self.cache.ensure(&job.bundle_sha256).await {
+        let bundle_dir = match self
+            .cache
+            .ensure(&job.bundle_sha256)
+            .instrument(tracing::info_span!("pull"))
+            .await
+        {
             Ok(dir) => dir,
             Err(error) => {
                 self.infra_failure(&delivery, InfraClass::Bundle, error.to_string())
@@ -344,10 +421,14 @@ impl JobRun {
         // The executor owns cancellation of the harness (it kills the process group); the
         // renewal loop never completes, so this select only ends with the executor.
         let output = tokio::select! {
-            output = self.ports.executor.execute(&context, self.kill.clone()) => output,
+            output = self.ports.executor.execute(&context, self.kill.clone()).instrument(tracing::info_span!("run")) => output,
             _ = renew => unreachable!("the renewal loop never ends"),
         };
         drop(_keepalive_guard);
+        self.stats
+            .job_run_ms_total
+            .fetch_add(output.run_ms, Ordering::Relaxed);
+        self.stats.jobs_timed.fetch_add(1, Ordering::Relaxed);
         if self.kill.is_cancelled() {
             self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
         }
@@ -382,8 +463,14 @@ impl JobRun {
                     message: format!("unreadable result.json: {error}"),
                 },
             },
-            Classified::Unanswered { message, hint } => JobOutcome::Unanswered { message, hint },
-            Classified::Error { category, message } => JobOutcome::Error { category, message },
+            Classified::Unanswered { message, hint } => {
+                self.stats.count_failure("unanswered");
+                JobOutcome::Unanswered { message, hint }
+            }
+            Classified::Error { category, message } => {
+                self.stats.count_failure(&category);
+                JobOutcome::Error { category, message }
+            }
         };
         let mut artifacts: Vec<Artifact> = output.artifacts;
         let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
@@ -399,6 +486,7 @@ impl JobRun {
             self.config.backoff,
             &never,
         )
+        .instrument(tracing::info_span!("upload"))
         .await
         {
             Ok(stored) => stored,

@@ -20,4 +20,4 @@ pub mod job_loop;
 pub mod retry;
 pub mod upload;
 
-pub use job_loop::{WorkerConfig, WorkerPorts, WorkerStats, run};
+pub use job_loop::{WorkerConfig, WorkerPorts, WorkerStats, run, run_until_idle};

@@ -114,6 +114,8 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: Vec::new(),
+        tls: None,
+        k8s_worker_jobs: None,
     };
     let ports = FleetPorts {
         queue: Arc::new(fabric.queue.clone()),

@@ -8,7 +8,7 @@ use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts};
 use cowork_fabric::bundle::UnpackLimits;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::CoordinatorArgs;
+use crate::args::{CoordinatorArgs, K8sWorkerJobArgs};
 use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
 use crate::fleet_args::read_secret;
 use crate::report::CliError;
@@ -42,6 +42,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     });
     let fabric = connect_nats(&nats).await?;
     let store = connect_s3(&s3).await?;
+    let k8s_worker_jobs = k8s_worker_jobs(&args.k8s).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
@@ -60,6 +61,19 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         )?,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        k8s_worker_jobs,
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(cowork_coordinator::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(CliError::usage(
+                    "--tls-cert and --tls-key: give both (HTTPS) or neither (plain HTTP)",
+                ));
+            }
+        },
     };
     let ports = FleetPorts {
         queue: Arc::new(fabric.queue.clone()),
@@ -95,4 +109,55 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .map_err(|error| CliError::Failed(anyhow!(error).context("running the coordinator")))?;
     eprintln!("coordinator {coordinator_id}: stopped; unfinished batches resume at the next start");
     Ok(0)
+}
+
+/// The Kubernetes Job feature from `--k8s-*`: `None` unless `--k8s-worker-jobs` is given.
+async fn k8s_worker_jobs(
+    args: &K8sWorkerJobArgs,
+) -> Result<Option<cowork_coordinator::k8s::K8sWorkerJobs>, CliError> {
+    use cowork_coordinator::k8s::{K8sWorkerJobs, KubeWorkerJobs, WorkerJobSettings};
+    if !args.k8s_worker_jobs {
+        return Ok(None);
+    }
+    let Some(image) = args.k8s_worker_image.clone() else {
+        return Err(CliError::usage(
+            "--k8s-worker-jobs needs --k8s-worker-image (the worker image of the Jobs)",
+        ));
+    };
+    let idle_exit = crate::connect::duration_arg("--k8s-idle-exit", &args.k8s_idle_exit)?;
+    let longest_job = crate::connect::duration_arg("--k8s-longest-job", &args.k8s_longest_job)?;
+    let ttl_after_finished = crate::connect::duration_arg("--k8s-job-ttl", &args.k8s_job_ttl)?;
+    let (jobs, namespace) =
+        KubeWorkerJobs::connect(args.k8s_namespace.as_deref(), &args.k8s_job_prefix)
+            .await
+            .map_err(|error| CliError::Failed(anyhow!(error)))?;
+    let settings = WorkerJobSettings {
+        namespace,
+        image,
+        image_pull_policy: args.k8s_image_pull_policy.clone(),
+        name_prefix: args.k8s_job_prefix.clone(),
+        min_jobs: args.k8s_min_jobs,
+        jobs_per_worker: args.k8s_jobs_per_worker,
+        max_parallelism: args.k8s_max_parallelism,
+        config_map: args.k8s_worker_config_map.clone(),
+        env_secrets: args
+            .k8s_worker_secrets
+            .iter()
+            .filter(|name| !name.trim().is_empty())
+            .cloned()
+            .collect(),
+        tiers: args.k8s_worker_tiers.clone(),
+        slots: args.k8s_worker_slots,
+        idle_exit,
+        longest_job,
+        ttl_after_finished,
+        backoff_limit: args.k8s_backoff_limit,
+        service_account: args.k8s_service_account.clone(),
+        docker_socket: args.k8s_docker_socket.clone(),
+        data_dir: args.k8s_data_dir.clone(),
+    };
+    Ok(Some(K8sWorkerJobs {
+        settings,
+        jobs: Arc::new(jobs),
+    }))
 }

@@ -158,6 +158,8 @@ async fn submit(
     let client = client(&ClientArgs {
         coordinator: coordinator.to_owned(),
         token_file: args.token_file.clone(),
+        // This command takes no --coordinator-ca flag; the variable still applies.
+        coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA").map(std::path::PathBuf::from),
     })?;
     let ValidatedEval {
         plan,

@@ -17,7 +17,16 @@ use crate::report::CliError;
 pub fn client(args: &ClientArgs) -> Result<CoordinatorClient, CliError> {
     let token =
         read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
-    CoordinatorClient::new(&args.coordinator, token)
+    let ca_pem = match &args.coordinator_ca {
+        None => None,
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            CliError::usage(format!(
+                "--coordinator-ca: cannot read {}: {e}",
+                path.display()
+            ))
+        })?),
+    };
+    CoordinatorClient::with_ca(&args.coordinator, token, ca_pem.as_deref())
         .map_err(|e| CliError::usage(format!("--coordinator: {e}")))
 }
 

@@ -78,6 +78,8 @@ async fn load(args: &ReportArgs) -> Result<ReportInput, CliError> {
         let client = client(&ClientArgs {
             coordinator: coordinator.clone(),
             token_file: args.token_file.clone(),
+            // These commands take no --coordinator-ca flag; the variable still applies.
+            coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA").map(std::path::PathBuf::from),
         })?;
         let reader = ApiArtifactReader::new(client, batch_id.clone());
         return load_report_input(&reader, &batch_id)

@@ -133,6 +133,11 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|text| crate::connect::duration_arg("--in-progress-every", text))
         .transpose()?;
+    let idle_exit = args
+        .exit_when_idle
+        .as_deref()
+        .map(|text| crate::connect::duration_arg("--exit-when-idle", text))
+        .transpose()?;
     let assumed = parse_assumed_tiers(&args.assume_tiers, &tiers)?;
     let executor_kind = match args.executor {
         WorkerExecutorArg::Harness => ExecutorKind::Harness,
@@ -265,6 +270,21 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let drain = CancellationToken::new();
     watch_signals(drain.clone());
     let stats = Arc::new(WorkerStats::default());
+    // Dropped when this function returns, which stops the endpoint after the drain.
+    let _metrics_endpoint = match args.metrics_listen {
+        Some(address) => {
+            let (bound, guard) = crate::telemetry::serve_worker_metrics(address, stats.clone())
+                .await
+                .map_err(|error| {
+                    CliError::Failed(
+                        anyhow::anyhow!(error).context(format!("serving /metrics on {address}")),
+                    )
+                })?;
+            eprintln!("worker {worker_id}: metrics at http://{bound}/metrics");
+            Some(guard)
+        }
+        None => None,
+    };
     let stop_heartbeat = CancellationToken::new();
     let registry: Arc<dyn WorkerRegistry> = Arc::new(fabric.workers.clone());
     // Beat at a third of the registry's TTL so one lost beat never expires a live worker.
@@ -286,7 +306,13 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
             .join(","),
         args.slots
     );
-    let result = cowork_worker::run(config, ports, stats.clone(), drain).await;
+    // --exit-when-idle (a Kubernetes Job of workers for one batch): leave once idle.
+    let result = match idle_exit {
+        Some(idle_exit) => {
+            cowork_worker::run_until_idle(config, ports, stats.clone(), drain, idle_exit).await
+        }
+        None => cowork_worker::run(config, ports, stats.clone(), drain).await,
+    };
     stop_heartbeat.cancel();
     let _ = heartbeat.await;
     result.map_err(|error| CliError::Failed(anyhow::anyhow!(error).context("pulling jobs")))?;

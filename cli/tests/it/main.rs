@@ -14,8 +14,9 @@
 //! workers), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
-//! fleet), `report` (`cowork report` in every format) and `browser` (headless Chromium on a
-//! generated report and on the coordinator's pages).
+//! fleet), `report` (`cowork report` in every format), `browser` (headless Chromium on a
+//! generated report and on the coordinator's pages) and `telemetry` (OTLP traces of a run
+//! received by an in-test collector).
 
 mod fleet;
 mod support;
@@ -29,6 +30,7 @@ mod faults;
 mod harness;
 mod help;
 mod hostile;
+mod https;
 mod limits;
 mod multihost;
 mod recovery;
@@ -36,3 +38,4 @@ mod report;
 mod rollup;
 mod run;
 mod secrets;
+mod telemetry;

@@ -67,10 +67,18 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         jobs.retries += progress.retries;
         jobs.cost_usd += progress.cost_usd;
     }
+    let queue_pending = match service.ports.queue.pending().await {
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::warn!(error = %error, "metrics: reading the queue depth failed");
+            Vec::new()
+        }
+    };
     let snapshot = MetricsSnapshot {
         batches_by_state,
         jobs,
         workers_live,
+        queue_pending,
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&snapshot))
 }

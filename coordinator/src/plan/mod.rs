@@ -498,6 +498,7 @@ impl Plan {
             executor: self.executor,
             sim: self.sim.clone(),
             generation: self.generation,
+            traceparent: None,
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod auth;
 mod cancel;
+mod k8s;
 mod pause;
 mod probes;
 mod refusals;

@@ -137,6 +137,8 @@ impl Fleet {
             usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
             usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
             model_limits: Vec::new(),
+            tls: None,
+            k8s_worker_jobs: None,
         }
     }
 }

@@ -79,6 +79,14 @@ impl JobQueue for MemJobQueue {
         Ok(())
     }
 
+    async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
+        let state = self.lock();
+        Ok(Tier::ALL
+            .iter()
+            .map(|tier| (*tier, state.ready.get(tier).map_or(0, |q| q.len() as u64)))
+            .collect())
+    }
+
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
         loop {
             // Register interest before looking, so a publish between the look and the wait
@@ -198,6 +206,7 @@ mod tests {
             executor: ExecutorKind::Sim,
             sim: None,
             generation: 0,
+            traceparent: None,
         }
     }
 

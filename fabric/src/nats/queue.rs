@@ -201,6 +201,22 @@ impl NatsJobQueue {
 
 #[async_trait]
 impl JobQueue for NatsJobQueue {
+    async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
+        let mut pending = Vec::with_capacity(self.consumers.len());
+        for (tier, consumer) in self.consumers.iter() {
+            // A clone is a handle; `info` asks the server for the consumer's current state.
+            let mut consumer = consumer.clone();
+            let info = consumer
+                .info()
+                .await
+                .map_err(|error| QueueError::Transient {
+                    message: format!("reading consumer info of tier {}: {error}", tier.as_str()),
+                })?;
+            pending.push((*tier, info.num_pending));
+        }
+        Ok(pending)
+    }
+
     async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
         let body = serde_json::to_vec(job).map_err(|error| QueueError::Malformed {
             message: format!("encoding job {}: {error}", job.job_id),

@@ -82,6 +82,7 @@ fn job(batch_id: &str) -> JobSpec {
         executor: ExecutorKind::Sim,
         sim: None,
         generation: 0,
+        traceparent: None,
     }
 }
 

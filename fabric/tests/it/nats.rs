@@ -62,6 +62,7 @@ fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
         executor: ExecutorKind::Sim,
         sim: None,
         generation: 0,
+        traceparent: None,
     }
 }
 

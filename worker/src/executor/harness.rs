@@ -904,6 +904,7 @@ mod tests {
             executor: ExecutorKind::Harness,
             sim: None,
             generation: 0,
+            traceparent: None,
         }
     }
 

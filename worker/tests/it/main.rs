@@ -8,5 +8,6 @@
 
 mod container;
 mod harness;
+mod idle;
 mod sim;
 mod support;

@@ -112,6 +112,7 @@ pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> 
         executor,
         sim: None,
         generation: 0,
+        traceparent: None,
     }
 }
 

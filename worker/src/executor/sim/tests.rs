@@ -27,6 +27,7 @@ fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
         executor: ExecutorKind::Sim,
         sim: None,
         generation: 0,
+        traceparent: None,
     }
 }
 
