@@ -11,12 +11,11 @@
 //! back and ends exactly like the embedded eval.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, anyhow};
-use cowork_coordinator::client::{CoordinatorClient, WatchEvent};
+use cowork_coordinator::client::CoordinatorClient;
 use cowork_coordinator::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
 use cowork_coordinator::plan::eval::{
     EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
@@ -25,33 +24,19 @@ use cowork_coordinator::plan::eval::{
 use cowork_coordinator::plan::{Plan, PlanInput};
 use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
 use cowork_coordinator::server::command_of;
-use cowork_coordinator::supervisor::{
-    BatchOutcome, BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
-    SuperviseSignals, supervise,
-};
-use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
-use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
-use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_fabric::ArtifactStore;
+use cowork_fabric::bundle::{PackedBundle, pack};
+use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
-use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, StoredBatch,
-};
-use cowork_schema::job::Tier;
+use cowork_schema::batch::{BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec};
 use cowork_schema::registry::BatchState;
-use cowork_worker::executor::Executor;
-use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
-use cowork_worker::executor::sim::SimExecutor;
-use cowork_worker::retry::Backoff;
-use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
-use futures::StreamExt;
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{EvalArgs, OutputFormat};
-use crate::commands::remote::{client, client_error};
-use crate::commands::run::{default_bundle_root, executor_and_sim};
+use crate::commands::remote::{client, client_error, follow};
+use crate::commands::run::{
+    EmbeddedRun, default_bundle_root, executor_and_sim, new_batch_id, run_stored, store_batch,
+};
 use crate::fleet_args::ClientArgs;
-use crate::progress::ProgressLine;
 use crate::report::CliError;
 
 /// `cowork eval`.
@@ -91,11 +76,14 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         slots: args.slots,
         window: args.window,
         usage_pause: crate::connect::duration_arg("--usage-limit-pause", &args.usage_limit_pause)?,
+        model_limits: Vec::new(),
         keep_work: args.keep_work,
         quiet: args.quiet,
         started,
+        command: command_of(BatchMode::Eval),
     };
-    let outcome = run_embedded(&embedded, &plan, spec, bundle).await?;
+    store_batch(&store, &plan, spec, bundle).await?;
+    let outcome = run_stored(&embedded, &plan, "eval batch").await?;
 
     // The same computation as the coordinator's after it decides an eval batch; only the arm
     // labels differ (here the paths as typed, there the bundle-relative ones).
@@ -210,34 +198,7 @@ async fn follow_to_end(
     batch: &BatchId,
     quiet: bool,
 ) -> Result<(), CliError> {
-    let events = client
-        .watch(batch)
-        .await
-        .map_err(|e| client_error(e, "watching the batch"))?;
-    let mut events = std::pin::pin!(events);
-    let mut progress = ProgressLine::new(Instant::now());
-    let mut end = None;
-    while let Some(event) = events.next().await {
-        match event.map_err(|e| client_error(e, "watching the batch"))? {
-            WatchEvent::Progress(snapshot) => {
-                if !quiet {
-                    progress.show(&snapshot, false);
-                }
-            }
-            WatchEvent::End(batch_end) => {
-                end = Some(batch_end);
-                break;
-            }
-        }
-    }
-    if !quiet {
-        progress.finish();
-    }
-    let end = end.ok_or_else(|| {
-        CliError::Failed(anyhow!(
-            "the coordinator closed the watch of batch {batch} before it ended"
-        ))
-    })?;
+    let end = follow(client, batch, quiet).await?;
     match end.state {
         BatchState::Done if end.message.is_none() => Ok(()),
         BatchState::Cancelled => Err(CliError::Failed(anyhow!(
@@ -391,142 +352,6 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
             b: arm_b.declared.clone(),
         },
     })
-}
-
-/// A new batch id from the clock and a per-process random suffix (as `cowork run` makes them).
-fn new_batch_id() -> BatchId {
-    use std::hash::{BuildHasher, Hasher};
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    // RandomState is seeded from the OS per process; hashing the time with it gives a suffix
-    // that differs between two batches started in the same second.
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(now.as_nanos());
-    hasher.write_u32(std::process::id());
-    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
-}
-
-/// The settings of an embedded batch run.
-struct EmbeddedRun {
-    store: Arc<DirArtifactStore>,
-    store_dir: PathBuf,
-    harness_bin: PathBuf,
-    slots: u16,
-    window: Option<usize>,
-    usage_pause: Duration,
-    keep_work: bool,
-    quiet: bool,
-    started: Instant,
-}
-
-/// Stores the bundle and `spec.json`, then runs the plan in this process (embedded queue, event
-/// log and worker slots) to its decision, as `cowork run` does.
-async fn run_embedded(
-    embedded: &EmbeddedRun,
-    plan: &Plan,
-    spec: BatchSpec,
-    bundle: PackedBundle,
-) -> Result<BatchOutcome, CliError> {
-    let batch_id = plan.batch_id.clone();
-    let store = embedded.store.clone();
-    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
-    store
-        .put_if_absent(&bundle_key, bundle.bytes)
-        .await
-        .with_context(|| format!("storing {bundle_key}"))?;
-    let stored = StoredBatch {
-        batch_id: batch_id.clone(),
-        spec,
-        plan: plan.summary(),
-    };
-    let spec_key = format!("batches/{batch_id}/spec.json");
-    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
-    spec_json.push(b'\n');
-    store
-        .put(&spec_key, spec_json)
-        .await
-        .with_context(|| format!("storing {spec_key}"))?;
-
-    let queue = MemJobQueue::new();
-    let events = MemEventLog::new();
-    let executor: Arc<dyn Executor> = match plan.executor {
-        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
-        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(
-            &embedded.harness_bin,
-        ))),
-    };
-    let worker_config = WorkerConfig {
-        worker_id: format!("embedded-{}", std::process::id()),
-        tiers: Tier::ALL.to_vec(),
-        slots: usize::from(embedded.slots),
-        // The embedded queue has no ack deadline; this only paces the in-progress calls.
-        ack_wait: Duration::from_secs(30),
-        max_deliver: 3,
-        cache_dir: embedded.store_dir.join("cache").join("bundles"),
-        work_dir: embedded.store_dir.join("work"),
-        keep_work_dirs: embedded.keep_work,
-        unpack_limits: UnpackLimits::default(),
-        backoff: Backoff::default(),
-        renew_every: None,
-    };
-    let worker_ports = WorkerPorts {
-        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
-        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
-        store: store.clone() as Arc<dyn ArtifactStore>,
-        executor,
-        batches: None,
-    };
-    let shutdown = CancellationToken::new();
-    // Reaped below: the worker ends once the queue is closed.
-    let worker = tokio::spawn(cowork_worker::run(
-        worker_config,
-        worker_ports,
-        Arc::new(WorkerStats::default()),
-        shutdown.child_token(),
-    ));
-    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
-    let renderer = (!embedded.quiet)
-        .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
-    let ports = CoordinatorPorts {
-        queue: Arc::new(queue.clone()),
-        events: Arc::new(events.clone()),
-        store: store.clone(),
-    };
-    let options = SuperviseOptions {
-        window: embedded.window.unwrap_or(usize::from(embedded.slots) * 2),
-        command: command_of(BatchMode::Eval).to_owned(),
-        usage_pause: embedded.usage_pause,
-        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: Default::default(),
-    };
-    let ctrl_c = shutdown.clone();
-    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
-    let signals = SuperviseSignals {
-        shutdown: shutdown.child_token(),
-        cancel: CancellationToken::new(),
-    };
-    let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
-    drop(progress_tx);
-    if let Some(renderer) = renderer {
-        let _ = renderer.await;
-    }
-    queue.close();
-    let _ = worker.await;
-    match outcome {
-        Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
-        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
-            Err(CliError::Cancelled)
-        }
-        Err(error) => Err(CliError::Failed(
-            anyhow::Error::new(error).context(format!("running eval batch {batch_id}")),
-        )),
-    }
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row

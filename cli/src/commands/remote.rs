@@ -73,14 +73,13 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     watch_to_end(&client, &response.batch_id, args.output_format, args.quiet).await
 }
 
-/// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
-/// returns the batch's exit code — the same ending as `cowork run`.
-pub async fn watch_to_end(
+/// Follows a batch's event stream to its end, showing the progress line unless `quiet`; the
+/// end event, or an error when the stream closed before it.
+pub async fn follow(
     client: &CoordinatorClient,
     batch: &BatchId,
-    output: OutputFormat,
     quiet: bool,
-) -> Result<i32, CliError> {
+) -> Result<cowork_schema::api::BatchEnd, CliError> {
     let events = client
         .watch(batch)
         .await
@@ -109,11 +108,22 @@ pub async fn watch_to_end(
         }
         progress.finish();
     }
-    let end = end.ok_or_else(|| {
+    end.ok_or_else(|| {
         CliError::Failed(anyhow!(
             "the coordinator closed the watch of batch {batch} before it ended"
         ))
-    })?;
+    })
+}
+
+/// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
+/// returns the batch's exit code — the same ending as `cowork run`.
+pub async fn watch_to_end(
+    client: &CoordinatorClient,
+    batch: &BatchId,
+    output: OutputFormat,
+    quiet: bool,
+) -> Result<i32, CliError> {
+    let end = follow(client, batch, quiet).await?;
     match end.state {
         BatchState::Done => {
             let envelope = client

@@ -11,7 +11,7 @@ use cowork_coordinator::plan::{Plan, PlanInput, plan_units};
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
 use cowork_coordinator::server::command_of;
 use cowork_coordinator::supervisor::{
-    BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
+    BatchOutcome, BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
     SuperviseSignals, supervise,
 };
 use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
@@ -169,7 +169,7 @@ pub async fn prepare_batch(
 }
 
 /// A new batch id from the clock and a per-process random suffix.
-fn new_batch_id() -> BatchId {
+pub fn new_batch_id() -> BatchId {
     use std::hash::{BuildHasher, Hasher};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -180,6 +180,143 @@ fn new_batch_id() -> BatchId {
     hasher.write_u128(now.as_nanos());
     hasher.write_u32(std::process::id());
     BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
+
+/// Stores a validated batch: its bundle (once per digest) and `batches/<id>/spec.json`. From
+/// here on the batch exists in the store.
+pub async fn store_batch(
+    store: &DirArtifactStore,
+    plan: &Plan,
+    spec: BatchSpec,
+    bundle: PackedBundle,
+) -> Result<(), CliError> {
+    let batch_id = &plan.batch_id;
+    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
+    store
+        .put_if_absent(&bundle_key, bundle.bytes)
+        .await
+        .with_context(|| format!("storing {bundle_key}"))?;
+    let stored = StoredBatch {
+        batch_id: batch_id.clone(),
+        spec,
+        plan: plan.summary(),
+    };
+    let spec_key = format!("batches/{batch_id}/spec.json");
+    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
+    spec_json.push(b'\n');
+    store
+        .put(&spec_key, spec_json)
+        .await
+        .with_context(|| format!("storing {spec_key}"))?;
+    Ok(())
+}
+
+/// The settings of a batch run in this process (`cowork run`, embedded `cowork eval`).
+pub struct EmbeddedRun {
+    pub store: Arc<DirArtifactStore>,
+    pub store_dir: PathBuf,
+    pub harness_bin: PathBuf,
+    pub slots: u16,
+    pub window: Option<usize>,
+    pub usage_pause: Duration,
+    pub model_limits: Vec<cowork_coordinator::limits::ModelLimit>,
+    pub keep_work: bool,
+    pub quiet: bool,
+    pub started: Instant,
+    /// The envelope's `command`.
+    pub command: &'static str,
+}
+
+/// Runs a stored batch in this process to its decision: an embedded queue and event log, the
+/// worker loop on `slots` slots, and the supervisor. `what` names the batch in errors.
+pub async fn run_stored(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    what: &str,
+) -> Result<BatchOutcome, CliError> {
+    let queue = MemJobQueue::new();
+    let events = MemEventLog::new();
+    let executor: Arc<dyn Executor> = match plan.executor {
+        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
+        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(
+            &embedded.harness_bin,
+        ))),
+    };
+    let worker_config = WorkerConfig {
+        worker_id: format!("embedded-{}", std::process::id()),
+        tiers: Tier::ALL.to_vec(),
+        slots: usize::from(embedded.slots),
+        // The embedded queue has no ack deadline; this only paces the in-progress calls.
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 3,
+        cache_dir: embedded.store_dir.join("cache").join("bundles"),
+        work_dir: embedded.store_dir.join("work"),
+        keep_work_dirs: embedded.keep_work,
+        unpack_limits: UnpackLimits::default(),
+        backoff: Backoff::default(),
+        renew_every: None,
+    };
+    let worker_ports = WorkerPorts {
+        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
+        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
+        store: embedded.store.clone() as Arc<dyn ArtifactStore>,
+        executor,
+        batches: None,
+    };
+    let shutdown = CancellationToken::new();
+    // Reaped below: the worker ends once the queue is closed.
+    let worker = tokio::spawn(cowork_worker::run(
+        worker_config,
+        worker_ports,
+        Arc::new(WorkerStats::default()),
+        shutdown.child_token(),
+    ));
+
+    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
+    let renderer = (!embedded.quiet)
+        .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
+    let ports = CoordinatorPorts {
+        queue: Arc::new(queue.clone()),
+        events: Arc::new(events.clone()),
+        store: embedded.store.clone(),
+    };
+    let options = SuperviseOptions {
+        window: embedded.window.unwrap_or(usize::from(embedded.slots) * 2),
+        command: embedded.command.to_owned(),
+        usage_pause: embedded.usage_pause,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: Arc::new(cowork_coordinator::limits::ModelLimits::new(
+            embedded.model_limits.clone(),
+        )),
+    };
+    let ctrl_c = shutdown.clone();
+    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
+    let signals = SuperviseSignals {
+        shutdown: shutdown.child_token(),
+        cancel: CancellationToken::new(),
+    };
+    let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
+    drop(progress_tx);
+    if let Some(renderer) = renderer {
+        let _ = renderer.await;
+    }
+    queue.close();
+    let _ = worker.await;
+    match outcome {
+        Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
+        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
+            Err(CliError::Cancelled)
+        }
+        Err(error) => Err(CliError::Failed(
+            anyhow::Error::new(error).context(format!("running {what} {}", plan.batch_id)),
+        )),
+    }
 }
 
 /// The batch's executor, and the sim executor's spec from `--seed` and `--sim-profile` (`None`
@@ -242,23 +379,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
 
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
-    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
-    store
-        .put_if_absent(&bundle_key, bundle.bytes)
-        .await
-        .with_context(|| format!("storing {bundle_key}"))?;
-    let stored = StoredBatch {
-        batch_id: batch_id.clone(),
-        spec,
-        plan: plan.summary(),
-    };
-    let spec_key = format!("batches/{batch_id}/spec.json");
-    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
-    spec_json.push(b'\n');
-    store
-        .put(&spec_key, spec_json)
-        .await
-        .with_context(|| format!("storing {spec_key}"))?;
+    store_batch(&store, &plan, spec, bundle).await?;
 
     if !args.quiet {
         eprintln!(
@@ -279,96 +400,23 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         );
     }
 
-    let usage_pause =
-        crate::connect::duration_arg("--usage-limit-pause", &args.admission.usage_limit_pause)?;
-    let model_limits = crate::connect::model_limits(&args.admission.model_limit)?;
-    let queue = MemJobQueue::new();
-    let events = MemEventLog::new();
-    let executor: Arc<dyn Executor> = match executor_kind {
-        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
-        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+    let embedded = EmbeddedRun {
+        store,
+        store_dir: args.store.clone(),
+        harness_bin: args.harness_bin.clone(),
+        slots: args.slots,
+        window: args.window,
+        usage_pause: crate::connect::duration_arg(
+            "--usage-limit-pause",
+            &args.admission.usage_limit_pause,
+        )?,
+        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        keep_work: args.keep_work,
+        quiet: args.quiet,
+        started,
+        command: command_of(mode),
     };
-    let worker_config = WorkerConfig {
-        worker_id: format!("embedded-{}", std::process::id()),
-        tiers: Tier::ALL.to_vec(),
-        slots: usize::from(args.slots),
-        // The embedded queue has no ack deadline; this only paces the in-progress calls.
-        ack_wait: Duration::from_secs(30),
-        max_deliver: 3,
-        cache_dir: args.store.join("cache").join("bundles"),
-        work_dir: args.store.join("work"),
-        keep_work_dirs: args.keep_work,
-        unpack_limits: UnpackLimits::default(),
-        backoff: Backoff::default(),
-        renew_every: None,
-    };
-    let worker_ports = WorkerPorts {
-        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
-        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
-        store: store.clone() as Arc<dyn ArtifactStore>,
-        executor,
-        batches: None,
-    };
-    let shutdown = CancellationToken::new();
-    let worker_stats = Arc::new(WorkerStats::default());
-    let worker = tokio::spawn(cowork_worker::run(
-        worker_config,
-        worker_ports,
-        worker_stats,
-        shutdown.child_token(),
-    ));
-
-    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
-    let renderer = if args.quiet {
-        None
-    } else {
-        Some(tokio::spawn(crate::progress::render(progress_rx, started)))
-    };
-    let ports = CoordinatorPorts {
-        queue: Arc::new(queue.clone()),
-        events: Arc::new(events.clone()),
-        store: store.clone(),
-    };
-    let options = SuperviseOptions {
-        window: args.window.unwrap_or(usize::from(args.slots) * 2),
-        command: command_of(mode).to_owned(),
-        usage_pause,
-        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: std::sync::Arc::new(cowork_coordinator::limits::ModelLimits::new(
-            model_limits,
-        )),
-    };
-    let supervise_token = shutdown.child_token();
-    let ctrl_c = shutdown.clone();
-    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
-    // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
-    let signals = SuperviseSignals {
-        shutdown: supervise_token,
-        cancel: CancellationToken::new(),
-    };
-    let outcome = supervise(&ports, &plan, &options, &progress_tx, signals).await;
-    drop(progress_tx);
-    if let Some(renderer) = renderer {
-        let _ = renderer.await;
-    }
-    queue.close();
-    let _ = worker.await;
-    let outcome = match outcome {
-        Ok(SuperviseEnd::Decided(outcome)) => *outcome,
-        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
-            return Err(CliError::Cancelled);
-        }
-        Err(error) => {
-            return Err(CliError::Failed(
-                anyhow::Error::new(error).context(format!("running batch {batch_id}")),
-            ));
-        }
-    };
+    let outcome = run_stored(&embedded, &plan, "batch").await?;
 
     eprint!(
         "{}",
