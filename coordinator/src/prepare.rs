@@ -146,42 +146,7 @@ pub struct PreparedMatrix {
 
 /// Loads and checks every input of a batch. Returns all problems found.
 pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
-    let cwd = std::env::current_dir().map_err(|e| {
-        vec![InputError {
-            file: input.bundle_root.clone(),
-            line: None,
-            column: None,
-            key: None,
-            message: format!("cannot read the current directory: {e}"),
-            hint: None,
-        }]
-    })?;
-    let root = normalize_absolute(&cwd.join(&input.bundle_root));
-    let canonical_root = match fs::canonicalize(&root) {
-        Ok(path) if path.is_dir() => path,
-        Ok(_) => {
-            return Err(vec![plain_error(
-                &input.bundle_root,
-                "bundle root is not a directory",
-            )]);
-        }
-        Err(e) => {
-            return Err(vec![plain_error(
-                &input.bundle_root,
-                &format!("bundle root cannot be read: {e}"),
-            )]);
-        }
-    };
-    let mut ctx = Ctx {
-        root,
-        canonical_root,
-        display_root: input.bundle_root.clone(),
-        cwd,
-        errors: Vec::new(),
-        files: BTreeSet::new(),
-        sessions: BTreeMap::new(),
-        target_rel: String::new(),
-    };
+    let mut ctx = Ctx::for_root(&input.bundle_root)?;
 
     let targets = ctx.list_targets(&input.target, input.mode);
     if input.matrix.is_some() && input.mode == BatchMode::Replay {
@@ -264,40 +229,7 @@ pub struct PreparedEval {
 /// each arm directory, which must exist inside the bundle root and be a plugin
 /// (`.claude-plugin/plugin.json`) or a skill dir (`SKILL.md`). Returns all problems found.
 pub fn prepare_eval(input: &PrepareEvalInput) -> Result<PreparedEval, Vec<InputError>> {
-    // The same root checks as `prepare`; kept beside it rather than shared so that `prepare`
-    // stays untouched by the eval entry point.
-    let cwd = std::env::current_dir().map_err(|e| {
-        vec![plain_error(
-            &input.bundle_root,
-            &format!("cannot read the current directory: {e}"),
-        )]
-    })?;
-    let root = normalize_absolute(&cwd.join(&input.bundle_root));
-    let canonical_root = match fs::canonicalize(&root) {
-        Ok(path) if path.is_dir() => path,
-        Ok(_) => {
-            return Err(vec![plain_error(
-                &input.bundle_root,
-                "bundle root is not a directory",
-            )]);
-        }
-        Err(e) => {
-            return Err(vec![plain_error(
-                &input.bundle_root,
-                &format!("bundle root cannot be read: {e}"),
-            )]);
-        }
-    };
-    let mut ctx = Ctx {
-        root,
-        canonical_root,
-        display_root: input.bundle_root.clone(),
-        cwd,
-        errors: Vec::new(),
-        files: BTreeSet::new(),
-        sessions: BTreeMap::new(),
-        target_rel: String::new(),
-    };
+    let mut ctx = Ctx::for_root(&input.bundle_root)?;
     if input.targets.is_empty() {
         ctx.errors.push(plain_error(
             &input.bundle_root,
@@ -400,6 +332,45 @@ impl Ctx {
         (self.errors.len() == before).then(|| PreparedArm {
             declared: path.display().to_string(),
             rel_path: rel,
+        })
+    }
+}
+
+impl Ctx {
+    /// The checking context of a batch under `bundle_root` (resolved against the current
+    /// directory): the root must exist and be a directory.
+    fn for_root(bundle_root: &Path) -> Result<Ctx, Vec<InputError>> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            vec![plain_error(
+                bundle_root,
+                &format!("cannot read the current directory: {e}"),
+            )]
+        })?;
+        let root = normalize_absolute(&cwd.join(bundle_root));
+        let canonical_root = match fs::canonicalize(&root) {
+            Ok(path) if path.is_dir() => path,
+            Ok(_) => {
+                return Err(vec![plain_error(
+                    bundle_root,
+                    "bundle root is not a directory",
+                )]);
+            }
+            Err(e) => {
+                return Err(vec![plain_error(
+                    bundle_root,
+                    &format!("bundle root cannot be read: {e}"),
+                )]);
+            }
+        };
+        Ok(Ctx {
+            root,
+            canonical_root,
+            display_root: bundle_root.to_path_buf(),
+            cwd,
+            errors: Vec::new(),
+            files: BTreeSet::new(),
+            sessions: BTreeMap::new(),
+            target_rel: String::new(),
         })
     }
 }
