@@ -969,9 +969,8 @@ struct LimitSlots {
 impl LimitSlots {
     /// Gives back the slots of jobs that are no longer outstanding.
     fn settle(&mut self, outstanding: &HashSet<JobId>) {
-        if self.held.len() == outstanding.len() {
-            return;
-        }
+        // No shortcut on equal sizes: `held` covers only limited models, so a finished limited
+        // job and an unlimited one in flight can leave the sizes equal with a slot to give back.
         let limits = &self.limits;
         self.held.retain(|job_id, model| {
             let keep = outstanding.contains(job_id);
@@ -1186,4 +1185,38 @@ pub fn build_envelope(
     envelope.error = reduction.error.clone();
     envelope.fleet = fleet;
     envelope
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::ModelLimit;
+
+    fn job(batch: &BatchId, index: u32) -> JobId {
+        JobId::new(batch, UnitRef::File(0), Some(index))
+    }
+
+    #[test]
+    fn settling_gives_back_a_finished_jobs_slot_when_the_sizes_happen_to_match() {
+        let limits = Arc::new(ModelLimits::new(vec![
+            ModelLimit::parse("m=1").expect("a valid rule"),
+        ]));
+        let now = tokio::time::Instant::now();
+        let batch = BatchId::new("20261130-000000-a0b1c2").expect("a valid id");
+        let (limited, unlimited) = (job(&batch, 0), job(&batch, 1));
+        assert_eq!(limits.try_acquire("m", now), Ok(()));
+        let mut slots = LimitSlots {
+            limits: Arc::clone(&limits),
+            held: std::collections::HashMap::from([(limited, "m".to_owned())]),
+            delayed: BTreeMap::new(),
+        };
+        // The limited job finished; an unlimited one is in flight: one of each, sizes equal.
+        slots.settle(&HashSet::from([unlimited]));
+        assert!(slots.held.is_empty());
+        assert_eq!(
+            limits.try_acquire("m", now),
+            Ok(()),
+            "the slot was given back"
+        );
+    }
 }
