@@ -2,10 +2,10 @@
 //! become the fabric's configs, and the configs become connected ports.
 
 use anyhow::{Context, anyhow};
-use cowork_fabric::nats::config::parse_duration;
 use cowork_fabric::nats::{NatsConfig, NatsFabric};
 use cowork_fabric::s3::{S3ArtifactStore, S3Config};
 use cowork_fabric::secret::Secret;
+use cowork_schema::duration::parse_duration;
 use cowork_schema::job::Tier;
 
 use crate::fleet_args::{NatsArgs, S3Args, read_secret};
@@ -109,14 +109,12 @@ pub fn duration_arg(flag: &str, text: &str) -> Result<std::time::Duration, CliEr
 }
 
 /// The `--model-limit` rules, or a usage error naming the bad one.
-pub fn model_limits(
-    texts: &[String],
-) -> Result<Vec<cowork_coordinator::limits::ModelLimit>, CliError> {
+pub fn model_limits(texts: &[String]) -> Result<Vec<cowork_core::limits::ModelLimit>, CliError> {
     texts
         .iter()
         .filter(|text| !text.trim().is_empty())
         .map(|text| {
-            cowork_coordinator::limits::ModelLimit::parse(text)
+            cowork_core::limits::ModelLimit::parse(text)
                 .map_err(|problem| CliError::usage(format!("--model-limit {problem}")))
         })
         .collect()

@@ -1,7 +1,7 @@
 //! The summary table printed on stderr at the end of a batch: one row per file or cell with
 //! runs, pass rate, verdict and cost.
 
-use cowork_coordinator::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
+use cowork_core::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
 use cowork_schema::envelope::Envelope;
 use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;

@@ -24,11 +24,11 @@ use cowork_schema::batch::{
     MAX_CELLS_DEFAULT, MAX_CELLS_MAX, REPEAT_MAX, REPEAT_MIN,
 };
 
-use crate::plan::eval::{EvalLayoutInput, plan_eval_units};
-use crate::plan::{Plan, PlanInput, plan_units};
 use crate::prepare::{
     InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare, prepare_eval,
 };
+use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};
+use cowork_core::plan::{Plan, PlanInput, plan_units};
 
 /// Longest `label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
 const MAX_LABEL_LEN: usize = 200;

@@ -426,7 +426,7 @@ impl K8sWorkerJobs {
                 tracing::info!(batch_id = %batch_id, n_jobs, ?parallelism, ?outcome, "kubernetes job of workers created");
             }
             Err(error) => {
-                tracing::error!(batch_id = %batch_id, error = %crate::server::error_chain(&error), "kubernetes job of workers not created");
+                tracing::error!(batch_id = %batch_id, error = %cowork_fabric::error_chain(&error), "kubernetes job of workers not created");
             }
         }
     }
@@ -441,7 +441,7 @@ impl K8sWorkerJobs {
                 tracing::info!(batch_id = %batch_id, ?outcome, "kubernetes job of workers deleted");
             }
             Err(error) => {
-                tracing::error!(batch_id = %batch_id, error = %crate::server::error_chain(&error), "kubernetes job of workers not deleted");
+                tracing::error!(batch_id = %batch_id, error = %cowork_fabric::error_chain(&error), "kubernetes job of workers not deleted");
             }
         }
     }

@@ -8,10 +8,10 @@ use cowork_schema::ids::JobId;
 use cowork_schema::run_result::RunView;
 use serde_json::Value;
 
-use crate::reduce::{
+use crate::supervisor::{shape_from_summary, unit_ref};
+use cowork_core::reduce::{
     BatchReducer, BatchReduction, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
 };
-use crate::supervisor::{shape_from_summary, unit_ref};
 
 /// Why stored runs could not be re-judged.
 #[derive(Debug, thiserror::Error)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::{
     ArtifactError, ArtifactStore, BatchRegistry, EventLog, JobQueue, PutOutcome, RegistryError,
-    WorkerRegistry,
+    WorkerRegistry, error_chain,
 };
 use cowork_schema::BatchId;
 use cowork_schema::api::BatchEnd;
@@ -34,11 +34,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::intake::plan_from_bundle;
-use crate::plan::Plan;
 use crate::supervisor::{
     BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
     SuperviseSignals, supervise,
 };
+use cowork_core::plan::Plan;
 
 /// Default largest submitted bundle: 256 MiB. A bundle holds scenarios, sessions and skill
 /// trees; this is far above that and small enough to hold in memory while it is checked.
@@ -124,12 +124,13 @@ pub struct CoordinatorConfig {
     /// Per-model admission limits shared by every batch (`--model-limit`). Not read from a
     /// config file.
     #[serde(skip)]
-    pub model_limits: Vec<crate::limits::ModelLimit>,
+    pub model_limits: Vec<cowork_core::limits::ModelLimit>,
     /// Serve the API over HTTPS with this certificate and key (`--tls-cert`, `--tls-key`).
     #[serde(skip)]
     pub tls: Option<crate::tls::TlsFiles>,
-    /// A Kubernetes Job of workers for each large batch (`--k8s-worker-jobs`, issue 5 item 6);
-    /// `None` (the default) = off. Not read from a config file.
+    /// A Kubernetes Job of workers for each large batch (`--k8s-worker-jobs`); `None` (the
+    /// default) = off. Not read from a config file.
+    #[cfg(feature = "k8s")]
     #[serde(skip)]
     pub k8s_worker_jobs: Option<crate::k8s::K8sWorkerJobs>,
 }
@@ -258,7 +259,7 @@ pub(crate) struct Service {
     /// Set once the batches found at start-up have been resumed.
     resumed: AtomicBool,
     /// Per-model admission limits, shared by every batch this process supervises.
-    model_limits: Arc<crate::limits::ModelLimits>,
+    model_limits: Arc<crate::supervisor::SharedModelLimits>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
     /// neither a token's bytes nor its length.
     token_digests: Vec<[u8; 32]>,
@@ -266,7 +267,9 @@ pub(crate) struct Service {
 
 impl Service {
     fn new(config: CoordinatorConfig, ports: FleetPorts, shutdown: CancellationToken) -> Service {
-        let model_limits = Arc::new(crate::limits::ModelLimits::new(config.model_limits.clone()));
+        let model_limits = Arc::new(crate::supervisor::SharedModelLimits::new(
+            config.model_limits.clone(),
+        ));
         let token_digests = config
             .api_tokens
             .iter()
@@ -389,8 +392,9 @@ impl Service {
                 source,
             })?;
         tracing::info!(batch_id = %batch_id, n_jobs = record.n_jobs, "batch accepted");
-        // Issue 5 item 6: a large batch gets a Kubernetes Job of workers. Created in a tracked
-        // task so the submit does not wait on the API server; a failure is only logged.
+        // A large batch gets a Kubernetes Job of workers. Created in a tracked task so the
+        // submit does not wait on the API server; a failure is only logged.
+        #[cfg(feature = "k8s")]
         if let Some(k8s) = self.config.k8s_worker_jobs.clone() {
             let (batch_id, n_jobs) = (batch_id.clone(), record.n_jobs);
             self.tracker
@@ -478,12 +482,9 @@ impl Service {
                     // record says Done, so whoever sees the end can read it. The batch's
                     // verdict stands without it, so a failure is logged, not fatal.
                     if plan.mode == BatchMode::Eval
-                        && let Err(error) = crate::eval::store::store_eval_document(
-                            ports.store.as_ref(),
-                            &plan,
-                            &outcome,
-                        )
-                        .await
+                        && let Err(error) =
+                            crate::eval::store_eval_document(ports.store.as_ref(), &plan, &outcome)
+                                .await
                     {
                         tracing::error!(error = %error_chain(&error), "eval report not stored");
                     }
@@ -536,7 +537,8 @@ impl Service {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
                 live.end.send_replace(Some(end_of(&record, message)));
-                // Issue 5 item 6: the batch's Kubernetes Job of workers (if any) goes with it.
+                // The batch's Kubernetes Job of workers (if any) goes with it.
+                #[cfg(feature = "k8s")]
                 if let Some(k8s) = &self.config.k8s_worker_jobs {
                     k8s.batch_ended(&batch_id, plan.n_jobs()).await;
                 }
@@ -827,18 +829,6 @@ fn now_ms() -> u64 {
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(bytes).into()
-}
-
-/// An error and its sources on one line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -33,9 +33,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::ModelLimits;
-use crate::plan::Plan;
-use crate::reduce::{
+use cowork_core::limits::{ModelLimit, ModelLimits};
+use cowork_core::plan::Plan;
+use cowork_core::reduce::{
     BatchReducer, BatchReduction, BatchShape, Judging, Offer, ShapeKind, StopRules, UnitShape,
 };
 
@@ -59,7 +59,41 @@ pub struct SuperviseOptions {
     pub usage_pause: Duration,
     pub usage_pause_max: Duration,
     /// Per-model admission limits, shared by every batch of this process.
-    pub model_limits: Arc<ModelLimits>,
+    pub model_limits: Arc<SharedModelLimits>,
+}
+
+/// The model limits of one process, shared by its batches, with the wake-up of batches that
+/// wait for a model's concurrency.
+#[derive(Debug, Default)]
+pub struct SharedModelLimits {
+    limits: ModelLimits,
+    released: tokio::sync::Notify,
+}
+
+impl SharedModelLimits {
+    pub fn new(rules: Vec<ModelLimit>) -> SharedModelLimits {
+        SharedModelLimits {
+            limits: ModelLimits::new(rules),
+            released: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The limits and their counters.
+    pub fn limits(&self) -> &ModelLimits {
+        &self.limits
+    }
+
+    /// Gives back the slot of a finished (or abandoned) job of `model` and wakes the batches
+    /// waiting for one.
+    pub fn release(&self, model: &str) {
+        self.limits.release(model);
+        self.released.notify_waiters();
+    }
+
+    /// Resolves when some job is released.
+    pub async fn released(&self) {
+        self.released.notified().await;
+    }
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -624,7 +658,7 @@ pub async fn supervise(
             // to `window` of them.
             let mut chosen: Option<(usize, Option<String>)> = None;
             for (position, job) in deferred.iter().enumerate() {
-                match gate(job, &pauses, &options.model_limits, now) {
+                match gate(job, &pauses, options.model_limits.limits(), now) {
                     Gate::Go(model) => {
                         chosen = Some((position, model));
                         break;
@@ -646,7 +680,7 @@ pub async fn supervise(
                     let Some(job) = fold.next_admissible(&mut jobs) else {
                         break 'admit;
                     };
-                    match gate(&job, &pauses, &options.model_limits, now) {
+                    match gate(&job, &pauses, options.model_limits.limits(), now) {
                         Gate::Go(model) => break (job, model),
                         Gate::Wait(why) => {
                             // Counted once per job, when it is first passed over.
@@ -844,6 +878,7 @@ pub async fn supervise(
         },
         "modelLimits": options
             .model_limits
+            .limits()
             .snapshot()
             .into_iter()
             .map(|(rule, _, max_in_flight)| {
@@ -905,18 +940,19 @@ fn gate(
     if let Some(until) = pauses.paused_until(job.tier, now) {
         return Gate::Wait(Wait::Paused(job.tier, until));
     }
-    let model = crate::limits::model_of(job);
+    let model = cowork_core::limits::model_of(job);
     let Some(rule) = limits.rule_of(&model) else {
         return Gate::Go(None);
     };
-    match limits.try_acquire(&model, now) {
+    match limits.try_acquire(&model, now.into_std()) {
         Ok(()) => Gate::Go(Some(model)),
-        Err(crate::limits::Held::Concurrency) => {
+        Err(cowork_core::limits::Held::Concurrency) => {
             Gate::Wait(Wait::Concurrency(limits.rules()[rule].to_string()))
         }
-        Err(crate::limits::Held::RateUntil(until)) => {
-            Gate::Wait(Wait::Rate(limits.rules()[rule].to_string(), until))
-        }
+        Err(cowork_core::limits::Held::RateUntil(until)) => Gate::Wait(Wait::Rate(
+            limits.rules()[rule].to_string(),
+            tokio::time::Instant::from_std(until),
+        )),
     }
 }
 
@@ -960,7 +996,7 @@ fn note_wait(
 /// Model-limit slots held by this batch's outstanding jobs; every slot still held is given back
 /// when supervision ends, however it ends.
 struct LimitSlots {
-    limits: Arc<ModelLimits>,
+    limits: Arc<SharedModelLimits>,
     held: std::collections::HashMap<JobId, String>,
     /// Admissions that waited for a model limit, per rule.
     delayed: BTreeMap<String, u64>,
@@ -1190,7 +1226,6 @@ pub fn build_envelope(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::ModelLimit;
 
     fn job(batch: &BatchId, index: u32) -> JobId {
         JobId::new(batch, UnitRef::File(0), Some(index))
@@ -1198,13 +1233,13 @@ mod tests {
 
     #[test]
     fn settling_gives_back_a_finished_jobs_slot_when_the_sizes_happen_to_match() {
-        let limits = Arc::new(ModelLimits::new(vec![
+        let limits = Arc::new(SharedModelLimits::new(vec![
             ModelLimit::parse("m=1").expect("a valid rule"),
         ]));
-        let now = tokio::time::Instant::now();
+        let now = std::time::Instant::now();
         let batch = BatchId::new("20261130-000000-a0b1c2").expect("a valid id");
         let (limited, unlimited) = (job(&batch, 0), job(&batch, 1));
-        assert_eq!(limits.try_acquire("m", now), Ok(()));
+        assert_eq!(limits.limits().try_acquire("m", now), Ok(()));
         let mut slots = LimitSlots {
             limits: Arc::clone(&limits),
             held: std::collections::HashMap::from([(limited, "m".to_owned())]),
@@ -1214,7 +1249,7 @@ mod tests {
         slots.settle(&HashSet::from([unlimited]));
         assert!(slots.held.is_empty());
         assert_eq!(
-            limits.try_acquire("m", now),
+            limits.limits().try_acquire("m", now),
             Ok(()),
             "the slot was given back"
         );

@@ -43,3 +43,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// An error and its sources on one line (`outer: cause: root cause`), for logs and refusals
+/// that must say everything in one place.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -2,6 +2,7 @@
 //!
 //! Modules, in reading order:
 //! - [`ids`]: batch and job ids.
+//! - [`duration`]: the one parser of durations people write (`500ms`, `90s`, `45m`, `2h`).
 //! - [`load`]: strict YAML loading with errors that name file, line and key.
 //! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
 //! - [`batch`]: the batch spec (what a run or submit asks for).
@@ -20,6 +21,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod duration;
 pub mod envelope;
 pub mod event;
 pub mod ids;

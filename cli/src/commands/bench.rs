@@ -3,11 +3,9 @@
 
 use std::time::Instant;
 
-use cowork_coordinator::plan::{Plan, plan_units};
 use cowork_coordinator::prepare::{PrepareInput, prepare};
-use cowork_coordinator::reduce::{
-    BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
-};
+use cowork_core::plan::{Plan, plan_units};
+use cowork_core::reduce::{BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape};
 use cowork_schema::BatchId;
 use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
 use cowork_schema::event::JobOutcome;
@@ -82,7 +80,7 @@ struct FleetBench {
 async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
     use std::sync::Arc;
 
-    use cowork_coordinator::client::{CoordinatorClient, WatchEvent};
+    use cowork_client::{CoordinatorClient, WatchEvent};
     use cowork_coordinator::server::{CoordinatorConfig, FleetPorts};
     use cowork_fabric::bundle::UnpackLimits;
     use futures::StreamExt;
@@ -115,6 +113,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: Vec::new(),
         tls: None,
+        #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,
     };
     let ports = FleetPorts {
@@ -310,7 +309,7 @@ fn bench_plan(n_jobs: u64) -> Result<i32, CliError> {
     let batch_id = BatchId::new("bench").expect("a valid literal id");
     let plan = Plan::new(
         layout,
-        cowork_coordinator::plan::PlanInput {
+        cowork_core::plan::PlanInput {
             batch_id,
             flags,
             mode: BatchMode::Run,

@@ -42,7 +42,10 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     });
     let fabric = connect_nats(&nats).await?;
     let store = connect_s3(&s3).await?;
+    #[cfg(feature = "k8s")]
     let k8s_worker_jobs = k8s_worker_jobs(&args.k8s).await?;
+    #[cfg(not(feature = "k8s"))]
+    refuse_k8s_worker_jobs(&args.k8s)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
@@ -61,6 +64,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         )?,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        #[cfg(feature = "k8s")]
         k8s_worker_jobs,
         tls: match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => Some(cowork_coordinator::tls::TlsFiles {
@@ -111,7 +115,20 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// A build without the `k8s` feature has no Kubernetes client: `--k8s-worker-jobs` is refused.
+#[cfg(not(feature = "k8s"))]
+fn refuse_k8s_worker_jobs(args: &K8sWorkerJobArgs) -> Result<(), CliError> {
+    if args.k8s_worker_jobs {
+        return Err(CliError::usage(
+            "--k8s-worker-jobs: this cowork was built without Kubernetes support; build it with \
+             the default features (cargo install --path cli) or use the release binary",
+        ));
+    }
+    Ok(())
+}
+
 /// The Kubernetes Job feature from `--k8s-*`: `None` unless `--k8s-worker-jobs` is given.
+#[cfg(feature = "k8s")]
 async fn k8s_worker_jobs(
     args: &K8sWorkerJobArgs,
 ) -> Result<Option<cowork_coordinator::k8s::K8sWorkerJobs>, CliError> {

@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
-use cowork_coordinator::client::CoordinatorClient;
-use cowork_coordinator::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
-use cowork_coordinator::plan::eval::{
+use cowork_client::CoordinatorClient;
+use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
+use cowork_coordinator::server::command_of;
+use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
+use cowork_core::plan::eval::{
     EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
     eval_document, eval_document_key, eval_exit_code, plan_eval_units, validate_eval_flags,
 };
-use cowork_coordinator::plan::{Plan, PlanInput};
-use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
-use cowork_coordinator::server::command_of;
+use cowork_core::plan::{Plan, PlanInput};
 use cowork_fabric::ArtifactStore;
 use cowork_fabric::bundle::{PackedBundle, pack};
 use cowork_fabric::embedded::DirArtifactStore;

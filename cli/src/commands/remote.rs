@@ -2,7 +2,7 @@
 //! `results` and `workers`. Each talks to the coordinator's HTTP API (brief §9).
 
 use anyhow::anyhow;
-use cowork_coordinator::client::{ClientError, CoordinatorClient, WatchEvent};
+use cowork_client::{ClientError, CoordinatorClient, WatchEvent};
 use cowork_schema::BatchId;
 use cowork_schema::registry::BatchState;
 use futures::StreamExt;

@@ -4,16 +4,15 @@
 //! The batch is read from one of three places, tried in this order: `<batch>` as a stored batch
 //! dir (`<store>/batches/<id>`), the coordinator named by `--coordinator` (through its API),
 //! or the local store `--store` with `<batch>` as the id. Loading and rendering live in
-//! `cowork_coordinator::report`; this module only picks the source and writes the output.
+//! `cowork_core::report`; this module only picks the source and writes the output.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, anyhow};
-use cowork_coordinator::report::{
-    ApiArtifactReader, ReportError, ReportInput, load_report_input, render_html, render_json,
-    render_junit, render_markdown,
-};
+use cowork_client::ApiArtifactReader;
+use cowork_coordinator::report::{ReportError, load_report_input};
+use cowork_core::report::{ReportInput, render_html, render_json, render_junit, render_markdown};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
 

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cowork_coordinator::plan::flags::js_number;
-use cowork_coordinator::reduce::{Judging, StopRules};
 use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
 use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
+use cowork_core::plan::flags::js_number;
+use cowork_core::reduce::{Judging, StopRules};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::batch::{BatchFlags, StoredBatch};
 use cowork_schema::envelope::decorate_result;
@@ -232,7 +232,7 @@ async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliEr
 
 fn finish(
     args: &RollupArgs,
-    reduction: &cowork_coordinator::reduce::BatchReduction,
+    reduction: &cowork_core::reduce::BatchReduction,
     envelope: &cowork_schema::envelope::Envelope,
 ) -> Result<i32, CliError> {
     if let Some(out) = &args.rollup_out {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use cowork_coordinator::plan::flags::{RawFlags, validate_flags};
-use cowork_coordinator::plan::{Plan, PlanInput, plan_units};
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
 use cowork_coordinator::server::command_of;
 use cowork_coordinator::supervisor::{
     BatchOutcome, BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
     SuperviseSignals, supervise,
 };
+use cowork_core::plan::flags::{RawFlags, validate_flags};
+use cowork_core::plan::{Plan, PlanInput, plan_units};
 use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
 use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
@@ -219,7 +219,7 @@ pub struct EmbeddedRun {
     pub slots: u16,
     pub window: Option<usize>,
     pub usage_pause: Duration,
-    pub model_limits: Vec<cowork_coordinator::limits::ModelLimit>,
+    pub model_limits: Vec<cowork_core::limits::ModelLimit>,
     pub keep_work: bool,
     pub quiet: bool,
     pub started: Instant,
@@ -285,7 +285,7 @@ pub async fn run_stored(
         command: embedded.command.to_owned(),
         usage_pause: embedded.usage_pause,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: Arc::new(cowork_coordinator::limits::ModelLimits::new(
+        model_limits: Arc::new(cowork_coordinator::supervisor::SharedModelLimits::new(
             embedded.model_limits.clone(),
         )),
     };

@@ -144,7 +144,7 @@ impl ApiFailure {
     /// A failure of a port: 503 when a retry may help, 500 otherwise. The message names what
     /// failed; the error chain goes to the log.
     pub(crate) fn port(what: &str, error: &dyn std::error::Error, transient: bool) -> ApiFailure {
-        tracing::error!(error = %crate::server::error_chain(error), "{what}");
+        tracing::error!(error = %cowork_fabric::error_chain(error), "{what}");
         let status = if transient {
             StatusCode::SERVICE_UNAVAILABLE
         } else {

@@ -23,10 +23,11 @@ use cowork_schema::registry::BatchState;
 use serde::Deserialize;
 
 use super::{ApiFailure, bearer_token};
-use crate::report::{
-    load_report_input, render_batch_list, render_html, render_json, render_junit, render_markdown,
-};
+use crate::report::load_report_input;
 use crate::server::Service;
+use cowork_core::report::{
+    render_batch_list, render_html, render_json, render_junit, render_markdown,
+};
 
 /// The content security policy of the HTML pages: inline style only, nothing loaded.
 const PAGE_CSP: &str =

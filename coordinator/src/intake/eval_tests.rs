@@ -8,7 +8,7 @@ use std::path::Path;
 use cowork_fabric::bundle::pack;
 
 use super::*;
-use crate::eval::Arm;
+use cowork_core::eval::Arm;
 
 const SCENARIO: &str = "prompt: p\nsession: ../sessions/s.yaml\nassert:\n  - result: success\n";
 const SESSION: &str = "model: m\nplugins:\n  local_plugins:\n    - ../skills/v1/k\n";

@@ -450,8 +450,8 @@ fn materialized_cells_resolve_inside_the_unpacked_bundle() {
         Some("matrices/m.yaml"),
         BatchMode::Run,
     ));
-    let layout =
-        crate::plan::plan_units(&batch, &BatchFlags::default(), BatchMode::Run).expect("plans");
+    let layout = cowork_core::plan::plan_units(&batch, &BatchFlags::default(), BatchMode::Run)
+        .expect("plans");
     let packed = pack(&batch.root, &batch.files, &layout.derived_for_bundle()).expect("packs");
     let out = tempfile::tempdir().expect("tempdir");
     let unpacked = out.path().join("bundle");

@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_schema::rollup::StopReason;
 use quick_xml::events::Event;
 use serde_json::Value;
 
-use super::html::escape;
-use super::markdown::escape_md;
+use cowork_core::reduce::{Judging, rollup_passes};
+use cowork_core::report::markdown::escape_md;
+use cowork_core::report::*;
+
 use super::*;
 
 fn fixture_root(case: &str) -> PathBuf {
@@ -269,14 +272,6 @@ async fn html_is_self_contained() {
         assert!(html.starts_with("<!DOCTYPE html>\n"), "{case}");
         assert!(html.ends_with("</html>\n"), "{case}");
     }
-}
-
-#[test]
-fn escaping_keeps_urls_and_attributes_out_of_the_file() {
-    assert_eq!(
-        escape("<img src='http://x/a.png'> & \"b\""),
-        "&lt;img src&#61;&#39;http&#58;//x/a.png&#39;&gt; &amp; &quot;b&quot;"
-    );
 }
 
 #[tokio::test]
@@ -739,14 +734,6 @@ async fn markdown_has_verdict_warning_units_and_reasons() {
         "### Top failure reasons\n\n| reason | severity | occurrences | runs | units | example |\n",
     );
     assert_contains(&markdown, "| assertion transcript\\_matches | fail |");
-}
-
-#[test]
-fn markdown_escaping_keeps_tables_intact() {
-    assert_eq!(
-        escape_md("a|b <i>*x*</i>\n`c`"),
-        "a\\|b &lt;i&gt;\\*x\\*&lt;/i&gt; \\`c\\`"
-    );
 }
 
 #[tokio::test]

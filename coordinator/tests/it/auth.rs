@@ -1,7 +1,7 @@
 //! Bearer auth on `/v1/*`: a missing or wrong token is refused before anything is read or
 //! stored; the probes stay open; a server without tokens refuses to start.
 
-use cowork_coordinator::client::CoordinatorClient;
+use cowork_client::CoordinatorClient;
 use cowork_coordinator::server::{ServerError, run};
 use tokio_util::sync::CancellationToken;
 

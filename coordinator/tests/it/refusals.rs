@@ -1,6 +1,6 @@
 //! Invalid submits are refused with 400, every problem listed, and nothing stored.
 
-use cowork_coordinator::client::ClientError;
+use cowork_client::ClientError;
 use cowork_fabric::sha256_hex;
 use cowork_schema::batch::BatchSpec;
 

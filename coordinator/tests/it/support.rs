@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cowork_coordinator::client::{ClientError, CoordinatorClient, WatchEvent};
-use cowork_coordinator::plan::plan_units;
+use cowork_client::{ClientError, CoordinatorClient, WatchEvent};
 use cowork_coordinator::prepare::{PrepareInput, prepare};
 use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts, ServerError, run};
+use cowork_core::plan::plan_units;
 use cowork_fabric::bundle::{UnpackLimits, pack};
 use cowork_fabric::embedded::{
     DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue, MemWorkerRegistry,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cowork_schema::job::Tier;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 /// Passwords and tokens use the fabric's one redacting string type (`Debug` and `Display`
 /// print `***`), shared with the S3 config.
@@ -53,7 +53,10 @@ pub struct NatsConfig {
     pub tls_required: bool,
     /// How long the first connection is retried before start-up fails, so a worker started
     /// before the server waits for it. Default `30s`.
-    #[serde(default = "default_connect_timeout", with = "duration_text")]
+    #[serde(
+        default = "default_connect_timeout",
+        with = "cowork_schema::duration::text"
+    )]
     pub connect_timeout: Duration,
     /// Stream of jobs (WorkQueue retention, subjects `cowork.jobs.>`). Default `COWORK_JOBS`.
     #[serde(default = "default_jobs_stream")]
@@ -71,7 +74,7 @@ pub struct NatsConfig {
     /// How long a delivered job may go without an ack or in-progress ack before JetStream
     /// delivers it again (`ack_wait` of every tier consumer). Workers renew every third of it.
     /// Default `60s`.
-    #[serde(default = "default_ack_wait", with = "duration_text")]
+    #[serde(default = "default_ack_wait", with = "cowork_schema::duration::text")]
     pub ack_wait: Duration,
     /// Deliveries of one job before JetStream stops offering it (`max_deliver`). Default 5.
     #[serde(default = "default_max_deliver")]
@@ -79,7 +82,10 @@ pub struct NatsConfig {
     /// Window in which a repeated `Nats-Msg-Id` on the jobs stream is dropped. It must cover a
     /// coordinator restart, so that re-publishing the jobs it had admitted is a no-op.
     /// Default `1h`.
-    #[serde(default = "default_duplicate_window", with = "duration_text")]
+    #[serde(
+        default = "default_duplicate_window",
+        with = "cowork_schema::duration::text"
+    )]
     pub duplicate_window: Duration,
     /// Fleet-wide in-flight cap per tier (`max_ack_pending` of the tier's consumer); a tier
     /// not listed gets 1000.
@@ -87,14 +93,17 @@ pub struct NatsConfig {
     pub tier_caps: BTreeMap<Tier, i64>,
     /// Age after which a worker's heartbeat expires (`max_age` of the workers bucket); workers
     /// must beat more often than this. Default `30s`.
-    #[serde(default = "default_worker_ttl", with = "duration_text")]
+    #[serde(default = "default_worker_ttl", with = "cowork_schema::duration::text")]
     pub worker_ttl: Duration,
     /// Replicas of every stream and bucket (1 for a single server, 3 for a cluster). Default 1.
     #[serde(default = "default_replicas")]
     pub replicas: usize,
     /// How long one pull request waits on the server before the puller checks its other tiers
     /// (and its shutdown). Default `2s`.
-    #[serde(default = "default_pull_expiry", with = "duration_text")]
+    #[serde(
+        default = "default_pull_expiry",
+        with = "cowork_schema::duration::text"
+    )]
     pub pull_expiry: Duration,
 }
 
@@ -286,109 +295,9 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a duration written as a number and a unit: `ms`, `s`, `m` or `h` (`500ms`, `60s`,
-/// `1h`). A bare number is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    if number.is_empty() {
-        return Err(format!(
-            "duration {text:?} must start with a number (like 500ms, 60s, 5m, 1h)"
-        ));
-    }
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("duration {text:?} is too large"))?;
-    let millis_per_unit: u64 = match unit.trim() {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        other => {
-            return Err(format!(
-                "duration {text:?} has unknown unit {other:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    let millis = value
-        .checked_mul(millis_per_unit)
-        .ok_or_else(|| format!("duration {text:?} is too large"))?;
-    Ok(Duration::from_millis(millis))
-}
-
-/// Writes a duration in the largest unit that represents it exactly (`1h`, `90s`, `250ms`).
-pub fn format_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis == 0 {
-        return "0s".to_owned();
-    }
-    for (unit, size) in [("h", 3_600_000u128), ("m", 60_000), ("s", 1000)] {
-        if millis.is_multiple_of(size) {
-            return format!("{}{unit}", millis / size);
-        }
-    }
-    format!("{millis}ms")
-}
-
-/// serde `with` module: durations as text (see [`parse_duration`]).
-mod duration_text {
-    use super::*;
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        parse_duration(&text).map_err(serde::de::Error::custom)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn check_duration(text: &str, expected: Result<u64, &str>) {
-        let parsed = parse_duration(text).map(|d| d.as_millis() as u64);
-        match expected {
-            Ok(millis) => assert_eq!(parsed, Ok(millis), "parsing {text:?}"),
-            Err(fragment) => {
-                let error = parsed.expect_err(text);
-                assert!(error.contains(fragment), "{text:?}: {error}");
-            }
-        }
-    }
-
-    #[test]
-    fn durations_parse_from_text() {
-        check_duration("500ms", Ok(500));
-        check_duration("60s", Ok(60_000));
-        check_duration("60", Ok(60_000));
-        check_duration("5m", Ok(300_000));
-        check_duration("1h", Ok(3_600_000));
-        check_duration(" 2s ", Ok(2000));
-        check_duration("s", Err("must start with a number"));
-        check_duration("10d", Err("unknown unit"));
-        check_duration("99999999999999999999s", Err("too large"));
-    }
-
-    #[test]
-    fn durations_format_in_the_largest_exact_unit() {
-        for (millis, text) in [
-            (0, "0s"),
-            (250, "250ms"),
-            (1500, "1500ms"),
-            (90_000, "90s"),
-            (120_000, "2m"),
-            (3_600_000, "1h"),
-        ] {
-            let formatted = format_duration(Duration::from_millis(millis));
-            assert_eq!(formatted, text);
-            assert_eq!(
-                parse_duration(&formatted),
-                Ok(Duration::from_millis(millis))
-            );
-        }
-    }
 
     #[test]
     fn a_minimal_config_takes_the_documented_defaults() {

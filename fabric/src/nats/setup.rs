@@ -16,7 +16,9 @@ use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
 use async_nats::jetstream::{ErrorCode, context::GetStreamErrorKind};
 use cowork_schema::job::Tier;
 
-use crate::nats::config::{NatsConfig, format_duration};
+use cowork_schema::duration::format_duration;
+
+use crate::nats::config::NatsConfig;
 use crate::nats::{
     EVENTS_SUBJECTS, JOBS_SUBJECTS, Mismatch, NatsError, consumer_name, tier_filter,
 };

@@ -36,6 +36,7 @@ use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, ListContainersOptions, LogsOptions,
     RemoveContainerOptions, WaitContainerOptions,
 };
+use cowork_fabric::error_chain;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::InfraClass;
 use futures::{Stream, StreamExt};
@@ -175,18 +176,6 @@ impl ContainerError {
     fn engine(operation: &'static str) -> impl FnOnce(bollard::errors::Error) -> ContainerError {
         move |source| ContainerError::Engine { operation, source }
     }
-}
-
-/// Renders an error with its sources, for messages that travel in events.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Removes the containers of `owner` (by the `cowork.fleet/owner` label) whose

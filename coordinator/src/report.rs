@@ -6,25 +6,23 @@
 //! units that stopped early, and discarded overshoot, are all seen) and read with bounded
 //! parallelism. Every error names the key it is about.
 //!
-//! [`ApiArtifactReader`] is the read side of a store over a coordinator's API, so the same
-//! loader serves `cowork report --coordinator`.
+//! The loader reads through the [`ArtifactStore`] port, so the same code serves a local store,
+//! the coordinator's S3 bucket and `cowork report --coordinator` (through the client's
+//! `ApiArtifactReader`).
 
 use std::collections::HashSet;
 
-use async_trait::async_trait;
-use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
+use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{BatchMode, StoredBatch};
 use cowork_schema::envelope::Envelope;
-use cowork_schema::event::ArtifactRef;
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
-use crate::client::{ClientError, CoordinatorClient};
-use crate::eval::{ArmSummary, Comparison};
-use crate::plan::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
+use cowork_core::eval::{ArmSummary, Comparison};
+use cowork_core::plan::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
+use cowork_core::report::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
 
 /// Reads of `result.json` files in flight at once: a large batch holds thousands of results and
 /// each read is a round trip to the store (the same bound as the supervisor's).
@@ -312,95 +310,5 @@ fn eval_arm(summary: &ArmSummary) -> EvalArm {
     }
 }
 
-/// The read side of an [`ArtifactStore`] over a coordinator's API: one batch's stored objects
-/// (`GET /v1/batches/{id}/artifacts[/{path}]`), for reports of batches only the coordinator
-/// can read. Writes are refused.
-#[derive(Debug)]
-pub struct ApiArtifactReader {
-    client: CoordinatorClient,
-    batch_id: BatchId,
-    /// `batches/<id>/`: the only keys this reader serves.
-    prefix: String,
-}
-
-impl ApiArtifactReader {
-    /// A reader of `batch_id`'s objects through `client`.
-    pub fn new(client: CoordinatorClient, batch_id: BatchId) -> ApiArtifactReader {
-        let prefix = format!("batches/{batch_id}/");
-        ApiArtifactReader {
-            client,
-            batch_id,
-            prefix,
-        }
-    }
-
-    fn refused(key: &str) -> ArtifactError {
-        ArtifactError::Failed {
-            key: key.to_owned(),
-            message: "the coordinator's artifacts are read-only here".to_owned(),
-        }
-    }
-}
-
-/// Maps a client error about `key` to the store's vocabulary.
-fn artifact_error(key: &str, error: ClientError) -> ArtifactError {
-    match error {
-        ClientError::NotFound { .. } => ArtifactError::NotFound {
-            key: key.to_owned(),
-        },
-        error if error.is_transient() => ArtifactError::Transient {
-            key: key.to_owned(),
-            message: error.to_string(),
-        },
-        error => ArtifactError::Failed {
-            key: key.to_owned(),
-            message: error.to_string(),
-        },
-    }
-}
-
-#[async_trait]
-impl ArtifactStore for ApiArtifactReader {
-    async fn put(&self, key: &str, _bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
-        Err(ApiArtifactReader::refused(key))
-    }
-
-    async fn put_if_absent(&self, key: &str, _bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
-        Err(ApiArtifactReader::refused(key))
-    }
-
-    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
-        let Some(path) = key.strip_prefix(&self.prefix) else {
-            return Err(ArtifactError::NotFound {
-                key: key.to_owned(),
-            });
-        };
-        self.client
-            .artifact(&self.batch_id, path)
-            .await
-            .map_err(|error| artifact_error(key, error))
-    }
-
-    async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
-        match self.get(key).await {
-            Ok(_) => Ok(true),
-            Err(ArtifactError::NotFound { .. }) => Ok(false),
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-        let paths = self
-            .client
-            .artifacts(&self.batch_id)
-            .await
-            .map_err(|error| artifact_error(prefix, error))?;
-        let mut keys: Vec<String> = paths
-            .into_iter()
-            .map(|path| format!("{}{path}", self.prefix))
-            .filter(|key| key.starts_with(prefix))
-            .collect();
-        keys.sort();
-        Ok(keys)
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -680,3 +680,16 @@ pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String
     page_end(&mut out);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_keeps_urls_and_attributes_out_of_the_file() {
+        assert_eq!(
+            escape("<img src='http://x/a.png'> & \"b\""),
+            "&lt;img src&#61;&#39;http&#58;//x/a.png&#39;&gt; &amp; &quot;b&quot;"
+        );
+    }
+}

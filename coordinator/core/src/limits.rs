@@ -12,8 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::Notify;
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// The model name of jobs without a model axis.
 pub const DEFAULT_MODEL_KEY: &str = "default";
@@ -52,7 +51,7 @@ impl ModelLimit {
             .ok_or_else(|| format!("{text:?}: the concurrency must be a whole number above 0"))?;
         let per = per
             .map(|per| {
-                cowork_fabric::nats::config::parse_duration(per.trim())
+                cowork_schema::duration::parse_duration(per.trim())
                     .map_err(|problem| format!("{text:?}: the period {problem}"))
                     .and_then(|per| {
                         if per.is_zero() {
@@ -79,7 +78,7 @@ impl std::fmt::Display for ModelLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}={}", self.model_prefix, self.concurrency)?;
         if let Some(per) = self.per {
-            write!(f, "/{}", cowork_fabric::nats::config::format_duration(per))?;
+            write!(f, "/{}", cowork_schema::duration::format_duration(per))?;
         }
         Ok(())
     }
@@ -107,8 +106,6 @@ pub enum Held {
 pub struct ModelLimits {
     rules: Vec<ModelLimit>,
     state: Mutex<BTreeMap<usize, RuleState>>,
-    /// Woken when a job is released, so batches held on concurrency look again.
-    released: Notify,
 }
 
 impl ModelLimits {
@@ -116,7 +113,6 @@ impl ModelLimits {
         ModelLimits {
             rules,
             state: Mutex::new(BTreeMap::new()),
-            released: Notify::new(),
         }
     }
 
@@ -178,12 +174,6 @@ impl ModelLimits {
         if let Some(entry) = self.lock().get_mut(&index) {
             entry.in_flight = entry.in_flight.saturating_sub(1);
         }
-        self.released.notify_waiters();
-    }
-
-    /// Resolves when some job is released (for batches held on concurrency).
-    pub async fn released(&self) {
-        self.released.notified().await;
     }
 
     /// Jobs in flight and the most seen at once, per rule (as `MODEL=…` text).

@@ -14,7 +14,7 @@ use cowork_schema::session::Session;
 use super::flags::{FlagError, RawFlags, js_number, parse_duration_ms, validate_flags};
 use super::materialize::{normalize_rel, relative_path};
 use super::*;
-use crate::prepare::{PreparedBatch, PreparedMatrix, PreparedScenario, PreparedSession};
+use crate::prepared::{PreparedBatch, PreparedMatrix, PreparedScenario, PreparedSession};
 
 // ---------------------------------------------------------------------------------------------
 // Builders

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use cowork_schema::job::CellAxes;
 
 use super::DerivedFile;
-use crate::prepare::PreparedScenario;
+use crate::prepared::PreparedScenario;
 
 /// Prefix of every derived file name.
 pub const DERIVED_PREFIX: &str = ".cowork-cell-";

@@ -23,7 +23,7 @@ use cowork_schema::batch::{
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::{CellAxes, JobCommand, JobSpec, Tier};
 
-use crate::prepare::{PreparedBatch, PreparedMatrix, PreparedScenario};
+use crate::prepared::{PreparedBatch, PreparedMatrix, PreparedScenario};
 
 /// Margin added to a scenario's own `timeout_ms` for the job's wall-clock limit (C13): room for
 /// sandbox start-up, staging and artifact collection around the agent run.

@@ -2,9 +2,6 @@
 //! Markdown summary or a compact JSON summary (`cowork report`, `GET /v1/batches/{id}/report`).
 //!
 //! Modules, in reading order:
-//! - [`load`]: the IO edge — reads `spec.json`, `rollup.json`, `envelope.json` and every job's
-//!   `result.json` of a batch from an [`ArtifactStore`](cowork_fabric::ArtifactStore) into a
-//!   [`ReportInput`].
 //! - this module: [`ReportInput`], the eval hook [`EvalSection`], and [`summarize`], the pure
 //!   step every renderer shares (units with pass rates, flakiness, cost and duration, failure
 //!   reasons grouped by assertion key and signal code, stop reasons); plus [`render_json`].
@@ -12,6 +9,8 @@
 //!   batch list page.
 //! - [`junit`]: [`render_junit`], one `<testsuite>` per batch, one `<testcase>` per unit.
 //! - [`markdown`]: [`render_markdown`], a CI job summary or PR comment.
+//!
+//! Reading a stored batch into a [`ReportInput`] is the coordinator's `report` module.
 //!
 //! Every renderer is a pure function of its input: no IO, no clock, and the same input gives the
 //! same bytes, so tests compare exact fragments. Simulated runs are never presented as real
@@ -24,11 +23,7 @@
 
 pub mod html;
 pub mod junit;
-pub mod load;
 pub mod markdown;
-
-#[cfg(test)]
-mod tests;
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -44,7 +39,6 @@ use serde_json::{Map, Value, json};
 
 pub use html::{render_batch_list, render_html};
 pub use junit::render_junit;
-pub use load::{ApiArtifactReader, ReportError, load_report_input};
 pub use markdown::render_markdown;
 
 use crate::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
@@ -800,17 +794,17 @@ fn stop_notes(
 // ---------------------------------------------------------------------------------------------
 
 /// A rate as a whole percent, rounded like JavaScript's `toFixed(0)` (as the CLI prints it).
-pub(crate) fn percent(rate: f64) -> String {
+pub fn percent(rate: f64) -> String {
     format!("{}%", js_to_fixed(rate * 100.0, 0))
 }
 
 /// Dollars with four decimals, or `-`.
-pub(crate) fn usd(value: Option<f64>) -> String {
+pub fn usd(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
 }
 
 /// Milliseconds as seconds with one decimal, or `-`.
-pub(crate) fn seconds(ms: Option<f64>) -> String {
+pub fn seconds(ms: Option<f64>) -> String {
     ms.map_or_else(|| "-".to_owned(), |ms| format!("{:.1} s", ms / 1000.0))
 }
 

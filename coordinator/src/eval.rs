@@ -1,19 +1,18 @@
 //! The coordinator's side of an eval batch's report: once the batch is decided, its
 //! `batches/<id>/eval.json` is computed from the stored spec's eval settings and the decided
-//! outcome, and stored beside the rollup (issue 6).
+//! outcome, and stored beside the rollup.
 //!
-//! This is the one module of [`eval`](crate::eval) that does IO; the computation itself is the
-//! pure [`eval_document`], the same one `cowork eval` runs.
+//! The computation itself is the core's pure [`eval_document`], the same one `cowork eval` runs.
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::StoredBatch;
 
-use super::ArmSources;
-use crate::plan::Plan;
-use crate::plan::eval::{
+use crate::supervisor::BatchOutcome;
+use cowork_core::eval::ArmSources;
+use cowork_core::plan::Plan;
+use cowork_core::plan::eval::{
     EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document, eval_document_key,
 };
-use crate::supervisor::BatchOutcome;
 
 /// Why a decided eval batch's report was not stored.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,7 @@ const MESSAGE_CHARS: usize = 160;
 
 /// Escapes text for a Markdown table cell: markup characters get a backslash, `<` and `>`
 /// become entities (GitHub renders inline HTML), and line breaks become spaces.
-pub(crate) fn escape_md(text: &str) -> String {
+pub fn escape_md(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
@@ -155,4 +155,17 @@ pub fn render_markdown(input: &ReportInput) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_escaping_keeps_tables_intact() {
+        assert_eq!(
+            escape_md("a|b <i>*x*</i>\n`c`"),
+            "a\\|b &lt;i&gt;\\*x\\*&lt;/i&gt; \\`c\\`"
+        );
+    }
 }

@@ -35,7 +35,7 @@ use crate::eval::{
     Arm, ArmOutcome, ArmSources, DEFAULT_CONFIDENCE_LEVEL, EvalError, EvalOptions, EvalReport,
     EvalVerdict, PairedOutcome, eval_report,
 };
-use crate::prepare::{PreparedArm, PreparedBatch};
+use crate::prepared::{PreparedArm, PreparedBatch};
 
 /// The arms in unit order: arm A is unit `2k`, arm B unit `2k + 1`.
 pub const ARMS: [Arm; 2] = [Arm::A, Arm::B];
@@ -498,7 +498,7 @@ mod tests {
 
     use super::*;
     use crate::plan::PlanInput;
-    use crate::prepare::{PreparedScenario, PreparedSession};
+    use crate::prepared::{PreparedScenario, PreparedSession};
 
     const SESSION: &str = "model: m0\nplugins:\n  local_plugins:\n    - ../skills/v1/k\n";
 

@@ -9,14 +9,16 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-// reqwest's byte stream yields `bytes::Bytes`, which axum re-exports.
-use axum::body::Bytes;
+use async_trait::async_trait;
+use bytes::Bytes;
+use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
 use cowork_schema::api::{
     ApiError, BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
 };
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
+use cowork_schema::event::ArtifactRef;
 use cowork_schema::registry::{BatchRecord, WorkerInfo};
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
@@ -323,7 +325,7 @@ impl CoordinatorClient {
 /// A transport failure: unreachable, timed out or cut off is `Unavailable`, anything else
 /// (a body that cannot be decoded) is `Protocol`.
 fn transport_error(url: &reqwest::Url, error: &reqwest::Error) -> ClientError {
-    let message = crate::server::error_chain(error);
+    let message = cowork_fabric::error_chain(error);
     if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
         ClientError::Unavailable {
             url: url.to_string(),
@@ -376,7 +378,7 @@ impl WatchState {
                         url: self.url.clone(),
                         message: format!(
                             "the event stream broke: {}",
-                            crate::server::error_chain(&error)
+                            cowork_fabric::error_chain(&error)
                         ),
                     }));
                 }
@@ -471,6 +473,99 @@ impl SseParser {
             _ => {}
         }
         None
+    }
+}
+
+/// The read side of an [`ArtifactStore`] over a coordinator's API: one batch's stored objects
+/// (`GET /v1/batches/{id}/artifacts[/{path}]`), for reports of batches only the coordinator
+/// can read. Writes are refused.
+#[derive(Debug)]
+pub struct ApiArtifactReader {
+    client: CoordinatorClient,
+    batch_id: BatchId,
+    /// `batches/<id>/`: the only keys this reader serves.
+    prefix: String,
+}
+
+impl ApiArtifactReader {
+    /// A reader of `batch_id`'s objects through `client`.
+    pub fn new(client: CoordinatorClient, batch_id: BatchId) -> ApiArtifactReader {
+        let prefix = format!("batches/{batch_id}/");
+        ApiArtifactReader {
+            client,
+            batch_id,
+            prefix,
+        }
+    }
+
+    fn refused(key: &str) -> ArtifactError {
+        ArtifactError::Failed {
+            key: key.to_owned(),
+            message: "the coordinator's artifacts are read-only here".to_owned(),
+        }
+    }
+}
+
+/// Maps a client error about `key` to the store's vocabulary.
+fn artifact_error(key: &str, error: ClientError) -> ArtifactError {
+    match error {
+        ClientError::NotFound { .. } => ArtifactError::NotFound {
+            key: key.to_owned(),
+        },
+        error if error.is_transient() => ArtifactError::Transient {
+            key: key.to_owned(),
+            message: error.to_string(),
+        },
+        error => ArtifactError::Failed {
+            key: key.to_owned(),
+            message: error.to_string(),
+        },
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for ApiArtifactReader {
+    async fn put(&self, key: &str, _bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
+        Err(ApiArtifactReader::refused(key))
+    }
+
+    async fn put_if_absent(&self, key: &str, _bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
+        Err(ApiArtifactReader::refused(key))
+    }
+
+    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
+        let Some(path) = key.strip_prefix(&self.prefix) else {
+            return Err(ArtifactError::NotFound {
+                key: key.to_owned(),
+            });
+        };
+        self.client
+            .artifact(&self.batch_id, path)
+            .await
+            .map_err(|error| artifact_error(key, error))
+    }
+
+    async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
+        match self.get(key).await {
+            Ok(_) => Ok(true),
+            Err(ArtifactError::NotFound { .. }) => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        let paths = self
+            .client
+            .artifacts(&self.batch_id)
+            .await
+            .map_err(|error| artifact_error(prefix, error))?;
+        let mut keys: Vec<String> = paths
+            .into_iter()
+            .map(|path| format!("{}{path}", self.prefix))
+            .filter(|key| key.starts_with(prefix))
+            .collect();
+        keys.sort();
+        Ok(keys)
     }
 }
 

@@ -1,5 +1,5 @@
 //! Eval A/B statistics: per-arm summaries, the paired difference with a bootstrap interval, the
-//! exact McNemar test and a verdict, per scenario and overall (design brief §8, issue 6).
+//! exact McNemar test and a verdict, per scenario and overall (design brief §8).
 //!
 //! An eval runs the same scenarios in two arms, A and B (two versions of a skill or plugin), and
 //! pairs `(scenario, repeat index, arm A)` with `(scenario, repeat index, arm B)` (contract §8,
@@ -10,13 +10,12 @@
 //! Modules:
 //! - [`stats`]: the exact McNemar p-value, the paired (and stratified) bootstrap, and the seeded
 //!   generator behind it.
-//! - [`store`]: the coordinator's IO edge — computes a decided eval batch's report from its
-//!   stored spec and stores it as `batches/<id>/eval.json`.
 //!
-//! Pure apart from [`store`]: no IO, no clock, no environment, no async. The seed is an argument.
+//! Storing the report (`batches/<id>/eval.json`) is the coordinator's `eval` module.
+//!
+//! Pure: no IO, no clock, no environment, no async. The seed is an argument.
 
 pub mod stats;
-pub mod store;
 
 #[cfg(test)]
 mod tests;

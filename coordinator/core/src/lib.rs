@@ -1,0 +1,21 @@
+//! Cowork Fleet's pure core: everything that decides, nothing that does IO.
+//!
+//! Modules, in reading order:
+//! - [`prepared`]: the validated inputs of a batch (what `cowork_coordinator::prepare` reads
+//!   from disk), as plain data.
+//! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
+//! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
+//! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
+//! - [`eval`]: A/B statistics — exact McNemar, the paired bootstrap, arm summaries, verdict.
+//! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
+//!
+//! **Invariant:** no module here performs IO, reads a clock, the environment or randomness
+//! other than a seed it is given, and the crate depends on no async runtime or network crate
+//! (`scripts/check-core-deps.sh`, run by CI).
+
+pub mod eval;
+pub mod limits;
+pub mod plan;
+pub mod prepared;
+pub mod reduce;
+pub mod report;
