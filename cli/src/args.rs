@@ -232,8 +232,8 @@ pub struct BatchArgs {
     /// A label forwarded to every run (`RunResult.runLabel`; one line, at most 200 characters).
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
-    /// Hard wall-clock limit per job, e.g. 45m, 90s, 1h or plain milliseconds (default: the
-    /// scenario's timeout_ms + 120 s, else 30 min). It must exceed the scenario's own timeout.
+    /// Hard wall-clock limit per job, with a unit: 45m, 90s, 1h, 500ms (default: the scenario's
+    /// timeout_ms + 120 s, else 30 min). It must exceed the scenario's own timeout.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git

@@ -214,14 +214,12 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
         }
     }
     if let Some(text) = &raw.job_timeout {
-        match parse_duration_ms(text) {
-            Some(ms) => flags.job_timeout_ms = Some(ms),
-            None => error(
-                "--job-timeout",
-                format!(
-                    "must be a positive duration such as 600000 (ms), 90s, 30m or 2h, got {text:?}"
-                ),
-            ),
+        match cowork_schema::duration::parse_duration(text) {
+            Ok(timeout) if !timeout.is_zero() => {
+                flags.job_timeout_ms = Some(timeout.as_millis() as u64);
+            }
+            Ok(_) => error("--job-timeout", format!("must be above 0, got {text:?}")),
+            Err(problem) => error("--job-timeout", problem.to_string()),
         }
     }
 
@@ -323,26 +321,4 @@ fn is_decimal_literal(text: &str) -> bool {
         }
     }
     i == bytes.len()
-}
-
-/// A positive duration: a bare number of milliseconds, or a number with `ms`, `s`, `m` or `h`.
-pub fn parse_duration_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let (number, unit_ms) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1_000.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60_000.0)
-    } else if let Some(n) = text.strip_suffix('h') {
-        (n, 3_600_000.0)
-    } else {
-        (text, 1.0)
-    };
-    if number.is_empty() || !is_decimal_literal(number) || number.starts_with(['+', '-']) {
-        return None;
-    }
-    let ms = number.parse::<f64>().ok()? * unit_ms;
-    // 2^53 ms is about 285,000 years; anything above is a typo.
-    (ms.is_finite() && (1.0..=9_007_199_254_740_991.0).contains(&ms)).then(|| ms.round() as u64)
 }

@@ -11,7 +11,7 @@ use cowork_schema::matrix::MatrixFile;
 use cowork_schema::scenario::Scenario;
 use cowork_schema::session::Session;
 
-use super::flags::{FlagError, RawFlags, js_number, parse_duration_ms, validate_flags};
+use super::flags::{FlagError, RawFlags, js_number, validate_flags};
 use super::materialize::{normalize_rel, relative_path};
 use super::*;
 use crate::prepared::{PreparedBatch, PreparedMatrix, PreparedScenario, PreparedSession};
@@ -876,20 +876,4 @@ fn js_number_matches_javascript() {
     check("inf", f64::NAN);
     check("NaN", f64::NAN);
     check("\u{85}1", f64::NAN);
-}
-
-#[test]
-fn durations() {
-    let check =
-        |text: &str, expect: Option<u64>| assert_eq!(parse_duration_ms(text), expect, "{text:?}");
-    check("600000", Some(600_000));
-    check("500ms", Some(500));
-    check("90s", Some(90_000));
-    check("1.5m", Some(90_000));
-    check("2h", Some(7_200_000));
-    check("0", None);
-    check("-5s", None);
-    check("", None);
-    check("s", None);
-    check("10 minutes", None);
 }
