@@ -25,7 +25,7 @@ use std::time::Duration;
 use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::{Envelope, decorate_result};
-use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::event::{ErrorCategory, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::{JobSpec, Tier};
 use cowork_schema::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
@@ -1029,13 +1029,24 @@ impl Drop for LimitSlots {
 /// `true` for an outcome that `cowork resume` runs again: an infrastructure failure or a
 /// job killed by `cancel --kill-running` (neither left a result).
 fn is_rerun_on_resume(outcome: &JobOutcome) -> bool {
-    matches!(outcome, JobOutcome::Error { category, .. } if category == "infra")
-        || is_killed(outcome)
+    matches!(
+        outcome,
+        JobOutcome::Error {
+            category: ErrorCategory::Infra,
+            ..
+        }
+    ) || is_killed(outcome)
 }
 
 /// `true` for a job a worker killed (or skipped) for `cancel --kill-running`.
 fn is_killed(outcome: &JobOutcome) -> bool {
-    matches!(outcome, JobOutcome::Error { category, .. } if category == "cancelled")
+    matches!(
+        outcome,
+        JobOutcome::Error {
+            category: ErrorCategory::Cancelled,
+            ..
+        }
+    )
 }
 
 /// Dispatch pauses per tier after `usage_limit` results (contract C9): the first pause is

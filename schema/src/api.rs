@@ -14,7 +14,7 @@ use crate::rollup::RollupDoc;
 
 /// The answer to an accepted submit (`201 Created`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct SubmitResponse {
     pub batch_id: BatchId,
     /// Jobs the plan holds (before early stops).
@@ -27,7 +27,7 @@ pub struct SubmitResponse {
 
 /// A live snapshot of a supervised batch: how many jobs are where, and what they cost.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProgressSnapshot {
     /// Jobs the plan holds (before early stops).
     pub planned: u64,
@@ -75,7 +75,7 @@ pub struct ProgressSnapshot {
 /// `GET /v1/batches/{id}`: the registry record, the live progress when this coordinator
 /// supervises the batch, and the stored rollup once the batch is done.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct BatchStatus {
     pub record: BatchRecord,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ pub struct BatchStatus {
 
 /// The last event of a watch: the batch reached a final state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct BatchEnd {
     pub state: BatchState,
     /// The batch verdict (envelope `ok`), when the batch was decided.
@@ -102,7 +102,7 @@ pub struct BatchEnd {
 
 /// The body of every refused request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ApiError {
     /// One lowercase line saying what was refused.
     pub error: String,

@@ -9,7 +9,7 @@ use crate::run_result::RunView;
 
 /// How one job ended (contract §1.6).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "camelCase")]
 pub enum JobOutcome {
     /// Exit 0 or 1 with a result: a real sample, whatever its verdict.
     Completed { run: RunView },
@@ -21,12 +21,117 @@ pub enum JobOutcome {
     },
     /// Any other CLI error: exit 2 (usage, runtime, internal), exit 3 (boundary), no parseable
     /// envelope, a signal-killed process, or the orchestrator's timeout.
-    Error { category: String, message: String },
+    Error {
+        category: ErrorCategory,
+        message: String,
+    },
+}
+
+/// What kind of error ended a job. The harness's own `error.category` values keep their names;
+/// the fleet adds its own (`timeout`, `crashed`, `infra`, `infra_after_spend`,
+/// `cancelled`). A category
+/// this build does not know (a newer harness or worker) is kept as [`ErrorCategory::Other`], so
+/// it is still reported and folded as an error.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCategory {
+    /// The harness refused its input (exit 2).
+    Usage,
+    /// The harness failed while running (exit 2).
+    Runtime,
+    /// The harness or the worker hit a bug (exit 2), e.g. an unreadable `result.json`.
+    Internal,
+    /// The harness refused a workspace boundary (exit 3).
+    Boundary,
+    /// The fleet's wall-clock limit for the job fired (choice C13).
+    Timeout,
+    /// The harness process was killed by a signal it did not ask for (OOM, a stray kill).
+    Crashed,
+    /// An infrastructure failure before anything was spent, out of retries (choice C8).
+    Infra,
+    /// An infrastructure failure after the harness was spawned: the run was paid for, its
+    /// result could not be kept, and it is never run again.
+    InfraAfterSpend,
+    /// The job was killed or skipped because its batch was cancelled.
+    Cancelled,
+    /// Any other category, kept as written.
+    Other(String),
+}
+
+impl ErrorCategory {
+    /// The category as it is written in events, outcomes and envelopes.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ErrorCategory::Usage => "usage",
+            ErrorCategory::Runtime => "runtime",
+            ErrorCategory::Internal => "internal",
+            ErrorCategory::Boundary => "boundary",
+            ErrorCategory::Timeout => "timeout",
+            ErrorCategory::Crashed => "crashed",
+            ErrorCategory::Infra => "infra",
+            ErrorCategory::InfraAfterSpend => "infra_after_spend",
+            ErrorCategory::Cancelled => "cancelled",
+            ErrorCategory::Other(other) => other,
+        }
+    }
+
+    /// Reads a written category; unknown text becomes [`ErrorCategory::Other`].
+    pub fn parse(text: &str) -> ErrorCategory {
+        match text {
+            "usage" => ErrorCategory::Usage,
+            "runtime" => ErrorCategory::Runtime,
+            "internal" => ErrorCategory::Internal,
+            "boundary" => ErrorCategory::Boundary,
+            "timeout" => ErrorCategory::Timeout,
+            "crashed" => ErrorCategory::Crashed,
+            "infra" => ErrorCategory::Infra,
+            "infra_after_spend" => ErrorCategory::InfraAfterSpend,
+            "cancelled" => ErrorCategory::Cancelled,
+            other => ErrorCategory::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<&str> for ErrorCategory {
+    fn from(text: &str) -> ErrorCategory {
+        ErrorCategory::parse(text)
+    }
+}
+
+impl std::fmt::Display for ErrorCategory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCategory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCategory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(ErrorCategory::parse(&text))
+    }
+}
+
+impl JsonSchema for ErrorCategory {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCategory".into()
+    }
+
+    fn json_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "usage, runtime, internal, boundary (the harness's categories); timeout, crashed, infra, infra_after_spend, cancelled (the fleet's); any other text is kept as written",
+        })
+    }
 }
 
 /// A stored artifact of a job: its key, size and sha256.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ArtifactRef {
     /// Store key, e.g. `batches/<batch>/jobs/c0/r3/result.json`.
     pub key: String,
@@ -54,7 +159,7 @@ pub enum InfraClass {
 // are built once and serialized at once, so boxing would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum JobEventKind {
     /// A worker took the job and is about to run it.
     Started,
@@ -82,8 +187,11 @@ pub enum JobEventKind {
 
 /// One event on the event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct JobEvent {
+    /// [`PROTOCOL_VERSION`](crate::job::PROTOCOL_VERSION) of the worker that published it.
+    #[serde(default = "crate::job::legacy_protocol")]
+    pub protocol: u32,
     pub batch_id: BatchId,
     pub job_id: JobId,
     /// Delivery attempt, 1-based (counted per generation).
@@ -97,4 +205,62 @@ pub struct JobEvent {
 
 fn is_zero(value: &u32) -> bool {
     *value == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_from_a_newer_peer_keep_what_this_build_knows() {
+        // A rolling upgrade: the newer worker adds a field at every level and a category this
+        // build does not know; the event still decodes, and the category is kept as written.
+        let text = r#"{"protocol":3,"batchId":"b1","jobId":"b1/f0/r1","attempt":1,
+            "workerId":"w","addedTopLevel":true,
+            "event":{"type":"finished","addedInKind":1,"run_ms":5,
+                "artifacts":[{"key":"k","size":1,"sha256":"ab","addedInRef":"x"}],
+                "outcome":{"kind":"error","category":"quota_v2","message":"m","addedInOutcome":2}}}"#;
+        let event: JobEvent = serde_json::from_str(text).expect("unknown fields are ignored");
+        assert_eq!(event.protocol, 3);
+        let JobEventKind::Finished { outcome, .. } = event.event else {
+            panic!("a finished event: {:?}", event.event);
+        };
+        assert_eq!(
+            outcome,
+            JobOutcome::Error {
+                category: ErrorCategory::Other("quota_v2".to_owned()),
+                message: "m".to_owned(),
+            }
+        );
+    }
+
+    #[test]
+    fn events_without_a_protocol_are_the_first_version() {
+        let text = r#"{"batchId":"b1","jobId":"b1/f0/r1","attempt":1,"workerId":"w",
+            "event":{"type":"started"}}"#;
+        let event: JobEvent = serde_json::from_str(text).expect("a legacy event");
+        assert_eq!(event.protocol, 1);
+    }
+
+    #[test]
+    fn error_categories_read_back_as_written() {
+        for text in [
+            "usage",
+            "runtime",
+            "internal",
+            "boundary",
+            "timeout",
+            "crashed",
+            "infra",
+            "infra_after_spend",
+            "cancelled",
+            "something_new",
+        ] {
+            let category = ErrorCategory::parse(text);
+            assert_eq!(category.as_str(), text);
+            let json = serde_json::to_string(&category).expect("serializes");
+            assert_eq!(json, format!("\"{text}\""));
+        }
+        assert_eq!(ErrorCategory::parse("infra"), ErrorCategory::Infra);
+    }
 }

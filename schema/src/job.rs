@@ -79,7 +79,7 @@ impl JobCommand {
 /// The axes of a matrix cell (contract §5.5): keys `baseline`, `model`, `skillDir`, absent ones
 /// omitted, so a no-axes cell serialises as `{}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct CellAxes {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
@@ -112,11 +112,25 @@ impl CellAxes {
     }
 }
 
+/// The version of the coordinator–worker protocol: job messages, job events, heartbeats and the
+/// storage layout they refer to. Wire types ignore fields they do not know, so adding an
+/// optional field needs no new version; a change an older peer would misread does. A
+/// coordinator refuses workers of another version by name (`cowork workers`, its log).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The protocol version of a message written before versions were written down.
+pub fn legacy_protocol() -> u32 {
+    1
+}
+
 /// Everything a worker needs to run one job. Published on `cowork.jobs.<tier>.<batch>` with
 /// `Nats-Msg-Id` = [`JobSpec::message_id`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct JobSpec {
+    /// [`PROTOCOL_VERSION`] of the coordinator that published the job.
+    #[serde(default = "legacy_protocol")]
+    pub protocol: u32,
     pub batch_id: BatchId,
     pub job_id: JobId,
     pub command: JobCommand,

@@ -42,7 +42,7 @@ impl BatchState {
 
 /// One entry of the batches bucket.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct BatchRecord {
     pub batch_id: BatchId,
     pub state: BatchState,
@@ -78,8 +78,11 @@ fn is_zero(value: &u32) -> bool {
 
 /// One worker's heartbeat in the workers bucket.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkerInfo {
+    /// [`PROTOCOL_VERSION`](crate::job::PROTOCOL_VERSION) the worker speaks.
+    #[serde(default = "crate::job::legacy_protocol")]
+    pub protocol: u32,
     pub worker_id: String,
     pub tiers: Vec<Tier>,
     pub slots: u32,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// One verdict signal: code (an open string, contract §3.7) and severity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct SignalView {
     pub code: String,
     /// `true` when the persisted severity is `"fail"`.
@@ -21,7 +21,7 @@ pub struct SignalView {
 
 /// One `assertions[]` entry, reduced to what the rollups read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AssertionView {
     /// First key of the stored `assertion` object (J1); `None` for `{}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,7 +33,7 @@ pub struct AssertionView {
 
 /// The reducer's view of one completed run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RunView {
     /// `verdict.pass` as persisted (contract §3.7).
     pub pass: bool,

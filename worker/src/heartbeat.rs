@@ -38,6 +38,7 @@ pub fn worker_info(
     draining: bool,
 ) -> WorkerInfo {
     WorkerInfo {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         worker_id: identity.worker_id.clone(),
         tiers: identity.tiers.clone(),
         slots: identity.slots,

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 
 use cowork_fabric::{ArtifactStore, BatchRegistry, Delivery, EventLog, JobQueue};
 use cowork_schema::BatchId;
-use cowork_schema::event::{InfraClass, JobEvent, JobEventKind, JobOutcome};
-use cowork_schema::job::Tier;
+use cowork_schema::event::{ErrorCategory, InfraClass, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::job::{PROTOCOL_VERSION, Tier};
 use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_schema::verdict::view_with_rederived_verdict;
 use tokio::sync::Semaphore;
@@ -352,7 +352,7 @@ impl JobRun {
             self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
             let output = ExecOutput {
                 classified: Classified::error(
-                    "cancelled",
+                    ErrorCategory::Cancelled,
                     "the batch was cancelled with --kill-running before this job started"
                         .to_owned(),
                 ),
@@ -452,14 +452,14 @@ impl JobRun {
                 // C8: after spend, or out of deliveries, an infrastructure failure is an error
                 // outcome of the job, reported and never silently retried.
                 JobOutcome::Error {
-                    category: "infra".into(),
+                    category: ErrorCategory::Infra,
                     message,
                 }
             }
             Classified::Completed { result } => match view_with_rederived_verdict(&result) {
                 Ok(run) => JobOutcome::Completed { run },
                 Err(error) => JobOutcome::Error {
-                    category: "internal".into(),
+                    category: ErrorCategory::Internal,
                     message: format!("unreadable result.json: {error}"),
                 },
             },
@@ -468,7 +468,7 @@ impl JobRun {
                 JobOutcome::Unanswered { message, hint }
             }
             Classified::Error { category, message } => {
-                self.stats.count_failure(&category);
+                self.stats.count_failure(category.as_str());
                 JobOutcome::Error { category, message }
             }
         };
@@ -544,7 +544,7 @@ impl JobRun {
         }
         self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
         let outcome = JobOutcome::Error {
-            category: "infra".into(),
+            category: ErrorCategory::Infra,
             message,
         };
         let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
@@ -589,6 +589,7 @@ impl JobRun {
     /// failed for good.
     async fn publish(&self, delivery: &Delivery, event: JobEventKind) -> bool {
         let event = JobEvent {
+            protocol: PROTOCOL_VERSION,
             batch_id: delivery.job.batch_id.clone(),
             job_id: delivery.job.job_id.clone(),
             attempt: delivery.attempt,

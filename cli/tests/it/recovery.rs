@@ -2,6 +2,7 @@
 //! process behind, `cowork resume` runs only what has no result, and infrastructure failures
 //! are retried only before spend (contract C8), with attempts and retries reported.
 
+use cowork_schema::event::ErrorCategory;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,7 +107,7 @@ async fn cancel_kill_running_kills_every_harness_process_and_ends_the_batch_canc
     let killed = events
         .iter()
         .filter(|event| {
-            matches!(&event.event, JobEventKind::Finished { outcome: JobOutcome::Error { category, .. }, .. } if category == "cancelled")
+            matches!(&event.event, JobEventKind::Finished { outcome: JobOutcome::Error { category, .. }, .. } if *category == ErrorCategory::Cancelled)
         })
         .count();
     assert!(

@@ -90,6 +90,7 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
                 .expect("storing the result");
             events
                 .publish(&JobEvent {
+                    protocol: cowork_schema::job::PROTOCOL_VERSION,
                     batch_id: job.batch_id.clone(),
                     job_id: job.job_id.clone(),
                     attempt: delivery.attempt,

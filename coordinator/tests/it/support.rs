@@ -341,6 +341,7 @@ async fn run_job(
 ) {
     let job = delivery.job.clone();
     let event = |kind: JobEventKind| JobEvent {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         batch_id: job.batch_id.clone(),
         job_id: job.job_id.clone(),
         attempt: delivery.attempt,
@@ -394,6 +395,7 @@ async fn run_job(
 /// A heartbeat of the fake worker in the worker registry.
 pub fn worker_info() -> WorkerInfo {
     WorkerInfo {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         worker_id: "fake-1".into(),
         tiers: Tier::ALL.to_vec(),
         slots: 4,

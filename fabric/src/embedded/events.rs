@@ -126,6 +126,7 @@ mod tests {
     fn started(batch: &str, repeat: u32) -> JobEvent {
         let batch = BatchId::new(batch).expect("valid literal");
         JobEvent {
+            protocol: cowork_schema::job::PROTOCOL_VERSION,
             job_id: JobId::new(&batch, UnitRef::File(0), Some(repeat)),
             batch_id: batch,
             attempt: 1,

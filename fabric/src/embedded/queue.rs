@@ -190,6 +190,7 @@ mod tests {
     fn job(index: u32, tier: Tier) -> JobSpec {
         let batch = BatchId::new("b1").expect("valid literal");
         JobSpec {
+            protocol: cowork_schema::job::PROTOCOL_VERSION,
             job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
             batch_id: batch,
             command: JobCommand::Run,

@@ -66,6 +66,7 @@ async fn refused(mut config: NatsConfig) -> String {
 fn job(batch_id: &str) -> JobSpec {
     let batch = BatchId::new(batch_id).expect("valid literal");
     JobSpec {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         job_id: JobId::new(&batch, UnitRef::File(0), Some(0)),
         batch_id: batch,
         command: JobCommand::Run,

@@ -46,6 +46,7 @@ fn batch(id: &str) -> BatchId {
 fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
     let batch = batch(batch_id);
     JobSpec {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
         batch_id: batch,
         command: JobCommand::Run,
@@ -285,6 +286,7 @@ async fn a_message_that_is_not_a_job_is_terminated_not_delivered() {
 fn event(batch_id: &str, index: u32, attempt: u32, kind: JobEventKind) -> JobEvent {
     let batch = batch(batch_id);
     JobEvent {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
         batch_id: batch,
         attempt,
@@ -404,6 +406,7 @@ fn record(batch_id: &str, state: BatchState) -> BatchRecord {
 
 fn worker(worker_id: &str) -> WorkerInfo {
     WorkerInfo {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         worker_id: worker_id.into(),
         tiers: vec![Tier::Container],
         slots: 2,

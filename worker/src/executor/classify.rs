@@ -5,6 +5,7 @@
 //! here without a process. Reading the run directory (to prefer the on-disk, secret-scrubbed
 //! copy of a result) is the caller's job.
 
+use cowork_schema::event::ErrorCategory;
 use serde_json::Value;
 
 use super::Classified;
@@ -76,26 +77,26 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
     let code = match end {
         ProcessEnd::Cancelled => {
             return Classified::error(
-                "cancelled",
+                ErrorCategory::Cancelled,
                 "job was cancelled; the harness process group was killed".to_owned(),
             );
         }
         ProcessEnd::TimedOut { timeout_ms } => {
             return Classified::error(
-                "timeout",
+                ErrorCategory::Timeout,
                 format!(
                     "job exceeded its timeout of {timeout_ms} ms; the harness process group was killed"
                 ),
             );
         }
         ProcessEnd::Signaled(signal) => {
-            return Classified::error("crashed", format!("killed by signal {signal}"));
+            return Classified::error(ErrorCategory::Crashed, format!("killed by signal {signal}"));
         }
         ProcessEnd::Exited(code) => code,
     };
     let Some(envelope) = envelope else {
         return Classified::error(
-            "internal",
+            ErrorCategory::Internal,
             format!(
                 "no JSON envelope on stdout (exit code {code}; {})",
                 stdout_preview(stdout)
@@ -107,7 +108,7 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
         0 | 1 => {
             if let Some(error) = error {
                 // `record` reports its own failures with exit 1 and an error envelope.
-                return Classified::error(&error.category_or("internal"), error.text());
+                return Classified::error(error.category_or(ErrorCategory::Internal), error.text());
             }
             let results = envelope.value.get("results").and_then(Value::as_array);
             match results.map(Vec::as_slice) {
@@ -115,17 +116,20 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
                     result: result.clone(),
                 },
                 Some([_]) => Classified::error(
-                    "internal",
+                    ErrorCategory::Internal,
                     "envelope result is not a JSON object".to_owned(),
                 ),
                 Some(results) => Classified::error(
-                    "internal",
+                    ErrorCategory::Internal,
                     format!(
                         "expected exactly one result in the envelope, found {}",
                         results.len()
                     ),
                 ),
-                None => Classified::error("internal", "envelope has no results array".to_owned()),
+                None => Classified::error(
+                    ErrorCategory::Internal,
+                    "envelope has no results array".to_owned(),
+                ),
             }
         }
         2 => match error {
@@ -135,11 +139,11 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
                     hint: error.hint,
                 }
             }
-            Some(error) => Classified::error(&error.category_or("usage"), error.text()),
+            Some(error) => Classified::error(error.category_or(ErrorCategory::Usage), error.text()),
             // A corrupt cassette makes `replay` print a stub result with `error: null` and exit
             // 2: the exit code is the truth (toolchain "Real-CLI facts").
             None => Classified::error(
-                "usage",
+                ErrorCategory::Usage,
                 "harness exited with code 2 but reported no error (unreadable input?)".to_owned(),
             ),
         },
@@ -148,15 +152,15 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
                 Some(error) => error.text(),
                 None => "harness exited with code 3 (boundary error)".to_owned(),
             };
-            Classified::error("boundary", message)
+            Classified::error(ErrorCategory::Boundary, message)
         }
         other => {
             let (category, detail) = match error {
-                Some(error) => (error.category_or("internal"), error.text()),
-                None => ("internal".to_owned(), "no error reported".to_owned()),
+                Some(error) => (error.category_or(ErrorCategory::Internal), error.text()),
+                None => (ErrorCategory::Internal, "no error reported".to_owned()),
             };
             Classified::error(
-                &category,
+                category,
                 format!("harness exited with unexpected code {other}: {detail}"),
             )
         }
@@ -172,8 +176,10 @@ struct EnvelopeError {
 }
 
 impl EnvelopeError {
-    fn category_or(&self, default: &str) -> String {
-        self.category.clone().unwrap_or_else(|| default.to_owned())
+    fn category_or(&self, default: ErrorCategory) -> ErrorCategory {
+        self.category
+            .as_deref()
+            .map_or(default, ErrorCategory::parse)
     }
 
     fn message_or_default(&self) -> String {
@@ -258,7 +264,7 @@ mod tests {
     }
 
     fn error(category: &str, message: &str) -> Classified {
-        Classified::error(category, message.to_owned())
+        Classified::error(category.into(), message.to_owned())
     }
 
     #[test]

@@ -38,7 +38,7 @@ use bollard::query_parameters::{
 };
 use cowork_fabric::error_chain;
 use cowork_schema::batch::ExecutorKind;
-use cowork_schema::event::InfraClass;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
@@ -437,7 +437,7 @@ impl ContainerExecutor {
         let job_id = job.job_id.to_string();
         if cancel.is_cancelled() {
             return not_started(Classified::error(
-                "cancelled",
+                ErrorCategory::Cancelled,
                 "job was cancelled before its container started".to_owned(),
             ));
         }
@@ -458,11 +458,13 @@ impl ContainerExecutor {
         };
         let args = match harness_args(job, &bundle_dir, &work_dir) {
             Ok(args) => args,
-            Err(err) => return not_started(Classified::error("usage", err.to_string())),
+            Err(err) => {
+                return not_started(Classified::error(ErrorCategory::Usage, err.to_string()));
+            }
         };
         let Some(args) = utf8_args(args) else {
             return not_started(Classified::error(
-                "usage",
+                ErrorCategory::Usage,
                 format!("the command line of job {job_id} is not valid unicode"),
             ));
         };
@@ -524,7 +526,7 @@ impl ContainerExecutor {
         if cancel.is_cancelled() {
             container.remove().await;
             return not_started(Classified::error(
-                "cancelled",
+                ErrorCategory::Cancelled,
                 "job was cancelled before its container started".to_owned(),
             ));
         }
@@ -583,7 +585,7 @@ impl ContainerExecutor {
                     )
                     .await;
                 output.classified = Classified::error(
-                    "internal",
+                    ErrorCategory::Internal,
                     format!("cannot wait for the container: {}", error_chain(&err)),
                 );
                 output.exit_code = None;

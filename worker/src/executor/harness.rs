@@ -21,7 +21,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use cowork_schema::batch::ExecutorKind;
-use cowork_schema::event::InfraClass;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::{JobCommand, JobSpec};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -224,7 +224,7 @@ impl HarnessExecutor {
         let job = &ctx.job;
         if cancel.is_cancelled() {
             return not_started(Classified::error(
-                "cancelled",
+                ErrorCategory::Cancelled,
                 "job was cancelled before the harness started".to_owned(),
             ));
         }
@@ -248,7 +248,9 @@ impl HarnessExecutor {
         };
         let args = match harness_args(job, &bundle_dir, &work_dir) {
             Ok(args) => args,
-            Err(err) => return not_started(Classified::error("usage", err.to_string())),
+            Err(err) => {
+                return not_started(Classified::error(ErrorCategory::Usage, err.to_string()));
+            }
         };
         let runs_root = work_dir.join(RUNS_DIR_NAME);
         if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
@@ -277,7 +279,7 @@ impl HarnessExecutor {
                 let artifacts = vec![stderr_artifact(stderr)];
                 return ExecOutput {
                     classified: Classified::error(
-                        "internal",
+                        ErrorCategory::Internal,
                         format!("cannot wait for the harness process: {err}"),
                     ),
                     exit_code: None,
@@ -888,6 +890,7 @@ mod tests {
     fn job(command: JobCommand, scenario_file: &str, flags: &[&str]) -> JobSpec {
         let batch_id = BatchId::new("b1").expect("valid literal");
         JobSpec {
+            protocol: cowork_schema::job::PROTOCOL_VERSION,
             job_id: JobId::new(&batch_id, UnitRef::File(0), None),
             batch_id,
             command,

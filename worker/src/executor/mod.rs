@@ -20,7 +20,7 @@ pub mod sim;
 use std::path::PathBuf;
 
 use cowork_schema::batch::ExecutorKind;
-use cowork_schema::event::InfraClass;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::JobSpec;
 use tokio_util::sync::CancellationToken;
 
@@ -114,17 +114,17 @@ pub enum Classified {
     },
     /// Any other failure of the job itself: a CLI error category, `boundary`, `crashed`,
     /// `timeout`, `cancelled` or `internal` (no parseable envelope).
-    Error { category: String, message: String },
+    Error {
+        category: ErrorCategory,
+        message: String,
+    },
     /// An infrastructure failure of the worker (contract C8).
     Infra { class: InfraClass, message: String },
 }
 
 impl Classified {
     /// Builds [`Classified::Error`].
-    pub fn error(category: &str, message: String) -> Classified {
-        Classified::Error {
-            category: category.to_owned(),
-            message,
-        }
+    pub fn error(category: ErrorCategory, message: String) -> Classified {
+        Classified::Error { category, message }
     }
 }

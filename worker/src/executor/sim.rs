@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use cowork_schema::batch::{ExecutorKind, SimRule, SimSpec};
-use cowork_schema::event::InfraClass;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::ids::UnitRef;
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
 use cowork_schema::json_number;
@@ -149,7 +149,7 @@ async fn run(
     authored: Option<Vec<(String, Map<String, Value>)>>,
     cancel: &CancellationToken,
 ) -> ExecOutput {
-    let not_run = |category: &str, message: String| ExecOutput {
+    let not_run = |category: ErrorCategory, message: String| ExecOutput {
         classified: Classified::error(category, message),
         exit_code: None,
         harness_version: None,
@@ -159,13 +159,13 @@ async fn run(
     };
     if cancel.is_cancelled() {
         return not_run(
-            "cancelled",
+            ErrorCategory::Cancelled,
             "job was cancelled before the simulated run started".to_owned(),
         );
     }
     let Some(spec) = &job.sim else {
         return not_run(
-            "usage",
+            ErrorCategory::Usage,
             format!(
                 "job {} uses the sim executor but carries no sim spec",
                 job.job_id
@@ -192,14 +192,14 @@ async fn run(
             () = sleep => {}
             () = cancel.cancelled() => {
                 return spawned_error(
-                    "cancelled",
+                    ErrorCategory::Cancelled,
                     "job was cancelled while the simulated run was in progress".to_owned(),
                 );
             }
         }
         if timed_out {
             return spawned_error(
-                "timeout",
+                ErrorCategory::Timeout,
                 format!(
                     "job exceeded its timeout of {} ms (simulated run of {} ms at time scale {})",
                     job.timeout_ms, simulated.duration_ms, simulated.time_scale
@@ -257,7 +257,7 @@ async fn run(
     }
 }
 
-fn spawned_error(category: &str, message: String) -> ExecOutput {
+fn spawned_error(category: ErrorCategory, message: String) -> ExecOutput {
     ExecOutput {
         classified: Classified::error(category, message),
         exit_code: None,

@@ -270,7 +270,7 @@ fn completed(output: &ExecOutput) -> &Value {
 
 fn error_category(output: &ExecOutput) -> &str {
     match &output.classified {
-        Classified::Error { category, .. } => category,
+        Classified::Error { category, .. } => category.as_str(),
         other => panic!("expected an error, got {other:?}; output {output:#?}"),
     }
 }

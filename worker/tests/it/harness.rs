@@ -138,7 +138,7 @@ async fn check_error(behaviour: &str, category: &str, message_part: &str, exit_c
             category: got_category,
             message,
         } => {
-            assert_eq!(got_category, category, "{behaviour}: {message}");
+            assert_eq!(got_category.as_str(), category, "{behaviour}: {message}");
             assert!(
                 message.contains(message_part),
                 "{behaviour}: {message:?} lacks {message_part:?}"
@@ -260,7 +260,7 @@ async fn timeout_kills_the_whole_group() {
     assert_eq!(
         output.classified,
         Classified::Error {
-            category: "timeout".to_owned(),
+            category: "timeout".into(),
             message: "job exceeded its timeout of 3000 ms; the harness process group was killed"
                 .to_owned(),
         }
@@ -301,7 +301,7 @@ async fn cancel_kills_the_whole_group() {
     assert_eq!(
         output.classified,
         Classified::Error {
-            category: "cancelled".to_owned(),
+            category: "cancelled".into(),
             message: "job was cancelled; the harness process group was killed".to_owned(),
         }
     );
@@ -430,7 +430,7 @@ async fn scenario_outside_the_bundle_is_refused() {
     check_not_started(
         &output,
         &Classified::Error {
-            category: "usage".to_owned(),
+            category: "usage".into(),
             message: "scenario file \"../outside.yaml\" of job b1/f0 must be a relative path \
                       inside the bundle"
                 .to_owned(),
@@ -454,7 +454,7 @@ async fn cancelled_before_start_spends_nothing() {
     check_not_started(
         &output,
         &Classified::Error {
-            category: "cancelled".to_owned(),
+            category: "cancelled".into(),
             message: "job was cancelled before the harness started".to_owned(),
         },
     );

@@ -39,7 +39,7 @@ impl Executor for HeldExecutor {
         self.started.notify_one();
         self.release.notified().await;
         ExecOutput {
-            classified: Classified::error("test", "released by the test".to_owned()),
+            classified: Classified::error("test".into(), "released by the test".to_owned()),
             exit_code: None,
             harness_version: None,
             spawned: true,

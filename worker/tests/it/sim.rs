@@ -2,6 +2,7 @@
 //! validity, unanswered runs and simulated time.
 
 use cowork_schema::batch::{SimRule, SimSpec};
+use cowork_schema::event::ErrorCategory;
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::JobSpec;
 use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext, SimExecutor};
@@ -236,7 +237,7 @@ async fn missing_sim_spec_is_a_usage_error() {
     assert_eq!(
         output.classified,
         Classified::Error {
-            category: "usage".to_owned(),
+            category: "usage".into(),
             message: "job b1/f0 uses the sim executor but carries no sim spec".to_owned(),
         }
     );
@@ -279,7 +280,7 @@ async fn scaled_run_longer_than_the_timeout_times_out() {
     let Classified::Error { category, .. } = &output.classified else {
         panic!("expected a timeout, got {:?}", output.classified);
     };
-    assert_eq!(category, "timeout");
+    assert_eq!(*category, ErrorCategory::Timeout);
     assert!(output.spawned);
 }
 
@@ -296,7 +297,7 @@ async fn cancel_interrupts_a_scaled_run() {
     assert_eq!(
         output.classified,
         Classified::Error {
-            category: "cancelled".to_owned(),
+            category: "cancelled".into(),
             message: "job was cancelled while the simulated run was in progress".to_owned(),
         }
     );

@@ -96,6 +96,7 @@ pub fn fake_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> H
 pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> JobSpec {
     let batch_id = BatchId::new("b1").expect("valid literal");
     JobSpec {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         job_id: JobId::new(&batch_id, UnitRef::File(0), None),
         batch_id,
         command,

@@ -21,7 +21,7 @@ use cowork_schema::batch::{
     UnitSummary,
 };
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
-use cowork_schema::job::{CellAxes, JobCommand, JobSpec, Tier};
+use cowork_schema::job::{CellAxes, JobCommand, JobSpec, PROTOCOL_VERSION, Tier};
 
 use crate::prepared::{PreparedBatch, PreparedMatrix, PreparedScenario};
 
@@ -482,6 +482,7 @@ impl Plan {
     /// The job of `unit` at `repeat_index`.
     pub fn job(&self, unit: &PlanUnit, repeat_index: Option<u32>) -> JobSpec {
         JobSpec {
+            protocol: PROTOCOL_VERSION,
             batch_id: self.batch_id.clone(),
             job_id: JobId::new(&self.batch_id, unit.unit, repeat_index),
             command: self.command,

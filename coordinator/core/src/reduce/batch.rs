@@ -18,7 +18,7 @@
 //! completed runs in (unit index, repeat index) order (choice C3).
 
 use cowork_schema::envelope::EnvelopeError;
-use cowork_schema::event::JobOutcome;
+use cowork_schema::event::{ErrorCategory, JobOutcome};
 use cowork_schema::job::CellAxes;
 use cowork_schema::rollup::{
     FleetJudging, FoldOrder, MatrixCellRepeatResult, MatrixCellResult, MatrixRepeatRollup,
@@ -438,7 +438,7 @@ impl BatchReducer {
                 }
                 JobOutcome::Error { category, message } => {
                     reduction.error = Some(EnvelopeError {
-                        category: category.clone(),
+                        category: category.to_string(),
                         message: file_message(&self.shape.units[unit_idx].label, n_files, message),
                         hint: None,
                     });
@@ -455,7 +455,11 @@ impl BatchReducer {
             reduction.discarded.sort_by_key(|job| job.unit);
             reduction.simulated_runs = 0;
             reduction.ok = false;
-            reduction.exit_code = if error.category == "boundary" { 3 } else { 2 };
+            reduction.exit_code = if error.category == ErrorCategory::Boundary.as_str() {
+                3
+            } else {
+                2
+            };
             return;
         }
         reduction.ok = envelope_ok(

@@ -11,6 +11,7 @@ use super::*;
 fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
     let batch_id = BatchId::new("b1").expect("valid literal");
     JobSpec {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
         job_id: JobId::new(&batch_id, unit, repeat_index),
         batch_id,
         command: JobCommand::Run,
