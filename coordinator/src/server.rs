@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::{
     ArtifactError, ArtifactStore, BatchRegistry, EventLog, JobQueue, PutOutcome, RegistryError,
@@ -48,10 +49,10 @@ pub const DEFAULT_WINDOW: usize = 64;
 /// How long shutdown waits for supervision tasks to return. They return as soon as they see
 /// the token (they only await ports), so this bounds a stuck port call, not normal work.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// First pause before supervising a batch again after a transient port failure; it doubles up
-/// to [`RETRY_MAX`]. A broker or store outage usually lasts seconds.
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(30);
+/// Pauses before supervising a batch (or listing batches) again after a transient port
+/// failure: from 1 s, doubling to 30 s, jittered. A broker or store outage usually lasts
+/// seconds.
+const PORT_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// Compare-and-set attempts on one record before giving up; each failure means another writer
 /// changed the record in between, which two replicas and one cancel make rare.
 const CAS_ATTEMPTS: u32 = 8;
@@ -470,7 +471,7 @@ impl Service {
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),
         };
-        let mut pause = RETRY_FIRST;
+        let mut failures = 0u32;
         let (state, ok, exit_code, message) = loop {
             let signals = SuperviseSignals {
                 shutdown: self.shutdown.child_token(),
@@ -500,13 +501,14 @@ impl Service {
                 }
                 Err(SuperviseError::Cancelled) => return,
                 Err(error) if error.is_transient() => {
-                    tracing::warn!(error = %error, pause_s = pause.as_secs(), "batch supervision interrupted, retrying");
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "batch supervision interrupted, retrying");
                     // Racing the pause against shutdown is safe: nothing is held across it.
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return,
                         _ = tokio::time::sleep(pause) => {}
                     }
-                    pause = (pause * 2).min(RETRY_MAX);
                 }
                 Err(error) => {
                     // A permanent failure (a result that cannot be read, a plan the reducer
@@ -670,18 +672,19 @@ impl Service {
     /// Resumes every batch the registry lists as not final, then marks the service ready.
     /// Listing is retried until it succeeds or the service shuts down.
     async fn resume_all(self: Arc<Self>) {
-        let mut pause = RETRY_FIRST;
+        let mut failures = 0u32;
         let records = loop {
             match self.ports.batches.list().await {
                 Ok(records) => break records,
                 Err(error) => {
-                    tracing::warn!(error = %error, pause_s = pause.as_secs(), "listing batches to resume failed, retrying");
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "listing batches to resume failed, retrying");
                     // Nothing is held across the pause; abandoning it on shutdown is safe.
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return,
                         _ = tokio::time::sleep(pause) => {}
                     }
-                    pause = (pause * 2).min(RETRY_MAX);
                 }
             }
         };

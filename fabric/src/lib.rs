@@ -8,6 +8,7 @@
 //! - [`artifacts`]: the `ArtifactStore` port — bundles, results and rollups under the keys of
 //!   brief §5.
 //! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
+//! - [`backoff`]: the one retry schedule (exponential, capped, jittered).
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
 //! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
 //! - [`nats`]: the NATS JetStream implementations of the queue, the event log and the registries.
@@ -18,6 +19,7 @@
 //! The distributed implementations (NATS JetStream, S3) implement the same traits.
 
 pub mod artifacts;
+pub mod backoff;
 pub mod bundle;
 pub mod embedded;
 pub mod events;

@@ -26,8 +26,8 @@ use tracing::Instrument;
 
 use crate::bundle_cache::BundleCache;
 use crate::executor::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
-use crate::retry::Backoff;
 use crate::upload::{job_key, put_with_retry, upload_artifacts};
+use cowork_fabric::backoff::Backoff;
 
 /// Settings of one worker.
 #[derive(Clone, Debug)]

@@ -10,14 +10,12 @@
 //!   version) and the pure choice of the tiers this worker can serve.
 //! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
 //! - [`upload`]: storing a job's artifacts with retries.
-//! - [`retry`]: the backoff schedule shared by uploads, event publishing and naks.
 
 pub mod bundle_cache;
 pub mod capabilities;
 pub mod executor;
 pub mod heartbeat;
 pub mod job_loop;
-pub mod retry;
 pub mod upload;
 
 pub use job_loop::{WorkerConfig, WorkerPorts, WorkerStats, run, run_until_idle};

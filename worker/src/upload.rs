@@ -6,7 +6,7 @@ use cowork_schema::event::ArtifactRef;
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{Artifact, ArtifactSource};
-use crate::retry::Backoff;
+use cowork_fabric::backoff::Backoff;
 
 /// The store key of artifact `name` of `job`.
 pub fn job_key(job: &JobId, name: &str) -> String {

@@ -144,7 +144,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
             work_dir: scratch.join(format!("w{index}/work")),
             keep_work_dirs: false,
             unpack_limits: UnpackLimits::default(),
-            backoff: cowork_worker::retry::Backoff::default(),
+            backoff: cowork_fabric::backoff::Backoff::default(),
             renew_every: None,
         };
         let ports = cowork_worker::WorkerPorts {

@@ -14,6 +14,7 @@ use cowork_coordinator::supervisor::{
 };
 use cowork_core::plan::flags::{RawFlags, validate_flags};
 use cowork_core::plan::{Plan, PlanInput, plan_units};
+use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
 use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
@@ -25,7 +26,6 @@ use cowork_schema::job::Tier;
 use cowork_worker::executor::Executor;
 use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
 use cowork_worker::executor::sim::SimExecutor;
-use cowork_worker::retry::Backoff;
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

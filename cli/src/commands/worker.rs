@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::nats::check_worker_id;
 use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
@@ -18,7 +19,6 @@ use cowork_worker::executor::container::{ContainerConfig, ContainerExecutor};
 use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
 use cowork_worker::executor::sim::SimExecutor;
 use cowork_worker::heartbeat::{WorkerIdentity, heartbeat_loop, hostname};
-use cowork_worker::retry::Backoff;
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio_util::sync::CancellationToken;
 

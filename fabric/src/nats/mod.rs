@@ -215,8 +215,11 @@ pub async fn connect_client(config: &NatsConfig) -> Result<async_nats::Client, N
     let deadline = tokio::time::Instant::now() + config.connect_timeout;
     // Backoff between attempts: from 100 ms, doubling, at most 2 s, so a server that comes up
     // is found within about 2 s.
-    let mut delay = Duration::from_millis(100);
+    let backoff = crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    let mut attempt = 0u32;
     loop {
+        attempt += 1;
+        let delay = backoff.delay(attempt);
         let options = connect_options(config).await?;
         match options.connect(urls.as_slice()).await {
             Ok(client) => return Ok(client),
@@ -227,7 +230,6 @@ pub async fn connect_client(config: &NatsConfig) -> Result<async_nats::Client, N
             {
                 tracing::warn!(url = %redact_url(&config.url), error = %error, "nats server not reachable yet, retrying");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
             }
             Err(source) => {
                 return Err(NatsError::Connect {

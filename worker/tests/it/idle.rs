@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
 use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
@@ -12,7 +13,6 @@ use cowork_schema::batch::ExecutorKind;
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::job::{JobCommand, Tier};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext};
-use cowork_worker::retry::Backoff;
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tempfile::TempDir;
 use tokio::sync::Notify;
