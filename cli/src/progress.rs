@@ -3,17 +3,16 @@
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use cowork_coordinator::supervisor::BatchProgress;
 use cowork_schema::api::ProgressSnapshot;
 use tokio::sync::watch;
 
 /// Renders progress until the sender is dropped (`cowork run`).
-pub async fn render(mut updates: watch::Receiver<BatchProgress>, started: Instant) {
+pub async fn render(mut updates: watch::Receiver<ProgressSnapshot>, started: Instant) {
     let mut line = ProgressLine::new(started);
     while updates.changed().await.is_ok() {
-        line.show(&updates.borrow_and_update().to_snapshot(), false);
+        line.show(&updates.borrow_and_update().clone(), false);
     }
-    line.show(&updates.borrow().to_snapshot(), true);
+    line.show(&updates.borrow().clone(), true);
     line.finish();
 }
 
@@ -112,7 +111,12 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
         line.push_str(&format!("  usage-limit pauses {}", progress.pauses));
     }
     if !progress.paused_tiers.is_empty() {
-        line.push_str(&format!("  paused: {}", progress.paused_tiers.join(",")));
+        let tiers: Vec<&str> = progress
+            .paused_tiers
+            .iter()
+            .map(|tier| tier.as_str())
+            .collect();
+        line.push_str(&format!("  paused: {}", tiers.join(",")));
     }
     if progress.generation > 0 {
         line.push_str(&format!("  generation {}", progress.generation));
@@ -168,7 +172,7 @@ mod tests {
             redelivered: 1,
             duplicates: 1,
             pauses: 3,
-            paused_tiers: vec!["container".into()],
+            paused_tiers: vec![cowork_schema::job::Tier::Container],
             generation: 1,
             batch_budget_usd: Some(2.0),
             held_by: Some("model limit claude-sonnet=2".into()),

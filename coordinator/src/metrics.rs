@@ -4,11 +4,10 @@
 //! [`render`] is a pure function of a [`MetricsSnapshot`]; the API handler gathers the snapshot
 //! from the registries and the batches this process supervises.
 
+use cowork_schema::api::ProgressSnapshot;
 use std::fmt::Write;
 
 use cowork_schema::registry::BatchState;
-
-use crate::supervisor::BatchProgress;
 
 /// The content type of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -20,7 +19,7 @@ pub struct MetricsSnapshot {
     pub batches_by_state: Option<Vec<(BatchState, u64)>>,
     /// The sum of the progress of every batch this process supervises or supervised since it
     /// started.
-    pub jobs: BatchProgress,
+    pub jobs: ProgressSnapshot,
     /// Live workers, from the worker registry; `None` when the registry did not answer.
     pub workers_live: Option<u64>,
     /// Jobs waiting in the queue per tier (the tier consumers' pending counts).
@@ -183,7 +182,7 @@ mod tests {
                 BatchState::Running,
                 BatchState::Done,
             ])),
-            jobs: BatchProgress {
+            jobs: ProgressSnapshot {
                 admitted: 7,
                 finished: 6,
                 passed: 4,
@@ -193,7 +192,7 @@ mod tests {
                 retries: 3,
                 running: 1,
                 cost_usd: 0.25,
-                ..BatchProgress::default()
+                ..ProgressSnapshot::default()
             },
             workers_live: Some(2),
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],

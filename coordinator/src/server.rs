@@ -11,6 +11,7 @@
 //!
 //! The clock is read here (record times, batch ids), never in `plan/` or `reduce/`.
 
+use cowork_schema::api::ProgressSnapshot;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,8 +37,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::intake::plan_from_bundle;
 use crate::supervisor::{
-    BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
-    SuperviseSignals, supervise,
+    CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions, SuperviseSignals, supervise,
 };
 use cowork_core::plan::Plan;
 
@@ -244,7 +244,7 @@ pub async fn run(
 
 /// One batch supervised by this process: what the API reads and how it cancels.
 pub(crate) struct LiveBatch {
-    pub(crate) progress: watch::Sender<BatchProgress>,
+    pub(crate) progress: watch::Sender<ProgressSnapshot>,
     /// `Some` once the batch reached a final state (set after the record was updated).
     pub(crate) end: watch::Sender<Option<BatchEnd>>,
     pub(crate) cancel: CancellationToken,
@@ -411,9 +411,9 @@ impl Service {
             let mut map = self.lock_live();
             Arc::clone(map.entry(plan.batch_id.clone()).or_insert_with(|| {
                 Arc::new(LiveBatch {
-                    progress: watch::Sender::new(BatchProgress {
+                    progress: watch::Sender::new(ProgressSnapshot {
                         planned: plan.n_jobs(),
-                        ..BatchProgress::default()
+                        ..ProgressSnapshot::default()
                     }),
                     end: watch::Sender::new(None),
                     cancel: CancellationToken::new(),

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
+use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::event::{ErrorCategory, JobEvent, JobEventKind, JobOutcome};
@@ -125,72 +126,6 @@ pub struct SuperviseSignals {
     pub cancel: CancellationToken,
 }
 
-/// A live snapshot of a batch, for progress bars and status pages.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BatchProgress {
-    /// Jobs the plan holds (before early stops).
-    pub planned: u64,
-    pub admitted: u64,
-    pub running: u64,
-    pub finished: u64,
-    pub passed: u64,
-    pub failed: u64,
-    /// Jobs ending unanswered or in error.
-    pub errored: u64,
-    /// Jobs skipped because their unit was decided first (never admitted).
-    pub skipped: u64,
-    /// Finished jobs whose unit was already decided (overshoot, C4).
-    pub discarded: u64,
-    /// Finished events seen more than once for the same job (redeliveries).
-    pub duplicates: u64,
-    /// Attempts handed back for retry (C8).
-    pub retries: u64,
-    /// Finished jobs that needed more than one delivery.
-    pub redelivered: u64,
-    /// Dispatch pauses after `usage_limit` results (C9).
-    pub pauses: u64,
-    /// Tiers whose dispatch is paused now.
-    pub paused_tiers: Vec<Tier>,
-    /// Resume generation of the batch.
-    pub generation: u32,
-    /// Why admission waits now (`usage-limit pause`, `model limit <rule>`, `batch budget`).
-    pub held_by: Option<String>,
-    /// The batch-wide budget, if set.
-    pub batch_budget_usd: Option<f64>,
-    /// Spend reported by finished runs, folded or not.
-    pub cost_usd: f64,
-}
-
-impl BatchProgress {
-    /// The API's wire form of this snapshot.
-    pub fn to_snapshot(&self) -> cowork_schema::api::ProgressSnapshot {
-        cowork_schema::api::ProgressSnapshot {
-            planned: self.planned,
-            admitted: self.admitted,
-            running: self.running,
-            finished: self.finished,
-            passed: self.passed,
-            failed: self.failed,
-            errored: self.errored,
-            skipped: self.skipped,
-            discarded: self.discarded,
-            duplicates: self.duplicates,
-            retries: self.retries,
-            redelivered: self.redelivered,
-            pauses: self.pauses,
-            paused_tiers: self
-                .paused_tiers
-                .iter()
-                .map(|tier| tier.as_str().to_owned())
-                .collect(),
-            generation: self.generation,
-            held_by: self.held_by.clone(),
-            batch_budget_usd: self.batch_budget_usd,
-            cost_usd: self.cost_usd,
-        }
-    }
-}
-
 /// What a supervised batch produced.
 #[derive(Debug)]
 pub struct BatchOutcome {
@@ -199,7 +134,7 @@ pub struct BatchOutcome {
     pub rollup_json: Vec<u8>,
     pub envelope: Envelope,
     pub exit_code: i32,
-    pub progress: BatchProgress,
+    pub progress: ProgressSnapshot,
 }
 
 /// How supervision of a batch ended.
@@ -208,7 +143,7 @@ pub enum SuperviseEnd {
     /// The batch was decided; `rollup.json` and `envelope.json` are stored.
     Decided(Box<BatchOutcome>),
     /// The batch was cancelled before it was decided; nothing was stored.
-    Cancelled { progress: BatchProgress },
+    Cancelled { progress: ProgressSnapshot },
 }
 
 /// Why supervision stopped without a decided batch.
@@ -306,7 +241,7 @@ struct WorkerTally {
 /// `fleet` key report.
 struct Fold {
     reducer: BatchReducer,
-    progress: BatchProgress,
+    progress: ProgressSnapshot,
     /// Jobs published by this supervisor and not finished yet.
     outstanding: HashSet<JobId>,
     started: HashSet<JobId>,
@@ -480,7 +415,7 @@ pub async fn supervise(
     ports: &CoordinatorPorts,
     plan: &Plan,
     options: &SuperviseOptions,
-    progress_tx: &watch::Sender<BatchProgress>,
+    progress_tx: &watch::Sender<ProgressSnapshot>,
     signals: SuperviseSignals,
 ) -> Result<SuperviseEnd, SuperviseError> {
     let batch_id = plan.batch_id.to_string();
@@ -497,11 +432,11 @@ pub async fn supervise(
         })?;
     let mut fold = Fold {
         reducer,
-        progress: BatchProgress {
+        progress: ProgressSnapshot {
             planned: plan.n_jobs(),
             generation: plan.generation,
             batch_budget_usd: plan.flags.batch_budget_usd,
-            ..BatchProgress::default()
+            ..ProgressSnapshot::default()
         },
         outstanding: HashSet::new(),
         started: HashSet::new(),

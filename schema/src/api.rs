@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::BatchId;
+use crate::job::Tier;
 use crate::registry::{BatchRecord, BatchState};
 use crate::rollup::RollupDoc;
 
@@ -56,7 +57,7 @@ pub struct ProgressSnapshot {
     pub pauses: u64,
     /// Tiers whose dispatch is paused now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub paused_tiers: Vec<String>,
+    pub paused_tiers: Vec<Tier>,
     /// Resume generation of the batch (0 = never resumed).
     #[serde(default)]
     pub generation: u32,

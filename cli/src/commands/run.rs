@@ -1,6 +1,7 @@
 //! `cowork run`: the embedded mode — plan, bundle, then an in-process queue, event log, local
 //! store and worker slots run the batch; the same supervisor and reducer as the fleet judge it.
 
+use cowork_schema::api::ProgressSnapshot;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use anyhow::Context;
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
 use cowork_coordinator::server::command_of;
 use cowork_coordinator::supervisor::{
-    BatchOutcome, BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
+    BatchOutcome, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
     SuperviseSignals, supervise,
 };
 use cowork_core::plan::flags::{RawFlags, validate_flags};
@@ -272,7 +273,7 @@ pub async fn run_stored(
         shutdown.child_token(),
     ));
 
-    let (progress_tx, progress_rx) = watch::channel(BatchProgress::default());
+    let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
     let renderer = (!embedded.quiet)
         .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
     let ports = CoordinatorPorts {

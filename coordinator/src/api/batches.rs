@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use super::ApiFailure;
 use crate::intake::plan_from_bundle;
 use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
-use crate::supervisor::BatchProgress;
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
 /// batch has no progress channel here; its record is the only signal.
@@ -195,7 +194,7 @@ pub(crate) async fn status(
     let record = record_of(&service, &batch_id).await?;
     let progress = service
         .live(&batch_id)
-        .map(|live| live.progress.borrow().to_snapshot());
+        .map(|live| live.progress.borrow().clone());
     let rollup = if record.state == BatchState::Done {
         read_rollup(&service, &batch_id).await
     } else {
@@ -262,7 +261,7 @@ type EventStream = BoxStream<'static, Result<Event, Infallible>>;
 struct LiveWatch {
     /// Held so the channels' senders outlive the watch.
     live: Arc<LiveBatch>,
-    progress: watch::Receiver<BatchProgress>,
+    progress: watch::Receiver<ProgressSnapshot>,
     end: watch::Receiver<Option<BatchEnd>>,
     last: Option<ProgressSnapshot>,
     shutdown: CancellationToken,
@@ -291,7 +290,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
         return None;
     }
     loop {
-        let snapshot = state.progress.borrow_and_update().to_snapshot();
+        let snapshot = state.progress.borrow_and_update().clone();
         if state.last.as_ref() != Some(&snapshot) {
             let event = progress_event(&snapshot);
             state.last = Some(snapshot);

@@ -1,5 +1,6 @@
 //! `/healthz`, `/readyz` and `/metrics`: open routes for probes and scrapers.
 
+use cowork_schema::api::ProgressSnapshot;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -9,7 +10,6 @@ use cowork_schema::BatchId;
 
 use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, count_states, render};
 use crate::server::Service;
-use crate::supervisor::BatchProgress;
 
 /// `GET /healthz`: the process serves requests.
 pub(crate) async fn healthz() -> &'static str {
@@ -51,7 +51,7 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
             None
         }
     };
-    let mut jobs = BatchProgress::default();
+    let mut jobs = ProgressSnapshot::default();
     for live in service.live_batches() {
         let progress = live.progress.borrow();
         jobs.planned += progress.planned;

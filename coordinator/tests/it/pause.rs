@@ -2,12 +2,13 @@
 //! run itself counts as a completed failing sample, as the CLI counts it. Time is tokio's paused
 //! clock: the test reads when each job was admitted, in virtual time, without sleeping.
 
+use cowork_schema::api::ProgressSnapshot;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cowork_coordinator::intake::plan_from_bundle;
 use cowork_coordinator::supervisor::{
-    BatchProgress, CoordinatorPorts, SuperviseEnd, SuperviseOptions, SuperviseSignals, supervise,
+    CoordinatorPorts, SuperviseEnd, SuperviseOptions, SuperviseSignals, supervise,
 };
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
@@ -118,7 +119,7 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
         usage_pause_max: PAUSE * 8,
         model_limits: Default::default(),
     };
-    let (progress_tx, _progress_rx) = watch::channel(BatchProgress::default());
+    let (progress_tx, _progress_rx) = watch::channel(ProgressSnapshot::default());
     let end = supervise(
         &ports,
         &plan,
