@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod connect;
+mod embedded;
 mod fleet_args;
 mod progress;
 mod report;
@@ -13,7 +14,6 @@ mod telemetry;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cowork_coordinator::server::command_of;
 
 use crate::args::{Cli, Command};
 
@@ -38,11 +38,11 @@ fn main() -> ExitCode {
     // §7.2), so scripts that parse stdout always get one JSON line.
     let json_command = match &cli.command {
         Command::Run(args) if args.output_format == args::OutputFormat::Json => {
-            Some(command_of(args.mode.batch_mode()))
+            Some(args.mode.batch_mode().envelope_command())
         }
         Command::Rollup(args) if args.output_format == args::OutputFormat::Json => Some("run"),
         Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => {
-            Some(command_of(args.mode.batch_mode()))
+            Some(args.mode.batch_mode().envelope_command())
         }
         _ => None,
     };

@@ -401,7 +401,7 @@ impl Service {
             self.tracker
                 .spawn(async move { k8s.batch_accepted(&batch_id, n_jobs).await });
         }
-        self.start(plan, command_of(stored.spec.mode));
+        self.start(plan, stored.spec.mode.envelope_command());
         Ok(record)
     }
 
@@ -638,7 +638,7 @@ impl Service {
         // A fresh live entry: the old one holds the previous end and cancel token.
         self.lock_live().remove(batch_id);
         tracing::info!(batch_id = %batch_id, generation, "batch resumed");
-        self.start(plan, command_of(mode));
+        self.start(plan, mode.envelope_command());
         Ok(Some(record))
     }
 
@@ -695,7 +695,7 @@ impl Service {
             match self.load(&record.batch_id).await {
                 Ok((plan, mode)) => {
                     tracing::info!(batch_id = %record.batch_id, state = record.state.as_str(), "resuming batch");
-                    self.start(plan, command_of(mode));
+                    self.start(plan, mode.envelope_command());
                 }
                 Err(error) => {
                     // The batch cannot be planned again (its spec or bundle is gone or no
@@ -789,15 +789,6 @@ pub(crate) enum CancelError {
     Final(BatchState),
     #[error("batch registry")]
     Registry(#[source] RegistryError),
-}
-
-/// The envelope `command` of a batch mode.
-pub fn command_of(mode: BatchMode) -> &'static str {
-    match mode {
-        BatchMode::Record => "record",
-        BatchMode::Replay => "replay",
-        BatchMode::Run | BatchMode::Eval => "run",
-    }
 }
 
 /// The `end` event of a final record.

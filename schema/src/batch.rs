@@ -31,6 +31,18 @@ pub enum BatchMode {
     Eval,
 }
 
+impl BatchMode {
+    /// The envelope's `command` for a batch of this mode: the harness subcommand its jobs run
+    /// (an eval's jobs are plain runs).
+    pub fn envelope_command(self) -> &'static str {
+        match self {
+            BatchMode::Record => "record",
+            BatchMode::Replay => "replay",
+            BatchMode::Run | BatchMode::Eval => "run",
+        }
+    }
+}
+
 /// Which executor runs the jobs (brief §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

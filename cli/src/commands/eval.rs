@@ -17,7 +17,6 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
-use cowork_coordinator::server::command_of;
 use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
 use cowork_core::plan::eval::{
     EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
@@ -33,9 +32,8 @@ use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, OutputFormat};
 use crate::commands::remote::{client, client_error, follow};
-use crate::commands::run::{
-    EmbeddedRun, default_bundle_root, executor_and_sim, new_batch_id, run_stored, store_batch,
-};
+use crate::commands::run::{default_bundle_root, executor_and_sim};
+use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
 use crate::fleet_args::ClientArgs;
 use crate::report::CliError;
 
@@ -80,7 +78,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         keep_work: args.keep_work,
         quiet: args.quiet,
         started,
-        command: command_of(BatchMode::Eval),
+        command: BatchMode::Eval.envelope_command(),
     };
     store_batch(&store, &plan, spec, bundle).await?;
     let outcome = run_stored(&embedded, &plan, "eval batch").await?;

@@ -214,7 +214,7 @@ async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliEr
         "foldOrder": "index",
         "resultsOrder": "index",
     });
-    let command = cowork_coordinator::server::command_of(stored.spec.mode);
+    let command = stored.spec.mode.envelope_command();
     // The harness version is not part of the reduction; take it from the batch's envelope.
     let version = std::fs::read(dir.join("envelope.json"))
         .ok()

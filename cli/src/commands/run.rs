@@ -1,35 +1,19 @@
 //! `cowork run`: the embedded mode — plan, bundle, then an in-process queue, event log, local
 //! store and worker slots run the batch; the same supervisor and reducer as the fleet judge it.
 
-use cowork_schema::api::ProgressSnapshot;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
-use cowork_coordinator::server::command_of;
-use cowork_coordinator::supervisor::{
-    BatchOutcome, CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions,
-    SuperviseSignals, supervise,
-};
 use cowork_core::plan::flags::{RawFlags, validate_flags};
 use cowork_core::plan::{Plan, PlanInput, plan_units};
-use cowork_fabric::backoff::Backoff;
-use cowork_fabric::bundle::{PackedBundle, UnpackLimits, pack};
-use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
-use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
-use cowork_schema::BatchId;
+use cowork_fabric::bundle::{PackedBundle, pack};
+use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchMode, BatchSpec, ExecutorKind, SimProfile, SimSpec, StoredBatch,
+    BATCH_SPEC_VERSION, BatchMode, BatchSpec, ExecutorKind, SimProfile, SimSpec,
 };
-use cowork_schema::job::Tier;
-use cowork_worker::executor::Executor;
-use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
-use cowork_worker::executor::sim::SimExecutor;
-use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{BatchArgs, ExecutorArg, ExecutorArgs, ModeArgs, OutputFormat, RunArgs};
 use crate::report::CliError;
@@ -131,7 +115,7 @@ pub async fn prepare_batch(
         .await
         .context("bundle task failed")?
         .context("packing the bundle")?;
-    let batch_id = new_batch_id();
+    let batch_id = crate::embedded::new_batch_id();
     let prepared_target = prepared.target.clone();
     let scenario_files = prepared
         .scenarios
@@ -167,157 +151,6 @@ pub async fn prepare_batch(
         eval: None,
     };
     Ok(PreparedRun { plan, spec, bundle })
-}
-
-/// A new batch id from the clock and a per-process random suffix.
-pub fn new_batch_id() -> BatchId {
-    use std::hash::{BuildHasher, Hasher};
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    // RandomState is seeded from the OS per process; hashing the time with it gives a suffix
-    // that differs between two runs started in the same second.
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(now.as_nanos());
-    hasher.write_u32(std::process::id());
-    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
-}
-
-/// Stores a validated batch: its bundle (once per digest) and `batches/<id>/spec.json`. From
-/// here on the batch exists in the store.
-pub async fn store_batch(
-    store: &DirArtifactStore,
-    plan: &Plan,
-    spec: BatchSpec,
-    bundle: PackedBundle,
-) -> Result<(), CliError> {
-    let batch_id = &plan.batch_id;
-    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
-    store
-        .put_if_absent(&bundle_key, bundle.bytes)
-        .await
-        .with_context(|| format!("storing {bundle_key}"))?;
-    let stored = StoredBatch {
-        batch_id: batch_id.clone(),
-        spec,
-        plan: plan.summary(),
-    };
-    let spec_key = format!("batches/{batch_id}/spec.json");
-    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
-    spec_json.push(b'\n');
-    store
-        .put(&spec_key, spec_json)
-        .await
-        .with_context(|| format!("storing {spec_key}"))?;
-    Ok(())
-}
-
-/// The settings of a batch run in this process (`cowork run`, embedded `cowork eval`).
-pub struct EmbeddedRun {
-    pub store: Arc<DirArtifactStore>,
-    pub store_dir: PathBuf,
-    pub harness_bin: PathBuf,
-    pub slots: u16,
-    pub window: Option<usize>,
-    pub usage_pause: Duration,
-    pub model_limits: Vec<cowork_core::limits::ModelLimit>,
-    pub keep_work: bool,
-    pub quiet: bool,
-    pub started: Instant,
-    /// The envelope's `command`.
-    pub command: &'static str,
-}
-
-/// Runs a stored batch in this process to its decision: an embedded queue and event log, the
-/// worker loop on `slots` slots, and the supervisor. `what` names the batch in errors.
-pub async fn run_stored(
-    embedded: &EmbeddedRun,
-    plan: &Plan,
-    what: &str,
-) -> Result<BatchOutcome, CliError> {
-    let queue = MemJobQueue::new();
-    let events = MemEventLog::new();
-    let executor: Arc<dyn Executor> = match plan.executor {
-        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
-        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(
-            &embedded.harness_bin,
-        ))),
-    };
-    let worker_config = WorkerConfig {
-        worker_id: format!("embedded-{}", std::process::id()),
-        tiers: Tier::ALL.to_vec(),
-        slots: usize::from(embedded.slots),
-        // The embedded queue has no ack deadline; this only paces the in-progress calls.
-        ack_wait: Duration::from_secs(30),
-        max_deliver: 3,
-        cache_dir: embedded.store_dir.join("cache").join("bundles"),
-        work_dir: embedded.store_dir.join("work"),
-        keep_work_dirs: embedded.keep_work,
-        unpack_limits: UnpackLimits::default(),
-        backoff: Backoff::default(),
-        renew_every: None,
-    };
-    let worker_ports = WorkerPorts {
-        queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
-        events: Arc::new(events.clone()) as Arc<dyn EventLog>,
-        store: embedded.store.clone() as Arc<dyn ArtifactStore>,
-        executor,
-        batches: None,
-    };
-    let shutdown = CancellationToken::new();
-    // Reaped below: the worker ends once the queue is closed.
-    let worker = tokio::spawn(cowork_worker::run(
-        worker_config,
-        worker_ports,
-        Arc::new(WorkerStats::default()),
-        shutdown.child_token(),
-    ));
-
-    let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
-    let renderer = (!embedded.quiet)
-        .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
-    let ports = CoordinatorPorts {
-        queue: Arc::new(queue.clone()),
-        events: Arc::new(events.clone()),
-        store: embedded.store.clone(),
-    };
-    let options = SuperviseOptions {
-        window: embedded.window.unwrap_or(usize::from(embedded.slots) * 2),
-        command: embedded.command.to_owned(),
-        usage_pause: embedded.usage_pause,
-        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: Arc::new(cowork_coordinator::supervisor::SharedModelLimits::new(
-            embedded.model_limits.clone(),
-        )),
-    };
-    let ctrl_c = shutdown.clone();
-    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
-    // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
-    let signals = SuperviseSignals {
-        shutdown: shutdown.child_token(),
-        cancel: CancellationToken::new(),
-    };
-    let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
-    drop(progress_tx);
-    if let Some(renderer) = renderer {
-        let _ = renderer.await;
-    }
-    queue.close();
-    let _ = worker.await;
-    match outcome {
-        Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
-        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
-            Err(CliError::Cancelled)
-        }
-        Err(error) => Err(CliError::Failed(
-            anyhow::Error::new(error).context(format!("running {what} {}", plan.batch_id)),
-        )),
-    }
 }
 
 /// The batch's executor, and the sim executor's spec from `--seed` and `--sim-profile` (`None`
@@ -380,7 +213,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
 
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
-    store_batch(&store, &plan, spec, bundle).await?;
+    crate::embedded::store_batch(&store, &plan, spec, bundle).await?;
 
     if !args.quiet {
         eprintln!(
@@ -401,7 +234,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         );
     }
 
-    let embedded = EmbeddedRun {
+    let embedded = crate::embedded::EmbeddedRun {
         store,
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
@@ -415,9 +248,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         keep_work: args.keep_work,
         quiet: args.quiet,
         started,
-        command: command_of(mode),
+        command: mode.envelope_command(),
     };
-    let outcome = run_stored(&embedded, &plan, "batch").await?;
+    let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await?;
 
     eprint!(
         "{}",
