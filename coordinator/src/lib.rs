@@ -6,6 +6,7 @@
 //! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
 //! - [`report`]: reading a stored batch into the core's report input.
+//! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
@@ -17,6 +18,7 @@
 
 pub mod api;
 pub mod eval;
+pub mod history;
 pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;

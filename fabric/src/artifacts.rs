@@ -55,6 +55,22 @@ pub trait ArtifactStore: Send + Sync {
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError>;
     /// Every key that starts with `prefix`, sorted.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError>;
+    /// The names of the immediate children of the "directory" `prefix` (which ends with `/`,
+    /// or is empty for the root), sorted and without duplicates: `list_children("batches/")`
+    /// gives every batch id without listing their files. The default lists every key; stores
+    /// that can list one level (S3's delimiter, a directory read) do so.
+    async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        let keys = self.list(prefix).await?;
+        let mut children: Vec<String> = keys
+            .iter()
+            .filter_map(|key| key.strip_prefix(prefix))
+            .filter_map(|rest| rest.split('/').next())
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+            .collect();
+        children.dedup();
+        Ok(children)
+    }
 }
 
 /// Checks that `key` is a relative, normalized, `/`-separated key: no empty segment, no `.` or

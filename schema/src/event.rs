@@ -185,6 +185,40 @@ pub enum JobEventKind {
     },
 }
 
+/// A job's record: `outcome.json` in the job's directory (see [`crate::layout`]), written last
+/// and create-if-absent by the attempt that stored its artifacts first. It holds what that
+/// attempt's `finished` event holds, so a stored batch can be re-judged, resumed and reported
+/// without the event log, and a redelivered job can re-publish its `finished` event instead of
+/// running again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRecord {
+    pub outcome: JobOutcome,
+    /// Every stored artifact of the attempt (`result.json` among them for a completed run),
+    /// with its size and sha256.
+    pub artifacts: Vec<ArtifactRef>,
+    /// The delivery attempt whose artifacts these are.
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+    pub worker_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Wall-clock time the executor took, in milliseconds.
+    pub run_ms: u64,
+}
+
+impl JobRecord {
+    /// The stored artifact called `name` (`result.json`, …), if the attempt stored one.
+    pub fn artifact(&self, name: &str) -> Option<&ArtifactRef> {
+        self.artifacts
+            .iter()
+            .find(|artifact| artifact.key.rsplit('/').next() == Some(name))
+    }
+}
+
 /// One event on the event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -177,6 +177,14 @@ impl JobId {
             None => &self.0,
         }
     }
+
+    /// The batch id part (`<batch>` of `<batch>/c3/r7`).
+    pub fn batch_part(&self) -> &str {
+        match self.0.split_once('/') {
+            Some((batch, _)) => batch,
+            None => "",
+        }
+    }
 }
 
 impl fmt::Display for JobId {

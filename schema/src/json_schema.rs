@@ -14,7 +14,15 @@ pub fn documents() -> Vec<(&'static str, String)> {
         ),
         ("job.schema.json", render::<crate::job::JobSpec>()),
         ("job-event.schema.json", render::<crate::event::JobEvent>()),
+        (
+            "job-record.schema.json",
+            render::<crate::event::JobRecord>(),
+        ),
         ("rollup.schema.json", render::<crate::rollup::RollupDoc>()),
+        (
+            "batch-stats.schema.json",
+            render::<crate::history::BatchStats>(),
+        ),
         (
             "envelope.schema.json",
             render::<crate::envelope::Envelope>(),

@@ -7,11 +7,13 @@
 //! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
 //! - [`batch`]: the batch spec (what a run or submit asks for).
 //! - [`job`]: one job and its tier.
+//! - [`layout`]: every storage key (brief §5), built in one place.
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
 //! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
 //! - [`verdict`]: re-derivation of a per-run verdict for results that lack one (§3).
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
+//! - [`history`]: `stats.json`, the per-unit cost and timings of a decided batch.
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`json_number`]: JavaScript-compatible number output (J4).
@@ -24,10 +26,12 @@ pub mod batch;
 pub mod duration;
 pub mod envelope;
 pub mod event;
+pub mod history;
 pub mod ids;
 pub mod job;
 pub mod json_number;
 pub mod json_schema;
+pub mod layout;
 pub mod load;
 pub mod matrix;
 pub mod registry;

@@ -6,6 +6,7 @@
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
+//! - [`history`]: estimates (cost and time per run) from earlier batches' `stats.json`.
 //! - [`eval`]: A/B statistics — exact McNemar, the paired bootstrap, arm summaries, verdict.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //!
@@ -14,6 +15,7 @@
 //! (`scripts/check-core-deps.sh`, run by CI).
 
 pub mod eval;
+pub mod history;
 pub mod limits;
 pub mod plan;
 pub mod prepared;

@@ -203,6 +203,32 @@ impl ArtifactStore for DirArtifactStore {
         let prefix_owned = prefix.to_owned();
         blocking(prefix, move || list_sync(&root, &prefix_owned)).await
     }
+
+    async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        if !prefix.is_empty() {
+            check_key(prefix.strip_suffix('/').unwrap_or(prefix))?;
+        }
+        let dir = self.root.join(prefix.trim_end_matches('/'));
+        let prefix_owned = prefix.to_owned();
+        blocking(prefix, move || {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(io_error(&prefix_owned, &e)),
+            };
+            let mut names = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| io_error(&prefix_owned, &e))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !name.starts_with(".tmp-") {
+                    names.push(name);
+                }
+            }
+            names.sort();
+            Ok(names)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -260,5 +286,36 @@ mod tests {
             store.put("../escape", vec![]).await,
             Err(ArtifactError::InvalidKey { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn children_are_one_level_of_names() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = DirArtifactStore::new(dir.path());
+        for key in [
+            "batches/b2/spec.json",
+            "batches/b1/spec.json",
+            "batches/b1/jobs/f0/result.json",
+        ] {
+            store.put(key, b"{}".to_vec()).await.expect("put");
+        }
+        let default_impl = store.list("batches/").await.expect("list");
+        assert_eq!(default_impl.len(), 3);
+        assert_eq!(
+            store.list_children("batches/").await.expect("children"),
+            ["b1", "b2"]
+        );
+        assert_eq!(
+            store.list_children("batches/b1/").await.expect("children"),
+            ["jobs", "spec.json"]
+        );
+        assert!(
+            store
+                .list_children("nothing/")
+                .await
+                .expect("children")
+                .is_empty()
+        );
+        assert!(store.list_children("../").await.is_err());
     }
 }

@@ -635,6 +635,56 @@ impl ArtifactStore for S3ArtifactStore {
         keys.sort();
         Ok(keys)
     }
+
+    async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        check_prefix(prefix)?;
+        let full_prefix = self.object_key(prefix);
+        let mut names = Vec::new();
+        let mut continuation: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&full_prefix)
+                .delimiter("/")
+                .max_keys(self.list_page_size)
+                .set_continuation_token(continuation.take())
+                .send()
+                .await
+                .map_err(|error| artifact_error(prefix, &error))?;
+            // Objects directly under the prefix, then the "directories" (common prefixes).
+            let objects = page.contents().iter().filter_map(|object| object.key());
+            let dirs = page
+                .common_prefixes()
+                .iter()
+                .filter_map(|common| common.prefix());
+            for key in objects.chain(dirs) {
+                if let Some(name) = key
+                    .strip_prefix(full_prefix.as_str())
+                    .map(|rest| rest.trim_end_matches('/'))
+                    .filter(|name| !name.is_empty())
+                {
+                    names.push(name.to_owned());
+                }
+            }
+            if page.is_truncated() != Some(true) {
+                break;
+            }
+            match page.next_continuation_token() {
+                Some(token) if !token.is_empty() => continuation = Some(token.to_owned()),
+                _ => {
+                    return Err(ArtifactError::Failed {
+                        key: prefix.to_owned(),
+                        message: "the server marked a listing page truncated but sent no continuation token".to_owned(),
+                    });
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
 }
 
 /// A TLS handshake that fails on the server's certificate arrives as a dispatch (transient)

@@ -215,6 +215,26 @@ async fn list_pages_through_more_than_one_page() {
     assert_eq!(all.len(), 1202);
     assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "sorted");
     assert!(store.list("nothing/").await.expect("list").is_empty());
+
+    // One level at a time, across listing pages (1,200 job files under batches/b1/jobs/).
+    let batches = store
+        .list_children("batches/")
+        .await
+        .expect("list children");
+    assert_eq!(batches, ["b1", "b10", "b2"]);
+    let jobs = store
+        .list_children("batches/b1/jobs/")
+        .await
+        .expect("list children");
+    assert_eq!(jobs.len(), expected.len(), "{:?}", &jobs[..3]);
+    assert_eq!(jobs[0], "j0000.json");
+    assert!(
+        store
+            .list_children("nothing/")
+            .await
+            .expect("list")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
