@@ -105,9 +105,6 @@ pub fn service_name(command: &crate::args::Command) -> &'static str {
     }
 }
 
-/// The content type of the Prometheus text exposition format the coordinator also serves.
-const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
 /// Serves `GET /metrics` (Prometheus text of `stats`) on `address` until the returned guard is
 /// dropped. Binding happens before return, so a taken address fails the command at start.
 pub async fn serve_worker_metrics(
@@ -123,7 +120,10 @@ pub async fn serve_worker_metrics(
             let text = worker_metrics_text(&stats);
             async move {
                 (
-                    [(axum::http::header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        cowork_coordinator::metrics::CONTENT_TYPE,
+                    )],
                     text,
                 )
             }
@@ -141,55 +141,52 @@ pub async fn serve_worker_metrics(
     Ok((bound, stop.drop_guard()))
 }
 
-/// The worker's counters in Prometheus text format (version 0.0.4).
+/// The worker's counters in OpenMetrics text, through the coordinator's one encoder.
 pub fn worker_metrics_text(stats: &cowork_worker::WorkerStats) -> String {
-    use std::fmt::Write as _;
     use std::sync::atomic::Ordering;
 
-    let mut out = String::new();
-    for (name, kind, help, labels, value) in [
+    use cowork_coordinator::metrics::{counter, counter_f64, encode, gauge};
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::registry::Registry;
+
+    let mut registry = Registry::default();
+    gauge(
+        &mut registry,
+        "cowork_worker_jobs_running",
+        "jobs running on this worker now",
+        stats.jobs_running.load(Ordering::Relaxed),
+    );
+    for (name, help, value) in [
         (
-            "cowork_worker_jobs_running",
-            "gauge",
-            "jobs running on this worker now",
-            "",
-            &stats.jobs_running,
-        ),
-        (
-            "cowork_worker_jobs_finished_total",
-            "counter",
+            "cowork_worker_jobs_finished",
             "jobs this worker finished, stored and acked",
-            "",
             &stats.jobs_finished,
         ),
         (
-            "cowork_worker_jobs_retried_total",
-            "counter",
+            "cowork_worker_jobs_retried",
             "job attempts handed back for another delivery after an infrastructure failure",
-            "",
             &stats.jobs_retried,
         ),
         (
-            "cowork_worker_jobs_failed_total",
-            "counter",
-            "jobs that ended in error on this worker, by failure class",
-            "{class=\"infra\"}",
-            &stats.jobs_failed_infra,
-        ),
-        (
-            "cowork_worker_jobs_killed_total",
-            "counter",
-            "jobs killed or skipped because their batch was cancelled with --kill-running",
-            "",
+            "cowork_worker_jobs_killed",
+            "jobs killed or skipped because their batch was cancelled",
             &stats.jobs_killed,
         ),
+        (
+            "cowork_worker_jobs_timed",
+            "jobs whose executor time is in cowork_worker_job_run_seconds",
+            &stats.jobs_timed,
+        ),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name}{labels} {}", value.load(Ordering::Relaxed));
+        counter(&mut registry, name, help, value.load(Ordering::Relaxed));
     }
-    // Other failure classes (error categories such as `timeout`, `crashed`, `unanswered`) are
-    // more samples of the same counter; the TYPE line above covers them.
+    // Failures by class: `infra` has its own counter, every other class (an error category
+    // such as `timeout`, `crashed`, `unanswered`) comes from the per-class map.
+    let failed = Family::<Vec<(String, String)>, Counter<u64>>::default();
+    failed
+        .get_or_create(&vec![("class".to_owned(), "infra".to_owned())])
+        .inc_by(stats.jobs_failed_infra.load(Ordering::Relaxed));
     let classes = stats
         .failed_by_class
         .lock()
@@ -199,29 +196,22 @@ pub fn worker_metrics_text(stats: &cowork_worker::WorkerStats) -> String {
         .iter()
         .filter(|(class, _)| class.as_str() != "infra")
     {
-        let class = class.replace(['\\', '"', '\n'], "_");
-        let _ = writeln!(
-            out,
-            "cowork_worker_jobs_failed_total{{class=\"{class}\"}} {count}"
-        );
+        failed
+            .get_or_create(&vec![("class".to_owned(), class.clone())])
+            .inc_by(*count);
     }
-    let run_ms = stats.job_run_ms_total.load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "# HELP cowork_worker_job_run_seconds executor time of the jobs this worker ran"
+    registry.register(
+        "cowork_worker_jobs_failed",
+        "jobs that ended in error on this worker, by failure class",
+        failed,
     );
-    let _ = writeln!(out, "# TYPE cowork_worker_job_run_seconds summary");
-    let _ = writeln!(
-        out,
-        "cowork_worker_job_run_seconds_sum {}",
-        run_ms as f64 / 1000.0
+    counter_f64(
+        &mut registry,
+        "cowork_worker_job_run_seconds",
+        "executor time of the jobs this worker ran",
+        stats.job_run_ms_total.load(Ordering::Relaxed) as f64 / 1000.0,
     );
-    let _ = writeln!(
-        out,
-        "cowork_worker_job_run_seconds_count {}",
-        stats.jobs_timed.load(Ordering::Relaxed)
-    );
-    out
+    encode(&registry)
 }
 
 #[cfg(test)]
@@ -245,19 +235,30 @@ mod tests {
             .lock()
             .expect("not poisoned")
             .insert("timeout".into(), 2);
+        // A class with characters that need escaping in a label value.
+        stats
+            .failed_by_class
+            .lock()
+            .expect("not poisoned")
+            .insert("odd\"class\\".into(), 1);
         let text = worker_metrics_text(&stats);
+        assert_eq!(
+            cowork_coordinator::metrics::check_exposition(&text),
+            Ok(()),
+            "{text}"
+        );
         for line in [
             "# TYPE cowork_worker_jobs_running gauge",
             "cowork_worker_jobs_running 2",
-            "# TYPE cowork_worker_jobs_finished_total counter",
+            "# TYPE cowork_worker_jobs_finished counter",
             "cowork_worker_jobs_finished_total 7",
             "cowork_worker_jobs_retried_total 3",
             "cowork_worker_jobs_failed_total{class=\"infra\"} 1",
             "cowork_worker_jobs_killed_total 4",
             "cowork_worker_jobs_failed_total{class=\"timeout\"} 2",
-            "# TYPE cowork_worker_job_run_seconds summary",
-            "cowork_worker_job_run_seconds_sum 2.5",
-            "cowork_worker_job_run_seconds_count 2",
+            "cowork_worker_jobs_failed_total{class=\"odd\\\"class\\\\\"} 1",
+            "cowork_worker_job_run_seconds_total 2.5",
+            "cowork_worker_jobs_timed_total 2",
         ] {
             assert!(
                 text.lines().any(|got| got == line),

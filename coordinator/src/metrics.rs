@@ -1,16 +1,23 @@
-//! `/metrics`: the coordinator's counters in the Prometheus text exposition format (version
-//! 0.0.4), written by hand — the handful of series here do not justify a metrics library.
+//! `/metrics`: the coordinator's counters in the OpenMetrics text format, encoded by the
+//! `prometheus-client` crate — the one encoder of the workspace (the worker's `/metrics` uses
+//! [`encode`] too), so names, escaping and numbers follow the format's rules in one place.
 //!
 //! [`render`] is a pure function of a [`MetricsSnapshot`]; the API handler gathers the snapshot
-//! from the registries and the batches this process supervises.
+//! from the registries and the batches this process supervises. [`check_exposition`] checks a
+//! text against the format's grammar, for tests of every `/metrics`.
+
+use std::sync::atomic::AtomicU64;
 
 use cowork_schema::api::ProgressSnapshot;
-use std::fmt::Write;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 use cowork_schema::registry::BatchState;
 
-/// The content type of [`render`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of [`render`]'s output (OpenMetrics text, which Prometheus scrapes).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What `/metrics` reports.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -46,128 +53,243 @@ pub fn count_states(states: impl IntoIterator<Item = BatchState>) -> Vec<(BatchS
     counts
 }
 
-/// The snapshot in Prometheus text format.
+/// A label set: (name, value) pairs.
+type Labels = Vec<(String, String)>;
+
+/// The snapshot in OpenMetrics text.
 pub fn render(snapshot: &MetricsSnapshot) -> String {
-    let mut out = String::new();
+    let mut registry = Registry::default();
     let registry_up = snapshot.batches_by_state.is_some() && snapshot.workers_live.is_some();
     gauge(
-        &mut out,
+        &mut registry,
         "cowork_registry_up",
         "1 when the batch and worker registries answered this scrape",
-        u64::from(registry_up) as f64,
+        u64::from(registry_up),
     );
     if let Some(states) = &snapshot.batches_by_state {
-        header(
-            &mut out,
-            "cowork_batches",
-            "gauge",
-            "batches in the registry by state",
-        );
+        let family = Family::<Labels, Gauge<i64>>::default();
         for (state, count) in states {
-            let _ = writeln!(
-                out,
-                "cowork_batches{{state=\"{}\"}} {count}",
-                state.as_str()
-            );
+            family
+                .get_or_create(&vec![("state".to_owned(), state.as_str().to_owned())])
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
         }
+        registry.register("cowork_batches", "batches in the registry by state", family);
     }
     let jobs = &snapshot.jobs;
     for (name, help, value) in [
         (
-            "cowork_jobs_admitted_total",
+            "cowork_jobs_admitted",
             "jobs published to the queue",
             jobs.admitted,
         ),
         (
-            "cowork_jobs_finished_total",
+            "cowork_jobs_finished",
             "jobs with a finished event",
             jobs.finished,
         ),
         (
-            "cowork_jobs_passed_total",
+            "cowork_jobs_passed",
             "finished jobs whose run passed",
             jobs.passed,
         ),
         (
-            "cowork_jobs_failed_total",
+            "cowork_jobs_failed",
             "finished jobs whose run failed",
             jobs.failed,
         ),
         (
-            "cowork_jobs_errored_total",
+            "cowork_jobs_errored",
             "finished jobs that ended unanswered or in error",
             jobs.errored,
         ),
         (
-            "cowork_jobs_discarded_total",
+            "cowork_jobs_discarded",
             "finished jobs whose unit was already decided (overshoot)",
             jobs.discarded,
         ),
         (
-            "cowork_job_retries_total",
+            "cowork_job_retries",
             "job attempts handed back for retry",
             jobs.retries,
         ),
     ] {
-        header(&mut out, name, "counter", help);
-        let _ = writeln!(out, "{name} {value}");
+        counter(&mut registry, name, help, value);
     }
-    header(
-        &mut out,
-        "cowork_spend_usd_total",
-        "counter",
+    counter_f64(
+        &mut registry,
+        "cowork_spend_usd",
         "spend reported by finished runs, folded or not, in usd",
+        jobs.cost_usd,
     );
-    let _ = writeln!(out, "cowork_spend_usd_total {}", number(jobs.cost_usd));
     gauge(
-        &mut out,
+        &mut registry,
         "cowork_jobs_running",
         "jobs started and not finished",
-        jobs.running as f64,
+        jobs.running,
     );
     if let Some(workers) = snapshot.workers_live {
         gauge(
-            &mut out,
+            &mut registry,
             "cowork_workers_live",
             "workers with a live heartbeat",
-            workers as f64,
+            workers,
         );
     }
     if !snapshot.queue_pending.is_empty() {
-        header(
-            &mut out,
-            "cowork_queue_pending",
-            "gauge",
-            "jobs waiting in the queue, per tier",
-        );
+        let family = Family::<Labels, Gauge<i64>>::default();
         for (tier, pending) in &snapshot.queue_pending {
-            let _ = writeln!(
-                out,
-                "cowork_queue_pending{{tier=\"{}\"}} {pending}",
-                tier.as_str()
-            );
+            family
+                .get_or_create(&vec![("tier".to_owned(), tier.as_str().to_owned())])
+                .set(i64::try_from(*pending).unwrap_or(i64::MAX));
+        }
+        registry.register(
+            "cowork_queue_pending",
+            "jobs waiting in the queue, per tier",
+            family,
+        );
+    }
+    encode(&registry)
+}
+
+/// Registers a gauge holding a count.
+pub fn gauge(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let gauge = Gauge::<i64>::default();
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+    registry.register(name, help, gauge);
+}
+
+/// Registers a counter holding a count (the encoder appends `_total` to its name).
+pub fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let counter = Counter::<u64>::default();
+    counter.inc_by(value);
+    registry.register(name, help, counter);
+}
+
+/// Registers a counter holding an amount (seconds, dollars). A non-finite or negative value
+/// (a sum over nothing gone wrong) is reported as 0: a scrape must never fail on one odd
+/// series, and Rust's `inf` is not a number Prometheus reads.
+pub fn counter_f64(registry: &mut Registry, name: &str, help: &str, value: f64) {
+    let counter = Counter::<f64, AtomicU64>::default();
+    counter.inc_by(if value.is_finite() {
+        value.max(0.0)
+    } else {
+        0.0
+    });
+    registry.register(name, help, counter);
+}
+
+/// The registry in OpenMetrics text.
+pub fn encode(registry: &Registry) -> String {
+    let mut text = String::new();
+    // Writing into a String cannot fail; an encoder error would be a bug in a metric's
+    // encoding, and a scrape is better served partial than not at all.
+    if let Err(error) = prometheus_client::encoding::text::encode(&mut text, registry) {
+        tracing::error!(error = %error, "encoding metrics failed");
+    }
+    text
+}
+
+/// Checks `text` against the OpenMetrics text grammar that Prometheus parses: `# HELP` and
+/// `# TYPE` lines with valid metric names, samples `name{label="value",…} value` with valid
+/// names, escaped label values and a value Prometheus reads (a decimal number, `+Inf`, `-Inf`
+/// or `NaN`; Rust's `inf` is not one), and a final `# EOF`. Returns the first bad line.
+pub fn check_exposition(text: &str) -> Result<(), String> {
+    let valid_name = |name: &str| {
+        let mut chars = name.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    };
+    let valid_value = |value: &str| {
+        matches!(value, "+Inf" | "-Inf" | "NaN")
+            || (value.parse::<f64>().is_ok_and(f64::is_finite)
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ".-+eE".contains(c)))
+    };
+    let mut saw_eof = false;
+    for line in text.lines() {
+        let bad = || Err(format!("not OpenMetrics text: {line:?}"));
+        if saw_eof {
+            return bad();
+        }
+        if line == "# EOF" {
+            saw_eof = true;
+            continue;
+        }
+        if let Some(rest) = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "))
+        {
+            match rest.split_once(' ') {
+                Some((name, _)) if valid_name(name) => continue,
+                _ => return bad(),
+            }
+        }
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(parts) => parts,
+            None => return bad(),
+        };
+        if !valid_value(value) {
+            return bad();
+        }
+        let (name, labels) = match series.split_once('{') {
+            Some((name, labels)) => match labels.strip_suffix('}') {
+                Some(labels) => (name, labels),
+                None => return bad(),
+            },
+            None => (series, ""),
+        };
+        if !valid_name(name) || !labels_are_valid(labels) {
+            return bad();
         }
     }
-    out
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
-    header(out, name, "gauge", help);
-    let _ = writeln!(out, "{name} {}", number(value));
-}
-
-/// A sample value: integral values without a fraction, others in shortest round-trip form.
-fn number(value: f64) -> String {
-    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{}", value as i64)
+    if saw_eof {
+        Ok(())
     } else {
-        format!("{value}")
+        Err("not OpenMetrics text: no final # EOF".to_owned())
     }
+}
+
+/// `name="value",…` with every value quoted and `\`, `"` and newlines escaped.
+fn labels_are_valid(labels: &str) -> bool {
+    let mut rest = labels;
+    while !rest.is_empty() {
+        let Some((name, after)) = rest.split_once("=\"") else {
+            return false;
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return false;
+        }
+        let mut chars = after.char_indices();
+        let mut end = None;
+        while let Some((index, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, '\\' | '"' | 'n')) => {}
+                    _ => return false,
+                },
+                '"' => {
+                    end = Some(index);
+                    break;
+                }
+                '\n' => return false,
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            return false;
+        };
+        rest = &after[end + 1..];
+        rest = match rest.strip_prefix(',') {
+            Some(more) if !more.is_empty() => more,
+            Some(_) => return false,
+            None if rest.is_empty() => rest,
+            None => return false,
+        };
+    }
+    true
 }
 
 #[cfg(test)]
@@ -198,6 +320,7 @@ mod tests {
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
         };
         let text = render(&snapshot);
+        assert_eq!(check_exposition(&text), Ok(()), "{text}");
         for line in [
             "cowork_registry_up 1",
             "cowork_batches{state=\"planned\"} 0",
@@ -214,7 +337,7 @@ mod tests {
             "cowork_jobs_running 1",
             "cowork_workers_live 2",
             "cowork_queue_pending{tier=\"container\"} 5",
-            "# TYPE cowork_jobs_admitted_total counter",
+            "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {
             assert!(
@@ -227,9 +350,42 @@ mod tests {
     #[test]
     fn a_registry_that_did_not_answer_drops_its_series() {
         let text = render(&MetricsSnapshot::default());
-        assert!(text.contains("cowork_registry_up 0"), "{text}");
+        assert_eq!(check_exposition(&text), Ok(()), "{text}");
+        assert!(text.contains("cowork_registry_up 0\n"), "{text}");
         assert!(!text.contains("cowork_batches{"), "{text}");
         assert!(!text.contains("cowork_workers_live"), "{text}");
-        assert!(text.contains("cowork_spend_usd_total 0\n"), "{text}");
+        assert!(text.contains("cowork_spend_usd_total 0.0\n"), "{text}");
+    }
+
+    #[test]
+    fn non_finite_values_never_reach_a_scrape() {
+        let snapshot = MetricsSnapshot {
+            jobs: ProgressSnapshot {
+                cost_usd: f64::INFINITY,
+                ..ProgressSnapshot::default()
+            },
+            ..MetricsSnapshot::default()
+        };
+        let text = render(&snapshot);
+        assert_eq!(check_exposition(&text), Ok(()), "{text}");
+        assert!(text.contains("cowork_spend_usd_total 0.0\n"), "{text}");
+    }
+
+    #[test]
+    fn the_grammar_check_refuses_what_prometheus_refuses() {
+        let ok =
+            "# HELP a_b help text\n# TYPE a_b gauge\na_b{x=\"q\\\"uote\",y=\"2\"} 1.5\n# EOF\n";
+        assert_eq!(check_exposition(ok), Ok(()));
+        for bad in [
+            "a_b inf\n# EOF\n",
+            "a_b 1\n",
+            "1ab 1\n# EOF\n",
+            "a_b{x=\"unterminated} 1\n# EOF\n",
+            "a_b{x=unquoted} 1\n# EOF\n",
+            "a_b{x=\"a\",} 1\n# EOF\n",
+            "a_b 1\n# EOF\nafter 1\n",
+        ] {
+            assert!(check_exposition(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -103,7 +103,7 @@ async fn probes_and_metrics_report_the_service() {
     let (status, content_type, metrics) = get("/metrics").await;
     assert_eq!(status, 200);
     assert!(
-        content_type.starts_with("text/plain; version=0.0.4"),
+        content_type.starts_with("application/openmetrics-text"),
         "{content_type}"
     );
     for line in [
