@@ -140,18 +140,27 @@ fn is_retryable(kind: ConnectErrorKind) -> bool {
 }
 
 /// A TLS handshake failure (an untrusted certificate, a plain-text server under
-/// `tls_required`) arrives as an I/O error, but no retry can fix it.
+/// `tls_required`): no retry can fix it. async-nats reports some as `ConnectErrorKind::Tls` and
+/// others as an I/O error whose source is the `rustls::Error`; both are recognized by type.
 fn is_tls_handshake_failure(error: &async_nats::ConnectError) -> bool {
-    let mut text = error.to_string();
+    if error.kind() == ConnectErrorKind::Tls {
+        return true;
+    }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        text.push_str(&cause.to_string());
+        if cause.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+        {
+            return true;
+        }
         source = cause.source();
     }
-    let text = text.to_ascii_lowercase();
-    text.contains("certificate")
-        || text.contains("invalidcontenttype")
-        || text.contains("handshake")
+    false
 }
 
 /// `url` with the user info of every server (`user:pass@`) replaced by `***@`.
