@@ -58,3 +58,43 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// `true` when `error` or any of its sources is a TLS failure (`rustls::Error`: an untrusted or
+/// invalid certificate, a peer that does not speak TLS), also when wrapped in an I/O error.
+/// Waiting cannot fix these, so neither NATS nor S3 retries them.
+pub fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        if cause.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        // `io::Error::source` skips the error an I/O error wraps (it returns the wrapped
+        // error's own source), and TLS connectors wrap rustls errors in I/O errors, sometimes
+        // twice: descend into the wrapped error itself.
+        current = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_failures_are_found_through_wrapping_io_errors() {
+        let rustls_error =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls_error);
+        let outer = std::io::Error::other(inner);
+        assert!(is_tls_failure(&outer));
+        let plain = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(!is_tls_failure(&plain));
+        let text_only = std::io::Error::other("certificate mentioned in text only");
+        assert!(!is_tls_failure(&text_only));
+    }
+}

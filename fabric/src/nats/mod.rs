@@ -143,24 +143,7 @@ fn is_retryable(kind: ConnectErrorKind) -> bool {
 /// `tls_required`): no retry can fix it. async-nats reports some as `ConnectErrorKind::Tls` and
 /// others as an I/O error whose source is the `rustls::Error`; both are recognized by type.
 fn is_tls_handshake_failure(error: &async_nats::ConnectError) -> bool {
-    if error.kind() == ConnectErrorKind::Tls {
-        return true;
-    }
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if cause.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-        {
-            return true;
-        }
-        source = cause.source();
-    }
-    false
+    error.kind() == ConnectErrorKind::Tls || crate::is_tls_failure(error)
 }
 
 /// `url` with the user info of every server (`user:pass@`) replaced by `***@`.

@@ -18,6 +18,9 @@ pub(crate) enum Class {
     Transient,
     /// Retrying will not help: access denied, missing bucket, bad request.
     Failed,
+    /// The TLS handshake failed (an untrusted certificate, a plain-HTTP endpoint): permanent,
+    /// and the fix is the CA file.
+    Tls,
 }
 
 /// Why no HTTP response was received.
@@ -101,6 +104,12 @@ where
         }
         SdkError::TimeoutError(_) => classify_no_response(NoResponse::Timeout),
         SdkError::DispatchFailure(dispatch) => {
+            if dispatch
+                .as_connector_error()
+                .is_some_and(|connector| crate::is_tls_failure(connector))
+            {
+                return Class::Tls;
+            }
             let why = if dispatch.is_timeout() {
                 NoResponse::Timeout
             } else if dispatch.is_io() {
@@ -155,6 +164,12 @@ where
         Class::Transient => ArtifactError::Transient { key, message },
         // Only conditional requests expect a 412; callers of those handle it before mapping.
         Class::PreconditionFailed | Class::Failed => ArtifactError::Failed { key, message },
+        Class::Tls => ArtifactError::Failed {
+            key,
+            message: format!(
+                "{message} (the TLS handshake with the endpoint failed: if its certificate is signed by a private CA, give the CA with --s3-ca-file)"
+            ),
+        },
     }
 }
 

@@ -104,15 +104,9 @@ impl S3ArtifactStore {
             operation_timeout: config.operation_timeout,
         };
         if config.create_bucket {
-            store
-                .create_bucket(&config.region, &location)
-                .await
-                .map_err(untrusted_certificate_is_permanent)?;
+            store.create_bucket(&config.region, &location).await?;
         }
-        store
-            .check_bucket(&location)
-            .await
-            .map_err(untrusted_certificate_is_permanent)?;
+        store.check_bucket(&location).await?;
         Ok(store)
     }
 
@@ -685,28 +679,6 @@ impl ArtifactStore for S3ArtifactStore {
         names.dedup();
         Ok(names)
     }
-}
-
-/// A TLS handshake that fails on the server's certificate arrives as a dispatch (transient)
-/// failure, but waiting cannot fix it: at connect time it is reported as permanent, with the fix.
-fn untrusted_certificate_is_permanent(error: ArtifactError) -> ArtifactError {
-    match error {
-        ArtifactError::Transient { key, message } if is_certificate_failure(&message) => {
-            ArtifactError::Failed {
-                key,
-                message: format!(
-                    "{message} (the endpoint's TLS certificate is not trusted: give its CA with --s3-ca-file)"
-                ),
-            }
-        }
-        other => other,
-    }
-}
-
-/// `true` when an error text is a TLS certificate failure.
-pub(crate) fn is_certificate_failure(message: &str) -> bool {
-    let message = message.to_ascii_lowercase();
-    message.contains("certificate") || message.contains("unknownissuer")
 }
 
 #[cfg(test)]

@@ -266,6 +266,9 @@ async fn s3_over_tls_works_with_the_ca_file_only() {
     let text = format!("{error} | {error:?}");
     assert!(text.contains("invalid peer certificate"), "{text}");
     assert!(!text.contains(&server.secret_key), "{text}");
+    // Recognized by its type as a TLS failure: permanent (no retry can fix it), with the fix.
+    assert!(!error.is_transient(), "{text}");
+    assert!(text.contains("--s3-ca-file"), "{text}");
 
     // Nor with another CA.
     let other_dir = tempfile::tempdir().expect("temp dir");
