@@ -15,6 +15,7 @@ use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
     BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
@@ -118,6 +119,45 @@ impl S3ArtifactStore {
     /// The S3 key of the store key `key` (which must already have passed `check_key`).
     fn object_key(&self, key: &str) -> String {
         format!("{}{key}", self.key_prefix)
+    }
+
+    /// Lists the objects under the store prefix `prefix` (with `delimiter`, one level), page
+    /// by page, handing each page to `take`.
+    async fn list_pages(
+        &self,
+        prefix: &str,
+        delimiter: Option<&str>,
+        mut take: impl FnMut(&ListObjectsV2Output),
+    ) -> Result<(), ArtifactError> {
+        let full_prefix = self.object_key(prefix);
+        let mut continuation: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&full_prefix)
+                .set_delimiter(delimiter.map(str::to_owned))
+                .max_keys(self.list_page_size)
+                .set_continuation_token(continuation.take())
+                .send()
+                .await
+                .map_err(|error| artifact_error(prefix, &error))?;
+            take(&page);
+            if page.is_truncated() != Some(true) {
+                return Ok(());
+            }
+            match page.next_continuation_token() {
+                Some(token) if !token.is_empty() => continuation = Some(token.to_owned()),
+                // Without a token the next request would start over: stop instead of looping.
+                _ => {
+                    return Err(ArtifactError::Failed {
+                        key: prefix.to_owned(),
+                        message: "the server marked a listing page truncated but sent no continuation token".to_owned(),
+                    });
+                }
+            }
+        }
     }
 
     async fn create_bucket(&self, region: &str, location: &str) -> Result<(), ArtifactError> {
@@ -589,20 +629,8 @@ impl ArtifactStore for S3ArtifactStore {
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
         check_prefix(prefix)?;
-        let full_prefix = self.object_key(prefix);
         let mut keys = Vec::new();
-        let mut continuation: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&full_prefix)
-                .max_keys(self.list_page_size)
-                .set_continuation_token(continuation.take())
-                .send()
-                .await
-                .map_err(|error| artifact_error(prefix, &error))?;
+        self.list_pages(prefix, None, |page| {
             keys.extend(
                 page.contents()
                     .iter()
@@ -610,20 +638,8 @@ impl ArtifactStore for S3ArtifactStore {
                     .filter_map(|key| key.strip_prefix(self.key_prefix.as_str()))
                     .map(str::to_owned),
             );
-            if page.is_truncated() != Some(true) {
-                break;
-            }
-            match page.next_continuation_token() {
-                Some(token) if !token.is_empty() => continuation = Some(token.to_owned()),
-                // Without a token the next request would start over: stop instead of looping.
-                _ => {
-                    return Err(ArtifactError::Failed {
-                        key: prefix.to_owned(),
-                        message: "the server marked a listing page truncated but sent no continuation token".to_owned(),
-                    });
-                }
-            }
-        }
+        })
+        .await?;
         // S3 lists in UTF-8 byte order already; sorting keeps the port's promise on servers
         // that do not.
         keys.sort();
@@ -634,47 +650,23 @@ impl ArtifactStore for S3ArtifactStore {
         check_prefix(prefix)?;
         let full_prefix = self.object_key(prefix);
         let mut names = Vec::new();
-        let mut continuation: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(&full_prefix)
-                .delimiter("/")
-                .max_keys(self.list_page_size)
-                .set_continuation_token(continuation.take())
-                .send()
-                .await
-                .map_err(|error| artifact_error(prefix, &error))?;
+        self.list_pages(prefix, Some("/"), |page| {
             // Objects directly under the prefix, then the "directories" (common prefixes).
             let objects = page.contents().iter().filter_map(|object| object.key());
             let dirs = page
                 .common_prefixes()
                 .iter()
                 .filter_map(|common| common.prefix());
-            for key in objects.chain(dirs) {
-                if let Some(name) = key
-                    .strip_prefix(full_prefix.as_str())
+            names.extend(
+                objects
+                    .chain(dirs)
+                    .filter_map(|key| key.strip_prefix(full_prefix.as_str()))
                     .map(|rest| rest.trim_end_matches('/'))
                     .filter(|name| !name.is_empty())
-                {
-                    names.push(name.to_owned());
-                }
-            }
-            if page.is_truncated() != Some(true) {
-                break;
-            }
-            match page.next_continuation_token() {
-                Some(token) if !token.is_empty() => continuation = Some(token.to_owned()),
-                _ => {
-                    return Err(ArtifactError::Failed {
-                        key: prefix.to_owned(),
-                        message: "the server marked a listing page truncated but sent no continuation token".to_owned(),
-                    });
-                }
-            }
-        }
+                    .map(str::to_owned),
+            );
+        })
+        .await?;
         names.sort();
         names.dedup();
         Ok(names)
