@@ -59,16 +59,38 @@ const MAX_CONCURRENCY: f64 = 8.0;
 
 /// Validates the batch flags, reporting every problem.
 pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
-    let mut errors = Vec::new();
-    let mut error = |flag: &'static str, message: String| errors.push(FlagError { flag, message });
-    let mut flags = BatchFlags::default();
-    let has_repeat = raw.repeat.is_some();
-    let has_matrix = raw.matrix.is_some();
+    let mut checked = Checked::default();
+    check_repeat_flags(raw, &mut checked);
+    check_matrix_flags(raw, &mut checked);
+    check_run_flags(raw, &mut checked);
+    if checked.errors.is_empty() {
+        Ok(checked.flags)
+    } else {
+        Err(checked.errors)
+    }
+}
 
+/// The flags validated so far and every problem found.
+#[derive(Default)]
+struct Checked {
+    flags: BatchFlags,
+    errors: Vec<FlagError>,
+}
+
+impl Checked {
+    fn error(&mut self, flag: &'static str, message: String) {
+        self.errors.push(FlagError { flag, message });
+    }
+}
+
+/// `--repeat` and the flags that only mean something with it: the pass-rate bar, the early
+/// stops and the budgets.
+fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
+    let has_repeat = raw.repeat.is_some();
     if let Some(text) = &raw.repeat {
         match integer_in(text, f64::from(REPEAT_MIN), f64::from(REPEAT_MAX)) {
-            Some(n) => flags.repeat = Some(n as u32),
-            None => error(
+            Some(n) => checked.flags.repeat = Some(n as u32),
+            None => checked.error(
                 "--repeat",
                 format!("must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {text:?}"),
             ),
@@ -77,30 +99,30 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     if let Some(text) = &raw.min_pass_rate {
         let rate = js_number(text);
         if rate.is_finite() && (0.0..=1.0).contains(&rate) {
-            flags.min_pass_rate = rate;
+            checked.flags.min_pass_rate = rate;
             if rate != 1.0 && !has_repeat {
-                error("--min-pass-rate", "needs --repeat".to_owned());
+                checked.error("--min-pass-rate", "needs --repeat".to_owned());
             }
         } else {
-            error(
+            checked.error(
                 "--min-pass-rate",
                 format!("must be a number from 0 to 1, got {text:?}"),
             );
         }
     }
     if raw.stop_on_diverge {
-        flags.stop_on_diverge = true;
+        checked.flags.stop_on_diverge = true;
         if !has_repeat {
-            error("--stop-on-diverge", "needs --repeat".to_owned());
+            checked.error("--stop-on-diverge", "needs --repeat".to_owned());
         }
     }
     if let Some(text) = &raw.max_budget_usd {
         let budget = js_number(text);
         if budget.is_finite() && budget > 0.0 {
             // Allowed without --repeat: then it is a single-run pre-flight (contract §6.5).
-            flags.max_budget_usd = Some(budget);
+            checked.flags.max_budget_usd = Some(budget);
         } else {
-            error(
+            checked.error(
                 "--max-budget-usd",
                 format!("must be a number greater than 0, got {text:?}"),
             );
@@ -109,26 +131,31 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     if let Some(text) = &raw.batch_budget_usd {
         let budget = js_number(text);
         if !(budget.is_finite() && budget > 0.0) {
-            error(
+            checked.error(
                 "--batch-budget-usd",
                 format!("must be a number greater than 0, got {text:?}"),
             );
         } else if !has_repeat {
-            error("--batch-budget-usd", "needs --repeat".to_owned());
+            checked.error("--batch-budget-usd", "needs --repeat".to_owned());
         } else {
-            flags.batch_budget_usd = Some(budget);
+            checked.flags.batch_budget_usd = Some(budget);
         }
     }
     if raw.allow_budget_stop {
-        flags.allow_budget_stop = true;
+        checked.flags.allow_budget_stop = true;
         if !has_repeat {
-            error("--allow-budget-stop", "needs --repeat".to_owned());
+            checked.error("--allow-budget-stop", "needs --repeat".to_owned());
         }
     }
+}
+
+/// `--matrix` and the flags that only mean something with it.
+fn check_matrix_flags(raw: &RawFlags, checked: &mut Checked) {
+    let has_matrix = raw.matrix.is_some();
     if let Some(path) = &raw.matrix
         && (path.is_empty() || path.starts_with('-'))
     {
-        error(
+        checked.error(
             "--matrix",
             format!("needs a matrix file path, got {path:?}"),
         );
@@ -136,58 +163,63 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     if let Some(text) = &raw.max_cells {
         match integer_in(text, 1.0, f64::from(MAX_CELLS_MAX)) {
             Some(n) => {
-                flags.max_cells = n as u32;
-                if flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
-                    error("--max-cells", "needs --matrix".to_owned());
+                checked.flags.max_cells = n as u32;
+                if checked.flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
+                    checked.error("--max-cells", "needs --matrix".to_owned());
                 }
             }
-            None => error(
+            None => checked.error(
                 "--max-cells",
                 format!("must be an integer from 1 to {MAX_CELLS_MAX}, got {text:?}"),
             ),
         }
     }
     if raw.allow_truncated_matrix {
-        flags.allow_truncated_matrix = true;
+        checked.flags.allow_truncated_matrix = true;
         if !has_matrix {
-            error("--allow-truncated-matrix", "needs --matrix".to_owned());
+            checked.error("--allow-truncated-matrix", "needs --matrix".to_owned());
         }
     }
     if let Some(text) = &raw.concurrency {
         match integer_in(text, 1.0, MAX_CONCURRENCY) {
             // Validated for parity only: the fleet's parallelism is set by slots and tier caps.
             Some(n) if n != 1.0 && !has_matrix => {
-                error("--concurrency", "needs --matrix".to_owned())
+                checked.error("--concurrency", "needs --matrix".to_owned())
             }
             Some(_) => {}
-            None => error(
+            None => checked.error(
                 "--concurrency",
                 format!("must be an integer from 1 to 8, got {text:?}"),
             ),
         }
     }
+}
+
+/// The flags every run takes: deciders (refused), ablation, the unanswered policy, the decider
+/// model, the label and the job timeout.
+fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
     // Choice C11: external deciders are refused outright in fleet batches.
     for (flag, value) in [
         ("--decider-dir", &raw.decider_dir),
         ("--decider-cmd", &raw.decider_cmd),
     ] {
         if value.is_some() {
-            error(
+            checked.error(
                 flag,
-                "external deciders are interactive and serial, so fleet batches refuse them (choice C11)".to_owned(),
+                "external deciders answer interactively, one run at a time, so fleet batches refuse them".to_owned(),
             );
         }
     }
-    flags.ablate_skill = raw.ablate_skill;
+    checked.flags.ablate_skill = raw.ablate_skill;
     if let Some(text) = &raw.on_unanswered {
         match text.as_str() {
-            "fail" => flags.on_unanswered = Some(OnUnanswered::Fail),
-            "first" => flags.on_unanswered = Some(OnUnanswered::First),
-            "prompt" => error(
+            "fail" => checked.flags.on_unanswered = Some(OnUnanswered::Fail),
+            "first" => checked.flags.on_unanswered = Some(OnUnanswered::First),
+            "prompt" => checked.error(
                 "--on-unanswered",
                 "`prompt` is interactive and is refused by run".to_owned(),
             ),
-            other => error(
+            other => checked.error(
                 "--on-unanswered",
                 format!("must be fail or first, got {other:?}"),
             ),
@@ -195,38 +227,32 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     }
     if let Some(model) = &raw.decider_model {
         if model.trim().is_empty() {
-            error("--decider-model", "must not be empty".to_owned());
+            checked.error("--decider-model", "must not be empty".to_owned());
         } else {
-            flags.decider_model = Some(model.clone());
+            checked.flags.decider_model = Some(model.clone());
         }
     }
     if let Some(label) = &raw.label {
         let length = label.encode_utf16().count();
         if label.contains(['\n', '\r']) {
-            error("--label", "must be a single line".to_owned());
+            checked.error("--label", "must be a single line".to_owned());
         } else if length > MAX_LABEL_LEN {
-            error(
+            checked.error(
                 "--label",
                 format!("must be at most {MAX_LABEL_LEN} characters, got {length}"),
             );
         } else {
-            flags.label = Some(label.clone());
+            checked.flags.label = Some(label.clone());
         }
     }
     if let Some(text) = &raw.job_timeout {
         match cowork_schema::duration::parse_duration(text) {
             Ok(timeout) if !timeout.is_zero() => {
-                flags.job_timeout_ms = Some(timeout.as_millis() as u64);
+                checked.flags.job_timeout_ms = Some(timeout.as_millis() as u64);
             }
-            Ok(_) => error("--job-timeout", format!("must be above 0, got {text:?}")),
-            Err(problem) => error("--job-timeout", problem.to_string()),
+            Ok(_) => checked.error("--job-timeout", format!("must be above 0, got {text:?}")),
+            Err(problem) => checked.error("--job-timeout", problem.to_string()),
         }
-    }
-
-    if errors.is_empty() {
-        Ok(flags)
-    } else {
-        Err(errors)
     }
 }
 

@@ -730,7 +730,7 @@ fn tc_38_flag_validation() {
         "--max-cells: must be an integer from 1 to 100000, got \"0\"",
     );
     let c11 =
-        "external deciders are interactive and serial, so fleet batches refuse them (choice C11)";
+        "external deciders answer interactively, one run at a time, so fleet batches refuse them";
     check_flags(
         RawFlags {
             decider_dir: some("d"),
