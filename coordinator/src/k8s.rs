@@ -128,73 +128,8 @@ pub fn worker_job_manifest(settings: &WorkerJobSettings, batch_id: &BatchId, n_j
         ),
         (BATCH_LABEL.to_owned(), batch_label_value(batch_id)),
     ]);
-    let pod_data_dir = format!("{}/$(POD_NAME)", settings.data_dir.trim_end_matches('/'));
-    let mut env = vec![
-        EnvVar {
-            name: "POD_NAME".to_owned(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.name".to_owned(),
-                    ..ObjectFieldSelector::default()
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
-        env_value("COWORK_WORKER_ID", "$(POD_NAME)"),
-        env_value("COWORK_SLOTS", &settings.slots.max(1).to_string()),
-        env_value("COWORK_CACHE_DIR", &format!("{pod_data_dir}/cache")),
-        env_value("COWORK_WORK_DIR", &format!("{pod_data_dir}/work")),
-    ];
-    if !settings.tiers.is_empty() {
-        env.push(env_value("COWORK_TIERS", &settings.tiers.join(",")));
-    }
-    let mut env_from: Vec<EnvFromSource> = settings
-        .config_map
-        .iter()
-        .map(|name| EnvFromSource {
-            config_map_ref: Some(ConfigMapEnvSource {
-                name: name.clone(),
-                optional: None,
-            }),
-            ..EnvFromSource::default()
-        })
-        .collect();
-    env_from.extend(settings.env_secrets.iter().map(|name| EnvFromSource {
-        secret_ref: Some(SecretEnvSource {
-            name: name.clone(),
-            optional: None,
-        }),
-        ..EnvFromSource::default()
-    }));
-
-    let mut volume_mounts = vec![VolumeMount {
-        name: "data".to_owned(),
-        mount_path: settings.data_dir.clone(),
-        ..VolumeMount::default()
-    }];
-    let mut volumes = Vec::new();
-    match &settings.docker_socket {
-        Some(socket) => {
-            volumes.push(host_path_volume(
-                "data",
-                &settings.data_dir,
-                "DirectoryOrCreate",
-            ));
-            volumes.push(host_path_volume("docker-socket", socket, "Socket"));
-            volume_mounts.push(VolumeMount {
-                name: "docker-socket".to_owned(),
-                mount_path: DOCKER_SOCKET_MOUNT.to_owned(),
-                ..VolumeMount::default()
-            });
-        }
-        None => volumes.push(Volume {
-            name: "data".to_owned(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Volume::default()
-        }),
-    }
-
+    let (env, env_from) = worker_env(settings);
+    let (volumes, volume_mounts) = worker_volumes(settings);
     let grace_seconds = settings
         .longest_job
         .as_secs()
@@ -248,6 +183,85 @@ pub fn worker_job_manifest(settings: &WorkerJobSettings, batch_id: &BatchId, n_j
         }),
         status: None,
     }
+}
+
+/// The worker container's environment: its identity, slots, per-pod directories and tiers,
+/// plus the ConfigMap and Secrets the operator named (as `envFrom`).
+fn worker_env(settings: &WorkerJobSettings) -> (Vec<EnvVar>, Vec<EnvFromSource>) {
+    let pod_data_dir = format!("{}/$(POD_NAME)", settings.data_dir.trim_end_matches('/'));
+    let mut env = vec![
+        EnvVar {
+            name: "POD_NAME".to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".to_owned(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+        env_value("COWORK_WORKER_ID", "$(POD_NAME)"),
+        env_value("COWORK_SLOTS", &settings.slots.max(1).to_string()),
+        env_value("COWORK_CACHE_DIR", &format!("{pod_data_dir}/cache")),
+        env_value("COWORK_WORK_DIR", &format!("{pod_data_dir}/work")),
+    ];
+    if !settings.tiers.is_empty() {
+        env.push(env_value("COWORK_TIERS", &settings.tiers.join(",")));
+    }
+    let mut env_from: Vec<EnvFromSource> = settings
+        .config_map
+        .iter()
+        .map(|name| EnvFromSource {
+            config_map_ref: Some(ConfigMapEnvSource {
+                name: name.clone(),
+                optional: None,
+            }),
+            ..EnvFromSource::default()
+        })
+        .collect();
+    env_from.extend(settings.env_secrets.iter().map(|name| EnvFromSource {
+        secret_ref: Some(SecretEnvSource {
+            name: name.clone(),
+            optional: None,
+        }),
+        ..EnvFromSource::default()
+    }));
+
+    (env, env_from)
+}
+
+/// The pod's volumes and the worker's mounts: the data dir (on the host next to a mounted Docker
+/// socket, so the harness's sibling containers see the same paths; else an emptyDir).
+fn worker_volumes(settings: &WorkerJobSettings) -> (Vec<Volume>, Vec<VolumeMount>) {
+    let mut volume_mounts = vec![VolumeMount {
+        name: "data".to_owned(),
+        mount_path: settings.data_dir.clone(),
+        ..VolumeMount::default()
+    }];
+    let mut volumes = Vec::new();
+    match &settings.docker_socket {
+        Some(socket) => {
+            volumes.push(host_path_volume(
+                "data",
+                &settings.data_dir,
+                "DirectoryOrCreate",
+            ));
+            volumes.push(host_path_volume("docker-socket", socket, "Socket"));
+            volume_mounts.push(VolumeMount {
+                name: "docker-socket".to_owned(),
+                mount_path: DOCKER_SOCKET_MOUNT.to_owned(),
+                ..VolumeMount::default()
+            });
+        }
+        None => volumes.push(Volume {
+            name: "data".to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        }),
+    }
+
+    (volumes, volume_mounts)
 }
 
 fn env_value(name: &str, value: &str) -> EnvVar {
