@@ -595,6 +595,71 @@ pub fn simulate_scenario(
         vec![facts.skill.as_str()]
     };
 
+    let (signals, failures) = verdict_signals(
+        &assertions,
+        usage_limited,
+        result_error,
+        scan_available,
+        non_deterministic,
+    );
+    let verdict_pass = !signals
+        .iter()
+        .any(|signal| signal.get("severity").and_then(Value::as_str) == Some("fail"));
+    debug_assert_eq!(verdict_pass, pass, "the drawn outcome decides the verdict");
+    let result = completed_result(
+        &facts,
+        &CompletedDraws {
+            usage_limited,
+            result_error,
+            non_deterministic,
+            scan_available,
+            duration_ms,
+        },
+        &assertions,
+        telemetry.as_ref(),
+        &skills_invoked,
+        json!({
+            "pass": verdict_pass,
+            "exitCode": if verdict_pass { 0 } else { 1 },
+            "signals": signals,
+            "guards": guards(facts.replay, scan_available),
+            "failures": failures,
+        }),
+    );
+
+    let mut entry = result.clone();
+    if let Value::Object(entry) = &mut entry {
+        entry.insert("provenance".into(), provenance(&facts, &skills_invoked));
+    }
+    let envelope = json!({
+        "tool": "cowork-harness",
+        "version": SIM_VERSION,
+        "command": job.command.as_str(),
+        "ok": verdict_pass,
+        "results": [entry],
+        "error": null,
+        "generator": SIM_GENERATOR,
+        "simulated": true,
+    });
+    SimRun {
+        outcome: SimOutcome::Completed { result },
+        exit_code: if verdict_pass { 0 } else { 1 },
+        envelope,
+        duration_ms,
+        time_scale: profile.time_scale,
+        infra_after_spend,
+    }
+}
+
+/// The verdict's signals and failures of a completed run: one per failing assertion, then the
+/// guard that failed (a usage limit or an agent error), then the warnings.
+fn verdict_signals(
+    assertions: &[AssertionEntry],
+    usage_limited: bool,
+    result_error: bool,
+    scan_available: bool,
+    non_deterministic: bool,
+) -> (Vec<Value>, Vec<Value>) {
     let mut signals = Vec::new();
     let mut failures = Vec::new();
     for entry in assertions.iter().filter(|entry| !entry.pass) {
@@ -625,40 +690,61 @@ pub fn simulate_scenario(
             "a gate was decided non-deterministically (simulated)",
         ));
     }
-    let verdict_pass = !signals
-        .iter()
-        .any(|signal| signal.get("severity").and_then(Value::as_str) == Some("fail"));
-    debug_assert_eq!(verdict_pass, pass, "the drawn outcome decides the verdict");
-    let outcome = if result_error {
+    (signals, failures)
+}
+
+/// The draws of a completed run that shape its result beyond the assertions.
+struct CompletedDraws {
+    usage_limited: bool,
+    result_error: bool,
+    non_deterministic: bool,
+    scan_available: bool,
+    duration_ms: u64,
+}
+
+/// The RunResult of a completed run, its keys in the CLI's order.
+fn completed_result(
+    facts: &RunFacts,
+    draws: &CompletedDraws,
+    assertions: &[AssertionEntry],
+    telemetry: Option<&Telemetry>,
+    skills_invoked: &[&str],
+    verdict: Value,
+) -> Value {
+    let verdict_pass = verdict.get("pass").and_then(Value::as_bool) == Some(true);
+    let outcome = if draws.result_error {
         "errored"
     } else if verdict_pass {
         "delivered_clean"
     } else {
         "delivered_with_verdict_fail"
     };
-
-    let mut result = facts.head(if result_error { "error" } else { "success" });
-    if usage_limited {
+    let mut result = facts.head(if draws.result_error {
+        "error"
+    } else {
+        "success"
+    });
+    if draws.usage_limited {
         result.insert("resultErrorKind".into(), json!("usage_limit"));
         result.insert("errorSource".into(), json!("agent"));
         result.insert("resultSubtype".into(), json!("error_during_execution"));
-    } else if result_error {
+    } else if draws.result_error {
         result.insert("resultErrorKind".into(), json!("agent"));
         result.insert("errorSource".into(), json!("agent"));
         result.insert("resultSubtype".into(), json!("error_during_execution"));
     } else {
         result.insert("resultSubtype".into(), json!("success"));
     }
-    facts.insert_common(&mut result, &models_of(&facts));
+    facts.insert_common(&mut result, &models_of(facts));
     result.insert(
         "assertions".into(),
         Value::Array(assertions.iter().map(AssertionEntry::to_json).collect()),
     );
-    insert_telemetry(&mut result, telemetry.as_ref());
+    insert_telemetry(&mut result, telemetry);
     result.insert("skillsInvoked".into(), json!(skills_invoked));
-    result.insert("durationMs".into(), json!(duration_ms));
-    result.insert("nonDeterministic".into(), json!(non_deterministic));
-    if scan_available && !facts.replay {
+    result.insert("durationMs".into(), json!(draws.duration_ms));
+    result.insert("nonDeterministic".into(), json!(draws.non_deterministic));
+    if draws.scan_available && !facts.replay {
         result.insert(
             "scan".into(),
             json!({"outputsDeletes": [], "hostPathLeaked": false, "selfHealRan": false}),
@@ -666,40 +752,8 @@ pub fn simulate_scenario(
     }
     facts.insert_tail(&mut result);
     result.insert("outcome".into(), json!(outcome));
-    result.insert(
-        "verdict".into(),
-        json!({
-            "pass": verdict_pass,
-            "exitCode": if verdict_pass { 0 } else { 1 },
-            "signals": signals,
-            "guards": guards(facts.replay, scan_available),
-            "failures": failures,
-        }),
-    );
-    let result = Value::Object(result);
-
-    let mut entry = result.clone();
-    if let Value::Object(entry) = &mut entry {
-        entry.insert("provenance".into(), provenance(&facts, &skills_invoked));
-    }
-    let envelope = json!({
-        "tool": "cowork-harness",
-        "version": SIM_VERSION,
-        "command": job.command.as_str(),
-        "ok": verdict_pass,
-        "results": [entry],
-        "error": null,
-        "generator": SIM_GENERATOR,
-        "simulated": true,
-    });
-    SimRun {
-        outcome: SimOutcome::Completed { result },
-        exit_code: if verdict_pass { 0 } else { 1 },
-        envelope,
-        duration_ms,
-        time_scale: profile.time_scale,
-        infra_after_spend,
-    }
+    result.insert("verdict".into(), verdict);
+    Value::Object(result)
 }
 
 /// The `models` list of a result: the cell's model axis or the default.
