@@ -505,41 +505,10 @@ impl ContainerExecutor {
         ctx: &JobContext,
         cancel: &CancellationToken,
     ) -> ExecOutput {
-        let created = docker
-            .create_container(
-                Some(CreateContainerOptions::default()),
-                self.create_body(spec),
-            )
-            .await;
-        let id = match created {
-            Ok(created) => created.id,
-            Err(err) => {
-                return not_started(spawn_failure(format!(
-                    "cannot create a container from image {}: {}",
-                    self.config.image,
-                    error_chain(&err)
-                )));
-            }
+        let (id, mut container) = match self.create_and_start(docker, spec, cancel).await {
+            Ok(started) => started,
+            Err(not_run) => return *not_run,
         };
-        let mut container = ContainerGuard::new(docker, &id);
-        tracing::debug!(job_id = %spec.job_id, container_id = %id, "container created");
-        if cancel.is_cancelled() {
-            container.remove().await;
-            return not_started(Classified::error(
-                ErrorCategory::Cancelled,
-                "job was cancelled before its container started".to_owned(),
-            ));
-        }
-        if let Err(err) = docker.start_container(&id, None).await {
-            container.remove().await;
-            return not_started(spawn_failure(format!(
-                "cannot start the container of image {}: {}",
-                self.config.image,
-                error_chain(&err)
-            )));
-        }
-        tracing::debug!(job_id = %spec.job_id, container_id = %id, "container started");
-
         let timeout_ms = ctx.job.timeout_ms;
         let streams = docker
             .clone()
@@ -569,62 +538,99 @@ impl ContainerExecutor {
         };
         container.remove().await;
 
-        let end = match end {
-            Ok(end) => end,
-            Err(err) => {
-                let mut output = self
-                    .finisher
-                    .finish(
-                        &ctx.job,
-                        spec.work_dir,
-                        Finished {
-                            end: ProcessEnd::Exited(-1),
-                            stdout,
-                            stderr,
-                        },
-                    )
-                    .await;
-                output.classified = Classified::error(
-                    ErrorCategory::Internal,
-                    format!("cannot wait for the container: {}", error_chain(&err)),
-                );
-                output.exit_code = None;
-                return output;
-            }
+        let (end, wait_error) = match end {
+            Ok(end) => (end, None),
+            Err(err) => (ProcessEnd::Exited(-1), Some(err)),
+        };
+        let finished = Finished {
+            end,
+            stdout,
+            stderr,
         };
         let mut output = self
             .finisher
-            .finish(
-                &ctx.job,
-                spec.work_dir,
-                Finished {
-                    end,
-                    stdout,
-                    stderr,
-                },
+            .finish(&ctx.job, spec.work_dir, finished)
+            .await;
+        if let Some(err) = wait_error {
+            output.classified = Classified::error(
+                ErrorCategory::Internal,
+                format!("cannot wait for the container: {}", error_chain(&err)),
+            );
+            output.exit_code = None;
+            return output;
+        }
+        self.explain_end(&mut output.classified, end, oom_killed);
+        output
+    }
+
+    /// Creates and starts the job's container; the output of a job that did not start when
+    /// either fails or the job was cancelled first.
+    async fn create_and_start(
+        &self,
+        docker: &Docker,
+        spec: &ContainerSpec<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<(String, ContainerGuard), Box<ExecOutput>> {
+        let created = docker
+            .create_container(
+                Some(CreateContainerOptions::default()),
+                self.create_body(spec),
             )
             .await;
-        // The shared classification speaks of a process group; say what happened here.
-        if let Classified::Error { category, message } = &mut output.classified {
-            match (category.as_str(), end) {
-                ("timeout", ProcessEnd::TimedOut { timeout_ms }) => {
-                    *message = format!(
-                        "job exceeded its timeout of {timeout_ms} ms; its container was killed and removed"
-                    );
-                }
-                ("cancelled", ProcessEnd::Cancelled) => {
-                    *message = "job was cancelled; its container was killed and removed".to_owned();
-                }
-                ("crashed", _) if oom_killed => {
-                    message.push_str(&format!(
-                        " (the container exceeded its memory limit of {} bytes)",
-                        self.config.memory_limit_bytes.unwrap_or(0)
-                    ));
-                }
-                _ => {}
+        let id = match created {
+            Ok(created) => created.id,
+            Err(err) => {
+                return Err(Box::new(not_started(spawn_failure(format!(
+                    "cannot create a container from image {}: {}",
+                    self.config.image,
+                    error_chain(&err)
+                )))));
             }
+        };
+        let mut container = ContainerGuard::new(docker, &id);
+        tracing::debug!(job_id = %spec.job_id, container_id = %id, "container created");
+        if cancel.is_cancelled() {
+            container.remove().await;
+            return Err(Box::new(not_started(Classified::error(
+                ErrorCategory::Cancelled,
+                "job was cancelled before its container started".to_owned(),
+            ))));
         }
-        output
+        if let Err(err) = docker.start_container(&id, None).await {
+            container.remove().await;
+            return Err(Box::new(not_started(spawn_failure(format!(
+                "cannot start the container of image {}: {}",
+                self.config.image,
+                error_chain(&err)
+            )))));
+        }
+        tracing::debug!(job_id = %spec.job_id, container_id = %id, "container started");
+        Ok((id, container))
+    }
+
+    /// The shared classification speaks of a process group; say what happened to the
+    /// container instead.
+    fn explain_end(&self, classified: &mut Classified, end: ProcessEnd, oom_killed: bool) {
+        let Classified::Error { category, message } = classified else {
+            return;
+        };
+        match (&*category, end) {
+            (ErrorCategory::Timeout, ProcessEnd::TimedOut { timeout_ms }) => {
+                *message = format!(
+                    "job exceeded its timeout of {timeout_ms} ms; its container was killed and removed"
+                );
+            }
+            (ErrorCategory::Cancelled, ProcessEnd::Cancelled) => {
+                *message = "job was cancelled; its container was killed and removed".to_owned();
+            }
+            (ErrorCategory::Crashed, _) if oom_killed => {
+                message.push_str(&format!(
+                    " (the container exceeded its memory limit of {} bytes)",
+                    self.config.memory_limit_bytes.unwrap_or(0)
+                ));
+            }
+            _ => {}
+        }
     }
 }
 
