@@ -1,4 +1,4 @@
-//! A Kubernetes Job of workers for a large batch (issue 5, item 6).
+//! A Kubernetes Job of workers for a large batch.
 //!
 //! When configured, the coordinator creates one `batch/v1` Job per accepted batch of at least
 //! `min_jobs` jobs and deletes it when the batch ends. The Job's pods run
