@@ -32,7 +32,10 @@ use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, OutputFormat};
 use crate::commands::remote::{client, client_error, follow};
-use crate::commands::run::{default_bundle_root, executor_and_sim};
+use crate::commands::run::{
+    count, default_bundle_root, executor_and_sim, harness_preflight, remove_empty_scratch_dirs,
+    warn_unmatched_sim_rules,
+};
 use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
 use crate::fleet_args::ClientArgs;
 use crate::report::CliError;
@@ -58,13 +61,14 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let store = Arc::new(DirArtifactStore::new(&args.store));
     if !args.quiet {
         eprintln!(
-            "eval batch {batch_id}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {runs_per_arm} runs = {} jobs with the {} executor, {} slots",
+            "eval batch {batch_id}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} with the {} executor, {}",
             sources.a,
             sources.b,
-            plan.units.len() / 2,
-            plan.n_jobs(),
+            count(plan.units.len() as u64 / 2, "scenario"),
+            count(u64::from(runs_per_arm), "run"),
+            count(plan.n_jobs(), "job"),
             plan.executor.as_str(),
-            args.slots
+            count(u64::from(args.slots), "slot")
         );
     }
     let embedded = EmbeddedRun {
@@ -81,7 +85,9 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         command: BatchMode::Eval.envelope_command(),
     };
     store_batch(&store, &plan, spec, bundle).await?;
-    let outcome = run_stored(&embedded, &plan, "eval batch").await?;
+    let outcome = run_stored(&embedded, &plan, "eval batch").await;
+    remove_empty_scratch_dirs(&args.store, &batch_id);
+    let outcome = outcome?;
 
     // The same computation as the coordinator's after it decides an eval batch; only the arm
     // labels differ (here the paths as typed, there the bundle-relative ones).
@@ -161,12 +167,12 @@ async fn submit(
         .map_err(|e| client_error(e, "submitting the eval batch"))?;
     let batch_id = response.batch_id;
     eprintln!(
-        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {} runs = {} jobs (bundle {})",
+        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} (bundle {})",
         sources.a,
         sources.b,
-        plan.units.len() / 2,
-        plan.runs_per_unit(),
-        response.n_jobs,
+        count(plan.units.len() as u64 / 2, "scenario"),
+        count(u64::from(plan.runs_per_unit()), "run"),
+        count(response.n_jobs, "job"),
         &bundle_sha256[..12.min(bundle_sha256.len())]
     );
     if !args.watch {
@@ -245,6 +251,15 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
         }
         Err(other) => return Err(other),
     };
+    // A submitted eval runs the harness on the workers, which probe it themselves.
+    if let (None, Some((kind, _))) = (&args.coordinator, &executor) {
+        match harness_preflight(*kind, &args.harness_bin).await {
+            Ok(_) => {}
+            Err(CliError::Usage(errors)) => problems.extend(errors),
+            Err(other) => return Err(other),
+        }
+    }
+    warn_if_same_arm(&args.arm_a, &args.arm_b);
     if let Some(model) = &args.model
         && (model.trim().is_empty() || model.starts_with('-'))
     {
@@ -317,6 +332,7 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
             bundle_sha256: bundle.sha256.clone(),
         },
     );
+    warn_unmatched_sim_rules(&plan);
     let spec = BatchSpec {
         schema_version: BATCH_SPEC_VERSION,
         mode: BatchMode::Eval,
@@ -350,6 +366,23 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
             b: arm_b.declared.clone(),
         },
     })
+}
+
+/// Warns when both arms are one directory: the eval then compares a skill with itself, and any
+/// difference it reports is noise. Not an error, because an A/A run is a fair way to see that
+/// noise.
+fn warn_if_same_arm(arm_a: &std::path::Path, arm_b: &std::path::Path) {
+    let same = match (std::fs::canonicalize(arm_a), std::fs::canonicalize(arm_b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        eprintln!(
+            "warning: --a and --b are the same directory ({}): both arms run the same skill, so \
+             any difference is noise",
+            arm_a.display()
+        );
+    }
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row

@@ -8,7 +8,7 @@ use cowork_schema::registry::BatchState;
 use futures::StreamExt;
 
 use crate::args::{OutputFormat, SubmitArgs};
-use crate::commands::run::{executor_and_sim, mode_and_target, prepare_batch};
+use crate::commands::run::{count, executor_and_sim, mode_and_target, prepare_batch};
 use crate::fleet_args::{ClientArgs, read_secret};
 use crate::progress::ProgressLine;
 use crate::report::CliError;
@@ -59,11 +59,11 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
         .await
         .map_err(|e| client_error(e, "submitting the batch"))?;
     eprintln!(
-        "submitted batch {} to {}: {} jobs in {} units (bundle {})",
+        "submitted batch {} to {}: {} in {} (bundle {})",
         response.batch_id,
         args.client.coordinator,
-        response.n_jobs.max(n_jobs),
-        response.units,
+        count(response.n_jobs.max(n_jobs), "job"),
+        count(u64::from(response.units), "unit"),
         &prepared.spec.bundle_sha256[..12]
     );
     if !args.watch {
@@ -304,8 +304,8 @@ pub async fn results(
                 .map_err(|e| CliError::Failed(anyhow!("writing {}: {e}", path.display())))?;
         }
         eprintln!(
-            "downloaded {} file(s) of batch {batch} to {}",
-            keys.len(),
+            "downloaded {} of batch {batch} to {}",
+            count(keys.len() as u64, "file"),
             dir.display()
         );
     }
