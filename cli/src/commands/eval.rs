@@ -44,6 +44,9 @@ use crate::report::CliError;
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let validated = validate(&args).await?;
+    if args.dry_run {
+        return dry_run(&args, &validated.plan).await;
+    }
     if let Some(coordinator) = &args.coordinator {
         return submit(&args, coordinator, validated).await;
     }
@@ -113,6 +116,30 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         args.store.join("batches").join(batch_id.as_str()).display()
     );
     finish(&args, &document, &document_json, &results_line).await
+}
+
+/// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
+/// local store, or of the coordinator with `--coordinator`.
+async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
+    use crate::commands::batches::Source;
+    match &args.coordinator {
+        Some(coordinator) => {
+            let client = client(&ClientArgs {
+                coordinator: coordinator.clone(),
+                token_file: args.token_file.clone(),
+                coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA")
+                    .map(std::path::PathBuf::from),
+            })?;
+            crate::commands::dry_run::print(plan, &Source::Remote(client), None, None).await
+        }
+        None => {
+            let harness = harness_preflight(plan.executor, &args.harness_bin).await;
+            let harness =
+                (plan.executor == cowork_schema::batch::ExecutorKind::Harness).then_some(harness);
+            let source = Source::Local(args.store.clone());
+            crate::commands::dry_run::print(plan, &source, Some(args.slots), harness).await
+        }
+    }
 }
 
 /// Prints the report (the table on stderr, the JSON line on stdout with `--output-format
@@ -251,8 +278,9 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
         }
         Err(other) => return Err(other),
     };
-    // A submitted eval runs the harness on the workers, which probe it themselves.
-    if let (None, Some((kind, _))) = (&args.coordinator, &executor) {
+    // A submitted eval runs the harness on the workers, which probe it themselves; a dry run
+    // reports the probe instead of refusing.
+    if let (None, Some((kind, _)), false) = (&args.coordinator, &executor, args.dry_run) {
         match harness_preflight(*kind, &args.harness_bin).await {
             Ok(_) => {}
             Err(CliError::Usage(errors)) => problems.extend(errors),

@@ -349,12 +349,17 @@ fn remove_empty_dirs(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// `1 job`, `2 jobs`: a count with its noun in the right number (regular plurals only).
+/// `1 job`, `2 jobs`: a count with its noun in the right number (regular plurals).
 pub fn count(n: u64, noun: &str) -> String {
+    count_of(n, noun, &format!("{noun}s"))
+}
+
+/// `1 batch`, `2 batches`: a count with the singular or the plural given.
+pub fn count_of(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
-        format!("1 {noun}")
+        format!("1 {one}")
     } else {
-        format!("{n} {noun}s")
+        format!("{n} {many}")
     }
 }
 
@@ -387,10 +392,10 @@ pub async fn harness_preflight(
              no version number ({HARNESS_FIX})",
             harness_bin.display()
         ))),
-        other => Err(CliError::usage(format!(
-            "cowork-harness not found ({HARNESS_FIX}): {}",
-            other.describe()
+        cowork_worker::capabilities::Tool::Unavailable { reason } => Err(CliError::usage(format!(
+            "cowork-harness not found: {reason} ({HARNESS_FIX})"
         ))),
+        cowork_worker::capabilities::Tool::NotProbed => Ok(None),
     }
 }
 
@@ -427,6 +432,13 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         harness_preflight(executor_kind, &args.harness_bin),
         prepare_batch(&target, &args.batch, mode, executor_kind, sim)
     );
+    if args.dry_run {
+        // A dry run plans without running: a missing harness is worth a line, not a refusal.
+        let plan = prepared?.plan;
+        let source = crate::commands::batches::Source::Local(args.store.clone());
+        let harness = (executor_kind == ExecutorKind::Harness).then_some(preflight);
+        return crate::commands::dry_run::print(&plan, &source, Some(args.slots), harness).await;
+    }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
     let PreparedRun { plan, spec, bundle } = prepared;
     let batch_id = plan.batch_id.clone();
