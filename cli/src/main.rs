@@ -94,7 +94,10 @@ fn parse_failed(error: &clap::Error) -> ExitCode {
         let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
         if let Some(examples) = args::help_subcommand(&argv).and_then(|name| args::examples(&name))
         {
-            println!("\nExamples:\n{examples}");
+            println!("\nExamples:");
+            for line in examples.lines() {
+                println!("  {line}");
+            }
         }
     }
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))

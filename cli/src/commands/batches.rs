@@ -72,9 +72,32 @@ impl Source {
                     return Ok(Vec::new());
                 }
                 let store = DirArtifactStore::new(dir);
-                batch_ids(&store)
+                let mut ids = batch_ids(&store)
                     .await
-                    .map_err(|e| CliError::Failed(anyhow!(e).context("listing batches")))
+                    .map_err(|e| CliError::Failed(anyhow!(e).context("listing batches")))?;
+                // Ids tell time to the second; batches started within one second are ordered
+                // by when their spec was written (stable: it is written once).
+                let written = |batch_id: &BatchId| {
+                    std::fs::metadata(
+                        dir.join("batches")
+                            .join(batch_id.as_str())
+                            .join("spec.json"),
+                    )
+                    .and_then(|metadata| metadata.modified())
+                    .ok()
+                };
+                let mut keyed: Vec<_> = ids
+                    .drain(..)
+                    .map(|id| {
+                        (
+                            id.as_str().get(..15).unwrap_or(id.as_str()).to_owned(),
+                            written(&id),
+                            id,
+                        )
+                    })
+                    .collect();
+                keyed.sort_by(|a, b| (&b.0, b.1, b.2.as_str()).cmp(&(&a.0, a.1, a.2.as_str())));
+                Ok(keyed.into_iter().map(|(_, _, id)| id).collect())
             }
             Source::Remote(client) => {
                 let mut records = client

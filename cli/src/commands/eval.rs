@@ -89,7 +89,9 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     };
     store_batch(&store, &plan, spec, bundle).await?;
     let outcome = run_stored(&embedded, &plan, "eval batch").await;
-    remove_empty_scratch_dirs(&args.store, &batch_id);
+    if !args.keep_work {
+        remove_empty_scratch_dirs(&args.store, &batch_id);
+    }
     let outcome = outcome?;
 
     // The same computation as the coordinator's after it decides an eval batch; only the arm

@@ -326,9 +326,9 @@ pub fn mode_and_target(
 
 /// Removes the empty directories a batch leaves under `<store>/work/<batch id>` (each job's
 /// scratch dir is removed after its artifacts are stored, but not the unit directories above
-/// it), then `<store>/work` itself if nothing else is in it. Files are never touched, so the
-/// scratch dirs kept by `--keep-work` stay; failures are ignored, since only tidiness is at
-/// stake.
+/// it), then `<store>/work` itself if nothing else is in it. Files are never touched; failures
+/// are ignored, since only tidiness is at stake. Not called with `--keep-work`, which keeps
+/// every scratch dir as the job left it.
 pub fn remove_empty_scratch_dirs(store: &Path, batch_id: &cowork_schema::BatchId) {
     let work = store.join("work");
     remove_empty_dirs(&work.join(batch_id.as_str()));
@@ -483,7 +483,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         command: mode.envelope_command(),
     };
     let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await;
-    remove_empty_scratch_dirs(&args.store, &batch_id);
+    if !args.keep_work {
+        remove_empty_scratch_dirs(&args.store, &batch_id);
+    }
     let outcome = outcome?;
 
     eprint!(

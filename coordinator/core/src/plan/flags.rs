@@ -174,7 +174,8 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
         if value.is_some() {
             error(
                 flag,
-                "external deciders are interactive and serial, so fleet batches refuse them (choice C11)".to_owned(),
+                "external deciders are interactive and serial, so fleet batches refuse them"
+                    .to_owned(),
             );
         }
     }

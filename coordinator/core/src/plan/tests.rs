@@ -581,7 +581,7 @@ fn job_timeout_follows_c13() {
     let errors = plan_units(&batch, &too_short, BatchMode::Run).expect_err("not above timeout_ms");
     assert_eq!(
         errors[0].to_string(),
-        "a.yaml: timeout_ms: the job timeout of 600000 ms must exceed the scenario's timeout_ms of 600000 ms (choice C13)"
+        "a.yaml: timeout_ms: the job timeout of 600000 ms must exceed the scenario's timeout_ms of 600000 ms, so that the harness's own timeout fires first"
     );
 }
 
@@ -729,8 +729,7 @@ fn tc_38_flag_validation() {
         },
         "--max-cells: must be an integer from 1 to 100000, got \"0\"",
     );
-    let c11 =
-        "external deciders are interactive and serial, so fleet batches refuse them (choice C11)";
+    let c11 = "external deciders are interactive and serial, so fleet batches refuse them";
     check_flags(
         RawFlags {
             decider_dir: some("d"),
