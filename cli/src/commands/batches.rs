@@ -173,29 +173,31 @@ pub async fn resolve(text: &str, source: &Source) -> Result<Resolved, CliError> 
             source: source.clone(),
         });
     }
-    let looks_like_path = text.contains('/') || Path::new(text).exists();
+    let path = Path::new(text);
+    if path.is_dir() {
+        return Err(CliError::usage(format!(
+            "{}: not a stored batch dir (expected <store>/batches/<id> holding spec.json)",
+            path.display()
+        )));
+    }
     let batch_id = match BatchId::new(text) {
-        Ok(batch_id) if !looks_like_path => batch_id,
+        Ok(batch_id) if !text.contains('/') && !path.exists() => batch_id,
         _ => {
             return Err(CliError::usage(format!(
-                "{text:?} is not a batch: give a batch id, `latest`, `latest~N` or a stored batch \
-                 dir (<store>/batches/<id> holding spec.json)"
+                "{text:?} is neither a stored batch dir nor a batch id, `latest` or `latest~N`"
             )));
         }
     };
-    if let Source::Local(dir) = source
-        && !dir
-            .join("batches")
-            .join(batch_id.as_str())
-            .join("spec.json")
-            .is_file()
-    {
-        return Err(CliError::usage(format!(
-            "batch {batch_id} not found in store {} (`cowork batches --store {}` lists the \
-             batches there)",
-            dir.display(),
-            dir.display()
-        )));
+    if let Source::Local(dir) = source {
+        let key = format!("batches/{batch_id}/spec.json");
+        if !dir.join(&key).is_file() {
+            return Err(CliError::usage(format!(
+                "batch {batch_id} not found: {key} does not exist (in store {}; `cowork batches \
+                 --store {}` lists the batches there)",
+                dir.display(),
+                dir.display()
+            )));
+        }
     }
     Ok(Resolved {
         batch_id,
