@@ -19,7 +19,7 @@ use cowork_client::CoordinatorClient;
 use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
 use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
 use cowork_core::plan::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalFlags, EvalLayoutInput, RawEvalFlags,
     eval_document, eval_document_key, eval_exit_code, plan_eval_units, validate_eval_flags,
 };
 use cowork_core::plan::{Plan, PlanInput};
@@ -27,7 +27,9 @@ use cowork_fabric::ArtifactStore;
 use cowork_fabric::bundle::{PackedBundle, pack};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
-use cowork_schema::batch::{BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec};
+use cowork_schema::batch::{
+    BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, SimSpec,
+};
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, OutputFormat};
@@ -256,9 +258,15 @@ struct ValidatedEval {
     sources: ArmSources,
 }
 
-/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
-/// reported at once.
-async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
+/// The flags, the executor and the harness of an eval, checked; problems are collected, not
+/// returned at the first.
+struct EvalSettings {
+    flags: Option<EvalFlags>,
+    executor: Option<(ExecutorKind, Option<SimSpec>)>,
+    problems: Vec<String>,
+}
+
+async fn check_settings(args: &EvalArgs) -> Result<EvalSettings, CliError> {
     let mut problems: Vec<String> = Vec::new();
     let flags = validate_eval_flags(&RawEvalFlags {
         runs: args.runs.clone(),
@@ -295,6 +303,21 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
     {
         problems.push(format!("--model: needs a model id, got {model:?}"));
     }
+    Ok(EvalSettings {
+        flags,
+        executor,
+        problems,
+    })
+}
+
+/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
+/// reported at once.
+async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
+    let EvalSettings {
+        flags,
+        executor,
+        mut problems,
+    } = check_settings(args).await?;
     let first_target = args
         .scenarios
         .first()
