@@ -2,7 +2,7 @@
 //! with the demo's simulation profile and `--min-pass-rate 0.8`): `cowork batches`, `latest`
 //! and `latest~N`, `cowork diff` and `report --compare`, `cowork trend` and its flaky flag
 //! across batches, `--dry-run` estimates from that history, and `cowork rollup` of a batch
-//! that was interrupted.
+//! that was interrupted. The same commands then read a coordinator's batches.
 //!
 //! Expected rows are computed here from each batch's own `rollup.json`, with the rules the
 //! commands document, so the test does not depend on what the simulator draws; it also checks
@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::fleet::{Fleet, batch_of};
 use crate::support::{
     Output, Sandbox, array, batch_dirs, cowork, number, read_json, run_batch_from, workspace_root,
 };
@@ -413,4 +414,79 @@ fn rollup_of_an_interrupted_batch_judges_what_ran_and_names_what_did_not() {
     let by_dir = cowork(sandbox.path(), &["rollup", dir.to_str().expect("UTF-8")]);
     by_dir.expect_code(1).expect_stderr("INCOMPLETE");
     assert!(!dir.join("rollup.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_latest_diff_and_dry_run_read_a_coordinator() {
+    let mut fleet = Fleet::start();
+    fleet.spawn_worker("w0", "container", "4");
+    let mut ids = Vec::new();
+    for seed in ["1", "2"] {
+        let args: Vec<&str> = demo_args(seed)
+            .into_iter()
+            .filter(|arg| *arg != "--quiet")
+            .collect();
+        let out = fleet.submit(&workspace_root(), &args);
+        if !matches!(out.code, Some(0 | 1)) {
+            out.fail(&format!("a demo batch exits 0 or 1\n{}", fleet.logs()));
+        }
+        ids.push(batch_of(&out.envelope()).to_string());
+    }
+    let sandbox = Sandbox::empty();
+    let listed = fleet.cowork(sandbox.path(), &["batches", "--format", "json"]);
+    listed.expect_code(0);
+    let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let rows = array(&listed, "batches");
+    let listed_ids: Vec<&str> = rows
+        .iter()
+        .map(|row| row["batchId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed_ids, [ids[1].as_str(), ids[0].as_str()]);
+    for row in rows {
+        assert_eq!(row["state"], "done", "{row}");
+        assert_eq!(number(row, "jobs"), 20.0, "{row}");
+    }
+    let status = fleet.cowork(sandbox.path(), &["status", "latest~1"]);
+    status.expect_code(0);
+    if !status.stdout.contains(&format!("batch    {}", ids[0])) {
+        status.fail("`status latest~1` shows the older batch");
+    }
+    let diff = fleet.cowork(
+        sandbox.path(),
+        &["diff", "latest~1", "latest", "--format", "json"],
+    );
+    diff.expect_code(0);
+    let diff: Value = serde_json::from_str(&diff.stdout).expect("JSON");
+    assert_eq!(
+        (
+            diff["then"]["batchId"].as_str(),
+            diff["now"]["batchId"].as_str()
+        ),
+        (Some(ids[0].as_str()), Some(ids[1].as_str()))
+    );
+    assert_eq!(array(&diff, "units").len(), 4);
+    // A dry run of the same sweep on the fleet draws on the coordinator's two batches.
+    let mut args = vec!["submit"];
+    args.extend(demo_args("3").into_iter().filter(|arg| *arg != "--quiet"));
+    args.push("--dry-run");
+    let dry = fleet.cowork(&workspace_root(), &args);
+    dry.expect_code(0);
+    let with_history = dry
+        .stdout
+        .lines()
+        .filter(|line| line.ends_with("2 batches"))
+        .count();
+    if with_history != 4 {
+        dry.fail("every unit's estimate should draw on the coordinator's 2 batches");
+    }
+    if !dry.stdout.contains("depends on the fleet's free slots") {
+        dry.fail("a fleet's wall time is not guessed");
+    }
+    let listed = fleet.cowork(sandbox.path(), &["batches", "--format", "json"]);
+    let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    assert_eq!(
+        array(&listed, "batches").len(),
+        2,
+        "a dry run submits nothing"
+    );
 }
