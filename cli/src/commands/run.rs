@@ -504,3 +504,30 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     Ok(outcome.exit_code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_harness_version_holds_a_dotted_number() {
+        for (text, expect) in [
+            ("4.4.0", true),
+            ("cowork-harness 2.0.0", true),
+            ("v10.1", true),
+            ("hello", false),
+            ("4", false),
+            ("1..2", false),
+            ("", false),
+        ] {
+            assert_eq!(looks_like_version(text), expect, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn counts_read_right() {
+        assert_eq!(count(1, "job"), "1 job");
+        assert_eq!(count(0, "file"), "0 files");
+        assert_eq!(count_of(2, "batch", "batches"), "2 batches");
+    }
+}
