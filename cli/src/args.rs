@@ -9,15 +9,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Cowork Fleet: run cowork-harness batches (--repeat, --matrix) on one machine or a fleet,
 /// with the same rollups, verdicts and exit codes as the harness CLI.
 #[derive(Debug, Parser)]
-#[command(
-    name = "cowork",
-    version,
-    propagate_version = true,
-    max_term_width = 100
-)]
+#[command(name = "cowork", version, propagate_version = true)]
 #[command(
     after_help = "Exit codes: 0 the batch passed, 1 the batch verdict failed, 2 usage or input error.\n\
-Docs: README.md, docs/architecture.md, docs/benchmarks.md."
+Start with `cowork run <scenario> --executor sim` (free, simulated) or read README.md."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -32,96 +27,212 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a batch in this process: embedded queue, local store under --store, N slots.
-    #[command(after_help = "Examples:\n  \
-cowork run examples/demo/scenarios --repeat 5 --executor sim\n  \
-cowork run examples/demo/scenarios/csv-report.yaml --repeat 5 --matrix examples/demo/matrix.yaml --executor sim\n  \
-cowork run scenarios/ --repeat 3 --min-pass-rate 0.66 --output-format json > envelope.json\n\n\
-Results are stored under <store>/batches/<batch id>/ (spec.json, jobs/*/result.json, rollup.json,\n\
-envelope.json). Re-judge them later with `cowork rollup <store>/batches/<batch id>`.")]
+    #[command(
+        after_help = "Results are stored under <store>/batches/<batch id>/ (spec.json, \
+jobs/*/result.json, rollup.json, envelope.json); <store> is .cowork in the current directory \
+unless --store or COWORK_STORE says otherwise. `cowork batches` lists them; re-judge one with \
+`cowork rollup <batch id>`. --dry-run prints the plan, the estimate from earlier batches and the \
+caps, and runs nothing."
+    )]
     Run(Box<RunArgs>),
     /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
     /// interleaved runs in this process, then pass rates, the difference with a 95% interval,
     /// an exact McNemar test and a verdict.
-    #[command(after_help = "Examples:\n  \
-cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report \\\n    \
-examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml\n  \
-cowork eval --a skills/before/report --b skills/after/report scenarios/ --runs 20 --model claude-sonnet-4-5 \\\n    \
---output-format json -o eval.json\n\n\
-Each scenario runs --runs times per arm; run i of arm A is paired with run i of arm B, and jobs are\n\
-admitted repeat-major with the arms alternating, so both arms meet the same conditions. Each arm's\n\
-directory replaces the session's single plugins.local_plugins entry (same basename required), and\n\
---model replaces the session's model in both arms. --seed seeds the sim executor and the bootstrap.\n\
-The report goes to stderr (per scenario and overall: pass rate A and B, B - A with its 95% interval,\n\
-McNemar p, verdict) and to <store>/batches/<batch id>/eval.json; --output-format json also prints it\n\
-as one JSON line on stdout.\n\n\
-Exit codes: 0 no detectable difference or B better, 1 B worse overall (p < alpha), 2 usage or input\n\
-error (nothing is written).")]
+    #[command(
+        after_help = "Each scenario runs --runs times per arm; run i of arm A is paired \
+with run i of arm B, and jobs are admitted repeat-major with the arms alternating, so both arms \
+meet the same conditions. Each arm's directory replaces the session's single \
+plugins.local_plugins entry (same basename required), and --model replaces the session's model in \
+both arms. --seed seeds the sim executor and the bootstrap. The report goes to stderr (per \
+scenario and overall: pass rate A and B, B - A with its 95% interval, McNemar p, verdict) and to \
+<store>/batches/<batch id>/eval.json; --output-format json also prints it as one JSON line on \
+stdout.\n\n\
+Exit codes: 0 no detectable difference or B better, 1 B worse overall (p < alpha), 2 usage or \
+input error (nothing is written)."
+    )]
     Eval(Box<EvalArgs>),
-    /// Re-judge stored runs with the same reducer: a stored batch dir, result.json files or a dir.
-    #[command(after_help = "Examples:\n  \
-cowork rollup .cowork/batches/20261130-101500-a1b2c3 --min-pass-rate 0.8\n  \
-cowork rollup runs/r0/result.json runs/r1/result.json runs/r2/result.json\n\n\
-A stored batch dir (holding spec.json) is re-judged with its own shape and flags; flags given\n\
-here replace the stored ones. Loose result.json files are folded in the order given (a dir:\n\
-every result.json below it, in natural path order), one repeat rollup per scenario name.")]
+    /// Re-judge stored runs with the same reducer: a stored batch (dir, id or `latest`),
+    /// result.json files or a dir of them.
+    #[command(
+        after_help = "A stored batch (its dir, its id in --store, or `latest`) is \
+re-judged with its own shape and flags; flags given here replace the stored ones. A batch that \
+was interrupted is judged on the runs it has, marked INCOMPLETE (exit 1), and the jobs that \
+never ran are named. Loose result.json files are folded in the order given (a dir: every \
+result.json below it, in natural path order), one repeat rollup per scenario name."
+    )]
     Rollup(RollupArgs),
     /// Submit a batch to a coordinator (validated and bundled here, exactly as `run` does).
-    #[command(after_help = "Examples:\n  \
-cowork submit examples/demo/scenarios/csv-report.yaml --matrix examples/demo/matrix.yaml --repeat 5 \\\n    \
---executor sim --coordinator http://coordinator:8700 --watch\n  \
-cowork submit --replay cassettes/ --coordinator http://coordinator:8700 --watch --output-format json\n\n\
-Without --watch the batch id is printed on stdout; follow it with `cowork watch <id>`.\n\
-With --watch the command ends like `cowork run`: summary, envelope (--output-format json), exit code.")]
+    #[command(
+        after_help = "Without --watch the batch id is printed on stdout; follow it with \
+`cowork watch <id>`. With --watch the command ends like `cowork run`: summary, envelope \
+(--output-format json), exit code. --dry-run prints the plan and the estimate and submits \
+nothing."
+    )]
     Submit(Box<SubmitArgs>),
     /// Show a batch's state, progress and verdict.
     Status(BatchRefArgs),
     /// Follow a batch to its end; prints the summary and exits with the batch's exit code.
     Watch(BatchRefArgs),
     /// Cancel a batch: admission stops at once; running jobs finish and are reported.
-    #[command(after_help = "Examples:\n  \
-cowork cancel 20261130-101500-a1b2c3\n  \
-cowork cancel 20261130-101500-a1b2c3 --kill-running\n\n\
-Without --kill-running, jobs already running finish and are reported (choice C4). With it, workers\n\
-kill the batch's running jobs (their whole process groups) and skip its queued ones. Either way the\n\
-batch ends `cancelled`; `cowork resume` runs what is missing later.")]
+    #[command(
+        after_help = "Without --kill-running, jobs already running finish and are \
+reported as discarded (they cost money, so their results are kept). With it, workers kill the \
+batch's running jobs (their whole process groups) and skip its queued ones. Either way the batch \
+ends `cancelled`; `cowork resume` runs what is missing later."
+    )]
     Cancel(CancelArgs),
     /// Resume a done or cancelled batch: run again only the jobs with no stored result or an
     /// infrastructure failure; finished jobs are kept as they are.
-    #[command(after_help = "Examples:\n  \
-cowork resume 20261130-101500-a1b2c3 --watch\n\n\
-The batch keeps its id; its generation goes up by one. The rollup and envelope are computed again\n\
-from every stored result, exactly as if the batch had run undisturbed.")]
+    #[command(
+        after_help = "The batch keeps its id; its generation goes up by one. The rollup \
+and envelope are computed again from every stored result, exactly as if the batch had run \
+undisturbed."
+    )]
     Resume(ResumeArgs),
     /// Print a batch's envelope (stdout) and summary (stderr); --download saves every file.
     Results(ResultsArgs),
     /// Render a stored batch as an HTML report, JUnit XML, a Markdown summary or a JSON summary.
-    #[command(after_help = "Examples:\n  \
-cowork report .cowork/batches/20261130-101500-a1b2c3 -o report.html\n  \
-cowork report 20261130-101500-a1b2c3 --format junit -o junit.xml\n  \
-cowork report 20261130-101500-a1b2c3 --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n  \
-cowork report 20261130-101500-a1b2c3 --coordinator http://coordinator:8700 -o report.html\n\n\
-<batch> is a stored batch dir, a batch id looked up in --store, or with --coordinator a batch\n\
-fetched through the coordinator's API (token from COWORK_API_TOKEN or --token-file). The HTML\n\
-report is one self-contained file: inline CSS, no script, nothing loaded from the network.\n\
-Simulated runs are always flagged as such. Exit 0 once the report is written (whatever the\n\
-batch's verdict), 2 for an unknown batch or a batch that is not done.")]
+    #[command(
+        after_help = "<batch> is a stored batch dir, a batch id looked up in --store, \
+`latest`, or with --coordinator a batch fetched through the coordinator's API (token from \
+COWORK_API_TOKEN or --token-file). The HTML report is one self-contained file: inline CSS, no \
+script, nothing loaded from the network. Simulated runs are always flagged as such. Exit 0 once \
+the report is written (whatever the batch's verdict), 2 for an unknown batch or a batch that is \
+not done. --compare THEN NOW is `cowork diff THEN NOW`."
+    )]
     Report(ReportArgs),
+    /// List the batches of a local store or a coordinator: id, when, target, units, verdict,
+    /// cost and state, newest first.
+    #[command(
+        after_help = "Every command that takes a batch accepts its id, its directory \
+(<store>/batches/<id>), `latest` (the newest batch) or `latest~N` (N batches before it)."
+    )]
+    Batches(BatchesArgs),
+    /// Compare two batches unit by unit: pass rate then and now, newly failing, newly
+    /// passing, flaky (passed and failed runs in both).
+    #[command(
+        after_help = "Units are matched by their label (the scenario name, plus the axes \
+of a matrix cell). A unit passes when its pass rate reaches the min pass rate its batch was \
+judged with. Rows: newly failing (passed then, fails now), newly passing, flaky (passed and \
+failed runs in both batches), failing, passing, new (only now), gone (only then)."
+    )]
+    Diff(DiffArgs),
+    /// Pass rate and cost per unit over the last N batches that ran these scenarios, with a
+    /// flaky flag that looks across batches.
+    #[command(
+        after_help = "<scenarios> is a scenario file, a directory of them, or a scenario \
+name. A unit is flagged flaky when it passed in some of the batches and failed in others (each \
+batch judged at its own min pass rate): the unit to look at first after a nightly sweep. History \
+comes from each batch's stats.json, or its rollup.json for batches without one."
+    )]
+    Trend(TrendArgs),
     /// List the live workers of the fleet.
     Workers(WorkersArgs),
     /// Run the coordinator service: HTTP API, admission and judging of submitted batches.
-    #[command(after_help = "Example:\n  \
-COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork \\\n  \
-COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… COWORK_API_TOKEN=… cowork coordinator --listen 0.0.0.0:8700\n\n\
-Batches left running by a previous coordinator are resumed from the event stream at start-up.")]
+    #[command(
+        after_help = "Batches left running by a previous coordinator are resumed from the event \
+stream at start-up."
+    )]
     Coordinator(Box<CoordinatorArgs>),
     /// Run a fleet worker: pull jobs for --tiers from NATS, run them, store artifacts in S3.
-    #[command(after_help = "Example:\n  \
-COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork \\\n  \
-COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… cowork worker --tiers container,replay --slots 4\n\n\
-SIGTERM drains: no new job is pulled, running jobs finish and are stored, then exit 0.")]
+    #[command(
+        after_help = "SIGTERM drains: no new job is pulled, running jobs finish and are stored, \
+then exit 0."
+    )]
     Worker(Box<WorkerArgs>),
     /// Measure the planner and the reducer on synthetic batches (see docs/benchmarks.md).
     Bench(BenchArgs),
+}
+
+/// The examples of a subcommand. They are printed after its help exactly as written, one
+/// command per line: clap wraps help text to the terminal's width, and a wrapped command line
+/// no longer works when it is copied and pasted.
+pub fn examples(subcommand: &str) -> Option<&'static str> {
+    Some(match subcommand {
+        "run" => {
+            "cowork run examples/demo/scenarios --repeat 5 --executor sim
+cowork run examples/demo/scenarios/csv-report.yaml --repeat 5 --matrix examples/demo/matrix.yaml --executor sim --sim-profile examples/demo/sim-profile.yaml
+cowork run scenarios/ --repeat 3 --min-pass-rate 0.66 --output-format json > envelope.json
+cowork run scenarios/ --repeat 10 --job-timeout 45m --dry-run"
+        }
+        "eval" => {
+            "cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml
+cowork eval --a skills/before/report --b skills/after/report scenarios/ --runs 20 --model claude-sonnet-4-5 --output-format json -o eval.json"
+        }
+        "rollup" => {
+            "cowork rollup latest --min-pass-rate 0.8
+cowork rollup 20261130-101500-a1b2c3 --store .cowork
+cowork rollup .cowork/batches/20261130-101500-a1b2c3 --rollup-out rollup.json
+cowork rollup runs/r0/result.json runs/r1/result.json runs/r2/result.json"
+        }
+        "submit" => {
+            "cowork submit examples/demo/scenarios/csv-report.yaml --matrix examples/demo/matrix.yaml --repeat 5 --executor sim --coordinator http://coordinator:8700 --watch
+cowork submit --replay cassettes/ --coordinator http://coordinator:8700 --watch --output-format json
+cowork submit scenarios/ --repeat 10 --coordinator http://coordinator:8700 --dry-run"
+        }
+        "cancel" => {
+            "cowork cancel 20261130-101500-a1b2c3
+cowork cancel latest --kill-running"
+        }
+        "resume" => "cowork resume 20261130-101500-a1b2c3 --watch",
+        "report" => {
+            "cowork report latest -o report.html
+cowork report .cowork/batches/20261130-101500-a1b2c3 -o report.html
+cowork report 20261130-101500-a1b2c3 --format junit -o junit.xml
+cowork report latest --format markdown >> \"$GITHUB_STEP_SUMMARY\"
+cowork report 20261130-101500-a1b2c3 --coordinator http://coordinator:8700 -o report.html
+cowork report --compare latest~1 latest"
+        }
+        "batches" => {
+            "cowork batches
+cowork batches --store /var/lib/cowork/store --limit 50
+cowork batches --coordinator http://coordinator:8700 --format json"
+        }
+        "diff" => {
+            "cowork diff latest~1 latest
+cowork diff 20261130-101500-a1b2c3 20261201-101500-d4e5f6 --format markdown >> \"$GITHUB_STEP_SUMMARY\""
+        }
+        "trend" => {
+            "cowork trend examples/demo/scenarios/csv-report.yaml --last 7
+cowork trend scenarios/ --last 30 --coordinator http://coordinator:8700
+cowork trend csv-report --format json"
+        }
+        "coordinator" => {
+            "COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… COWORK_API_TOKEN=… cowork coordinator --listen 0.0.0.0:8700"
+        }
+        "worker" => {
+            "COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… cowork worker --tiers container,replay --slots 4"
+        }
+        _ => return None,
+    })
+}
+
+/// The subcommand whose help `args` (the process arguments, program name first) asks for:
+/// the first word that names a subcommand, or the word after `help`. Values of the global
+/// `--log` flag are skipped.
+pub fn help_subcommand(args: &[std::ffi::OsString]) -> Option<String> {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    let mut words = args.iter().skip(1).filter_map(|arg| arg.to_str());
+    while let Some(word) = words.next() {
+        if word == "--log" {
+            words.next();
+            continue;
+        }
+        if word.starts_with('-') {
+            continue;
+        }
+        if word == "help" {
+            return words
+                .find(|next| !next.starts_with('-'))
+                .filter(|next| command.find_subcommand(next).is_some())
+                .map(str::to_owned);
+        }
+        return command
+            .find_subcommand(word)
+            .map(|found| found.get_name().to_owned());
+    }
+    None
 }
 
 /// How results are printed on stdout.
@@ -129,7 +240,8 @@ SIGTERM drains: no new job is pulled, running jobs finish and are stored, then e
 pub enum OutputFormat {
     /// A summary table on stderr; nothing on stdout.
     Human,
-    /// The envelope as one JSON line on stdout (contract §7); the summary still goes to stderr.
+    /// The envelope as one JSON line on stdout (the harness CLI's format); the summary still
+    /// goes to stderr.
     Json,
 }
 
@@ -145,8 +257,8 @@ pub enum ExecutorArg {
 /// Admission controls shared by `run` and `coordinator`.
 #[derive(Debug, Args)]
 pub struct AdmissionArgs {
-    /// First dispatch pause of a tier after a run hits the model's usage limit (contract C9);
-    /// it doubles with each further one in a row, up to 10 minutes. E.g. `30s`, `500ms`.
+    /// First dispatch pause of a tier after a run hits the model's usage limit; it doubles with
+    /// each further one in a row, up to 10 minutes. A duration with a unit: `30s`, `500ms`.
     #[arg(
         long,
         env = "COWORK_USAGE_LIMIT_PAUSE",
@@ -178,8 +290,8 @@ pub enum WorkerExecutorArg {
     Sim,
 }
 
-/// The batch flags shared by `run` and `submit` (contract §4.1, §5.1). Numbers are read with
-/// JavaScript `Number()` rules, like the CLI's.
+// The batch flags shared by `run` and `submit` (contract §4.1, §5.1). Numbers are read with
+// JavaScript `Number()` rules, like the CLI's.
 #[derive(Debug, Args)]
 pub struct BatchArgs {
     /// Run each scenario (or each matrix cell) N times: 2..=10000 (the CLI's own cap is 100).
@@ -194,7 +306,8 @@ pub struct BatchArgs {
     /// Stop a unit at the first index where both a pass and a fail exist; the unit fails.
     #[arg(long)]
     pub stop_on_diverge: bool,
-    /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (contract §4.2).
+    /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (as the
+    /// harness CLI does).
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_budget_usd: Option<String>,
     /// Budget in USD for the whole batch, all cells together (a fleet feature beside the CLI's
@@ -223,17 +336,18 @@ pub struct BatchArgs {
     /// Decider model id, forwarded to every job.
     #[arg(long, value_name = "MODEL")]
     pub decider_model: Option<String>,
-    /// Refused: an external decider is interactive and serial (choice C11).
+    /// Refused: an external decider is interactive and serial.
     #[arg(long, value_name = "DIR", hide = true)]
     pub decider_dir: Option<String>,
-    /// Refused: an external decider is interactive and serial (choice C11).
+    /// Refused: an external decider is interactive and serial.
     #[arg(long, value_name = "CMD", hide = true)]
     pub decider_cmd: Option<String>,
     /// A label forwarded to every run (`RunResult.runLabel`; one line, at most 200 characters).
     #[arg(long, value_name = "TEXT")]
     pub label: Option<String>,
-    /// Hard wall-clock limit per job, with a unit: 45m, 90s, 1h, 500ms (default: the scenario's
-    /// timeout_ms + 120 s, else 30 min). It must exceed the scenario's own timeout.
+    /// Hard wall-clock limit per job, with a unit: 45m, 90s, 1h, 500ms (a bare number is
+    /// refused). Default: the scenario's timeout_ms + 120 s, else 30 min. It must exceed the
+    /// scenario's own timeout.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
@@ -300,7 +414,8 @@ pub struct RunArgs {
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
-    /// Local store directory (brief §5 layout).
+    /// Local store: where batches are written (<store>/batches/<id>/). Default: .cowork in the
+    /// current directory.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
     pub store: PathBuf,
     /// Output on stdout.
@@ -317,6 +432,10 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Validate and plan, then print the plan (jobs per unit, tiers, the caps that apply) and
+    /// the cost and time earlier batches in --store suggest; run and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -357,7 +476,8 @@ pub struct EvalArgs {
     /// Output on stdout: `json` prints the eval report as one JSON line.
     #[arg(long, value_enum, default_value = "human")]
     pub output_format: OutputFormat,
-    /// Hard wall-clock limit per job, as for `run`.
+    /// Hard wall-clock limit per job, with a unit: 45m, 90s, 1h, 500ms (a bare number is
+    /// refused). Default: the scenario's timeout_ms + 120 s, else 30 min.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
     /// Root of the bundle: every file a scenario or arm reaches must lie below it (default: the
@@ -370,7 +490,8 @@ pub struct EvalArgs {
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
-    /// Local store directory (brief §5 layout).
+    /// Local store: where batches are written (<store>/batches/<id>/). Default: .cowork in the
+    /// current directory.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
     pub store: PathBuf,
     /// Jobs of the batch admitted ahead of results (default: 2 × slots).
@@ -400,6 +521,10 @@ pub struct EvalArgs {
     /// like an embedded eval.
     #[arg(long, requires = "coordinator")]
     pub watch: bool,
+    /// Validate and plan, then print the plan and the cost and time earlier batches suggest (in
+    /// --store, or on --coordinator); run, submit and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -424,11 +549,15 @@ pub struct SubmitArgs {
     /// No progress line while watching.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Validate and plan, then print the plan and the cost and time the coordinator's earlier
+    /// batches suggest; submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The batch id (printed by `cowork submit`).
+    /// The batch id (printed by `cowork submit`), `latest` or `latest~N`.
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
@@ -439,7 +568,7 @@ pub struct CancelArgs {
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// The batch id (printed by `cowork submit`).
+    /// The batch id (printed by `cowork submit`), `latest` or `latest~N`.
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
@@ -456,7 +585,7 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub struct BatchRefArgs {
-    /// The batch id (printed by `cowork submit`).
+    /// The batch id (printed by `cowork submit`), `latest` or `latest~N`.
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
@@ -470,7 +599,7 @@ pub struct BatchRefArgs {
 
 #[derive(Debug, Args)]
 pub struct ResultsArgs {
-    /// The batch id.
+    /// The batch id, `latest` or `latest~N`.
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
@@ -495,15 +624,20 @@ pub enum ReportFormatArg {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A stored batch dir (<store>/batches/<id>) or a batch id.
-    pub batch: String,
+    /// A stored batch dir (<store>/batches/<id>), a batch id, `latest` or `latest~N`.
+    #[arg(required_unless_present = "compare")]
+    pub batch: Option<String>,
+    /// Compare two batches instead (the same as `cowork diff THEN NOW`): a text table, or
+    /// --format markdown or json.
+    #[arg(long, num_args = 2, value_names = ["THEN", "NOW"], conflicts_with = "batch")]
+    pub compare: Option<Vec<String>>,
     /// Output format.
     #[arg(long, value_enum, default_value = "html")]
     pub format: ReportFormatArg,
     /// Write the report to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Local store a batch id is looked up in (brief §5 layout).
+    /// Local store a batch id (or `latest`) is looked up in.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
     pub store: PathBuf,
     /// Read the batch through this coordinator's API instead of a local store.
@@ -512,6 +646,71 @@ pub struct ReportArgs {
     /// File holding the API bearer token (or set COWORK_API_TOKEN); used with --coordinator.
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+}
+
+/// Where batches are read from: a local store, or a coordinator's API.
+#[derive(Debug, Args)]
+pub struct BatchSourceArgs {
+    /// Local store the batches are read from.
+    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
+    pub store: PathBuf,
+    /// Read the batches through this coordinator's API instead of a local store.
+    #[arg(long, value_name = "URL")]
+    pub coordinator: Option<String>,
+    /// File holding the API bearer token (or set COWORK_API_TOKEN); used with --coordinator.
+    #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// How `batches`, `diff` and `trend` print their table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TableFormat {
+    /// An aligned text table.
+    Text,
+    /// A Markdown table (a CI job summary or a PR comment).
+    Markdown,
+    /// One JSON document.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchesArgs {
+    #[command(flatten)]
+    pub source: BatchSourceArgs,
+    /// Newest batches listed, at most.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier batch: an id, a batch dir, `latest` or `latest~N`.
+    pub then: String,
+    /// The later batch.
+    pub now: String,
+    #[command(flatten)]
+    pub source: BatchSourceArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TableFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    /// A scenario file, a directory of scenarios, or a scenario name.
+    #[arg(value_name = "SCENARIOS")]
+    pub target: String,
+    /// How many of the most recent batches that ran these scenarios to show.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub last: u16,
+    #[command(flatten)]
+    pub source: BatchSourceArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TableFormat,
 }
 
 #[derive(Debug, Args)]
@@ -568,7 +767,7 @@ pub struct CoordinatorArgs {
 }
 
 /// A Kubernetes Job of workers (`cowork worker --exit-when-idle`) for each large batch: created
-/// when the batch is accepted, deleted when it ends (issue 5 item 6). Off by default.
+/// when the batch is accepted, deleted when it ends. Off by default.
 #[derive(Debug, Args)]
 pub struct K8sWorkerJobArgs {
     /// Create a Kubernetes Job of workers for each batch of at least --k8s-min-jobs jobs
@@ -728,9 +927,13 @@ pub struct WorkerArgs {
 
 #[derive(Debug, Args)]
 pub struct RollupArgs {
-    /// A stored batch dir (with spec.json), result.json files, or a dir of them.
+    /// A stored batch (its dir, its id in --store, `latest` or `latest~N`), result.json files,
+    /// or a dir of them.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// Local store a batch id (or `latest`) is looked up in.
+    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
+    pub store: PathBuf,
     /// Pass threshold in [0, 1]; default: the stored batch's, else 1.
     #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
     pub min_pass_rate: Option<String>,
@@ -800,4 +1003,67 @@ pub enum BenchWhat {
         #[arg(long, default_value_t = 512)]
         window: usize,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    fn words(args: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("cowork")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    #[test]
+    fn the_subcommand_whose_help_is_asked_for() {
+        for (args, expect) in [
+            (&["eval", "--help"][..], Some("eval")),
+            (&["--log", "run", "rollup", "-h"], Some("rollup")),
+            (&["--log=debug", "report", "--help"], Some("report")),
+            (&["help", "trend"], Some("trend")),
+            (&["help"], None),
+            (&["--help"], None),
+            (&["nonsense", "--help"], None),
+        ] {
+            assert_eq!(help_subcommand(&words(args)).as_deref(), expect, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn every_example_names_a_subcommand_that_exists() {
+        let command = Cli::command();
+        for sub in command.get_subcommands() {
+            let Some(examples) = examples(sub.get_name()) else {
+                continue;
+            };
+            for line in examples.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let position = words
+                    .iter()
+                    .position(|word| *word == "cowork")
+                    .unwrap_or_else(|| panic!("{line:?} does not run cowork"));
+                assert_eq!(words.get(position + 1), Some(&sub.get_name()), "{line:?}");
+                // Each example parses: its flags exist and take the values it gives them.
+                let argv: Vec<&str> = words[position..]
+                    .iter()
+                    .copied()
+                    .take_while(|word| !word.starts_with('>'))
+                    .collect();
+                // Settings given as `COWORK_*=…` before the command are not seen here.
+                let sets_variables = position > 0;
+                match Cli::try_parse_from(&argv) {
+                    Ok(_) => {}
+                    Err(error)
+                        if sets_variables
+                            && error.kind() == clap::error::ErrorKind::MissingRequiredArgument => {}
+                    Err(error) => panic!("{line:?} does not parse: {error}"),
+                }
+            }
+        }
+        assert_eq!(examples("no-such-command"), None);
+    }
 }

@@ -13,12 +13,15 @@ mod telemetry;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 
 use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return parse_failed(&error),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,8 +76,29 @@ fn main() -> ExitCode {
                 commands::remote::workers(&args.client, args.output_format).await
             }
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::Batches(args) => commands::batches::list(args).await,
+            Command::Diff(args) => commands::trend::diff(args).await,
+            Command::Trend(args) => commands::trend::trend(args).await,
         }
     });
     telemetry.shutdown();
     report::exit_code(result, json_command)
+}
+
+/// Prints clap's message for arguments that did not parse, or the help that was asked for,
+/// followed by the subcommand's examples exactly as written (see [`args::examples`]).
+fn parse_failed(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = error.print();
+    if error.kind() == ErrorKind::DisplayHelp {
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if let Some(examples) = args::help_subcommand(&argv).and_then(|name| args::examples(&name))
+        {
+            println!("\nExamples:");
+            for line in examples.lines() {
+                println!("  {line}");
+            }
+        }
+    }
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }

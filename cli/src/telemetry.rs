@@ -8,6 +8,7 @@
 //! It also holds the worker's `/metrics` (`cowork worker --metrics-listen`): the counters of
 //! `WorkerStats` in Prometheus text, written by hand like the coordinator's.
 
+use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -55,6 +56,10 @@ pub fn install(log_filter: &str, service_name: &'static str) -> Telemetry {
     let stderr_log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(stderr_colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_filter(log_filter);
     let provider = match std::env::var_os(OTLP_ENDPOINT_VAR) {
         Some(endpoint) if !endpoint.is_empty() => match otlp_provider(service_name) {
@@ -77,6 +82,13 @@ pub fn install(log_filter: &str, service_name: &'static str) -> Telemetry {
         .with(otel_layer)
         .init();
     Telemetry { provider }
+}
+
+/// Whether the stderr log may colour its lines: only on a terminal (escape bytes in a pipe or a
+/// CI log are noise), and never when `NO_COLOR` is set to anything but the empty string
+/// (<https://no-color.org>).
+fn stderr_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 fn otlp_provider(
@@ -218,7 +230,25 @@ pub fn worker_metrics_text(stats: &cowork_worker::WorkerStats) -> String {
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use super::worker_metrics_text;
+    use super::{stderr_colour, worker_metrics_text};
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        for (terminal, no_color, expect) in [
+            (true, None, true),
+            (false, None, false),
+            (true, Some(""), true),
+            (true, Some("1"), false),
+            (false, Some("1"), false),
+        ] {
+            assert_eq!(
+                stderr_colour(terminal, no_color.map(OsStr::new)),
+                expect,
+                "terminal {terminal}, NO_COLOR {no_color:?}"
+            );
+        }
+    }
 
     #[test]
     fn worker_metrics_show_every_counter_with_its_type() {

@@ -7,6 +7,8 @@
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
 //! - [`report`]: reading a stored batch into the core's report input.
 //! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
+//! - [`catalog`]: a store's batches for people — the batch list, and each decided batch's
+//!   per-unit history (`stats.json`, or its rollup for batches written without one).
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
@@ -17,6 +19,7 @@
 //!   manifest and the `WorkerJobs` port on `kube`.
 
 pub mod api;
+pub mod catalog;
 pub mod eval;
 pub mod history;
 pub mod intake;

@@ -270,6 +270,46 @@ impl Ctx {
     }
 }
 
+/// `true` when a document that failed to load as a scenario reads as a session: no `prompt`,
+/// at least one key only a session has, and no key only a scenario has (unknown keys, typos
+/// included, decide nothing).
+fn looks_like_session(root: &load::Node) -> bool {
+    use cowork_schema::scenario::SCENARIO_KEYS;
+    use cowork_schema::session::SESSION_KEYS;
+    let load::NodeValue::Mapping(entries) = &root.value else {
+        return false;
+    };
+    let keys: Vec<String> = entries
+        .iter()
+        .filter_map(|(key, _)| key.scalar_text())
+        .collect();
+    let session_only = keys
+        .iter()
+        .any(|key| SESSION_KEYS.contains(&key.as_str()) && !SCENARIO_KEYS.contains(&key.as_str()));
+    let scenario_only = keys
+        .iter()
+        .any(|key| SCENARIO_KEYS.contains(&key.as_str()) && !SESSION_KEYS.contains(&key.as_str()));
+    session_only && !scenario_only
+}
+
+/// The `session:` path of a scenario document that did not load, with where it is written;
+/// `None` when it names no file (absent, `(inline)` or not a string).
+fn session_path_of(root: &load::Node) -> Option<(String, Option<Position>)> {
+    let load::NodeValue::Mapping(entries) = &root.value else {
+        return None;
+    };
+    let (_, value) = entries
+        .iter()
+        .find(|(key, _)| key.scalar_text().as_deref() == Some("session"))?;
+    let load::NodeValue::String(path) = &value.value else {
+        return None;
+    };
+    if path == cowork_schema::scenario::INLINE_SESSION {
+        return None;
+    }
+    Some((path.clone(), value.position))
+}
+
 fn plain_error(file: &Path, message: &str) -> InputError {
     InputError {
         file: file.to_owned(),
@@ -519,7 +559,7 @@ impl Ctx {
         let scenario = match Scenario::from_yaml(&text, &self.display(rel)) {
             Ok(scenario) => scenario,
             Err(errors) => {
-                self.push_load_errors(errors);
+                self.scenario_refused(rel, &text, errors);
                 return None;
             }
         };
@@ -565,6 +605,46 @@ impl Ctx {
             scenario,
             session,
         })
+    }
+
+    /// Records why a scenario file did not load. A session file given where a scenario belongs
+    /// is one error saying so (its keys would otherwise each be "unknown"); for any other
+    /// scenario, the session it names is still checked, so that one run lists the typos of
+    /// both files.
+    fn scenario_refused(&mut self, rel: &str, text: &str, errors: Vec<LoadError>) {
+        let file = self.display(rel);
+        let root = load::parse_yaml(text, &file).ok();
+        if root.as_ref().is_some_and(looks_like_session) {
+            self.errors.push(InputError {
+                hint: Some(
+                    "run the scenario whose `session:` names this file, or a directory of \
+                     scenarios"
+                        .to_owned(),
+                ),
+                ..plain_error(
+                    &file,
+                    "this is a session file, not a scenario: it has session keys and no `prompt`",
+                )
+            });
+            return;
+        }
+        self.push_load_errors(errors);
+        let Some((value, position)) = root.as_ref().and_then(session_path_of) else {
+            return;
+        };
+        let origin = Origin {
+            file_rel: rel,
+            key: "session",
+            position,
+        };
+        let dir = dir_of(rel).to_owned();
+        let Some(session_rel) = self.resolve(&origin, &dir, &value, PathKind::File) else {
+            return;
+        };
+        if !self.sessions.contains_key(&session_rel) {
+            let loaded = self.load_session(&session_rel);
+            self.sessions.insert(session_rel, loaded);
+        }
     }
 
     /// Reads a cassette's frozen scenario (replay mode).

@@ -1,5 +1,9 @@
 //! Re-judging stored runs with the same reducer (`cowork rollup`): a stored batch with its own
-//! shape, or loose `result.json` files folded in the order given.
+//! shape, or loose `result.json` files folded in the order given. A stored batch that was
+//! interrupted is judged on the runs it has, marked as never passing, and its missing jobs are
+//! named.
+
+use std::collections::BTreeMap;
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{BatchFlags, StoredBatch};
@@ -26,10 +30,16 @@ pub enum RejudgeError {
     Unreadable { key: String, message: String },
     #[error("the stored plan cannot be reduced: {message}")]
     Shape { message: String },
-    #[error(
-        "job {job_id} has no stored outcome, and these flags need it (the batch stopped before it ran); re-judge with the batch's own stop flags"
-    )]
-    Missing { job_id: String },
+}
+
+/// A stored batch, re-judged.
+#[derive(Clone, Debug)]
+pub struct Rejudged {
+    pub reduction: BatchReduction,
+    /// The jobs the judging needed that have no stored outcome, in plan order: the batch was
+    /// interrupted (or stopped early under other flags) before they ran. When any is missing,
+    /// `reduction` judges the runs there are and is never a pass.
+    pub never_ran: Vec<JobId>,
 }
 
 /// The reducer's view of a stored `result.json`, re-deriving the verdict when the file has
@@ -41,11 +51,12 @@ pub fn view_of_result(result: &Value) -> Result<RunView, String> {
 /// Re-judges a stored batch: every stored job outcome is offered to a reducer shaped like the
 /// batch's plan and judged with `flags` (the stored flags, or the caller's replacements).
 /// Completed runs are read back from their `result.json`, so the stored files are the truth.
+/// A batch with jobs missing is judged on the runs it has ([`judge_what_ran`]).
 pub async fn rejudge_stored(
     store: &dyn ArtifactStore,
     stored: &StoredBatch,
     flags: &BatchFlags,
-) -> Result<BatchReduction, RejudgeError> {
+) -> Result<Rejudged, RejudgeError> {
     let shape = shape_from_summary(&stored.plan, flags);
     let mut reducer = BatchReducer::new(shape).map_err(|error| RejudgeError::Shape {
         message: error.to_string(),
@@ -55,8 +66,7 @@ pub async fn rejudge_stored(
         None => vec![None],
     };
     let batch = &stored.batch_id;
-    let mut first_missing: std::collections::HashMap<u32, Option<u32>> =
-        std::collections::HashMap::new();
+    let mut found: Vec<(u32, Option<u32>, JobOutcome)> = Vec::new();
     for (unit_idx, unit) in stored.plan.units.iter().enumerate() {
         if unit.cell_error.is_some() {
             continue;
@@ -73,10 +83,7 @@ pub async fn rejudge_stored(
             let outcome_key = format!("{prefix}/outcome.json");
             let bytes = match store.get(&outcome_key).await {
                 Ok(bytes) => bytes,
-                Err(ArtifactError::NotFound { .. }) => {
-                    first_missing.entry(unit_idx).or_insert(*repeat_index);
-                    continue;
-                }
+                Err(ArtifactError::NotFound { .. }) => continue,
                 Err(source) => {
                     return Err(RejudgeError::Store {
                         key: outcome_key,
@@ -114,15 +121,78 @@ pub async fn rejudge_stored(
                 }
                 other => other,
             };
+            found.push((unit_idx, *repeat_index, outcome.clone()));
             reducer.offer(unit_idx, *repeat_index, outcome);
         }
     }
-    reducer.finish().map_err(|missing| {
-        let next = first_missing.get(&missing.unit).copied().flatten();
-        let job_id = JobId::new(batch, unit_ref(stored.plan.kind, missing.unit), next);
-        RejudgeError::Missing {
-            job_id: job_id.to_string(),
+    match reducer.finish() {
+        Ok(reduction) => Ok(Rejudged {
+            reduction,
+            never_ran: Vec::new(),
+        }),
+        Err(_) => judge_what_ran(stored, flags, found),
+    }
+}
+
+/// Judges an interrupted batch on the runs it has (`found`: unit, repeat index, outcome).
+/// Each repeat unit folds its runs in index order with the gaps closed up, so a run that
+/// happened after one that never did still counts; stop rules apply as they would. Units still
+/// waiting for runs are then closed ([`BatchReducer::close_incomplete`]), their missing jobs
+/// are the ones that never ran, and the batch fails: an incomplete batch is never a pass.
+fn judge_what_ran(
+    stored: &StoredBatch,
+    flags: &BatchFlags,
+    found: Vec<(u32, Option<u32>, JobOutcome)>,
+) -> Result<Rejudged, RejudgeError> {
+    let shape = shape_from_summary(&stored.plan, flags);
+    let mut reducer = BatchReducer::new(shape).map_err(|error| RejudgeError::Shape {
+        message: error.to_string(),
+    })?;
+    // Per unit, the original repeat index of each folded position.
+    let mut ran: BTreeMap<u32, Vec<Option<u32>>> = BTreeMap::new();
+    for (unit_idx, repeat_index, outcome) in found {
+        let positions = ran.entry(unit_idx).or_default();
+        let position = repeat_index.map(|_| positions.len() as u32);
+        positions.push(repeat_index);
+        reducer.offer(unit_idx, position, outcome);
+    }
+    let closed = reducer.close_incomplete();
+    let mut reduction = reducer.finish().map_err(|_| RejudgeError::Shape {
+        message: "an interrupted batch did not close".into(),
+    })?;
+    let original = |unit: u32, position: Option<u32>| {
+        position.and_then(|position| {
+            ran.get(&unit)
+                .and_then(|indices| indices.get(position as usize).copied().flatten())
+        })
+    };
+    for (unit, repeat_index) in &mut reduction.results {
+        *repeat_index = original(*unit, *repeat_index);
+    }
+    for job in &mut reduction.discarded {
+        job.repeat_index = original(job.unit, job.repeat_index);
+    }
+    let repeats: Vec<Option<u32>> = match stored.plan.repeat {
+        Some(n) => (0..n).map(Some).collect(),
+        None => vec![None],
+    };
+    let mut never_ran = Vec::new();
+    for unit in closed {
+        let indices = ran.get(&unit).map(Vec::as_slice).unwrap_or_default();
+        for repeat_index in &repeats {
+            if !indices.contains(repeat_index) {
+                let unit_ref = unit_ref(stored.plan.kind, unit);
+                never_ran.push(JobId::new(&stored.batch_id, unit_ref, *repeat_index));
+            }
         }
+    }
+    if !never_ran.is_empty() {
+        reduction.ok = false;
+        reduction.exit_code = reduction.exit_code.max(1);
+    }
+    Ok(Rejudged {
+        reduction,
+        never_ran,
     })
 }
 

@@ -19,7 +19,7 @@ use cowork_client::CoordinatorClient;
 use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
 use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
 use cowork_core::plan::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalLayoutInput, RawEvalFlags,
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalFlags, EvalLayoutInput, RawEvalFlags,
     eval_document, eval_document_key, eval_exit_code, plan_eval_units, validate_eval_flags,
 };
 use cowork_core::plan::{Plan, PlanInput};
@@ -27,12 +27,17 @@ use cowork_fabric::ArtifactStore;
 use cowork_fabric::bundle::{PackedBundle, pack};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
-use cowork_schema::batch::{BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec};
+use cowork_schema::batch::{
+    BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, SimSpec,
+};
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, OutputFormat};
 use crate::commands::remote::{client, client_error, follow};
-use crate::commands::run::{default_bundle_root, executor_and_sim};
+use crate::commands::run::{
+    count, default_bundle_root, executor_and_sim, harness_preflight, remove_empty_scratch_dirs,
+    warn_unmatched_sim_rules,
+};
 use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
 use crate::fleet_args::ClientArgs;
 use crate::report::CliError;
@@ -41,6 +46,9 @@ use crate::report::CliError;
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let validated = validate(&args).await?;
+    if args.dry_run {
+        return dry_run(&args, &validated.plan).await;
+    }
     if let Some(coordinator) = &args.coordinator {
         return submit(&args, coordinator, validated).await;
     }
@@ -58,13 +66,14 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let store = Arc::new(DirArtifactStore::new(&args.store));
     if !args.quiet {
         eprintln!(
-            "eval batch {batch_id}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {runs_per_arm} runs = {} jobs with the {} executor, {} slots",
+            "eval batch {batch_id}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} with the {} executor, {}",
             sources.a,
             sources.b,
-            plan.units.len() / 2,
-            plan.n_jobs(),
+            count(plan.units.len() as u64 / 2, "scenario"),
+            count(u64::from(runs_per_arm), "run"),
+            count(plan.n_jobs(), "job"),
             plan.executor.as_str(),
-            args.slots
+            count(u64::from(args.slots), "slot")
         );
     }
     let embedded = EmbeddedRun {
@@ -81,7 +90,11 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         command: BatchMode::Eval.envelope_command(),
     };
     store_batch(&store, &plan, spec, bundle).await?;
-    let outcome = run_stored(&embedded, &plan, "eval batch").await?;
+    let outcome = run_stored(&embedded, &plan, "eval batch").await;
+    if !args.keep_work {
+        remove_empty_scratch_dirs(&args.store, &batch_id);
+    }
+    let outcome = outcome?;
 
     // The same computation as the coordinator's after it decides an eval batch; only the arm
     // labels differ (here the paths as typed, there the bundle-relative ones).
@@ -107,6 +120,30 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         args.store.join("batches").join(batch_id.as_str()).display()
     );
     finish(&args, &document, &document_json, &results_line).await
+}
+
+/// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
+/// local store, or of the coordinator with `--coordinator`.
+async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
+    use crate::commands::batches::Source;
+    match &args.coordinator {
+        Some(coordinator) => {
+            let client = client(&ClientArgs {
+                coordinator: coordinator.clone(),
+                token_file: args.token_file.clone(),
+                coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA")
+                    .map(std::path::PathBuf::from),
+            })?;
+            crate::commands::dry_run::print(plan, &Source::Remote(client), None, None).await
+        }
+        None => {
+            let harness = harness_preflight(plan.executor, &args.harness_bin).await;
+            let harness =
+                (plan.executor == cowork_schema::batch::ExecutorKind::Harness).then_some(harness);
+            let source = Source::Local(args.store.clone());
+            crate::commands::dry_run::print(plan, &source, Some(args.slots), harness).await
+        }
+    }
 }
 
 /// Prints the report (the table on stderr, the JSON line on stdout with `--output-format
@@ -161,12 +198,12 @@ async fn submit(
         .map_err(|e| client_error(e, "submitting the eval batch"))?;
     let batch_id = response.batch_id;
     eprintln!(
-        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} scenarios × 2 arms × {} runs = {} jobs (bundle {})",
+        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} (bundle {})",
         sources.a,
         sources.b,
-        plan.units.len() / 2,
-        plan.runs_per_unit(),
-        response.n_jobs,
+        count(plan.units.len() as u64 / 2, "scenario"),
+        count(u64::from(plan.runs_per_unit()), "run"),
+        count(response.n_jobs, "job"),
         &bundle_sha256[..12.min(bundle_sha256.len())]
     );
     if !args.watch {
@@ -221,9 +258,15 @@ struct ValidatedEval {
     sources: ArmSources,
 }
 
-/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
-/// reported at once.
-async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
+/// The flags, the executor and the harness of an eval, checked; problems are collected, not
+/// returned at the first.
+struct EvalSettings {
+    flags: Option<EvalFlags>,
+    executor: Option<(ExecutorKind, Option<SimSpec>)>,
+    problems: Vec<String>,
+}
+
+async fn check_settings(args: &EvalArgs) -> Result<EvalSettings, CliError> {
     let mut problems: Vec<String> = Vec::new();
     let flags = validate_eval_flags(&RawEvalFlags {
         runs: args.runs.clone(),
@@ -245,11 +288,36 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
         }
         Err(other) => return Err(other),
     };
+    // A submitted eval runs the harness on the workers, which probe it themselves; a dry run
+    // reports the probe instead of refusing.
+    if let (None, Some((kind, _)), false) = (&args.coordinator, &executor, args.dry_run) {
+        match harness_preflight(*kind, &args.harness_bin).await {
+            Ok(_) => {}
+            Err(CliError::Usage(errors)) => problems.extend(errors),
+            Err(other) => return Err(other),
+        }
+    }
+    warn_if_same_arm(&args.arm_a, &args.arm_b);
     if let Some(model) = &args.model
         && (model.trim().is_empty() || model.starts_with('-'))
     {
         problems.push(format!("--model: needs a model id, got {model:?}"));
     }
+    Ok(EvalSettings {
+        flags,
+        executor,
+        problems,
+    })
+}
+
+/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
+/// reported at once.
+async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
+    let EvalSettings {
+        flags,
+        executor,
+        mut problems,
+    } = check_settings(args).await?;
     let first_target = args
         .scenarios
         .first()
@@ -317,6 +385,7 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
             bundle_sha256: bundle.sha256.clone(),
         },
     );
+    warn_unmatched_sim_rules(&plan);
     let spec = BatchSpec {
         schema_version: BATCH_SPEC_VERSION,
         mode: BatchMode::Eval,
@@ -350,6 +419,23 @@ async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
             b: arm_b.declared.clone(),
         },
     })
+}
+
+/// Warns when both arms are one directory: the eval then compares a skill with itself, and any
+/// difference it reports is noise. Not an error, because an A/A run is a fair way to see that
+/// noise.
+fn warn_if_same_arm(arm_a: &std::path::Path, arm_b: &std::path::Path) {
+    let same = match (std::fs::canonicalize(arm_a), std::fs::canonicalize(arm_b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        eprintln!(
+            "warning: --a and --b are the same directory ({}): both arms run the same skill, so \
+             any difference is noise",
+            arm_a.display()
+        );
+    }
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row

@@ -1,10 +1,13 @@
 //! One module per subcommand.
 
+pub mod batches;
 pub mod bench;
 pub mod coordinator;
+pub mod dry_run;
 pub mod eval;
 pub mod remote;
 pub mod report;
 pub mod rollup;
 pub mod run;
+pub mod trend;
 pub mod worker;

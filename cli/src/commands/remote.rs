@@ -8,7 +8,8 @@ use cowork_schema::registry::BatchState;
 use futures::StreamExt;
 
 use crate::args::{OutputFormat, SubmitArgs};
-use crate::commands::run::{executor_and_sim, mode_and_target, prepare_batch};
+use crate::commands::batches::resolve_remote;
+use crate::commands::run::{count, executor_and_sim, mode_and_target, prepare_batch};
 use crate::fleet_args::{ClientArgs, read_secret};
 use crate::progress::ProgressLine;
 use crate::report::CliError;
@@ -43,27 +44,28 @@ pub fn client_error(error: ClientError, doing: &str) -> CliError {
     }
 }
 
-fn batch_id(text: &str) -> Result<BatchId, CliError> {
-    BatchId::new(text).map_err(|e| CliError::usage(format!("batch id: {e}")))
-}
-
 /// `cowork submit`.
 pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
     let (executor, sim) = executor_and_sim(&args.executor)?;
     let client = client(&args.client)?;
     let prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
+    if args.dry_run {
+        // Workers probe their own harness; the history is the coordinator's.
+        let source = crate::commands::batches::Source::Remote(client);
+        return crate::commands::dry_run::print(&prepared.plan, &source, None, None).await;
+    }
     let n_jobs = prepared.plan.n_jobs();
     let response = client
         .submit(&prepared.spec, prepared.bundle.bytes)
         .await
         .map_err(|e| client_error(e, "submitting the batch"))?;
     eprintln!(
-        "submitted batch {} to {}: {} jobs in {} units (bundle {})",
+        "submitted batch {} to {}: {} in {} (bundle {})",
         response.batch_id,
         args.client.coordinator,
-        response.n_jobs.max(n_jobs),
-        response.units,
+        count(response.n_jobs.max(n_jobs), "job"),
+        count(u64::from(response.units), "unit"),
         &prepared.spec.bundle_sha256[..12]
     );
     if !args.watch {
@@ -160,7 +162,7 @@ pub async fn status(
     output: OutputFormat,
 ) -> Result<i32, CliError> {
     let client = client(client_args)?;
-    let batch = batch_id(id)?;
+    let batch = resolve_remote(id, &client).await?;
     let status = client
         .status(&batch)
         .await
@@ -202,7 +204,8 @@ pub async fn watch(
     quiet: bool,
 ) -> Result<i32, CliError> {
     let client = client(client_args)?;
-    watch_to_end(&client, &batch_id(id)?, output, quiet).await
+    let batch = resolve_remote(id, &client).await?;
+    watch_to_end(&client, &batch, output, quiet).await
 }
 
 /// `cowork cancel <batch>`.
@@ -212,8 +215,9 @@ pub async fn cancel(
     kill_running: bool,
 ) -> Result<i32, CliError> {
     let client = client(client_args)?;
+    let batch = resolve_remote(id, &client).await?;
     let record = client
-        .cancel(&batch_id(id)?, kill_running)
+        .cancel(&batch, kill_running)
         .await
         .map_err(|e| client_error(e, "cancelling the batch"))?;
     if kill_running {
@@ -235,7 +239,7 @@ pub async fn cancel(
 /// `cowork resume <batch> [--watch]`: runs again what has no result.
 pub async fn resume(args: crate::args::ResumeArgs) -> Result<i32, CliError> {
     let client = client(&args.client)?;
-    let batch = batch_id(&args.batch)?;
+    let batch = resolve_remote(&args.batch, &client).await?;
     let record = client
         .resume(&batch)
         .await
@@ -245,7 +249,7 @@ pub async fn resume(args: crate::args::ResumeArgs) -> Result<i32, CliError> {
         record.batch_id, record.generation
     );
     if args.watch {
-        return watch(&args.client, &args.batch, args.output_format, args.quiet).await;
+        return watch_to_end(&client, &batch, args.output_format, args.quiet).await;
     }
     println!("{}", record.batch_id);
     Ok(0)
@@ -260,7 +264,7 @@ pub async fn results(
     download: Option<&std::path::Path>,
 ) -> Result<i32, CliError> {
     let client = client(client_args)?;
-    let batch = batch_id(id)?;
+    let batch = resolve_remote(id, &client).await?;
     let envelope = client
         .report(&batch)
         .await
@@ -304,8 +308,8 @@ pub async fn results(
                 .map_err(|e| CliError::Failed(anyhow!("writing {}: {e}", path.display())))?;
         }
         eprintln!(
-            "downloaded {} file(s) of batch {batch} to {}",
-            keys.len(),
+            "downloaded {} of batch {batch} to {}",
+            count(keys.len() as u64, "file"),
             dir.display()
         );
     }

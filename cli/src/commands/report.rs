@@ -1,29 +1,33 @@
 //! `cowork report`: a stored batch rendered as an HTML page, JUnit XML, a Markdown summary or a
 //! compact JSON summary.
 //!
-//! The batch is read from one of three places, tried in this order: `<batch>` as a stored batch
-//! dir (`<store>/batches/<id>`), the coordinator named by `--coordinator` (through its API),
-//! or the local store `--store` with `<batch>` as the id. Loading and rendering live in
+//! The batch is found like every command finds one (`commands::batches::resolve`): a stored
+//! batch dir (`<store>/batches/<id>`), or an id, `latest` or `latest~N` in the coordinator named
+//! by `--coordinator` (through its API) or else in the local store `--store`. Loading and rendering live in
 //! `cowork_core::report`; this module only picks the source and writes the output.
 
 use std::io::Write as _;
-use std::path::Path;
 
 use anyhow::{Context, anyhow};
-use cowork_client::ApiArtifactReader;
 use cowork_coordinator::report::{ReportError, load_report_input};
 use cowork_core::report::{ReportInput, render_html, render_json, render_junit, render_markdown};
-use cowork_fabric::embedded::DirArtifactStore;
-use cowork_schema::BatchId;
 
-use crate::args::{ReportArgs, ReportFormatArg};
-use crate::commands::remote::client;
-use crate::fleet_args::ClientArgs;
+use crate::args::{DiffArgs, ReportArgs, ReportFormatArg, TableFormat};
+use crate::commands::batches::{Resolved, Source, resolve};
+use crate::commands::trend::report_source;
 use crate::report::CliError;
 
 /// `cowork report`.
 pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
-    let input = load(&args).await?;
+    if let Some([then, now]) = args.compare.as_deref() {
+        return compare(&args, then, now).await;
+    }
+    let Some(batch) = args.batch.as_deref() else {
+        return Err(CliError::usage(
+            "a batch (or --compare THEN NOW) is required",
+        ));
+    };
+    let input = load(&args, batch).await?;
     let text = match args.format {
         ReportFormatArg::Html => render_html(&input),
         ReportFormatArg::Junit => render_junit(&input),
@@ -52,6 +56,32 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// `cowork report --compare THEN NOW`: `cowork diff`, as a text table unless --format asks
+/// for markdown or json.
+async fn compare(args: &ReportArgs, then: &str, now: &str) -> Result<i32, CliError> {
+    let format = match args.format {
+        ReportFormatArg::Html => TableFormat::Text,
+        ReportFormatArg::Markdown => TableFormat::Markdown,
+        ReportFormatArg::Json => TableFormat::Json,
+        ReportFormatArg::Junit => {
+            return Err(CliError::usage(
+                "--compare: prints a text table, or --format markdown or json",
+            ));
+        }
+    };
+    crate::commands::trend::diff(DiffArgs {
+        then: then.to_owned(),
+        now: now.to_owned(),
+        source: report_source(
+            &args.store,
+            args.coordinator.as_deref(),
+            args.token_file.as_deref(),
+        ),
+        format,
+    })
+    .await
+}
+
 fn format_name(format: ReportFormatArg) -> &'static str {
     match format {
         ReportFormatArg::Html => "html",
@@ -61,59 +91,19 @@ fn format_name(format: ReportFormatArg) -> &'static str {
     }
 }
 
-/// Reads the batch from the source `args` names (see the module documentation).
-async fn load(args: &ReportArgs) -> Result<ReportInput, CliError> {
-    let as_path = Path::new(&args.batch);
-    if as_path.is_dir() {
-        return load_batch_dir(as_path).await;
-    }
-    let batch_id = BatchId::new(&args.batch).map_err(|e| {
-        CliError::usage(format!(
-            "{:?} is neither a stored batch dir nor a batch id: {e}",
-            args.batch
-        ))
-    })?;
-    if let Some(coordinator) = &args.coordinator {
-        let client = client(&ClientArgs {
-            coordinator: coordinator.clone(),
-            token_file: args.token_file.clone(),
-            // These commands take no --coordinator-ca flag; the variable still applies.
-            coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA").map(std::path::PathBuf::from),
-        })?;
-        let reader = ApiArtifactReader::new(client, batch_id.clone());
-        return load_report_input(&reader, &batch_id)
-            .await
-            .map_err(|e| report_error(e, &format!("at coordinator {coordinator}")));
-    }
-    let store = DirArtifactStore::new(&args.store);
-    load_report_input(&store, &batch_id)
+/// Reads the batch `batch` names: a stored batch dir, an id or `latest` in `--store`, or an id
+/// through `--coordinator` (one resolver for every command, `commands::batches::resolve`).
+async fn load(args: &ReportArgs, batch: &str) -> Result<ReportInput, CliError> {
+    let source = Source::from_args(&report_source(
+        &args.store,
+        args.coordinator.as_deref(),
+        args.token_file.as_deref(),
+    ))?;
+    let Resolved { batch_id, source } = resolve(batch, &source).await?;
+    let store = source.store_of(&batch_id);
+    load_report_input(store.as_ref(), &batch_id)
         .await
-        .map_err(|e| report_error(e, &format!("in store {}", args.store.display())))
-}
-
-/// A stored batch dir: the store root is two levels above it and the id is its name.
-async fn load_batch_dir(dir: &Path) -> Result<ReportInput, CliError> {
-    let not_a_batch = || {
-        CliError::usage(format!(
-            "{}: not a stored batch dir (expected <store>/batches/<id> holding spec.json)",
-            dir.display()
-        ))
-    };
-    let dir = std::fs::canonicalize(dir).map_err(|_| not_a_batch())?;
-    let id = dir
-        .file_name()
-        .and_then(|name| name.to_str())
-        .ok_or_else(not_a_batch)?;
-    let batch_id = BatchId::new(id).map_err(|_| not_a_batch())?;
-    let root = dir
-        .parent()
-        .filter(|batches| batches.file_name().is_some_and(|name| name == "batches"))
-        .and_then(Path::parent)
-        .ok_or_else(not_a_batch)?;
-    let store = DirArtifactStore::new(root);
-    load_report_input(&store, &batch_id)
-        .await
-        .map_err(|e| report_error(e, &format!("in {}", dir.display())))
+        .map_err(|e| report_error(e, &format!("in {}", source.describe())))
 }
 
 /// An unknown or undecided batch is a usage error (exit 2, one clear line); anything else is a

@@ -3,18 +3,20 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
+use cowork_coordinator::catalog::stored_batch;
+use cowork_coordinator::rejudge::{Rejudged, rejudge_runs, rejudge_stored, view_of_result};
 use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
 use cowork_core::plan::flags::js_number;
 use cowork_core::reduce::{Judging, StopRules};
-use cowork_fabric::embedded::DirArtifactStore;
-use cowork_schema::batch::{BatchFlags, StoredBatch};
+use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
+use cowork_schema::layout::batch_key;
 use cowork_schema::run_result::RunView;
 use cowork_schema::verdict::{Lane, with_rederived_verdict};
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, RollupArgs};
+use crate::commands::batches::{Resolved, Source, resolve};
 use crate::report::CliError;
 
 /// A number flag read with the CLI's `Number()` rules and checked against a range.
@@ -91,12 +93,25 @@ fn find_results(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The stored batch a single `rollup` argument names, if it names one: a batch dir, or (when
+/// no such file or directory exists) a batch id, `latest` or `latest~N` in `--store`.
+async fn stored_batch_named(path: &Path, store: &Path) -> Result<Option<Resolved>, CliError> {
+    let local = Source::Local(store.to_path_buf());
+    let Some(text) = path.to_str() else {
+        return Ok(None);
+    };
+    if path.join("spec.json").is_file() || !path.exists() {
+        return resolve(text, &local).await.map(Some);
+    }
+    Ok(None)
+}
+
 /// `cowork rollup`.
 pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
     if let [only] = args.paths.as_slice()
-        && only.join("spec.json").is_file()
+        && let Some(batch) = stored_batch_named(only, &args.store).await?
     {
-        return rollup_stored_batch(&args, only).await;
+        return rollup_stored_batch(&args, batch).await;
     }
     let mut files = Vec::new();
     for path in &args.paths {
@@ -187,26 +202,28 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
     finish(&args, &reduction, &envelope)
 }
 
-async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliError> {
-    let spec_path = dir.join("spec.json");
-    let text =
-        std::fs::read(&spec_path).with_context(|| format!("reading {}", spec_path.display()))?;
-    let stored: StoredBatch = serde_json::from_slice(&text)
-        .map_err(|e| CliError::usage(format!("{}: not a batch spec: {e}", spec_path.display())))?;
-    // The store root is two levels above `batches/<id>`.
-    let root = dir
-        .parent()
-        .and_then(Path::parent)
-        .ok_or_else(|| CliError::usage(format!("{}: not under <store>/batches/", dir.display())))?;
-    let store = DirArtifactStore::new(root);
+async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, CliError> {
+    let Resolved { batch_id, source } = batch;
+    let store = source.store_of(&batch_id);
+    let stored = stored_batch(store.as_ref(), &batch_id)
+        .await
+        .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
     let flags = judged_flags(args, Some(&stored.spec.flags))?;
-    let reduction = rejudge_stored(&store, &stored, &flags)
+    let Rejudged {
+        reduction,
+        never_ran,
+    } = rejudge_stored(store.as_ref(), &stored, &flags)
         .await
         .map_err(|e| CliError::Failed(e.into()))?;
-    let results = collect_results(&store, &stored.batch_id, stored.plan.kind, &reduction)
-        .await
-        .map_err(|e| CliError::Failed(e.into()))?;
-    let fleet = json!({
+    let results = collect_results(
+        store.as_ref(),
+        &stored.batch_id,
+        stored.plan.kind,
+        &reduction,
+    )
+    .await
+    .map_err(|e| CliError::Failed(e.into()))?;
+    let mut fleet = json!({
         "batchId": stored.batch_id.as_str(),
         "rejudged": true,
         "minPassRate": cowork_schema::json_number::to_value(flags.min_pass_rate),
@@ -214,9 +231,18 @@ async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliEr
         "foldOrder": "index",
         "resultsOrder": "index",
     });
+    if !never_ran.is_empty() {
+        fleet["incomplete"] = Value::Bool(true);
+        fleet["neverRan"] = never_ran
+            .iter()
+            .map(|job| Value::from(job.as_str()))
+            .collect();
+    }
     let command = stored.spec.mode.envelope_command();
     // The harness version is not part of the reduction; take it from the batch's envelope.
-    let version = std::fs::read(dir.join("envelope.json"))
+    let version = store
+        .get(&batch_key(&batch_id, "envelope.json"))
+        .await
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
         .and_then(|envelope| {
@@ -227,7 +253,34 @@ async fn rollup_stored_batch(args: &RollupArgs, dir: &Path) -> Result<i32, CliEr
         })
         .unwrap_or_else(|| "unknown".to_owned());
     let envelope = build_envelope(&reduction, &version, command, results, fleet);
-    finish(args, &reduction, &envelope)
+    if never_ran.is_empty() {
+        return finish(args, &reduction, &envelope);
+    }
+    let code = finish(args, &reduction, &envelope)?;
+    eprint!("{}", incomplete_note(stored.plan.n_jobs, &never_ran));
+    Ok(code)
+}
+
+/// The lines that say a re-judged batch is incomplete and which jobs never ran (the first few,
+/// then a count).
+fn incomplete_note(n_jobs: u64, never_ran: &[cowork_schema::ids::JobId]) -> String {
+    /// Job ids named one by one; a huge interrupted batch would otherwise print thousands.
+    const NAMED: usize = 20;
+    let mut names: Vec<&str> = never_ran
+        .iter()
+        .take(NAMED)
+        .map(|job| job.local_part())
+        .collect();
+    if never_ran.len() > NAMED {
+        names.push("…");
+    }
+    format!(
+        "INCOMPLETE: {} of {n_jobs} never ran (the batch was interrupted, or stopped early under \
+         other flags); the verdict above judges only the runs that exist and counts as FAIL\n\
+         never ran: {}\n",
+        crate::commands::run::count(never_ran.len() as u64, "job"),
+        names.join(" ")
+    )
 }
 
 fn finish(

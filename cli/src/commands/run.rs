@@ -1,6 +1,7 @@
 //! `cowork run`: the embedded mode — plan, bundle, then an in-process queue, event log, local
 //! store and worker slots run the batch; the same supervisor and reducer as the fleet judge it.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,6 +103,9 @@ pub async fn prepare_batch(
             return Err(CliError::Usage(problems));
         }
     };
+    if mode != BatchMode::Replay {
+        note_unlisted_subfolders(target, &prepared.target, &prepared.files);
+    }
     let layout = plan_units(&prepared, &flags, mode)
         .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
     let derived: Vec<(String, Vec<u8>)> = layout
@@ -150,7 +154,125 @@ pub async fn prepare_batch(
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
     };
+    warn_unmatched_sim_rules(&plan);
     Ok(PreparedRun { plan, spec, bundle })
+}
+
+/// Directory entries looked at below a directory target, at most, for the note about its
+/// subfolders: a note is not worth a walk of a huge tree.
+const SUBFOLDER_SCAN_LIMIT: usize = 10_000;
+
+/// Says which subfolders of a directory target hold YAML files that the batch does not use. A
+/// directory target runs only the files directly inside it, as the harness CLI does; scenarios
+/// kept in subfolders would otherwise be skipped without a word. Files the batch ships (a
+/// session kept in a subfolder, say) are not counted.
+pub fn note_unlisted_subfolders(target: &Path, target_rel: &str, shipped: &BTreeSet<String>) {
+    let Ok(entries) = std::fs::read_dir(target) else {
+        return;
+    };
+    let mut budget = SUBFOLDER_SCAN_LIMIT;
+    let mut subfolders: Vec<(String, usize)> = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let mut found = Vec::new();
+        yaml_files_below(&entry.path(), &name, &mut found, &mut budget);
+        let unused = found
+            .iter()
+            .filter(|rel| !shipped.contains(&join_bundle_rel(target_rel, rel)))
+            .count();
+        if unused > 0 {
+            subfolders.push((name, unused));
+        }
+    }
+    subfolders.sort();
+    for (name, unused) in subfolders {
+        eprintln!(
+            "note: {}: subfolder {name}/ holds {} that this batch does not run (a directory \
+             target runs only the files directly in it, like the harness CLI); give {} as its \
+             own target to run them",
+            target.display(),
+            count(unused as u64, "YAML file"),
+            target.join(&name).display()
+        );
+    }
+}
+
+/// `<target rel>/<rel>`, or `rel` alone when the target is the bundle root.
+fn join_bundle_rel(target_rel: &str, rel: &str) -> String {
+    if target_rel.is_empty() {
+        rel.to_owned()
+    } else {
+        format!("{target_rel}/{rel}")
+    }
+}
+
+/// Collects the `*.yaml` / `*.yml` files below `dir` as `/`-separated paths starting with
+/// `prefix`, spending at most `budget` directory entries.
+fn yaml_files_below(dir: &Path, prefix: &str, found: &mut Vec<String>, budget: &mut usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let rel = format!("{prefix}/{name}");
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() && !name.starts_with('.') => {
+                yaml_files_below(&entry.path(), &rel, found, budget);
+            }
+            Ok(kind) if kind.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) => {
+                found.push(rel);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Warns about each `--sim-profile` rule that selects no job of the plan: it changes nothing,
+/// which is almost always a misspelt scenario name, model or skill dir.
+pub fn warn_unmatched_sim_rules(plan: &Plan) {
+    let Some(sim) = plan.sim.as_ref().filter(|sim| !sim.rules.is_empty()) else {
+        return;
+    };
+    let first_index = plan.repeat.map(|_| 0);
+    let jobs: Vec<_> = plan
+        .units
+        .iter()
+        .filter(|unit| unit.cell_error.is_none())
+        .map(|unit| plan.job(unit, first_index))
+        .collect();
+    for position in cowork_worker::executor::sim::rules_matching_nothing(&sim.rules, &jobs) {
+        let rule = &sim.rules[position];
+        let selectors: Vec<String> = [
+            ("scenario", &rule.scenario),
+            ("baseline", &rule.baseline),
+            ("model", &rule.model),
+            ("skill_dir", &rule.skill_dir),
+            ("arm", &rule.arm),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| value.as_ref().map(|value| format!("{key}: {value}")))
+        .collect();
+        eprintln!(
+            "warning: --sim-profile: rule {} ({}) matches no job of this batch, so it changes \
+             nothing; check its selectors against the scenario names and matrix axes",
+            position + 1,
+            selectors.join(", ")
+        );
+    }
 }
 
 /// The batch's executor, and the sim executor's spec from `--seed` and `--sim-profile` (`None`
@@ -202,12 +324,122 @@ pub fn mode_and_target(
     }
 }
 
+/// Removes the empty directories a batch leaves under `<store>/work/<batch id>` (each job's
+/// scratch dir is removed after its artifacts are stored, but not the unit directories above
+/// it), then `<store>/work` itself if nothing else is in it. Files are never touched; failures
+/// are ignored, since only tidiness is at stake. Not called with `--keep-work`, which keeps
+/// every scratch dir as the job left it.
+pub fn remove_empty_scratch_dirs(store: &Path, batch_id: &cowork_schema::BatchId) {
+    let work = store.join("work");
+    remove_empty_dirs(&work.join(batch_id.as_str()));
+    let _ = std::fs::remove_dir(&work);
+}
+
+/// Removes `dir` and every directory below it that holds no file, deepest first.
+fn remove_empty_dirs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            remove_empty_dirs(&entry.path());
+        }
+    }
+    // Fails, as it should, when a file or a non-empty directory is left.
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// `1 job`, `2 jobs`: a count with its noun in the right number (regular plurals).
+pub fn count(n: u64, noun: &str) -> String {
+    count_of(n, noun, &format!("{noun}s"))
+}
+
+/// `1 batch`, `2 batches`: a count with the singular or the plural given.
+pub fn count_of(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// What to do when the harness a batch needs is missing or does not answer like one.
+const HARNESS_FIX: &str =
+    "install it, set --harness-bin / COWORK_HARNESS_BIN, or use --executor sim";
+
+/// Asks the harness for its version before anything is written, so that a missing harness is
+/// one plain error (exit 2) instead of a batch whose every job fails to start. `Ok(None)` when
+/// the executor runs no harness.
+pub async fn harness_preflight(
+    executor: ExecutorKind,
+    harness_bin: &Path,
+) -> Result<Option<String>, CliError> {
+    if executor != ExecutorKind::Harness {
+        return Ok(None);
+    }
+    let config = cowork_worker::capabilities::ProbeConfig {
+        limactl_bin: None,
+        docker_bin: None,
+        ..cowork_worker::capabilities::ProbeConfig::for_executor(executor, harness_bin)
+    };
+    let probe = cowork_worker::capabilities::probe(&config).await;
+    match probe.harness {
+        cowork_worker::capabilities::Tool::Ready { version } if looks_like_version(&version) => {
+            Ok(Some(version))
+        }
+        cowork_worker::capabilities::Tool::Ready { version } => Err(CliError::usage(format!(
+            "{} does not look like cowork-harness: `--version` printed {version:?}, which holds \
+             no version number ({HARNESS_FIX})",
+            harness_bin.display()
+        ))),
+        cowork_worker::capabilities::Tool::Unavailable { reason } => Err(CliError::usage(format!(
+            "cowork-harness not found: {reason} ({HARNESS_FIX})"
+        ))),
+        cowork_worker::capabilities::Tool::NotProbed => Ok(None),
+    }
+}
+
+/// `true` when `text` holds a dotted version number such as `4.4.0`.
+fn looks_like_version(text: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .any(|word| {
+            let parts: Vec<&str> = word.split('.').collect();
+            parts.len() >= 2 && parts.iter().all(|part| !part.is_empty())
+        })
+}
+
+/// Both checks' problems in one list: the user fixes everything in one go.
+pub fn both_checked<T>(
+    preflight: Result<Option<String>, CliError>,
+    prepared: Result<T, CliError>,
+) -> Result<(Option<String>, T), CliError> {
+    match (preflight, prepared) {
+        (Ok(version), Ok(prepared)) => Ok((version, prepared)),
+        (Err(CliError::Usage(mut first)), Err(CliError::Usage(rest))) => {
+            first.extend(rest);
+            Err(CliError::Usage(first))
+        }
+        (Err(error), _) | (_, Err(error)) => Err(error),
+    }
+}
+
 /// `cowork run`.
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
     let (executor_kind, sim) = executor_and_sim(&args.executor)?;
-    let prepared = prepare_batch(&target, &args.batch, mode, executor_kind, sim).await?;
+    let (preflight, prepared) = tokio::join!(
+        harness_preflight(executor_kind, &args.harness_bin),
+        prepare_batch(&target, &args.batch, mode, executor_kind, sim)
+    );
+    if args.dry_run {
+        // A dry run plans without running: a missing harness is worth a line, not a refusal.
+        let plan = prepared?.plan;
+        let source = crate::commands::batches::Source::Local(args.store.clone());
+        let harness = (executor_kind == ExecutorKind::Harness).then_some(preflight);
+        return crate::commands::dry_run::print(&plan, &source, Some(args.slots), harness).await;
+    }
+    let (_harness_version, prepared) = both_checked(preflight, prepared)?;
     let PreparedRun { plan, spec, bundle } = prepared;
     let batch_id = plan.batch_id.clone();
 
@@ -216,21 +448,21 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     crate::embedded::store_batch(&store, &plan, spec, bundle).await?;
 
     if !args.quiet {
+        let unit_noun = if plan.summary().kind == cowork_schema::batch::PlanKindName::Matrix {
+            "cell"
+        } else {
+            "file"
+        };
         eprintln!(
-            "batch {batch_id}: {} jobs in {} {}{} with the {} executor, {} slots",
-            plan.n_jobs(),
-            plan.units.len(),
-            if plan.summary().kind == cowork_schema::batch::PlanKindName::Matrix {
-                "cells"
-            } else {
-                "files"
-            },
+            "batch {batch_id}: {} in {}{} with the {} executor, {}",
+            count(plan.n_jobs(), "job"),
+            count(plan.units.len() as u64, unit_noun),
             plan.flags
                 .repeat
-                .map(|n| format!(" × {n} runs"))
+                .map(|n| format!(" × {}", count(u64::from(n), "run")))
                 .unwrap_or_default(),
             executor_kind.as_str(),
-            args.slots
+            count(u64::from(args.slots), "slot")
         );
     }
 
@@ -250,7 +482,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         started,
         command: mode.envelope_command(),
     };
-    let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await?;
+    let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await;
+    if !args.keep_work {
+        remove_empty_scratch_dirs(&args.store, &batch_id);
+    }
+    let outcome = outcome?;
 
     eprint!(
         "{}",
@@ -267,4 +503,31 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         println!("{}", outcome.envelope.to_line());
     }
     Ok(outcome.exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_harness_version_holds_a_dotted_number() {
+        for (text, expect) in [
+            ("4.4.0", true),
+            ("cowork-harness 2.0.0", true),
+            ("v10.1", true),
+            ("hello", false),
+            ("4", false),
+            ("1..2", false),
+            ("", false),
+        ] {
+            assert_eq!(looks_like_version(text), expect, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn counts_read_right() {
+        assert_eq!(count(1, "job"), "1 job");
+        assert_eq!(count(0, "file"), "0 files");
+        assert_eq!(count_of(2, "batch", "batches"), "2 batches");
+    }
 }

@@ -68,3 +68,133 @@ fn rollup_help_mentions_its_judging_flags() {
         ],
     );
 }
+
+/// Runs `cowork <args>` with the terminal width `columns` (stdout is a pipe, so clap reads
+/// `COLUMNS`).
+fn help_at(columns: &str, args: &[&str]) -> crate::support::Output {
+    let sandbox = Sandbox::empty();
+    let program = env!("CARGO_BIN_EXE_cowork");
+    let output = std::process::Command::new(program)
+        .args(args)
+        .current_dir(sandbox.path())
+        .env("COLUMNS", columns)
+        .output()
+        .expect("cowork runs");
+    let out = crate::support::Output::new(
+        format!("COLUMNS={columns} cowork {}", args.join(" ")),
+        sandbox.path().to_path_buf(),
+        output,
+    );
+    out.expect_code(0);
+    out
+}
+
+/// The example lines of a help text: the indented lines after `Examples:`.
+fn example_lines(help: &str) -> Vec<&str> {
+    help.split("\nExamples:\n")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|line| line.starts_with("  "))
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn examples_are_never_wrapped_and_help_follows_the_terminal_width() {
+    for command in [
+        "run", "eval", "rollup", "submit", "report", "batches", "diff", "trend",
+    ] {
+        for flag in ["--help", "-h"] {
+            let narrow = help_at("60", &[command, flag]);
+            let wide = help_at("200", &[command, flag]);
+            let examples = example_lines(&narrow.stdout);
+            if examples.is_empty() {
+                narrow.fail("no examples");
+            }
+            for line in &examples {
+                if !line.starts_with("cowork ") {
+                    narrow.fail(&format!("an example line was wrapped: {line:?}"));
+                }
+            }
+            assert_eq!(examples, example_lines(&wide.stdout), "{command} {flag}");
+        }
+    }
+    // The line `cowork eval --help` used to split between `--b` and its directory.
+    let eval = help_at("80", &["eval", "--help"]);
+    if !eval.stdout.lines().any(|line| {
+        line.contains("--a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/")
+    }) {
+        eval.fail("the eval example is not on one line");
+    }
+    // Prose wraps to the terminal: narrow help stays narrow, wide help uses the width.
+    let narrow = help_at("60", &["run", "--help"]);
+    let prose = narrow
+        .stdout
+        .split("\nExamples:\n")
+        .next()
+        .unwrap_or_default();
+    if let Some(line) = prose.lines().find(|line| line.chars().count() > 60) {
+        narrow.fail(&format!("a help line is wider than 60 columns: {line:?}"));
+    }
+    let wide = help_at("200", &["run", "--help"]);
+    if !wide.stdout.lines().any(|line| line.chars().count() > 100) {
+        wide.fail("help at 200 columns is still wrapped at 100");
+    }
+}
+
+#[test]
+fn job_timeout_says_it_needs_a_unit() {
+    for command in ["run", "eval", "submit"] {
+        let out = help_at("100", &[command, "--help"]);
+        // Words of one sentence may sit on two lines.
+        let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        for fragment in ["--job-timeout", "45m", "a bare number is refused"] {
+            if !text.contains(fragment) {
+                out.fail(&format!("help does not mention {fragment:?}"));
+            }
+        }
+    }
+    let sandbox = Sandbox::with_project();
+    let out = sandbox.run_batch(&[
+        "scenarios/report.yaml",
+        "--executor",
+        "sim",
+        "--job-timeout",
+        "5",
+    ]);
+    out.expect_code(2).expect_stderr("needs a unit");
+}
+
+#[test]
+fn help_cites_no_spec_a_user_cannot_read() {
+    let mut commands = vec![vec!["--help"]];
+    for command in [
+        "run",
+        "eval",
+        "rollup",
+        "submit",
+        "status",
+        "watch",
+        "cancel",
+        "resume",
+        "results",
+        "report",
+        "batches",
+        "diff",
+        "trend",
+        "workers",
+        "coordinator",
+        "worker",
+    ] {
+        commands.push(vec![command, "--help"]);
+    }
+    for args in commands {
+        let out = help_at("100", &args);
+        for marker in ["contract", "§", "brief", "choice C", "(C9", "issue "] {
+            if out.stdout.contains(marker) {
+                out.fail(&format!("help mentions {marker:?}"));
+            }
+        }
+    }
+}

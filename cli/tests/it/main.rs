@@ -15,8 +15,11 @@
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
 //! fleet), `report` (`cowork report` in every format), `browser` (headless Chromium on a
-//! generated report and on the coordinator's pages) and `telemetry` (OTLP traces of a run
-//! received by an in-test collector).
+//! generated report and on the coordinator's pages), `telemetry` (OTLP traces of a run
+//! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
+//! things a first run trips on), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
+//! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
+//! README's own text).
 
 mod fleet;
 mod support;
@@ -27,12 +30,15 @@ mod capabilities;
 mod distributed;
 mod eval;
 mod faults;
+mod first_run;
 mod harness;
 mod help;
+mod history;
 mod hostile;
 mod https;
 mod limits;
 mod multihost;
+mod readme;
 mod recovery;
 mod report;
 mod rollup;

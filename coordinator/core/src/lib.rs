@@ -7,6 +7,9 @@
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
 //! - [`history`]: estimates (cost and time per run) from earlier batches' `stats.json`.
+//! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
+//!   rule across batches, and history read from a `rollup.json` for batches without stats.
+//! - [`preflight`]: the plan and estimate `--dry-run` prints.
 //! - [`eval`]: A/B statistics — exact McNemar, the paired bootstrap, arm summaries, verdict.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //!
@@ -18,6 +21,8 @@ pub mod eval;
 pub mod history;
 pub mod limits;
 pub mod plan;
+pub mod preflight;
 pub mod prepared;
 pub mod reduce;
 pub mod report;
+pub mod trend;

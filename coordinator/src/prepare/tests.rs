@@ -169,6 +169,56 @@ fn every_problem_is_reported_with_file_line_and_key() {
 }
 
 #[test]
+fn a_session_given_as_the_target_is_one_error() {
+    let dir = example_tree();
+    let got = errors(&run_input(dir.path(), "sessions/s.yaml"));
+    assert_eq!(
+        got,
+        [
+            "<root>/sessions/s.yaml: this is a session file, not a scenario: it has session keys \
+          and no `prompt` (hint: run the scenario whose `session:` names this file, or a \
+          directory of scenarios)"
+        ]
+    );
+    // A scenario missing its prompt is still a scenario, and says so key by key.
+    let dir = tree(&[("s.yaml", "baseline: latest\nmodel: m\n")]);
+    let got = errors(&run_input(dir.path(), "s.yaml"));
+    assert!(
+        got.iter().any(|e| e.contains("unknown key `model`")),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn session_typos_are_reported_with_the_scenario_typos() {
+    let dir = tree(&[
+        (
+            "s/a.yaml",
+            "prompt: p\nfidelty: container\nsession: ../se/x.yaml\n",
+        ),
+        (
+            "s/b.yaml",
+            "prompt: p\nbaselne: latest\nsession: ../se/x.yaml\n",
+        ),
+        (
+            "s/c.yaml",
+            "prompt: p\nbaselne: latest\nsession: (inline)\n",
+        ),
+        ("se/x.yaml", "model: m\nefort: high\n"),
+    ]);
+    let got = errors(&run_input(dir.path(), "s"));
+    assert_eq!(
+        got,
+        [
+            "<root>/s/a.yaml:2:1: fidelty: unknown key `fidelty`, did you mean `fidelity`?",
+            "<root>/se/x.yaml:2:1: efort: unknown key `efort`, did you mean `effort`?",
+            "<root>/s/b.yaml:2:1: baselne: unknown key `baselne`, did you mean `baseline`?",
+            "<root>/s/c.yaml:2:1: baselne: unknown key `baselne`, did you mean `baseline`?",
+        ]
+    );
+}
+
+#[test]
 fn paths_must_stay_inside_the_bundle_root() {
     let outer = tempfile::tempdir().expect("tempdir");
     let root = outer.path().join("root");

@@ -372,6 +372,17 @@ pub fn resolve_profile(job: &JobSpec, rules: &[SimRule]) -> ResolvedProfile {
     }
 }
 
+/// The positions in `rules` of the rules that match none of `jobs`. Such a rule has no effect,
+/// which is almost always a typo in a selector (`cowork run` warns about it).
+pub fn rules_matching_nothing(rules: &[SimRule], jobs: &[JobSpec]) -> Vec<usize> {
+    rules
+        .iter()
+        .enumerate()
+        .filter(|(_, rule)| !jobs.iter().any(|job| rule_matches(rule, job)))
+        .map(|(position, _)| position)
+        .collect()
+}
+
 /// `true` when every selector the rule sets matches the job.
 fn rule_matches(rule: &SimRule, job: &JobSpec) -> bool {
     let axes = job.axes.as_ref();

@@ -13,8 +13,8 @@
 //!   one interactive, strictly serial channel that distributed jobs cannot share.
 //! - `--concurrency` is validated like the CLI (1..=8, needs `--matrix`) but has no effect: fleet
 //!   parallelism comes from worker slots and tier caps.
-//! - `--job-timeout` is the fleet's own flag (C13): a duration such as `600000` (milliseconds),
-//!   `90s`, `30m` or `2h`.
+//! - `--job-timeout` is the fleet's own flag (C13): a duration with a unit, such as `90s`, `30m`
+//!   or `2h` (a bare number is refused: it was read as milliseconds, which nobody meant).
 
 use cowork_schema::batch::{
     BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnUnanswered, REPEAT_MAX, REPEAT_MIN,

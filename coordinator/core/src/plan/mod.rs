@@ -125,7 +125,7 @@ pub struct Plan {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error(
-        "{file}: timeout_ms: the job timeout of {job_timeout_ms} ms must exceed the scenario's timeout_ms of {scenario_timeout_ms} ms (choice C13)"
+        "{file}: timeout_ms: the job timeout of {job_timeout_ms} ms must exceed the scenario's timeout_ms of {scenario_timeout_ms} ms, so that the harness's own timeout fires first"
     )]
     JobTimeoutTooShort {
         file: String,

@@ -581,7 +581,7 @@ fn job_timeout_follows_c13() {
     let errors = plan_units(&batch, &too_short, BatchMode::Run).expect_err("not above timeout_ms");
     assert_eq!(
         errors[0].to_string(),
-        "a.yaml: timeout_ms: the job timeout of 600000 ms must exceed the scenario's timeout_ms of 600000 ms (choice C13)"
+        "a.yaml: timeout_ms: the job timeout of 600000 ms must exceed the scenario's timeout_ms of 600000 ms, so that the harness's own timeout fires first"
     );
 }
 

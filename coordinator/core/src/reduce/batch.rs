@@ -166,6 +166,9 @@ pub struct BatchReducer {
     plain_prefix: u32,
     /// Plain files: the first file (in order) that threw; the CLI stops there.
     aborted_at: Option<u32>,
+    /// Set by [`BatchReducer::close_incomplete`] on a plain files batch: finish with the files
+    /// that ran.
+    closed_incomplete: bool,
 }
 
 impl BatchReducer {
@@ -202,6 +205,7 @@ impl BatchReducer {
             n_open,
             plain_prefix: 0,
             aborted_at: None,
+            closed_incomplete: false,
         })
     }
 
@@ -306,8 +310,49 @@ impl BatchReducer {
         stopped
     }
 
+    /// Closes every unit still waiting for outcomes, for re-judging an interrupted batch on
+    /// the runs it has: an open repeat unit keeps what it folded (no stop reason), an open cell
+    /// of a plain matrix becomes a cell error, and a plain files batch folds the files that
+    /// ran. [`BatchReducer::finish`] then succeeds. Returns the indices of the units closed;
+    /// the caller must not present the result as a complete batch.
+    pub fn close_incomplete(&mut self) -> Vec<u32> {
+        let plain_files = self.shape.kind == ShapeKind::Files && self.shape.repeat.is_none();
+        let mut closed = Vec::new();
+        for (unit_idx, state) in self.units.iter_mut().enumerate() {
+            let unit = unit_idx as u32;
+            match state {
+                UnitState::Repeat(fold) => {
+                    if fold.close_incomplete() {
+                        self.n_open -= 1;
+                        closed.push(unit);
+                    }
+                }
+                UnitState::Plain(None) if plain_files => {
+                    // Files after the one that aborted the batch are skipped, as the CLI
+                    // skips them; the others never ran.
+                    if self.aborted_at.is_none_or(|aborted| unit <= aborted) {
+                        closed.push(unit);
+                    }
+                }
+                UnitState::Plain(None) => {
+                    *state = UnitState::CellError(
+                        "never ran: the batch ended before this cell's job ran".to_owned(),
+                    );
+                    self.n_open -= 1;
+                    closed.push(unit);
+                }
+                UnitState::Plain(Some(_)) | UnitState::CellError(_) => {}
+            }
+        }
+        self.closed_incomplete = plain_files;
+        closed
+    }
+
     /// `true` once [`BatchReducer::finish`] succeeds.
     pub fn is_complete(&self) -> bool {
+        if self.closed_incomplete {
+            return true;
+        }
         if self.shape.kind == ShapeKind::Files && self.shape.repeat.is_none() {
             return self.aborted_at.is_some() || self.plain_prefix as usize == self.units.len();
         }

@@ -272,6 +272,23 @@ impl RepeatFold {
         true
     }
 
+    /// Ends the fold with what it folded so far and no stop reason: the batch was interrupted
+    /// before the rest of the unit's runs happened, and a re-judging wants the runs there are.
+    /// Its rollup then has `completed < requested` without `stoppedEarly`; the caller marks the
+    /// batch incomplete. Buffered outcomes beyond a gap are discarded. Returns `false` if the
+    /// fold was final.
+    pub fn close_incomplete(&mut self) -> bool {
+        if self.is_final {
+            return false;
+        }
+        for (index, outcome) in std::mem::take(&mut self.buffered) {
+            self.discard(index, &outcome);
+        }
+        self.decided = self.next.checked_sub(1);
+        self.is_final = true;
+        true
+    }
+
     /// The unit's label (the rollup's `scenario`).
     pub fn label(&self) -> &str {
         &self.label

@@ -1617,3 +1617,72 @@ fn a_batch_budget_stop_keeps_the_folded_prefix_and_discards_the_rest() {
         (0, Some(StopReason::Budget))
     );
 }
+
+/// An interrupted batch is closed with the runs it has: open repeat units keep what they
+/// folded, without a stop reason, and the closed units are named.
+#[test]
+fn an_interrupted_batch_closes_with_the_runs_it_has() {
+    let none = StopRules {
+        stop_on_diverge: false,
+        max_budget_usd: None,
+    };
+    let mut batch = reducer(files_shape(Some(3), &["a", "b", "c"], none, judging(1.0)));
+    for index in 0..3 {
+        batch.offer(0, Some(index), pass_run());
+    }
+    batch.offer(1, Some(0), pass_run());
+    batch.offer(1, Some(2), fail_run());
+    assert!(batch.finish().is_err());
+    assert_eq!(batch.close_incomplete(), [1, 2]);
+    let reduction = batch.finish().expect("closed units finish");
+    let rollups = reduction.rollups.expect("a files repeat batch has rollups");
+    let got: Vec<(u32, u32, u32, Option<StopReason>)> = rollups
+        .iter()
+        .map(|r| (r.requested, r.completed, r.passes, r.stopped_early))
+        .collect();
+    // `b` folds its first run; the third waited for the second, which never came.
+    assert_eq!(got, [(3, 3, 3, None), (3, 1, 1, None), (3, 0, 0, None)]);
+    assert_eq!(
+        reduction.results,
+        [(0, Some(0)), (0, Some(1)), (0, Some(2)), (1, Some(0))]
+    );
+    assert_eq!(reduction.discarded.len(), 1);
+    // Closing again changes nothing.
+    assert!(batch.close_incomplete().is_empty());
+}
+
+#[test]
+fn an_interrupted_plain_batch_closes_its_missing_jobs() {
+    let none = StopRules {
+        stop_on_diverge: false,
+        max_budget_usd: None,
+    };
+    let cells = vec![
+        (CellAxes::default(), None),
+        (
+            CellAxes {
+                model: Some("m".to_owned()),
+                ..CellAxes::default()
+            },
+            None,
+        ),
+    ];
+    let mut matrix = reducer(matrix_shape(None, cells, 2, none, judging(1.0)));
+    matrix.offer(1, None, pass_run());
+    assert_eq!(matrix.close_incomplete(), [0]);
+    let reduction = matrix.finish().expect("closed");
+    let cells = reduction.matrix.expect("a plain matrix").cells;
+    assert!(
+        cells[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("never ran"))
+    );
+    assert!(cells[1].pass && !reduction.ok);
+
+    let mut files = reducer(files_shape(None, &["a", "b", "c"], none, judging(1.0)));
+    files.offer(1, None, pass_run());
+    assert_eq!(files.close_incomplete(), [0, 2]);
+    let reduction = files.finish().expect("closed");
+    assert_eq!(reduction.results, [(1, None)]);
+}

@@ -452,3 +452,31 @@ fn simulated_runs_report_the_authored_assertions() {
     }
     assert!(n_failed > 50, "{n_failed}");
 }
+
+#[test]
+fn rules_that_select_no_job_are_found() {
+    let rules = vec![
+        SimRule {
+            scenario: Some("csv".to_owned()),
+            ..SimRule::default()
+        },
+        SimRule {
+            skill_dir: Some("skills/v3/csv-report".to_owned()),
+            ..SimRule::default()
+        },
+        SimRule {
+            pass_rate: Some(0.5),
+            ..SimRule::default()
+        },
+        SimRule {
+            scenario: Some("^report$".to_owned()),
+            ..SimRule::default()
+        },
+    ];
+    let jobs = [
+        job("csv-report", UnitRef::File(0), None),
+        job("triggers", UnitRef::File(1), None),
+    ];
+    assert_eq!(rules_matching_nothing(&rules, &jobs), [1, 3]);
+    assert_eq!(rules_matching_nothing(&rules, &[]), [0, 1, 2, 3]);
+}

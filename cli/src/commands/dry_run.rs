@@ -1,0 +1,196 @@
+//! `--dry-run` of `run`, `submit` and `eval`: the validated plan, what earlier batches say it
+//! will cost and take, and the caps that would apply. Nothing is run, submitted or written.
+//!
+//! The estimate is the core's (`cowork_core::preflight`, from `cowork_core::history::estimates`
+//! over the history `cowork_coordinator::catalog` reads); this module reads and prints.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use cowork_coordinator::catalog::{HistoryScope, decided_history};
+use cowork_core::history::estimates;
+use cowork_core::plan::Plan;
+use cowork_core::preflight::{Preflight, preflight};
+use cowork_schema::history::BatchStats;
+
+use crate::args::TableFormat;
+use crate::commands::batches::Source;
+use crate::commands::run::{count, count_of};
+use crate::commands::trend::table;
+use crate::report::CliError;
+
+/// Earlier batches an estimate is drawn from, at most, and batches looked at to find them.
+const HISTORY: HistoryScope = HistoryScope {
+    keep: 20,
+    scan: 200,
+};
+
+/// What the dry run says about the harness (a version, or why it is missing); `None` when the
+/// executor runs none here.
+pub type HarnessNote = Option<Result<Option<String>, CliError>>;
+
+/// Prints the dry run of `plan`, with history from `source` and the wall time on `slots`
+/// slots when they are known (this machine), and returns exit code 0.
+pub async fn print(
+    plan: &Plan,
+    source: &Source,
+    slots: Option<u16>,
+    harness: HarnessNote,
+) -> Result<i32, CliError> {
+    let labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
+    let (history, history_note) = match read_history(source, &labels).await {
+        Ok(history) => (history, None),
+        // History is a hint: the plan is still worth printing without it.
+        Err(error) => (Vec::new(), Some(error)),
+    };
+    let dry = preflight(plan, &estimates(&history), slots.map(u32::from));
+    print!("{}", render(plan, &dry, history.len(), slots));
+    if let Some(note) = history_note {
+        println!("history: not read from {} ({note})", source.describe());
+    }
+    match harness {
+        None => {}
+        Some(Ok(version)) => println!(
+            "harness: {}",
+            version.as_deref().unwrap_or("not used by this executor")
+        ),
+        Some(Err(CliError::Usage(problems))) => println!("harness: {}", problems.join("; ")),
+        Some(Err(error)) => return Err(error),
+    }
+    println!("dry run: nothing was run, submitted or written");
+    Ok(0)
+}
+
+/// The stats of up to [`HISTORY`] recent decided batches that ran any of `labels`.
+async fn read_history(source: &Source, labels: &BTreeSet<&str>) -> Result<Vec<BatchStats>, String> {
+    let ids = source.batch_ids().await.map_err(|error| match error {
+        CliError::Usage(problems) => problems.join("; "),
+        CliError::Failed(error) => format!("{error:#}"),
+        CliError::Cancelled => "cancelled".to_owned(),
+    })?;
+    let store_of = |batch_id: &cowork_schema::BatchId| source.store_of(batch_id);
+    let ran_one = |batch: &cowork_coordinator::catalog::BatchOverview| {
+        batch.stats.as_ref().is_some_and(|stats| {
+            stats
+                .units
+                .iter()
+                .any(|unit| labels.contains(unit.label.as_str()))
+        })
+    };
+    let found = decided_history(&ids, &store_of, HISTORY, &ran_one)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(found.into_iter().filter_map(|batch| batch.stats).collect())
+}
+
+fn minutes(ms: u64) -> String {
+    let seconds = ms as f64 / 1000.0;
+    if seconds < 120.0 {
+        format!("{seconds:.0} s")
+    } else if seconds < 7200.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{:.1} h", seconds / 3600.0)
+    }
+}
+
+fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "plan: {} in {} × {} with the {} executor",
+        count(dry.n_jobs, "job"),
+        count(plan.units.len() as u64, "unit"),
+        count(u64::from(plan.runs_per_unit()), "run"),
+        plan.executor.as_str()
+    );
+    let header = [
+        "unit",
+        "tier",
+        "jobs",
+        "job timeout",
+        "cost/run",
+        "est. cost",
+        "time/run",
+        "history",
+    ];
+    let rows: Vec<Vec<String>> = dry
+        .rows
+        .iter()
+        .map(|row| {
+            let estimate = row.estimate.as_ref();
+            vec![
+                row.label.clone(),
+                row.tier.as_str().to_owned(),
+                row.jobs.to_string(),
+                minutes(row.job_timeout_ms),
+                estimate
+                    .and_then(|e| e.cost_per_run_usd)
+                    .map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}")),
+                row.cost_usd()
+                    .map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}")),
+                estimate
+                    .and_then(|e| e.run_ms)
+                    .map_or_else(|| "-".to_owned(), minutes),
+                match (&row.cell_error, estimate) {
+                    (Some(error), _) => format!("cell error: {error}"),
+                    (None, Some(e)) => count_of(u64::from(e.batches), "batch", "batches"),
+                    (None, None) => "no history".to_owned(),
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&table(&header, &rows, &[2, 3, 4, 5, 6], TableFormat::Text));
+    let without = if dry.units_without_history > 0 {
+        format!(
+            "; {} without history not counted",
+            count(dry.units_without_history as u64, "unit")
+        )
+    } else {
+        String::new()
+    };
+    match dry.cost_usd {
+        Some(cost) => {
+            let _ = writeln!(
+                out,
+                "estimated cost: ${cost:.2} (median cost per run in {} earlier {}{without})",
+                n_history,
+                if n_history == 1 { "batch" } else { "batches" }
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "estimated cost: no history (no earlier batch ran these units)"
+            );
+        }
+    }
+    match (dry.run_ms, dry.wall_ms, slots) {
+        (Some(run_ms), Some(wall_ms), Some(slots)) => {
+            let _ = writeln!(
+                out,
+                "estimated time: {} of runs; about {} of wall time on {}",
+                minutes(run_ms),
+                minutes(wall_ms),
+                count(u64::from(slots), "slot")
+            );
+        }
+        (Some(run_ms), _, _) => {
+            let _ = writeln!(
+                out,
+                "estimated time: {} of runs; the wall time depends on the fleet's free slots",
+                minutes(run_ms)
+            );
+        }
+        (None, _, _) => {
+            let _ = writeln!(out, "estimated time: no history");
+        }
+    }
+    if dry.caps.is_empty() {
+        let _ = writeln!(out, "caps: none (every planned job runs)");
+    }
+    for cap in &dry.caps {
+        let _ = writeln!(out, "cap {}: {}", cap.flag, cap.effect);
+    }
+    out
+}

@@ -1,0 +1,199 @@
+//! A new user's first runs: a missing or wrong harness stops `run` and `eval` before anything is
+//! written (exit 2, a message naming the fixes), piped stderr carries no escape bytes, and the
+//! smaller things a first run trips on — a session given as the target, typos in a scenario and
+//! its session reported together, subfolders a directory target does not run, a simulation
+//! rule that matches nothing, the same directory as both eval arms, plurals, and scratch
+//! directories left behind.
+
+use crate::support::{Output, Sandbox, cowork};
+
+/// Checks the refusal of a batch for a missing harness: exit 2, the fixes named, nothing
+/// written, no escape bytes.
+fn check_no_harness(sandbox: &Sandbox, out: &Output) {
+    out.expect_code(2);
+    for fragment in [
+        "cowork-harness not found",
+        "--harness-bin",
+        "COWORK_HARNESS_BIN",
+        "--executor sim",
+    ] {
+        out.expect_stderr(fragment);
+    }
+    if sandbox.store().exists() {
+        out.fail("a refused batch created the store");
+    }
+    if out.stderr.contains('\x1b') {
+        out.fail("escape bytes in piped stderr");
+    }
+}
+
+#[test]
+fn a_missing_harness_stops_run_and_eval_before_anything_is_written() {
+    let sandbox = Sandbox::with_project();
+    let missing = sandbox.path().join("no-such-dir/cowork-harness");
+    let missing = missing.to_str().expect("UTF-8");
+    for repeat in [None, Some("5")] {
+        let mut args = vec!["scenarios/report.yaml", "--harness-bin", missing];
+        if let Some(n) = repeat {
+            args.extend(["--repeat", n]);
+        }
+        let out = sandbox.run_batch(&args);
+        check_no_harness(&sandbox, &out);
+    }
+    let store = sandbox.store();
+    let out = cowork(
+        sandbox.path(),
+        &[
+            "eval",
+            "--a",
+            "skills/v1/report",
+            "--b",
+            "skills/v2/report",
+            "scenarios",
+            "--harness-bin",
+            missing,
+            "--store",
+            store.to_str().expect("UTF-8"),
+        ],
+    );
+    check_no_harness(&sandbox, &out);
+    // A bad flag and the missing harness are reported together.
+    let out = sandbox.run_batch(&[
+        "scenarios/report.yaml",
+        "--harness-bin",
+        missing,
+        "--repeat",
+        "1",
+    ]);
+    check_no_harness(&sandbox, &out);
+    out.expect_stderr("--repeat").expect_stderr("2 problems");
+}
+
+#[test]
+fn a_program_that_is_not_the_harness_is_refused() {
+    let sandbox = Sandbox::with_project();
+    sandbox.write("bin/not-harness", "#!/bin/sh\necho hello\n");
+    let program = sandbox.path().join("bin/not-harness");
+    make_executable(&program);
+    let out = sandbox.run_batch(&[
+        "scenarios/report.yaml",
+        "--harness-bin",
+        program.to_str().expect("UTF-8"),
+    ]);
+    out.expect_code(2)
+        .expect_stderr("does not look like cowork-harness");
+    out.expect_stderr("--executor sim");
+    assert!(!sandbox.store().exists());
+}
+
+fn make_executable(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn piped_stderr_has_no_escape_bytes_and_counts_read_right() {
+    let sandbox = Sandbox::with_project();
+    // `--log info` makes the run log; a pipe gets no colour.
+    let out = sandbox.run_batch(&[
+        "scenarios/report.yaml",
+        "--executor",
+        "sim",
+        "--log",
+        "info",
+    ]);
+    out.expect_code(0);
+    out.expect_stderr("1 job in 1 file with the sim executor, 4 slots");
+    if out.stderr.contains('\x1b') {
+        out.fail("escape bytes in piped stderr");
+    }
+    // The job's scratch dir and the empty dirs above it are gone.
+    let work = sandbox.store().join("work");
+    assert!(!work.exists(), "{} is left behind", work.display());
+    let out = sandbox.run_batch(&[
+        "scenarios",
+        "--executor",
+        "sim",
+        "--repeat",
+        "2",
+        "--quiet",
+        "--keep-work",
+    ]);
+    out.expect_code(0);
+    assert!(work.exists(), "--keep-work keeps the scratch dirs");
+}
+
+#[test]
+fn a_session_given_as_the_target_is_one_plain_error() {
+    let sandbox = Sandbox::with_project();
+    let out = sandbox.run_batch(&["sessions/report.yaml", "--executor", "sim"]);
+    out.expect_code(2);
+    out.expect_stderr("this is a session file, not a scenario");
+    if out.stderr.contains("valid keys") || out.stderr.contains("problems") {
+        out.fail("one error, not one per session key");
+    }
+}
+
+#[test]
+fn typos_in_a_scenario_and_its_session_are_reported_together() {
+    let sandbox = Sandbox::with_project();
+    sandbox.replace("scenarios/report.yaml", "baseline:", "baselne:");
+    sandbox.replace("sessions/report.yaml", "model:", "modle:");
+    let out = sandbox.run_batch(&["scenarios/report.yaml", "--executor", "sim"]);
+    out.expect_code(2);
+    out.expect_stderr("`baselne`")
+        .expect_stderr("`modle`")
+        .expect_stderr("2 problems");
+}
+
+#[test]
+fn notes_for_subfolders_unmatched_sim_rules_and_the_same_arm_twice() {
+    let sandbox = Sandbox::with_project();
+    sandbox.copy_in(
+        &sandbox.path().join("scenarios/report.yaml"),
+        "scenarios/nightly/extra.yaml",
+    );
+    sandbox.replace(
+        "scenarios/nightly/extra.yaml",
+        "../sessions/",
+        "../../sessions/",
+    );
+    sandbox.write(
+        "profile.yaml",
+        "rules:\n  - scenario: reprot\n    pass_rate: 0.1\n  - pass_rate: 1\n",
+    );
+    let out = sandbox.run_batch(&[
+        "scenarios",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "profile.yaml",
+        "--quiet",
+    ]);
+    out.expect_code(0);
+    out.expect_stderr("subfolder nightly/ holds 1 YAML file that this batch does not run");
+    out.expect_stderr("rule 1 (scenario: reprot) matches no job");
+    if out.stderr.contains("rule 2") {
+        out.fail("a rule without selectors matches every job");
+    }
+    let store = sandbox.store();
+    let out = cowork(
+        sandbox.path(),
+        &[
+            "eval",
+            "--a",
+            "skills/v1/report",
+            "--b",
+            "skills/v1/report/",
+            "scenarios/report.yaml",
+            "--executor",
+            "sim",
+            "--runs",
+            "2",
+            "--quiet",
+            "--store",
+            store.to_str().expect("UTF-8"),
+        ],
+    );
+    out.expect_stderr("--a and --b are the same directory");
+}

@@ -1,0 +1,492 @@
+//! Batches and history on a store holding three batches of the README's demo (seeds 1, 2 and 3,
+//! with the demo's simulation profile and `--min-pass-rate 0.8`): `cowork batches`, `latest`
+//! and `latest~N`, `cowork diff` and `report --compare`, `cowork trend` and its flaky flag
+//! across batches, `--dry-run` estimates from that history, and `cowork rollup` of a batch
+//! that was interrupted. The same commands then read a coordinator's batches.
+//!
+//! Expected rows are computed here from each batch's own `rollup.json`, with the rules the
+//! commands document, so the test does not depend on what the simulator draws; it also checks
+//! that the draws cover the interesting cases (a flaky unit, a newly failing one).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::fleet::{Fleet, batch_of};
+use crate::support::{
+    Output, Sandbox, array, batch_dirs, cowork, number, read_json, run_batch_from, workspace_root,
+};
+
+const MIN_PASS_RATE: f64 = 0.8;
+
+/// The demo as the README runs it, with `seed`.
+fn demo_args(seed: &str) -> Vec<&str> {
+    vec![
+        "examples/demo/scenarios/csv-report.yaml",
+        "--repeat",
+        "5",
+        "--matrix",
+        "examples/demo/matrix.yaml",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "examples/demo/sim-profile.yaml",
+        "--min-pass-rate",
+        "0.8",
+        "--seed",
+        seed,
+        "--quiet",
+    ]
+}
+
+/// One demo batch as its rollup stored it.
+struct DemoBatch {
+    id: String,
+    ok: bool,
+    /// Per cell label: (completed, passes, total cost).
+    cells: BTreeMap<String, (u32, u32, f64)>,
+}
+
+impl DemoBatch {
+    fn read(dir: &Path) -> DemoBatch {
+        let rollup = read_json(&dir.join("rollup.json"));
+        let cells = array(&rollup["matrixRepeat"], "cells")
+            .iter()
+            .map(|cell| {
+                let rollup = &cell["rollup"];
+                let label = rollup["scenario"].as_str().expect("a label").to_owned();
+                let counts = (
+                    number(rollup, "completed") as u32,
+                    number(rollup, "passes") as u32,
+                    number(rollup, "totalCostUsd"),
+                );
+                (label, counts)
+            })
+            .collect();
+        DemoBatch {
+            id: dir
+                .file_name()
+                .and_then(|name| name.to_str())
+                .expect("a batch id")
+                .to_owned(),
+            ok: rollup["ok"] == Value::Bool(true),
+            cells,
+        }
+    }
+
+    fn passed(&self, label: &str) -> bool {
+        let (completed, passes, _) = self.cells[label];
+        f64::from(passes) / f64::from(completed) >= MIN_PASS_RATE
+    }
+
+    fn mixed(&self, label: &str) -> bool {
+        let (completed, passes, _) = self.cells[label];
+        passes > 0 && passes < completed
+    }
+}
+
+/// A store with the three demo batches, oldest first.
+struct History {
+    sandbox: Sandbox,
+    batches: Vec<DemoBatch>,
+}
+
+impl History {
+    fn new() -> History {
+        let sandbox = Sandbox::empty();
+        let mut batches = Vec::new();
+        for seed in ["1", "2", "3"] {
+            let before = existing(&sandbox.store());
+            let out = run_batch_from(&workspace_root(), &sandbox.store(), &demo_args(seed));
+            if !matches!(out.code, Some(0 | 1)) {
+                out.fail("a demo batch exits 0 or 1");
+            }
+            let new: Vec<PathBuf> = batch_dirs(&sandbox.store())
+                .into_iter()
+                .filter(|dir| !before.contains(dir))
+                .collect();
+            let [dir] = new.as_slice() else {
+                out.fail("one new batch per run");
+            };
+            batches.push(DemoBatch::read(dir));
+        }
+        History { sandbox, batches }
+    }
+
+    /// `cowork <args> --store <store>` from the workspace root.
+    fn cowork(&self, args: &[&str]) -> Output {
+        let store = self.sandbox.store();
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--store", store.to_str().expect("a UTF-8 temp path")]);
+        cowork(&workspace_root(), &all)
+    }
+
+    /// `cowork <args> --format json`, exit 0, stdout parsed.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        let out = self.cowork(&all);
+        out.expect_code(0);
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| out.fail(&format!("stdout is not JSON: {e}")))
+    }
+}
+
+fn existing(store: &Path) -> Vec<PathBuf> {
+    if store.join("batches").is_dir() {
+        batch_dirs(store)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The change `cowork diff` documents for a unit between two decided batches.
+fn expected_change(then: &DemoBatch, now: &DemoBatch, label: &str) -> &'static str {
+    match (then.passed(label), now.passed(label)) {
+        (true, false) => "newly failing",
+        (false, true) => "newly passing",
+        _ if then.mixed(label) && now.mixed(label) => "flaky",
+        (false, false) => "failing",
+        (true, true) => "passing",
+    }
+}
+
+/// `label → change` from `cowork diff --format json`.
+fn changes(diff: &Value) -> BTreeMap<String, String> {
+    array(diff, "units")
+        .iter()
+        .map(|unit| {
+            (
+                unit["label"].as_str().expect("a label").to_owned(),
+                unit["change"].as_str().expect("a change").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
+    let history = History::new();
+    let [first, second, third] = history.batches.as_slice() else {
+        unreachable!("three batches were run");
+    };
+
+    // `cowork batches`: newest first, with verdict, units, jobs, cost and state.
+    let listed = history.json(&["batches"]);
+    let rows = array(&listed, "batches");
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|row| row["batchId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, [&third.id, &second.id, &first.id]);
+    for (row, batch) in rows.iter().zip([third, second, first]) {
+        let verdict = row["verdict"].as_str().expect("a verdict");
+        assert_eq!(verdict == "PASS", batch.ok, "{row}");
+        assert_eq!(
+            (number(row, "units"), number(row, "jobs")),
+            (4.0, 20.0),
+            "{row}"
+        );
+        assert_eq!(row["state"], "done", "{row}");
+        let cost: f64 = batch.cells.values().map(|(_, _, cost)| cost).sum();
+        assert!(
+            (number(row, "costUsd") - cost).abs() < 1e-9,
+            "{row} vs {cost}"
+        );
+        assert_eq!(row["target"], "examples/demo/scenarios/csv-report.yaml");
+    }
+    let text = history.cowork(&["batches"]);
+    text.expect_code(0);
+    let first_row = text.stdout.lines().nth(1).unwrap_or_default();
+    if !first_row.starts_with(&third.id) {
+        text.fail("the text table lists the newest batch first");
+    }
+
+    // `cowork diff` between each pair, by `latest~N`, ids and a batch dir.
+    let dir_of_first = history.sandbox.store().join("batches").join(&first.id);
+    let pairs: [(&DemoBatch, &DemoBatch, [&str; 2]); 3] = [
+        (first, third, ["latest~2", "latest"]),
+        (
+            third,
+            first,
+            ["latest", dir_of_first.to_str().expect("UTF-8")],
+        ),
+        (second, third, [second.id.as_str(), third.id.as_str()]),
+    ];
+    let mut seen = Vec::new();
+    for (then, now, [a, b]) in pairs {
+        let diff = history.json(&["diff", a, b]);
+        assert_eq!(diff["then"]["batchId"], then.id.as_str());
+        assert_eq!(diff["now"]["batchId"], now.id.as_str());
+        let expected: BTreeMap<String, String> = now
+            .cells
+            .keys()
+            .map(|label| (label.clone(), expected_change(then, now, label).to_owned()))
+            .collect();
+        assert_eq!(changes(&diff), expected, "diff {a} {b}");
+        seen.extend(expected.into_values());
+    }
+    assert!(
+        seen.iter().any(|change| change == "newly failing")
+            && seen.iter().any(|change| change == "newly passing"),
+        "the demo's draws must give both a newly failing and a newly passing unit: {seen:?}"
+    );
+    let compare = history.cowork(&["report", "--compare", "latest", "latest~2"]);
+    compare.expect_code(0);
+    for label in third.cells.keys() {
+        let change = expected_change(third, first, label);
+        let row = compare
+            .stdout
+            .lines()
+            .find(|line| line.starts_with(label.as_str()))
+            .unwrap_or_else(|| compare.fail(&format!("no row for {label}")));
+        if !row.trim_end().ends_with(change) {
+            compare.fail(&format!("{label} should be {change}"));
+        }
+    }
+
+    // `cowork trend`: every cell, one column per batch, flaky when it passed in some batches
+    // and failed in others.
+    let trend = history.json(&[
+        "trend",
+        "examples/demo/scenarios/csv-report.yaml",
+        "--last",
+        "3",
+    ]);
+    assert_eq!(
+        trend["batches"],
+        serde_json::json!([&first.id, &second.id, &third.id])
+    );
+    let mut flaky_units = 0;
+    for unit in array(&trend, "units") {
+        let label = unit["label"].as_str().expect("a label");
+        let passed: Vec<bool> = history.batches.iter().map(|b| b.passed(label)).collect();
+        let flaky = passed.contains(&true) && passed.contains(&false);
+        assert_eq!(unit["flaky"], flaky, "{label}: passed per batch {passed:?}");
+        flaky_units += usize::from(flaky);
+        let runs: u32 = history.batches.iter().map(|b| b.cells[label].0).sum();
+        let passes: u32 = history.batches.iter().map(|b| b.cells[label].1).sum();
+        assert_eq!(
+            (number(unit, "runs"), number(unit, "passes")),
+            (f64::from(runs), f64::from(passes))
+        );
+        assert_eq!(array(unit, "batches").len(), 3);
+    }
+    assert_eq!(array(&trend, "units").len(), 4);
+    assert!(
+        flaky_units > 0,
+        "the demo's draws must make a unit flaky across batches"
+    );
+    let by_name = history.json(&["trend", "csv-report", "--last", "2"]);
+    assert_eq!(
+        by_name["batches"],
+        serde_json::json!([&second.id, &third.id])
+    );
+
+    // `--dry-run`: the estimate comes from these batches, and nothing is run or written.
+    let before = all_files(&history.sandbox.store());
+    let mut args = vec!["run"];
+    args.extend(demo_args("4"));
+    args.push("--dry-run");
+    let dry = history.cowork(&args);
+    dry.expect_code(0);
+    assert_eq!(
+        all_files(&history.sandbox.store()),
+        before,
+        "a dry run writes nothing"
+    );
+    for label in third.cells.keys() {
+        let row = dry
+            .stdout
+            .lines()
+            .find(|line| line.starts_with(label.as_str()))
+            .unwrap_or_else(|| dry.fail(&format!("no plan row for {label}")));
+        if !row.ends_with("3 batches") {
+            dry.fail(&format!("{label}: the estimate should draw on 3 batches"));
+        }
+    }
+    let cost_line = dry
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("estimated cost: $"))
+        .unwrap_or_else(|| dry.fail("no estimated cost"));
+    let estimate: f64 = cost_line["estimated cost: $".len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|usd| usd.parse().ok())
+        .unwrap_or_else(|| dry.fail("the estimate is not a number"));
+    // 20 runs at the demo's mean price of $0.05, each drawn within ±50%.
+    assert!((0.5..=1.5).contains(&estimate), "{cost_line}");
+    for fragment in [
+        "plan: 20 jobs in 4 units × 5 runs",
+        "cap --min-pass-rate",
+        "nothing was run",
+    ] {
+        if !dry.stdout.contains(fragment) {
+            dry.fail(&format!("the dry run does not say {fragment:?}"));
+        }
+    }
+}
+
+/// Every file below `dir`, relative, sorted.
+fn all_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("listing").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, root, found);
+            } else {
+                found.push(
+                    path.strip_prefix(root)
+                        .expect("below the root")
+                        .to_path_buf(),
+                );
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(dir, dir, &mut found);
+    found.sort();
+    found
+}
+
+#[test]
+fn rollup_of_an_interrupted_batch_judges_what_ran_and_names_what_did_not() {
+    let sandbox = Sandbox::empty();
+    let out = run_batch_from(&workspace_root(), &sandbox.store(), &demo_args("1"));
+    if !matches!(out.code, Some(0 | 1)) {
+        out.fail("the demo batch exits 0 or 1");
+    }
+    let [dir] = batch_dirs(&sandbox.store()).try_into().expect("one batch");
+    let stored = read_json(&dir.join("rollup.json"));
+    // What a batch killed mid-way leaves: no rollup or envelope, cell 2 never started and the
+    // last two runs of cell 3 never either.
+    for gone in [
+        "rollup.json",
+        "envelope.json",
+        "jobs/c2",
+        "jobs/c3/r3",
+        "jobs/c3/r4",
+    ] {
+        let path = dir.join(gone);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).expect("removing a job dir");
+        } else {
+            std::fs::remove_file(&path).expect("removing a batch file");
+        }
+    }
+    let store = sandbox.store();
+    let store = store.to_str().expect("UTF-8");
+    let out = cowork(
+        sandbox.path(),
+        &[
+            "rollup",
+            "latest",
+            "--store",
+            store,
+            "--output-format",
+            "json",
+        ],
+    );
+    out.expect_code(1);
+    out.expect_stderr("INCOMPLETE: 7 jobs of 20 never ran");
+    out.expect_stderr("never ran: c2/r0 c2/r1 c2/r2 c2/r3 c2/r4 c3/r3 c3/r4");
+    let envelope = out.envelope();
+    assert_eq!(envelope["ok"], false);
+    assert_eq!(envelope["fleet"]["incomplete"], true);
+    assert_eq!(array(&envelope["fleet"], "neverRan").len(), 7);
+    let cells = array(&envelope["matrixRepeat"], "cells");
+    let stored_cells = array(&stored["matrixRepeat"], "cells");
+    // Complete cells are judged exactly as the batch judged them.
+    assert_eq!(cells[0], stored_cells[0]);
+    assert_eq!(cells[1], stored_cells[1]);
+    // Cell 3 is judged on its three runs, with no stop reason; cell 2 has none.
+    let c3 = &cells[3]["rollup"];
+    assert_eq!(
+        (number(c3, "completed"), number(c3, "requested")),
+        (3.0, 5.0)
+    );
+    assert!(c3.get("stoppedEarly").is_none(), "{c3}");
+    assert_eq!(number(&cells[2]["rollup"], "completed"), 0.0);
+    assert_eq!(array(&envelope, "results").len(), 13);
+    // The batch dir works as well as `latest`, and the store is left as it was.
+    let by_dir = cowork(sandbox.path(), &["rollup", dir.to_str().expect("UTF-8")]);
+    by_dir.expect_code(1).expect_stderr("INCOMPLETE");
+    assert!(!dir.join("rollup.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_latest_diff_and_dry_run_read_a_coordinator() {
+    let mut fleet = Fleet::start();
+    fleet.spawn_worker("w0", "container", "4");
+    let mut ids = Vec::new();
+    for seed in ["1", "2"] {
+        let args: Vec<&str> = demo_args(seed)
+            .into_iter()
+            .filter(|arg| *arg != "--quiet")
+            .collect();
+        let out = fleet.submit(&workspace_root(), &args);
+        if !matches!(out.code, Some(0 | 1)) {
+            out.fail(&format!("a demo batch exits 0 or 1\n{}", fleet.logs()));
+        }
+        ids.push(batch_of(&out.envelope()).to_string());
+    }
+    let sandbox = Sandbox::empty();
+    let listed = fleet.cowork(sandbox.path(), &["batches", "--format", "json"]);
+    listed.expect_code(0);
+    let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    let rows = array(&listed, "batches");
+    let listed_ids: Vec<&str> = rows
+        .iter()
+        .map(|row| row["batchId"].as_str().expect("id"))
+        .collect();
+    assert_eq!(listed_ids, [ids[1].as_str(), ids[0].as_str()]);
+    for row in rows {
+        assert_eq!(row["state"], "done", "{row}");
+        assert_eq!(number(row, "jobs"), 20.0, "{row}");
+    }
+    let status = fleet.cowork(sandbox.path(), &["status", "latest~1"]);
+    status.expect_code(0);
+    if !status.stdout.contains(&format!("batch    {}", ids[0])) {
+        status.fail("`status latest~1` shows the older batch");
+    }
+    let diff = fleet.cowork(
+        sandbox.path(),
+        &["diff", "latest~1", "latest", "--format", "json"],
+    );
+    diff.expect_code(0);
+    let diff: Value = serde_json::from_str(&diff.stdout).expect("JSON");
+    assert_eq!(
+        (
+            diff["then"]["batchId"].as_str(),
+            diff["now"]["batchId"].as_str()
+        ),
+        (Some(ids[0].as_str()), Some(ids[1].as_str()))
+    );
+    assert_eq!(array(&diff, "units").len(), 4);
+    // A dry run of the same sweep on the fleet draws on the coordinator's two batches.
+    let mut args = vec!["submit"];
+    args.extend(demo_args("3").into_iter().filter(|arg| *arg != "--quiet"));
+    args.push("--dry-run");
+    let dry = fleet.cowork(&workspace_root(), &args);
+    dry.expect_code(0);
+    let with_history = dry
+        .stdout
+        .lines()
+        .filter(|line| line.ends_with("2 batches"))
+        .count();
+    if with_history != 4 {
+        dry.fail("every unit's estimate should draw on the coordinator's 2 batches");
+    }
+    if !dry.stdout.contains("depends on the fleet's free slots") {
+        dry.fail("a fleet's wall time is not guessed");
+    }
+    let listed = fleet.cowork(sandbox.path(), &["batches", "--format", "json"]);
+    let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
+    assert_eq!(
+        array(&listed, "batches").len(),
+        2,
+        "a dry run submits nothing"
+    );
+}

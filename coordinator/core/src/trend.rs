@@ -1,0 +1,446 @@
+//! Batches side by side: two batches compared unit by unit (`cowork diff`), and units followed
+//! over many batches (`cowork trend`), with a flaky rule that looks across batches.
+//!
+//! The input is each batch's per-unit counts ([`BatchCounts`]): from its `stats.json`
+//! ([`counts_from_stats`]) or, for a batch written without one, from its `rollup.json` and
+//! envelope results ([`stats_from_rollup`], which also feeds the dry-run estimates of
+//! [`crate::history::estimates`]). Units are matched across batches by their label (the
+//! scenario name, plus the axes of a matrix cell or the arm of an eval), the key the history
+//! uses everywhere.
+//!
+//! Pure: the caller loads the documents; nothing here reads a store or a clock.
+
+use std::collections::BTreeMap;
+
+use cowork_schema::BatchId;
+use cowork_schema::batch::{PlanKindName, StoredBatch};
+use cowork_schema::history::{BatchStats, UnitStats};
+use cowork_schema::rollup::{RepeatRollup, RollupDoc};
+use serde_json::Value;
+
+use crate::history::{median_f64, median_u64};
+
+/// What one batch did with one unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitCounts {
+    /// The unit's key across batches (its rollup label).
+    pub label: String,
+    /// The effective scenario name.
+    pub scenario: String,
+    /// Folded runs (a unit stopped early counts what it folded).
+    pub runs: u32,
+    pub passes: u32,
+    /// Total cost of the runs that reported one, and how many did.
+    pub cost_usd: f64,
+    pub priced_runs: u32,
+}
+
+impl UnitCounts {
+    /// `passes / runs`; `None` when nothing ran.
+    pub fn pass_rate(&self) -> Option<f64> {
+        (self.runs > 0).then(|| f64::from(self.passes) / f64::from(self.runs))
+    }
+
+    /// Whether the unit passed at `min_pass_rate`; `None` when nothing ran.
+    pub fn passed(&self, min_pass_rate: f64) -> Option<bool> {
+        self.pass_rate().map(|rate| rate >= min_pass_rate)
+    }
+
+    /// Some runs passed and some failed, in this one batch.
+    pub fn mixed(&self) -> bool {
+        self.passes > 0 && self.passes < self.runs
+    }
+
+    /// Mean cost of a priced run; `None` when no run reported a cost.
+    pub fn cost_per_run_usd(&self) -> Option<f64> {
+        (self.priced_runs > 0).then(|| self.cost_usd / f64::from(self.priced_runs))
+    }
+}
+
+/// One batch as history sees it: its units and the bar they were judged against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchCounts {
+    pub batch_id: BatchId,
+    /// `--min-pass-rate` of the batch (1 unless set).
+    pub min_pass_rate: f64,
+    pub units: Vec<UnitCounts>,
+}
+
+impl BatchCounts {
+    fn unit(&self, label: &str) -> Option<&UnitCounts> {
+        self.units.iter().find(|unit| unit.label == label)
+    }
+}
+
+/// The counts of a batch from its `stats.json`.
+pub fn counts_from_stats(stats: &BatchStats, min_pass_rate: f64) -> BatchCounts {
+    BatchCounts {
+        batch_id: stats.batch_id.clone(),
+        min_pass_rate,
+        units: stats
+            .units
+            .iter()
+            .map(|unit| UnitCounts {
+                label: unit.label.clone(),
+                scenario: unit.scenario.clone(),
+                runs: unit.folded,
+                passes: unit.passes,
+                cost_usd: unit.cost_usd,
+                priced_runs: unit.priced_runs,
+            })
+            .collect(),
+    }
+}
+
+/// A stand-in for the `stats.json` of a decided batch written without one, built from its
+/// `rollup.json`, its plan (`spec.json`) and the `results` of its envelope (in index order, as
+/// the envelope stores them). Per unit: folded runs and passes from the rollup (or, for a plain
+/// files batch, from each file's result), cost and run times from the unit's results.
+/// Discarded runs are not in the envelope, so `runs` counts folded runs only, and the batch's
+/// wall time is unknown (0).
+pub fn stats_from_rollup(
+    stored: &StoredBatch,
+    rollup: &RollupDoc,
+    results: &[Value],
+) -> BatchStats {
+    let plan = &stored.plan;
+    let unit_results = results_per_unit(stored, rollup, results);
+    let mut units = Vec::new();
+    for (unit_idx, unit) in plan.units.iter().enumerate() {
+        let runs = unit_results[unit_idx].as_slice();
+        let Some((folded, passes)) = folded_and_passes(stored, rollup, unit_idx, runs) else {
+            continue;
+        };
+        let mut costs: Vec<f64> = runs.iter().filter_map(|run| run_cost(run)).collect();
+        let mut times: Vec<u64> = runs.iter().filter_map(|run| run_ms(run)).collect();
+        let rollup_cost = unit_rollup(rollup, unit_idx, plan.kind).and_then(|r| r.total_cost_usd);
+        let (priced_runs, cost_usd) = match (costs.len(), rollup_cost) {
+            // The results did not line up with the plan: the rollup still knows the total.
+            (0, Some(total)) if folded > 0 => (folded, total),
+            (n, _) => (n as u32, costs.iter().sum()),
+        };
+        let median_cost_usd = median_f64(&mut costs)
+            .or_else(|| (priced_runs > 0).then(|| cost_usd / f64::from(priced_runs)));
+        units.push(UnitStats {
+            label: unit.label.clone(),
+            scenario: unit.scenario_name.clone(),
+            axes: unit.axes.clone(),
+            arm: None,
+            runs: folded,
+            folded,
+            passes,
+            priced_runs,
+            cost_usd,
+            median_cost_usd,
+            median_run_ms: median_u64(&mut times),
+            max_run_ms: times.iter().copied().max(),
+        });
+    }
+    BatchStats {
+        batch_id: stored.batch_id.clone(),
+        decided_at_ms: 0,
+        wall_ms: 0,
+        units,
+    }
+}
+
+/// The repeat rollup of unit `unit_idx`, for repeat batches.
+fn unit_rollup(rollup: &RollupDoc, unit_idx: usize, kind: PlanKindName) -> Option<&RepeatRollup> {
+    match kind {
+        PlanKindName::Files => rollup.rollups.as_ref()?.get(unit_idx),
+        PlanKindName::Matrix => rollup
+            .matrix_repeat
+            .as_ref()?
+            .cells
+            .iter()
+            .find(|cell| cell.index as usize == unit_idx)?
+            .rollup
+            .as_ref(),
+    }
+}
+
+/// The cell of a plain matrix batch at `unit_idx`.
+fn plain_cell(
+    rollup: &RollupDoc,
+    unit_idx: usize,
+) -> Option<&cowork_schema::rollup::MatrixCellResult> {
+    rollup
+        .matrix
+        .as_ref()?
+        .cells
+        .iter()
+        .find(|cell| cell.index as usize == unit_idx)
+}
+
+/// Folded runs and passes of unit `unit_idx`, whose results are `runs`; `None` when the unit
+/// produced no run (a cell error, or a file after the one a plain batch stopped at).
+fn folded_and_passes(
+    stored: &StoredBatch,
+    rollup: &RollupDoc,
+    unit_idx: usize,
+    runs: &[&Value],
+) -> Option<(u32, u32)> {
+    if stored.plan.repeat.is_some() {
+        let repeat = unit_rollup(rollup, unit_idx, stored.plan.kind)?;
+        return Some((repeat.completed, repeat.passes));
+    }
+    if stored.plan.kind == PlanKindName::Matrix {
+        let cell = plain_cell(rollup, unit_idx)?;
+        return cell.error.is_none().then_some((1, u32::from(cell.pass)));
+    }
+    let result = runs.first()?;
+    let pass = result.pointer("/verdict/pass").and_then(Value::as_bool) == Some(true);
+    Some((1, u32::from(pass)))
+}
+
+/// The results of each unit, by unit index. Results are stored in index order (unit, then
+/// repeat), so each repeat unit owns the next `completed` of them, and a plain unit the next
+/// result of its scenario. Results that do not line up with the plan give the units no
+/// results at all rather than somebody else's.
+fn results_per_unit<'a>(
+    stored: &StoredBatch,
+    rollup: &RollupDoc,
+    results: &'a [Value],
+) -> Vec<Vec<&'a Value>> {
+    let plan = &stored.plan;
+    let none = || vec![Vec::new(); plan.units.len()];
+    let mut per_unit: Vec<Vec<&Value>> = none();
+    let scenario_of = |result: &Value| {
+        result
+            .get("scenario")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if plan.repeat.is_some() {
+        let mut next = results.iter();
+        for (unit_idx, unit) in plan.units.iter().enumerate() {
+            let Some(repeat) = unit_rollup(rollup, unit_idx, plan.kind) else {
+                continue;
+            };
+            for _ in 0..repeat.completed {
+                match next.next() {
+                    Some(result) if scenario_of(result).as_deref() == Some(&unit.scenario_name) => {
+                        per_unit[unit_idx].push(result);
+                    }
+                    _ => return none(),
+                }
+            }
+        }
+        return per_unit;
+    }
+    let mut remaining: Vec<&Value> = results.iter().collect();
+    for (unit_idx, unit) in plan.units.iter().enumerate() {
+        // A matrix cell that errored has no result; it must not take the next cell's.
+        if plan.kind == PlanKindName::Matrix
+            && plain_cell(rollup, unit_idx).is_none_or(|cell| cell.error.is_some())
+        {
+            continue;
+        }
+        if let Some(position) = remaining
+            .iter()
+            .position(|result| scenario_of(result).as_deref() == Some(&unit.scenario_name))
+        {
+            per_unit[unit_idx].push(remaining.remove(position));
+        }
+    }
+    per_unit
+}
+
+fn run_cost(result: &Value) -> Option<f64> {
+    result.pointer("/cost/usd").and_then(Value::as_f64)
+}
+
+fn run_ms(result: &Value) -> Option<u64> {
+    result
+        .get("durationMs")
+        .and_then(Value::as_f64)
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| ms as u64)
+}
+
+/// The counts of a decided batch without `stats.json`: see [`stats_from_rollup`].
+pub fn counts_from_rollup(
+    stored: &StoredBatch,
+    rollup: &RollupDoc,
+    results: &[Value],
+) -> BatchCounts {
+    counts_from_stats(
+        &stats_from_rollup(stored, rollup, results),
+        stored.spec.flags.min_pass_rate,
+    )
+}
+
+/// How a unit changed between two batches. The order is the order of the `diff` table: what
+/// needs attention first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// Passed then, fails now.
+    NewlyFailing,
+    /// Failed then, passes now.
+    NewlyPassing,
+    /// Passing and failing runs in both batches.
+    Flaky,
+    /// Failed both times.
+    Failing,
+    /// Ran now only.
+    New,
+    /// Ran then only.
+    Gone,
+    /// Passed both times.
+    Passing,
+}
+
+impl Change {
+    /// The word the tables print.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::NewlyFailing => "newly failing",
+            Change::NewlyPassing => "newly passing",
+            Change::Flaky => "flaky",
+            Change::Failing => "failing",
+            Change::New => "new",
+            Change::Gone => "gone",
+            Change::Passing => "passing",
+        }
+    }
+}
+
+/// One unit of `cowork diff`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareRow {
+    pub label: String,
+    pub then: Option<UnitCounts>,
+    pub now: Option<UnitCounts>,
+    pub change: Change,
+}
+
+/// Compares two batches unit by unit. Each batch judges its units at its own min pass rate. A
+/// change of verdict wins over flakiness, because a unit that just started failing is what a
+/// reader must see first; units that produced no run in a batch count as absent from it. Rows
+/// come in [`Change`] order, and in the later batch's unit order (then the earlier's) within one.
+pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
+    let mut labels: Vec<&str> = now.units.iter().map(|unit| unit.label.as_str()).collect();
+    for unit in &then.units {
+        if !labels.contains(&unit.label.as_str()) {
+            labels.push(&unit.label);
+        }
+    }
+    let mut rows: Vec<CompareRow> = labels
+        .into_iter()
+        .map(|label| {
+            let before = then.unit(label).filter(|unit| unit.runs > 0);
+            let after = now.unit(label).filter(|unit| unit.runs > 0);
+            let change = match (before, after) {
+                (None, _) => Change::New,
+                (Some(_), None) => Change::Gone,
+                (Some(before), Some(after)) => {
+                    let passed_then = before.passed(then.min_pass_rate) == Some(true);
+                    let passes_now = after.passed(now.min_pass_rate) == Some(true);
+                    match (passed_then, passes_now) {
+                        (true, false) => Change::NewlyFailing,
+                        (false, true) => Change::NewlyPassing,
+                        _ if before.mixed() && after.mixed() => Change::Flaky,
+                        (false, false) => Change::Failing,
+                        (true, true) => Change::Passing,
+                    }
+                }
+            };
+            CompareRow {
+                label: label.to_owned(),
+                then: then.unit(label).cloned(),
+                now: now.unit(label).cloned(),
+                change,
+            }
+        })
+        .collect();
+    // A stable sort keeps the unit order within each kind of change.
+    rows.sort_by_key(|row| row.change);
+    rows
+}
+
+/// One unit followed across batches by `cowork trend`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrendRow {
+    pub label: String,
+    /// This unit in each batch, oldest first (`None`: the batch did not run it).
+    pub cells: Vec<Option<UnitCounts>>,
+    /// Passes and runs over every batch.
+    pub passes: u32,
+    pub runs: u32,
+    /// Total cost over every batch, and the runs that reported one.
+    pub cost_usd: f64,
+    pub priced_runs: u32,
+    /// Batches in which the unit passed and failed, each at its own min pass rate.
+    pub batches_passed: u32,
+    pub batches_failed: u32,
+}
+
+impl TrendRow {
+    /// The flaky rule across batches: the unit passed in some batches and failed in others.
+    /// Runs that pass and fail inside one batch do not make it flaky here; the batch's own
+    /// report shows those.
+    pub fn flaky(&self) -> bool {
+        self.batches_passed > 0 && self.batches_failed > 0
+    }
+
+    /// Passes over runs across every batch; `None` when nothing ran.
+    pub fn pass_rate(&self) -> Option<f64> {
+        (self.runs > 0).then(|| f64::from(self.passes) / f64::from(self.runs))
+    }
+
+    /// Mean cost of a priced run across every batch.
+    pub fn cost_per_run_usd(&self) -> Option<f64> {
+        (self.priced_runs > 0).then(|| self.cost_usd / f64::from(self.priced_runs))
+    }
+}
+
+/// Follows every unit of `batches` (oldest first) whose scenario `wanted` accepts. Units come in
+/// the order they first appear, newest batch first, so this morning's units lead.
+pub fn trend(batches: &[BatchCounts], wanted: &dyn Fn(&str) -> bool) -> Vec<TrendRow> {
+    let mut order: Vec<&str> = Vec::new();
+    for batch in batches.iter().rev() {
+        for unit in &batch.units {
+            if wanted(&unit.scenario) && !order.contains(&unit.label.as_str()) {
+                order.push(&unit.label);
+            }
+        }
+    }
+    let mut rows: BTreeMap<&str, TrendRow> = BTreeMap::new();
+    for label in &order {
+        let cells: Vec<Option<UnitCounts>> = batches
+            .iter()
+            .map(|batch| batch.unit(label).filter(|unit| unit.runs > 0).cloned())
+            .collect();
+        let mut row = TrendRow {
+            label: (*label).to_owned(),
+            cells: Vec::new(),
+            passes: 0,
+            runs: 0,
+            cost_usd: 0.0,
+            priced_runs: 0,
+            batches_passed: 0,
+            batches_failed: 0,
+        };
+        for (batch, cell) in batches.iter().zip(&cells) {
+            let Some(unit) = cell else { continue };
+            row.passes += unit.passes;
+            row.runs += unit.runs;
+            row.cost_usd += unit.cost_usd;
+            row.priced_runs += unit.priced_runs;
+            match unit.passed(batch.min_pass_rate) {
+                Some(true) => row.batches_passed += 1,
+                Some(false) => row.batches_failed += 1,
+                None => {}
+            }
+        }
+        row.cells = cells;
+        rows.insert(label, row);
+    }
+    order
+        .into_iter()
+        .filter_map(|label| rows.remove(label))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
