@@ -40,8 +40,8 @@ Results are stored under <store>/batches/<batch id>/ (spec.json, jobs/*/result.j
 envelope.json). Re-judge them later with `cowork rollup <store>/batches/<batch id>`.")]
     Run(Box<RunArgs>),
     /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
-    /// interleaved runs in this process, then pass rates, the difference with a 95% interval,
-    /// an exact McNemar test and a verdict.
+    /// interleaved runs in this process, then pass rates, the difference with its exact 95%
+    /// interval, an exact McNemar test, the smallest detectable difference and a verdict.
     #[command(after_help = "Examples:\n  \
 cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report \\\n    \
 examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml\n  \
@@ -50,12 +50,15 @@ cowork eval --a skills/before/report --b skills/after/report scenarios/ --runs 2
 Each scenario runs --runs times per arm; run i of arm A is paired with run i of arm B, and jobs are\n\
 admitted repeat-major with the arms alternating, so both arms meet the same conditions. Each arm's\n\
 directory replaces the session's single plugins.local_plugins entry (same basename required), and\n\
---model replaces the session's model in both arms. --seed seeds the sim executor and the bootstrap.\n\
-The report goes to stderr (per scenario and overall: pass rate A and B, B - A with its 95% interval,\n\
-McNemar p, verdict) and to <store>/batches/<batch id>/eval.json; --output-format json also prints it\n\
-as one JSON line on stdout.\n\n\
-Exit codes: 0 no detectable difference or B better, 1 B worse overall (p < alpha), 2 usage or input\n\
-error (nothing is written).")]
+--model replaces the session's model in both arms. --seed seeds the sim executor.\n\
+The report goes to stderr (per scenario and overall: pass rate A and B, B - A with its exact\n\
+interval at 1 - alpha, the McNemar p explained in words, the smallest difference the runs can\n\
+detect, verdict) and to <store>/batches/<batch id>/eval.json; --output-format json also prints it\n\
+as one JSON line on stdout. The interval and the verdict always agree: the interval excludes 0\n\
+exactly when the verdict is a difference.\n\n\
+Exit codes: 0 the gate passed, 1 the gate failed (--fail-on; by default: B worse overall,\n\
+p < alpha), 2 nothing to compare (no run completed in both arms) or a usage or input error\n\
+(nothing is written).")]
     Eval(Box<EvalArgs>),
     /// Re-judge stored runs with the same reducer: a stored batch dir, result.json files or a dir.
     #[command(after_help = "Examples:\n  \
@@ -122,6 +125,17 @@ SIGTERM drains: no new job is pulled, running jobs finish and are stored, then e
     Worker(Box<WorkerArgs>),
     /// Measure the planner and the reducer on synthetic batches (see docs/benchmarks.md).
     Bench(BenchArgs),
+}
+
+/// `cowork eval --fail-on`: which overall verdict fails the eval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailOnArg {
+    /// Exit 1 when B is worse than A.
+    BWorse,
+    /// Exit 1 when B differs from A either way.
+    AnyDifference,
+    /// Never exit 1 (exit 2 still means nothing to compare).
+    Never,
 }
 
 /// How results are printed on stdout.
@@ -341,7 +355,8 @@ pub struct EvalArgs {
     /// The model both arms run (replaces the session's `model`); default: the session's own.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
-    /// Significance level of the McNemar test, strictly between 0 and 1.
+    /// Significance level of the McNemar test, strictly between 0 and 1; the interval of B - A
+    /// is at level 1 - alpha.
     #[arg(
         long,
         value_name = "ALPHA",
@@ -349,6 +364,11 @@ pub struct EvalArgs {
         allow_negative_numbers = true
     )]
     pub alpha: String,
+    /// Which overall verdict makes the eval exit 1: `b-worse` (a CI gate against regressions),
+    /// `any-difference` (B must behave like A) or `never` (report only). With no run completed
+    /// in both arms the eval exits 2 whatever this says.
+    #[arg(long, value_enum, value_name = "VERDICT", default_value = "b-worse")]
+    pub fail_on: FailOnArg,
     #[command(flatten)]
     pub executor: ExecutorArgs,
     /// Also write the eval report (the JSON of eval.json) to this file.
