@@ -86,7 +86,7 @@ pub fn sensitivity_sentence(report: &EvalReport, runs_per_arm: u32) -> Option<St
     };
     let pooled = match (report.overall.min_detectable_diff, n_scenarios > 1) {
         (Some(difference), true) => format!(
-            " (under {} over all {} pairs)",
+            ", nor one under {} over all {} pairs",
             points(difference),
             report.overall.pairs
         ),
@@ -97,7 +97,7 @@ pub fn sensitivity_sentence(report: &EvalReport, runs_per_arm: u32) -> Option<St
     let needed = if n_scenarios > 1 {
         format!(
             "; at least ~{runs_for_target} runs per arm would detect {target} in one scenario 4 \
-             times in 5, ~{} per arm and scenario pooled over the {n_scenarios} scenarios",
+             times in 5 (~{} per scenario when pooled over the {n_scenarios} scenarios)",
             runs_for_target.div_ceil(n_scenarios as u64)
         )
     } else {
