@@ -582,7 +582,8 @@ fn the_report_of_an_eval_batch_shows_the_ab_table_with_labelled_arms() {
     html.expect_code(0);
     let page = &html.stdout;
     for fragment in [
-        "<section id=\"eval\">",
+        "<section id=\"eval\" class=\"ab\">",
+        "<h2>A/B result: <span class=\"verdict b-worse\">B worse</span></h2>",
         &format!("arm A = <code>{ARM_V1}</code>"),
         &format!("arm B = <code>{ARM_WORSE}</code>"),
         "<th class=\"num\">interval</th>",

@@ -43,7 +43,6 @@ pub struct HtmlOptions {
 const STYLE: &str = "\
 :root{color-scheme:light}
 *{box-sizing:border-box}
-html{overflow-x:hidden}
 body{margin:0;background:#f6f8fa;color:#1f2328;font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'Helvetica Neue',Arial,sans-serif}
 main{max-width:1360px;margin:0 auto;padding:20px 24px 40px}
 h1{font-size:22px;margin:0 0 10px;overflow-wrap:anywhere}
@@ -130,7 +129,7 @@ details{margin:8px 0}
 details.assertions{margin:4px 0}
 details.assertions summary{cursor:pointer;color:#1a7f37;font-size:13px}
 footer{margin-top:36px;font-size:12px;color:#59636e}
-@media (max-width:960px){main{padding:14px 12px 30px}.opt,table.units td.label .small{display:none}table.heatmap td.cell{min-width:110px}}
+@media (max-width:960px){main{padding:14px 12px 30px}th,td{padding:4px 6px}.opt,table.units td.label .small{display:none}table.heatmap td.cell{min-width:110px}}
 ";
 
 /// Escapes text for HTML text and attribute values. `:` and `=` are escaped too (they render
