@@ -278,7 +278,7 @@ async fn job_files_are_found_through_their_records() {
             .unwrap_or_else(|| panic!("c0/r{repeat} is loaded"))
     };
     assert_eq!(run(1).result, result);
-    assert_eq!(run(1).artifacts, [attempt_key.clone()]);
+    assert_eq!(run(1).artifacts, std::slice::from_ref(&attempt_key));
     assert_eq!(run(1).record.as_ref().map(|record| record.attempt), Some(2));
     assert_eq!(
         run(2).outcome,
@@ -288,7 +288,7 @@ async fn job_files_are_found_through_their_records() {
         }
     );
     assert!(run(2).result.is_null());
-    assert_eq!(run(3).artifacts, [g1_key.clone()]);
+    assert_eq!(run(3).artifacts, std::slice::from_ref(&g1_key));
     assert_eq!(
         run(3).record.as_ref().map(|record| record.generation),
         Some(1)

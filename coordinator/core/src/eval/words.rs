@@ -11,7 +11,7 @@ pub fn format_p(p: f64) -> String {
     }
     let significant = if p >= 0.1 { 3 } else { 2 };
     // Decimals that show `significant` digits: 0.125 needs 3, 0.0034 needs 4.
-    let decimals = (significant as i32 - 1 - p.log10().floor() as i32).max(0) as usize;
+    let decimals = (significant - 1 - p.log10().floor() as i32).max(0) as usize;
     let text = format!("{p:.decimals$}");
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_owned()
