@@ -390,7 +390,7 @@ pub struct EvalArgs {
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
-    /// Local store directory (brief §5 layout).
+    /// Local store directory: batches are stored under <store>/batches/<batch id>/.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
     pub store: PathBuf,
     /// Jobs of the batch admitted ahead of results (default: 2 × slots).

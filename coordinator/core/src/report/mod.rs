@@ -32,7 +32,7 @@ pub mod html;
 pub mod junit;
 pub mod markdown;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cowork_schema::batch::{PlanKindName, StoredBatch};
 use cowork_schema::envelope::Envelope;
@@ -379,14 +379,15 @@ impl<'a> UnitReport<'a> {
         } else {
             vec![None]
         };
+        let by_index: HashMap<Option<u32>, &'a StoredRun> = self
+            .all_runs
+            .iter()
+            .map(|run| (run.repeat_index, *run))
+            .collect();
         indices
             .into_iter()
             .map(|index| {
-                let run = self
-                    .all_runs
-                    .iter()
-                    .copied()
-                    .find(|run| run.repeat_index == index);
+                let run = by_index.get(&index).copied();
                 (index, run.map_or(RunState::NotRun, RunState::of), run)
             })
             .collect()
@@ -578,13 +579,20 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .error
         .as_ref()
         .map(|error| error.message.clone());
+    // Grouped once: a sweep has thousands of units and runs.
+    let mut runs_by_unit: HashMap<UnitRef, Vec<&StoredRun>> = HashMap::new();
+    for run in &input.runs {
+        runs_by_unit.entry(run.unit).or_default().push(run);
+    }
+    let incomplete_units: HashSet<&str> = input
+        .incomplete
+        .iter()
+        .flat_map(|incomplete| incomplete.never_ran.iter())
+        .map(|job| job.split('/').next().unwrap_or(job))
+        .collect();
     for (position, unit) in plan.units.iter().enumerate() {
         let index = unit.unit.index();
-        let all_runs: Vec<&StoredRun> = input
-            .runs
-            .iter()
-            .filter(|run| run.unit == unit.unit)
-            .collect();
+        let all_runs: Vec<&StoredRun> = runs_by_unit.remove(&unit.unit).unwrap_or_default();
         let runs_of_unit: Vec<&StoredRun> = all_runs
             .iter()
             .copied()
@@ -625,8 +633,8 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         } else if let Some(error) = plain_error.take() {
             report.status = UnitStatus::Error(error);
         }
-        if let Some(incomplete) = &input.incomplete {
-            mark_incomplete(&mut report, incomplete);
+        if incomplete_units.contains(report.id.as_str()) {
+            mark_incomplete(&mut report);
         }
         units.push(report);
     }
@@ -683,15 +691,10 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     }
 }
 
-/// A unit whose decision needed a job that never ran is incomplete, whatever its stop looks
-/// like (the reducer saw the missing job as an error at that index).
-fn mark_incomplete(report: &mut UnitReport<'_>, incomplete: &Incomplete) {
-    let prefix = format!("{}/", report.id);
-    let missing = incomplete
-        .never_ran
-        .iter()
-        .any(|job| *job == report.id || job.starts_with(&prefix));
-    if missing && !matches!(report.status, UnitStatus::Error(_)) {
+/// A unit with a job that never ran is incomplete, whatever its stop looks like (the reducer
+/// saw the missing job as an error at that index).
+fn mark_incomplete(report: &mut UnitReport<'_>) {
+    if !matches!(report.status, UnitStatus::Error(_)) {
         report.status = UnitStatus::Incomplete;
         if report.stopped_early == Some(StopReason::Error) {
             report.stopped_early = None;

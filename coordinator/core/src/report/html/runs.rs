@@ -12,9 +12,12 @@ use crate::report::{
     RunOutcome, RunState, StoredRun, Summary, UnitReport, UnitStatus, percent, seconds, usd,
 };
 
-/// Squares of a strip inside a heatmap cell before the rest are counted; the unit's section
-/// shows every run.
+/// Squares of a strip inside a heatmap cell before the rest are counted.
 pub(crate) const STRIP_IN_CELL: usize = 60;
+
+/// Squares of the strip in a unit's section before the rest are counted: enough for any run
+/// count a person reads square by square.
+const STRIP_IN_SECTION: usize = 2000;
 
 /// Runs that get a section of their own. Above this, failing and errored runs come first and
 /// the rest are only squares of their strip: a page of a 100 000-job sweep must still open.
@@ -106,7 +109,11 @@ impl RunIndex {
 /// at most `limit` squares, then a count.
 pub(crate) fn strip(unit: &UnitReport<'_>, index: &RunIndex, limit: usize) -> String {
     let runs = unit.strip();
-    let big = if limit == usize::MAX { " big" } else { "" };
+    let big = if limit == STRIP_IN_SECTION {
+        " big"
+    } else {
+        ""
+    };
     let mut out = format!(
         "<span class=\"strip{big}\" data-strip=\"{}\">",
         escape(&unit.id)
@@ -138,7 +145,7 @@ pub(crate) fn strip(unit: &UnitReport<'_>, index: &RunIndex, limit: usize) -> St
     if runs.len() > limit {
         let _ = write!(
             out,
-            "<a class=\"more\" href=\"#unit-{}\">+{}</a>",
+            "<a class=\"more\" href=\"#unit-{}\">+{} more</a>",
             escape(&unit.id),
             runs.len() - limit
         );
@@ -220,7 +227,7 @@ fn unit_section(
         facts.push(format!("error: {error}"));
     }
     let _ = writeln!(out, "<p class=\"muted\">{}</p>", escape(&facts.join(" · ")));
-    out.push_str(&strip(unit, index, usize::MAX));
+    out.push_str(&strip(unit, index, STRIP_IN_SECTION));
     out.push('\n');
     for run in &unit.all_runs {
         if index.has_section(run) {
