@@ -116,56 +116,11 @@ pub fn render_junit(input: &ReportInput) -> String {
     let mut n_skipped = 0u64;
     for unit in &summary.units {
         n_tests += 1;
-        let _ = write!(
-            cases,
-            "    <testcase name=\"{}\" classname=\"cowork.{}\" time=\"{}\"",
-            escape_xml(unit.label),
-            escape_xml(unit.scenario_name),
-            junit_seconds(unit.duration_ms)
-        );
-        match &unit.status {
-            UnitStatus::Passed => cases.push_str("/>\n"),
-            UnitStatus::Failed if summary.is_eval() => {
-                // An arm is judged by the A/B testcase below, not by the minimum pass rate.
-                let _ = write!(
-                    cases,
-                    ">\n      <system-out>arm: {}/{} run(s) passed</system-out>\n    </testcase>\n",
-                    unit.passes, unit.completed
-                );
-            }
-            UnitStatus::Incomplete => {
-                n_errors += 1;
-                let _ = write!(
-                    cases,
-                    ">\n      <error message=\"incomplete: the batch ended before this unit was \
-                     decided ({}/{} run(s) folded)\" type=\"incomplete\"/>\n    </testcase>\n",
-                    unit.completed, unit.requested
-                );
-            }
-            UnitStatus::Failed => {
-                n_failures += 1;
-                let (message, body) = failure_of(unit, &summary);
-                let _ = write!(
-                    cases,
-                    ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
-                    escape_xml(&message),
-                    escape_xml_text(&body)
-                );
-            }
-            UnitStatus::Error(error) => {
-                n_errors += 1;
-                let _ = write!(
-                    cases,
-                    ">\n      <error message=\"{}\" type=\"cell-error\"/>\n    </testcase>\n",
-                    escape_xml(error)
-                );
-            }
-            UnitStatus::NotRun => {
-                n_skipped += 1;
-                cases.push_str(
-                    ">\n      <skipped message=\"not run: the batch stopped at an earlier scenario\"/>\n    </testcase>\n",
-                );
-            }
+        match unit_testcase(&mut cases, unit, &summary) {
+            Case::Passed => {}
+            Case::Failure => n_failures += 1,
+            Case::Error => n_errors += 1,
+            Case::Skipped => n_skipped += 1,
         }
     }
     if let Some((first, count)) = summary.truncated_cells {
@@ -181,11 +136,11 @@ pub fn render_junit(input: &ReportInput) -> String {
     }
     if let Some(eval) = &input.eval {
         n_tests += 1;
-        let (is_failure, case) = ab_testcase(eval);
-        if is_failure {
-            n_failures += 1;
+        match ab_testcase(&mut cases, eval) {
+            Case::Failure => n_failures += 1,
+            Case::Error => n_errors += 1,
+            Case::Passed | Case::Skipped => {}
         }
-        cases.push_str(&case);
     }
     let suite_name = format!(
         "cowork batch {}{}",
@@ -244,11 +199,79 @@ pub fn render_junit(input: &ReportInput) -> String {
     out
 }
 
-/// The A/B testcase of an eval: failing when B is worse, an error when nothing was compared.
-/// Returns whether it is a failure, and the testcase.
-fn ab_testcase(eval: &EvalSection) -> (bool, String) {
+/// How a unit's testcase ended.
+enum Case {
+    Passed,
+    Failure,
+    Error,
+    Skipped,
+}
+
+/// Appends the testcase of `unit` to `cases`.
+fn unit_testcase(cases: &mut String, unit: &UnitReport<'_>, summary: &Summary<'_>) -> Case {
+    let _ = write!(
+        cases,
+        "    <testcase name=\"{}\" classname=\"cowork.{}\" time=\"{}\"",
+        escape_xml(unit.label),
+        escape_xml(unit.scenario_name),
+        junit_seconds(unit.duration_ms)
+    );
+    match &unit.status {
+        UnitStatus::Passed => {
+            cases.push_str("/>\n");
+            Case::Passed
+        }
+        UnitStatus::Failed if summary.is_eval() => {
+            // An arm is judged by the A/B testcase below, not by the minimum pass rate.
+            let _ = write!(
+                cases,
+                ">\n      <system-out>arm: {}/{} run(s) passed</system-out>\n    </testcase>\n",
+                unit.passes, unit.completed
+            );
+            Case::Passed
+        }
+        UnitStatus::Incomplete => {
+            let _ = write!(
+                cases,
+                ">\n      <error message=\"incomplete: the batch ended before this unit was \
+                 decided ({}/{} run(s) folded)\" type=\"incomplete\"/>\n    </testcase>\n",
+                unit.completed, unit.requested
+            );
+            Case::Error
+        }
+        UnitStatus::Failed => {
+            let (message, body) = failure_of(unit, summary);
+            let _ = write!(
+                cases,
+                ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
+                escape_xml(&message),
+                escape_xml_text(&body)
+            );
+            Case::Failure
+        }
+        UnitStatus::Error(error) => {
+            let _ = write!(
+                cases,
+                ">\n      <error message=\"{}\" type=\"cell-error\"/>\n    </testcase>\n",
+                escape_xml(error)
+            );
+            Case::Error
+        }
+        UnitStatus::NotRun => {
+            cases.push_str(
+                ">\n      <skipped message=\"not run: the batch stopped at an earlier scenario\"/>\n    </testcase>\n",
+            );
+            Case::Skipped
+        }
+    }
+}
+
+/// Appends the A/B testcase of an eval to `case`: failing when B is worse, an error when
+/// nothing was compared.
+fn ab_testcase(case: &mut String, eval: &EvalSection) -> Case {
     let name = format!("A/B: {} vs {}", eval.arm_b, eval.arm_a);
-    let mut case = format!(
+    let _ = write!(
+        case,
         "    <testcase name=\"{}\" classname=\"cowork.eval\" time=\"0.000\"",
         escape_xml(&name)
     );
@@ -257,7 +280,7 @@ fn ab_testcase(eval: &EvalSection) -> (bool, String) {
             ">\n      <error message=\"nothing to compare: no run completed in both arms\" \
              type=\"eval\"/>\n    </testcase>\n",
         );
-        return (false, case);
+        return Case::Error;
     };
     let detail = format!(
         "{}: B − A = {:+.0} points [{:+.0}, {:+.0}], {}",
@@ -273,13 +296,13 @@ fn ab_testcase(eval: &EvalSection) -> (bool, String) {
             ">\n      <failure message=\"{}\" type=\"eval\"/>\n    </testcase>\n",
             escape_xml(&detail)
         );
-        (true, case)
+        Case::Failure
     } else {
         let _ = write!(
             case,
             ">\n      <system-out>{}</system-out>\n    </testcase>\n",
             escape_xml_text(&detail)
         );
-        (false, case)
+        Case::Passed
     }
 }

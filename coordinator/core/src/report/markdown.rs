@@ -105,34 +105,7 @@ pub fn render_markdown(input: &ReportInput) -> String {
         usd(summary.total_cost_usd),
         seconds(summary.summed_run_ms.0),
     );
-    out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
-    for unit in &summary.units {
-        let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
-        let flaky = if unit.flaky() { " (flaky)" } else { "" };
-        let mut verdict = unit.verdict_text();
-        if let Some(stop) = unit.stopped_early {
-            let _ = write!(verdict, " (stopped: {})", stop.as_str());
-        }
-        if let UnitStatus::Error(error) = &unit.status {
-            let _ = write!(verdict, ": {}", shortened(error));
-        }
-        let _ = writeln!(
-            out,
-            "| `{}` {} | {}/{} | {rate}{flaky} | {} | {} |",
-            unit.id,
-            escape_md(unit.label),
-            unit.completed,
-            unit.requested,
-            usd(unit.cost_usd),
-            escape_md(&verdict),
-        );
-    }
-    if let Some((first, count)) = summary.truncated_cells {
-        let _ = writeln!(
-            out,
-            "\n{count} cell(s) from index {first} were cut by `--max-cells` and never ran."
-        );
-    }
+    units_table(&mut out, &summary);
     if !summary.reasons.is_empty() {
         out.push_str(
             "\n### Top failure reasons\n\n| reason | severity | occurrences | runs | units | example |\n|---|---|---:|---:|---|---|\n",
@@ -168,6 +141,38 @@ pub fn render_markdown(input: &ReportInput) -> String {
         }
     }
     out
+}
+
+/// One table row per unit, and the cells `--max-cells` cut.
+fn units_table(out: &mut String, summary: &super::Summary<'_>) {
+    out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
+    for unit in &summary.units {
+        let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+        let flaky = if unit.flaky() { " (flaky)" } else { "" };
+        let mut verdict = unit.verdict_text();
+        if let Some(stop) = unit.stopped_early {
+            let _ = write!(verdict, " (stopped: {})", stop.as_str());
+        }
+        if let UnitStatus::Error(error) = &unit.status {
+            let _ = write!(verdict, ": {}", shortened(error));
+        }
+        let _ = writeln!(
+            out,
+            "| `{}` {} | {}/{} | {rate}{flaky} | {} | {} |",
+            unit.id,
+            escape_md(unit.label),
+            unit.completed,
+            unit.requested,
+            usd(unit.cost_usd),
+            escape_md(&verdict),
+        );
+    }
+    if let Some((first, count)) = summary.truncated_cells {
+        let _ = writeln!(
+            out,
+            "\n{count} cell(s) from index {first} were cut by `--max-cells` and never ran."
+        );
+    }
 }
 
 /// An eval's lead: the A/B verdict as the heading, then the comparison in one line, what p

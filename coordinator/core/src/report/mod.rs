@@ -339,6 +339,38 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) all_runs: Vec<&'a StoredRun>,
 }
 
+impl<'a> UnitReport<'a> {
+    /// A unit with nothing folded yet: `NotRun`, no numbers.
+    fn empty(
+        unit: &'a cowork_schema::batch::UnitSummary,
+        repeat: Option<u32>,
+        all_runs: Vec<&'a StoredRun>,
+    ) -> Self {
+        UnitReport {
+            index: unit.unit.index(),
+            id: unit_id(unit.unit),
+            label: &unit.label,
+            scenario_name: &unit.scenario_name,
+            axes: unit.axes.as_ref(),
+            requested: repeat.unwrap_or(1),
+            repeated: repeat.is_some(),
+            completed: 0,
+            passes: 0,
+            pass_rate: None,
+            status: UnitStatus::NotRun,
+            stopped_early: None,
+            arm_label: String::new(),
+            cost_usd: None,
+            tokens: None,
+            duration_ms: None,
+            models: Vec::new(),
+            skills: Vec::new(),
+            runs: Vec::new(),
+            all_runs,
+        }
+    }
+}
+
 impl UnitReport<'_> {
     /// Runs that both passed and failed: the unit is flaky.
     pub(crate) fn flaky(&self) -> bool {
@@ -598,28 +630,7 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
             .copied()
             .filter(|run| !run.discarded && run.is_completed())
             .collect();
-        let mut report = UnitReport {
-            index,
-            id: unit_id(unit.unit),
-            label: &unit.label,
-            scenario_name: &unit.scenario_name,
-            axes: unit.axes.as_ref(),
-            requested: plan.repeat.unwrap_or(1),
-            repeated: plan.repeat.is_some(),
-            completed: 0,
-            passes: 0,
-            pass_rate: None,
-            status: UnitStatus::NotRun,
-            stopped_early: None,
-            arm_label: String::new(),
-            cost_usd: None,
-            tokens: None,
-            duration_ms: None,
-            models: Vec::new(),
-            skills: Vec::new(),
-            runs: Vec::new(),
-            all_runs,
-        };
+        let mut report = UnitReport::empty(unit, plan.repeat, all_runs);
         if let Some(error) = &unit.cell_error {
             report.status = UnitStatus::Error(error.clone());
         } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
