@@ -36,19 +36,21 @@ caps, and runs nothing."
     )]
     Run(Box<RunArgs>),
     /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
-    /// interleaved runs in this process, then pass rates, the difference with a 95% interval,
-    /// an exact McNemar test and a verdict.
+    /// interleaved runs in this process, then pass rates, the difference with its exact 95%
+    /// interval, an exact McNemar test, the smallest detectable difference and a verdict.
     #[command(
         after_help = "Each scenario runs --runs times per arm; run i of arm A is paired \
 with run i of arm B, and jobs are admitted repeat-major with the arms alternating, so both arms \
 meet the same conditions. Each arm's directory replaces the session's single \
 plugins.local_plugins entry (same basename required), and --model replaces the session's model in \
-both arms. --seed seeds the sim executor and the bootstrap. The report goes to stderr (per \
-scenario and overall: pass rate A and B, B - A with its 95% interval, McNemar p, verdict) and to \
-<store>/batches/<batch id>/eval.json; --output-format json also prints it as one JSON line on \
-stdout.\n\n\
-Exit codes: 0 no detectable difference or B better, 1 B worse overall (p < alpha), 2 usage or \
-input error (nothing is written)."
+both arms. --seed seeds the sim executor. The report goes to stderr (per scenario and overall: \
+pass rate A and B, B - A with its exact interval at 1 - alpha, the McNemar p explained in words, \
+the smallest difference the runs can detect, verdict) and to <store>/batches/<batch id>/eval.json; \
+--output-format json also prints it as one JSON line on stdout. The interval and the verdict \
+always agree: the interval excludes 0 exactly when the verdict is a difference.\n\n\
+Exit codes: 0 the gate passed, 1 the gate failed (--fail-on; by default: B worse overall, \
+p < alpha), 2 nothing to compare (no run completed in both arms) or a usage or input error \
+(nothing is written)."
     )]
     Eval(Box<EvalArgs>),
     /// Re-judge stored runs with the same reducer: a stored batch (dir, id or `latest`),
@@ -233,6 +235,17 @@ pub fn help_subcommand(args: &[std::ffi::OsString]) -> Option<String> {
             .map(|found| found.get_name().to_owned());
     }
     None
+}
+
+/// `cowork eval --fail-on`: which overall verdict fails the eval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailOnArg {
+    /// Exit 1 when B is worse than A.
+    BWorse,
+    /// Exit 1 when B differs from A either way.
+    AnyDifference,
+    /// Never exit 1 (exit 2 still means nothing to compare).
+    Never,
 }
 
 /// How results are printed on stdout.
@@ -460,7 +473,8 @@ pub struct EvalArgs {
     /// The model both arms run (replaces the session's `model`); default: the session's own.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
-    /// Significance level of the McNemar test, strictly between 0 and 1.
+    /// Significance level of the McNemar test, strictly between 0 and 1; the interval of B - A
+    /// is at level 1 - alpha.
     #[arg(
         long,
         value_name = "ALPHA",
@@ -468,6 +482,11 @@ pub struct EvalArgs {
         allow_negative_numbers = true
     )]
     pub alpha: String,
+    /// Which overall verdict makes the eval exit 1: `b-worse` (a CI gate against regressions),
+    /// `any-difference` (B must behave like A) or `never` (report only). With no run completed
+    /// in both arms the eval exits 2 whatever this says.
+    #[arg(long, value_enum, value_name = "VERDICT", default_value = "b-worse")]
+    pub fail_on: FailOnArg,
     #[command(flatten)]
     pub executor: ExecutorArgs,
     /// Also write the eval report (the JSON of eval.json) to this file.

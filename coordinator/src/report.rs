@@ -1,25 +1,38 @@
-//! Reading a decided batch from an artifact store into a [`ReportInput`].
+//! Reading a stored batch from an artifact store into a [`ReportInput`].
 //!
-//! The layout is brief §5: `batches/<id>/spec.json`, `rollup.json`, `envelope.json`,
-//! `jobs/<job>/result.json` and, for an eval batch, `eval.json` (its A/B report, written by
-//! `cowork eval` or the coordinator). Results are found by listing `batches/<id>/jobs/` (so runs of
-//! units that stopped early, and discarded overshoot, are all seen) and read with bounded
-//! parallelism. Every error names the key it is about.
+//! The layout is brief §5 (`schema::layout`): `batches/<id>/spec.json`, `rollup.json`,
+//! `envelope.json`, `stats.json` (wall time), the jobs' records and artifacts under
+//! `jobs/<job>/` and, for an eval batch, `eval.json` (its A/B report, written by `cowork eval`
+//! or the coordinator). Jobs are found by listing `batches/<id>/jobs/` (so runs of units that
+//! stopped early, discarded overshoot and jobs that ended without a result are all seen); each
+//! job's files are found through its record ([`jobs`]) and read with bounded parallelism. Every
+//! error names the key it is about.
+//!
+//! A batch that never finished (an interrupted `cowork run`, a cancelled batch) has no
+//! `rollup.json`: its stored outcomes are judged with the same reducer, every job that never
+//! ran counting as an error at its index (so a unit is judged on the runs before it, as the
+//! harness's own loop would stop there), and the report is marked incomplete, naming those
+//! jobs ([`unfinished`]).
 //!
 //! The loader reads through the [`ArtifactStore`] port, so the same code serves a local store,
 //! the coordinator's S3 bucket and `cowork report --coordinator` (through the client's
 //! `ApiArtifactReader`).
+
+mod jobs;
+mod unfinished;
 
 use std::collections::HashSet;
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{BatchMode, StoredBatch};
 use cowork_schema::envelope::Envelope;
-use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use cowork_schema::history::BATCH_STATS_FILE;
+use cowork_schema::ids::{BatchId, JobId};
 use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
 use serde_json::Value;
 
+use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison};
 use cowork_core::plan::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
 use cowork_core::report::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
@@ -34,7 +47,7 @@ pub enum ReportError {
     /// No `spec.json`: the store holds no batch with this id.
     #[error("batch {batch_id} not found: {key} does not exist")]
     BatchNotFound { batch_id: String, key: String },
-    /// The batch exists but is not decided: its rollup or envelope is not stored yet.
+    /// A file the report needs disappeared while it was read.
     #[error("batch {batch_id} has no report yet: {key} does not exist (is the batch done?)")]
     NotDecided { batch_id: String, key: String },
     /// A stored document is not what its key should hold.
@@ -70,12 +83,12 @@ impl ReportError {
 
 /// What a missing key means for the batch.
 #[derive(Clone, Copy)]
-enum Missing {
+pub(crate) enum Missing {
     Batch,
     Report,
 }
 
-async fn read(
+pub(crate) async fn read(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,
     key: &str,
@@ -100,7 +113,7 @@ async fn read(
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     key: &str,
     what: &'static str,
@@ -112,33 +125,65 @@ fn parse<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The job ids the envelope's `fleet.discarded` lists (overshoot, never folded).
+/// The job ids the envelope's `fleet.discarded` lists (overshoot, never folded): either a list
+/// of `{job, costUsd}` entries, or `{runs: [...], costUsd}`.
 fn discarded_jobs(envelope: &Envelope) -> HashSet<String> {
-    envelope
-        .fleet
-        .get("discarded")
-        .and_then(Value::as_array)
-        .map(|entries| {
-            entries
-                .iter()
-                .filter_map(|entry| entry.get("job").and_then(Value::as_str))
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    let entries = match envelope.fleet.get("discarded") {
+        Some(Value::Array(entries)) => entries.as_slice(),
+        Some(Value::Object(object)) => object
+            .get("runs")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+        _ => &[],
+    };
+    entries
+        .iter()
+        .filter_map(|entry| entry.get("job").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
 }
 
-/// A stored `result.json` and the job it belongs to.
-struct Located {
-    unit: UnitRef,
-    repeat_index: Option<u32>,
-    job_id: JobId,
-    key: String,
+/// Reads a document that may be absent: `None` when it is not stored.
+async fn read_optional(
+    store: &dyn ArtifactStore,
+    key: &str,
+) -> Result<Option<Vec<u8>>, ReportError> {
+    match store.get(key).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ArtifactError::NotFound { .. }) => Ok(None),
+        Err(source) => Err(ReportError::Store {
+            key: key.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The batch's wall time: `stats.json`'s `wallMs`, else the envelope's `fleet.wallMs` (or
+/// `fleet.timing.wallMs`). A `stats.json` that does not read is passed over: the wall time is
+/// then simply unknown.
+async fn wall_ms(
+    store: &dyn ArtifactStore,
+    prefix: &str,
+    envelope: Option<&Envelope>,
+) -> Result<Option<u64>, ReportError> {
+    let stats = read_optional(store, &format!("{prefix}{BATCH_STATS_FILE}")).await?;
+    let from_stats = stats
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|stats| stats.get("wallMs").and_then(Value::as_u64));
+    let from_fleet = envelope.and_then(|envelope| {
+        let fleet = &envelope.fleet;
+        fleet
+            .get("wallMs")
+            .or_else(|| fleet.get("timing").and_then(|timing| timing.get("wallMs")))
+            .and_then(Value::as_u64)
+    });
+    Ok(from_stats.or(from_fleet))
 }
 
 /// Reads everything the report of `batch_id` is rendered from. `eval` is filled from the
 /// batch's `eval.json` when it is an eval batch that has one; an eval batch without it is
-/// rendered with a note that its statistics were not computed.
+/// rendered with a note that its statistics were not computed. A batch without a rollup is
+/// judged from its stored outcomes and marked incomplete.
 pub async fn load_report_input(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,
@@ -158,70 +203,43 @@ pub async fn load_report_input(
         });
     }
     let rollup_key = format!("{prefix}rollup.json");
-    let rollup: RollupDoc = parse(
-        &read(store, batch_id, &rollup_key, Missing::Report).await?,
-        &rollup_key,
-        "rollup document",
-    )?;
+    let rollup: Option<RollupDoc> = match read_optional(store, &rollup_key).await? {
+        Some(bytes) => Some(parse(&bytes, &rollup_key, "rollup document")?),
+        None => None,
+    };
     let envelope_key = format!("{prefix}envelope.json");
-    let envelope: Envelope = parse(
-        &read(store, batch_id, &envelope_key, Missing::Report).await?,
-        &envelope_key,
-        "envelope",
-    )?;
-    let jobs_prefix = format!("{prefix}jobs/");
-    let keys = store
-        .list(&jobs_prefix)
-        .await
-        .map_err(|source| ReportError::Store {
-            key: jobs_prefix.clone(),
-            source,
-        })?;
-    // `jobs/<unit>[/r<k>]/result.json`; other artifacts, and keys that name no job of this
-    // batch, are not results.
-    let mut located: Vec<Located> = keys
-        .into_iter()
-        .filter_map(|key| {
-            let local = key
-                .strip_prefix(&jobs_prefix)?
-                .strip_suffix("/result.json")?;
-            let (_, unit, repeat_index) = JobId::parse(&format!("{batch_id}/{local}"))?;
-            let job_id = JobId::new(batch_id, unit, repeat_index);
-            Some(Located {
-                unit,
-                repeat_index,
-                job_id,
-                key,
-            })
-        })
-        .collect();
-    located.sort_by_key(|job| (job.unit, job.repeat_index));
-    let discarded = discarded_jobs(&envelope);
-    let reads = located.into_iter().map(|job| {
-        let discarded = discarded.contains(job.job_id.as_str());
-        async move {
-            let bytes = read(store, batch_id, &job.key, Missing::Report).await?;
-            let result: Value = parse(&bytes, &job.key, "result")?;
-            if !result.is_object() {
-                return Err(ReportError::Malformed {
-                    key: job.key,
-                    what: "result",
-                    message: "not a json object".to_owned(),
-                });
-            }
-            Ok(StoredRun {
-                unit: job.unit,
-                repeat_index: job.repeat_index,
-                result,
-                discarded,
-            })
+    let envelope: Option<Envelope> = match read_optional(store, &envelope_key).await? {
+        Some(bytes) => Some(parse(&bytes, &envelope_key, "envelope")?),
+        None => None,
+    };
+    let (mut runs, outcomes) = read_jobs(store, batch_id).await?;
+    let wall_ms = wall_ms(store, &prefix, envelope.as_ref()).await?;
+    let Some(rollup) = rollup else {
+        let judged = unfinished::judge(&stored, &outcomes, &runs)?;
+        for run in &mut runs {
+            run.discarded = judged.discarded.contains(&(run.unit, run.repeat_index));
         }
+        return Ok(ReportInput {
+            stored,
+            rollup: judged.rollup,
+            envelope: judged.envelope,
+            runs,
+            eval: None,
+            wall_ms,
+            incomplete: Some(judged.incomplete),
+        });
+    };
+    // A rollup without its envelope (the batch ended between the two writes): the report
+    // needs only the envelope's error and `fleet` key, which it can do without.
+    let envelope = envelope.unwrap_or_else(|| {
+        let mut envelope = Envelope::new("unknown", &rollup.command);
+        envelope.ok = rollup.ok;
+        envelope
     });
-    // `buffered` keeps the sorted order.
-    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
-    let mut runs = Vec::new();
-    while let Some(run) = stream.next().await {
-        runs.push(run?);
+    let discarded = discarded_jobs(&envelope);
+    for run in &mut runs {
+        let job = JobId::new(batch_id, run.unit, run.repeat_index);
+        run.discarded = discarded.contains(job.as_str());
     }
     let eval = if stored.spec.mode == BatchMode::Eval {
         load_eval(store, &format!("{prefix}{EVAL_DOCUMENT_FILE}")).await?
@@ -234,7 +252,43 @@ pub async fn load_report_input(
         envelope,
         runs,
         eval,
+        wall_ms,
+        incomplete: None,
     })
+}
+
+/// Every job of the batch that left a record or a result: the runs in (unit, repeat index)
+/// order, and the outcome of each for the reducer.
+async fn read_jobs(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+) -> Result<(Vec<StoredRun>, unfinished::Outcomes), ReportError> {
+    let jobs_prefix = cowork_schema::layout::jobs_prefix(batch_id);
+    let keys = store
+        .list(&jobs_prefix)
+        .await
+        .map_err(|source| ReportError::Store {
+            key: jobs_prefix.clone(),
+            source,
+        })?;
+    let found = jobs::locate_jobs(batch_id, &jobs_prefix, keys);
+    let n_jobs = found.len();
+    // Each read owns its job's keys: a future that borrowed them through the iterator's
+    // closure would not be `Send` for every lifetime, which the API's handlers need.
+    let reads = found
+        .into_iter()
+        .map(|(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
+    // `buffered` keeps the (unit, repeat index) order of the map.
+    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    let mut runs = Vec::with_capacity(n_jobs);
+    let mut outcomes = unfinished::Outcomes::new();
+    while let Some(read) = stream.next().await {
+        if let Some(job) = read? {
+            outcomes.insert((job.run.unit, job.run.repeat_index), job.outcome);
+            runs.push(job.run);
+        }
+    }
+    Ok((runs, outcomes))
 }
 
 /// The eval section of the report from the stored `eval.json` at `key`; `None` when there is
@@ -273,6 +327,9 @@ pub fn eval_section(document: &EvalDocument) -> EvalSection {
         alpha: report.alpha,
         confidence: report.confidence_level,
         decision_rule: report.decision_rule.clone(),
+        interval_method: report.interval_method.clone(),
+        p_sentence: p_value_sentence(&report.overall),
+        sensitivity_sentence: sensitivity_sentence(report, document.runs_per_arm),
         rows,
     }
 }
@@ -298,6 +355,8 @@ fn eval_row(scope: &str, comparison: &Comparison) -> EvalRow {
         p_value: comparison.mcnemar_p,
         verdict: comparison.verdict.label().to_owned(),
         excluded_pairs: comparison.excluded_pairs,
+        pairs: comparison.pairs,
+        min_detectable_diff: comparison.min_detectable_diff,
     }
 }
 

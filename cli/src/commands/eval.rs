@@ -17,10 +17,12 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
+use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
 use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
 use cowork_core::plan::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalFlags, EvalLayoutInput, RawEvalFlags,
-    eval_document, eval_document_key, eval_exit_code, plan_eval_units, validate_eval_flags,
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalFlags, EvalGate, EvalLayoutInput,
+    RawEvalFlags, eval_document, eval_document_key, eval_exit_code, nothing_to_compare,
+    plan_eval_units, validate_eval_flags,
 };
 use cowork_core::plan::{Plan, PlanInput};
 use cowork_fabric::ArtifactStore;
@@ -32,7 +34,7 @@ use cowork_schema::batch::{
 };
 use cowork_schema::registry::BatchState;
 
-use crate::args::{EvalArgs, OutputFormat};
+use crate::args::{EvalArgs, FailOnArg, OutputFormat};
 use crate::commands::remote::{client, client_error, follow};
 use crate::commands::run::{
     count, default_bundle_root, executor_and_sim, harness_preflight, remove_empty_scratch_dirs,
@@ -148,7 +150,8 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
 
 /// Prints the report (the table on stderr, the JSON line on stdout with `--output-format
 /// json`), writes the `-o` file and returns the eval's exit code: the one ending of an embedded
-/// and a watched eval.
+/// and a watched eval. With no pair to compare the report is still printed and stored, then
+/// the eval says why and exits 2, so that a CI gate never reads "nothing ran" as a pass.
 async fn finish(
     args: &EvalArgs,
     document: &EvalDocument,
@@ -166,7 +169,15 @@ async fn finish(
         let line = serde_json::to_string(document).context("serializing the eval report")?;
         println!("{line}");
     }
-    Ok(eval_exit_code(&document.report))
+    if let Some(message) = nothing_to_compare(&document.report) {
+        eprintln!("error: {message}");
+    }
+    let gate = match args.fail_on {
+        FailOnArg::BWorse => EvalGate::BWorse,
+        FailOnArg::AnyDifference => EvalGate::AnyDifference,
+        FailOnArg::Never => EvalGate::Never,
+    };
+    Ok(eval_exit_code(&document.report, gate))
 }
 
 /// `cowork eval --coordinator URL [--watch]`: submits the validated batch (its spec carries the
@@ -439,7 +450,8 @@ fn warn_if_same_arm(arm_a: &std::path::Path, arm_b: &std::path::Path) {
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row
-/// per scenario and an overall row.
+/// per scenario and an overall row, then the verdict with its p-value in words and how small a
+/// difference these runs can detect.
 fn render_human(document: &EvalDocument) -> String {
     let report = &document.report;
     let mut out = String::new();
@@ -459,22 +471,28 @@ fn render_human(document: &EvalDocument) -> String {
             "SIMULATED: these runs were made by the sim executor; they say nothing about the real skill"
         );
     }
+    let interval_header = format!(
+        "B - A, points [{}% CI]",
+        // Rounded to a millionth of a percent so 1 - 0.05 prints as 95, not 94.99999999999999.
+        (report.confidence_level * 100.0 * 1e6).round() / 1e6
+    );
     let header = [
         "scenario",
         "arm A pass",
         "arm B pass",
-        "B - A [95% CI]",
-        "McNemar p",
+        interval_header.as_str(),
+        "p",
+        "detects ≥",
         "arm A cost",
         "arm B cost",
         "verdict",
     ];
-    let mut rows: Vec<[String; 8]> = Vec::with_capacity(report.scenarios.len() + 1);
+    let mut rows: Vec<[String; 9]> = Vec::with_capacity(report.scenarios.len() + 1);
     for scenario in &report.scenarios {
         rows.push(row(&scenario.scenario, &scenario.comparison));
     }
     rows.push(row("overall", &report.overall));
-    let mut widths = header.map(str::len);
+    let mut widths = header.map(|cell| cell.chars().count());
     for cells in &rows {
         for (width, cell) in widths.iter_mut().zip(cells) {
             *width = (*width).max(cell.chars().count());
@@ -502,18 +520,22 @@ fn render_human(document: &EvalDocument) -> String {
             "{excluded} pairs left out: an arm's run did not complete (error or unanswered)"
         );
     }
-    let _ = writeln!(
-        out,
-        "verdict (overall, alpha {}): {}",
-        report.alpha,
+    let verdict = if report.overall.pairs == 0 {
+        "nothing to compare"
+    } else {
         report.overall.verdict.label()
-    );
+    };
+    let _ = writeln!(out, "verdict (overall, alpha {}): {verdict}", report.alpha);
+    let _ = writeln!(out, "  {}", p_value_sentence(&report.overall));
+    if let Some(sentence) = sensitivity_sentence(report, document.runs_per_arm) {
+        let _ = writeln!(out, "  {sentence}");
+    }
     out
 }
 
-/// One table row: pass counts and rates per arm, the difference and its interval, p, costs and
-/// the verdict.
-fn row(scope: &str, comparison: &Comparison) -> [String; 8] {
+/// One table row: pass counts and rates per arm, the difference and its interval in points,
+/// p, the smallest detectable difference, costs and the verdict.
+fn row(scope: &str, comparison: &Comparison) -> [String; 9] {
     let [a, b] = &comparison.arms;
     let pass = |passes: u64, completed: u64, rate: f64| {
         format!("{passes}/{completed} ({})", percent(rate))
@@ -521,19 +543,23 @@ fn row(scope: &str, comparison: &Comparison) -> [String; 8] {
     let diff = match &comparison.diff {
         Some(interval) => format!(
             "{} [{}, {}]",
-            signed_percent(interval.estimate),
-            signed_percent(interval.low),
-            signed_percent(interval.high)
+            signed_points(interval.estimate),
+            signed_points(interval.low),
+            signed_points(interval.high)
         ),
         None => "n/a (no complete pair)".to_owned(),
     };
+    let detects = comparison
+        .min_detectable_diff
+        .map_or_else(|| "nothing".to_owned(), points);
     let cost = |cost: Option<f64>| cost.map_or("unknown".to_owned(), |usd| format!("${usd:.2}"));
     [
         scope.to_owned(),
         pass(a.passes, a.completed, a.pass_rate),
         pass(b.passes, b.completed, b.pass_rate),
         diff,
-        format!("{:.4}", comparison.mcnemar_p),
+        format_p(comparison.mcnemar_p),
+        detects,
         cost(a.cost_usd),
         cost(b.cost_usd),
         comparison.verdict.label().to_owned(),
@@ -544,6 +570,12 @@ fn percent(rate: f64) -> String {
     format!("{:.0}%", rate * 100.0)
 }
 
-fn signed_percent(value: f64) -> String {
-    format!("{:+.0}%", value * 100.0)
+/// A difference of pass rates in signed whole points: `-50`, `+11`, `0`.
+fn signed_points(value: f64) -> String {
+    let rounded = (value * 100.0).round();
+    if rounded == 0.0 {
+        "0".to_owned()
+    } else {
+        format!("{rounded:+.0}")
+    }
 }

@@ -3,14 +3,24 @@
 //!
 //! The batch is found like every command finds one (`commands::batches::resolve`): a stored
 //! batch dir (`<store>/batches/<id>`), or an id, `latest` or `latest~N` in the coordinator named
-//! by `--coordinator` (through its API) or else in the local store `--store`. Loading and rendering live in
-//! `cowork_core::report`; this module only picks the source and writes the output.
+//! by `--coordinator` (through its API) or else in the local store `--store`. Loading and
+//! rendering live in `cowork_core::report`; this module only picks the source, works out where
+//! the HTML page's links to each run's files must point, and writes the output.
+//!
+//! A local store's files are linked relative to where the report is written (the `-o` file's
+//! directory, or the current directory for stdout), so the page works as long as the report
+//! and the store keep their places. A report read through a coordinator names the files
+//! instead of linking them: the coordinator's own report page links them.
 
 use std::io::Write as _;
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use cowork_coordinator::report::{ReportError, load_report_input};
-use cowork_core::report::{ReportInput, render_html, render_json, render_junit, render_markdown};
+use cowork_core::report::{
+    ArtifactLinks, HtmlOptions, ReportInput, render_html, render_json, render_junit,
+    render_markdown,
+};
 
 use crate::args::{DiffArgs, ReportArgs, ReportFormatArg, TableFormat};
 use crate::commands::batches::{Resolved, Source, resolve};
@@ -27,9 +37,23 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
             "a batch (or --compare THEN NOW) is required",
         ));
     };
-    let input = load(&args, batch).await?;
+    let (input, store_root) = load(&args, batch).await?;
+    let options = HtmlOptions {
+        links: store_root.map_or(ArtifactLinks::None, |root| {
+            links_from(args.output.as_deref(), &root)
+        }),
+    };
+    if let Some(incomplete) = &input.incomplete {
+        eprintln!(
+            "note: batch {} never finished ({}): the report judges the runs that finished; {} \
+             job(s) never ran",
+            input.stored.batch_id,
+            incomplete.reason,
+            incomplete.never_ran.len()
+        );
+    }
     let text = match args.format {
-        ReportFormatArg::Html => render_html(&input),
+        ReportFormatArg::Html => render_html(&input, &options),
         ReportFormatArg::Junit => render_junit(&input),
         ReportFormatArg::Markdown => render_markdown(&input),
         ReportFormatArg::Json => render_json(&input),
@@ -91,9 +115,46 @@ fn format_name(format: ReportFormatArg) -> &'static str {
     }
 }
 
-/// Reads the batch `batch` names: a stored batch dir, an id or `latest` in `--store`, or an id
-/// through `--coordinator` (one resolver for every command, `commands::batches::resolve`).
-async fn load(args: &ReportArgs, batch: &str) -> Result<ReportInput, CliError> {
+/// The links of a report written to `output` (stdout when `None`) to the files of the local
+/// store at `store_root`: relative from the report's directory; no links when either place
+/// cannot be resolved.
+fn links_from(output: Option<&Path>, store_root: &Path) -> ArtifactLinks {
+    let report_dir = match output {
+        Some(file) => match file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+        None => PathBuf::from("."),
+    };
+    let (Ok(from), Ok(to)) = (
+        std::fs::canonicalize(&report_dir),
+        std::fs::canonicalize(store_root),
+    ) else {
+        return ArtifactLinks::None;
+    };
+    match relative_path(&from, &to) {
+        Some(prefix) => ArtifactLinks::StoreRelative { prefix },
+        None => ArtifactLinks::None,
+    }
+}
+
+/// The relative URL path from directory `from` to directory `to` (both absolute and
+/// canonical), ending in `/` unless empty. `None` when a component is not valid UTF-8.
+fn relative_path(from: &Path, to: &Path) -> Option<String> {
+    let from: Vec<Component<'_>> = from.components().collect();
+    let to: Vec<Component<'_>> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_owned(); from.len() - common];
+    for component in &to[common..] {
+        parts.push(component.as_os_str().to_str()?.to_owned());
+    }
+    Some(parts.iter().map(|part| format!("{part}/")).collect())
+}
+
+/// Reads the batch `batch` names — a stored batch dir, an id or `latest` in `--store`, or an
+/// id through `--coordinator` (one resolver for every command, `commands::batches::resolve`) —
+/// with the root of its local store when it has one.
+async fn load(args: &ReportArgs, batch: &str) -> Result<(ReportInput, Option<PathBuf>), CliError> {
     let source = Source::from_args(&report_source(
         &args.store,
         args.coordinator.as_deref(),
@@ -101,9 +162,14 @@ async fn load(args: &ReportArgs, batch: &str) -> Result<ReportInput, CliError> {
     ))?;
     let Resolved { batch_id, source } = resolve(batch, &source).await?;
     let store = source.store_of(&batch_id);
-    load_report_input(store.as_ref(), &batch_id)
+    let input = load_report_input(store.as_ref(), &batch_id)
         .await
-        .map_err(|e| report_error(e, &format!("in {}", source.describe())))
+        .map_err(|e| report_error(e, &format!("in {}", source.describe())))?;
+    let root = match &source {
+        Source::Local(root) => Some(root.clone()),
+        Source::Remote(_) => None,
+    };
+    Ok((input, root))
 }
 
 /// An unknown or undecided batch is a usage error (exit 2, one clear line); anything else is a
@@ -113,4 +179,29 @@ fn report_error(error: ReportError, place: &str) -> CliError {
         return CliError::usage(format!("{error} ({place})"));
     }
     CliError::Failed(anyhow!(error).context(format!("loading the batch's report {place}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_path;
+    use std::path::Path;
+
+    #[test]
+    fn links_climb_from_the_report_to_the_store() {
+        let check = |from: &str, to: &str, expected: &str| {
+            assert_eq!(
+                relative_path(Path::new(from), Path::new(to)).as_deref(),
+                Some(expected),
+                "{from} -> {to}"
+            );
+        };
+        check("/work/project", "/work/project/.cowork", ".cowork/");
+        check(
+            "/work/project/reports",
+            "/work/project/.cowork",
+            "../.cowork/",
+        );
+        check("/tmp/out", "/work/store", "../../work/store/");
+        check("/work/store", "/work/store", "");
+    }
 }

@@ -1,7 +1,11 @@
 //! A real browser on the reports: headless Chromium (Debian's `chromium`) loads a generated HTML
 //! report file and the coordinator's pages, the test reads the heatmap's cells and numbers from
-//! the RENDERED DOM (`--dump-dom`), and saves screenshots under
-//! `$CARGO_TARGET_TMPDIR/test-output/browser/` for a person (or CI artifact upload) to look at.
+//! the RENDERED DOM (`--dump-dom`), follows the drill-down (every cell to its unit's section,
+//! every strip square to its run's section, every run's files to files that exist), checks the
+//! verdict colours, measures the page's width in the browser at 1,400 and 800 px (a copy of the
+//! page with a measuring script: the report itself has none), and saves screenshots at both
+//! widths under `$CARGO_TARGET_TMPDIR/test-output/browser/` for a person (or CI artifact upload)
+//! to look at.
 //!
 //! Chromium is required: when it is missing the tests fail with the install hint
 //! (`apt-get install -y chromium`), they never skip. As root it needs `--no-sandbox`; every run
@@ -13,8 +17,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::fleet::{Fleet, TOKEN, batch_of};
-use crate::report::{check_heatmap, demo_batch, heatmap_cells};
-use crate::support::{Sandbox, cowork, read_json, workspace_root};
+use crate::report::{check_heatmap, demo_batch, heatmap_cells, http_get};
+use crate::support::{Sandbox, cowork, only_batch_dir, read_json, workspace_root};
 
 /// Wall-clock cap of one Chromium run, enforced by coreutils `timeout` so that a wedged browser
 /// fails the test instead of hanging it; a page of this size renders in about a second.
@@ -86,17 +90,18 @@ fn rendered_dom(url: &str) -> String {
     headless(url, &["--dump-dom"])
 }
 
-/// A 1400×1000 screenshot of `url` saved as `<output dir>/<name>`; checks it is a PNG of at
-/// least `min_bytes` and returns its path. An empty page of the reports' background color
-/// compresses to about 6 kB, so a floor well above that shows the page rendered content.
-fn screenshot(url: &str, name: &str, min_bytes: usize) -> PathBuf {
+/// A screenshot of `url`, `width` pixels wide and 1000 high, saved as `<output dir>/<name>`;
+/// checks it is a PNG of at least `min_bytes` and returns its path. An empty page of the
+/// reports' background color compresses to about 6 kB, so a floor well above that shows the
+/// page rendered content.
+fn screenshot(url: &str, name: &str, width: u32, min_bytes: usize) -> PathBuf {
     let path = output_dir().join(name);
     let _ = std::fs::remove_file(&path);
     headless(
         url,
         &[
             &format!("--screenshot={}", path.display()),
-            "--window-size=1400,1000",
+            &format!("--window-size={width},1000"),
         ],
     );
     let bytes = std::fs::read(&path)
@@ -119,12 +124,140 @@ fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
+/// The script appended to a COPY of a page to measure it in the browser: the page's scroll
+/// width against the viewport, and how far each scrolling table container overflows.
+const MEASURE_SCRIPT: &str = "<script>\
+var d=document.documentElement;\
+d.setAttribute('data-scroll-width',d.scrollWidth);\
+d.setAttribute('data-client-width',d.clientWidth);\
+document.querySelectorAll('.wide').forEach(function(w,i){\
+w.setAttribute('data-overflow',w.scrollWidth-w.clientWidth);});\
+</script>";
+
+/// The page's widths as Chromium lays it out `width` pixels wide: (scroll width, viewport
+/// width, overflow of each `.wide` table container).
+fn measured_widths(html: &str, width: u32) -> (u32, u32, Vec<i64>) {
+    let copy = tempfile::Builder::new()
+        .prefix("cowork-measure-")
+        .suffix(".html")
+        .tempfile()
+        .expect("a temp file");
+    std::fs::write(
+        copy.path(),
+        html.replace("</body>", &format!("{MEASURE_SCRIPT}</body>")),
+    )
+    .expect("writing the measured copy");
+    let dom = headless(
+        &file_url(copy.path()),
+        &["--dump-dom", &format!("--window-size={width},1000")],
+    );
+    let number = |name: &str| -> u32 {
+        attribute_values(&dom, name)
+            .first()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("the measured page has no {name}: {dom}"))
+    };
+    let overflows = attribute_values(&dom, "data-overflow")
+        .iter()
+        .map(|value| value.parse().expect("a number"))
+        .collect();
+    (
+        number("data-scroll-width"),
+        number("data-client-width"),
+        overflows,
+    )
+}
+
+/// Checks that the page does not overflow the viewport at 800 px, and that at 1,400 px no
+/// table needs its scroll container either.
+#[track_caller]
+fn check_widths(html: &str, what: &str) {
+    for width in [1400, 800] {
+        let (scroll, client, overflows) = measured_widths(html, width);
+        assert_eq!(client, width, "{what}: the viewport is {width} px");
+        assert!(
+            scroll <= client,
+            "{what}: the page is {scroll} px wide in a {client} px window"
+        );
+        if width == 1400 {
+            assert!(
+                overflows.iter().all(|overflow| *overflow <= 0),
+                "{what}: a table overflows at 1400 px: {overflows:?}"
+            );
+        }
+    }
+}
+
+/// Every value of attribute `name` in `html`, in order.
+fn attribute_values(html: &str, name: &str) -> Vec<String> {
+    let needle = format!(" {name}=\"");
+    let mut values = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find(&needle) {
+        rest = &rest[start + needle.len()..];
+        let end = rest.find('"').expect("a closed attribute");
+        values.push(rest[..end].to_owned());
+        rest = &rest[end..];
+    }
+    values
+}
+
+/// Every in-page link of the DOM leads to an element that exists, every heatmap cell links to
+/// its unit's section, and every run has a section reachable from its unit's strip. Returns
+/// the number of run sections.
+#[track_caller]
+fn check_drill_down(dom: &str, what: &str) -> usize {
+    let ids: std::collections::HashSet<String> = attribute_values(dom, "id").into_iter().collect();
+    for href in attribute_values(dom, "href") {
+        if let Some(target) = href.strip_prefix('#') {
+            assert!(ids.contains(target), "{what}: link {href} leads nowhere");
+        }
+    }
+    let cells = heatmap_cells(dom);
+    assert!(!cells.is_empty(), "{what}: no heatmap");
+    for cell in &cells {
+        assert!(
+            dom.contains(&format!("data-cell=\"{}\"", cell.id))
+                && dom.contains(&format!("href=\"#unit-{}\"", cell.id)),
+            "{what}: cell {} links to its unit",
+            cell.id
+        );
+        assert!(
+            ids.contains(&format!("unit-{}", cell.id)),
+            "{what}: unit section {}",
+            cell.id
+        );
+    }
+    let run_links = attribute_values(dom, "data-run");
+    let sections = dom.matches("<article class=\"run ").count();
+    assert!(sections > 0, "{what}: no run section");
+    for run in run_links {
+        let anchor = format!("run-{}", run.replace('/', "-"));
+        assert!(ids.contains(&anchor), "{what}: run {run} has no section");
+    }
+    sections
+}
+
+/// The hue of a cell's background, from its `style` attribute (`hsl(<hue>,…)`).
+fn hue_of_cell(dom: &str, cell: &str) -> u32 {
+    let start = dom
+        .find(&format!("data-cell=\"{cell}\""))
+        .unwrap_or_else(|| panic!("cell {cell}"));
+    let style = &dom[start..];
+    let hue_start = style.find("hsl(").expect("a coloured cell") + 4;
+    let hue_end = style[hue_start..].find(',').expect("a hue") + hue_start;
+    style[hue_start..hue_end].parse().expect("a numeric hue")
+}
+
 #[test]
 fn browser_renders_the_generated_html_report_with_its_heatmap() {
     let sandbox = Sandbox::empty();
     let batch_dir = demo_batch(&sandbox);
     let rollup = read_json(&batch_dir.join("rollup.json"));
-    let html_file = sandbox.path().join("report.html");
+    // Written beside the store, one level down: its links to the runs' files climb into it.
+    let report_dir = sandbox.path().join("reports");
+    std::fs::create_dir_all(&report_dir).expect("a reports dir");
+    let html_file = report_dir.join("report.html");
     cowork(
         sandbox.path(),
         &[
@@ -141,7 +274,7 @@ fn browser_renders_the_generated_html_report_with_its_heatmap() {
     assert!(dom.contains("<html lang=\"en\"><head>"), "{dom}");
     check_heatmap(&dom, &rollup, "rendered report.html");
     assert!(
-        dom.contains("SIMULATED — 20 of 20 folded run(s) came from the sim executor"),
+        dom.contains("SIMULATED — 20 of 20 run(s) came from the sim executor"),
         "the banner is rendered"
     );
     // Attributes escaped in the file read back as plain text in the DOM.
@@ -149,10 +282,115 @@ fn browser_renders_the_generated_html_report_with_its_heatmap() {
         dom.contains("<th>skill_dir=skills/v1/csv-report</th>"),
         "{dom}"
     );
+    // A section per run, each reachable from its cell's strip.
+    assert_eq!(check_drill_down(&dom, "report.html"), 20);
+    // Verdict colours: every demo cell fails at min pass rate 100%, so every cell is red,
+    // whatever its pass rate (4/5 included).
+    for cell in heatmap_cells(&dom) {
+        let hue = hue_of_cell(&dom, &cell.id);
+        match cell.state.as_str() {
+            "fail" => assert_eq!(hue, 356, "{cell:?}"),
+            "pass" => assert_eq!(hue, 137, "{cell:?}"),
+            other => panic!("unexpected state {other}"),
+        }
+    }
+    // The runs' files: every link resolves, from the report's directory, to a stored file.
+    let artifacts: Vec<String> = attribute_values(&dom, "href")
+        .into_iter()
+        .filter(|href| !href.starts_with('#'))
+        .collect();
+    assert!(artifacts.len() >= 20, "{artifacts:?}");
+    for href in &artifacts {
+        let target = report_dir.join(href);
+        assert!(target.is_file(), "{href} resolves to {}", target.display());
+    }
+    // And Chromium opens one: the stored result, as JSON.
+    let result_link = artifacts
+        .iter()
+        .find(|href| href.ends_with("c0/r0/result.json"))
+        .expect("the first run's result is linked");
+    let opened = rendered_dom(&file_url(&report_dir.join(result_link)));
+    assert!(
+        opened.contains("&quot;verdict&quot;") || opened.contains("\"verdict\""),
+        "{opened}"
+    );
 
-    // A report with its heatmap, tables and banner is well over 100 kB.
-    let png = screenshot(&file_url(&html_file), "report.png", 60_000);
-    eprintln!("screenshot of the report: {}", png.display());
+    let html = std::fs::read_to_string(&html_file).expect("the report");
+    check_widths(&html, "report.html");
+    // A report with its heatmap, tables and banner is well over 100 kB at full size.
+    for width in [1400, 800] {
+        let png = screenshot(
+            &file_url(&html_file),
+            &format!("report-{width}.png"),
+            width,
+            40_000,
+        );
+        eprintln!("screenshot of the report at {width} px: {}", png.display());
+    }
+}
+
+#[test]
+fn browser_renders_an_eval_report_led_by_its_ab_result() {
+    let sandbox = Sandbox::empty();
+    let store = sandbox.store().display().to_string();
+    let out = cowork(
+        &workspace_root(),
+        &[
+            "eval",
+            "--a",
+            "examples/demo/skills/v1/csv-report",
+            "--b",
+            "examples/demo/eval/skills/csv-report-worse/csv-report",
+            "examples/demo/scenarios",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "examples/demo/eval/sim-profile.yaml",
+            "--quiet",
+            "--store",
+            &store,
+        ],
+    );
+    out.expect_code(1);
+    let batch_dir = only_batch_dir(&sandbox.store());
+    let eval = read_json(&batch_dir.join("eval.json"));
+    let html_file = sandbox.path().join("eval.html");
+    cowork(
+        sandbox.path(),
+        &[
+            "report",
+            &batch_dir.display().to_string(),
+            "-o",
+            &html_file.display().to_string(),
+        ],
+    )
+    .expect_code(0);
+    let dom = rendered_dom(&file_url(&html_file));
+    // The A/B result comes first, with the verdict the interval agrees with.
+    let lead = dom.find("<section id=\"eval\"").expect("the A/B section");
+    assert!(lead < dom.find("<section id=\"heatmap\">").expect("the heatmap"));
+    assert_eq!(eval["overall"]["verdict"], "bWorse");
+    assert!(dom.contains("<h1>cowork eval <code>"), "{dom}");
+    assert!(dom.contains("<span class=\"verdict b-worse\">B worse</span>"));
+    assert!(dom.contains("would appear by chance"), "p in words");
+    // Arms are arms: blue cells without a verdict of their own.
+    let cells = heatmap_cells(&dom);
+    assert_eq!(cells.len(), 4);
+    for cell in &cells {
+        assert_eq!(cell.state, "arm", "{cell:?}");
+        assert_eq!(hue_of_cell(&dom, &cell.id), 212, "{cell:?}");
+    }
+    assert_eq!(check_drill_down(&dom, "eval.html"), 40);
+    let html = std::fs::read_to_string(&html_file).expect("the report");
+    check_widths(&html, "eval.html");
+    for width in [1400, 800] {
+        screenshot(
+            &file_url(&html_file),
+            &format!("eval-report-{width}.png"),
+            width,
+            40_000,
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,17 +438,65 @@ async fn browser_renders_the_coordinator_pages() {
         "{dom}"
     );
     // One row of the batch list: about 28 kB.
-    screenshot(&ui, "coordinator-ui.png", 15_000);
+    screenshot(&ui, "coordinator-ui.png", 1400, 15_000);
 
     // The batch's report page, opened the way the list links it.
     let page = format!("{base}/v1/batches/{batch}/report?format=html&token={TOKEN}");
     let dom = rendered_dom(&page);
     check_heatmap(&dom, &rollup, "coordinator report page");
-    let png = screenshot(&page, "coordinator-report.png", 60_000);
-    eprintln!(
-        "screenshot of the coordinator's report page: {}",
-        png.display()
+    assert_eq!(check_drill_down(&dom, "coordinator report page"), 20);
+    // The runs' files link to the artifact route, with the page's token, and open.
+    let artifacts: Vec<String> = attribute_values(&dom, "href")
+        .into_iter()
+        .filter(|href| href.starts_with("artifacts/"))
+        .collect();
+    assert!(artifacts.len() >= 20, "{artifacts:?}");
+    let port: u16 = base
+        .rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .expect("the coordinator's port");
+    for href in artifacts
+        .iter()
+        .filter(|href| href.contains("/result.json"))
+    {
+        let href = href.replace("&amp;", "&");
+        assert!(href.ends_with(&format!("?token={TOKEN}")), "{href}");
+        let (status, headers, body) = http_get(port, &format!("/v1/batches/{batch}/{href}"), None);
+        assert_eq!(status, 200, "{href}: {body}");
+        assert!(
+            headers.contains("content-type: application/json"),
+            "{headers}"
+        );
+        assert!(
+            headers.contains("x-content-type-options: nosniff"),
+            "{headers}"
+        );
+        let key = format!("batches/{batch}/{}", href.trim_start_matches("artifacts/"));
+        let key = key.split('?').next().expect("a path");
+        assert_eq!(body.as_bytes(), fleet.object(key), "{href}");
+    }
+    let (status, _, _) = http_get(
+        port,
+        &format!(
+            "/v1/batches/{batch}/{}",
+            artifacts[0].split('?').next().expect("a path")
+        ),
+        None,
     );
+    assert_eq!(status, 401, "an artifact without a token is refused");
+    for width in [1400, 800] {
+        let png = screenshot(
+            &page,
+            &format!("coordinator-report-{width}.png"),
+            width,
+            40_000,
+        );
+        eprintln!(
+            "screenshot of the coordinator's report page at {width} px: {}",
+            png.display()
+        );
+    }
 
     // Without the token the browser gets the refusal, not the page.
     let refused = rendered_dom(&format!("{base}/v1/batches/{batch}/report?format=html"));

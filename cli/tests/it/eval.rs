@@ -1,8 +1,10 @@
-//! `cowork eval` with the sim executor (issue 6, item 1): the demo skill against a worse variant
-//! reports B worse with a significant McNemar p, the demo skill against itself reports no
-//! detectable difference, the arms are labelled in every output, and a refused eval exits 2
-//! having written nothing. Through a fleet (`--coordinator … --watch`) the same eval gives the
-//! same report, stored by the coordinator; `cowork report` of an eval batch shows its A/B table.
+//! `cowork eval` with the sim executor: the demo skill against a worse variant reports B worse
+//! with a significant McNemar p and an interval that agrees with it, the demo skill against
+//! itself reports no detectable difference, the arms are labelled in every output, an eval with
+//! no complete pair exits 2, `--fail-on` picks the verdicts that exit 1, and a refused eval
+//! exits 2 having written nothing. Through a fleet (`--coordinator … --watch`) the same eval
+//! gives the same report, stored by the coordinator; `cowork report` of an eval batch leads with
+//! its A/B result.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -165,7 +167,44 @@ fn the_demo_skill_against_a_worse_variant_reports_b_worse() {
 
     check_arm_labels(&sandbox, &out, &report, (ARM_V1, ARM_WORSE));
     simulated_banner(&out, &report);
-    out.expect_stderr("verdict (overall, alpha 0.05): B worse");
+    out.expect_stderr("verdict (overall, alpha 0.05): B worse")
+        .expect_stderr("a difference at least this large would appear by chance")
+        .expect_stderr(
+            "with 10 runs per arm a difference under 60 points cannot be told from noise",
+        )
+        .expect_stderr("at least ~39 runs per arm would detect 20 points");
+    check_interval_agrees_with_verdict(&out, &report);
+}
+
+/// In every comparison the interval excludes 0 exactly when the verdict names a difference,
+/// on the side it names; the method is stated in the JSON and cites nothing a user cannot read.
+fn check_interval_agrees_with_verdict(out: &Output, report: &Value) {
+    let comparisons = std::iter::once(&report["overall"]).chain(array(report, "scenarios"));
+    for comparison in comparisons {
+        let diff = &comparison["diff"];
+        let (low, high) = (number(diff, "low"), number(diff, "high"));
+        let agrees = match comparison["verdict"].as_str() {
+            Some("bWorse") => high < 0.0,
+            Some("bBetter") => low > 0.0,
+            Some("noDetectableDifference") => low <= 0.0 && high >= 0.0,
+            other => out.fail(&format!("unknown verdict {other:?}")),
+        };
+        if !agrees {
+            out.fail(&format!(
+                "the interval contradicts the verdict: {comparison}"
+            ));
+        }
+    }
+    let method = report["intervalMethod"].as_str().unwrap_or_default();
+    assert!(method.contains("Clopper–Pearson"), "{method}");
+    for text in [&report["decisionRule"], &report["intervalMethod"]] {
+        let text = text.as_str().unwrap_or_default();
+        assert!(
+            !text.contains('§') && !text.contains("contract"),
+            "user-facing text cites a document: {text}"
+        );
+    }
+    assert_eq!(report["sensitivity"]["minDiscordantPairs"], 6);
 }
 
 #[test]
@@ -202,6 +241,76 @@ fn the_demo_skill_against_itself_reports_no_detectable_difference() {
     let batch_dir = only_batch_dir(&sandbox.store());
     let results = array(&read_json(&batch_dir.join("envelope.json")), "results").len();
     assert_eq!(results, 40, "{}", out.context());
+}
+
+#[test]
+fn an_eval_with_no_complete_pair_exits_2_saying_there_is_nothing_to_compare() {
+    // Every run of arm B stops at an unanswered gate: no pair completes in both arms.
+    let sandbox = Sandbox::empty();
+    let profile = sandbox.path().join("b-never-answers.yaml");
+    std::fs::write(
+        &profile,
+        "rules:\n  - arm: b\n    unanswered_rate: 1.0\n  - pass_rate: 0.9\n",
+    )
+    .expect("writing the profile");
+    let profile = profile.display().to_string();
+    for fail_on in ["b-worse", "never", "any-difference"] {
+        let sandbox = Sandbox::empty();
+        let out = eval(
+            &sandbox,
+            (ARM_V1, ARM_WORSE),
+            &profile,
+            &["--runs", "3", "--fail-on", fail_on],
+        );
+        out.expect_code(2)
+            .expect_stderr("error: nothing to compare: no run completed in both arms")
+            .expect_stderr("verdict (overall, alpha 0.05): nothing to compare");
+        // The report is still written: it is the record of what ran.
+        let report = report_everywhere(&sandbox, &out);
+        assert_eq!(report["overall"]["pairs"], 0, "{}", out.context());
+        assert_eq!(report["overall"]["excludedPairs"], 6, "{}", out.context());
+    }
+}
+
+#[test]
+fn fail_on_picks_the_verdicts_that_exit_1() {
+    // B worse: exits 1 under b-worse and any-difference, 0 under never.
+    for (fail_on, expected) in [("b-worse", 1), ("any-difference", 1), ("never", 0)] {
+        let sandbox = Sandbox::empty();
+        let out = eval(
+            &sandbox,
+            (ARM_V1, ARM_WORSE),
+            EVAL_PROFILE,
+            &["--runs", "10", "--fail-on", fail_on],
+        );
+        out.expect_code(expected)
+            .expect_stderr("verdict (overall, alpha 0.05): B worse");
+    }
+    // B better (a profile that makes arm A the weak one): only any-difference fails.
+    let profile_dir = Sandbox::empty();
+    let profile = profile_dir.path().join("a-weaker.yaml");
+    std::fs::write(
+        &profile,
+        "rules:\n  - arm: a\n    pass_rate: 0.2\n  - pass_rate: 0.95\n",
+    )
+    .expect("writing the profile");
+    let profile = profile.display().to_string();
+    for (fail_on, expected) in [("b-worse", 0), ("any-difference", 1), ("never", 0)] {
+        let sandbox = Sandbox::empty();
+        let out = eval(
+            &sandbox,
+            (ARM_WORSE, ARM_V1),
+            &profile,
+            &["--runs", "10", "--fail-on", fail_on],
+        );
+        out.expect_code(expected)
+            .expect_stderr("verdict (overall, alpha 0.05): B better");
+    }
+    check_refused(
+        (ARM_V1, ARM_WORSE),
+        &["--fail-on", "b-better"],
+        &["--fail-on"],
+    );
 }
 
 /// Runs an eval that must be refused: exit 2, every fragment on stderr, nothing on stdout and no
@@ -310,7 +419,10 @@ fn eval_help_documents_the_flags_and_exit_codes() {
         "--output-format",
         "--output <FILE>",
         "Exit codes: 0",
-        "1 B worse",
+        "--fail-on",
+        "b-worse",
+        "any-difference",
+        "2 nothing to compare",
         "cowork eval --a",
     ] {
         if !out.stdout.contains(fragment) {
@@ -470,7 +582,8 @@ fn the_report_of_an_eval_batch_shows_the_ab_table_with_labelled_arms() {
     html.expect_code(0);
     let page = &html.stdout;
     for fragment in [
-        "<section id=\"eval\">",
+        "<section id=\"eval\" class=\"ab\">",
+        "<h2>A/B result: <span class=\"verdict b-worse\">B worse</span></h2>",
         &format!("arm A = <code>{ARM_V1}</code>"),
         &format!("arm B = <code>{ARM_WORSE}</code>"),
         "<th class=\"num\">interval</th>",
@@ -490,9 +603,9 @@ fn the_report_of_an_eval_batch_shows_the_ab_table_with_labelled_arms() {
         .unwrap_or_else(|| html.fail("no overall row"));
     let diff = &eval_report["overall"]["diff"];
     let interval = format!(
-        "[{:+.3}, {:+.3}]",
-        number(diff, "low"),
-        number(diff, "high")
+        "[{:+.0}, {:+.0}]",
+        (number(diff, "low") * 100.0).round(),
+        (number(diff, "high") * 100.0).round()
     );
     for fragment in [interval.as_str(), "<strong>B worse</strong>"] {
         assert!(

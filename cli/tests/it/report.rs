@@ -225,7 +225,10 @@ fn report_renders_the_demo_matrix_as_html_junit_markdown_and_json() {
         )),
         "{markdown}"
     );
-    assert!(markdown.contains("> **SIMULATED — 20 of 20 folded run(s)"));
+    assert!(markdown.contains(
+        "> **SIMULATED — 20 of 20 run(s) came from the sim executor, not from cowork-harness \
+         (20 folded into the verdicts)"
+    ));
     for cell in cells {
         let row_start = format!("| `c{}` ", cell["index"]);
         let row = markdown
@@ -286,7 +289,7 @@ fn report_of_an_unknown_batch_exits_2_with_a_clear_message() {
 }
 
 /// One HTTP/1.1 GET on the coordinator: (status, lower-cased headers, body).
-fn http_get(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
+pub fn http_get(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the api");
     let mut request = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
     if let Some(token) = bearer {
@@ -314,6 +317,74 @@ fn http_get(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, Stri
         "a rendered page has a length: {head}"
     );
     (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// A coordinator report page with its file links turned back into named keys, as a report
+/// read through the API shows them: `<a href="…" data-artifact="K">N</a>` becomes
+/// `<code title="K">N</code>`.
+fn unlink_artifacts(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    let mut rest = page;
+    while let Some(start) = rest.find("<a href=\"artifacts/") {
+        out.push_str(&rest[..start]);
+        let link = &rest[start..];
+        let key_start = link.find(" data-artifact=\"").expect("a data-artifact") + 16;
+        let key_end = link[key_start..].find('"').expect("a closed key") + key_start;
+        let name_start = link[key_end..].find('>').expect("a closed tag") + key_end + 1;
+        let name_end = link[name_start..].find("</a>").expect("a closed link") + name_start;
+        out.push_str(&format!(
+            "<code title=\"{}\">{}</code>",
+            &link[key_start..key_end],
+            &link[name_start..name_end]
+        ));
+        rest = &link[name_end + 4..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn report_of_an_interrupted_batch_judges_what_ran_and_names_what_never_ran() {
+    let sandbox = Sandbox::empty();
+    let batch_dir = demo_batch(&sandbox);
+    // What a Ctrl-C'd `cowork run` leaves: no rollup or envelope, and jobs that never ran.
+    for file in ["rollup.json", "envelope.json"] {
+        std::fs::remove_file(batch_dir.join(file)).expect("removing a decided document");
+    }
+    for job in ["c3/r3", "c3/r4"] {
+        std::fs::remove_dir_all(batch_dir.join("jobs").join(job)).expect("removing a job");
+    }
+    let dir = batch_dir.display().to_string();
+    let json = report(sandbox.path(), &[&dir, "--format", "json"]);
+    json.expect_code(0)
+        .expect_stderr("never finished")
+        .expect_stderr("2 job(s) never ran");
+    let summary = json.envelope();
+    assert_eq!(
+        summary["incomplete"]["neverRan"],
+        serde_json::json!(["c3/r3", "c3/r4"])
+    );
+    assert_eq!(summary["units"][3]["status"], "incomplete");
+    assert_eq!(summary["units"][3]["completed"], 3);
+    let html = report(sandbox.path(), &[&dir]);
+    html.expect_code(0);
+    for fragment in [
+        "<span class=\"verdict incomplete\">INCOMPLETE</span>",
+        "<p id=\"never-ran\">Never ran: <code>c3/r3</code> <code>c3/r4</code></p>",
+        "data-cell=\"c3\" data-state=\"incomplete\"",
+    ] {
+        if !html.stdout.contains(fragment) {
+            html.fail(&format!("the report lacks {fragment:?}"));
+        }
+    }
+    // JUnit still parses and says which unit was not decided.
+    let junit = report(sandbox.path(), &[&dir, "--format", "junit"]);
+    junit.expect_code(0);
+    assert!(
+        junit.stdout.contains("type=\"incomplete\""),
+        "{}",
+        junit.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +433,17 @@ async fn report_through_the_coordinator_matches_its_report_route() {
         "{head}"
     );
     assert!(head.contains("cache-control: no-store"), "{head}");
-    assert_eq!(body, remote.stdout, "route and cowork report agree");
+    // The same page up to the runs' file links: the route links them to its artifact route,
+    // a report read through the API names them.
+    assert!(
+        body.contains("<a href=\"artifacts/jobs/c0/r0/result.json\""),
+        "{body}"
+    );
+    assert_eq!(
+        unlink_artifacts(&body),
+        remote.stdout,
+        "route and cowork report agree"
+    );
     let (status, _, body) = http_get(
         port,
         &format!("/v1/batches/{batch}/report?format=markdown"),

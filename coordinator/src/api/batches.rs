@@ -427,7 +427,7 @@ pub(crate) async fn report(
     axum::extract::Query(query): axum::extract::Query<super::pages::PageQuery>,
 ) -> Result<Response, ApiFailure> {
     if let Some(format) = query.format.as_deref() {
-        return super::pages::report(&service, &id, format).await;
+        return super::pages::report(&service, &id, format, query.token.clone()).await;
     }
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
@@ -476,36 +476,15 @@ pub(crate) async fn artifacts(
     }
 }
 
-/// `GET /v1/batches/{id}/artifacts/{*path}`: one stored object of the batch, verified against
-/// its recorded sha256 by the store.
-pub(crate) async fn artifact(
-    State(service): State<Arc<Service>>,
-    Path((id, path)): Path<(String, String)>,
-) -> Result<Response, ApiFailure> {
-    let batch_id = parse_id(&id)?;
-    record_of(&service, &batch_id).await?;
-    let key = format!("batches/{batch_id}/{path}");
-    // The store refuses keys with `..` or empty segments, so a path cannot leave the batch.
-    match service.ports.store.get(&key).await {
-        Ok(bytes) => {
-            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
-        }
-        Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => Err(
-            ApiFailure::not_found(&format!("artifact {path} of batch {batch_id}")),
-        ),
-        Err(error) => {
-            let transient = error.is_transient();
-            Err(ApiFailure::port("reading the artifact", &error, transient))
-        }
-    }
-}
-
 /// A batch id from the path; an id that cannot exist is simply not found.
-fn parse_id(id: &str) -> Result<BatchId, ApiFailure> {
+pub(crate) fn parse_id(id: &str) -> Result<BatchId, ApiFailure> {
     BatchId::new(id).map_err(|_| ApiFailure::not_found(&format!("batch {id:?}")))
 }
 
-async fn record_of(service: &Service, batch_id: &BatchId) -> Result<BatchRecord, ApiFailure> {
+pub(crate) async fn record_of(
+    service: &Service,
+    batch_id: &BatchId,
+) -> Result<BatchRecord, ApiFailure> {
     match service.ports.batches.get(batch_id).await {
         Ok(Some((record, _))) => Ok(record),
         Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),

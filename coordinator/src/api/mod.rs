@@ -5,8 +5,9 @@
 //!   batches.
 //! - [`workers`]: the worker registry.
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
-//! - [`pages`]: `GET /v1/batches/{id}/report?format=…` and the batch list `GET /v1/ui`, for
-//!   browsers: these two routes also accept the token as `?token=` (see [`pages`]).
+//! - [`pages`]: `GET /v1/batches/{id}/report?format=…`, a stored artifact
+//!   `GET /v1/batches/{id}/artifacts/<path>` and the batch list `GET /v1/ui`, for browsers:
+//!   these routes also accept the token as `?token=` (see [`pages`]).
 //!
 //! Every `/v1/*` route requires `Authorization: Bearer <token>` matching one of the configured
 //! tokens; the check runs before the handler (and so before a request body is read), and a
@@ -55,15 +56,16 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
-        .route("/v1/batches/{id}/artifacts/{*path}", get(batches::artifact))
         .route("/v1/workers", get(workers::list))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&service),
             require_bearer,
         ));
-    // Pages a browser opens: the same auth, plus `?token=` (see `pages`).
+    // Pages a browser opens: the same auth, plus `?token=` (see `pages`). A stored artifact
+    // is one of them: the HTML report links each run's files.
     let browser_pages = Router::new()
         .route("/v1/batches/{id}/report", get(batches::report))
+        .route("/v1/batches/{id}/artifacts/{*path}", get(pages::artifact))
         .route("/v1/ui", get(pages::ui))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&service),

@@ -1,32 +1,36 @@
 //! Pages people open in a browser: a batch's report in any format
-//! (`GET /v1/batches/{id}/report?format=html|junit|markdown|json`) and the batch list
-//! (`GET /v1/ui`).
+//! (`GET /v1/batches/{id}/report?format=html|junit|markdown|json`), the stored files its runs
+//! link to (`GET /v1/batches/{id}/artifacts/<path>`) and the batch list (`GET /v1/ui`).
 //!
-//! Both routes sit behind the same bearer auth as every `/v1/*` route, and — because a browser
+//! These routes sit behind the same bearer auth as every `/v1/*` route, and — because a browser
 //! cannot easily send an `Authorization` header when a link is clicked — they ALSO accept the
 //! token as a query parameter, `?token=<token>`, checked with the same constant-time
 //! [`Service::authorizes`]. No other route accepts `?token=`. A token in a URL can end up in
 //! browser history and in the logs of proxies in between, so the pages answer with
 //! `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and a content security policy
 //! that allows nothing but the page's inline style; the coordinator itself logs only paths,
-//! never query strings.
+//! never query strings. An artifact is served as plain text (JSON as JSON) with `nosniff`, so a
+//! file an agent wrote can never run as a page.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
 use cowork_schema::registry::BatchState;
 use serde::Deserialize;
 
+use super::batches::{parse_id, record_of};
 use super::{ApiFailure, bearer_token};
 use crate::report::load_report_input;
 use crate::server::Service;
 use cowork_core::report::{
-    render_batch_list, render_html, render_json, render_junit, render_markdown,
+    ArtifactLinks, HtmlOptions, render_batch_list, render_html, render_json, render_junit,
+    render_markdown,
 };
 
 /// The content security policy of the HTML pages: inline style only, nothing loaded.
@@ -99,6 +103,10 @@ pub(crate) async fn require_bearer_or_query_token(
 
 /// Headers every page answer carries (see the module documentation).
 fn page_response(content_type: &'static str, body: String) -> Response {
+    page_bytes(content_type, body.into_bytes())
+}
+
+fn page_bytes(content_type: &'static str, body: Vec<u8>) -> Response {
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -118,12 +126,16 @@ fn page_response(content_type: &'static str, body: String) -> Response {
 }
 
 /// `GET /v1/batches/{id}/report?format=…`: the batch's report in `format`, rendered from the
-/// stored batch; `404` until the batch is done, `400` for an unknown format.
+/// stored batch; `404` until the batch is done or cancelled (a cancelled batch's report judges
+/// what ran and is marked incomplete), `400` for an unknown format. The HTML page links each
+/// run's stored files through the artifact route, carrying the page's `token` when it was
+/// opened with one.
 #[tracing::instrument(skip_all, fields(batch_id = %id))]
 pub(crate) async fn report(
     service: &Service,
     id: &str,
     format: &str,
+    token: Option<String>,
 ) -> Result<Response, ApiFailure> {
     let Some(format) = ReportFormat::parse(format) else {
         return Err(ApiFailure::bad_request(
@@ -146,7 +158,7 @@ pub(crate) async fn report(
             ));
         }
     };
-    if record.state != BatchState::Done {
+    if !matches!(record.state, BatchState::Done | BatchState::Cancelled) {
         return Err(ApiFailure::not_found(&format!(
             "report of batch {batch_id} (the batch is {})",
             record.state.as_str()
@@ -164,9 +176,12 @@ pub(crate) async fn report(
             return Err(ApiFailure::port("loading the report", &error, transient));
         }
     };
+    let options = HtmlOptions {
+        links: ArtifactLinks::Coordinator { token },
+    };
     // Rendering is CPU work proportional to the batch's runs (style rule 15).
     let body = tokio::task::spawn_blocking(move || match format {
-        ReportFormat::Html => render_html(&input),
+        ReportFormat::Html => render_html(&input, &options),
         ReportFormat::Junit => render_junit(&input),
         ReportFormat::Markdown => render_markdown(&input),
         ReportFormat::Json => render_json(&input),
@@ -174,6 +189,51 @@ pub(crate) async fn report(
     .await
     .map_err(|error| ApiFailure::port("rendering the report", &error, false))?;
     Ok(page_response(format.content_type(), body))
+}
+
+/// `GET /v1/batches/{id}/artifacts/{*path}`: one stored object of the batch, verified against
+/// its recorded sha256 by the store. Served as text (JSON as JSON) with the pages' headers, so
+/// a browser shows it and never runs it; API clients read the bytes whatever the type.
+#[tracing::instrument(skip_all, fields(batch_id = %id))]
+pub(crate) async fn artifact(
+    State(service): State<Arc<Service>>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, ApiFailure> {
+    let batch_id = parse_id(&id)?;
+    record_of(&service, &batch_id).await?;
+    let key = format!("batches/{batch_id}/{path}");
+    // The store refuses keys with `..` or empty segments, so a path cannot leave the batch.
+    match service.ports.store.get(&key).await {
+        Ok(bytes) => {
+            let mut response = page_bytes(artifact_content_type(&path), bytes);
+            // A report opened from the page must not be able to load anything either.
+            response.headers_mut().insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("inline"),
+            );
+            Ok(response)
+        }
+        Err(ArtifactError::NotFound { .. } | ArtifactError::InvalidKey { .. }) => Err(
+            ApiFailure::not_found(&format!("artifact {path} of batch {batch_id}")),
+        ),
+        Err(error) => {
+            let transient = error.is_transient();
+            Err(ApiFailure::port("reading the artifact", &error, transient))
+        }
+    }
+}
+
+/// The type an artifact is served as: JSON as JSON, the rendered report as HTML, everything
+/// else (logs, event streams, cassettes) as plain text, which a browser displays as it is.
+fn artifact_content_type(path: &str) -> &'static str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if name.ends_with(".json") {
+        "application/json"
+    } else if name.ends_with(".html") {
+        "text/html; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
+    }
 }
 
 /// `GET /v1/ui`: the batch list page, with links to each done batch's reports.
@@ -194,7 +254,27 @@ pub(crate) async fn ui(
 
 #[cfg(test)]
 mod tests {
-    use super::ReportFormat;
+    use super::{ReportFormat, artifact_content_type};
+
+    #[test]
+    fn artifacts_are_served_as_text_json_or_the_report() {
+        assert_eq!(
+            artifact_content_type("jobs/c0/r1/result.json"),
+            "application/json"
+        );
+        assert_eq!(
+            artifact_content_type("jobs/c0/r1/harness.stderr.log"),
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(
+            artifact_content_type("jobs/c0/r1/events.jsonl"),
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(
+            artifact_content_type("report.html"),
+            "text/html; charset=utf-8"
+        );
+    }
 
     #[test]
     fn report_formats_parse_with_their_short_names() {

@@ -5,7 +5,9 @@
 //! - `files-repeat`: both demo scenarios with `--repeat 4 --stop-on-diverge`: one unit stops
 //!   early and two runs are discarded;
 //! - `matrix-plain`: the demo matrix without repeat, `--seed 3 --max-cells 3`: one failing cell
-//!   and one cell cut by the cap.
+//!   and one cell cut by the cap;
+//! - `eval`: `cowork eval` of the demo skill against its worse variant on both demo scenarios,
+//!   `--runs 3` (per-job `envelope.json` files left out).
 //!
 //! Expected numbers are taken from the stored rollups and results, never from the renderers.
 
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
+use cowork_schema::ids::UnitRef;
 use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_schema::rollup::StopReason;
 use quick_xml::events::Event;
@@ -82,6 +85,11 @@ fn raw_results(case: &str) -> Vec<(String, Value)> {
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found
+}
+
+/// The HTML report with the files named, not linked.
+fn html(input: &ReportInput) -> String {
+    render_html(input, &HtmlOptions::default())
 }
 
 #[track_caller]
@@ -160,14 +168,8 @@ async fn load_errors_name_the_key() {
         "batch 20000101-000000-000000 not found: batches/20000101-000000-000000/spec.json does not exist"
     );
 
-    let (dir, batch) = copied_fixture("matrix-repeat");
-    let batch_dir = dir.path().join("batches").join(batch.as_str());
-    std::fs::remove_file(batch_dir.join("rollup.json")).expect("removing the rollup");
-    let error = load_report_input(&DirArtifactStore::new(dir.path()), &batch)
-        .await
-        .expect_err("a batch without rollup is not decided");
-    assert!(matches!(error, ReportError::NotDecided { .. }), "{error}");
-    assert_contains(&error.to_string(), &format!("batches/{batch}/rollup.json"));
+    // A batch without a rollup is no error any more: it is judged from its stored runs (see
+    // `an_interrupted_batch_is_judged_on_what_ran`).
 
     let (dir, batch) = copied_fixture("matrix-repeat");
     let batch_dir = dir.path().join("batches").join(batch.as_str());
@@ -183,13 +185,336 @@ async fn load_errors_name_the_key() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Job records, interrupted batches, wall time.
+// ---------------------------------------------------------------------------------------------
+
+/// The record a worker stores for a job (`schema::event::JobRecord`), as JSON.
+fn job_record(outcome: Value, artifacts: &[&str], attempt: u32, generation: u32) -> Value {
+    let artifacts: Vec<Value> = artifacts
+        .iter()
+        .map(|key| serde_json::json!({"key": key, "size": 1, "sha256": "0".repeat(64)}))
+        .collect();
+    let mut record = serde_json::json!({
+        "outcome": outcome,
+        "artifacts": artifacts,
+        "attempt": attempt,
+        "workerId": "w9",
+        "harnessVersion": "sim-0.1.0",
+        "exitCode": 0,
+        "runMs": 42,
+    });
+    if generation > 0 {
+        record["generation"] = Value::from(generation);
+    }
+    record
+}
+
+fn completed_outcome(result: &Value) -> Value {
+    let run = cowork_schema::verdict::view_with_rederived_verdict(result).expect("a valid result");
+    serde_json::to_value(cowork_schema::event::JobOutcome::Completed { run }).expect("serializable")
+}
+
+fn write_json(path: &Path, value: &Value) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("creating a directory");
+    }
+    std::fs::write(path, serde_json::to_vec(value).expect("serializable")).expect("writing");
+}
+
+#[tokio::test]
+async fn job_files_are_found_through_their_records() {
+    let (dir, batch) = copied_fixture("matrix-repeat");
+    let jobs = dir.path().join("batches").join(batch.as_str()).join("jobs");
+    let prefix = format!("batches/{batch}/jobs");
+    // c0/r1: the folded attempt was the second delivery, its files under g0a2/.
+    let result: Value = serde_json::from_slice(
+        &std::fs::read(jobs.join("c0/r1/result.json")).expect("a fixture result"),
+    )
+    .expect("JSON");
+    std::fs::create_dir_all(jobs.join("c0/r1/g0a2")).expect("attempt dir");
+    std::fs::rename(
+        jobs.join("c0/r1/result.json"),
+        jobs.join("c0/r1/g0a2/result.json"),
+    )
+    .expect("moving the result");
+    let attempt_key = format!("{prefix}/c0/r1/g0a2/result.json");
+    write_json(
+        &jobs.join("c0/r1/outcome.json"),
+        &job_record(completed_outcome(&result), &[&attempt_key], 2, 0),
+    );
+    // c0/r2: paid for, but its result could not be stored; the record says so.
+    std::fs::remove_file(jobs.join("c0/r2/result.json")).expect("removing the result");
+    let error = serde_json::json!({"kind": "error", "category": "infra_after_spend",
+        "message": "uploading the result failed after 10 min: access denied"});
+    write_json(
+        &jobs.join("c0/r2/outcome.json"),
+        &job_record(error, &[], 1, 0),
+    );
+    // c0/r3: resumed; the record of generation 1 wins over generation 0's.
+    let result_r3: Value = serde_json::from_slice(
+        &std::fs::read(jobs.join("c0/r3/result.json")).expect("a fixture result"),
+    )
+    .expect("JSON");
+    let stale = serde_json::json!({"kind": "error", "category": "infra", "message": "bundle"});
+    write_json(
+        &jobs.join("c0/r3/outcome.json"),
+        &job_record(stale, &[], 3, 0),
+    );
+    let g1_key = format!("{prefix}/c0/r3/g1a1/result.json");
+    write_json(&jobs.join("c0/r3/g1a1/result.json"), &result_r3);
+    write_json(
+        &jobs.join("c0/r3/g1/outcome.json"),
+        &job_record(completed_outcome(&result_r3), &[&g1_key], 1, 1),
+    );
+
+    let input = load_report_input(&DirArtifactStore::new(dir.path()), &batch)
+        .await
+        .expect("the batch loads");
+    let run = |repeat: u32| {
+        input
+            .runs
+            .iter()
+            .find(|run| run.unit == UnitRef::Cell(0) && run.repeat_index == Some(repeat))
+            .unwrap_or_else(|| panic!("c0/r{repeat} is loaded"))
+    };
+    assert_eq!(run(1).result, result);
+    assert_eq!(run(1).artifacts, std::slice::from_ref(&attempt_key));
+    assert_eq!(run(1).record.as_ref().map(|record| record.attempt), Some(2));
+    assert_eq!(
+        run(2).outcome,
+        RunOutcome::Error {
+            category: "infra_after_spend".to_owned(),
+            message: "uploading the result failed after 10 min: access denied".to_owned()
+        }
+    );
+    assert!(run(2).result.is_null());
+    assert_eq!(run(3).artifacts, std::slice::from_ref(&g1_key));
+    assert_eq!(
+        run(3).record.as_ref().map(|record| record.generation),
+        Some(1)
+    );
+    // The old shape (no record) still reads: c0/r0 has only its result.json.
+    assert_eq!(run(0).artifacts, [format!("{prefix}/c0/r0/result.json")]);
+
+    let page = render_html(
+        &input,
+        &HtmlOptions {
+            links: ArtifactLinks::StoreRelative {
+                prefix: "../store/".to_owned(),
+            },
+        },
+    );
+    assert_contains(
+        &page,
+        &format!(
+            "<a href=\"../store/{}\" data-artifact=\"{}\">g0a2/result.json</a>",
+            escape_attr(&attempt_key),
+            escape_attr(&attempt_key)
+        ),
+    );
+    assert_contains(&page, "attempt 2 · worker w9 · harness sim-0.1.0 · exit 0");
+    assert_contains(
+        &page,
+        "<p class=\"errorbox\"><strong>error (infra_after_spend)</strong>: uploading the \
+         result failed after 10 min&#58; access denied</p>",
+    );
+    assert_contains(
+        &page,
+        "<a class=\"dot error\" href=\"#run-c0-r2\" title=\"r2&#58; error (no result)\"",
+    );
+    // On the coordinator, the same file links to its artifact route, with the page's token.
+    let page = render_html(
+        &input,
+        &HtmlOptions {
+            links: ArtifactLinks::Coordinator {
+                token: Some("t&k".to_owned()),
+            },
+        },
+    );
+    assert_contains(
+        &page,
+        "<a href=\"artifacts/jobs/c0/r1/g0a2/result.json?token&#61;t%26k\"",
+    );
+}
+
+/// `text` as the HTML renderer escapes an attribute (`:` and `=` too).
+fn escape_attr(text: &str) -> String {
+    text.replace(':', "&#58;").replace('=', "&#61;")
+}
+
+#[tokio::test]
+async fn an_interrupted_batch_is_judged_on_what_ran() {
+    let decided = load_case("matrix-repeat").await;
+    let (dir, batch) = copied_fixture("matrix-repeat");
+    let batch_dir = dir.path().join("batches").join(batch.as_str());
+    // Interrupted: no rollup, no envelope, and four jobs never finished.
+    for file in ["rollup.json", "envelope.json"] {
+        std::fs::remove_file(batch_dir.join(file)).expect("removing a decided document");
+    }
+    for job in ["c1/r2", "c1/r3", "c1/r4", "c3/r4"] {
+        std::fs::remove_dir_all(batch_dir.join("jobs").join(job)).expect("removing a job");
+    }
+    let input = load_report_input(&DirArtifactStore::new(dir.path()), &batch)
+        .await
+        .expect("an interrupted batch still has a report");
+    let incomplete = input.incomplete.as_ref().expect("marked incomplete");
+    assert_eq!(incomplete.never_ran, ["c1/r2", "c1/r3", "c1/r4", "c3/r4"]);
+    // Units that finished are judged exactly as the decided batch judged them.
+    let cells = |input: &ReportInput| {
+        input
+            .rollup
+            .matrix_repeat
+            .clone()
+            .expect("a matrix + repeat batch")
+            .cells
+    };
+    let (now, then) = (cells(&input), cells(&decided));
+    assert_eq!(now[0], then[0]);
+    assert_eq!(now[2], then[2]);
+    // c1 is judged on its first two runs.
+    let c1 = now[1].rollup.as_ref().expect("c1 ran");
+    assert_eq!((c1.completed, c1.requested), (2, 5));
+
+    let page = html(&input);
+    assert_contains(
+        &page,
+        "<span class=\"verdict incomplete\">INCOMPLETE</span>",
+    );
+    assert_contains(
+        &page,
+        "<div class=\"banner incomplete\" id=\"incomplete\" role=\"alert\">",
+    );
+    assert_contains(
+        &page,
+        "<p id=\"never-ran\">Never ran: <code>c1/r2</code> <code>c1/r3</code> \
+         <code>c1/r4</code> <code>c3/r4</code></p>",
+    );
+    assert_contains(&page, "data-cell=\"c1\" data-state=\"incomplete\"");
+    assert_contains(
+        &page,
+        "<span class=\"dot not-run\" title=\"r2&#58; not run\"></span>",
+    );
+    let summary: Value = serde_json::from_str(&render_json(&input)).expect("valid JSON");
+    assert_eq!(
+        summary["incomplete"]["neverRan"],
+        serde_json::json!(["c1/r2", "c1/r3", "c1/r4", "c3/r4"])
+    );
+    assert_eq!(summary["units"][1]["status"], "incomplete");
+    let xml = render_junit(&input);
+    assert_eq!(xml.matches("type=\"incomplete\"").count(), 2, "{xml}");
+    assert_contains(
+        &render_markdown(&input),
+        "INCOMPLETE — no rollup was stored",
+    );
+
+    // All jobs finished, only the rollup is missing: the judgment equals the stored one.
+    let (dir, batch) = copied_fixture("matrix-repeat");
+    let batch_dir = dir.path().join("batches").join(batch.as_str());
+    std::fs::remove_file(batch_dir.join("rollup.json")).expect("removing the rollup");
+    let input = load_report_input(&DirArtifactStore::new(dir.path()), &batch)
+        .await
+        .expect("loads");
+    assert_eq!(
+        input.incomplete.as_ref().map(|i| i.never_ran.len()),
+        Some(0)
+    );
+    assert_eq!(input.rollup.matrix_repeat, decided.rollup.matrix_repeat);
+    assert_eq!(input.rollup.ok, decided.rollup.ok);
+}
+
+#[tokio::test]
+async fn wall_time_and_summed_run_time_are_labelled_apart() {
+    let input = load_case("matrix-repeat").await;
+    let page = html(&input);
+    assert_contains(
+        &page,
+        "<div><dt>wall time</dt><dd>unknown (not recorded for this batch)</dd></div>",
+    );
+    let summed: f64 = raw_results("matrix-repeat")
+        .iter()
+        .map(|(_, result)| result["durationMs"].as_f64().expect("a duration"))
+        .sum();
+    assert_contains(
+        &page,
+        &format!(
+            "<div><dt>summed run time</dt><dd>{} over 20 run(s)</dd></div>",
+            seconds(Some(summed))
+        ),
+    );
+    assert!(!page.contains("total run time"), "the old, ambiguous label");
+    let xml = render_junit(&input);
+    assert_contains(
+        &xml,
+        &format!(
+            "<property name=\"summed_run_time_s\" value=\"{:.3}\"/>",
+            summed / 1000.0
+        ),
+    );
+    assert_contains(&xml, "<property name=\"wall_time_s\" value=\"unknown\"/>");
+
+    // With the batch's stats.json, the wall time is known, and it is the suite's time.
+    let (dir, batch) = copied_fixture("matrix-repeat");
+    let batch_dir = dir.path().join("batches").join(batch.as_str());
+    write_json(
+        &batch_dir.join("stats.json"),
+        &serde_json::json!({"batchId": batch.as_str(), "decidedAtMs": 1, "wallMs": 1234,
+            "units": []}),
+    );
+    let input = load_report_input(&DirArtifactStore::new(dir.path()), &batch)
+        .await
+        .expect("loads");
+    assert_eq!(input.wall_ms, Some(1234));
+    assert_contains(&html(&input), "<div><dt>wall time</dt><dd>1.2 s</dd></div>");
+    let xml = render_junit(&input);
+    assert_contains(
+        &xml,
+        "failures=\"4\" errors=\"0\" skipped=\"0\" time=\"1.234\">",
+    );
+    assert_contains(&xml, "<property name=\"wall_time_s\" value=\"1.234\"/>");
+}
+
+#[tokio::test]
+async fn discarded_runs_and_their_cost_are_shown_in_either_envelope_shape() {
+    let input = load_case("files-repeat").await;
+    let entries = input.envelope.fleet["discarded"]
+        .as_array()
+        .expect("discarded entries")
+        .clone();
+    let spend: f64 = entries
+        .iter()
+        .map(|entry| entry["costUsd"].as_f64().expect("a cost"))
+        .sum();
+    let page = html(&input);
+    assert_contains(
+        &page,
+        &format!(
+            "<div><dt>discarded runs</dt><dd>2 (spend {}, not in any verdict)</dd></div>",
+            usd(Some(spend))
+        ),
+    );
+    let summary: Value = serde_json::from_str(&render_json(&input)).expect("valid JSON");
+    assert_eq!(summary["totals"]["discardedRuns"], 2);
+    // The shape with a total: `{runs: [...], costUsd}`.
+    let mut input = input;
+    input.envelope.fleet["discarded"] = serde_json::json!({"runs": entries, "costUsd": 0.5});
+    assert_contains(
+        &html(&input),
+        "<div><dt>discarded runs</dt><dd>2 (spend $0.5000, not in any verdict)</dd></div>",
+    );
+    assert_contains(
+        &render_markdown(&input),
+        "2 discarded run(s) (spend $0.5000)",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // HTML.
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
 async fn html_heatmap_cells_show_each_cells_rollup() {
     let input = load_case("matrix-repeat").await;
-    let html = render_html(&input);
+    let html = html(&input);
     let cells = &input
         .rollup
         .matrix_repeat
@@ -232,15 +557,45 @@ async fn html_heatmap_cells_show_each_cells_rollup() {
         );
     }
     assert_eq!(html.matches("data-cell=").count(), 4);
-    // The first cell in full: color from its pass rate (0.8 → hue 96), label escaped.
+    // The first cell in full: coloured by its verdict (a failing cell is red, here a light red
+    // for 4 of 5 passing: lightness 72% + 18% × 0.8), label escaped, linking to its unit's
+    // section, its runs as a strip in index order, each linking to its run's section.
     assert_contains(
         &html,
         "<td class=\"cell fail\" data-cell=\"c0\" data-state=\"fail\" data-pass-rate=\"0.8\" \
          data-passes=\"4\" data-completed=\"5\" data-flaky=\"true\" \
-         style=\"background-color:hsl(96,72%,80%)\" title=\"csv-report [model&#61;claude-sonnet-4-5, \
-         skill_dir&#61;skills/v1/csv-report]\"><span class=\"frac\">4/5</span>\
-         <span class=\"rate\">80%</span><span class=\"mini\">FAIL</span>\
-         <span class=\"tag flaky\">flaky</span></td>",
+         style=\"background-color:hsl(356,78%,86%)\" title=\"csv-report [model&#61;claude-sonnet-4-5, \
+         skill_dir&#61;skills/v1/csv-report]\"><a class=\"cellink\" href=\"#unit-c0\">\
+         <span class=\"frac\">4/5</span><span class=\"rate\">80%</span><span class=\"mini\">FAIL</span>\
+         </a><span class=\"tag flaky\">flaky</span><span class=\"strip\" data-strip=\"c0\">",
+    );
+    let c0 = &input.rollup.matrix_repeat.as_ref().expect("matrix").cells[0];
+    let c0_runs = raw_results("matrix-repeat");
+    for index in 0..5 {
+        let passed = c0_runs
+            .iter()
+            .find(|(job, _)| job == &format!("c0/r{index}"))
+            .map(|(_, result)| result["verdict"]["pass"] == true)
+            .expect("every run of c0 is stored");
+        let state = if passed { "pass" } else { "fail" };
+        assert_contains(
+            &html,
+            &format!(
+                "<a class=\"dot {state}\" href=\"#run-c0-r{index}\" title=\"r{index}&#58; {state}\" \
+                 data-run=\"c0/r{index}\"></a>"
+            ),
+        );
+        assert_contains(
+            &html,
+            &format!(
+                "<article class=\"run {state}\" id=\"run-c0-r{index}\" data-run=\"c0/r{index}\">"
+            ),
+        );
+    }
+    assert_eq!(c0.rollup.as_ref().expect("ran").passes, 4);
+    assert_contains(
+        &html,
+        "<section class=\"unit\" id=\"unit-c0\" data-unit=\"c0\">",
     );
     // Rows are baseline × model, columns the skill dirs.
     assert_contains(
@@ -259,8 +614,8 @@ async fn html_heatmap_cells_show_each_cells_rollup() {
 
 #[tokio::test]
 async fn html_is_self_contained() {
-    for case in ["matrix-repeat", "files-repeat", "matrix-plain"] {
-        let html = render_html(&load_case(case).await);
+    for case in ["matrix-repeat", "files-repeat", "matrix-plain", "eval"] {
+        let html = html(&load_case(case).await);
         for forbidden in [
             "http://", "https://", "src=", "<script", "url(", "<link", "@import",
         ] {
@@ -277,12 +632,12 @@ async fn html_is_self_contained() {
 #[tokio::test]
 async fn html_shows_simulated_banner_cost_duration_and_failure_reasons() {
     let input = load_case("matrix-repeat").await;
-    let html = render_html(&input);
+    let html = html(&input);
     assert_contains(
         &html,
         "<div class=\"banner simulated\" id=\"simulated\" role=\"alert\">SIMULATED — 20 of 20 \
-         folded run(s) came from the sim executor, not from cowork-harness&#58; these are not real \
-         results</div>",
+         run(s) came from the sim executor, not from cowork-harness (20 folded into the verdicts)\
+         &#58; these are not real results</div>",
     );
     // Cost and duration per cell: the rollup's total cost, the results' summed durations.
     let results = raw_results("matrix-repeat");
@@ -304,7 +659,7 @@ async fn html_shows_simulated_banner_cost_duration_and_failure_reasons() {
     assert_contains(
         &html,
         &format!(
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            "<td class=\"num\">{}</td><td class=\"num opt\">{}</td><td class=\"num opt\">{}</td><td class=\"num\">{}</td>",
             usd(Some(c1_cost)),
             usd(Some(c1_cost / 5.0)),
             seconds(Some(c1_duration / 5.0)),
@@ -365,7 +720,7 @@ async fn html_without_simulated_runs_has_no_banner() {
             object.remove("simulated");
         }
     }
-    let html = render_html(&input);
+    let html = html(&input);
     assert!(!html.contains("SIMULATED"), "{html}");
     assert!(!render_markdown(&input).contains("SIMULATED"));
     assert!(render_junit(&input).contains("<property name=\"simulated\" value=\"false\"/>"));
@@ -374,7 +729,7 @@ async fn html_without_simulated_runs_has_no_banner() {
 #[tokio::test]
 async fn html_files_batch_has_a_row_per_scenario_and_its_stops() {
     let input = load_case("files-repeat").await;
-    let html = render_html(&input);
+    let html = html(&input);
     let rollups = input
         .rollup
         .rollups
@@ -387,9 +742,19 @@ async fn html_files_batch_has_a_row_per_scenario_and_its_stops() {
          <td class=\"cell fail\" data-cell=\"f1\" data-state=\"fail\" data-pass-rate=\"0.5\" \
          data-passes=\"1\" data-completed=\"2\" data-flaky=\"true\"",
     );
+    // The strip shows the two folded runs and the two discarded ones, in index order.
     assert_contains(
         &html,
-        "<span class=\"tag flaky\">flaky</span><span class=\"tag stop\">stopped: diverged</span></td>",
+        "<span class=\"tag flaky\">flaky</span><span class=\"tag stop\">stopped: diverged</span>\
+         <span class=\"strip\" data-strip=\"f1\"><a class=\"dot pass\" href=\"#run-f1-r0\" \
+         title=\"r0&#58; pass\" data-run=\"f1/r0\"></a><a class=\"dot fail\" href=\"#run-f1-r1\" \
+         title=\"r1&#58; fail\" data-run=\"f1/r1\"></a><a class=\"dot discarded\" \
+         href=\"#run-f1-r2\" title=\"r2&#58; discarded (finished after the unit was decided)\" \
+         data-run=\"f1/r2\"></a><a class=\"dot discarded\" href=\"#run-f1-r3\"",
+    );
+    assert_contains(
+        &html,
+        "<article class=\"run discarded\" id=\"run-f1-r3\" data-run=\"f1/r3\">",
     );
     assert_contains(
         &html,
@@ -415,7 +780,7 @@ async fn html_files_batch_has_a_row_per_scenario_and_its_stops() {
 #[tokio::test]
 async fn html_plain_matrix_shows_pass_fail_cells_and_the_cut_cell() {
     let input = load_case("matrix-plain").await;
-    let html = render_html(&input);
+    let html = html(&input);
     let matrix = input.rollup.matrix.as_ref().expect("a plain matrix");
     assert!(matrix.truncated);
     for cell in &matrix.cells {
@@ -444,14 +809,14 @@ async fn html_plain_matrix_shows_pass_fail_cells_and_the_cut_cell() {
 
 #[tokio::test]
 async fn renderers_are_deterministic() {
-    for case in ["matrix-repeat", "files-repeat", "matrix-plain"] {
+    for case in ["matrix-repeat", "files-repeat", "matrix-plain", "eval"] {
         let input = load_case(case).await;
-        assert_eq!(render_html(&input), render_html(&input), "{case}");
+        assert_eq!(html(&input), html(&input), "{case}");
         assert_eq!(render_junit(&input), render_junit(&input), "{case}");
         assert_eq!(render_markdown(&input), render_markdown(&input), "{case}");
         assert_eq!(render_json(&input), render_json(&input), "{case}");
         // A second load gives the same bytes too.
-        assert_eq!(render_html(&load_case(case).await), render_html(&input));
+        assert_eq!(html(&load_case(case).await), html(&input));
     }
 }
 
@@ -709,7 +1074,8 @@ async fn markdown_has_verdict_warning_units_and_reasons() {
     let input = load_case("matrix-repeat").await;
     let markdown = render_markdown(&input);
     assert!(markdown.starts_with(&format!(
-        "## ❌ cowork batch `{}`: FAIL (exit 1)\n\n> [!WARNING]\n> **SIMULATED — 20 of 20 folded run(s)",
+        "## ❌ cowork batch `{}`: FAIL (exit 1)\n\n> [!WARNING]\n> **SIMULATED — 20 of 20 run(s) \
+         came from the sim executor, not from cowork-harness (20 folded into the verdicts)",
         input.stored.batch_id
     )));
     let cell = &input.rollup.matrix_repeat.as_ref().expect("matrix").cells[1];
@@ -793,6 +1159,14 @@ fn eval_section() -> EvalSection {
         alpha: 0.05,
         confidence: 0.95,
         decision_rule: "B worse when p < alpha and A-only > B-only".to_owned(),
+        interval_method: "exact conditional interval".to_owned(),
+        p_sentence: "p < 0.0001: a difference at least this large would appear by chance less \
+                     than 0.01% of the time if A and B passed equally often"
+            .to_owned(),
+        sensitivity_sentence: Some(
+            "with 10 runs per arm a difference under 60 points cannot be told from noise"
+                .to_owned(),
+        ),
         rows: vec![EvalRow {
             scope: "overall".to_owned(),
             arm_a: arm(27, 30, 1.5),
@@ -805,6 +1179,8 @@ fn eval_section() -> EvalSection {
             p_value: 0.0000076,
             verdict: "B worse".to_owned(),
             excluded_pairs: 0,
+            pairs: 30,
+            min_detectable_diff: Some(0.2),
         }],
     }
 }
@@ -812,23 +1188,123 @@ fn eval_section() -> EvalSection {
 #[tokio::test]
 async fn eval_section_is_rendered_from_the_hook() {
     let mut input = load_case("matrix-repeat").await;
-    assert!(!render_html(&input).contains("id=\"eval\""));
+    assert!(!html(&input).contains("id=\"eval\""));
     input.eval = Some(eval_section());
-    let html = render_html(&input);
+    let html = html(&input);
     assert_contains(
         &html,
         "<tr data-scope=\"overall\"><td>overall</td><td class=\"num\">90% (27/30)</td>\
-         <td class=\"num\">30% (9/30)</td><td class=\"num\">-0.600</td>\
-         <td class=\"num\">[-0.800, -0.400]</td><td class=\"num\">18 / 0</td>\
-         <td class=\"num\">0.0000</td><td><strong>B worse</strong></td>",
+         <td class=\"num\">30% (9/30)</td><td class=\"num\">-60</td>\
+         <td class=\"num\">[-80, -40]</td><td class=\"num opt\">18 / 0</td>\
+         <td class=\"num\">&lt; 0.0001</td><td class=\"num opt\">20 points</td>\
+         <td><strong>B worse</strong></td>",
+    );
+    // The A/B result leads: before the facts and the heatmap, with p and the sensitivity in
+    // words.
+    let lead = html.find("<section id=\"eval\"").expect("the A/B section");
+    assert!(lead < html.find("<dl class=\"facts\">").expect("facts"));
+    assert!(lead < html.find("<section id=\"heatmap\">").expect("heatmap"));
+    assert_contains(
+        &html,
+        "<h2>A/B result: <span class=\"verdict b-worse\">B worse</span></h2>",
+    );
+    assert_contains(
+        &html,
+        "<p class=\"headline\">B − A = <strong>-60 points</strong> [-80, -40] over 30 \
+         complete pairs",
+    );
+    assert_contains(
+        &html,
+        "less than 0.01% of the time if A and B passed equally often",
+    );
+    assert_contains(
+        &html,
+        "a difference under 60 points cannot be told from noise",
     );
     let summary: Value = serde_json::from_str(&render_json(&input)).expect("valid JSON");
     assert_eq!(summary["eval"]["rows"][0]["verdict"], "B worse");
     assert_eq!(summary["eval"]["rows"][0]["aOnlyPasses"], 18);
+    let markdown = render_markdown(&input);
     assert_contains(
-        &render_markdown(&input),
-        "### Eval A/B\n\nA = skills/v1/csv-report, B = skills/v2/csv-report: B worse (B − A = -0.600",
+        &markdown,
+        "### Eval A/B\n\nA = skills/v1/csv-report, B = skills/v2/csv-report: B worse (B − A = -60 \
+         points, interval [-80, -40], p = < 0.0001, alpha 0.05)",
     );
+    assert_contains(
+        &render_junit(&input),
+        "<testcase name=\"A/B: skills/v2/csv-report vs skills/v1/csv-report\" classname=\"cowork.eval\"",
+    );
+}
+
+#[tokio::test]
+async fn an_eval_report_leads_with_the_ab_result_and_judges_arms_as_arms() {
+    let input = load_case("eval").await;
+    let eval = input
+        .eval
+        .as_ref()
+        .expect("the eval batch's eval.json is loaded");
+    let overall = eval.rows.last().expect("an overall row");
+    let page = html(&input);
+    // The title and header name the eval and its A/B verdict, not the arms' min-pass-rate FAIL.
+    assert_contains(
+        &page,
+        &format!(
+            "<h1>cowork eval <code>{}</code> <span class=\"verdict {}\">{}</span></h1>",
+            input.stored.batch_id,
+            match overall.verdict.as_str() {
+                "B worse" => "b-worse",
+                "B better" => "b-better",
+                _ => "no-difference",
+            },
+            overall.verdict
+        ),
+    );
+    assert!(
+        !page.contains("COMMAND"),
+        "no `command run` fact for an eval"
+    );
+    let lead = page.find("<section id=\"eval\"").expect("the A/B section");
+    assert!(lead < page.find("<section id=\"heatmap\">").expect("heatmap"));
+    // Each scenario's row names its own file; both arms sit side by side, as arms.
+    let files = &input.stored.spec.scenario_files;
+    assert_eq!(files.len(), 2);
+    for (scenario, file) in ["csv-report", "skill-triggers"].iter().zip(files) {
+        assert_contains(
+            &page,
+            &format!(
+                "<tr><th class=\"row\">{scenario}</th><td><code>{}</code></td><td class=\"cell arm\"",
+                escape_attr(file)
+            ),
+        );
+    }
+    assert!(file_of_row(&page, "csv-report").ends_with("csv-report.yaml"));
+    assert!(file_of_row(&page, "skill-triggers").ends_with("skill-triggers.yaml"));
+    assert_eq!(page.matches("data-state=\"arm\"").count(), 4);
+    assert!(
+        !page.contains("<span class=\"mini\">FAIL"),
+        "arms carry no FAIL badge"
+    );
+    // JUnit: the arms pass as testcases; the A/B verdict is its own testcase.
+    let xml = render_junit(&input);
+    let root = parse_xml(&xml);
+    let suite = root.children_named("testsuite").next().expect("a suite");
+    let cases: Vec<&XmlElement> = suite.children_named("testcase").collect();
+    assert_eq!(cases.len(), 5, "four arms and the A/B verdict");
+    let ab = cases.last().expect("the A/B testcase");
+    assert_eq!(ab.attribute("classname"), "cowork.eval");
+    let failing = cases
+        .iter()
+        .filter(|case| case.children_named("failure").next().is_some())
+        .count();
+    assert_eq!(failing, usize::from(overall.verdict == "B worse"));
+}
+
+/// The file cell of a heatmap row of an eval report.
+fn file_of_row<'a>(page: &'a str, scenario: &str) -> &'a str {
+    let row = format!("<tr><th class=\"row\">{scenario}</th><td><code>");
+    let start = page.find(&row).expect("the row") + row.len();
+    let end = page[start..].find("</code>").expect("the file cell") + start;
+    &page[start..end]
 }
 
 /// A record as the registry stores it (read from JSON, so optional fields keep their defaults).

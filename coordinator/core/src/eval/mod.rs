@@ -1,21 +1,29 @@
-//! Eval A/B statistics: per-arm summaries, the paired difference with a bootstrap interval, the
-//! exact McNemar test and a verdict, per scenario and overall (design brief §8).
+//! Eval A/B statistics: per-arm summaries, the paired difference with its exact interval, the
+//! exact McNemar test, the test's sensitivity and a verdict, per scenario and overall (design
+//! brief §8).
 //!
 //! An eval runs the same scenarios in two arms, A and B (two versions of a skill or plugin), and
 //! pairs `(scenario, repeat index, arm A)` with `(scenario, repeat index, arm B)` (contract §8,
 //! "Implication for the orchestrator"). [`eval_report`] turns a list of such pairs into an
-//! [`EvalReport`]. The decision rule is this project's own: contract §8 says upstream's A/B
-//! decision rule is UNKNOWN, so the report names the rule it used in `decisionRule`.
+//! [`EvalReport`]. The decision rule is this project's own (contract §8 leaves upstream's A/B
+//! decision rule UNKNOWN), so the report states the rule it used in `decisionRule`.
+//!
+//! The interval and the test are one computation seen two ways (see [`stats`]): the interval
+//! excludes 0 exactly when the verdict is not "no detectable difference".
 //!
 //! Modules:
-//! - [`stats`]: the exact McNemar p-value, the paired (and stratified) bootstrap, and the seeded
-//!   generator behind it.
+//! - [`stats`]: the exact McNemar p-value, the exact conditional (Clopper–Pearson) interval of
+//!   the paired difference, and the sensitivity of the test (minimum detectable difference,
+//!   pairs needed for a target difference).
+//! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
+//!   difference).
 //!
 //! Storing the report (`batches/<id>/eval.json`) is the coordinator's `eval` module.
 //!
-//! Pure: no IO, no clock, no environment, no async. The seed is an argument.
+//! Pure: no IO, no clock, no environment, no async, no randomness.
 
 pub mod stats;
+pub mod words;
 
 #[cfg(test)]
 mod tests;
@@ -25,32 +33,44 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use stats::{
-    BootstrapError, Interval, mcnemar_exact, paired_bootstrap_diff, stratified_bootstrap_diff,
+    Interval, TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact,
+    min_detectable_difference, min_discordant_pairs, paired_difference_interval, pairs_to_detect,
 };
 
 /// The significance level used when none is given (`--alpha`).
 pub const DEFAULT_ALPHA: f64 = 0.05;
-/// The confidence level of the difference's interval (the issue asks for a 95% interval).
-pub const DEFAULT_CONFIDENCE_LEVEL: f64 = 0.95;
-/// Bootstrap resamples per interval. 10 000 puts the Monte-Carlo error of a 2.5% percentile
-/// well below the resolution of a pass-rate difference over a few hundred pairs.
+/// Written into `spec.eval.resamples` by clients. The statistics no longer resample (the
+/// interval is exact), but coordinators of the previous version validate the field, so a spec
+/// keeps a valid value for them.
 pub const DEFAULT_RESAMPLES: u32 = 10_000;
 
-/// The decision rule, stated in every report because it is ours, not upstream's.
-pub const DECISION_RULE: &str = "cowork-fleet's own rule; upstream's A/B decision rule is \
-UNKNOWN (harness contract §8). Exact two-sided McNemar test on the complete pairs: \
-b = aPassBFail (A passed, B failed), c = aFailBPass (A failed, B passed), \
-p = min(1, 2·P[X ≤ min(b, c)]) with X ~ Binomial(b + c, 1/2), p = 1 when b + c = 0. \
-Verdict: bWorse when p < alpha and b > c; bBetter when p < alpha and c > b; otherwise \
-noDetectableDifference. Per-scenario verdicts are not corrected for multiple comparisons. \
+/// The decision rule, stated in every report because it is this project's own: the harness
+/// defines no A/B decision rule.
+pub const DECISION_RULE: &str = "cowork-fleet's own rule (the harness defines no A/B \
+decision rule). Exact two-sided McNemar test on the complete pairs: b = aPassBFail (A passed, \
+B failed), c = aFailBPass (A failed, B passed), p = min(1, 2·P[X ≤ min(b, c)]) with \
+X ~ Binomial(b + c, 1/2), p = 1 when b + c = 0. Verdict: bWorse when p < alpha and b > c; \
+bBetter when p < alpha and c > b; otherwise noDetectableDifference. Per-scenario verdicts are \
+not corrected for multiple comparisons; the overall verdict pools every scenario's pairs. \
 A pair where either arm did not complete (error or unanswered) is left out of the paired \
 statistics and counted in excludedPairs.";
 
 /// How the interval of the difference is computed, stated in every report.
-pub const INTERVAL_METHOD: &str = "percentile bootstrap of pass rate B − pass rate A over the \
-complete pairs, resampling pairs with replacement (overall: within each scenario, then pooled); \
-bounds interpolated between order statistics (type 7); generator xoshiro256** seeded by \
-SplitMix64(seed)";
+pub const INTERVAL_METHOD: &str = "exact conditional interval: the Clopper–Pearson interval \
+(as R's binom.test) of π = c/(b + c), the share of disagreeing pairs in which B passed, at \
+level 1 − alpha, mapped to the difference of pass rates by Δ = (b + c)/n · (2π − 1) over the \
+n complete pairs. It is the inversion of the exact McNemar test, so the interval excludes 0 \
+exactly when p < alpha and the verdict is bBetter or bWorse. With no disagreeing pair the \
+interval is [0, 0].";
+
+/// How the sensitivity figures are computed, stated in every report.
+pub const SENSITIVITY_METHOD: &str = "minDetectableDiff = k/n, where k = minDiscordantPairs is \
+the fewest disagreeing pairs the exact test can call at alpha (all in one direction: \
+2·2^−k < alpha) and n the comparison's complete pairs: a smaller observed difference cannot be \
+significant, whatever the outcomes. pairsForTarget is the fewest complete pairs n with \
+P[Binomial(n, targetDiff) ≥ k] ≥ targetPower: the chance of detecting a true difference of \
+targetDiff in the most favourable case, where every disagreement favours the better arm; \
+disagreements in both directions need more pairs.";
 
 /// The two arms of an eval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -97,14 +117,9 @@ pub struct ArmSources {
 /// The statistical settings of a report. Every field is echoed in the report.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EvalOptions {
-    /// Significance level of the McNemar test, strictly between 0 and 1 (default 0.05).
+    /// Significance level of the McNemar test, strictly between 0 and 1 (default 0.05). The
+    /// interval's confidence level is `1 − alpha`, so the two always agree.
     pub alpha: f64,
-    /// Confidence level of the difference's interval, strictly between 0 and 1 (default 0.95).
-    pub confidence_level: f64,
-    /// Bootstrap resamples per interval, at least 1 (default 10 000).
-    pub resamples: u32,
-    /// Seed of the bootstrap generator; the same seed reproduces every interval.
-    pub seed: u64,
 }
 
 /// Why a report cannot be built.
@@ -113,12 +128,6 @@ pub enum EvalError {
     /// `alpha` is not strictly between 0 and 1.
     #[error("alpha {0} is not strictly between 0 and 1")]
     AlphaOutOfRange(f64),
-    /// The confidence level is not strictly between 0 and 1.
-    #[error("confidence level {0} is not strictly between 0 and 1")]
-    ConfidenceLevelOutOfRange(f64),
-    /// Zero bootstrap resamples were asked for.
-    #[error("the number of bootstrap resamples must be at least 1")]
-    NoResamples,
     /// Two pairs claim the same scenario and repeat index.
     #[error("scenario {scenario} has more than one pair with repeat index {repeat_index}")]
     DuplicatePair {
@@ -224,8 +233,9 @@ pub struct Comparison {
     pub pairs: u64,
     /// Pairs left out because either arm did not complete.
     pub excluded_pairs: u64,
-    /// Pass rate of B minus pass rate of A over the complete pairs, with its bootstrap
-    /// interval at the report's `confidenceLevel`; `null` when there is no complete pair.
+    /// Pass rate of B minus pass rate of A over the complete pairs, with its exact interval at
+    /// the report's `confidenceLevel` (see [`INTERVAL_METHOD`]); `null` when there is no
+    /// complete pair.
     pub diff: Option<Interval>,
     /// The discordant complete pairs.
     pub discordant: Discordant,
@@ -233,6 +243,11 @@ pub struct Comparison {
     pub mcnemar_p: f64,
     /// The verdict at the report's alpha.
     pub verdict: EvalVerdict,
+    /// The smallest difference of pass rates the test can detect with these pairs (see
+    /// [`SENSITIVITY_METHOD`]); `null` when there are too few pairs to detect any. Absent from
+    /// reports written before it existed.
+    #[serde(default)]
+    pub min_detectable_diff: Option<f64>,
 }
 
 /// The comparison within one scenario.
@@ -246,10 +261,41 @@ pub struct ScenarioComparison {
     pub comparison: Comparison,
 }
 
+/// How sensitive the test is at the report's alpha (see [`SENSITIVITY_METHOD`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sensitivity {
+    /// [`SENSITIVITY_METHOD`].
+    pub method: String,
+    /// The fewest disagreeing pairs the test can call at alpha.
+    pub min_discordant_pairs: u64,
+    /// The difference `pairsForTarget` is computed for (0.2: 20 points).
+    pub target_diff: f64,
+    /// The probability of detecting it that `pairsForTarget` asks for (0.8).
+    pub target_power: f64,
+    /// The fewest complete pairs that detect `targetDiff` with `targetPower`, at best.
+    pub pairs_for_target: u64,
+}
+
+impl Sensitivity {
+    /// The sensitivity of the exact test at `alpha`.
+    pub fn at(alpha: f64) -> Self {
+        Self {
+            method: SENSITIVITY_METHOD.to_owned(),
+            min_discordant_pairs: min_discordant_pairs(alpha),
+            target_diff: TARGET_DIFFERENCE,
+            target_power: TARGET_POWER,
+            pairs_for_target: pairs_to_detect(TARGET_DIFFERENCE, TARGET_POWER, alpha),
+        }
+    }
+}
+
 /// The result of an eval: settings, arms, and the comparison overall and per scenario.
 ///
 /// Serialized in camelCase with the field order below; scenarios are sorted by name and pairs by
 /// repeat index, so the same outcomes give the same bytes whatever order they arrived in.
+/// Reports written by earlier versions (a bootstrap interval, `resamples` and `seed`, no
+/// sensitivity) still read back; their extra fields are ignored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvalReport {
@@ -260,15 +306,14 @@ pub struct EvalReport {
     pub interval_method: String,
     /// Significance level of the verdicts.
     pub alpha: f64,
-    /// Confidence level of the `diff` intervals.
+    /// Confidence level of the `diff` intervals: `1 − alpha`.
     pub confidence_level: f64,
-    /// Bootstrap resamples per interval.
-    pub resamples: u32,
-    /// Bootstrap seed.
-    pub seed: u64,
+    /// How sensitive the test is at this alpha; absent from reports written before it existed.
+    #[serde(default)]
+    pub sensitivity: Option<Sensitivity>,
     /// Arm A's label and source, then arm B's.
     pub arms: [ArmLabel; 2],
-    /// All scenarios pooled (the interval resamples within each scenario).
+    /// All scenarios pooled.
     pub overall: Comparison,
     /// One comparison per scenario, sorted by name.
     pub scenarios: Vec<ScenarioComparison>,
@@ -286,17 +331,9 @@ pub fn eval_report(
     if !(options.alpha > 0.0 && options.alpha < 1.0) {
         return Err(EvalError::AlphaOutOfRange(options.alpha));
     }
-    if !(options.confidence_level > 0.0 && options.confidence_level < 1.0) {
-        return Err(EvalError::ConfidenceLevelOutOfRange(
-            options.confidence_level,
-        ));
-    }
-    if options.resamples == 0 {
-        return Err(EvalError::NoResamples);
-    }
 
-    // Sorting makes the bootstrap (which depends on pair order) and the cost sums independent
-    // of the order in which outcomes arrived.
+    // Sorting makes the cost sums (floating-point, so order matters) and the scenario order
+    // independent of the order in which outcomes arrived.
     let mut by_scenario: BTreeMap<&str, BTreeMap<u32, &PairedOutcome>> = BTreeMap::new();
     for outcome in outcomes {
         let scenario_pairs = by_scenario.entry(outcome.scenario.as_str()).or_default();
@@ -314,7 +351,7 @@ pub fn eval_report(
     let context = ComparisonContext { sources, options };
     let mut scenarios = Vec::with_capacity(by_scenario.len());
     let mut all_tallies = [ArmTally::default(), ArmTally::default()];
-    let mut complete_pairs_per_scenario: Vec<Vec<(bool, bool)>> = Vec::new();
+    let mut all_complete: Vec<(bool, bool)> = Vec::new();
     let mut all_excluded = 0_u64;
     for (scenario, pairs) in &by_scenario {
         let ordered: Vec<&PairedOutcome> = pairs.values().copied().collect();
@@ -325,32 +362,27 @@ pub fn eval_report(
         ];
         scenarios.push(ScenarioComparison {
             scenario: (*scenario).to_owned(),
-            comparison: context.compare(&tallies, &paired, &[paired.complete.as_slice()]),
+            comparison: context.compare(&tallies, &paired),
         });
         for (total, tally) in all_tallies.iter_mut().zip(&tallies) {
             total.add(tally);
         }
         all_excluded += paired.excluded;
-        complete_pairs_per_scenario.push(paired.complete);
+        all_complete.extend(paired.complete);
     }
 
-    let strata: Vec<&[(bool, bool)]> = complete_pairs_per_scenario
-        .iter()
-        .map(Vec::as_slice)
-        .collect();
     let overall_paired = PairedCounts {
-        complete: complete_pairs_per_scenario.concat(),
+        complete: all_complete,
         excluded: all_excluded,
     };
-    let overall = context.compare(&all_tallies, &overall_paired, &strata);
+    let overall = context.compare(&all_tallies, &overall_paired);
 
     Ok(EvalReport {
         decision_rule: DECISION_RULE.to_owned(),
         interval_method: INTERVAL_METHOD.to_owned(),
         alpha: options.alpha,
-        confidence_level: options.confidence_level,
-        resamples: options.resamples,
-        seed: options.seed,
+        confidence_level: 1.0 - options.alpha,
+        sensitivity: Some(Sensitivity::at(options.alpha)),
         arms: [
             ArmLabel {
                 arm: Arm::A,
@@ -373,36 +405,29 @@ struct ComparisonContext<'a> {
 }
 
 impl ComparisonContext<'_> {
-    /// The comparison of the arms' `tallies` and `paired` outcomes; `strata` are the complete
-    /// pairs the interval resamples within (one per scenario).
-    fn compare(
-        &self,
-        tallies: &[ArmTally; 2],
-        paired: &PairedCounts,
-        strata: &[&[(bool, bool)]],
-    ) -> Comparison {
+    /// The comparison of the arms' `tallies` and `paired` outcomes.
+    fn compare(&self, tallies: &[ArmTally; 2], paired: &PairedCounts) -> Comparison {
         let discordant = paired.discordant();
         let mcnemar_p = mcnemar_exact(discordant.a_pass_b_fail, discordant.a_fail_b_pass);
-        // `eval_report` validated the options, so "no pairs" is the only error left, and it
-        // means there is no difference to report.
-        let diff = stratified_bootstrap_diff(
-            strata,
-            self.options.resamples,
-            self.options.seed,
-            self.options.confidence_level,
-        )
-        .ok();
+        let n_pairs = paired.complete.len() as u64;
+        let diff = paired_difference_interval(
+            discordant.a_pass_b_fail,
+            discordant.a_fail_b_pass,
+            n_pairs,
+            self.options.alpha,
+        );
         Comparison {
             arms: [
                 tallies[0].summary(Arm::A, &self.sources.a),
                 tallies[1].summary(Arm::B, &self.sources.b),
             ],
-            pairs: paired.complete.len() as u64,
+            pairs: n_pairs,
             excluded_pairs: paired.excluded,
             diff,
             discordant,
             mcnemar_p,
             verdict: EvalVerdict::decide(discordant, mcnemar_p, self.options.alpha),
+            min_detectable_diff: min_detectable_difference(n_pairs, self.options.alpha),
         }
     }
 }

@@ -1,9 +1,13 @@
-//! The statistics of an eval A/B: the exact McNemar test and the paired bootstrap interval.
+//! The statistics of an eval A/B: the exact McNemar test, the exact conditional interval of the
+//! paired difference, and how sensitive the test is at a number of pairs.
 //!
-//! Everything here is a pure function of its arguments. Randomness comes from a seeded
-//! generator written out in this file (xoshiro256** seeded through SplitMix64), so an interval
-//! depends only on the pairs, the number of resamples, the seed and the level — never on the
-//! version of a random-number crate.
+//! The interval is the inversion of the test: the Clopper–Pearson interval of the share of
+//! discordant pairs that favour B, mapped to the difference of pass rates. Both come from the
+//! same binomial tails, so a verdict never contradicts the interval shown beside it: the
+//! interval excludes 0 exactly when the test is significant.
+//!
+//! Everything here is a pure, deterministic function of its arguments: no randomness, no
+//! iteration count that depends on anything but the inputs.
 
 use std::f64::consts::PI;
 
@@ -88,24 +92,53 @@ pub(crate) fn binomial_half_lower_tail_saddle_point(k: f64, n: f64) -> f64 {
     total + compensation
 }
 
-/// `P[X = x]` for `X ~ Binomial(n, 1/2)`, by Loader's saddle-point expansion.
-///
-/// C. Loader, "Fast and Accurate Computation of Binomial Probabilities" (2000):
-/// `P[X = x] = exp(δ(n) − δ(x) − δ(n−x) − D(x, n/2) − D(n−x, n/2)) · sqrt(n / (2π x (n−x)))`
-/// where `δ` is the Stirling-series error ([`stirling_error`]) and `D` the deviance
-/// ([`deviance_term`]). Every term is small or is the genuine size of the log-probability, so
-/// nothing cancels catastrophically, unlike `ln C(n, x)` from log-factorials of `n ≈ 1e5`.
+/// `P[X = x]` for `X ~ Binomial(n, 1/2)`, by Loader's saddle-point expansion
+/// ([`binomial_pmf`]); the two ends are the exact power of two.
 fn binomial_half_pmf(x: f64, n: f64) -> f64 {
     if x == 0.0 || x == n {
         // 2^−n, exact for integral n (and 0 once it underflows).
         return (-n).exp2();
     }
-    let half_n = n / 2.0;
+    binomial_pmf(x, n, 0.5)
+}
+
+/// `P[X = x]` for `X ~ Binomial(n, p)`, integral `0 ≤ x ≤ n`, by Loader's saddle-point expansion.
+///
+/// C. Loader, "Fast and Accurate Computation of Binomial Probabilities" (2000):
+/// `P[X = x] = exp(δ(n) − δ(x) − δ(n−x) − D(x, np) − D(n−x, nq)) · sqrt(n / (2π x (n−x)))`
+/// where `δ` is the Stirling-series error ([`stirling_error`]) and `D` the deviance
+/// ([`deviance_term`]). Every term is small or is the genuine size of the log-probability, so
+/// nothing cancels catastrophically, unlike `ln C(n, x)` from log-factorials of `n ≈ 1e5`.
+pub(crate) fn binomial_pmf(x: f64, n: f64, p: f64) -> f64 {
+    let q = 1.0 - p;
+    if p <= 0.0 {
+        return if x == 0.0 { 1.0 } else { 0.0 };
+    }
+    if q <= 0.0 {
+        return if x == n { 1.0 } else { 0.0 };
+    }
+    if x == 0.0 {
+        // The deviance form keeps n·ln(q) accurate when p is tiny (Loader's `dbinom_raw`).
+        let log_probability = if p < 0.1 {
+            -deviance_term(n, n * q) - n * p
+        } else {
+            n * q.ln()
+        };
+        return log_probability.exp();
+    }
+    if x == n {
+        let log_probability = if q < 0.1 {
+            -deviance_term(n, n * p) - n * q
+        } else {
+            n * p.ln()
+        };
+        return log_probability.exp();
+    }
     let log_core = stirling_error(n)
         - stirling_error(x)
         - stirling_error(n - x)
-        - deviance_term(x, half_n)
-        - deviance_term(n - x, half_n);
+        - deviance_term(x, n * p)
+        - deviance_term(n - x, n * q);
     let log_scale = (2.0 * PI).ln() + x.ln() + (-x / n).ln_1p();
     (log_core - 0.5 * log_scale).exp()
 }
@@ -182,199 +215,314 @@ fn deviance_term(x: f64, mean: f64) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Paired bootstrap.
+// Binomial tails for any success probability.
 
-/// A point estimate with a two-sided percentile interval.
+/// `P[X ≤ k]` for `X ~ Binomial(n, p)`, integral `k` and `n`.
+///
+/// The tail on the far side of the mode is summed directly, from `k` away from the mode, where
+/// the terms shrink at least geometrically; the near side is one minus the far side. So the
+/// small tails a confidence bound is made of are sums of small terms, never differences of
+/// numbers close to one.
+pub(crate) fn binomial_lower_tail(k: f64, n: f64, p: f64) -> f64 {
+    if k < 0.0 {
+        return 0.0;
+    }
+    if k >= n {
+        return 1.0;
+    }
+    let mode = ((n + 1.0) * p).floor();
+    if k < mode {
+        sum_tail_downward(k, n, p)
+    } else {
+        1.0 - sum_tail_upward(k + 1.0, n, p)
+    }
+}
+
+/// `P[X ≥ k]` for `X ~ Binomial(n, p)`, integral `k` and `n`.
+pub(crate) fn binomial_upper_tail(k: f64, n: f64, p: f64) -> f64 {
+    if k <= 0.0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    let mode = ((n + 1.0) * p).floor();
+    if k > mode {
+        sum_tail_upward(k, n, p)
+    } else {
+        1.0 - sum_tail_downward(k - 1.0, n, p)
+    }
+}
+
+/// `Σ_{i ≤ k} P[X = i]`, summed from `k` down (meant for `k` below the mode).
+fn sum_tail_downward(k: f64, n: f64, p: f64) -> f64 {
+    let odds = (1.0 - p) / p;
+    let mut term = binomial_pmf(k, n, p);
+    let mut sum = NeumaierSum::new(term);
+    let mut i = k;
+    while i > 0.0 {
+        // P[X = i−1] = P[X = i] · i / (n − i + 1) · q / p
+        term *= i / (n - i + 1.0) * odds;
+        if term == 0.0 || term < sum.total() * 1e-20 {
+            break;
+        }
+        sum.add(term);
+        i -= 1.0;
+    }
+    sum.total()
+}
+
+/// `Σ_{i ≥ k} P[X = i]`, summed from `k` up (meant for `k` above the mode).
+fn sum_tail_upward(k: f64, n: f64, p: f64) -> f64 {
+    let odds = p / (1.0 - p);
+    let mut term = binomial_pmf(k, n, p);
+    let mut sum = NeumaierSum::new(term);
+    let mut i = k;
+    while i < n {
+        // P[X = i+1] = P[X = i] · (n − i) / (i + 1) · p / q
+        term *= (n - i) / (i + 1.0) * odds;
+        if term == 0.0 || term < sum.total() * 1e-20 {
+            break;
+        }
+        sum.add(term);
+        i += 1.0;
+    }
+    sum.total()
+}
+
+/// Neumaier's compensated sum: keeps the sum of thousands of terms to a few ulps.
+struct NeumaierSum {
+    total: f64,
+    compensation: f64,
+}
+
+impl NeumaierSum {
+    fn new(first: f64) -> Self {
+        Self {
+            total: first,
+            compensation: 0.0,
+        }
+    }
+
+    fn add(&mut self, term: f64) {
+        let next = self.total + term;
+        self.compensation += if self.total.abs() >= term.abs() {
+            (self.total - next) + term
+        } else {
+            (term - next) + self.total
+        };
+        self.total = next;
+    }
+
+    fn total(&self) -> f64 {
+        self.total + self.compensation
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The exact conditional interval of the paired difference.
+
+/// A point estimate with a two-sided interval.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Interval {
     /// The statistic on the observed pairs.
     pub estimate: f64,
-    /// The lower percentile of the bootstrap distribution.
+    /// The lower bound.
     pub low: f64,
-    /// The upper percentile of the bootstrap distribution.
+    /// The upper bound.
     pub high: f64,
 }
 
-/// Why a bootstrap interval cannot be computed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum BootstrapError {
-    /// There is no pair to resample (for example, every pair had an arm that did not complete).
-    #[error("no pairs to resample")]
-    NoPairs,
-    /// Zero resamples were asked for.
-    #[error("the number of resamples must be at least 1")]
-    NoResamples,
-    /// The confidence level is not strictly between 0 and 1.
-    #[error("confidence level {0} is not strictly between 0 and 1")]
-    LevelOutOfRange(f64),
+/// Which side of 1/2 a Clopper–Pearson bound lies on, decided by the exact test at 1/2 (see
+/// [`paired_difference_interval`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// The bound is at most 1/2.
+    AtMostHalf,
+    /// The bound is strictly above 1/2 (lower bound) or strictly below it (upper bound).
+    BeyondHalf,
 }
 
-/// The difference `pass_rate(B) − pass_rate(A)` over paired outcomes `(a_passed, b_passed)`, with
-/// a percentile bootstrap interval at `level` (e.g. 0.95).
-///
-/// Pair `i` is the same scenario and repeat index run in arm A and in arm B. Each of `resamples`
-/// resamples draws as many pairs as there are, uniformly with replacement, so the pairing is kept.
-/// The bounds are the `(1 − level)/2` and `(1 + level)/2` quantiles of the resampled differences,
-/// linearly interpolated between order statistics (numpy's default, "type 7"). The result is a
-/// pure function of the arguments: the same pairs, resamples, seed and level give the same
-/// interval on every platform.
-pub fn paired_bootstrap_diff(
-    pairs: &[(bool, bool)],
-    resamples: u32,
-    seed: u64,
-    level: f64,
-) -> Result<Interval, BootstrapError> {
-    stratified_bootstrap_diff(&[pairs], resamples, seed, level)
-}
+/// Bisection steps: each halves the bracket, so 200 is far more than the 53 bits of an `f64`
+/// need; the loop ends as soon as the midpoint stops moving.
+const BISECTION_STEPS: u32 = 200;
 
-/// [`paired_bootstrap_diff`] over several strata (one per scenario), pooled.
-///
-/// Each resample draws, within every stratum, as many pairs as that stratum has, with
-/// replacement, and pools them, so every resample keeps each scenario's weight. The estimate is
-/// the pooled difference over all pairs. Strata are visited in the order given, which is part of
-/// what the seed reproduces.
-pub fn stratified_bootstrap_diff(
-    strata: &[&[(bool, bool)]],
-    resamples: u32,
-    seed: u64,
-    level: f64,
-) -> Result<Interval, BootstrapError> {
-    if !(level > 0.0 && level < 1.0) {
-        return Err(BootstrapError::LevelOutOfRange(level));
+/// The Clopper–Pearson lower bound for `successes` of `trials` at two-sided level `1 − alpha`:
+/// the `π` where `P[X ≥ successes | π] = alpha/2`, on the `side` of 1/2 given.
+fn clopper_pearson_lower(successes: u64, trials: u64, alpha: f64, side: Side) -> f64 {
+    if successes == 0 {
+        return 0.0;
     }
-    if resamples == 0 {
-        return Err(BootstrapError::NoResamples);
-    }
-    // Each pair reduces to its contribution to `passes(B) − passes(A)`: −1, 0 or +1.
-    let contributions: Vec<Vec<i64>> = strata
-        .iter()
-        .map(|pairs| pairs.iter().map(|&pair| pair_contribution(pair)).collect())
-        .collect();
-    let n_pairs: usize = contributions.iter().map(Vec::len).sum();
-    if n_pairs == 0 {
-        return Err(BootstrapError::NoPairs);
-    }
-    let n_pairs_f64 = n_pairs as f64;
-    let observed: i64 = contributions.iter().flatten().sum();
-
-    let mut rng = Xoshiro256StarStar::from_seed(seed);
-    let mut resampled_sums: Vec<i64> = Vec::with_capacity(resamples as usize);
-    for _ in 0..resamples {
-        let mut sum = 0_i64;
-        for stratum in &contributions {
-            let stratum_len = stratum.len() as u64;
-            for _ in 0..stratum.len() {
-                // `below` returns a value < stratum_len, which is a valid index.
-                sum += stratum[rng.below(stratum_len) as usize];
-            }
+    let (k, n) = (successes as f64, trials as f64);
+    let target = alpha / 2.0;
+    // P[X ≥ k | π] grows with π; keep tail(low) < target ≤ tail(high).
+    let (mut low, mut high) = match side {
+        Side::AtMostHalf => (0.0, 0.5),
+        Side::BeyondHalf => (0.5, 1.0),
+    };
+    for _ in 0..BISECTION_STEPS {
+        let mid = 0.5 * (low + high);
+        if mid <= low || mid >= high {
+            break;
         }
-        resampled_sums.push(sum);
+        if binomial_upper_tail(k, n, mid) >= target {
+            high = mid;
+        } else {
+            low = mid;
+        }
     }
-    resampled_sums.sort_unstable();
+    // `high` never reaches the end of the bracket it did not start at, so a bound beyond 1/2
+    // stays strictly beyond it.
+    high
+}
 
-    let tail = (1.0 - level) / 2.0;
-    Ok(Interval {
-        estimate: observed as f64 / n_pairs_f64,
-        low: interpolated_quantile(&resampled_sums, tail) / n_pairs_f64,
-        high: interpolated_quantile(&resampled_sums, 1.0 - tail) / n_pairs_f64,
+/// The Clopper–Pearson upper bound: the `π` where `P[X ≤ successes | π] = alpha/2`.
+fn clopper_pearson_upper(successes: u64, trials: u64, alpha: f64, side: Side) -> f64 {
+    if successes == trials {
+        return 1.0;
+    }
+    // The upper bound for k successes is one minus the lower bound for k failures.
+    1.0 - clopper_pearson_lower(trials - successes, trials, alpha, side)
+}
+
+/// The Clopper–Pearson ("exact") interval of a binomial proportion at level `1 − alpha`, as
+/// R's `binom.test` computes it. `trials` must be at least 1 and `successes ≤ trials`.
+pub fn clopper_pearson(successes: u64, trials: u64, alpha: f64) -> (f64, f64) {
+    // Without the test's help, each side follows from the tail at 1/2 itself.
+    let lower_side = if successes > 0
+        && binomial_upper_tail(successes as f64, trials as f64, 0.5) < alpha / 2.0
+    {
+        Side::BeyondHalf
+    } else {
+        Side::AtMostHalf
+    };
+    let upper_side = if successes < trials
+        && binomial_lower_tail(successes as f64, trials as f64, 0.5) < alpha / 2.0
+    {
+        Side::BeyondHalf
+    } else {
+        Side::AtMostHalf
+    };
+    (
+        clopper_pearson_lower(successes, trials, alpha, lower_side),
+        clopper_pearson_upper(successes, trials, alpha, upper_side),
+    )
+}
+
+/// The difference `pass rate(B) − pass rate(A)` over `pairs` complete pairs, with its exact
+/// conditional interval at level `1 − alpha`; `None` when there is no pair.
+///
+/// `a_pass_b_fail` is McNemar's `b` and `a_fail_b_pass` its `c`. Given the `m = b + c` pairs
+/// whose arms disagree, `c ~ Binomial(m, π)` where `π` is the share of disagreements that favour
+/// B, and the difference is `Δ = m/n · (2π − 1)`. The interval is the Clopper–Pearson interval
+/// of `π` mapped through that line. Clopper–Pearson is the inversion of the exact binomial test
+/// McNemar's exact test is, so `0 ∉ interval` exactly when `p < alpha`: the side of 1/2 each
+/// bound lies on is taken from [`mcnemar_exact`] itself, so rounding can never split them.
+/// With no disagreeing pair the interval is the single point 0: conditional on the pairs seen,
+/// nothing differed.
+pub fn paired_difference_interval(
+    a_pass_b_fail: u64,
+    a_fail_b_pass: u64,
+    pairs: u64,
+    alpha: f64,
+) -> Option<Interval> {
+    if pairs == 0 {
+        return None;
+    }
+    let n_discordant = a_pass_b_fail + a_fail_b_pass;
+    let n = pairs as f64;
+    let estimate = (a_fail_b_pass as f64 - a_pass_b_fail as f64) / n;
+    if n_discordant == 0 {
+        return Some(Interval {
+            estimate,
+            low: 0.0,
+            high: 0.0,
+        });
+    }
+    let significant = mcnemar_exact(a_pass_b_fail, a_fail_b_pass) < alpha;
+    let side_if = |condition: bool| {
+        if significant && condition {
+            Side::BeyondHalf
+        } else {
+            Side::AtMostHalf
+        }
+    };
+    let pi_low = clopper_pearson_lower(
+        a_fail_b_pass,
+        n_discordant,
+        alpha,
+        side_if(a_fail_b_pass > a_pass_b_fail),
+    );
+    let pi_high = clopper_pearson_upper(
+        a_fail_b_pass,
+        n_discordant,
+        alpha,
+        side_if(a_fail_b_pass < a_pass_b_fail),
+    );
+    let scale = n_discordant as f64 / n;
+    Some(Interval {
+        estimate,
+        low: scale * (2.0 * pi_low - 1.0),
+        high: scale * (2.0 * pi_high - 1.0),
     })
 }
 
-/// A pair's contribution to `passes(B) − passes(A)`.
-fn pair_contribution((a_passed, b_passed): (bool, bool)) -> i64 {
-    i64::from(b_passed) - i64::from(a_passed)
-}
-
-/// The `quantile` of non-empty sorted values, interpolating linearly between the order
-/// statistics at `(len − 1)·quantile` (Hyndman–Fan type 7).
-pub(crate) fn interpolated_quantile(sorted: &[i64], quantile: f64) -> f64 {
-    let position = (sorted.len() - 1) as f64 * quantile;
-    let below = position.floor();
-    let fraction = position - below;
-    // `position` lies in [0, len − 1], so both indices are in bounds.
-    let below_idx = below as usize;
-    let above_idx = (below_idx + 1).min(sorted.len() - 1);
-    let low_value = sorted[below_idx] as f64;
-    let high_value = sorted[above_idx] as f64;
-    low_value + fraction * (high_value - low_value)
-}
-
 // ---------------------------------------------------------------------------------------------
-// The seeded generator.
+// Sensitivity.
 
-/// SplitMix64 (Steele, Lea and Flood; Vigna's `splitmix64.c`): a 64-bit counter advanced by the
-/// golden-ratio increment and passed through a bijective mixer. Used only to expand one `u64`
-/// seed into the xoshiro state, as the xoshiro authors recommend.
-#[derive(Clone, Debug)]
-pub(crate) struct SplitMix64 {
-    state: u64,
+/// The difference whose sample size [`pairs_to_detect`] reports by default: 20 points.
+pub const TARGET_DIFFERENCE: f64 = 0.2;
+/// The probability of detecting it that [`pairs_to_detect`] asks for: 4 times in 5.
+pub const TARGET_POWER: f64 = 0.8;
+
+/// The fewest disagreeing pairs the exact test can call significant at `alpha`: the smallest
+/// `k` with `p(0, k) = 2·2^−k < alpha`, i.e. when every disagreement goes the same way. Fewer
+/// disagreements can never be significant, whatever their direction.
+pub fn min_discordant_pairs(alpha: f64) -> u64 {
+    let mut k = 1_u64;
+    // p(0, k) halves with every k and reaches 0 below the smallest f64 (k ≈ 1075), so the loop
+    // ends for any alpha > 0; the bound only guards a NaN.
+    while k < 2000 && mcnemar_exact(0, k) >= alpha {
+        k += 1;
+    }
+    k
 }
 
-impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
+/// The smallest difference of pass rates the exact test can detect at `alpha` with `pairs`
+/// complete pairs: [`min_discordant_pairs`] over `pairs`. A smaller observed difference cannot
+/// be told from noise. `None` when even a difference of 100 points could not be detected.
+pub fn min_detectable_difference(pairs: u64, alpha: f64) -> Option<f64> {
+    let k = min_discordant_pairs(alpha);
+    (pairs > 0 && k <= pairs).then(|| k as f64 / pairs as f64)
 }
 
-/// xoshiro256** 1.0 (Blackman and Vigna, `xoshiro256starstar.c`): 256 bits of state, period
-/// 2^256 − 1, and no statistical weakness a bootstrap could notice.
-#[derive(Clone, Debug)]
-pub(crate) struct Xoshiro256StarStar {
-    state: [u64; 4],
-}
-
-impl Xoshiro256StarStar {
-    /// The generator whose state is the first four SplitMix64 outputs for `seed`. Four
-    /// consecutive outputs of SplitMix64's bijective mixer are never all zero, so the state is
-    /// always valid.
-    pub(crate) fn from_seed(seed: u64) -> Self {
-        let mut expander = SplitMix64::new(seed);
-        Self::from_state([
-            expander.next_u64(),
-            expander.next_u64(),
-            expander.next_u64(),
-            expander.next_u64(),
-        ])
-    }
-
-    pub(crate) fn from_state(state: [u64; 4]) -> Self {
-        Self { state }
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let [s0, s1, s2, s3] = &mut self.state;
-        let result = s1.wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let shifted = *s1 << 17;
-        *s2 ^= *s0;
-        *s3 ^= *s1;
-        *s1 ^= *s2;
-        *s0 ^= *s3;
-        *s2 ^= shifted;
-        *s3 = s3.rotate_left(45);
-        result
-    }
-
-    /// A uniform integer in `[0, bound)`, `bound ≥ 1`, without modulo bias: Lemire's
-    /// multiply-and-reject ("Fast Random Integer Generation in an Interval", 2019).
-    pub(crate) fn below(&mut self, bound: u64) -> u64 {
-        debug_assert!(bound > 0, "below needs a positive bound");
-        let mut product = u128::from(self.next_u64()) * u128::from(bound);
-        if (product as u64) < bound {
-            // Low words below 2^64 mod bound would over-represent some results: redraw them.
-            let threshold = bound.wrapping_neg() % bound;
-            while (product as u64) < threshold {
-                product = u128::from(self.next_u64()) * u128::from(bound);
-            }
+/// The fewest pairs with which the exact test detects a true difference `difference` with
+/// probability `power`, in the most favourable case: every disagreement favours the better
+/// arm, so disagreements occur in a share `difference` of the pairs and the test calls it once
+/// there are [`min_discordant_pairs`] of them. The probability of that,
+/// `P[Binomial(n, difference) ≥ k]`, grows with `n`; the answer is the smallest `n` where it
+/// reaches `power`. When the arms also disagree the other way, more pairs are needed.
+pub fn pairs_to_detect(difference: f64, power: f64, alpha: f64) -> u64 {
+    let k = min_discordant_pairs(alpha);
+    let detects = |n: u64| binomial_upper_tail(k as f64, n as f64, difference) >= power;
+    // Double until detected, then bisect: the probability is increasing in n.
+    let mut high = k.max(1);
+    while !detects(high) {
+        if high > u64::MAX / 4 {
+            return high;
         }
-        (product >> 64) as u64
+        high *= 2;
     }
+    let mut low = high / 2;
+    // Invariant: !detects(low) (or low below k, where detection is impossible), detects(high).
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if detects(mid) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    high
 }

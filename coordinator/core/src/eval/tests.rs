@@ -1,13 +1,13 @@
 //! Tests of the eval statistics: McNemar against hand-computed and independently computed
-//! values, the bootstrap on cases small enough to reason about, the generator against its
-//! published reference outputs, and the report on acceptance-shaped synthetic batches.
+//! values, the exact interval against published worked examples, the property that the verdict
+//! never contradicts the interval, the sensitivity figures against hand calculations, and the
+//! report on acceptance-shaped synthetic batches. The seeded generator that draws the random
+//! tables and synthetic runs is written out here, checked against its published reference
+//! outputs.
 
 use serde_json::json;
 
-use super::stats::{
-    SplitMix64, Xoshiro256StarStar, binomial_half_lower_tail_exact,
-    binomial_half_lower_tail_saddle_point, interpolated_quantile,
-};
+use super::stats::{binomial_half_lower_tail_exact, binomial_half_lower_tail_saddle_point};
 use super::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -118,194 +118,346 @@ fn saddle_point_tail_agrees_with_exact_integer_tail() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bootstrap.
+// The exact interval.
 
+/// The seed of every random draw in these tests.
 const SEED: u64 = 20_240_611;
 
-/// `count` copies of a pair.
-fn repeat_pair(pair: (bool, bool), count: usize) -> Vec<(bool, bool)> {
-    vec![pair; count]
+/// Checks `clopper_pearson(x, n)` at 95% against published bounds, to the digits printed.
+fn check_clopper_pearson(x: u64, n: u64, expected: (f64, f64), printed_digits: i32) {
+    let (low, high) = clopper_pearson(x, n, 0.05);
+    let tolerance = 0.5 * 10f64.powi(-printed_digits);
+    assert!(
+        (low - expected.0).abs() <= tolerance && (high - expected.1).abs() <= tolerance,
+        "clopper_pearson({x}, {n}) = ({low}, {high}), published {expected:?}"
+    );
 }
 
 #[test]
-fn bootstrap_of_all_equal_pairs_is_zero() {
-    let mut pairs = repeat_pair((true, true), 7);
-    pairs.extend(repeat_pair((false, false), 5));
-    let interval =
-        paired_bootstrap_diff(&pairs, 2000, SEED, 0.95).expect("pairs and options are valid");
+fn clopper_pearson_matches_published_worked_examples() {
+    // R's own example of binom.test (Conover 1971, p. 97f; `example(binom.test)` in R):
+    //     binom.test(c(682, 243), p = 3/4)
+    //     95 percent confidence interval: 0.7076683 0.7654066
+    check_clopper_pearson(682, 925, (0.707_668_3, 0.765_406_6), 7);
+    // R's binom.test(2, 12) as printed: p-value = 0.03857,
+    //     95 percent confidence interval: 0.02086253 0.48413775
+    check_clopper_pearson(2, 12, (0.020_862_53, 0.484_137_75), 8);
+    // 5 of 25 (Conover 1999's tables, the worked example of influentialpoints.com's
+    // "Confidence intervals of proportions"): 0.068 to 0.407.
+    check_clopper_pearson(5, 25, (0.068, 0.407), 3);
+    // The edges: 0 of n has the closed form [0, 1 − (α/2)^(1/n)], n of n its mirror.
+    let closed_form = 1.0 - 0.025_f64.powf(1.0 / 20.0);
+    check_clopper_pearson(0, 20, (0.0, closed_form), 12);
+    check_clopper_pearson(20, 20, (1.0 - closed_form, 1.0), 12);
+}
+
+#[test]
+fn clopper_pearson_agrees_with_high_precision_inversion() {
+    // Bounds from a 40-digit inversion of the exact binomial tails with Python's mpmath
+    // (bisection on Σ C(n, k) π^k (1−π)^(n−k), independent of this code), to 1e-12:
+    let cases = [
+        (81, 263, 0.252_736_745_585_271_15, 0.367_621_922_601_351_35),
+        (15, 148, 0.057_844_010_083_448_56, 0.161_650_490_349_479),
+        (1, 29, 0.000_872_646_883_579_921_9, 0.177_644_295_488_722_93),
+        (1, 6, 0.004_210_744_514_489_47, 0.641_234_578_997_674_9),
+        (3, 10, 0.066_739_511_177_734_47, 0.652_452_850_059_997_3),
+    ];
+    for (x, n, low, high) in cases {
+        check_clopper_pearson(x, n, (low, high), 12);
+    }
+}
+
+#[test]
+fn the_paired_interval_maps_the_discordant_share_to_the_difference() {
+    // b = 10 (A only), c = 2 (B only) of n = 20 pairs: binom.test(2, 12) above, so
+    // π ∈ [0.02086253, 0.48413775] and Δ = 12/20 · (2π − 1) ∈ [−0.574965, −0.019035];
+    // the estimate is (2 − 10)/20 = −0.4, and p = 0.03857 < 0.05: B worse, 0 outside.
+    let interval = paired_difference_interval(10, 2, 20, 0.05).expect("pairs");
+    assert_eq!(interval.estimate, -0.4);
+    assert!((interval.low - (0.6 * (2.0 * 0.020_862_53 - 1.0))).abs() < 1e-8);
+    assert!((interval.high - (0.6 * (2.0 * 0.484_137_75 - 1.0))).abs() < 1e-8);
+    assert!(interval.high < 0.0);
+    assert!((mcnemar_exact(10, 2) - 0.038_574_218_75).abs() < 1e-15);
+    // Mirrored: the same interval with its sign flipped.
+    let mirrored = paired_difference_interval(2, 10, 20, 0.05).expect("pairs");
+    assert_eq!(mirrored.estimate, 0.4);
+    assert!((mirrored.low + interval.high).abs() < 1e-12);
+    assert!((mirrored.high + interval.low).abs() < 1e-12);
+    // No disagreeing pair: nothing differed, the interval is the point 0.
     assert_eq!(
-        interval,
-        Interval {
+        paired_difference_interval(0, 0, 7, 0.05),
+        Some(Interval {
             estimate: 0.0,
             low: 0.0,
             high: 0.0
-        }
+        })
     );
+    assert_eq!(paired_difference_interval(0, 0, 0, 0.05), None);
 }
 
 #[test]
-fn bootstrap_estimate_is_the_exact_paired_difference() {
-    // 3 pairs where only B passed, 1 where only A passed, 6 where both passed:
-    // pass rate B − pass rate A = (9 − 7)/10.
-    let mut pairs = repeat_pair((false, true), 3);
-    pairs.extend(repeat_pair((true, false), 1));
-    pairs.extend(repeat_pair((true, true), 6));
-    let interval =
-        paired_bootstrap_diff(&pairs, 2000, SEED, 0.95).expect("pairs and options are valid");
-    assert_eq!(interval.estimate, 2.0 / 10.0);
+fn the_readme_demo_interval_agrees_with_its_verdict() {
+    // The eval demo's csv-report scenario: A passed 8 of 10, B 3 of 10, with 6 pairs where only
+    // A passed and 1 where only B did. The exact test gives p = 2·(1 + 7)/128 = 0.125, and the
+    // interval now spans 0 instead of the bootstrap's [−90%, −10%] that contradicted it.
+    let interval = paired_difference_interval(6, 1, 10, 0.05).expect("pairs");
+    assert_eq!(mcnemar_exact(6, 1), 0.125);
+    assert_eq!(interval.estimate, -0.5);
+    assert!(interval.low < 0.0 && interval.high > 0.0, "{interval:?}");
+    // π ∈ Clopper–Pearson(1, 7) = [0.00361030, 0.57872320] (mpmath), Δ = 0.7 · (2π − 1).
+    assert!((interval.low - 0.7 * (2.0 * 0.003_610_297 - 1.0)).abs() < 1e-8);
+    assert!((interval.high - 0.7 * (2.0 * 0.578_723_197 - 1.0)).abs() < 1e-8);
 }
 
 #[test]
-fn bootstrap_interval_contains_the_estimate() {
-    let cases: [(&str, Vec<(bool, bool)>); 3] = [
-        ("B mostly better", {
-            let mut pairs = repeat_pair((false, true), 4);
-            pairs.extend(repeat_pair((true, true), 5));
-            pairs.extend(repeat_pair((true, false), 1));
-            pairs
-        }),
-        ("B mostly worse", {
-            let mut pairs = repeat_pair((true, false), 6);
-            pairs.extend(repeat_pair((false, false), 4));
-            pairs
-        }),
-        ("balanced", {
-            let mut pairs = repeat_pair((true, false), 3);
-            pairs.extend(repeat_pair((false, true), 3));
-            pairs.extend(repeat_pair((true, true), 4));
-            pairs
-        }),
-    ];
-    for (name, pairs) in cases {
-        let interval =
-            paired_bootstrap_diff(&pairs, 4000, SEED, 0.95).expect("pairs and options are valid");
+fn the_verdict_never_contradicts_the_interval_on_random_tables() {
+    // 20 000 random 2×2 tables of paired outcomes (seeded): the interval excludes 0 exactly when
+    // the verdict is a difference, on the side the verdict names; each bound is the true
+    // Clopper–Pearson root (its binomial tail is alpha/2); the estimate lies inside.
+    let mut generator = Xoshiro256StarStar::from_seed(SEED);
+    let alphas = [0.05, 0.01, 0.1, 0.2, 0.001, 0.5];
+    for case in 0..20_000 {
+        let n_pairs = 1 + generator.below(if case % 10 == 0 { 3000 } else { 60 });
+        let n_discordant = generator.below(n_pairs + 1);
+        let a_fail_b_pass = generator.below(n_discordant + 1);
+        let a_pass_b_fail = n_discordant - a_fail_b_pass;
+        let alpha = alphas[generator.below(alphas.len() as u64) as usize];
+        let discordant = Discordant {
+            a_pass_b_fail,
+            a_fail_b_pass,
+        };
+        let p = mcnemar_exact(a_pass_b_fail, a_fail_b_pass);
+        let verdict = EvalVerdict::decide(discordant, p, alpha);
+        let interval = paired_difference_interval(a_pass_b_fail, a_fail_b_pass, n_pairs, alpha)
+            .expect("at least one pair");
+        let context = format!(
+            "b = {a_pass_b_fail}, c = {a_fail_b_pass}, n = {n_pairs}, alpha = {alpha}, \
+             p = {p}, {verdict:?}, {interval:?}"
+        );
+        match verdict {
+            EvalVerdict::BBetter => assert!(interval.low > 0.0, "{context}"),
+            EvalVerdict::BWorse => assert!(interval.high < 0.0, "{context}"),
+            EvalVerdict::NoDetectableDifference => {
+                assert!(interval.low <= 0.0 && interval.high >= 0.0, "{context}");
+            }
+        }
         assert!(
             interval.low <= interval.estimate && interval.estimate <= interval.high,
-            "{name}: {interval:?}"
+            "{context}"
         );
+        check_bounds_are_roots(a_fail_b_pass, n_discordant, alpha, &context);
+    }
+}
+
+/// The Clopper–Pearson bounds of `x` of `n` make the binomial tails alpha/2 (to 1e-9 relative;
+/// at an open end the bound is 0 or 1).
+fn check_bounds_are_roots(x: u64, n: u64, alpha: f64, context: &str) {
+    if n == 0 {
+        return;
+    }
+    let (low, high) = clopper_pearson(x, n, alpha);
+    let target = alpha / 2.0;
+    if x > 0 {
+        let tail = stats::binomial_upper_tail(x as f64, n as f64, low);
         assert!(
-            interval.low < interval.high,
-            "{name}: a spread of outcomes gives a spread"
+            ((tail - target) / target).abs() < 1e-9,
+            "P[X ≥ {x}] at {low} is {tail}: {context}"
         );
+    } else {
+        assert_eq!(low, 0.0, "{context}");
+    }
+    if x < n {
+        let tail = stats::binomial_lower_tail(x as f64, n as f64, high);
+        assert!(
+            ((tail - target) / target).abs() < 1e-9,
+            "P[X ≤ {x}] at {high} is {tail}: {context}"
+        );
+    } else {
+        assert_eq!(high, 1.0, "{context}");
     }
 }
 
 #[test]
-fn bootstrap_is_deterministic_for_a_seed() {
-    let mut pairs = repeat_pair((false, true), 4);
-    pairs.extend(repeat_pair((true, false), 3));
-    pairs.extend(repeat_pair((true, true), 3));
-    let first = paired_bootstrap_diff(&pairs, 3000, SEED, 0.95).expect("valid");
-    let second = paired_bootstrap_diff(&pairs, 3000, SEED, 0.95).expect("valid");
-    assert_eq!(first, second);
-    // A narrower level can only narrow the same resamples' interval.
-    let narrower = paired_bootstrap_diff(&pairs, 3000, SEED, 0.5).expect("valid");
-    assert!(narrower.low >= first.low && narrower.high <= first.high);
-}
-
-#[test]
-fn bootstrap_of_one_discordant_pair_is_certain() {
-    // Every resample of a single pair is that pair.
-    let interval = paired_bootstrap_diff(&[(false, true)], 500, SEED, 0.95).expect("valid");
-    assert_eq!(
-        interval,
-        Interval {
-            estimate: 1.0,
-            low: 1.0,
-            high: 1.0
-        }
-    );
-}
-
-#[test]
-fn bootstrap_of_two_pairs_spans_the_possible_differences() {
-    // Pairs (A fail, B pass) and (both pass): a resample's difference is 0, 1/2 or 1 with
-    // probabilities 1/4, 1/2, 1/4. The 2.5% and 97.5% quantiles fall inside the masses at 0 and
-    // 1, so the 95% interval is exactly [0, 1] around the estimate 1/2.
-    let pairs = [(false, true), (true, true)];
-    let interval = paired_bootstrap_diff(&pairs, 10_000, SEED, 0.95).expect("valid");
-    assert_eq!(
-        interval,
-        Interval {
-            estimate: 0.5,
-            low: 0.0,
-            high: 1.0
-        }
-    );
-    // At 40% the quantiles are the 30th and 70th percentiles, both inside the mass at 1/2.
-    let interval = paired_bootstrap_diff(&pairs, 10_000, SEED, 0.4).expect("valid");
-    assert_eq!((interval.low, interval.high), (0.5, 0.5));
-}
-
-#[test]
-fn stratified_bootstrap_keeps_each_scenario_whole() {
-    // Scenario 1: both arms always pass; scenario 2: only B ever passes. Resampling within each
-    // scenario always draws 5 pairs of each, so every resample's difference is exactly 5/10.
-    // Pooling without strata lets the mix vary, so the plain interval is wider.
-    let always_equal = repeat_pair((true, true), 5);
-    let only_b = repeat_pair((false, true), 5);
-    let stratified =
-        stratified_bootstrap_diff(&[&always_equal, &only_b], 2000, SEED, 0.95).expect("valid");
-    assert_eq!(
-        stratified,
-        Interval {
-            estimate: 0.5,
-            low: 0.5,
-            high: 0.5
-        }
-    );
-    let pooled: Vec<(bool, bool)> = [always_equal, only_b].concat();
-    let plain = paired_bootstrap_diff(&pooled, 2000, SEED, 0.95).expect("valid");
-    assert_eq!(plain.estimate, 0.5);
-    assert!(plain.low < 0.5 && plain.high > 0.5, "{plain:?}");
-}
-
-#[test]
-fn bootstrap_rejects_what_it_cannot_compute() {
-    assert_eq!(
-        paired_bootstrap_diff(&[], 100, SEED, 0.95),
-        Err(BootstrapError::NoPairs)
-    );
-    assert_eq!(
-        stratified_bootstrap_diff(&[&[], &[]], 100, SEED, 0.95),
-        Err(BootstrapError::NoPairs)
-    );
-    assert_eq!(
-        paired_bootstrap_diff(&[(true, true)], 0, SEED, 0.95),
-        Err(BootstrapError::NoResamples)
-    );
-    for level in [0.0, 1.0, -0.5, 95.0, f64::NAN] {
-        assert!(
-            matches!(
-                paired_bootstrap_diff(&[(true, true)], 100, SEED, level),
-                Err(BootstrapError::LevelOutOfRange(_))
-            ),
-            "level {level} is refused"
-        );
-    }
-}
-
-#[test]
-fn quantiles_interpolate_between_order_statistics() {
-    // Type 7: position (len − 1)·q, linear between its neighbours (numpy.percentile's default).
-    let cases: [(&[i64], f64, f64); 5] = [
-        (&[0, 10], 0.25, 2.5),
-        (&[1, 2, 3, 4], 0.025, 1.075),
-        (&[1, 2, 3, 4], 0.975, 3.925),
-        (&[5], 0.5, 5.0),
-        (&[-3, -1, 0, 2], 1.0, 2.0),
+fn binomial_tails_agree_with_exact_sums() {
+    // Both tails at a few probabilities against exact rational sums in Python
+    // (`fractions`, independent of this code), to 1e-12 relative.
+    let cases = [
+        // (k, n, p, P[X ≤ k], P[X ≥ k])
+        (3.0, 10.0, 0.3, 0.649_610_718_4, 0.617_217_213_6),
+        (0.0, 5.0, 0.2, 0.327_68, 1.0),
+        (5.0, 5.0, 0.2, 1.0, 0.000_32),
+        (
+            12.0,
+            40.0,
+            0.5,
+            0.008_294_501_687_487_355,
+            0.996_786_711_952_154_3,
+        ),
     ];
-    for (sorted, quantile, expected) in cases {
-        let actual = interpolated_quantile(sorted, quantile);
+    for (k, n, p, lower, upper) in cases {
+        let actual_lower = stats::binomial_lower_tail(k, n, p);
+        let actual_upper = stats::binomial_upper_tail(k, n, p);
         assert!(
-            (actual - expected).abs() < 1e-12,
-            "quantile {quantile} of {sorted:?}: {actual}, expected {expected}"
+            ((actual_lower - lower) / lower).abs() < 1e-9,
+            "P[X ≤ {k}] for n = {n}, p = {p}: {actual_lower}, expected {lower}"
+        );
+        assert!(
+            ((actual_upper - upper) / upper).abs() < 1e-9,
+            "P[X ≥ {k}] for n = {n}, p = {p}: {actual_upper}, expected {upper}"
         );
     }
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sensitivity.
+
+#[test]
+fn the_minimum_detectable_difference_matches_the_hand_calculation() {
+    // With every disagreement one way, p(0, k) = 2·2^−k: 2^−4 = 0.0625 ≥ 0.05 at k = 5 and
+    // 2^−5 = 0.03125 < 0.05 at k = 6, so 6 disagreeing pairs is the floor at alpha 0.05.
+    assert_eq!(min_discordant_pairs(0.05), 6);
+    // alpha 0.01: 2^−7 = 0.0078 < 0.01 ≤ 2^−6 = 0.0156, so k = 8.
+    assert_eq!(min_discordant_pairs(0.01), 8);
+    // alpha 0.1: 2^−4 = 0.0625 < 0.1 ≤ 2^−3, so k = 5.
+    assert_eq!(min_discordant_pairs(0.1), 5);
+    // alpha exactly 2^−4: p must be below it, so 2^−5 at k = 6.
+    assert_eq!(min_discordant_pairs(0.0625), 6);
+    // 10 runs per arm: 6/10 = 60 points; 20 pairs: 30 points; 5 pairs: never.
+    assert_eq!(min_detectable_difference(10, 0.05), Some(0.6));
+    assert_eq!(min_detectable_difference(20, 0.05), Some(0.3));
+    assert_eq!(min_detectable_difference(5, 0.05), None);
+    assert_eq!(min_detectable_difference(0, 0.05), None);
+}
+
+#[test]
+fn the_pairs_needed_for_20_points_match_the_hand_calculation() {
+    // The most favourable case: disagreements in 20% of pairs, all one way, so the test calls
+    // it once there are 6 of them (alpha 0.05). P[Binomial(n, 0.2) ≥ 6], by exact sums
+    // (Python `fractions`): n = 38 gives 0.7996…, n = 39 gives 0.8200…: 39 pairs.
+    assert_eq!(pairs_to_detect(0.2, 0.8, 0.05), 39);
+    // alpha 0.01 needs 8 of them: n = 49 gives 0.7909…, n = 50 gives 0.8096…: 50 pairs.
+    assert_eq!(pairs_to_detect(0.2, 0.8, 0.01), 50);
+    let sensitivity = Sensitivity::at(0.05);
+    assert_eq!(sensitivity.min_discordant_pairs, 6);
+    assert_eq!(sensitivity.pairs_for_target, 39);
+    assert_eq!(
+        (sensitivity.target_diff, sensitivity.target_power),
+        (0.2, 0.8)
+    );
+}
+
+#[test]
+fn p_values_and_sensitivity_read_in_plain_words() {
+    assert_eq!(words::format_p(0.125), "0.125");
+    assert_eq!(words::format_p(0.031_25), "0.031");
+    assert_eq!(words::format_p(1.0), "1");
+    assert_eq!(words::format_p(0.000_277), "0.00028");
+    assert_eq!(words::format_p(0.003_4), "0.0034");
+    assert_eq!(words::format_p(1e-9), "< 0.0001");
+    // The demo's csv-report scenario.
+    let a_runs = passing_at(10, &[0, 1, 2, 3, 4, 5, 6, 8]);
+    let b_runs = passing_at(10, &[6, 7, 8]);
+    let report = report(&scenario_pairs("csv-report", &a_runs, &b_runs));
+    let overall = &report.overall;
+    assert_eq!(
+        (
+            overall.discordant.a_pass_b_fail,
+            overall.discordant.a_fail_b_pass
+        ),
+        (6, 1)
+    );
+    assert_eq!(
+        words::p_value_sentence(overall),
+        "p = 0.125: a difference at least this large would appear by chance 12.5% of the time \
+         if A and B passed equally often"
+    );
+    assert_eq!(
+        words::sensitivity_sentence(&report, 10).as_deref(),
+        Some(
+            "with 10 runs per arm a difference under 60 points cannot be told from noise in one \
+             scenario; at least ~39 runs per arm would detect 20 points 4 times in 5"
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // The generator.
+
+/// SplitMix64 (Steele, Lea and Flood; Vigna's `splitmix64.c`): a 64-bit counter advanced by the
+/// golden-ratio increment and passed through a bijective mixer. Used only to expand one `u64`
+/// seed into the xoshiro state, as the xoshiro authors recommend.
+#[derive(Clone, Debug)]
+struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// xoshiro256** 1.0 (Blackman and Vigna, `xoshiro256starstar.c`): 256 bits of state, period
+/// 2^256 − 1, and no statistical weakness a bootstrap could notice.
+#[derive(Clone, Debug)]
+struct Xoshiro256StarStar {
+    state: [u64; 4],
+}
+
+impl Xoshiro256StarStar {
+    /// The generator whose state is the first four SplitMix64 outputs for `seed`. Four
+    /// consecutive outputs of SplitMix64's bijective mixer are never all zero, so the state is
+    /// always valid.
+    fn from_seed(seed: u64) -> Self {
+        let mut expander = SplitMix64::new(seed);
+        Self::from_state([
+            expander.next_u64(),
+            expander.next_u64(),
+            expander.next_u64(),
+            expander.next_u64(),
+        ])
+    }
+
+    fn from_state(state: [u64; 4]) -> Self {
+        Self { state }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let [s0, s1, s2, s3] = &mut self.state;
+        let result = s1.wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let shifted = *s1 << 17;
+        *s2 ^= *s0;
+        *s3 ^= *s1;
+        *s1 ^= *s2;
+        *s0 ^= *s3;
+        *s2 ^= shifted;
+        *s3 = s3.rotate_left(45);
+        result
+    }
+
+    /// A uniform integer in `[0, bound)`, `bound ≥ 1`, without modulo bias: Lemire's
+    /// multiply-and-reject ("Fast Random Integer Generation in an Interval", 2019).
+    fn below(&mut self, bound: u64) -> u64 {
+        debug_assert!(bound > 0, "below needs a positive bound");
+        let mut product = u128::from(self.next_u64()) * u128::from(bound);
+        if (product as u64) < bound {
+            // Low words below 2^64 mod bound would over-represent some results: redraw them.
+            let threshold = bound.wrapping_neg() % bound;
+            while (product as u64) < threshold {
+                product = u128::from(self.next_u64()) * u128::from(bound);
+            }
+        }
+        (product >> 64) as u64
+    }
+}
 
 #[test]
 fn splitmix64_matches_its_reference_output() {
@@ -381,9 +533,6 @@ fn sources() -> ArmSources {
 fn options() -> EvalOptions {
     EvalOptions {
         alpha: DEFAULT_ALPHA,
-        confidence_level: DEFAULT_CONFIDENCE_LEVEL,
-        resamples: 2000,
-        seed: SEED,
     }
 }
 
@@ -706,11 +855,6 @@ fn invalid_input_is_refused() {
         with(|o| o.alpha = f64::NAN),
         Err(EvalError::AlphaOutOfRange(_))
     ));
-    assert_eq!(
-        with(|o| o.confidence_level = 1.0),
-        Err(EvalError::ConfidenceLevelOutOfRange(1.0))
-    );
-    assert_eq!(with(|o| o.resamples = 0), Err(EvalError::NoResamples));
 }
 
 #[test]
@@ -732,6 +876,8 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
         "discordant": {"aPassBFail": 1, "aFailBPass": 0},
         "mcnemarP": 1.0,
         "verdict": "noDetectableDifference",
+        // 6 disagreeing pairs are the least alpha 0.05 can call; 2 pairs cannot hold them.
+        "minDetectableDiff": null,
     });
     let mut overall = json!({"arms": arms});
     let mut scenario = json!({"scenario": "alpha", "arms": arms});
@@ -744,8 +890,13 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
         "intervalMethod": INTERVAL_METHOD,
         "alpha": 0.05,
         "confidenceLevel": 0.95,
-        "resamples": 2000,
-        "seed": SEED,
+        "sensitivity": {
+            "method": SENSITIVITY_METHOD,
+            "minDiscordantPairs": 6,
+            "targetDiff": 0.2,
+            "targetPower": 0.8,
+            "pairsForTarget": 39,
+        },
         "arms": [
             {"arm": "A", "source": "skills/answer-v1"},
             {"arm": "B", "source": "skills/answer-v2"},
@@ -761,7 +912,42 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
     );
     assert_eq!(diff["estimate"], json!(-0.5));
     assert!(
-        DECISION_RULE.contains("UNKNOWN"),
+        DECISION_RULE.contains("own rule"),
         "the rule says it is ours"
     );
+    // Nothing a user reads points at documents they cannot open.
+    for text in [DECISION_RULE, INTERVAL_METHOD, SENSITIVITY_METHOD] {
+        for reference in ["§", "contract", "brief", "C9"] {
+            assert!(!text.contains(reference), "{reference:?} in {text:?}");
+        }
+    }
+}
+
+#[test]
+fn reports_written_with_the_bootstrap_interval_still_read_back() {
+    // eval.json of the previous version: a bootstrap interval, its resamples and seed, no
+    // sensitivity and no minimum detectable difference.
+    let comparison = json!({
+        "arms": [
+            {"arm": "A", "source": "a", "runs": 2, "completed": 2, "passes": 2, "passRate": 1.0,
+             "costUsd": null, "costKnownRuns": 0, "costUnknownRuns": 2},
+            {"arm": "B", "source": "b", "runs": 2, "completed": 2, "passes": 1, "passRate": 0.5,
+             "costUsd": null, "costKnownRuns": 0, "costUnknownRuns": 2},
+        ],
+        "pairs": 2, "excludedPairs": 0,
+        "diff": {"estimate": -0.5, "low": -1.0, "high": 0.0},
+        "discordant": {"aPassBFail": 1, "aFailBPass": 0},
+        "mcnemarP": 1.0, "verdict": "noDetectableDifference",
+    });
+    let old = json!({
+        "decisionRule": "old rule", "intervalMethod": "percentile bootstrap",
+        "alpha": 0.05, "confidenceLevel": 0.95, "resamples": 2000, "seed": 7,
+        "arms": [{"arm": "A", "source": "a"}, {"arm": "B", "source": "b"}],
+        "overall": comparison.clone(),
+        "scenarios": [],
+    });
+    let report: EvalReport = serde_json::from_value(old).expect("an old report reads back");
+    assert_eq!(report.sensitivity, None);
+    assert_eq!(report.overall.min_detectable_diff, None);
+    assert_eq!(report.overall.diff.expect("stored").low, -1.0);
 }

@@ -32,16 +32,31 @@ use super::flags::{FlagError, RawFlags, js_number, validate_flags};
 use super::materialize::materialize_cell;
 use super::{Plan, PlanError, PlanKind, PlanLayout, PlanUnit, plan_units};
 use crate::eval::{
-    Arm, ArmOutcome, ArmSources, DEFAULT_CONFIDENCE_LEVEL, EvalError, EvalOptions, EvalReport,
-    EvalVerdict, PairedOutcome, eval_report,
+    Arm, ArmOutcome, ArmSources, EvalError, EvalOptions, EvalReport, EvalVerdict, PairedOutcome,
+    eval_report,
 };
 use crate::prepared::{PreparedArm, PreparedBatch};
 
 /// The arms in unit order: arm A is unit `2k`, arm B unit `2k + 1`.
 pub const ARMS: [Arm; 2] = [Arm::A, Arm::B];
 
-/// Exit code of `cowork eval` when the overall verdict is "B worse".
+/// Exit code of `cowork eval` when the gate fails (by default: the overall verdict is "B worse").
 pub const EXIT_B_WORSE: i32 = 1;
+/// Exit code of `cowork eval` when no pair of runs completed in both arms: there is nothing to
+/// compare, and a CI gate must not read that as a pass.
+pub const EXIT_NOTHING_TO_COMPARE: i32 = 2;
+
+/// Which overall verdicts make `cowork eval` exit 1 (`--fail-on`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EvalGate {
+    /// Never: the eval exits 0 whatever the verdict (it still exits 2 with nothing to compare).
+    Never,
+    /// "B worse" (the default).
+    #[default]
+    BWorse,
+    /// Any detectable difference, better or worse: B must behave like A.
+    AnyDifference,
+}
 
 /// The arm as jobs and simulation profiles name it (`JobSpec.arm`, `SimRule.arm`): `a` or `b`.
 pub fn arm_wire_name(arm: Arm) -> &'static str {
@@ -368,13 +383,34 @@ pub fn paired_outcomes(
     Ok(pairs)
 }
 
-/// The exit code of an eval: [`EXIT_B_WORSE`] when the overall verdict is "B worse", else 0.
-/// Per-scenario verdicts do not count: they are not corrected for multiple comparisons.
-pub fn eval_exit_code(report: &EvalReport) -> i32 {
-    match report.overall.verdict {
-        EvalVerdict::BWorse => EXIT_B_WORSE,
-        EvalVerdict::BBetter | EvalVerdict::NoDetectableDifference => 0,
+/// The exit code of an eval: [`EXIT_NOTHING_TO_COMPARE`] when no pair completed, else
+/// [`EXIT_B_WORSE`] when the overall verdict fails the `gate`, else 0. Per-scenario verdicts do
+/// not count: they are not corrected for multiple comparisons.
+pub fn eval_exit_code(report: &EvalReport, gate: EvalGate) -> i32 {
+    if report.overall.pairs == 0 {
+        return EXIT_NOTHING_TO_COMPARE;
     }
+    let fails = match (gate, report.overall.verdict) {
+        (EvalGate::Never, _) | (_, EvalVerdict::NoDetectableDifference) => false,
+        (EvalGate::BWorse, verdict) => verdict == EvalVerdict::BWorse,
+        (EvalGate::AnyDifference, _) => true,
+    };
+    if fails { EXIT_B_WORSE } else { 0 }
+}
+
+/// Why there is nothing to compare, when no pair of runs completed in both arms; `None` when
+/// some pair did.
+pub fn nothing_to_compare(report: &EvalReport) -> Option<String> {
+    let overall = &report.overall;
+    if overall.pairs > 0 {
+        return None;
+    }
+    let [arm_a, arm_b] = &overall.arms;
+    Some(format!(
+        "nothing to compare: no run completed in both arms ({} pairs left out; arm A completed \
+         {} of {} runs, arm B {} of {}: the others errored or stopped at an unanswered gate)",
+        overall.excluded_pairs, arm_a.completed, arm_a.runs, arm_b.completed, arm_b.runs
+    ))
 }
 
 /// The file name of an eval batch's report in its batch directory: `batches/<id>/eval.json`.
@@ -419,7 +455,7 @@ impl EvalDocument {
 pub struct EvalDocumentInput<'a> {
     /// The batch's eval plan (units arm A, arm B per scenario).
     pub plan: &'a Plan,
-    /// The eval settings of the batch's spec (model, alpha, bootstrap seed and resamples).
+    /// The eval settings of the batch's spec (model and alpha).
     pub settings: &'a EvalSpec,
     /// How the report labels the arms: `cowork eval` uses the paths as typed, the coordinator
     /// the bundle-relative arm directories of the spec.
@@ -460,11 +496,10 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         });
     }
     let pairs = paired_outcomes(plan, input.folded, input.results)?;
+    // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; the exact
+    // interval needs neither (the seed still drives the sim executor).
     let options = EvalOptions {
         alpha: input.settings.alpha,
-        confidence_level: DEFAULT_CONFIDENCE_LEVEL,
-        resamples: input.settings.resamples,
-        seed: input.settings.seed,
     };
     let report = eval_report(input.sources, &pairs, &options)?;
     Ok(EvalDocument {
@@ -813,13 +848,15 @@ mod tests {
         );
         assert_eq!(document.model.as_deref(), Some("pinned-model"));
         assert_eq!(document.runs_per_arm, 2);
-        assert_eq!(document.report.seed, 7);
-        assert_eq!(document.report.resamples, 200);
+        assert_eq!(document.report.alpha, 0.05);
+        assert_eq!(document.report.confidence_level, 0.95);
         let overall = &document.report.overall;
         assert_eq!(overall.discordant.a_pass_b_fail, 2);
         assert_eq!(overall.arms[0].source, "skills/v1/k");
         assert_eq!(overall.arms[1].source, "skills/v2/k");
         assert_eq!(overall.verdict, EvalVerdict::NoDetectableDifference);
+        assert_eq!(eval_exit_code(&document.report, EvalGate::BWorse), 0);
+        assert_eq!(nothing_to_compare(&document.report), None);
 
         let stored = document.to_stored_json().expect("the document serializes");
         assert!(stored.ends_with(b"}\n"));
@@ -873,5 +910,46 @@ mod tests {
                 results: 0
             })
         );
+    }
+
+    /// A report whose overall comparison has the given pairs and verdict.
+    fn report_with(pairs: u64, verdict: EvalVerdict) -> EvalReport {
+        let sources = ArmSources {
+            a: "a".to_owned(),
+            b: "b".to_owned(),
+        };
+        let mut report = eval_report(&sources, &[], &EvalOptions { alpha: 0.05 })
+            .expect("an empty report is valid");
+        report.overall.pairs = pairs;
+        report.overall.verdict = verdict;
+        report
+    }
+
+    #[test]
+    fn the_exit_code_follows_the_gate_and_nothing_to_compare_is_an_error() {
+        use EvalVerdict::{BBetter, BWorse, NoDetectableDifference};
+        let cases = [
+            (EvalGate::BWorse, BWorse, 1),
+            (EvalGate::BWorse, BBetter, 0),
+            (EvalGate::BWorse, NoDetectableDifference, 0),
+            (EvalGate::AnyDifference, BWorse, 1),
+            (EvalGate::AnyDifference, BBetter, 1),
+            (EvalGate::AnyDifference, NoDetectableDifference, 0),
+            (EvalGate::Never, BWorse, 0),
+            (EvalGate::Never, BBetter, 0),
+        ];
+        for (gate, verdict, expected) in cases {
+            assert_eq!(
+                eval_exit_code(&report_with(10, verdict), gate),
+                expected,
+                "{gate:?} {verdict:?}"
+            );
+        }
+        for gate in [EvalGate::Never, EvalGate::BWorse, EvalGate::AnyDifference] {
+            let empty = report_with(0, NoDetectableDifference);
+            assert_eq!(eval_exit_code(&empty, gate), EXIT_NOTHING_TO_COMPARE);
+            let message = nothing_to_compare(&empty).expect("no pair completed");
+            assert!(message.starts_with("nothing to compare: "), "{message}");
+        }
     }
 }

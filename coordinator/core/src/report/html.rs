@@ -1,13 +1,24 @@
 //! The HTML report: one self-contained file that opens in any browser without a network.
 //!
 //! The page has inline CSS only: no script, no image, no font, no link to anything outside the
-//! file. Text taken from results is escaped, and so are `:` and `=`, so that no message quoted
-//! from a run can spell a URL or an attribute in the file. Each heatmap cell carries
-//! `data-cell` (`c<k>`/`f<k>`), `data-state`, `data-pass-rate` (as JavaScript prints the
-//! number), `data-passes` and `data-completed`, so tests and scripts can read the page's numbers
-//! without scraping its text.
+//! file except the run artifacts it names ([`ArtifactLinks`]), and those are relative links.
+//! Text taken from results is escaped, and so are `:` and `=`, so that no message quoted from a
+//! run can spell a URL or an attribute in the file.
+//!
+//! The page reads top-down: the verdict (for an eval, the A/B result first), the batch's facts,
+//! the heatmap (each cell coloured by its unit's verdict and shaded by its pass rate, with the
+//! unit's runs as a strip in index order), the units table, failure reasons, stop reasons, then
+//! one section per unit and one per run (`#unit-c0`, `#run-c0-r3`): verdict, signals, every
+//! assertion with its evidence, error, cost, tokens, duration, model and links to the stored
+//! files. Every heatmap cell links to its unit's section and every strip square to its run.
+//!
+//! Each heatmap cell carries `data-cell` (`c<k>`/`f<k>`), `data-state`, `data-pass-rate` (as
+//! JavaScript prints the number), `data-passes` and `data-completed`, so tests and scripts can
+//! read the page's numbers without scraping its text.
 //!
 //! The same module renders the coordinator's batch list (`GET /v1/ui`).
+
+mod runs;
 
 use std::fmt::Write as _;
 
@@ -19,49 +30,106 @@ use super::{
     seconds, summarize, usd,
 };
 
-/// The page's style sheet. Colors of heatmap cells are set per cell from the pass rate.
+pub use runs::ArtifactLinks;
+
+/// How the HTML report is rendered for the place it is read from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HtmlOptions {
+    /// Where the links to each run's stored files point.
+    pub links: ArtifactLinks,
+}
+
+/// The page's style sheet. Heatmap cells get their shade per cell (see [`heat_style`]).
 const STYLE: &str = "\
 :root{color-scheme:light}
 *{box-sizing:border-box}
 body{margin:0;background:#f6f8fa;color:#1f2328;font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'Helvetica Neue',Arial,sans-serif}
 main{max-width:1360px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:22px;margin:0 0 10px}
+h1{font-size:22px;margin:0 0 10px;overflow-wrap:anywhere}
 h2{font-size:17px;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px solid #d0d7de}
-code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-table{border-collapse:collapse;background:#fff}
+h3{font-size:15px;margin:0 0 6px;overflow-wrap:anywhere}
+a{color:#0550ae}
+code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+table{border-collapse:collapse;background:#fff;max-width:100%}
 th,td{border:1px solid #d0d7de;padding:5px 9px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .muted{color:#59636e}
-.verdict{display:inline-block;padding:1px 10px;border-radius:11px;color:#fff;font-weight:700;font-size:13px}
-.verdict.pass{background:#1a7f37}
-.verdict.fail{background:#cf222e}
+.small{font-size:12px}
+.verdict{display:inline-block;padding:1px 10px;border-radius:11px;color:#fff;font-weight:700;font-size:13px;white-space:nowrap;vertical-align:middle}
+.verdict.pass,.verdict.b-better{background:#1a7f37}
+.verdict.fail,.verdict.b-worse{background:#cf222e}
 .verdict.error{background:#8250df}
-.verdict.not-run{background:#6e7781}
+.verdict.not-run,.verdict.no-difference,.verdict.arm{background:#6e7781}
+.verdict.incomplete,.verdict.discarded{background:#9a6700}
 .banner{margin:12px 0;padding:12px 16px;border-radius:6px;font-weight:600}
 .banner.simulated{background:#fff8c5;border:2px solid #d4a72c;color:#6c4400;font-size:15px}
-dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(240px,1fr));gap:6px 10px;margin:12px 0 0;padding:0}
-dl.facts div{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:5px 10px}
+.banner.incomplete{background:#fff1e5;border:2px solid #bc4c00;color:#762c00;font-size:15px}
+dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(210px,1fr));gap:6px 10px;margin:12px 0 0;padding:0}
+dl.facts div{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:5px 10px;min-width:0}
 dl.facts dt{font-size:11px;letter-spacing:.04em;text-transform:uppercase;color:#59636e}
 dl.facts dd{margin:0;font-weight:600;overflow-wrap:anywhere}
-.wide{overflow-x:auto}
-table.units td.nowrap{white-space:nowrap}
-table.units td.label{min-width:300px;font-size:13px}
-table.heatmap th.row{max-width:320px}
-table.heatmap td.cell{min-width:170px;text-align:center;vertical-align:middle;padding:8px 10px}
+.wide{overflow-x:auto;max-width:100%}
+table.units{width:100%}
+table.units td.label{overflow-wrap:anywhere}
+table.units td.label .small{display:block;color:#59636e}
+table.heatmap th.row{max-width:320px;overflow-wrap:anywhere}
+table.heatmap td.cell{min-width:150px;max-width:260px;text-align:center;vertical-align:middle;padding:8px 10px}
+td.cell.pass{box-shadow:inset 5px 0 0 #1a7f37}
+td.cell.fail{box-shadow:inset 5px 0 0 #cf222e}
+td.cell.incomplete{box-shadow:inset 5px 0 0 #bc4c00}
+td.cell.arm{box-shadow:inset 5px 0 0 #0969da}
+td.cell.error{background:#eaeef2;color:#8250df;box-shadow:inset 5px 0 0 #8250df}
+td.cell.not-run,td.cell.empty{background:#f6f8fa;color:#6e7781}
+a.cellink{display:block;color:inherit;text-decoration:none}
+a.cellink:hover .frac{text-decoration:underline}
 .cell .frac{display:block;font-size:20px;font-weight:700}
 .cell .rate{display:block;font-size:14px}
-.cell .mini{display:block;font-size:11px;letter-spacing:.04em;color:#3d444d}
-.cell .tag{display:inline-block;margin:3px 2px 0;padding:0 7px;border-radius:9px;font-size:11px;color:#fff}
+.cell .mini{display:block;font-size:11px;letter-spacing:.04em;color:#3d444d;font-weight:700}
+.cell .tag,.tag{display:inline-block;margin:3px 2px 0;padding:0 7px;border-radius:9px;font-size:11px;color:#fff}
 .tag.flaky{background:#8250df}
 .tag.stop{background:#bc4c00}
-td.cell.error{background:#eaeef2;color:#8250df}
-td.cell.not-run,td.cell.empty{background:#f6f8fa;color:#6e7781}
+.strip{display:flex;flex-wrap:wrap;gap:2px;margin:6px 0 0;justify-content:center;line-height:0}
+.strip.big{justify-content:flex-start;gap:3px;margin:8px 0}
+.dot{display:inline-block;width:10px;height:10px;border-radius:2px;border:1px solid rgba(31,35,40,.25)}
+.strip.big .dot{width:14px;height:14px}
+.dot.pass{background:#1a7f37}
+.dot.fail{background:#cf222e}
+.dot.error{background:#8250df}
+.dot.discarded{background:repeating-linear-gradient(45deg,#8c959f 0 2px,#eaeef2 2px 4px)}
+.dot.not-run{background:#fff;border:1px dashed #8c959f}
+.strip .more{font-size:11px;line-height:12px;color:#59636e}
 .legend{margin:8px 0 0;font-size:12px;color:#59636e}
-.legend .bar{display:inline-block;width:220px;height:12px;margin:0 6px;vertical-align:middle;border:1px solid #d0d7de;background:linear-gradient(90deg,hsl(0,72%,80%),hsl(60,72%,80%),hsl(120,72%,80%))}
+.legend .swatch{display:inline-block;width:28px;height:12px;margin:0 4px 0 10px;vertical-align:middle;border:1px solid #d0d7de}
+.legend .dot{margin:0 3px 0 10px;vertical-align:middle}
 .flakymark{color:#8250df;font-weight:700}
 ul.stops li{margin:3px 0}
+section.ab{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:4px 18px 14px;margin:14px 0}
+section.ab h2{border:0;margin:14px 0 6px}
+section.ab .headline{font-size:16px;margin:6px 0}
+section.ab table{margin-top:8px}
+section.unit{margin:18px 0;padding:12px 14px;background:#fff;border:1px solid #d0d7de;border-radius:8px}
+article.run{margin:10px 0 0;padding:8px 12px;border:1px solid #d0d7de;border-left-width:5px;border-radius:6px;background:#fcfcfd}
+article.run.pass{border-left-color:#1a7f37}
+article.run.fail{border-left-color:#cf222e}
+article.run.error{border-left-color:#8250df}
+article.run.discarded{border-left-color:#8c959f}
+article.run:target{outline:3px solid #0969da}
+section.unit:target{outline:3px solid #0969da}
+article.run header{display:flex;flex-wrap:wrap;gap:6px 12px;align-items:center}
+article.run p{margin:6px 0}
+table.assertions{width:100%;margin:6px 0}
+table.assertions td{overflow-wrap:anywhere}
+table.assertions tr.fail td:first-child{box-shadow:inset 3px 0 0 #cf222e}
+.errorbox{background:#fff0f0;border:1px solid #ffcecb;border-radius:6px;padding:6px 10px;overflow-wrap:anywhere}
+ul.signals{margin:4px 0;padding-left:20px}
+ul.signals li{overflow-wrap:anywhere}
+.files a,.files code{margin-right:10px}
+details{margin:8px 0}
+details.assertions{margin:4px 0}
+details.assertions summary{cursor:pointer;color:#1a7f37;font-size:13px}
 footer{margin-top:36px;font-size:12px;color:#59636e}
+@media (max-width:960px){main{padding:14px 12px 30px}th,td{padding:4px 6px}.opt,table.units td.label .small{display:none}table.heatmap td.cell{min-width:110px}}
 ";
 
 /// Escapes text for HTML text and attribute values. `:` and `=` are escaped too (they render
@@ -86,6 +154,7 @@ pub(crate) fn escape(text: &str) -> String {
 
 fn page_start(out: &mut String, title: &str) {
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     let _ = writeln!(out, "<title>{}</title>", escape(title));
     let _ = write!(out, "<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n");
 }
@@ -94,70 +163,109 @@ fn page_end(out: &mut String) {
     out.push_str("</main>\n</body>\n</html>\n");
 }
 
-/// The background of a heatmap cell: red (0%) through yellow to green (100%).
-fn heat_color(rate: f64) -> String {
-    let hue = (rate.clamp(0.0, 1.0) * 120.0).round() as u32;
-    format!("hsl({hue},72%,80%)")
+/// The background of a heatmap cell: the hue of its verdict, shaded by its pass rate. A pass
+/// is darker green the more runs passed; a fail is deeper red the fewer did, so `4/5` failing
+/// at a 100% minimum reads as a light red, never as green. Eval arms are not judged alone:
+/// blue, darker the more runs passed.
+pub(crate) fn heat_style(state: &str, rate: f64) -> String {
+    let rate = rate.clamp(0.0, 1.0);
+    let (hue, saturation, lightness) = match state {
+        "pass" => (137.0, 50.0, 90.0 - 16.0 * rate),
+        "fail" => (356.0, 78.0, 72.0 + 18.0 * rate),
+        "incomplete" => (36.0, 90.0, 90.0 - 14.0 * rate),
+        _ => (212.0, 75.0, 94.0 - 20.0 * rate),
+    };
+    format!(
+        "background-color:hsl({},{}%,{}%)",
+        hue,
+        saturation,
+        f64::round(lightness)
+    )
 }
 
-fn verdict_badge(class: &str, text: &str) -> String {
+pub(crate) fn verdict_badge(class: &str, text: &str) -> String {
     format!("<span class=\"verdict {class}\">{}</span>", escape(text))
 }
 
-/// One heatmap cell.
-fn heat_cell(unit: &UnitReport<'_>) -> String {
-    let state = unit.status.as_str();
+/// The state a heatmap cell shows: its verdict, or `arm` for an eval arm (arms are judged by
+/// the A/B comparison, not one by one).
+fn cell_state(unit: &UnitReport<'_>, summary: &Summary<'_>) -> &'static str {
+    if summary.is_eval() && matches!(unit.status, UnitStatus::Passed | UnitStatus::Failed) {
+        "arm"
+    } else {
+        unit.status.as_str()
+    }
+}
+
+/// One heatmap cell: the unit's numbers and verdict linking to its section, its tags, and its
+/// runs as a strip.
+fn heat_cell(unit: &UnitReport<'_>, summary: &Summary<'_>, runs: &runs::RunIndex) -> String {
+    let state = cell_state(unit, summary);
     let mut cell = format!(
         "<td class=\"cell {state}\" data-cell=\"{}\" data-state=\"{state}\"",
         escape(&unit.id)
     );
+    let unit_link = format!("#unit-{}", escape(&unit.id));
     match (&unit.status, unit.pass_rate) {
         (UnitStatus::Error(error), _) => {
             let _ = write!(
                 cell,
-                " title=\"{}\"><span class=\"frac\">error</span><span class=\"mini\">{}</span></td>",
+                " title=\"{}\"><a class=\"cellink\" href=\"{unit_link}\"><span class=\"frac\">error</span>\
+                 <span class=\"mini\">{}</span></a></td>",
                 escape(unit.label),
                 escape(error)
             );
+            return cell;
         }
         (_, Some(rate)) => {
+            let word = if state == "arm" {
+                "ARM".to_owned()
+            } else {
+                unit.verdict_text()
+            };
             let _ = write!(
                 cell,
                 " data-pass-rate=\"{}\" data-passes=\"{}\" data-completed=\"{}\" data-flaky=\"{}\" \
-                 style=\"background-color:{}\" title=\"{}\">\
+                 style=\"{}\" title=\"{}\"><a class=\"cellink\" href=\"{unit_link}\">\
                  <span class=\"frac\">{}/{}</span><span class=\"rate\">{}</span>\
-                 <span class=\"mini\">{}</span>",
+                 <span class=\"mini\">{}</span></a>",
                 js_number(rate),
                 unit.passes,
                 unit.completed,
                 unit.flaky(),
-                heat_color(rate),
+                heat_style(state, rate),
                 escape(unit.label),
                 unit.passes,
                 unit.completed,
                 percent(rate),
-                escape(&unit.verdict_text())
+                escape(&word)
             );
-            if unit.flaky() {
-                cell.push_str("<span class=\"tag flaky\">flaky</span>");
-            }
-            if let Some(stop) = unit.stopped_early {
-                let _ = write!(
-                    cell,
-                    "<span class=\"tag stop\">stopped: {}</span>",
-                    stop.as_str()
-                );
-            }
-            cell.push_str("</td>");
         }
         (_, None) => {
             let _ = write!(
                 cell,
-                " title=\"{}\"><span class=\"frac\">not run</span></td>",
-                escape(unit.label)
+                " title=\"{}\"><a class=\"cellink\" href=\"{unit_link}\"><span class=\"frac\">{}</span></a>",
+                escape(unit.label),
+                if unit.status == UnitStatus::Incomplete {
+                    "incomplete"
+                } else {
+                    "not run"
+                }
             );
         }
     }
+    if unit.flaky() {
+        cell.push_str("<span class=\"tag flaky\">flaky</span>");
+    }
+    if let Some(stop) = unit.stopped_early {
+        let _ = write!(
+            cell,
+            "<span class=\"tag stop\">stopped: {}</span>",
+            stop.as_str()
+        );
+    }
+    cell.push_str(&runs::strip(unit, runs, runs::STRIP_IN_CELL));
+    cell.push_str("</td>");
     cell
 }
 
@@ -177,27 +285,57 @@ fn row_label(baseline: Option<&str>, model: Option<&str>) -> String {
     }
 }
 
-fn heatmap(out: &mut String, summary: &Summary<'_>) {
+fn heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
     let _ = writeln!(
         out,
-        "<section id=\"heatmap\">\n<h2>Pass rate per {}</h2>",
-        summary.unit_noun()
+        "<section id=\"heatmap\">\n<h2>Pass rate per {}</h2>\n<div class=\"wide\">",
+        if summary.is_eval() {
+            "scenario and arm"
+        } else {
+            summary.unit_noun()
+        }
     );
-    match summary.kind {
-        PlanKindName::Matrix => matrix_heatmap(out, summary),
-        PlanKindName::Files => files_heatmap(out, summary),
+    match (summary.is_eval(), summary.kind) {
+        (true, _) => eval_heatmap(out, summary, runs),
+        (false, PlanKindName::Matrix) => matrix_heatmap(out, summary, runs),
+        (false, PlanKindName::Files) => files_heatmap(out, summary, runs),
     }
-    let _ = writeln!(
-        out,
-        "<p class=\"legend\">0%<span class=\"bar\"></span>100% pass rate · each cell shows \
-         passes/completed runs and the {noun}'s verdict (min pass rate {}) · \
-         <span class=\"flakymark\">flaky</span> = runs both passed and failed</p>\n</section>",
-        percent(summary.judging.min_pass_rate),
-        noun = summary.unit_noun()
+    out.push_str("</div>\n");
+    legend(out, summary);
+    out.push_str("</section>\n");
+}
+
+fn legend(out: &mut String, summary: &Summary<'_>) {
+    out.push_str("<p class=\"legend\">");
+    if summary.is_eval() {
+        let _ = write!(
+            out,
+            "<span class=\"swatch\" style=\"{}\"></span>arm pass rate (darker = more runs \
+             passed; arms are compared above, not judged alone)",
+            heat_style("arm", 0.8)
+        );
+    } else {
+        let _ = write!(
+            out,
+            "cell colour = the {noun}'s verdict at min pass rate {min}: \
+             <span class=\"swatch\" style=\"{}\"></span>PASS (darker = more runs passed)\
+             <span class=\"swatch\" style=\"{}\"></span>FAIL (deeper = fewer runs passed)",
+            heat_style("pass", 1.0),
+            heat_style("fail", 0.3),
+            noun = summary.unit_noun(),
+            min = percent(summary.judging.min_pass_rate),
+        );
+    }
+    out.push_str(
+        " · runs in index order: <span class=\"dot pass\"></span>pass\
+         <span class=\"dot fail\"></span>fail<span class=\"dot error\"></span>error\
+         <span class=\"dot discarded\"></span>discarded<span class=\"dot not-run\"></span>not \
+         run · <span class=\"flakymark\">flaky</span> = runs both passed and failed · click a \
+         cell for its runs</p>\n",
     );
 }
 
-fn matrix_heatmap(out: &mut String, summary: &Summary<'_>) {
+fn matrix_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
     // Rows are baseline × model, columns skill dirs, both in first-seen cell order.
     type RowKey<'k> = (Option<&'k str>, Option<&'k str>);
     let mut rows: Vec<RowKey<'_>> = Vec::new();
@@ -241,7 +379,7 @@ fn matrix_heatmap(out: &mut String, summary: &Summary<'_>) {
                     && axes.and_then(|a| a.skill_dir.as_deref()) == *column
             });
             match found {
-                Some(unit) => out.push_str(&heat_cell(unit)),
+                Some(unit) => out.push_str(&heat_cell(unit, summary, runs)),
                 None => out.push_str(
                     "<td class=\"cell empty\" data-state=\"empty\"><span class=\"frac\">—</span></td>",
                 ),
@@ -259,65 +397,87 @@ fn matrix_heatmap(out: &mut String, summary: &Summary<'_>) {
     }
 }
 
-fn files_heatmap(out: &mut String, summary: &Summary<'_>) {
+fn files_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
     out.push_str(
         "<table class=\"heatmap\">\n<thead><tr><th>scenario</th><th>file</th><th>pass rate</th></tr></thead>\n<tbody>\n",
     );
-    let files = &summary.input.stored.spec.scenario_files;
     for unit in &summary.units {
-        let file = files.get(unit.index as usize).map_or("", String::as_str);
         let _ = writeln!(
             out,
             "<tr><th class=\"row\">{}</th><td><code>{}</code></td>{}</tr>",
             escape(unit.label),
-            escape(file),
-            heat_cell(unit)
+            escape(summary.scenario_file(unit)),
+            heat_cell(unit, summary, runs)
         );
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// An eval's heatmap: one row per scenario, arm A and arm B side by side.
+fn eval_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
+    out.push_str(
+        "<table class=\"heatmap\">\n<thead><tr><th>scenario</th><th>file</th><th>arm A</th>\
+         <th>arm B</th></tr></thead>\n<tbody>\n",
+    );
+    for pair in summary.units.chunks(2) {
+        let Some(first) = pair.first() else { continue };
+        let _ = write!(
+            out,
+            "<tr><th class=\"row\">{}</th><td><code>{}</code></td>",
+            escape(first.scenario_name),
+            escape(summary.scenario_file(first)),
+        );
+        for unit in pair {
+            out.push_str(&heat_cell(unit, summary, runs));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// What the wall time fact says.
+fn wall_time(input: &ReportInput) -> String {
+    match input.wall_ms {
+        Some(ms) => seconds(Some(ms as f64)),
+        None => "unknown (not recorded for this batch)".to_owned(),
+    }
 }
 
 fn facts(out: &mut String, summary: &Summary<'_>) {
     let input = summary.input;
     let spec = &input.stored.spec;
     let flags = &spec.flags;
+    let runs_per_unit = input.stored.plan.repeat.unwrap_or(1);
     let mut rows: Vec<(&str, String)> = vec![
         ("batch", summary.batch_id.to_owned()),
-        ("command", input.rollup.command.clone()),
         ("mode", mode_name(spec.mode).to_owned()),
         ("target", spec.target_display.clone()),
         ("executor", spec.executor.as_str().to_owned()),
         ("harness version", summary.harness_version().to_owned()),
-        (
+    ];
+    if summary.is_eval() {
+        rows.push((
+            "arms",
+            format!(
+                "{} scenario(s) × 2 arms × {runs_per_unit} run(s)",
+                summary.units.len() / 2
+            ),
+        ));
+    } else {
+        rows.push((
             "units",
             format!(
-                "{} {}(s) × {} run(s) each",
+                "{} {}(s) × {runs_per_unit} run(s) each",
                 summary.units.len(),
                 summary.unit_noun(),
-                input.stored.plan.repeat.unwrap_or(1)
             ),
-        ),
-        ("min pass rate", percent(summary.judging.min_pass_rate)),
-    ];
+        ));
+        rows.push(("min pass rate", percent(summary.judging.min_pass_rate)));
+    }
     if let Some(matrix) = &spec.matrix_file {
         rows.push(("matrix file", matrix.clone()));
     }
-    let mut switches = Vec::new();
-    if flags.stop_on_diverge {
-        switches.push("--stop-on-diverge".to_owned());
-    }
-    if let Some(budget) = flags.max_budget_usd {
-        switches.push(format!("--max-budget-usd {budget} (per unit)"));
-    }
-    if flags.allow_budget_stop {
-        switches.push("--allow-budget-stop".to_owned());
-    }
-    if flags.allow_truncated_matrix {
-        switches.push("--allow-truncated-matrix".to_owned());
-    }
-    if flags.ablate_skill {
-        switches.push("--ablate-skill".to_owned());
-    }
+    let switches = switches(flags);
     if !switches.is_empty() {
         rows.push(("flags", switches.join(" ")));
     }
@@ -334,17 +494,61 @@ fn facts(out: &mut String, summary: &Summary<'_>) {
             }
         ),
     ));
-    rows.push(("total cost", usd(summary.total_cost_usd)));
-    rows.push(("total run time", seconds(summary.total_duration_ms)));
+    if summary.discarded.runs > 0 {
+        rows.push((
+            "discarded runs",
+            format!(
+                "{} (spend {}, not in any verdict)",
+                summary.discarded.runs,
+                usd(summary.discarded.cost_usd)
+            ),
+        ));
+    }
+    rows.push(("cost of folded runs", usd(summary.total_cost_usd)));
+    rows.push(("wall time", wall_time(input)));
+    let (summed, n_timed) = summary.summed_run_ms;
     rows.push((
-        "exit code",
-        format!("{} ({})", input.rollup.exit_code, summary.verdict_word()),
+        "summed run time",
+        match summed {
+            Some(ms) => format!("{} over {n_timed} run(s)", seconds(Some(ms))),
+            None => "-".to_owned(),
+        },
     ));
+    if !summary.is_eval() {
+        rows.push((
+            "exit code",
+            match &input.incomplete {
+                Some(_) => "none (the batch never finished)".to_owned(),
+                None => format!("{} ({})", input.rollup.exit_code, summary.verdict_word()),
+            },
+        ));
+    }
     out.push_str("<dl class=\"facts\">\n");
     for (name, value) in rows {
         let _ = writeln!(out, "<div><dt>{name}</dt><dd>{}</dd></div>", escape(&value));
     }
     out.push_str("</dl>\n");
+}
+
+/// The stop and budget switches a batch ran with.
+fn switches(flags: &cowork_schema::batch::BatchFlags) -> Vec<String> {
+    let mut switches = Vec::new();
+    if flags.stop_on_diverge {
+        switches.push("--stop-on-diverge".to_owned());
+    }
+    if let Some(budget) = flags.max_budget_usd {
+        switches.push(format!("--max-budget-usd {budget} (per unit)"));
+    }
+    if flags.allow_budget_stop {
+        switches.push("--allow-budget-stop".to_owned());
+    }
+    if flags.allow_truncated_matrix {
+        switches.push("--allow-truncated-matrix".to_owned());
+    }
+    if flags.ablate_skill {
+        switches.push("--ablate-skill".to_owned());
+    }
+    switches
 }
 
 fn mode_name(mode: BatchMode) -> &'static str {
@@ -359,15 +563,19 @@ fn mode_name(mode: BatchMode) -> &'static str {
 fn units_table(out: &mut String, summary: &Summary<'_>) {
     let _ = writeln!(
         out,
-        "<section id=\"units\">\n<h2>{}s: runs, cost and duration</h2>",
-        capitalized(summary.unit_noun())
+        "<section id=\"units\">\n<h2>{}: runs, cost and duration</h2>\n<div class=\"wide\">",
+        if summary.is_eval() {
+            "Arms".to_owned()
+        } else {
+            format!("{}s", capitalized(summary.unit_noun()))
+        }
     );
     out.push_str(
-        "<div class=\"wide\">\n<table class=\"units\">\n<thead><tr><th>unit</th><th>label</th><th class=\"num\">runs</th>\
+        "<table class=\"units\">\n<thead><tr><th>unit</th><th>label</th><th class=\"num\">runs</th>\
          <th class=\"num\">passes</th><th class=\"num\">pass rate</th><th>verdict</th>\
-         <th>stop</th><th class=\"num\">cost</th><th class=\"num\">cost/run</th>\
-         <th class=\"num\">mean run time</th><th class=\"num\">total run time</th>\
-         <th class=\"num\">tokens</th><th>models</th><th>skills</th></tr></thead>\n<tbody>\n",
+         <th class=\"num\">cost</th><th class=\"num opt\">cost/run</th>\
+         <th class=\"num opt\">mean run time</th><th class=\"num\">summed run time</th>\
+         <th class=\"num opt\">tokens</th></tr></thead>\n<tbody>\n",
     );
     for unit in &summary.units {
         let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
@@ -376,10 +584,13 @@ fn units_table(out: &mut String, summary: &Summary<'_>) {
         } else {
             ""
         };
-        let stop = match (&unit.status, unit.stopped_early) {
-            (_, Some(stop)) => stop.as_str().to_owned(),
-            (UnitStatus::Error(error), None) => format!("error: {error}"),
-            _ => String::new(),
+        let badge = match (cell_state(unit, summary), unit.stopped_early) {
+            ("arm", _) => verdict_badge("arm", "arm (see A/B)"),
+            (state, Some(stop)) => verdict_badge(
+                state,
+                &format!("{} (stopped: {})", unit.verdict_text(), stop.as_str()),
+            ),
+            (state, None) => verdict_badge(state, &unit.verdict_text()),
         };
         let cost_per_run = unit
             .cost_usd
@@ -388,28 +599,35 @@ fn units_table(out: &mut String, summary: &Summary<'_>) {
         let tokens = unit
             .tokens
             .map_or_else(|| "-".to_owned(), |tokens| format!("{tokens:.0}"));
+        let mut detail = Vec::new();
+        if !unit.models.is_empty() {
+            detail.push(format!("models: {}", unit.models.join(", ")));
+        }
+        if !unit.skills.is_empty() {
+            detail.push(format!("skill: {}", unit.skills.join(", ")));
+        }
+        if let UnitStatus::Error(error) = &unit.status {
+            detail.push(format!("error: {error}"));
+        }
         let _ = writeln!(
             out,
-            "<tr data-unit=\"{id}\"><td><code>{id}</code></td><td class=\"label\">{label}</td>\
+            "<tr data-unit=\"{id}\"><td><a href=\"#unit-{id}\"><code>{id}</code></a></td>\
+             <td class=\"label\">{label}<span class=\"small\">{detail}</span></td>\
              <td class=\"num\">{completed}/{requested}</td><td class=\"num\">{passes}</td>\
-             <td class=\"num\">{rate}{flaky}</td><td>{badge}</td><td>{stop}</td>\
-             <td class=\"num\">{cost}</td><td class=\"num\">{cost_per_run}</td>\
-             <td class=\"num\">{mean}</td><td class=\"num\">{total}</td>\
-             <td class=\"num\">{tokens}</td><td class=\"nowrap\">{models}</td>\
-             <td>{skills}</td></tr>",
+             <td class=\"num\">{rate}{flaky}</td><td>{badge}</td>\
+             <td class=\"num\">{cost}</td><td class=\"num opt\">{cost_per_run}</td>\
+             <td class=\"num opt\">{mean}</td><td class=\"num\">{total}</td>\
+             <td class=\"num opt\">{tokens}</td></tr>",
             id = escape(&unit.id),
             label = escape(unit.label),
+            detail = escape(&detail.join(" · ")),
             completed = unit.completed,
             requested = unit.requested,
             passes = unit.passes,
-            badge = verdict_badge(unit.status.as_str(), &unit.verdict_text()),
-            stop = escape(&stop),
             cost = usd(unit.cost_usd),
             cost_per_run = usd(cost_per_run),
             mean = seconds(unit.mean_duration_ms()),
             total = seconds(unit.duration_ms),
-            models = escape(&unit.models.join(", ")),
-            skills = escape(&unit.skills.join(", ")),
         );
     }
     out.push_str("</tbody>\n</table>\n</div>\n</section>\n");
@@ -432,7 +650,7 @@ fn failures_table(out: &mut String, summary: &Summary<'_>) {
         return;
     }
     out.push_str(
-        "<table class=\"reasons\">\n<thead><tr><th>kind</th><th>key / code</th><th>severity</th>\
+        "<div class=\"wide\"><table class=\"reasons\">\n<thead><tr><th>kind</th><th>key / code</th><th>severity</th>\
          <th class=\"num\">occurrences</th><th class=\"num\">runs</th><th>units</th>\
          <th>messages</th></tr></thead>\n<tbody>\n",
     );
@@ -449,6 +667,11 @@ fn failures_table(out: &mut String, summary: &Summary<'_>) {
         } else {
             String::new()
         };
+        let units: Vec<String> = reason
+            .units
+            .iter()
+            .map(|id| format!("<a href=\"#unit-{id}\">{id}</a>", id = escape(id)))
+            .collect();
         let _ = writeln!(
             out,
             "<tr data-reason=\"{kind}:{key}\"><td>{kind}</td><td><code>{key}</code></td>\
@@ -459,12 +682,15 @@ fn failures_table(out: &mut String, summary: &Summary<'_>) {
             severity = if reason.fail { "fail" } else { "warn" },
             occurrences = reason.occurrences,
             runs = reason.runs,
-            units = escape(&reason.units.join(", ")),
+            units = units.join(", "),
             messages = messages.join("<br>"),
         );
     }
-    out.push_str("</tbody>\n</table>\n</section>\n");
+    out.push_str("</tbody>\n</table></div>\n</section>\n");
 }
+
+/// Jobs named in full under "Stop reasons" before the rest are counted.
+const NEVER_RAN_LISTED: usize = 60;
 
 fn stops_section(out: &mut String, summary: &Summary<'_>) {
     out.push_str("<section id=\"stops\">\n<h2>Stop reasons</h2>\n");
@@ -483,6 +709,25 @@ fn stops_section(out: &mut String, summary: &Summary<'_>) {
             );
         }
         out.push_str("</ul>\n");
+    }
+    if let Some(incomplete) = &summary.input.incomplete {
+        let listed: Vec<String> = incomplete
+            .never_ran
+            .iter()
+            .take(NEVER_RAN_LISTED)
+            .map(|job| format!("<code>{}</code>", escape(job)))
+            .collect();
+        let more = incomplete.never_ran.len().saturating_sub(NEVER_RAN_LISTED);
+        let _ = writeln!(
+            out,
+            "<p id=\"never-ran\">Never ran: {}{}</p>",
+            listed.join(" "),
+            if more > 0 {
+                format!(" … and {more} more")
+            } else {
+                String::new()
+            }
+        );
     }
     if let Some(error) = &summary.input.envelope.error {
         let _ = writeln!(
@@ -504,84 +749,148 @@ fn arm_cell(arm: &EvalArm) -> String {
     )
 }
 
-/// EVAL HOOK: the "Eval A/B" section, rendered only from [`ReportInput::eval`].
-fn eval_section(out: &mut String, summary: &Summary<'_>) {
-    let is_eval = summary.input.stored.spec.mode == BatchMode::Eval;
-    let Some(eval) = &summary.input.eval else {
-        if is_eval {
-            out.push_str(
-                "<section id=\"eval\">\n<h2>Eval A/B</h2>\n<p class=\"muted\">The A/B statistics \
-                 of this eval batch were not computed for this report.</p>\n</section>\n",
-            );
-        }
-        return;
-    };
-    render_eval(out, eval);
+/// A difference of pass rates in signed whole points (`-55`, `+11`, `+0`).
+fn signed_points(value: f64) -> String {
+    format!("{:+.0}", (value * 100.0).round())
 }
 
-fn render_eval(out: &mut String, eval: &EvalSection) {
+/// The CSS class of an A/B verdict.
+fn ab_class(verdict: &str) -> &'static str {
+    match verdict {
+        "B worse" => "b-worse",
+        "B better" => "b-better",
+        _ => "no-difference",
+    }
+}
+
+/// The A/B verdict of an eval's overall row, or `nothing to compare` with no complete pair.
+fn ab_verdict(eval: &EvalSection) -> &str {
+    match eval.rows.last() {
+        Some(overall) if overall.pairs > 0 => &overall.verdict,
+        _ => "nothing to compare",
+    }
+}
+
+/// EVAL HOOK: the A/B result, the lead of an eval's report (rendered only from
+/// [`ReportInput::eval`]).
+fn eval_lead(out: &mut String, summary: &Summary<'_>) {
+    let Some(eval) = &summary.input.eval else {
+        out.push_str(
+            "<section id=\"eval\" class=\"ab\">\n<h2>A/B result</h2>\n<p class=\"muted\">The A/B \
+             statistics of this eval batch were not computed for this report.</p>\n</section>\n",
+        );
+        return;
+    };
+    let verdict = ab_verdict(eval);
     let _ = writeln!(
         out,
-        "<section id=\"eval\">\n<h2>Eval A/B</h2>\n<p>arm A = <code>{}</code> · arm B = \
-         <code>{}</code> · alpha {} · {} intervals</p>\n<p class=\"muted\">decision rule: {}</p>",
+        "<section id=\"eval\" class=\"ab\">\n<h2>A/B result: {}</h2>\n<p>arm A = <code>{}</code> \
+         · arm B = <code>{}</code> · alpha {} · {} intervals</p>",
+        verdict_badge(ab_class(verdict), verdict),
         escape(&eval.arm_a),
         escape(&eval.arm_b),
         js_number(eval.alpha),
         percent(eval.confidence),
-        escape(&eval.decision_rule)
     );
+    if let Some(overall) = eval.rows.last().filter(|row| row.pairs > 0) {
+        let _ = writeln!(
+            out,
+            "<p class=\"headline\">B − A = <strong>{} points</strong> [{}, {}] over {} complete \
+             pairs (A {} · B {})</p>",
+            signed_points(overall.diff),
+            signed_points(overall.ci_low),
+            signed_points(overall.ci_high),
+            overall.pairs,
+            arm_cell(&overall.arm_a),
+            arm_cell(&overall.arm_b),
+        );
+    }
+    let _ = writeln!(out, "<p>{}</p>", escape(&eval.p_sentence));
+    if let Some(sentence) = &eval.sensitivity_sentence {
+        let _ = writeln!(out, "<p>{}</p>", escape(sentence));
+    }
+    eval_table(out, eval);
+    let _ = writeln!(
+        out,
+        "<details><summary>How the verdict and the interval are computed</summary>\
+         <p class=\"muted\">decision rule: {}</p><p class=\"muted\">interval: {}</p></details>\n\
+         </section>",
+        escape(&eval.decision_rule),
+        escape(&eval.interval_method),
+    );
+}
+
+fn eval_table(out: &mut String, eval: &EvalSection) {
     out.push_str(
-        "<table class=\"eval\">\n<thead><tr><th>scope</th><th class=\"num\">A pass rate</th>\
-         <th class=\"num\">B pass rate</th><th class=\"num\">B − A</th><th class=\"num\">interval</th>\
-         <th class=\"num\">A-only / B-only passes</th><th class=\"num\">McNemar p</th>\
-         <th>verdict</th><th class=\"num\">excluded pairs</th><th class=\"num\">cost A</th>\
-         <th class=\"num\">cost B</th></tr></thead>\n<tbody>\n",
+        "<div class=\"wide\"><table class=\"eval\">\n<thead><tr><th>scope</th><th class=\"num\">A pass rate</th>\
+         <th class=\"num\">B pass rate</th><th class=\"num\">B − A (points)</th><th class=\"num\">interval</th>\
+         <th class=\"num opt\">A-only / B-only passes</th><th class=\"num\">p</th>\
+         <th class=\"num opt\">detects ≥</th><th>verdict</th><th class=\"num opt\">excluded pairs</th>\
+         <th class=\"num opt\">cost A</th><th class=\"num opt\">cost B</th></tr></thead>\n<tbody>\n",
     );
     for row in &eval.rows {
+        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
+            (
+                signed_points(row.diff),
+                format!(
+                    "[{}, {}]",
+                    signed_points(row.ci_low),
+                    signed_points(row.ci_high)
+                ),
+            )
+        } else {
+            ("-".to_owned(), "no complete pair".to_owned())
+        };
+        let detects = row
+            .min_detectable_diff
+            .map_or_else(|| "-".to_owned(), crate::eval::words::points);
         let _ = writeln!(
             out,
             "<tr data-scope=\"{scope}\"><td>{scope}</td><td class=\"num\">{a}</td>\
-             <td class=\"num\">{b}</td><td class=\"num\">{diff:+.3}</td>\
-             <td class=\"num\">[{low:+.3}, {high:+.3}]</td><td class=\"num\">{a_only} / {b_only}</td>\
-             <td class=\"num\">{p:.4}</td><td><strong>{verdict}</strong></td>\
-             <td class=\"num\">{excluded}</td><td class=\"num\">{cost_a}</td>\
-             <td class=\"num\">{cost_b}</td></tr>",
+             <td class=\"num\">{b}</td><td class=\"num\">{diff}</td>\
+             <td class=\"num\">{interval}</td><td class=\"num opt\">{a_only} / {b_only}</td>\
+             <td class=\"num\">{p}</td><td class=\"num opt\">{detects}</td>\
+             <td><strong>{verdict}</strong></td><td class=\"num opt\">{excluded}</td>\
+             <td class=\"num opt\">{cost_a}</td><td class=\"num opt\">{cost_b}</td></tr>",
             scope = escape(&row.scope),
             a = arm_cell(&row.arm_a),
             b = arm_cell(&row.arm_b),
-            diff = row.diff,
-            low = row.ci_low,
-            high = row.ci_high,
             a_only = row.a_only_passes,
             b_only = row.b_only_passes,
-            p = row.p_value,
+            p = escape(&crate::eval::words::format_p(row.p_value)),
             verdict = escape(&row.verdict),
             excluded = row.excluded_pairs,
             cost_a = usd(row.arm_a.cost_usd),
             cost_b = usd(row.arm_b.cost_usd),
         );
     }
-    out.push_str("</tbody>\n</table>\n</section>\n");
+    out.push_str("</tbody>\n</table></div>\n");
 }
 
-/// The HTML report of a batch: one self-contained page (see the module documentation).
-pub fn render_html(input: &ReportInput) -> String {
-    let summary = summarize(input);
-    let verdict = summary.verdict_word();
-    let mut out = String::with_capacity(16 * 1024);
-    page_start(
-        &mut out,
-        &format!(
-            "cowork report {} {verdict}{}",
-            summary.batch_id,
-            if summary.simulated { " SIMULATED" } else { "" }
-        ),
-    );
+/// The page's title and header: the batch's verdict (an eval's A/B verdict), then the
+/// SIMULATED and INCOMPLETE banners.
+fn header(out: &mut String, summary: &Summary<'_>) {
+    let (noun, class, word) = if summary.is_eval() {
+        let verdict = summary
+            .input
+            .eval
+            .as_ref()
+            .map_or("no A/B result", ab_verdict);
+        ("eval", ab_class(verdict), verdict.to_owned())
+    } else {
+        let word = summary.batch_word();
+        ("batch", "", word.to_owned())
+    };
+    let class = if class.is_empty() {
+        word.to_ascii_lowercase()
+    } else {
+        class.to_owned()
+    };
     let _ = writeln!(
         out,
-        "<header>\n<h1>cowork batch <code>{}</code> {}</h1>",
+        "<header>\n<h1>cowork {noun} <code>{}</code> {}</h1>",
         escape(summary.batch_id),
-        verdict_badge(&verdict.to_ascii_lowercase(), verdict)
+        verdict_badge(&class, &word)
     );
     if summary.simulated {
         let _ = writeln!(
@@ -590,18 +899,58 @@ pub fn render_html(input: &ReportInput) -> String {
             escape(&summary.simulated_warning())
         );
     }
+    if let Some(incomplete) = &summary.input.incomplete {
+        let _ = writeln!(
+            out,
+            "<div class=\"banner incomplete\" id=\"incomplete\" role=\"alert\">INCOMPLETE — {}. \
+             The verdicts below judge only the {} run(s) that finished; {} job(s) never ran \
+             (<a href=\"#never-ran\">listed below</a>).</div>",
+            escape(&incomplete.reason),
+            summary.stored_runs,
+            incomplete.never_ran.len()
+        );
+    }
+}
+
+/// The HTML report of a batch: one self-contained page (see the module documentation).
+pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
+    let summary = summarize(input);
+    let runs = runs::RunIndex::new(&summary);
+    let mut out = String::with_capacity(32 * 1024 + input.runs.len() * 2048);
+    let title_word = if summary.is_eval() {
+        input.eval.as_ref().map_or("no A/B result", ab_verdict)
+    } else {
+        summary.batch_word()
+    };
+    page_start(
+        &mut out,
+        &format!(
+            "cowork report {} {title_word}{}",
+            summary.batch_id,
+            if summary.simulated { " SIMULATED" } else { "" }
+        ),
+    );
+    header(&mut out, &summary);
+    if summary.is_eval() || input.eval.is_some() {
+        eval_lead(&mut out, &summary);
+    }
     facts(&mut out, &summary);
     out.push_str("</header>\n");
-    heatmap(&mut out, &summary);
+    heatmap(&mut out, &summary, &runs);
     units_table(&mut out, &summary);
     failures_table(&mut out, &summary);
     stops_section(&mut out, &summary);
-    eval_section(&mut out, &summary);
+    runs::unit_sections(&mut out, &summary, &runs, &options.links);
     let _ = writeln!(
         out,
-        "<footer>Rendered by <code>cowork report</code> from the stored batch (spec.json, \
-         rollup.json, envelope.json and {} result.json). Self-contained: no script and nothing \
-         loaded from anywhere else.</footer>",
+        "<footer>Rendered by <code>cowork report</code> from the stored batch ({}, {} stored \
+         run(s)). Self-contained: no script and nothing loaded from anywhere else; the file \
+         links point into the batch's store.</footer>",
+        if input.incomplete.is_some() {
+            "spec.json and the job records; no rollup was stored"
+        } else {
+            "spec.json, rollup.json, envelope.json and the job records"
+        },
         input.runs.len()
     );
     page_end(&mut out);
@@ -609,7 +958,7 @@ pub fn render_html(input: &ReportInput) -> String {
 }
 
 /// Percent-encodes a query value (everything but RFC 3986 unreserved characters).
-fn query_value(value: &str) -> String {
+pub(crate) fn query_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -623,14 +972,15 @@ fn query_value(value: &str) -> String {
 
 /// The coordinator's batch list page (`GET /v1/ui`): id, state, verdict and links to each
 /// report format, newest batch first. Links are relative to `/v1/ui`; when the page was opened
-/// with `?token=`, the links carry the same token so that they open in a browser too.
+/// with `?token=`, the links carry the same token so that they open in a browser too. A
+/// cancelled batch has a report too (marked incomplete).
 pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String {
     let mut out = String::with_capacity(4096);
     page_start(&mut out, "cowork coordinator batches");
     let _ = writeln!(
         out,
         "<header>\n<h1>cowork coordinator: batches</h1>\n<p class=\"muted\">{} batch(es), newest \
-         first. Reports exist once a batch is done.</p>\n</header>",
+         first. Reports exist once a batch is done or cancelled.</p>\n</header>",
         records.len()
     );
     out.push_str(
@@ -646,12 +996,13 @@ pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String
         let verdict = match (record.state, record.ok) {
             (BatchState::Done, Some(true)) => verdict_badge("pass", "PASS"),
             (BatchState::Done, Some(false)) => verdict_badge("fail", "FAIL"),
+            (BatchState::Cancelled, _) => verdict_badge("incomplete", "INCOMPLETE"),
             _ => "<span class=\"muted\">-</span>".to_owned(),
         };
         let exit = record
             .exit_code
             .map_or_else(String::new, |code| format!(" exit {code}"));
-        let reports = if record.state == BatchState::Done {
+        let reports = if matches!(record.state, BatchState::Done | BatchState::Cancelled) {
             ["html", "junit", "markdown", "json"]
                 .iter()
                 .map(|format| {
@@ -691,5 +1042,17 @@ mod tests {
             escape("<img src='http://x/a.png'> & \"b\""),
             "&lt;img src&#61;&#39;http&#58;//x/a.png&#39;&gt; &amp; &quot;b&quot;"
         );
+    }
+
+    #[test]
+    fn cells_are_coloured_by_verdict_and_shaded_by_pass_rate() {
+        // A failing unit is red whatever its pass rate; more passes make it lighter.
+        assert_eq!(heat_style("fail", 0.8), "background-color:hsl(356,78%,86%)");
+        assert_eq!(heat_style("fail", 0.0), "background-color:hsl(356,78%,72%)");
+        // A passing unit is green, darker the more runs passed.
+        assert_eq!(heat_style("pass", 1.0), "background-color:hsl(137,50%,74%)");
+        assert_eq!(heat_style("pass", 0.8), "background-color:hsl(137,50%,77%)");
+        // Eval arms are blue: they are not judged one by one.
+        assert_eq!(heat_style("arm", 0.5), "background-color:hsl(212,75%,84%)");
     }
 }

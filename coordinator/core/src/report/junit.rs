@@ -3,13 +3,17 @@
 //!
 //! A unit whose verdict failed gets a `<failure>` whose `message` carries the distinct failing
 //! assertion messages of its runs and whose body lists every failing run's reasons; a cell
-//! error (or the file a plain batch aborted at) gets an `<error>`; a unit never run, and each
-//! cell cut by `--max-cells`, is `<skipped>`. Times are the summed run durations in seconds.
-//! A simulated batch says so in the suite name and in a property.
+//! error (or the file a plain batch aborted at) gets an `<error>`, and so does a unit an
+//! interrupted batch never decided; a unit never run, and each cell cut by `--max-cells`, is
+//! `<skipped>`. A testcase's time is its runs' summed durations; the suite's time is the
+//! batch's wall time when it was recorded (a batch of parallel runs takes far less than their
+//! sum), else the sum, and both are given as properties. The arms of an eval are not judged
+//! one by one: they pass as testcases, and one more testcase carries the A/B verdict (failing
+//! when B is worse). A simulated batch says so in the suite name and in a property.
 
 use std::fmt::Write as _;
 
-use super::{Summary, UnitReport, UnitStatus, percent, run_failure_lines, summarize};
+use super::{EvalSection, Summary, UnitReport, UnitStatus, percent, run_failure_lines, summarize};
 use crate::report::ReportInput;
 
 /// Distinct messages quoted in a `<failure message=…>` before the rest is summarized; the body
@@ -112,39 +116,11 @@ pub fn render_junit(input: &ReportInput) -> String {
     let mut n_skipped = 0u64;
     for unit in &summary.units {
         n_tests += 1;
-        let _ = write!(
-            cases,
-            "    <testcase name=\"{}\" classname=\"cowork.{}\" time=\"{}\"",
-            escape_xml(unit.label),
-            escape_xml(unit.scenario_name),
-            junit_seconds(unit.duration_ms)
-        );
-        match &unit.status {
-            UnitStatus::Passed => cases.push_str("/>\n"),
-            UnitStatus::Failed => {
-                n_failures += 1;
-                let (message, body) = failure_of(unit, &summary);
-                let _ = write!(
-                    cases,
-                    ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
-                    escape_xml(&message),
-                    escape_xml_text(&body)
-                );
-            }
-            UnitStatus::Error(error) => {
-                n_errors += 1;
-                let _ = write!(
-                    cases,
-                    ">\n      <error message=\"{}\" type=\"cell-error\"/>\n    </testcase>\n",
-                    escape_xml(error)
-                );
-            }
-            UnitStatus::NotRun => {
-                n_skipped += 1;
-                cases.push_str(
-                    ">\n      <skipped message=\"not run: the batch stopped at an earlier scenario\"/>\n    </testcase>\n",
-                );
-            }
+        match unit_testcase(&mut cases, unit, &summary) {
+            Case::Passed => {}
+            Case::Failure => n_failures += 1,
+            Case::Error => n_errors += 1,
+            Case::Skipped => n_skipped += 1,
         }
     }
     if let Some((first, count)) = summary.truncated_cells {
@@ -158,6 +134,14 @@ pub fn render_junit(input: &ReportInput) -> String {
             );
         }
     }
+    if let Some(eval) = &input.eval {
+        n_tests += 1;
+        match ab_testcase(&mut cases, eval) {
+            Case::Failure => n_failures += 1,
+            Case::Error => n_errors += 1,
+            Case::Passed | Case::Skipped => {}
+        }
+    }
     let suite_name = format!(
         "cowork batch {}{}",
         summary.batch_id,
@@ -167,7 +151,8 @@ pub fn render_junit(input: &ReportInput) -> String {
             ""
         }
     );
-    let time = junit_seconds(summary.total_duration_ms);
+    let summed_ms = summary.summed_run_ms.0;
+    let time = junit_seconds(input.wall_ms.map(|ms| ms as f64).or(summed_ms));
     let counts = format!(
         "tests=\"{n_tests}\" failures=\"{n_failures}\" errors=\"{n_errors}\" skipped=\"{n_skipped}\" time=\"{time}\""
     );
@@ -191,6 +176,15 @@ pub fn render_junit(input: &ReportInput) -> String {
         ("verdict", summary.verdict_word().to_owned()),
         ("exit_code", input.rollup.exit_code.to_string()),
         ("min_pass_rate", percent(summary.judging.min_pass_rate)),
+        (
+            "wall_time_s",
+            input
+                .wall_ms
+                .map_or_else(|| "unknown".to_owned(), |ms| junit_seconds(Some(ms as f64))),
+        ),
+        ("summed_run_time_s", junit_seconds(summed_ms)),
+        ("discarded_runs", summary.discarded.runs.to_string()),
+        ("incomplete", input.incomplete.is_some().to_string()),
     ];
     for (name, value) in properties {
         let _ = writeln!(
@@ -203,4 +197,112 @@ pub fn render_junit(input: &ReportInput) -> String {
     out.push_str(&cases);
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
+}
+
+/// How a unit's testcase ended.
+enum Case {
+    Passed,
+    Failure,
+    Error,
+    Skipped,
+}
+
+/// Appends the testcase of `unit` to `cases`.
+fn unit_testcase(cases: &mut String, unit: &UnitReport<'_>, summary: &Summary<'_>) -> Case {
+    let _ = write!(
+        cases,
+        "    <testcase name=\"{}\" classname=\"cowork.{}\" time=\"{}\"",
+        escape_xml(unit.label),
+        escape_xml(unit.scenario_name),
+        junit_seconds(unit.duration_ms)
+    );
+    match &unit.status {
+        UnitStatus::Passed => {
+            cases.push_str("/>\n");
+            Case::Passed
+        }
+        UnitStatus::Failed if summary.is_eval() => {
+            // An arm is judged by the A/B testcase below, not by the minimum pass rate.
+            let _ = write!(
+                cases,
+                ">\n      <system-out>arm: {}/{} run(s) passed</system-out>\n    </testcase>\n",
+                unit.passes, unit.completed
+            );
+            Case::Passed
+        }
+        UnitStatus::Incomplete => {
+            let _ = write!(
+                cases,
+                ">\n      <error message=\"incomplete: the batch ended before this unit was \
+                 decided ({}/{} run(s) folded)\" type=\"incomplete\"/>\n    </testcase>\n",
+                unit.completed, unit.requested
+            );
+            Case::Error
+        }
+        UnitStatus::Failed => {
+            let (message, body) = failure_of(unit, summary);
+            let _ = write!(
+                cases,
+                ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
+                escape_xml(&message),
+                escape_xml_text(&body)
+            );
+            Case::Failure
+        }
+        UnitStatus::Error(error) => {
+            let _ = write!(
+                cases,
+                ">\n      <error message=\"{}\" type=\"cell-error\"/>\n    </testcase>\n",
+                escape_xml(error)
+            );
+            Case::Error
+        }
+        UnitStatus::NotRun => {
+            cases.push_str(
+                ">\n      <skipped message=\"not run: the batch stopped at an earlier scenario\"/>\n    </testcase>\n",
+            );
+            Case::Skipped
+        }
+    }
+}
+
+/// Appends the A/B testcase of an eval to `case`: failing when B is worse, an error when
+/// nothing was compared.
+fn ab_testcase(case: &mut String, eval: &EvalSection) -> Case {
+    let name = format!("A/B: {} vs {}", eval.arm_b, eval.arm_a);
+    let _ = write!(
+        case,
+        "    <testcase name=\"{}\" classname=\"cowork.eval\" time=\"0.000\"",
+        escape_xml(&name)
+    );
+    let Some(overall) = eval.rows.last().filter(|row| row.pairs > 0) else {
+        case.push_str(
+            ">\n      <error message=\"nothing to compare: no run completed in both arms\" \
+             type=\"eval\"/>\n    </testcase>\n",
+        );
+        return Case::Error;
+    };
+    let detail = format!(
+        "{}: B − A = {:+.0} points [{:+.0}, {:+.0}], {}",
+        overall.verdict,
+        (overall.diff * 100.0).round(),
+        (overall.ci_low * 100.0).round(),
+        (overall.ci_high * 100.0).round(),
+        eval.p_sentence
+    );
+    if overall.verdict == "B worse" {
+        let _ = write!(
+            case,
+            ">\n      <failure message=\"{}\" type=\"eval\"/>\n    </testcase>\n",
+            escape_xml(&detail)
+        );
+        Case::Failure
+    } else {
+        let _ = write!(
+            case,
+            ">\n      <system-out>{}</system-out>\n    </testcase>\n",
+            escape_xml_text(&detail)
+        );
+        Case::Passed
+    }
 }

@@ -1,12 +1,13 @@
 //! The Markdown summary: short enough for a CI job summary or a PR comment.
 //!
-//! A verdict line, the simulated warning when any run was simulated, one table row per unit
-//! (runs, pass rate, flakiness, cost, verdict), the most frequent failure reasons and the stop
-//! notes. Text from results is escaped so that it cannot break the tables or inject markup.
+//! A verdict line (for an eval, the A/B result first), the simulated and incomplete warnings,
+//! one table row per unit (runs, pass rate, flakiness, cost, verdict), the most frequent failure
+//! reasons and the stop notes. Text from results is escaped so that it cannot break the tables
+//! or inject markup.
 
 use std::fmt::Write as _;
 
-use super::{ReportInput, UnitStatus, percent, seconds, summarize, usd};
+use super::{EvalSection, ReportInput, UnitStatus, percent, seconds, summarize, usd};
 
 /// Failure reasons listed; the HTML report has all of them.
 const TOP_REASONS: usize = 10;
@@ -45,14 +46,23 @@ fn shortened(text: &str) -> String {
 /// The Markdown summary of a batch.
 pub fn render_markdown(input: &ReportInput) -> String {
     let summary = summarize(input);
-    let verdict = summary.verdict_word();
     let mut out = String::with_capacity(4096);
-    let mark = if input.rollup.ok { "✅" } else { "❌" };
-    let _ = writeln!(
-        out,
-        "## {mark} cowork batch `{}`: {verdict} (exit {})\n",
-        summary.batch_id, input.rollup.exit_code
-    );
+    match &input.eval {
+        Some(eval) => eval_lead(&mut out, summary.batch_id, eval),
+        None => {
+            let verdict = summary.batch_word();
+            let (mark, exit) = match &input.incomplete {
+                Some(_) => ("⚠️", "no exit code: the batch never finished".to_owned()),
+                None if input.rollup.ok => ("✅", format!("exit {}", input.rollup.exit_code)),
+                None => ("❌", format!("exit {}", input.rollup.exit_code)),
+            };
+            let _ = writeln!(
+                out,
+                "## {mark} cowork batch `{}`: {verdict} ({exit})\n",
+                summary.batch_id
+            );
+        }
+    }
     if summary.simulated {
         let _ = writeln!(
             out,
@@ -60,10 +70,30 @@ pub fn render_markdown(input: &ReportInput) -> String {
             escape_md(&summary.simulated_warning())
         );
     }
+    if let Some(incomplete) = &input.incomplete {
+        let _ = writeln!(
+            out,
+            "> [!CAUTION]\n> **INCOMPLETE — {}; {} job(s) never ran. The verdicts judge only \
+             the runs that finished.**\n",
+            escape_md(&incomplete.reason),
+            incomplete.never_ran.len()
+        );
+    }
+    let wall = input
+        .wall_ms
+        .map_or_else(|| "unknown".to_owned(), |ms| seconds(Some(ms as f64)));
+    let mut discarded = String::new();
+    if summary.discarded.runs > 0 {
+        discarded = format!(
+            " · {} discarded run(s) (spend {})",
+            summary.discarded.runs,
+            usd(summary.discarded.cost_usd)
+        );
+    }
     let _ = writeln!(
         out,
         "command `{}` · executor `{}` · {} {}(s) × {} run(s) · min pass rate {} · {} of {} runs \
-         passed · total cost {} · run time {}\n",
+         passed · cost of folded runs {}{discarded} · wall time {wall} · summed run time {}\n",
         input.rollup.command,
         input.stored.spec.executor.as_str(),
         summary.units.len(),
@@ -73,36 +103,9 @@ pub fn render_markdown(input: &ReportInput) -> String {
         summary.total_passes,
         summary.total_runs,
         usd(summary.total_cost_usd),
-        seconds(summary.total_duration_ms),
+        seconds(summary.summed_run_ms.0),
     );
-    out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
-    for unit in &summary.units {
-        let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
-        let flaky = if unit.flaky() { " (flaky)" } else { "" };
-        let mut verdict = unit.verdict_text();
-        if let Some(stop) = unit.stopped_early {
-            let _ = write!(verdict, " (stopped: {})", stop.as_str());
-        }
-        if let UnitStatus::Error(error) = &unit.status {
-            let _ = write!(verdict, ": {}", shortened(error));
-        }
-        let _ = writeln!(
-            out,
-            "| `{}` {} | {}/{} | {rate}{flaky} | {} | {} |",
-            unit.id,
-            escape_md(unit.label),
-            unit.completed,
-            unit.requested,
-            usd(unit.cost_usd),
-            escape_md(&verdict),
-        );
-    }
-    if let Some((first, count)) = summary.truncated_cells {
-        let _ = writeln!(
-            out,
-            "\n{count} cell(s) from index {first} were cut by `--max-cells` and never ran."
-        );
-    }
+    units_table(&mut out, &summary);
     if !summary.reasons.is_empty() {
         out.push_str(
             "\n### Top failure reasons\n\n| reason | severity | occurrences | runs | units | example |\n|---|---|---:|---:|---|---|\n",
@@ -137,24 +140,82 @@ pub fn render_markdown(input: &ReportInput) -> String {
             let _ = writeln!(out, "- {}", escape_md(&note.text));
         }
     }
-    if let Some(eval) = &input.eval
-        && let Some(overall) = eval.rows.last()
-    {
+    out
+}
+
+/// One table row per unit, and the cells `--max-cells` cut.
+fn units_table(out: &mut String, summary: &super::Summary<'_>) {
+    out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
+    for unit in &summary.units {
+        let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+        let flaky = if unit.flaky() { " (flaky)" } else { "" };
+        let mut verdict = unit.verdict_text();
+        if let Some(stop) = unit.stopped_early {
+            let _ = write!(verdict, " (stopped: {})", stop.as_str());
+        }
+        if let UnitStatus::Error(error) = &unit.status {
+            let _ = write!(verdict, ": {}", shortened(error));
+        }
         let _ = writeln!(
             out,
-            "\n### Eval A/B\n\nA = {}, B = {}: {} (B − A = {:+.3}, interval [{:+.3}, {:+.3}], \
-             McNemar p = {:.4}, alpha {})",
-            escape_md(&eval.arm_a),
-            escape_md(&eval.arm_b),
-            escape_md(&overall.verdict),
-            overall.diff,
-            overall.ci_low,
-            overall.ci_high,
-            overall.p_value,
-            super::js_number(eval.alpha),
+            "| `{}` {} | {}/{} | {rate}{flaky} | {} | {} |",
+            unit.id,
+            escape_md(unit.label),
+            unit.completed,
+            unit.requested,
+            usd(unit.cost_usd),
+            escape_md(&verdict),
         );
     }
-    out
+    if let Some((first, count)) = summary.truncated_cells {
+        let _ = writeln!(
+            out,
+            "\n{count} cell(s) from index {first} were cut by `--max-cells` and never ran."
+        );
+    }
+}
+
+/// An eval's lead: the A/B verdict as the heading, then the comparison in one line, what p
+/// means and how small a difference the runs could detect.
+fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
+    let overall = eval.rows.last().filter(|row| row.pairs > 0);
+    let verdict = overall.map_or("nothing to compare", |row| row.verdict.as_str());
+    let mark = match verdict {
+        "B worse" => "❌",
+        "B better" => "✅",
+        _ => "➖",
+    };
+    let _ = writeln!(out, "## {mark} cowork eval `{batch_id}`: {verdict}\n");
+    let _ = writeln!(out, "### Eval A/B\n");
+    match overall {
+        Some(row) => {
+            let _ = writeln!(
+                out,
+                "A = {}, B = {}: {} (B − A = {:+.0} points, interval [{:+.0}, {:+.0}], \
+                 p = {}, alpha {})\n",
+                escape_md(&eval.arm_a),
+                escape_md(&eval.arm_b),
+                escape_md(&row.verdict),
+                (row.diff * 100.0).round(),
+                (row.ci_low * 100.0).round(),
+                (row.ci_high * 100.0).round(),
+                crate::eval::words::format_p(row.p_value),
+                super::js_number(eval.alpha),
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "A = {}, B = {}: nothing to compare (no run completed in both arms)\n",
+                escape_md(&eval.arm_a),
+                escape_md(&eval.arm_b),
+            );
+        }
+    }
+    let _ = writeln!(out, "{}\n", escape_md(&eval.p_sentence));
+    if let Some(sentence) = &eval.sensitivity_sentence {
+        let _ = writeln!(out, "{}\n", escape_md(sentence));
+    }
 }
 
 #[cfg(test)]

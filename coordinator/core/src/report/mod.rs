@@ -2,11 +2,14 @@
 //! Markdown summary or a compact JSON summary (`cowork report`, `GET /v1/batches/{id}/report`).
 //!
 //! Modules, in reading order:
-//! - this module: [`ReportInput`], the eval hook [`EvalSection`], and [`summarize`], the pure
-//!   step every renderer shares (units with pass rates, flakiness, cost and duration, failure
-//!   reasons grouped by assertion key and signal code, stop reasons); plus [`render_json`].
-//! - [`html`]: [`render_html`] (one file, inline CSS, no script, no URL) and the coordinator's
-//!   batch list page.
+//! - this module: [`ReportInput`] (with every stored run, its outcome, artifacts and job
+//!   record), the eval hook [`EvalSection`], and [`summarize`], the pure step every renderer
+//!   shares (units with pass rates, flakiness, cost and duration, each unit's runs in index
+//!   order, failure reasons grouped by assertion key and signal code, stop reasons, discarded
+//!   runs and their cost, wall time); plus [`render_json`].
+//! - [`html`]: [`render_html`] (one file, inline CSS, no script, no URL; a section per unit
+//!   and per run, reachable from the heatmap, with links to the run's stored artifacts) and the
+//!   coordinator's batch list page.
 //! - [`junit`]: [`render_junit`], one `<testsuite>` per batch, one `<testcase>` per unit.
 //! - [`markdown`]: [`render_markdown`], a CI job summary or PR comment.
 //!
@@ -20,12 +23,16 @@
 //! are read only for what rollups do not hold: durations, per-run failure messages and signal
 //! messages. A run counts as folded when the rollup folded its repeat index (index order,
 //! contract §6.2) and the envelope does not list it as discarded.
+//!
+//! A batch that never finished (interrupted, cancelled) has no stored rollup; its loader judges
+//! the runs that finished with the same reducer and marks the report [`Incomplete`], naming
+//! the jobs that never ran.
 
 pub mod html;
 pub mod junit;
 pub mod markdown;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cowork_schema::batch::{PlanKindName, StoredBatch};
 use cowork_schema::envelope::Envelope;
@@ -37,7 +44,7 @@ use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key};
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
-pub use html::{render_batch_list, render_html};
+pub use html::{ArtifactLinks, HtmlOptions, render_batch_list, render_html};
 pub use junit::render_junit;
 pub use markdown::render_markdown;
 
@@ -52,33 +59,113 @@ pub struct ReportInput {
     pub rollup: RollupDoc,
     /// `batches/<id>/envelope.json`: harness version, `error` and the `fleet` key.
     pub envelope: Envelope,
-    /// Every stored `result.json` of the batch, in (unit, repeat index) order.
+    /// Every stored run of the batch (a `result.json`, or a job record whose outcome was an
+    /// error), in (unit, repeat index) order.
     pub runs: Vec<StoredRun>,
     /// Eval A/B statistics, when the batch is an eval and they were computed.
     pub eval: Option<EvalSection>,
+    /// Wall time of the batch, from first admission to decision (`stats.json`, or the
+    /// envelope's `fleet` key); `None` when neither recorded it.
+    pub wall_ms: Option<u64>,
+    /// Set when the batch never finished: the rollup judges only the runs that did.
+    pub incomplete: Option<Incomplete>,
 }
 
-/// One stored `result.json`.
+/// What an unfinished batch is missing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Incomplete {
+    /// Why the batch has no decided rollup, in words.
+    pub reason: String,
+    /// The jobs that never finished and that the verdicts needed, as `c<k>/r<i>` (the job ids'
+    /// local parts), in unit and repeat order.
+    pub never_ran: Vec<String>,
+}
+
+/// How a stored run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunOutcome {
+    /// The harness produced a result (whatever its verdict).
+    Completed,
+    /// The run stopped at a question nobody answered (exit 2, `unanswered`).
+    Unanswered { message: String },
+    /// The run ended without a result: a harness error, a timeout, a crash, an infrastructure
+    /// failure (`category` as stored: `runtime`, `timeout`, `infra_after_spend`, …).
+    Error { category: String, message: String },
+}
+
+/// The job record of a stored run: which attempt made it, where and how long it took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub attempt: u32,
+    pub generation: u32,
+    pub worker_id: String,
+    pub harness_version: Option<String>,
+    pub exit_code: Option<i32>,
+    /// Wall-clock time the executor took, in milliseconds.
+    pub run_ms: u64,
+}
+
+/// One stored run of a job.
 #[derive(Clone, Debug)]
 pub struct StoredRun {
     pub unit: UnitRef,
     pub repeat_index: Option<u32>,
-    /// The result as stored (key order kept).
+    /// The result as stored (key order kept); `null` when the run ended without one.
     pub result: Value,
     /// Listed in the envelope's `fleet.discarded`: stored, but left out of every rollup
     /// (overshoot after an early stop, contract §6.3).
     pub discarded: bool,
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Store keys of the attempt's stored files (`batches/<id>/jobs/…`), as its job record
+    /// lists them (or as found beside a record of the older, bare shape), sorted.
+    pub artifacts: Vec<String>,
+    /// The job record, when the store holds one in the current shape.
+    pub record: Option<RunRecord>,
+}
+
+impl StoredRun {
+    /// A completed run with its result and nothing else known (no record, no artifact list).
+    pub fn completed(unit: UnitRef, repeat_index: Option<u32>, result: Value) -> Self {
+        Self {
+            unit,
+            repeat_index,
+            result,
+            discarded: false,
+            outcome: RunOutcome::Completed,
+            artifacts: Vec::new(),
+            record: None,
+        }
+    }
+
+    /// `true` when the run produced a result.
+    pub fn is_completed(&self) -> bool {
+        self.outcome == RunOutcome::Completed
+    }
+
+    /// The job id's local part: `c0/r3`, or `f1` without repeat.
+    pub fn job_path(&self) -> String {
+        match self.repeat_index {
+            Some(index) => format!("{}/r{index}", unit_id(self.unit)),
+            None => unit_id(self.unit),
+        }
+    }
+
+    /// The anchor of the run's section in the HTML report: `run-c0-r3`.
+    pub fn anchor(&self) -> String {
+        format!("run-{}", self.job_path().replace('/', "-"))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Eval hook.
 // ---------------------------------------------------------------------------------------------
 
-/// EVAL HOOK: the A/B statistics of an eval batch, rendered as the "Eval A/B" section.
+/// EVAL HOOK: the A/B statistics of an eval batch, rendered as the report's lead section.
 ///
-/// The report only renders these values; the statistics themselves (paired bootstrap, exact
-/// McNemar test, verdict) are computed elsewhere and converted into this plain struct by the
-/// caller that builds the [`ReportInput`].
+/// The report only renders these values; the statistics themselves (exact interval, exact
+/// McNemar test, sensitivity, verdict) are computed elsewhere and converted into this plain
+/// struct by the caller that builds the [`ReportInput`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalSection {
     /// Label of arm A's source (skill dir or plugin), as the user gave it.
@@ -91,6 +178,13 @@ pub struct EvalSection {
     pub confidence: f64,
     /// How the verdict is decided, shown verbatim (the rule is ours, not upstream's).
     pub decision_rule: String,
+    /// How the intervals are computed, shown verbatim.
+    pub interval_method: String,
+    /// What the overall p-value means, in one plain line.
+    pub p_sentence: String,
+    /// How small a difference the runs could detect, in one plain line; `None` for reports
+    /// stored before these figures existed.
+    pub sensitivity_sentence: Option<String>,
     /// One row per scenario, then the overall row.
     pub rows: Vec<EvalRow>,
 }
@@ -118,6 +212,11 @@ pub struct EvalRow {
     pub verdict: String,
     /// Pairs left out because one side did not complete.
     pub excluded_pairs: u64,
+    /// Complete pairs the row's statistics use.
+    pub pairs: u64,
+    /// The smallest difference the test could detect with these pairs; `None` when it could
+    /// detect none (or the report predates the figure).
+    pub min_detectable_diff: Option<f64>,
 }
 
 /// One arm's tally within an [`EvalRow`].
@@ -145,16 +244,62 @@ pub(crate) enum UnitStatus {
     Error(String),
     /// The unit was never run (a plain files batch stopped at an earlier file).
     NotRun,
+    /// The batch ended before the unit was decided: a job it needed never ran. Its numbers
+    /// cover the runs folded before that job.
+    Incomplete,
 }
 
 impl UnitStatus {
-    /// `pass`, `fail`, `error` or `not-run`: CSS classes, `data-state` and JSON values.
+    /// `pass`, `fail`, `error`, `not-run` or `incomplete`: CSS classes, `data-state` and JSON
+    /// values.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             UnitStatus::Passed => "pass",
             UnitStatus::Failed => "fail",
             UnitStatus::Error(_) => "error",
             UnitStatus::NotRun => "not-run",
+            UnitStatus::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// How one run of a unit ended, as the per-cell strip shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunState {
+    /// Folded, and its verdict passed.
+    Pass,
+    /// Folded, and its verdict failed.
+    Fail,
+    /// Ended without a result (error, timeout, unanswered gate, infrastructure failure).
+    Error,
+    /// Finished after its unit was decided: stored, paid for, never folded.
+    Discarded,
+    /// Never ran (not admitted after an early stop, or the batch ended first).
+    NotRun,
+}
+
+impl RunState {
+    /// `pass`, `fail`, `error`, `discarded` or `not-run`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunState::Pass => "pass",
+            RunState::Fail => "fail",
+            RunState::Error => "error",
+            RunState::Discarded => "discarded",
+            RunState::NotRun => "not-run",
+        }
+    }
+
+    /// The state of a stored run.
+    pub(crate) fn of(run: &StoredRun) -> Self {
+        if run.discarded {
+            RunState::Discarded
+        } else if !run.is_completed() {
+            RunState::Error
+        } else if run_passes(&run.result) {
+            RunState::Pass
+        } else {
+            RunState::Fail
         }
     }
 }
@@ -171,6 +316,8 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) axes: Option<&'a CellAxes>,
     /// Runs asked for (N of `--repeat N`, else 1).
     pub(crate) requested: u32,
+    /// The batch ran with `--repeat` (runs have repeat indices).
+    pub(crate) repeated: bool,
     pub(crate) completed: u32,
     pub(crate) passes: u32,
     /// `passes / completed` as the rollup computed it; `None` when nothing completed.
@@ -187,6 +334,41 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) skills: Vec<String>,
     /// The folded runs, in repeat order.
     pub(crate) runs: Vec<&'a StoredRun>,
+    /// Every stored run of the unit (folded, discarded, ended without a result), in repeat
+    /// order.
+    pub(crate) all_runs: Vec<&'a StoredRun>,
+}
+
+impl<'a> UnitReport<'a> {
+    /// A unit with nothing folded yet: `NotRun`, no numbers.
+    fn empty(
+        unit: &'a cowork_schema::batch::UnitSummary,
+        repeat: Option<u32>,
+        all_runs: Vec<&'a StoredRun>,
+    ) -> Self {
+        UnitReport {
+            index: unit.unit.index(),
+            id: unit_id(unit.unit),
+            label: &unit.label,
+            scenario_name: &unit.scenario_name,
+            axes: unit.axes.as_ref(),
+            requested: repeat.unwrap_or(1),
+            repeated: repeat.is_some(),
+            completed: 0,
+            passes: 0,
+            pass_rate: None,
+            status: UnitStatus::NotRun,
+            stopped_early: None,
+            arm_label: String::new(),
+            cost_usd: None,
+            tokens: None,
+            duration_ms: None,
+            models: Vec::new(),
+            skills: Vec::new(),
+            runs: Vec::new(),
+            all_runs,
+        }
+    }
 }
 
 impl UnitReport<'_> {
@@ -207,15 +389,40 @@ impl UnitReport<'_> {
             .map(|total| total / n_timed as f64)
     }
 
-    /// `PASS`, `FAIL`, `ERROR` or `NOT RUN`, with the arm label.
+    /// `PASS`, `FAIL`, `ERROR`, `NOT RUN` or `INCOMPLETE`, with the arm label.
     pub(crate) fn verdict_text(&self) -> String {
         let word = match self.status {
             UnitStatus::Passed => "PASS",
             UnitStatus::Failed => "FAIL",
             UnitStatus::Error(_) => "ERROR",
             UnitStatus::NotRun => "NOT RUN",
+            UnitStatus::Incomplete => "INCOMPLETE",
         };
         format!("{word}{}", self.arm_label)
+    }
+}
+
+impl<'a> UnitReport<'a> {
+    /// The state of each run the unit asked for, in index order: its repeat index (`None`
+    /// without `--repeat`), its state and its stored run, if any.
+    pub(crate) fn strip(&self) -> Vec<(Option<u32>, RunState, Option<&'a StoredRun>)> {
+        let indices: Vec<Option<u32>> = if self.repeated {
+            (0..self.requested).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let by_index: HashMap<Option<u32>, &'a StoredRun> = self
+            .all_runs
+            .iter()
+            .map(|run| (run.repeat_index, *run))
+            .collect();
+        indices
+            .into_iter()
+            .map(|index| {
+                let run = by_index.get(&index).copied();
+                (index, run.map_or(RunState::NotRun, RunState::of), run)
+            })
+            .collect()
     }
 }
 
@@ -283,6 +490,20 @@ pub(crate) struct Summary<'a> {
     pub(crate) total_passes: u64,
     pub(crate) total_cost_usd: Option<f64>,
     pub(crate) total_duration_ms: Option<f64>,
+    /// Runs that finished after their unit was decided, and what they cost.
+    pub(crate) discarded: Discarded,
+    /// Every stored run (folded, discarded, ended without a result).
+    pub(crate) stored_runs: u64,
+    /// Summed `durationMs` of every stored run, and how many had one.
+    pub(crate) summed_run_ms: (Option<f64>, u64),
+}
+
+/// Discarded runs: finished (and paid for) after their unit was decided, never folded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Discarded {
+    pub(crate) runs: u64,
+    /// Their summed cost; `None` when none reported one.
+    pub(crate) cost_usd: Option<f64>,
 }
 
 impl Summary<'_> {
@@ -304,13 +525,53 @@ impl Summary<'_> {
         &self.input.envelope.version
     }
 
-    /// The warning every format shows at the top of a simulated batch.
+    /// The warning every format shows at the top of a simulated batch. It counts every stored
+    /// run, discarded ones included, so that it agrees with the progress line's count of runs.
     pub(crate) fn simulated_warning(&self) -> String {
+        let mut folded = format!("{} folded into the verdicts", self.total_runs);
+        if self.discarded.runs > 0 {
+            let _ = std::fmt::Write::write_fmt(
+                &mut folded,
+                format_args!(", {} discarded", self.discarded.runs),
+            );
+        }
         format!(
-            "SIMULATED — {} of {} folded run(s) came from the sim executor, not from \
-             cowork-harness: these are not real results",
-            self.simulated_runs, self.total_runs
+            "SIMULATED — {} of {} run(s) came from the sim executor, not from cowork-harness \
+             ({folded}): these are not real results",
+            self.simulated_runs,
+            self.stored_runs.max(self.total_runs)
         )
+    }
+
+    /// `true` for an eval batch: its units are arms, judged by the A/B comparison, not by the
+    /// minimum pass rate.
+    pub(crate) fn is_eval(&self) -> bool {
+        self.input.stored.spec.mode == cowork_schema::batch::BatchMode::Eval
+    }
+
+    /// The scenario file of a unit: the unit's own file, or for an eval arm the file of its
+    /// scenario (two arm units per file).
+    pub(crate) fn scenario_file(&self, unit: &UnitReport<'_>) -> &str {
+        let file_index = if self.is_eval() {
+            unit.index / 2
+        } else {
+            unit.index
+        };
+        self.input
+            .stored
+            .spec
+            .scenario_files
+            .get(file_index as usize)
+            .map_or("", String::as_str)
+    }
+
+    /// `PASS`, `FAIL` or `INCOMPLETE` for the batch.
+    pub(crate) fn batch_word(&self) -> &'static str {
+        if self.input.incomplete.is_some() {
+            "INCOMPLETE"
+        } else {
+            self.verdict_word()
+        }
     }
 }
 
@@ -350,33 +611,26 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .error
         .as_ref()
         .map(|error| error.message.clone());
+    // Grouped once: a sweep has thousands of units and runs.
+    let mut runs_by_unit: HashMap<UnitRef, Vec<&StoredRun>> = HashMap::new();
+    for run in &input.runs {
+        runs_by_unit.entry(run.unit).or_default().push(run);
+    }
+    let incomplete_units: HashSet<&str> = input
+        .incomplete
+        .iter()
+        .flat_map(|incomplete| incomplete.never_ran.iter())
+        .map(|job| job.split('/').next().unwrap_or(job))
+        .collect();
     for (position, unit) in plan.units.iter().enumerate() {
         let index = unit.unit.index();
-        let runs_of_unit: Vec<&StoredRun> = input
-            .runs
+        let all_runs: Vec<&StoredRun> = runs_by_unit.remove(&unit.unit).unwrap_or_default();
+        let runs_of_unit: Vec<&StoredRun> = all_runs
             .iter()
-            .filter(|run| run.unit == unit.unit && !run.discarded)
+            .copied()
+            .filter(|run| !run.discarded && run.is_completed())
             .collect();
-        let mut report = UnitReport {
-            index,
-            id: unit_id(unit.unit),
-            label: &unit.label,
-            scenario_name: &unit.scenario_name,
-            axes: unit.axes.as_ref(),
-            requested: plan.repeat.unwrap_or(1),
-            completed: 0,
-            passes: 0,
-            pass_rate: None,
-            status: UnitStatus::NotRun,
-            stopped_early: None,
-            arm_label: String::new(),
-            cost_usd: None,
-            tokens: None,
-            duration_ms: None,
-            models: Vec::new(),
-            skills: Vec::new(),
-            runs: Vec::new(),
-        };
+        let mut report = UnitReport::empty(unit, plan.repeat, all_runs);
         if let Some(error) = &unit.cell_error {
             report.status = UnitStatus::Error(error.clone());
         } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
@@ -390,6 +644,9 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         } else if let Some(error) = plain_error.take() {
             report.status = UnitStatus::Error(error);
         }
+        if incomplete_units.contains(report.id.as_str()) {
+            mark_incomplete(&mut report);
+        }
         units.push(report);
     }
     let truncated_cells = match (kind, plan.truncated) {
@@ -401,12 +658,22 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     };
     let reasons = failure_reasons(&units);
     let stops = stop_notes(input, &units, truncated_cells);
-    let folded_simulated = units
+    // Every stored run counts, discarded ones too: they ran (and were paid for) like the rest.
+    let stored_simulated = input
+        .runs
         .iter()
-        .flat_map(|unit| unit.runs.iter())
         .filter(|run| run.result.get("simulated") == Some(&Value::Bool(true)))
         .count() as u64;
-    let simulated_runs = fleet.simulated_runs.max(folded_simulated);
+    let simulated_runs = fleet.simulated_runs.max(stored_simulated);
+    let timed: Vec<f64> = input
+        .runs
+        .iter()
+        .filter_map(|run| duration_ms(&run.result))
+        .collect();
+    let summed_run_ms = (
+        (!timed.is_empty()).then(|| timed.iter().sum()),
+        timed.len() as u64,
+    );
     let simulated = simulated_runs > 0
         || input.stored.spec.executor == cowork_schema::batch::ExecutorKind::Sim
         || input.envelope.fleet.get("simulated") == Some(&Value::Bool(true));
@@ -429,6 +696,59 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         total_passes,
         total_cost_usd,
         total_duration_ms,
+        discarded: discarded_of(input),
+        stored_runs: input.runs.len() as u64,
+        summed_run_ms,
+    }
+}
+
+/// A unit with a job that never ran is incomplete, whatever its stop looks like (the reducer
+/// saw the missing job as an error at that index).
+fn mark_incomplete(report: &mut UnitReport<'_>) {
+    if !matches!(report.status, UnitStatus::Error(_)) {
+        report.status = UnitStatus::Incomplete;
+        if report.stopped_early == Some(StopReason::Error) {
+            report.stopped_early = None;
+        }
+    }
+}
+
+/// The discarded runs the envelope's `fleet.discarded` lists — either a list of
+/// `{job, costUsd}` entries or `{runs: [...], costUsd}` — else the stored runs marked
+/// discarded, with their cost from their results.
+fn discarded_of(input: &ReportInput) -> Discarded {
+    let from_runs = || {
+        let discarded: Vec<&StoredRun> = input.runs.iter().filter(|run| run.discarded).collect();
+        Discarded {
+            runs: discarded.len() as u64,
+            cost_usd: sum_present(
+                discarded
+                    .iter()
+                    .map(|run| cowork_schema::run_result::cost_usd(&run.result)),
+            ),
+        }
+    };
+    let field = input.envelope.fleet.get("discarded");
+    let (entries, total) = match field {
+        Some(Value::Array(entries)) => (entries.as_slice(), None),
+        Some(Value::Object(object)) => (
+            object
+                .get("runs")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice),
+            object.get("costUsd").and_then(Value::as_f64),
+        ),
+        _ => return from_runs(),
+    };
+    let stored = from_runs();
+    let listed_cost = sum_present(
+        entries
+            .iter()
+            .map(|entry| entry.get("costUsd").and_then(Value::as_f64)),
+    );
+    Discarded {
+        runs: (entries.len() as u64).max(stored.runs),
+        cost_usd: total.or(listed_cost).or(stored.cost_usd),
     }
 }
 
@@ -745,6 +1065,14 @@ fn stop_notes(
                 scope: unit.id.clone(),
                 text: format!("{}: not run", unit.label),
             }),
+            UnitStatus::Incomplete => notes.push(StopNote {
+                scope: unit.id.clone(),
+                text: format!(
+                    "{}: incomplete, the batch ended before it was decided ({} of {} runs \
+                     folded)",
+                    unit.label, unit.completed, unit.requested
+                ),
+            }),
             UnitStatus::Passed | UnitStatus::Failed => {}
         }
     }
@@ -762,21 +1090,25 @@ fn stop_notes(
             ),
         });
     }
-    let discarded = input.runs.iter().filter(|run| run.discarded).count();
-    if discarded > 0 {
-        let spend = sum_present(
-            input
-                .runs
-                .iter()
-                .filter(|run| run.discarded)
-                .map(|run| cowork_schema::run_result::cost_usd(&run.result)),
-        );
+    let discarded = discarded_of(input);
+    if discarded.runs > 0 {
         notes.push(StopNote {
             scope: "batch".to_owned(),
             text: format!(
-                "{discarded} run(s) finished after their unit was decided and were discarded \
+                "{} run(s) finished after their unit was decided and were discarded \
                  (not folded; spend {})",
-                usd(spend)
+                discarded.runs,
+                usd(discarded.cost_usd)
+            ),
+        });
+    }
+    if let Some(incomplete) = &input.incomplete {
+        notes.push(StopNote {
+            scope: "batch".to_owned(),
+            text: format!(
+                "incomplete: {}; {} job(s) never ran",
+                incomplete.reason,
+                incomplete.never_ran.len()
             ),
         });
     }
@@ -847,7 +1179,9 @@ fn eval_json(eval: &EvalSection) -> Value {
                 "bOnlyPasses": row.b_only_passes,
                 "pValue": json_number::to_value(row.p_value),
                 "verdict": row.verdict,
+                "pairs": row.pairs,
                 "excludedPairs": row.excluded_pairs,
+                "minDetectableDiff": row.min_detectable_diff.map(json_number::to_value),
             })
         })
         .collect();
@@ -857,6 +1191,9 @@ fn eval_json(eval: &EvalSection) -> Value {
         "alpha": json_number::to_value(eval.alpha),
         "confidence": json_number::to_value(eval.confidence),
         "decisionRule": eval.decision_rule,
+        "intervalMethod": eval.interval_method,
+        "pValueMeaning": eval.p_sentence,
+        "sensitivity": eval.sensitivity_sentence,
         "rows": rows,
     })
 }
@@ -892,7 +1229,20 @@ pub fn render_json(input: &ReportInput) -> String {
     totals.insert("passes".into(), Value::from(summary.total_passes));
     opt_number(&mut totals, "costUsd", summary.total_cost_usd);
     opt_number(&mut totals, "durationMs", summary.total_duration_ms);
+    totals.insert("storedRuns".into(), Value::from(summary.stored_runs));
+    totals.insert("discardedRuns".into(), Value::from(summary.discarded.runs));
+    opt_number(&mut totals, "discardedCostUsd", summary.discarded.cost_usd);
+    opt_number(&mut totals, "summedRunMs", summary.summed_run_ms.0);
+    if let Some(wall_ms) = input.wall_ms {
+        totals.insert("wallMs".into(), Value::from(wall_ms));
+    }
     head.insert("totals".into(), Value::Object(totals));
+    if let Some(incomplete) = &input.incomplete {
+        head.insert(
+            "incomplete".into(),
+            json!({ "reason": incomplete.reason, "neverRan": incomplete.never_ran }),
+        );
+    }
     let units: Vec<Value> = summary
         .units
         .iter()

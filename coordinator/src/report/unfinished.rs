@@ -1,0 +1,153 @@
+//! Judging a batch that never finished: no `rollup.json` was stored (an interrupted
+//! `cowork run`, a cancelled batch, a coordinator that died mid-batch).
+//!
+//! The stored outcomes are offered to a reducer shaped like the batch's plan, in index order.
+//! A job the verdicts needed that left no outcome is offered as an error ("never ran"): the
+//! harness's own repeat loop would have stopped at such an iteration, so each unit is judged on
+//! the runs before it, exactly as `cowork rollup` would judge them, and runs that finished
+//! beyond it are set aside like overshoot. Jobs a unit never needed (after its early stop, or
+//! after a plain batch's aborting file) are not missing. The result is marked incomplete and
+//! names every missing job.
+
+use std::collections::{BTreeMap, HashSet};
+
+use cowork_schema::batch::StoredBatch;
+use cowork_schema::envelope::Envelope;
+use cowork_schema::event::{ErrorCategory, JobOutcome};
+use cowork_schema::ids::UnitRef;
+use cowork_schema::rollup::RollupDoc;
+use serde_json::json;
+
+use super::ReportError;
+use crate::supervisor::{build_envelope, shape_from_summary};
+use cowork_core::reduce::BatchReducer;
+use cowork_core::report::{Incomplete, StoredRun};
+
+/// The stored outcome of each job that finished, by (unit, repeat index).
+pub(super) type Outcomes = BTreeMap<(UnitRef, Option<u32>), JobOutcome>;
+
+/// Why an unfinished batch's report is incomplete, as the report says it.
+const REASON: &str = "no rollup was stored: the batch was interrupted or cancelled before it \
+was decided";
+
+/// The judgment of an unfinished batch.
+pub(super) struct Judged {
+    pub(super) rollup: RollupDoc,
+    pub(super) envelope: Envelope,
+    pub(super) incomplete: Incomplete,
+    /// Runs that finished but were not folded (beyond their unit's stop).
+    pub(super) discarded: HashSet<(UnitRef, Option<u32>)>,
+}
+
+/// Judges the stored `outcomes` of an unfinished batch (see the module documentation).
+pub(super) fn judge(
+    stored: &StoredBatch,
+    outcomes: &Outcomes,
+    runs: &[StoredRun],
+) -> Result<Judged, ReportError> {
+    let plan = &stored.plan;
+    let shape = shape_from_summary(plan, &stored.spec.flags);
+    let shape_error = |message: String| ReportError::Malformed {
+        key: format!("batches/{}/spec.json", stored.batch_id),
+        what: "batch plan",
+        message,
+    };
+    let mut reducer = BatchReducer::new(shape).map_err(|error| shape_error(error.to_string()))?;
+    let repeats: Vec<Option<u32>> = match plan.repeat {
+        Some(n) => (0..n).map(Some).collect(),
+        None => vec![None],
+    };
+    let mut never_ran = Vec::new();
+    // Set once a missing job decided a unit (or, in a plain files batch, aborted the batch):
+    // the jobs after it were not skipped by a stop rule, the batch simply ended.
+    let mut ended_early = false;
+    for (position, unit) in plan.units.iter().enumerate() {
+        if unit.cell_error.is_some() {
+            continue;
+        }
+        let unit_idx = position as u32;
+        if plan.repeat.is_some() {
+            ended_early = false;
+        }
+        for repeat_index in &repeats {
+            match outcomes.get(&(unit.unit, *repeat_index)) {
+                Some(outcome) => {
+                    reducer.offer(unit_idx, *repeat_index, outcome.clone());
+                }
+                None if !reducer.is_cancellable(unit_idx, *repeat_index) => {
+                    never_ran.push(job_path(unit.unit, *repeat_index));
+                    ended_early = true;
+                    let missing = JobOutcome::Error {
+                        category: ErrorCategory::Cancelled,
+                        message: "never ran: the batch ended before this job finished".to_owned(),
+                    };
+                    reducer.offer(unit_idx, *repeat_index, missing);
+                }
+                None if ended_early => never_ran.push(job_path(unit.unit, *repeat_index)),
+                None => {}
+            }
+        }
+    }
+    let reduction = reducer.finish().map_err(|missing| {
+        shape_error(format!(
+            "unit {} could not be judged from the stored outcomes",
+            missing.unit
+        ))
+    })?;
+    let discarded = reduction
+        .discarded
+        .iter()
+        .filter_map(|job| {
+            let unit = plan.units.get(job.unit as usize)?;
+            Some((unit.unit, job.repeat_index))
+        })
+        .collect();
+    let command = stored.spec.mode.envelope_command();
+    let version = harness_version(runs);
+    let fleet = json!({
+        "batchId": stored.batch_id,
+        "executor": stored.spec.executor.as_str(),
+        "incomplete": true,
+    });
+    let envelope = build_envelope(&reduction, &version, command, Vec::new(), fleet);
+    Ok(Judged {
+        rollup: reduction.to_rollup_doc(command),
+        envelope,
+        incomplete: Incomplete {
+            reason: REASON.to_owned(),
+            never_ran,
+        },
+        discarded,
+    })
+}
+
+/// `c0/r3`, or `f1` without repeat.
+fn job_path(unit: UnitRef, repeat_index: Option<u32>) -> String {
+    let unit = match unit {
+        UnitRef::File(index) => format!("f{index}"),
+        UnitRef::Cell(index) => format!("c{index}"),
+    };
+    match repeat_index {
+        Some(index) => format!("{unit}/r{index}"),
+        None => unit,
+    }
+}
+
+/// The harness version the stored runs name: the one version, `mixed`, or `unknown`.
+fn harness_version(runs: &[StoredRun]) -> String {
+    let mut versions: Vec<&str> = runs
+        .iter()
+        .filter_map(|run| {
+            run.record
+                .as_ref()
+                .and_then(|record| record.harness_version.as_deref())
+        })
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    match versions.as_slice() {
+        [one] => (*one).to_owned(),
+        [] => "unknown".to_owned(),
+        _ => "mixed".to_owned(),
+    }
+}
