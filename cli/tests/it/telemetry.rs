@@ -390,8 +390,13 @@ fn scrape(address: SocketAddr) -> String {
     assert!(head.starts_with("HTTP/1.1 200"), "scrape status: {head}");
     assert!(
         head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
+            .contains("content-type: application/openmetrics-text"),
         "scrape content type: {head}"
+    );
+    assert_eq!(
+        cowork_coordinator::metrics::check_exposition(body),
+        Ok(()),
+        "the scrape is valid OpenMetrics text"
     );
     body.to_owned()
 }
