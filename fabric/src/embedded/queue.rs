@@ -208,6 +208,7 @@ mod tests {
             sim: None,
             generation: 0,
             traceparent: None,
+            republished: 0,
         }
     }
 

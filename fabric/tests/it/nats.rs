@@ -64,6 +64,7 @@ fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
         sim: None,
         generation: 0,
         traceparent: None,
+        republished: 0,
     }
 }
 
