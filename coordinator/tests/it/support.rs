@@ -61,6 +61,10 @@ impl JobQueue for CountingQueue {
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
         self.inner.pull(tiers).await
     }
+
+    async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
+        self.inner.withdraw(batch, tier).await
+    }
 }
 
 /// The embedded ports of one test, over its own temp dir.

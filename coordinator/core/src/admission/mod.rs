@@ -346,6 +346,11 @@ impl Admission {
         })
     }
 
+    /// The batch admitted.
+    pub fn batch_id(&self) -> &BatchId {
+        &self.batch_id
+    }
+
     /// The live counts of the batch.
     pub fn progress(&self) -> &ProgressSnapshot {
         &self.progress
