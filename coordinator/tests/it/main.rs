@@ -8,5 +8,6 @@ mod pause;
 mod probes;
 mod refusals;
 mod restart;
+mod silence;
 mod submit;
 mod support;
