@@ -238,7 +238,10 @@ mod tests {
             traceparent: None,
             republished: 0,
         };
-        assert_eq!((job.message_id().as_str(), job.attempt_of(2)), ("b1/f0/r3", 2));
+        assert_eq!(
+            (job.message_id().as_str(), job.attempt_of(2)),
+            ("b1/f0/r3", 2)
+        );
         job.republished = 1;
         assert_eq!(job.message_id(), "b1/f0/r3+r1");
         assert_eq!(job.attempt_of(1), 1001);

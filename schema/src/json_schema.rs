@@ -27,7 +27,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             "envelope.schema.json",
             render::<crate::envelope::Envelope>(),
         ),
-        ("fleet-meta.schema.json", render::<crate::fleet::FleetMeta>()),
+        (
+            "fleet-meta.schema.json",
+            render::<crate::fleet::FleetMeta>(),
+        ),
         (
             "batch-record.schema.json",
             render::<crate::registry::BatchRecord>(),
