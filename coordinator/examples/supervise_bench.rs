@@ -127,7 +127,9 @@ impl Acker for NoAck {
 #[async_trait]
 impl JobQueue for ChannelQueue {
     async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
-        self.sender.send(job.clone()).map_err(|_| QueueError::Closed)
+        self.sender
+            .send(job.clone())
+            .map_err(|_| QueueError::Closed)
     }
 
     async fn pull(&self, _tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
@@ -159,10 +161,7 @@ impl EventSubscription for PassSubscription {
 impl EventLog for PassEventLog {
     async fn publish(&self, event: &JobEvent) -> Result<u64, EventError> {
         // Relaxed: the counter only hands out distinct, increasing numbers.
-        let seq = self
-            .seq
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         self.sender
             .send((seq, event.clone()))
             .map_err(|_| EventError::Closed)?;
@@ -223,10 +222,12 @@ impl ArtifactStore for OneResultStore {
         let mut buffer = vec![0; 1 << 20];
         let mut size = 0u64;
         loop {
-            let n = file.read(&mut buffer).map_err(|error| ArtifactError::Failed {
-                key: key.to_owned(),
-                message: error.to_string(),
-            })?;
+            let n = file
+                .read(&mut buffer)
+                .map_err(|error| ArtifactError::Failed {
+                    key: key.to_owned(),
+                    message: error.to_string(),
+                })?;
             if n == 0 {
                 break;
             }
@@ -337,8 +338,10 @@ async fn main() {
     let SuperviseEnd::Decided(outcome) = end else {
         panic!("the batch was not decided");
     };
-    let envelope_mib =
-        store.envelope_bytes.load(std::sync::atomic::Ordering::Relaxed) as f64 / (1 << 20) as f64;
+    let envelope_mib = store
+        .envelope_bytes
+        .load(std::sync::atomic::Ordering::Relaxed) as f64
+        / (1 << 20) as f64;
     println!(
         "supervise: {} jobs ({} cells × {REPEAT}), window {WINDOW}: {:.2} s ({:.0} jobs/s), {} results in a {envelope_mib:.0} MiB envelope, exit {}; peak RSS {:.1} MiB",
         plan.n_jobs(),

@@ -66,9 +66,16 @@ fn spend_per_unit(envelope: &Value) -> BTreeMap<String, (f64, f64, u64)> {
     };
     for result in envelope["results"].as_array().expect("results") {
         let label = result["scenario"].as_str().expect("a scenario");
-        add(label, result.pointer("/cost/usd").and_then(Value::as_f64), false);
+        add(
+            label,
+            result.pointer("/cost/usd").and_then(Value::as_f64),
+            false,
+        );
     }
-    for run in envelope["fleet"]["discarded"].as_array().expect("discarded") {
+    for run in envelope["fleet"]["discarded"]
+        .as_array()
+        .expect("discarded")
+    {
         // `<batch>/f<unit>/r<index>`
         let job = run["job"].as_str().expect("a job id");
         let unit: usize = job.split('/').nth(1).expect("a unit part")[1..]

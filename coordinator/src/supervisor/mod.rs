@@ -178,7 +178,7 @@ pub enum SuperviseEnd {
     /// The batch was decided; `rollup.json` and `envelope.json` are stored.
     Decided(Box<BatchOutcome>),
     /// The batch was cancelled before it was decided; nothing was stored.
-    Cancelled { progress: ProgressSnapshot },
+    Cancelled { progress: Box<ProgressSnapshot> },
 }
 
 /// Why supervision stopped without a decided batch.
@@ -307,7 +307,7 @@ pub async fn supervise(
     progress_tx.send_replace(batch.admission.progress().clone());
     match end {
         End::Cancelled => Ok(SuperviseEnd::Cancelled {
-            progress: batch.admission.progress().clone(),
+            progress: Box::new(batch.admission.progress().clone()),
         }),
         End::Decided => batch.conclude().await,
     }

@@ -28,7 +28,7 @@ impl JobGrid {
     }
 
     /// Ordinals in the grid.
-    pub fn len(&self) -> u64 {
+    pub fn n_ordinals(&self) -> u64 {
         u64::from(self.n_units) * u64::from(self.runs)
     }
 
@@ -108,7 +108,7 @@ mod tests {
     #[test]
     fn ordinals_are_unit_major_and_bounded() {
         let grid = JobGrid::new(3, Some(4));
-        assert_eq!((grid.len(), grid.runs()), (12, 4));
+        assert_eq!((grid.n_ordinals(), grid.runs()), (12, 4));
         assert_eq!(grid.ordinal(2, 3), 11);
         assert_eq!(grid.locate(UnitRef::Cell(2), Some(3)), Some((2, 3)));
         assert_eq!(grid.locate(UnitRef::Cell(3), Some(0)), None);

@@ -100,6 +100,9 @@ pub struct AdmissionConfig {
 }
 
 /// What admission is told.
+// `Event` is much larger than the other variants; inputs are made and consumed one at a time,
+// so boxing it would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Input {
     /// An event of the batch's log.
@@ -317,8 +320,8 @@ impl Admission {
             grid,
             order,
             reducer,
-            started: BitSet::new(grid.len()),
-            finished: BitSet::new(grid.len()),
+            started: BitSet::new(grid.n_ordinals()),
+            finished: BitSet::new(grid.n_ordinals()),
             outstanding: HashMap::new(),
             deadlines: BTreeSet::new(),
             lost_by_queue: Vec::new(),

@@ -277,7 +277,8 @@ fn a_unit_budget_runs_one_job_until_priced_then_fits_the_estimate() {
     );
     let (mut admission, t0) = start(&plan, config(8));
     // (finish this run at this price, then expect these admissions)
-    let steps: [(Option<(u32, f64)>, &[u32]); 4] = [
+    type Step = (Option<(u32, f64)>, &'static [u32]);
+    let steps: [Step; 4] = [
         (None, &[0]),
         // One price: the next job runs alone (a slow start: one priced run, one at once).
         (Some((0, 0.1)), &[1]),
