@@ -323,8 +323,19 @@ async fn main() {
     };
     // Reaped when main returns: the worker only waits on the queue.
     tokio::spawn(work(queue, events));
-    let (progress_tx, _progress_rx) = tokio::sync::watch::channel(ProgressSnapshot::default());
+    let (progress_tx, mut progress_rx) =
+        tokio::sync::watch::channel(ProgressSnapshot::default());
     let started = Instant::now();
+    // When the last outcome is folded: the rest is storing the documents (the envelope).
+    let total = plan.n_jobs();
+    let folded_at = tokio::spawn(async move {
+        while progress_rx.changed().await.is_ok() {
+            if progress_rx.borrow().finished >= total {
+                return Some(started.elapsed());
+            }
+        }
+        None
+    });
     let end = supervise(
         &ports,
         &plan,
@@ -338,12 +349,17 @@ async fn main() {
     let SuperviseEnd::Decided(outcome) = end else {
         panic!("the batch was not decided");
     };
+    let folded = folded_at
+        .await
+        .ok()
+        .flatten()
+        .map_or(f64::NAN, |at| at.as_secs_f64());
     let envelope_mib = store
         .envelope_bytes
         .load(std::sync::atomic::Ordering::Relaxed) as f64
         / (1 << 20) as f64;
     println!(
-        "supervise: {} jobs ({} cells × {REPEAT}), window {WINDOW}: {:.2} s ({:.0} jobs/s), {} results in a {envelope_mib:.0} MiB envelope, exit {}; peak RSS {:.1} MiB",
+        "supervise: {} jobs ({} cells × {REPEAT}), window {WINDOW}: {:.2} s ({:.0} jobs/s; admitted and folded in {folded:.2} s, then the documents), {} results in a {envelope_mib:.0} MiB envelope, exit {}; peak RSS {:.1} MiB",
         plan.n_jobs(),
         plan.units.len(),
         elapsed.as_secs_f64(),
