@@ -323,8 +323,7 @@ async fn main() {
     };
     // Reaped when main returns: the worker only waits on the queue.
     tokio::spawn(work(queue, events));
-    let (progress_tx, mut progress_rx) =
-        tokio::sync::watch::channel(ProgressSnapshot::default());
+    let (progress_tx, mut progress_rx) = tokio::sync::watch::channel(ProgressSnapshot::default());
     let started = Instant::now();
     // When the last outcome is folded: the rest is storing the documents (the envelope).
     let total = plan.n_jobs();
