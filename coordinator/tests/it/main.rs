@@ -3,6 +3,7 @@
 
 mod auth;
 mod cancel;
+mod digest;
 mod k8s;
 mod pause;
 mod probes;

@@ -164,4 +164,25 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
     );
     assert_eq!(fleet.jobs.retries, 0, "{fleet:?}");
     assert_eq!(outcome.progress.pauses, 1);
+
+    // The envelope, assembled result by result into the store, is the one line
+    // `Envelope::to_line` gives for the same values; `--output-format json` prints it as stored.
+    let stored = ports
+        .store
+        .get(&outcome.envelope_key)
+        .await
+        .expect("the stored envelope");
+    let envelope: cowork_schema::envelope::Envelope =
+        serde_json::from_slice(&stored).expect("a valid envelope");
+    assert_eq!(envelope.results.len(), 4);
+    assert_eq!(
+        serde_json::to_value(&outcome.fleet).expect("json"),
+        envelope.fleet
+    );
+    assert_eq!(format!("{}\n", envelope.to_line()).into_bytes(), stored);
+    let mut printed = Vec::new();
+    outcome
+        .copy_envelope_to(&mut printed)
+        .expect("copying the envelope");
+    assert_eq!(printed, stored);
 }
