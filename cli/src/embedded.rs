@@ -157,14 +157,13 @@ pub async fn run_stored(
         events: Arc::new(events.clone()),
         store: embedded.store.clone(),
     };
+    let window = embedded
+        .window
+        .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT);
     let options = SuperviseOptions {
-        window: embedded
-            .window
-            .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT),
-        command: embedded.command.to_owned(),
         usage_pause: embedded.usage_pause,
-        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
+        ..SuperviseOptions::new(window, embedded.command)
     };
     let ctrl_c = shutdown.clone();
     // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
@@ -176,7 +175,7 @@ pub async fn run_stored(
     // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
     let signals = SuperviseSignals {
         shutdown: shutdown.child_token(),
-        cancel: CancellationToken::new(),
+        ..SuperviseSignals::default()
     };
     let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
     drop(progress_tx);

@@ -53,7 +53,8 @@ fn error_row(unit: String, error: &str) -> Row {
 }
 
 /// What the summary needs, taken from an envelope (its batch keys, results and `fleet` key) so
-/// that `cowork run`, `cowork submit --watch` and `cowork rollup` print the same table.
+/// that `cowork run`, `cowork submit --watch` and `cowork rollup` print the same table. The
+/// head of an envelope is enough (results are read only for a plain files batch, one per file).
 pub struct Summary<'a> {
     pub envelope: &'a Envelope,
     pub judging: Judging,
@@ -85,6 +86,35 @@ impl<'a> Summary<'a> {
             exit_code,
         }
     }
+}
+
+/// Discarded runs and their spend: the fleet key's `discardedTotal`, or the sum of its
+/// `discarded` list (an envelope written before the total existed).
+fn discarded_spend(fleet: &Value) -> Option<(u64, f64)> {
+    if let Some(total) = fleet.get("discardedTotal") {
+        let runs = total.get("runs").and_then(Value::as_u64)?;
+        let spend = total.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0);
+        // `+ 0.0` turns a stored `-0` into `0`, so the line never prints `$-0.0000`.
+        return Some((runs, spend + 0.0));
+    }
+    let discarded = fleet.get("discarded").and_then(Value::as_array)?;
+    // Folding from 0.0 keeps an all-unpriced list at `$0.0000`, not `-0`.
+    let spend = discarded
+        .iter()
+        .filter_map(|d| d.get("costUsd").and_then(Value::as_f64))
+        .fold(0.0, |sum, cost| sum + cost);
+    Some((discarded.len() as u64, spend))
+}
+
+/// With a per-unit budget: the cap and what the unit that spent most spent (folded and
+/// discarded runs together).
+fn unit_budget_line(fleet: &Value) -> Option<String> {
+    let admission = fleet.get("admission")?;
+    let cap = admission.get("unitBudgetUsd").and_then(Value::as_f64)?;
+    let most = admission.get("maxUnitSpentUsd").and_then(Value::as_f64)?;
+    Some(format!(
+        "unit budget ${cap:.4}: the unit that spent most spent ${most:.4} (folded and discarded runs)\n"
+    ))
 }
 
 /// Renders the table, a verdict line, and a marker when results are simulated.
@@ -187,27 +217,28 @@ pub fn render(summary: &Summary<'_>) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    let discarded = envelope
-        .fleet
-        .get("discarded")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    if !discarded.is_empty() {
-        // Folding from 0.0 keeps an all-unpriced list at `$0.0000`, not `-0`.
-        let spend = discarded
-            .iter()
-            .filter_map(|d| d.get("costUsd").and_then(Value::as_f64))
-            .fold(0.0, |sum, cost| sum + cost);
+    if let Some((runs, spend)) = discarded_spend(&envelope.fleet)
+        && runs > 0
+    {
         out.push_str(&format!(
-            "discarded {} run(s) after an early stop (spend ${spend:.4}, not folded)\n",
-            discarded.len()
+            "discarded {runs} run(s) after an early stop: ${spend:.4} spent outside the rollups (not folded)\n"
         ));
     }
-    let simulated = results
-        .iter()
-        .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
-        .count();
+    if let Some(line) = unit_budget_line(&envelope.fleet) {
+        out.push_str(&line);
+    }
+    // The fleet key counts simulated runs; an envelope without one (a re-judged batch) is
+    // counted from its results.
+    let simulated = envelope
+        .fleet
+        .get("simulatedRuns")
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| {
+            results
+                .iter()
+                .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
+                .count() as u64
+        });
     if simulated > 0 {
         out.push_str(&format!(
             "SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"
@@ -219,4 +250,52 @@ pub fn render(summary: &Summary<'_>) -> String {
         summary.exit_code
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render_fleet(fleet: Value) -> String {
+        let mut envelope = Envelope::new("2.0.0", "run");
+        envelope.ok = true;
+        envelope.fleet = fleet;
+        render(&Summary::new(&envelope, 0))
+    }
+
+    #[test]
+    fn discarded_runs_show_their_spend_and_the_unit_budget_its_worst_unit() {
+        let text = render_fleet(json!({
+            "simulatedRuns": 12,
+            "discarded": [{"job": "b/f0/r3", "completed": true, "costUsd": 0.05}],
+            "discardedTotal": {"runs": 1, "costUsd": 0.05},
+            "admission": {"window": 4, "unitOrder": "plan", "unitBudgetUsd": 0.3,
+                "maxUnitSpentUsd": 0.34},
+        }));
+        assert!(
+            text.contains(
+                "discarded 1 run(s) after an early stop: $0.0500 spent outside the rollups"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("unit budget $0.3000: the unit that spent most spent $0.3400"),
+            "{text}"
+        );
+        assert!(text.contains("SIMULATED: 12 run(s)"), "{text}");
+    }
+
+    #[test]
+    fn an_older_fleet_key_sums_its_discarded_list_without_negative_zero() {
+        let text = render_fleet(json!({
+            "discarded": [{"job": "b/f1", "completed": false}, {"job": "b/f2", "completed": false}],
+        }));
+        assert!(
+            text.contains("discarded 2 run(s) after an early stop: $0.0000"),
+            "{text}"
+        );
+        let none = render_fleet(json!({"discardedTotal": {"runs": 0, "costUsd": 0}}));
+        assert!(!none.contains("discarded"), "{none}");
+    }
 }

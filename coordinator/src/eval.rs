@@ -28,6 +28,9 @@ pub enum EvalStoreError {
     /// `spec.json` cannot be read as a batch spec.
     #[error("{key} is not a valid batch spec: {message}")]
     MalformedSpec { key: String, message: String },
+    /// The batch's stored envelope cannot be read as an envelope.
+    #[error("{key} is not a valid envelope: {message}")]
+    MalformedEnvelope { key: String, message: String },
     /// The stored spec has no eval settings.
     #[error("{key} holds no eval settings (spec.eval)")]
     NoEvalSettings { key: String },
@@ -79,12 +82,28 @@ pub async fn store_eval_document(
     };
     let [arm_a, arm_b] = settings.arms.clone();
     let sources = ArmSources { a: arm_a, b: arm_b };
+    // The pairing needs every folded run's result: an eval batch is small enough to read its
+    // stored envelope back whole.
+    let envelope_bytes =
+        store
+            .get(&outcome.envelope_key)
+            .await
+            .map_err(|source| EvalStoreError::Store {
+                doing: "reading",
+                key: outcome.envelope_key.clone(),
+                source,
+            })?;
+    let envelope: cowork_schema::envelope::Envelope = serde_json::from_slice(&envelope_bytes)
+        .map_err(|error| EvalStoreError::MalformedEnvelope {
+            key: outcome.envelope_key.clone(),
+            message: error.to_string(),
+        })?;
     let document = eval_document(&EvalDocumentInput {
         plan,
         settings: &settings,
         sources: &sources,
         folded: &outcome.reduction.results,
-        results: &outcome.envelope.results,
+        results: &envelope.results,
         simulated_runs: outcome.reduction.simulated_runs,
     })
     .map_err(|source| EvalStoreError::Report {

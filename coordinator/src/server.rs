@@ -465,17 +465,17 @@ impl Service {
 
         let ports = self.ports.coordinator_ports();
         let options = SuperviseOptions {
-            window: self.config.window,
-            command,
             usage_pause: self.config.usage_pause,
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),
+            ..SuperviseOptions::new(self.config.window, &command)
         };
         let mut failures = 0u32;
         let (state, ok, exit_code, message) = loop {
             let signals = SuperviseSignals {
                 shutdown: self.shutdown.child_token(),
                 cancel: live.cancel.clone(),
+                ..SuperviseSignals::default()
             };
             match supervise(&ports, &plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
@@ -491,7 +491,7 @@ impl Service {
                     }
                     break (
                         BatchState::Done,
-                        Some(outcome.envelope.ok),
+                        Some(outcome.reduction.ok),
                         Some(outcome.exit_code),
                         None,
                     );

@@ -49,6 +49,23 @@ pub trait ArtifactStore: Send + Sync {
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError>;
     /// Stores `bytes` under `key` only if nothing is stored there yet.
     async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError>;
+    /// Stores the file at `path` under `key`, replacing what was there; returns the key, size
+    /// and sha256. For documents too large to hold in memory (a million-job batch's envelope):
+    /// stores that can stream from the file (a directory copy, an S3 multipart upload) do so;
+    /// the default reads the file whole and calls [`ArtifactStore::put`].
+    async fn put_file(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+    ) -> Result<ArtifactRef, ArtifactError> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|error| ArtifactError::Failed {
+                key: key.to_owned(),
+                message: format!("reading {}: {error}", path.display()),
+            })?;
+        self.put(key, bytes).await
+    }
     /// Reads the object under `key`.
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError>;
     /// `true` if an object exists under `key`.

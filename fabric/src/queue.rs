@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cowork_schema::BatchId;
 use cowork_schema::job::{JobSpec, Tier};
 
 /// Errors of the job queue.
@@ -69,5 +70,12 @@ pub trait JobQueue: Send + Sync {
     /// Jobs waiting to be delivered, per tier (for metrics). Empty when the queue cannot say.
     async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
         Ok(Vec::new())
+    }
+    /// Takes back the jobs of `batch` on `tier` that are still queued (a cancelled batch's),
+    /// so they are never delivered; returns how many. A job a worker already holds is not
+    /// affected. The default withdraws nothing (a queue that cannot do it lets them run).
+    async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
+        let _ = (batch, tier);
+        Ok(0)
     }
 }

@@ -61,8 +61,20 @@ pub struct ProgressSnapshot {
     /// Resume generation of the batch (0 = never resumed).
     #[serde(default)]
     pub generation: u32,
-    /// Why admission waits now: `usage-limit pause (<tier>)`, `model limit <rule>` or
-    /// `batch budget`.
+    /// Items of the event log that could not be decoded; skipped.
+    #[serde(default)]
+    pub malformed_events: u64,
+    /// Jobs published a second time because they did not report back within their deadline.
+    #[serde(default)]
+    pub republished: u64,
+    /// Jobs that never reported back, folded as infrastructure errors.
+    #[serde(default)]
+    pub lost: u64,
+    /// Queued jobs taken back from the queue by a cancel.
+    #[serde(default)]
+    pub withdrawn: u64,
+    /// Why admission waits now: `usage-limit pause (<tier>)`, `model limit <rule>`,
+    /// `batch budget`, `unit budget` or `speculation limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
     /// The batch-wide budget in USD, when one is set.

@@ -167,20 +167,87 @@ pub struct JobSpec {
     /// traces; the worker's job span continues that trace (one trace per job, brief §9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// How many times the coordinator published this job again because it did not report back
+    /// within its deadline (0, or 1: a job is re-published once). It is part of the queue's
+    /// message id, so the new publication is not dropped as a duplicate of the one that went
+    /// silent, and it shifts the delivery attempts ([`JobSpec::attempt_of`]) so the two
+    /// publications never share an artifact key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub republished: u32,
 }
 
 fn is_zero(value: &u32) -> bool {
     *value == 0
 }
 
+/// Delivery attempts reserved per publication of a job: the attempts of a re-published job
+/// ([`JobSpec::republished`]) start above every attempt the first publication can have (a
+/// queue's `max_deliver` is far below it).
+pub const ATTEMPTS_PER_PUBLICATION: u32 = 1000;
+
 impl JobSpec {
     /// The queue's deduplication id (`Nats-Msg-Id`): the job id, plus `@g<n>` for a resumed
-    /// generation.
+    /// generation, plus `+r<n>` for a re-publication.
     pub fn message_id(&self) -> String {
-        if self.generation == 0 {
-            self.job_id.to_string()
-        } else {
-            format!("{}@g{}", self.job_id, self.generation)
+        let mut id = self.job_id.to_string();
+        if self.generation != 0 {
+            id.push_str(&format!("@g{}", self.generation));
         }
+        if self.republished != 0 {
+            id.push_str(&format!("+r{}", self.republished));
+        }
+        id
+    }
+
+    /// The attempt number of delivery `delivery_attempt` (1-based, as the queue counts it) of
+    /// this publication: the queue counts again from 1 for a re-published job, so its attempts
+    /// are shifted by [`ATTEMPTS_PER_PUBLICATION`] per re-publication.
+    pub fn attempt_of(&self, delivery_attempt: u32) -> u32 {
+        self.republished
+            .saturating_mul(ATTEMPTS_PER_PUBLICATION)
+            .saturating_add(delivery_attempt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::ExecutorKind;
+
+    #[test]
+    fn a_republished_job_has_its_own_message_id_and_attempts() {
+        let batch = BatchId::new("b1").expect("valid literal");
+        let mut job = JobSpec {
+            protocol: PROTOCOL_VERSION,
+            job_id: JobId::new(&batch, UnitRef::File(0), Some(3)),
+            batch_id: batch,
+            command: JobCommand::Run,
+            tier: Tier::Container,
+            unit: UnitRef::File(0),
+            repeat_index: Some(3),
+            scenario_file: "s.yaml".into(),
+            scenario_name: "s".into(),
+            axes: None,
+            arm: None,
+            forwarded_flags: Vec::new(),
+            bundle_sha256: "00".into(),
+            timeout_ms: 1,
+            executor: ExecutorKind::Sim,
+            sim: None,
+            generation: 0,
+            traceparent: None,
+            republished: 0,
+        };
+        assert_eq!(
+            (job.message_id().as_str(), job.attempt_of(2)),
+            ("b1/f0/r3", 2)
+        );
+        job.republished = 1;
+        assert_eq!(job.message_id(), "b1/f0/r3+r1");
+        assert_eq!(job.attempt_of(1), 1001);
+        job.generation = 2;
+        assert_eq!(job.message_id(), "b1/f0/r3@g2+r1");
+        let text = serde_json::to_string(&job).expect("serializes");
+        assert!(text.contains(r#""republished":1"#), "{text}");
     }
 }

@@ -28,6 +28,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             render::<crate::envelope::Envelope>(),
         ),
         (
+            "fleet-meta.schema.json",
+            render::<crate::fleet::FleetMeta>(),
+        ),
+        (
             "batch-record.schema.json",
             render::<crate::registry::BatchRecord>(),
         ),

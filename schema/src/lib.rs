@@ -15,6 +15,7 @@
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
 //! - [`history`]: `stats.json`, the per-unit cost and timings of a decided batch.
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
+//! - [`fleet`]: the typed `fleet` key of a supervised batch's envelope.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`json_number`]: JavaScript-compatible number output (J4).
 //! - [`json_schema`]: JSON Schemas generated from these types.
@@ -26,6 +27,7 @@ pub mod batch;
 pub mod duration;
 pub mod envelope;
 pub mod event;
+pub mod fleet;
 pub mod history;
 pub mod ids;
 pub mod job;

@@ -97,6 +97,14 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         remove_empty_scratch_dirs(&args.store, &batch_id);
     }
     let outcome = outcome?;
+    // The pairing needs every folded run's result: an eval batch is small enough to read its
+    // stored envelope back whole.
+    let envelope_bytes = store
+        .get(&outcome.envelope_key)
+        .await
+        .with_context(|| format!("reading {}", outcome.envelope_key))?;
+    let envelope: cowork_schema::envelope::Envelope = serde_json::from_slice(&envelope_bytes)
+        .with_context(|| format!("reading {}", outcome.envelope_key))?;
 
     // The same computation as the coordinator's after it decides an eval batch; only the arm
     // labels differ (here the paths as typed, there the bundle-relative ones).
@@ -105,7 +113,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         settings: &settings,
         sources: &sources,
         folded: &outcome.reduction.results,
-        results: &outcome.envelope.results,
+        results: &envelope.results,
         simulated_runs: outcome.reduction.simulated_runs,
     })
     .with_context(|| format!("computing the report of eval batch {batch_id}"))?;

@@ -491,7 +491,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     eprint!(
         "{}",
         crate::summary::render(&crate::summary::Summary::new(
-            &outcome.envelope,
+            &outcome.envelope_head,
             outcome.exit_code
         ))
     );
@@ -500,7 +500,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         args.store.join("batches").join(batch_id.as_str()).display()
     );
     if args.output_format == OutputFormat::Json {
-        println!("{}", outcome.envelope.to_line());
+        outcome
+            .copy_envelope_to(&mut std::io::stdout().lock())
+            .context("printing the envelope")?;
     }
     Ok(outcome.exit_code)
 }

@@ -11,7 +11,7 @@
 //! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
 //! `--kill-running`, resume, retries), `limits` (batch budget and model limits on three
-//! workers), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
+//! workers), `budget` (per-unit budget and speculation bound with parallel slots), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
 //! fleet), `report` (`cowork report` in every format), `browser` (headless Chromium on a
@@ -26,6 +26,7 @@ mod support;
 
 mod bad_input;
 mod browser;
+mod budget;
 mod capabilities;
 mod distributed;
 mod eval;

@@ -6,6 +6,8 @@
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
+//! - [`admission`]: which jobs go to the queue and when, and what the batch's events mean — the
+//!   supervisor's decisions as a state machine with the clock passed in.
 //! - [`history`]: estimates (cost and time per run) from earlier batches' `stats.json`.
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
@@ -17,6 +19,7 @@
 //! other than a seed it is given, and the crate depends on no async runtime or network crate
 //! (`scripts/check-core-deps.sh`, run by CI).
 
+pub mod admission;
 pub mod eval;
 pub mod history;
 pub mod limits;

@@ -64,3 +64,41 @@ async fn cancel_stops_admission_and_ends_cancelled() {
     assert_eq!(kind(&report), "not-found", "{report}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn cancel_of_a_batch_no_worker_serves_withdraws_its_jobs_and_ends_cancelled() {
+    let fleet = Fleet::new();
+    // No worker at all: the admitted jobs wait in the queue for a tier nobody serves.
+    let server = Server::start(fleet.config("c1", 2), fleet.ports()).await;
+    let client = server.client();
+    let dir = project();
+    let batch = packed(dir.path(), repeat(5));
+    let accepted = client
+        .submit(&batch.spec, batch.bundle)
+        .await
+        .expect("the batch is accepted");
+    let id = accepted.batch_id;
+    wait_progress(&client, &id, "two jobs admitted", |p| p.admitted == 2).await;
+    assert_eq!(fleet.queue.inner.n_ready(), 2);
+
+    client.cancel(&id, false).await.expect("cancel is accepted");
+    let (_, end) = watch_to_end(&client, &id).await;
+    assert_eq!(end.state, BatchState::Cancelled, "{end:?}");
+    assert_eq!(
+        fleet.queue.inner.n_ready(),
+        0,
+        "the queued jobs were withdrawn"
+    );
+    let progress = client
+        .status(&id)
+        .await
+        .expect("status")
+        .progress
+        .expect("supervised here");
+    assert_eq!(
+        (progress.withdrawn, progress.finished),
+        (2, 0),
+        "{progress:?}"
+    );
+    server.stop().await;
+}

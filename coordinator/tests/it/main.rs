@@ -3,10 +3,12 @@
 
 mod auth;
 mod cancel;
+mod digest;
 mod k8s;
 mod pause;
 mod probes;
 mod refusals;
 mod restart;
+mod silence;
 mod submit;
 mod support;

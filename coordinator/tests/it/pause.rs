@@ -112,12 +112,10 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
     });
 
     let options = SuperviseOptions {
-        // One job at a time, so each admission follows the previous result.
-        window: 1,
-        command: "run".into(),
         usage_pause: PAUSE,
         usage_pause_max: PAUSE * 8,
-        model_limits: Default::default(),
+        // One job at a time, so each admission follows the previous result.
+        ..SuperviseOptions::new(1, "run")
     };
     let (progress_tx, _progress_rx) = watch::channel(ProgressSnapshot::default());
     let end = supervise(
@@ -157,13 +155,34 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
         text.contains("\"completed\":4") && text.contains("\"passes\":3"),
         "4 completed runs, 3 passing: {text}"
     );
-    let fleet = &outcome.envelope.fleet;
-    assert_eq!(fleet["usageLimitPauses"]["count"], 1, "{fleet}");
+    let fleet = &outcome.fleet;
+    assert_eq!(fleet.usage_limit_pauses.count, 1, "{fleet:?}");
     assert_eq!(
-        fleet["usageLimitPauses"]["byTier"][Tier::Container.as_str()],
+        fleet.usage_limit_pauses.by_tier[Tier::Container.as_str()],
         1,
-        "{fleet}"
+        "{fleet:?}"
     );
-    assert_eq!(fleet["jobs"]["retries"], 0, "{fleet}");
+    assert_eq!(fleet.jobs.retries, 0, "{fleet:?}");
     assert_eq!(outcome.progress.pauses, 1);
+
+    // The envelope, assembled result by result into the store, is the one line
+    // `Envelope::to_line` gives for the same values; `--output-format json` prints it as stored.
+    let stored = ports
+        .store
+        .get(&outcome.envelope_key)
+        .await
+        .expect("the stored envelope");
+    let envelope: cowork_schema::envelope::Envelope =
+        serde_json::from_slice(&stored).expect("a valid envelope");
+    assert_eq!(envelope.results.len(), 4);
+    assert_eq!(
+        serde_json::to_value(&outcome.fleet).expect("json"),
+        envelope.fleet
+    );
+    assert_eq!(format!("{}\n", envelope.to_line()).into_bytes(), stored);
+    let mut printed = Vec::new();
+    outcome
+        .copy_envelope_to(&mut printed)
+        .expect("copying the envelope");
+    assert_eq!(printed, stored);
 }

@@ -61,6 +61,10 @@ impl JobQueue for CountingQueue {
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
         self.inner.pull(tiers).await
     }
+
+    async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
+        self.inner.withdraw(batch, tier).await
+    }
 }
 
 /// The embedded ports of one test, over its own temp dir.
@@ -467,5 +471,52 @@ pub fn kind(error: &ClientError) -> &'static str {
         ClientError::Server { .. } => "server",
         ClientError::Protocol { .. } => "protocol",
         ClientError::InvalidUrl { .. } => "invalid-url",
+    }
+}
+
+/// The plan of a packed batch, as a coordinator makes it from the spec and bundle.
+pub fn planned(dir: &Path, flags: BatchFlags) -> cowork_core::plan::Plan {
+    let batch = packed(dir, flags);
+    cowork_coordinator::intake::plan_from_bundle(
+        &batch.spec,
+        &batch.bundle,
+        BatchId::new("20261130-000000-a0b1c2").expect("a valid id"),
+        &dir.join("scratch"),
+        &UnpackLimits::default(),
+    )
+    .expect("the fixture plans")
+}
+
+/// A passing `result.json` of `job`, stored where the worker stores it, and the `finished`
+/// event that reports it.
+pub async fn finished_event(store: &dyn ArtifactStore, job: &JobSpec, attempt: u32) -> JobEvent {
+    let result = json!({
+        "scenario": job.scenario_name,
+        "result": "success",
+        "cost": { "usd": 0.1 },
+        "assertions": [ { "assertion": { "result": "success" }, "pass": true } ],
+        "verdict": { "pass": true, "signals": [] },
+    });
+    let view = RunView::from_result(&result).expect("a readable result");
+    let key =
+        cowork_schema::layout::artifact_key(&job.job_id, job.generation, attempt, "result.json");
+    let stored = store
+        .put(&key, serde_json::to_vec(&result).expect("json"))
+        .await
+        .expect("storing the result");
+    JobEvent {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
+        batch_id: job.batch_id.clone(),
+        job_id: job.job_id.clone(),
+        attempt,
+        generation: job.generation,
+        worker_id: "w".into(),
+        event: JobEventKind::Finished {
+            outcome: JobOutcome::Completed { run: view },
+            artifacts: vec![stored],
+            harness_version: Some("9.9.9".into()),
+            exit_code: Some(0),
+            run_ms: 1,
+        },
     }
 }

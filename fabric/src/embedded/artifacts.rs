@@ -60,6 +60,26 @@ fn write_temp(path: &Path, key: &str, bytes: &[u8]) -> Result<PathBuf, ArtifactE
     Ok(temp.0)
 }
 
+/// A writer that hashes and counts what passes through it.
+struct HashingWriter<W> {
+    inner: W,
+    hasher: sha2::Sha256,
+    size: u64,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(buf)?;
+        sha2::Digest::update(&mut self.hasher, &buf[..written]);
+        self.size += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Creates a uniquely named temporary file in `dir` (`.tmp-<pid>-<n>`).
 fn tempfile_in(dir: &Path, key: &str) -> Result<(PathBuf, std::fs::File), ArtifactError> {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -184,6 +204,41 @@ impl ArtifactStore for DirArtifactStore {
         .await
     }
 
+    async fn put_file(&self, key: &str, source: &Path) -> Result<ArtifactRef, ArtifactError> {
+        let path = self.path_of(key)?;
+        let key_owned = key.to_owned();
+        let source = source.to_path_buf();
+        blocking(key, move || {
+            let parent = path.parent().ok_or_else(|| ArtifactError::InvalidKey {
+                key: key_owned.clone(),
+                reason: "no parent",
+            })?;
+            std::fs::create_dir_all(parent).map_err(|e| io_error(&key_owned, &e))?;
+            let (temp, file) = tempfile_in(parent, &key_owned)?;
+            // Copied through a hashing writer: the file is read once, in small pieces.
+            let mut writer = HashingWriter {
+                inner: std::io::BufWriter::new(file),
+                hasher: <sha2::Sha256 as sha2::Digest>::new(),
+                size: 0,
+            };
+            let mut reader = std::fs::File::open(&source).map_err(|e| io_error(&key_owned, &e))?;
+            std::io::copy(&mut reader, &mut writer).map_err(|e| io_error(&key_owned, &e))?;
+            let file = writer
+                .inner
+                .into_inner()
+                .map_err(|e| io_error(&key_owned, e.error()))?;
+            file.sync_all().map_err(|e| io_error(&key_owned, &e))?;
+            std::fs::rename(&temp, &path).map_err(|e| io_error(&key_owned, &e))?;
+            let digest = sha2::Digest::finalize(writer.hasher);
+            Ok(ArtifactRef {
+                key: key_owned,
+                size: writer.size,
+                sha256: digest.iter().map(|byte| format!("{byte:02x}")).collect(),
+            })
+        })
+        .await
+    }
+
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
         let path = self.path_of(key)?;
         let key_owned = key.to_owned();
@@ -286,6 +341,23 @@ mod tests {
             store.put("../escape", vec![]).await,
             Err(ArtifactError::InvalidKey { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_file_is_stored_with_its_digest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = DirArtifactStore::new(&dir.path().join("store"));
+        let source = dir.path().join("envelope.json");
+        let body: Vec<u8> = (0..200_000u32).flat_map(u32::to_le_bytes).collect();
+        std::fs::write(&source, &body).expect("writing the source");
+        let stored = store
+            .put_file("batches/b1/envelope.json", &source)
+            .await
+            .expect("put_file");
+        assert_eq!(stored.size, body.len() as u64);
+        assert_eq!(stored.sha256, sha256_hex(&body));
+        let read = store.get("batches/b1/envelope.json").await.expect("get");
+        assert!(read == body, "the file came back different");
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cowork_schema::BatchId;
 use cowork_schema::job::{JobSpec, Tier};
 use tokio::sync::Notify;
 
@@ -85,6 +86,20 @@ impl JobQueue for MemJobQueue {
             .iter()
             .map(|tier| (*tier, state.ready.get(tier).map_or(0, |q| q.len() as u64)))
             .collect())
+    }
+
+    async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
+        let mut state = self.lock();
+        let Some(ready) = state.ready.remove(&tier) else {
+            return Ok(0);
+        };
+        let (withdrawn, kept): (VecDeque<JobSpec>, VecDeque<JobSpec>) =
+            ready.into_iter().partition(|job| job.batch_id == *batch);
+        state.ready.insert(tier, kept);
+        for job in &withdrawn {
+            state.unsettled.remove(&job.message_id());
+        }
+        Ok(withdrawn.len() as u64)
     }
 
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
@@ -208,6 +223,7 @@ mod tests {
             sim: None,
             generation: 0,
             traceparent: None,
+            republished: 0,
         }
     }
 
@@ -234,6 +250,39 @@ mod tests {
             .await
             .expect("open queue");
         assert_eq!(queue.n_ready(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_withdrawal_takes_back_one_batchs_queued_jobs_of_one_tier() {
+        let queue = MemJobQueue::new();
+        let mut other = job(0, Tier::Microvm);
+        other.batch_id = BatchId::new("b2").expect("valid literal");
+        other.job_id = JobId::new(&other.batch_id, UnitRef::File(0), Some(0));
+        for sent in [job(0, Tier::Microvm), job(1, Tier::Microvm), other.clone()] {
+            queue.publish(&sent).await.expect("open queue");
+        }
+        let b1 = BatchId::new("b1").expect("valid literal");
+        assert_eq!(
+            queue.withdraw(&b1, Tier::Microvm).await.expect("withdraw"),
+            2
+        );
+        assert_eq!(
+            queue.withdraw(&b1, Tier::Replay).await.expect("withdraw"),
+            0
+        );
+        assert_eq!(queue.n_ready(), 1);
+        // A withdrawn job may be published again (a resumed batch).
+        queue
+            .publish(&job(0, Tier::Microvm))
+            .await
+            .expect("open queue");
+        assert_eq!(queue.n_ready(), 2);
+        let delivery = queue
+            .pull(&[Tier::Microvm])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(delivery.job, other);
     }
 
     #[tokio::test]

@@ -18,8 +18,8 @@ use async_nats::jetstream::message::Acker as JsAcker;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{AckKind, Context};
 use async_trait::async_trait;
-use cowork_schema::JobId;
 use cowork_schema::job::{JobSpec, Tier};
+use cowork_schema::{BatchId, JobId};
 use futures::StreamExt;
 
 use crate::nats::config::NatsConfig;
@@ -34,6 +34,8 @@ const SWEEP_EXPIRY: Duration = Duration::from_millis(100);
 #[derive(Clone)]
 pub struct NatsJobQueue {
     jetstream: Context,
+    /// The jobs stream, for withdrawing a cancelled batch's queued jobs.
+    stream: async_nats::jetstream::stream::Stream<()>,
     consumers: Arc<BTreeMap<Tier, PullConsumer>>,
     /// Which tier gets the next long poll, so that every tier of a multi-tier worker is
     /// waited on in turn.
@@ -68,6 +70,7 @@ impl NatsJobQueue {
         }
         Ok(NatsJobQueue {
             jetstream: jetstream.clone(),
+            stream,
             consumers: Arc::new(consumers),
             next_tier: Arc::new(AtomicUsize::new(0)),
             pull_expiry: config.pull_expiry,
@@ -236,6 +239,25 @@ impl JobQueue for NatsJobQueue {
             tracing::debug!(job_id = %job.job_id, "job was already published");
         }
         Ok(())
+    }
+
+    async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
+        // A purge with the batch's subject removes its messages of that tier from the work
+        // queue: the ones no worker took never are, and a worker that holds one runs it and
+        // finds its ack refused, which changes nothing (its `finished` event is published
+        // before the ack).
+        let purged = self
+            .stream
+            .purge()
+            .filter(jobs_subject(tier, batch))
+            .await
+            .map_err(|error| QueueError::Transient {
+                message: format!(
+                    "withdrawing the {} jobs of batch {batch}: {error}",
+                    tier.as_str()
+                ),
+            })?;
+        Ok(purged.purged)
     }
 
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {

@@ -204,7 +204,9 @@ impl S3ArtifactStore {
         write: Write,
     ) -> Result<Written, ArtifactError> {
         if bytes.len() as u64 > self.multipart_threshold {
-            self.upload_multipart(key, bytes, sha256, write).await
+            let len = bytes.len() as u64;
+            self.upload_multipart(key, Body::Bytes(&bytes), len, sha256, write)
+                .await
         } else {
             self.upload_single(key, bytes, sha256, write).await
         }
@@ -238,7 +240,8 @@ impl S3ArtifactStore {
     async fn upload_multipart(
         &self,
         key: &str,
-        bytes: Vec<u8>,
+        body: Body<'_>,
+        len: u64,
         sha256: &str,
         write: Write,
     ) -> Result<Written, ArtifactError> {
@@ -248,7 +251,7 @@ impl S3ArtifactStore {
             return Ok(Written::AlreadyExists);
         }
         let object_key = self.object_key(key);
-        tracing::debug!(s3_key = %object_key, size = bytes.len(), ?write, "starting multipart upload");
+        tracing::debug!(s3_key = %object_key, size = len, ?write, "starting multipart upload");
         let created = self
             .client
             .create_multipart_upload()
@@ -266,7 +269,7 @@ impl S3ArtifactStore {
             })?
             .to_owned();
         let result = self
-            .upload_parts(key, &object_key, &upload_id, &bytes, write)
+            .upload_parts(key, &object_key, &upload_id, (body, len), write)
             .await;
         if !matches!(result, Ok(Written::Created)) {
             // An upload that is neither completed nor aborted keeps its parts (and their cost)
@@ -276,25 +279,26 @@ impl S3ArtifactStore {
         result
     }
 
-    /// Uploads the parts of `bytes` one after another and completes the upload.
+    /// Uploads the parts of the `len` bytes of `body` one after another and completes the
+    /// upload.
     async fn upload_parts(
         &self,
         key: &str,
         object_key: &str,
         upload_id: &str,
-        bytes: &[u8],
+        (body, len): (Body<'_>, u64),
         write: Write,
     ) -> Result<Written, ArtifactError> {
-        let part_size = effective_part_size(bytes.len() as u64, self.part_size);
-        let chunk_len = usize::try_from(part_size).unwrap_or(usize::MAX);
+        let part_size = effective_part_size(len, self.part_size);
         let mut parts = Vec::new();
         // Parts go up sequentially: artifacts are rarely more than a few parts, and one stream
         // per upload keeps a worker's memory at one part's copy.
-        for (index, chunk) in bytes.chunks(chunk_len).enumerate() {
+        for (index, offset) in (0..len).step_by(part_size.max(1) as usize).enumerate() {
             let part_number = i32::try_from(index + 1).map_err(|_| ArtifactError::Failed {
                 key: key.to_owned(),
                 message: format!("part number {} does not fit S3's range", index + 1),
             })?;
+            let chunk = body.part(key, offset, part_size.min(len - offset)).await?;
             let uploaded = self
                 .client
                 .upload_part()
@@ -302,8 +306,8 @@ impl S3ArtifactStore {
                 .key(object_key)
                 .upload_id(upload_id)
                 .part_number(part_number)
-                // A copy of the part: the SDK needs an owned body it can resend on retry.
-                .body(ByteStream::from(chunk.to_vec()))
+                // An owned copy of the part: the SDK needs a body it can resend on retry.
+                .body(ByteStream::from(chunk))
                 .send()
                 .await
                 .map_err(|error| artifact_error(key, &error))?;
@@ -358,6 +362,84 @@ impl S3ArtifactStore {
             );
         }
     }
+}
+
+/// What a multipart upload reads its parts from.
+#[derive(Clone, Copy)]
+enum Body<'a> {
+    Bytes(&'a [u8]),
+    /// A file too large to hold in memory: each part is read when it goes up.
+    File(&'a std::path::Path),
+}
+
+impl Body<'_> {
+    /// The `len` bytes at `offset`.
+    async fn part(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, ArtifactError> {
+        let failed = |message: String| ArtifactError::Failed {
+            key: key.to_owned(),
+            message,
+        };
+        let len = usize::try_from(len).map_err(|_| failed("part too large".to_owned()))?;
+        match self {
+            Body::Bytes(bytes) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX);
+                bytes
+                    .get(start..start.saturating_add(len))
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| failed(format!("no part at offset {offset}")))
+            }
+            Body::File(path) => {
+                use tokio::io::{AsyncReadExt, AsyncSeekExt};
+                let read =
+                    |error: std::io::Error| failed(format!("reading {}: {error}", path.display()));
+                let mut file = tokio::fs::File::open(path).await.map_err(read)?;
+                file.seek(std::io::SeekFrom::Start(offset))
+                    .await
+                    .map_err(read)?;
+                let mut part = vec![0; len];
+                file.read_exact(&mut part).await.map_err(read)?;
+                Ok(part)
+            }
+        }
+    }
+}
+
+/// The size and sha256 of the file at `path`, read in pieces on a blocking thread.
+async fn file_digest(key: &str, path: &std::path::Path) -> Result<(u64, String), ArtifactError> {
+    let path = path.to_path_buf();
+    let task_key = key.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use sha2::Digest;
+        let key = task_key;
+        use std::io::Read;
+        let failed = |error: std::io::Error| ArtifactError::Failed {
+            key: key.clone(),
+            message: format!("reading {}: {error}", path.display()),
+        };
+        let mut file = std::fs::File::open(&path).map_err(failed)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buffer = vec![0; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = file.read(&mut buffer).map_err(failed)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+            size += n as u64;
+        }
+        let sha256 = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok((size, sha256))
+    })
+    .await
+    .map_err(|error| ArtifactError::Failed {
+        key: key.to_owned(),
+        message: format!("hashing task failed: {error}"),
+    })?
 }
 
 /// The part size for an object of `len` bytes: the configured size, raised when the object
@@ -561,6 +643,28 @@ impl ArtifactStore for S3ArtifactStore {
             Written::Created => Ok(PutOutcome::Created(reference)),
             Written::AlreadyExists => Ok(PutOutcome::AlreadyExists),
         }
+    }
+
+    async fn put_file(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+    ) -> Result<ArtifactRef, ArtifactError> {
+        check_key(key)?;
+        let (size, sha256) = file_digest(key, path).await?;
+        if size > self.multipart_threshold {
+            self.upload_multipart(key, Body::File(path), size, &sha256, Write::Replace)
+                .await?;
+        } else {
+            let bytes = Body::File(path).part(key, 0, size).await?;
+            self.upload_single(key, bytes, &sha256, Write::Replace)
+                .await?;
+        }
+        Ok(ArtifactRef {
+            key: key.to_owned(),
+            size,
+            sha256,
+        })
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {

@@ -84,6 +84,7 @@ fn job(batch_id: &str) -> JobSpec {
         sim: None,
         generation: 0,
         traceparent: None,
+        republished: 0,
     }
 }
 

@@ -64,6 +64,7 @@ fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
         sim: None,
         generation: 0,
         traceparent: None,
+        republished: 0,
     }
 }
 
@@ -128,6 +129,34 @@ async fn a_job_published_twice_is_delivered_once() {
     // coordinator that re-publishes what it had admitted runs nothing twice.
     publish(&fabric.queue, &sent).await;
     assert_nothing(&fabric, &[Tier::Container]).await;
+}
+
+#[tokio::test]
+async fn a_withdrawal_takes_back_one_batchs_queued_jobs_of_one_tier() {
+    let server = NatsServer::start();
+    let fabric = fabric(&config(&server)).await;
+    for sent in [
+        job("b1", 0, Tier::Microvm),
+        job("b1", 1, Tier::Microvm),
+        job("b1", 2, Tier::Container),
+        job("b2", 0, Tier::Microvm),
+    ] {
+        publish(&fabric.queue, &sent).await;
+    }
+    let withdrawn = fabric
+        .queue
+        .withdraw(&batch("b1"), Tier::Microvm)
+        .await
+        .expect("withdraw");
+    assert_eq!(withdrawn, 2);
+    // The other batch's job and the other tier's job are still there.
+    let other = pull(&fabric.queue, &[Tier::Microvm]).await;
+    assert_eq!(other.job.batch_id, batch("b2"));
+    other.acker.ack().await.expect("ack");
+    let kept = pull(&fabric.queue, &[Tier::Container]).await;
+    assert_eq!(kept.job.batch_id, batch("b1"));
+    kept.acker.ack().await.expect("ack");
+    assert_nothing(&fabric, &[Tier::Microvm, Tier::Container]).await;
 }
 
 #[tokio::test]
@@ -310,6 +339,40 @@ async fn next_event(subscription: &mut Box<dyn EventSubscription>) -> (u64, JobE
         .unwrap_or_else(|_| panic!("no event within {EVENTUALLY:?}"))
         .expect("the subscription ended")
         .unwrap_or_else(|e| panic!("reading an event: {e}"))
+}
+
+#[tokio::test]
+async fn a_malformed_event_is_reported_and_the_subscription_goes_on() {
+    let server = NatsServer::start();
+    let fabric = fabric(&config(&server)).await;
+    let subject = cowork_fabric::nats::events_subject(&batch("b1"));
+    fabric
+        .jetstream
+        .publish(subject, "not an event".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("stored");
+    let sent = event("b1", 0, 1, JobEventKind::Started);
+    fabric.events.publish(&sent).await.expect("publish");
+    let mut subscription = fabric
+        .events
+        .subscribe(&batch("b1"), 1)
+        .await
+        .expect("subscribe");
+    let first = tokio::time::timeout(EVENTUALLY, subscription.next())
+        .await
+        .expect("an item within the wait")
+        .expect("the subscription is open");
+    assert!(
+        matches!(
+            first,
+            Err(cowork_fabric::events::EventError::Malformed { seq: 1, .. })
+        ),
+        "{first:?}"
+    );
+    let (seq, event) = next_event(&mut subscription).await;
+    assert_eq!((seq, event), (2, sent));
 }
 
 #[tokio::test]

@@ -273,6 +273,31 @@ async fn multipart_uploads_round_trip() {
 }
 
 #[tokio::test]
+async fn files_go_up_in_parts_read_from_disk() {
+    let server = S3Server::start();
+    let mut config = config(&server);
+    config.multipart_threshold = 5 * MIB as u64;
+    config.part_size = 5 * MIB as u64;
+    let store = connect(&config).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, len) in [("small.json", 1000), ("big.json", 11 * MIB)] {
+        let body = pattern(len, 4);
+        let path = dir.path().join(name);
+        std::fs::write(&path, &body).expect("writing the file");
+        let key = format!("batches/b1/{name}");
+        let stored = store.put_file(&key, &path).await.expect("put_file");
+        assert_eq!(stored.size, len as u64);
+        assert_eq!(stored.sha256, sha256_hex(&body));
+        assert!(
+            store.get(&key).await.expect("get") == body,
+            "{name} came back different"
+        );
+    }
+    let (_, e_tag) = head_raw(&server, "batches/b1/big.json").await;
+    assert!(e_tag.trim_matches('"').ends_with("-3"), "etag {e_tag}");
+}
+
+#[tokio::test]
 async fn changed_bytes_on_the_server_are_corrupt() {
     let server = S3Server::start();
     let mut config = config(&server);

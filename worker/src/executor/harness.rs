@@ -908,6 +908,7 @@ mod tests {
             sim: None,
             generation: 0,
             traceparent: None,
+            republished: 0,
         }
     }
 

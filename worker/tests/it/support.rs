@@ -114,6 +114,7 @@ pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> 
         sim: None,
         generation: 0,
         traceparent: None,
+        republished: 0,
     }
 }
 

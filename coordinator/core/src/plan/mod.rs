@@ -500,6 +500,7 @@ impl Plan {
             sim: self.sim.clone(),
             generation: self.generation,
             traceparent: None,
+            republished: 0,
         }
     }
 

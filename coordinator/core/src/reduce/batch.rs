@@ -17,6 +17,7 @@
 //! error, so those batches exit 0 or 1, never 3 (§1.6, §5.10). `results` lists the folded
 //! completed runs in (unit index, repeat index) order (choice C3).
 
+use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::EnvelopeError;
 use cowork_schema::event::{ErrorCategory, JobOutcome};
 use cowork_schema::job::CellAxes;
@@ -63,6 +64,47 @@ pub struct BatchShape {
     pub truncated: bool,
     pub rules: StopRules,
     pub judging: Judging,
+}
+
+impl BatchShape {
+    /// The reducer's view of a planned batch, from its stored summary and flags, so that a live
+    /// batch and a re-judged stored batch are shaped by the same code.
+    pub fn from_summary(summary: &PlanSummary, flags: &BatchFlags) -> BatchShape {
+        BatchShape {
+            kind: match summary.kind {
+                PlanKindName::Files => ShapeKind::Files,
+                PlanKindName::Matrix => ShapeKind::Matrix,
+            },
+            repeat: summary.repeat,
+            units: summary
+                .units
+                .iter()
+                .map(|unit| UnitShape {
+                    label: unit.label.clone(),
+                    axes: unit.axes.clone(),
+                    cell_error: unit.cell_error.clone(),
+                })
+                .collect(),
+            requested_cells: summary.requested_cells,
+            truncated: summary.truncated,
+            rules: StopRules {
+                stop_on_diverge: flags.stop_on_diverge,
+                max_budget_usd: flags.max_budget_usd,
+            },
+            judging: Judging::of(flags),
+        }
+    }
+}
+
+impl Judging {
+    /// The judging flags of a batch.
+    pub fn of(flags: &BatchFlags) -> Judging {
+        Judging {
+            min_pass_rate: flags.min_pass_rate,
+            allow_budget_stop: flags.allow_budget_stop,
+            allow_truncated_matrix: flags.allow_truncated_matrix,
+        }
+    }
 }
 
 /// A shape the reducer refuses.
@@ -212,6 +254,16 @@ impl BatchReducer {
     /// The shape this reducer was built from.
     pub fn shape(&self) -> &BatchShape {
         &self.shape
+    }
+
+    /// The index-order fold of a repeat unit (`None` for a plain unit, a cell error or an
+    /// unknown unit): admission reads where it stands (the lowest index it waits for, whether
+    /// its budget is still live).
+    pub fn repeat_fold(&self, unit_idx: u32) -> Option<&RepeatFold> {
+        match self.units.get(unit_idx as usize)? {
+            UnitState::Repeat(fold) => Some(fold),
+            UnitState::Plain(_) | UnitState::CellError(_) => None,
+        }
     }
 
     /// Offers the outcome of the job at `unit_idx` and `repeat_index` (`None` without

@@ -29,6 +29,7 @@ fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
         sim: None,
         generation: 0,
         traceparent: None,
+        republished: 0,
     }
 }
 

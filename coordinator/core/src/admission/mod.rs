@@ -1,0 +1,761 @@
+//! Admission: which jobs of a batch go to the queue and when, and what the batch's events mean
+//! for it — every decision the batch supervisor makes, as a pure state machine (brief §4,
+//! contract §6).
+//!
+//! [`Admission`] is fed [`Input`]s (the batch's job events, a malformed event, a job the queue
+//! gave up on, a cancel, the queue's withdrawal of queued jobs) and asked, at a given instant,
+//! for its [`Decision`]: the jobs to publish, the jobs to declare lost, the tiers to withdraw,
+//! when to wake it up again, and whether the batch has ended. The clock is an argument; nothing
+//! here does IO, sleeps or reads the time. The driver (`cowork_coordinator::supervisor`) only
+//! carries out decisions.
+//!
+//! The rules, each with its own table test (`tests.rs`):
+//! - **window**: at most `window` jobs of the batch are outstanding (published, not finished).
+//! - **unit decided**: jobs of a unit the reducer no longer needs are never admitted (skipped).
+//! - **per-unit budget** (`--max-budget-usd` with `--repeat`) and **batch budget**
+//!   (`--batch-budget-usd`): known spend plus the in-flight runs at an estimated price must fit
+//!   ([`budget`] has the estimate and the bound it gives).
+//! - **speculation bound**: with an early-stop rule (`--stop-on-diverge`), a unit admits at most
+//!   `speculation` jobs beyond the lowest index its fold waits for, so few runs are discarded.
+//! - **model limits**: the process-wide per-model concurrency and start rate
+//!   ([`crate::limits`]); a held unit lets the next units go ahead.
+//! - **tier pauses**: a `usage_limit` result pauses its tier's dispatch with doubling pauses
+//!   ([`pauses`]).
+//! - **cancel**: admits nothing more, withdraws the queued jobs, ends when the started ones end.
+//! - **deadlines**: a started job that does not report back within its timeout plus a grace is
+//!   published once more; if it stays silent again it is folded as an infrastructure error.
+//! - **job lost**: a job the queue gave up on is folded as an infrastructure error, once.
+//! - **history order**: with estimates from earlier batches, units expected to take longest go
+//!   first ([`order`]); never with a batch budget, whose stop depends on the admission order.
+//!
+//! Every unit keeps a cursor: its jobs are admitted in index order, so the reducer, which folds
+//! each unit in index order, gives the same rollups whatever order the units go in. Per-job state
+//! is kept by job ordinal in bit sets ([`jobs`]); what grows with the window (outstanding jobs,
+//! their model slots and deadlines) is kept in maps.
+
+mod budget;
+mod jobs;
+mod ledger;
+mod order;
+mod pauses;
+mod results;
+mod round;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cowork_schema::api::ProgressSnapshot;
+use cowork_schema::batch::BatchFlags;
+use cowork_schema::event::{ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use cowork_schema::job::{CellAxes, PROTOCOL_VERSION, Tier};
+
+pub use budget::PriceEstimate;
+pub use jobs::{BitSet, JobGrid};
+pub use ledger::SAMPLES_PER_UNIT;
+pub use order::UnitOrder;
+pub use pauses::TierPauses;
+pub use results::{RESULT_FILE, ResultLocation, sha256_hex};
+
+use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
+use crate::plan::Plan;
+use crate::reduce::{BatchReducer, BatchReduction, BatchShape, NotComplete, Offer, ShapeError};
+use ledger::Ledger;
+use results::ResultIndex;
+
+/// Jobs of one unit admitted beyond the lowest index its fold waits for, with an early-stop
+/// rule: enough to keep a unit's runs overlapping, few enough that a stop discards at most this
+/// many runs.
+pub const DEFAULT_SPECULATION: u32 = 2;
+
+/// Time a started job has beyond its own timeout to report back before it is published again:
+/// room for the worker's artifact upload and event publish retries after the harness stopped.
+pub const DEFAULT_DEADLINE_GRACE: Duration = Duration::from_secs(5 * 60);
+
+/// The `workerId` of a `finished` event the coordinator publishes for a job that never
+/// reported back.
+pub const LOST_JOB_WORKER: &str = "coordinator";
+
+/// How one batch is admitted (besides its plan).
+#[derive(Clone, Debug)]
+pub struct AdmissionConfig {
+    /// Jobs outstanding at most (at least 1).
+    pub window: usize,
+    /// See [`DEFAULT_SPECULATION`].
+    pub speculation: u32,
+    /// First dispatch pause of a tier after a `usage_limit` result; doubles up to the max.
+    pub usage_pause: Duration,
+    pub usage_pause_max: Duration,
+    /// See [`DEFAULT_DEADLINE_GRACE`].
+    pub deadline_grace: Duration,
+    /// The per-model limits of this process, shared by its batches.
+    pub model_limits: Arc<ModelLimits>,
+    /// Expected run time of each unit (by unit index) from earlier batches; empty or all `None`
+    /// for plan order.
+    pub expected_run_ms: Vec<Option<u64>>,
+}
+
+/// What admission is told.
+// `Event` is much larger than the other variants; inputs are made and consumed one at a time,
+// so boxing it would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// An event of the batch's log.
+    Event(JobEvent),
+    /// An item of the log that could not be decoded: counted and skipped.
+    MalformedEvent,
+    /// The queue gave up on the job (its deliveries ran out, or a worker terminated it).
+    JobLost(JobId),
+    /// The batch was cancelled: admit nothing more.
+    Cancel,
+    /// The queue took back the batch's queued jobs (after a cancel); `jobs` it removed.
+    Withdrawn { jobs: u64 },
+}
+
+/// One job of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct JobRef {
+    /// Unit index in the plan.
+    pub unit: u32,
+    /// `None` without `--repeat`.
+    pub repeat_index: Option<u32>,
+}
+
+/// A job to publish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Publish {
+    pub job: JobRef,
+    /// 0, or 1 for the re-publication of a job that went silent (`JobSpec::republished`).
+    pub republished: u32,
+}
+
+/// Something the driver may log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// A `usage_limit` result paused the tier's dispatch.
+    Paused { tier: Tier, pause: Duration },
+    /// The batch budget cannot fit one more job: every open unit stopped as a budget stop.
+    BudgetStopped {
+        spent_usd: f64,
+        cap_usd: f64,
+        units: usize,
+    },
+    /// A job went past its deadline and is published again.
+    Republished { job_id: JobId },
+    /// A job is declared lost and folded as an infrastructure error.
+    Lost { job_id: JobId },
+    /// An event named a job this batch does not have; ignored.
+    ForeignJob { job_id: JobId },
+}
+
+/// How a batch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Every needed outcome arrived: the batch can be reduced.
+    Decided,
+    /// Cancelled before it was decided.
+    Cancelled,
+}
+
+/// What admission decided at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    /// Jobs to publish, in this order.
+    pub publish: Vec<Publish>,
+    /// `finished` events to publish for jobs that never reported back (each folds as an
+    /// infrastructure error when it comes back from the log).
+    pub lost: Vec<JobEvent>,
+    /// Tiers whose queued jobs of this batch must be withdrawn; then the driver reports
+    /// [`Input::Withdrawn`].
+    pub withdraw: Vec<Tier>,
+    pub notes: Vec<Note>,
+    /// When to ask again even if nothing happens (a pause or a rate window ends, a deadline).
+    pub wake_at: Option<Instant>,
+    /// A job waits for a model slot that another batch of this process may give back.
+    pub wait_for_release: bool,
+    /// Model slots were given back (other batches waiting for one may go on).
+    pub released_slots: bool,
+    pub end: Option<End>,
+}
+
+/// Why the next job of a unit waits.
+#[derive(Clone, Debug, PartialEq)]
+enum Wait {
+    Paused(Tier, Instant),
+    Concurrency(String),
+    Rate(String, Instant),
+    UnitBudget,
+    Speculation,
+}
+
+impl Wait {
+    fn held_by(&self) -> String {
+        match self {
+            Wait::Paused(tier, _) => format!("usage-limit pause ({})", tier.as_str()),
+            Wait::Concurrency(rule) | Wait::Rate(rule, _) => format!("model limit {rule}"),
+            Wait::UnitBudget => "unit budget".to_owned(),
+            Wait::Speculation => "speculation limit".to_owned(),
+        }
+    }
+}
+
+/// One unit as admission sees it.
+#[derive(Clone, Debug)]
+struct UnitAdmission {
+    unit_ref: UnitRef,
+    tier: Tier,
+    timeout: Duration,
+    /// The key of the model limits (the cell's model axis, or `default`).
+    model: String,
+    /// `false` for a cell with a pre-execution error: it has no jobs.
+    runnable: bool,
+    /// Runs below it are admitted, finished or skipped.
+    cursor: u32,
+    in_flight: u32,
+    /// Spend of the unit's finished runs, folded or not.
+    spent_usd: f64,
+    price: PriceEstimate,
+    /// The run whose model-limit delay was counted (each delayed job counts once).
+    delay_counted_at: Option<u32>,
+    label: String,
+    scenario: String,
+    axes: Option<CellAxes>,
+    arm: Option<String>,
+}
+
+/// A published job whose outcome has not been folded.
+#[derive(Clone, Debug)]
+struct Outstanding {
+    unit: u32,
+    run: u32,
+    /// The model whose limit slot the job holds.
+    model_slot: Option<String>,
+    deadline: Option<Instant>,
+    republished: u32,
+    /// Declared lost: its infrastructure-error event is on its way.
+    lost: bool,
+}
+
+/// The state of the withdrawal of queued jobs after a cancel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Withdrawal {
+    NotAsked,
+    Asked,
+    Done,
+}
+
+/// The admission state machine of one batch.
+#[derive(Debug)]
+pub struct Admission {
+    batch_id: BatchId,
+    executor: &'static str,
+    flags: BatchFlags,
+    generation: u32,
+    interleave: bool,
+    window: usize,
+    speculation: Option<u32>,
+    unit_budget_usd: Option<f64>,
+    deadline_grace: Duration,
+    limits: Arc<ModelLimits>,
+    grid: JobGrid,
+    units: Vec<UnitAdmission>,
+    order: UnitOrder,
+    reducer: BatchReducer,
+    started: BitSet,
+    finished: BitSet,
+    outstanding: HashMap<u64, Outstanding>,
+    /// Deadlines of outstanding jobs, earliest first (an entry per job that has one).
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// Jobs the queue gave up on, not yet declared lost.
+    lost_by_queue: Vec<(u32, u32)>,
+    /// Jobs declared lost that are not outstanding (admitted by an earlier coordinator).
+    lost_elsewhere: Vec<u64>,
+    catching_up: bool,
+    cancelling: bool,
+    withdrawal: Withdrawal,
+    budget_stopped: Option<Vec<String>>,
+    batch_price: PriceEstimate,
+    pauses: TierPauses,
+    /// Admissions delayed by each model-limit rule.
+    delayed: std::collections::BTreeMap<String, u64>,
+    notes: Vec<Note>,
+    released_slots: bool,
+    first_admission: Option<Instant>,
+    progress: ProgressSnapshot,
+    ledger: Ledger,
+    results: ResultIndex,
+}
+
+impl Admission {
+    /// Admission of `plan`, before any event.
+    pub fn new(plan: &Plan, config: AdmissionConfig) -> Result<Admission, ShapeError> {
+        let summary = plan.summary();
+        let reducer = BatchReducer::new(BatchShape::from_summary(&summary, &plan.flags))?;
+        let n_units = u32::try_from(plan.units.len()).map_err(|_| ShapeError::TooManyUnits)?;
+        let units: Vec<UnitAdmission> = plan.units.iter().map(unit_admission).collect();
+        // The batch budget stops the batch at the first job that does not fit: which jobs ran
+        // by then depends on the admission order, so it keeps plan order.
+        let order = if plan.flags.batch_budget_usd.is_none() && !plan.interleave {
+            UnitOrder::longest_first(n_units, &config.expected_run_ms)
+        } else {
+            UnitOrder::plan(n_units)
+        };
+        let grid = JobGrid::new(n_units, plan.repeat);
+        let repeat = plan.repeat.is_some();
+        Ok(Admission {
+            batch_id: plan.batch_id.clone(),
+            executor: plan.executor.as_str(),
+            generation: plan.generation,
+            interleave: plan.interleave,
+            window: config.window.max(1),
+            speculation: (repeat && plan.flags.stop_on_diverge).then_some(config.speculation),
+            unit_budget_usd: plan.flags.max_budget_usd.filter(|_| repeat),
+            deadline_grace: config.deadline_grace,
+            limits: config.model_limits,
+            grid,
+            order,
+            reducer,
+            started: BitSet::new(grid.n_ordinals()),
+            finished: BitSet::new(grid.n_ordinals()),
+            outstanding: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            lost_by_queue: Vec::new(),
+            lost_elsewhere: Vec::new(),
+            catching_up: true,
+            cancelling: false,
+            withdrawal: Withdrawal::NotAsked,
+            budget_stopped: None,
+            batch_price: PriceEstimate::default(),
+            pauses: TierPauses::new(config.usage_pause, config.usage_pause_max),
+            delayed: std::collections::BTreeMap::new(),
+            notes: Vec::new(),
+            released_slots: false,
+            first_admission: None,
+            progress: ProgressSnapshot {
+                planned: plan.n_jobs(),
+                generation: plan.generation,
+                batch_budget_usd: plan.flags.batch_budget_usd,
+                ..ProgressSnapshot::default()
+            },
+            ledger: Ledger::new(units.len()),
+            results: ResultIndex::new(units.len()),
+            units,
+            flags: plan.flags.clone(),
+        })
+    }
+
+    /// The batch admitted.
+    pub fn batch_id(&self) -> &BatchId {
+        &self.batch_id
+    }
+
+    /// The live counts of the batch.
+    pub fn progress(&self) -> &ProgressSnapshot {
+        &self.progress
+    }
+
+    /// The batch's reducer.
+    pub fn reducer(&self) -> &BatchReducer {
+        &self.reducer
+    }
+
+    /// The reduction, once the batch is decided.
+    pub fn finish(&self) -> Result<BatchReduction, NotComplete> {
+        self.reducer.finish()
+    }
+
+    /// The job id of `job`.
+    pub fn job_id(&self, job: JobRef) -> JobId {
+        let unit_ref = self
+            .units
+            .get(job.unit as usize)
+            .map_or(UnitRef::File(job.unit), |unit| unit.unit_ref);
+        JobId::new(&self.batch_id, unit_ref, job.repeat_index)
+    }
+
+    /// Where the folded run `job`'s result is, and the digest its bytes must have.
+    pub fn result_location(&self, job: JobRef) -> Option<ResultLocation> {
+        let run = job.repeat_index.unwrap_or(0);
+        self.results.location((job.unit, run), &self.job_id(job))
+    }
+
+    /// The version the envelope names: the one harness version that reported runs, `mixed`,
+    /// or `unknown`.
+    pub fn envelope_version(&self) -> String {
+        self.ledger.envelope_version()
+    }
+
+    /// The model limits this batch admits under.
+    pub fn model_limits(&self) -> &ModelLimits {
+        &self.limits
+    }
+
+    /// Catch-up is over: the events of the log before this supervisor started are folded. Jobs
+    /// with an event were admitted by an earlier supervisor. Usage limits reported before are
+    /// history (the pause they caused is over or nearly so).
+    pub fn end_catch_up(&mut self) {
+        self.catching_up = false;
+        self.progress.admitted = self.started.union_len(&self.finished);
+    }
+
+    /// Takes one input into account at `now`.
+    pub fn apply(&mut self, input: Input, now: Instant) {
+        match input {
+            Input::Event(event) => self.apply_event(event, now),
+            Input::MalformedEvent => self.progress.malformed_events += 1,
+            Input::JobLost(job_id) => {
+                let located = JobId::parse(job_id.as_str())
+                    .and_then(|(_, unit, repeat)| self.grid.locate(unit, repeat));
+                match located {
+                    Some(job) => self.lost_by_queue.push(job),
+                    None => self.notes.push(Note::ForeignJob { job_id }),
+                }
+            }
+            Input::Cancel => self.cancelling = true,
+            Input::Withdrawn { jobs } => self.withdrawn(jobs),
+        }
+    }
+
+    fn apply_event(&mut self, event: JobEvent, now: Instant) {
+        let JobEvent {
+            job_id,
+            attempt,
+            generation,
+            worker_id,
+            event,
+            ..
+        } = event;
+        let Some((unit, run)) = JobId::parse(job_id.as_str())
+            .and_then(|(_, unit, repeat)| self.grid.locate(unit, repeat))
+        else {
+            self.notes.push(Note::ForeignJob { job_id });
+            return;
+        };
+        match event {
+            JobEventKind::Started => self.apply_started((unit, run), generation, now),
+            JobEventKind::Failed { will_retry, .. } => {
+                if will_retry {
+                    self.progress.retries += 1;
+                }
+            }
+            JobEventKind::Finished {
+                outcome,
+                artifacts,
+                harness_version,
+                run_ms,
+                ..
+            } => {
+                let finished = Finished {
+                    job_id,
+                    unit,
+                    run,
+                    attempt,
+                    generation,
+                    worker_id,
+                    outcome,
+                    artifacts,
+                    harness_version,
+                    run_ms,
+                };
+                self.apply_finished(finished, now);
+            }
+        }
+    }
+
+    fn apply_started(&mut self, (unit, run): (u32, u32), generation: u32, now: Instant) {
+        // A start of an earlier generation says nothing about this one: the job is either
+        // finished (its event follows) or runs again.
+        if generation < self.generation {
+            return;
+        }
+        let ordinal = self.grid.ordinal(unit, run);
+        if self.finished.contains(ordinal) {
+            return;
+        }
+        if self.started.insert(ordinal) {
+            self.progress.running += 1;
+        }
+        if !self.outstanding.contains_key(&ordinal)
+            && self.cancelling
+            && self.withdrawal == Withdrawal::Done
+        {
+            // A worker took it just before the withdrawal: it runs, so the batch waits for it.
+            self.track(unit, run, None);
+        }
+        let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
+        self.set_deadline(ordinal, Some(deadline));
+    }
+
+    /// Sets (or clears) an outstanding job's deadline.
+    fn set_deadline(&mut self, ordinal: u64, deadline: Option<Instant>) {
+        let Some(job) = self.outstanding.get_mut(&ordinal) else {
+            return;
+        };
+        if let Some(old) = job.deadline.take() {
+            self.deadlines.remove(&(old, ordinal));
+        }
+        job.deadline = deadline;
+        if let Some(at) = deadline {
+            self.deadlines.insert((at, ordinal));
+        }
+    }
+
+    fn apply_finished(&mut self, finished: Finished, now: Instant) {
+        if finished.generation < self.generation && is_rerun_on_resume(&finished.outcome) {
+            // `cowork resume` runs this job again: its earlier infra failure (or kill) is not
+            // a result.
+            self.ledger.superseded += 1;
+            return;
+        }
+        let ordinal = self.grid.ordinal(finished.unit, finished.run);
+        if is_killed(&finished.outcome) {
+            // Killed by `cancel --kill-running`: cut short by us, so not a sample; the batch
+            // ends cancelled and `resume` runs the job again.
+            if self.finished.insert(ordinal) {
+                self.settle(ordinal);
+                self.progress.running = self
+                    .progress
+                    .running
+                    .saturating_sub(u64::from(self.started.contains(ordinal)));
+                self.progress.errored += 1;
+                self.ledger.killed += 1;
+                self.cancelling = true;
+            }
+            return;
+        }
+        if !self.finished.insert(ordinal) {
+            self.progress.duplicates += 1;
+            return;
+        }
+        self.settle(ordinal);
+        self.progress.running = self
+            .progress
+            .running
+            .saturating_sub(u64::from(self.started.contains(ordinal)));
+        if finished.attempt > 1 {
+            self.progress.redelivered += 1;
+        }
+        if finished.worker_id == LOST_JOB_WORKER {
+            self.progress.lost += 1;
+        } else {
+            self.ledger.worker_ran(&finished.worker_id, finished.run_ms);
+        }
+        self.ledger
+            .harness_version(finished.harness_version.as_deref());
+        self.count_outcome(&finished, now);
+        let job = JobRef {
+            unit: finished.unit,
+            repeat_index: self.grid.repeat_index(finished.run),
+        };
+        match self
+            .reducer
+            .offer(job.unit, job.repeat_index, finished.outcome)
+        {
+            // The live count; the final list comes from the reduction, which also discards
+            // outcomes that were buffered when a lower index decided the unit.
+            Offer::Discarded => self.progress.discarded += 1,
+            Offer::Duplicate => self.progress.duplicates += 1,
+            Offer::Unexpected => self.notes.push(Note::ForeignJob {
+                job_id: finished.job_id,
+            }),
+            Offer::Folded | Offer::Buffered => {}
+        }
+    }
+
+    /// Counts a first `finished` outcome: verdicts, spend, prices, pauses, samples, results.
+    fn count_outcome(&mut self, finished: &Finished, now: Instant) {
+        let unit = &mut self.units[finished.unit as usize];
+        let cost = match &finished.outcome {
+            JobOutcome::Completed { run } => {
+                let usage_limited = run.signals.iter().any(|s| s.code == "usage_limit");
+                if !self.catching_up {
+                    if usage_limited {
+                        let pause = self.pauses.pause(unit.tier, now);
+                        self.notes.push(Note::Paused {
+                            tier: unit.tier,
+                            pause,
+                        });
+                    } else {
+                        self.pauses.clear_streak(unit.tier);
+                    }
+                }
+                if run.pass {
+                    self.progress.passed += 1;
+                } else {
+                    self.progress.failed += 1;
+                }
+                self.ledger.units[finished.unit as usize].passed = Some(run.pass);
+                self.results.record(
+                    (finished.unit, finished.run),
+                    &finished.job_id,
+                    (finished.generation, finished.attempt),
+                    &finished.artifacts,
+                );
+                run.cost_usd
+            }
+            JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => {
+                self.progress.errored += 1;
+                None
+            }
+        };
+        if let Some(cost) = cost {
+            self.progress.cost_usd += cost;
+            self.batch_price.observe(cost);
+            unit.spent_usd += cost;
+            unit.price.observe(cost);
+        }
+        self.ledger.units[finished.unit as usize].observe(cost, finished.run_ms);
+        self.progress.finished += 1;
+    }
+
+    /// Starts tracking a published job.
+    fn track(&mut self, unit: u32, run: u32, model_slot: Option<String>) {
+        let ordinal = self.grid.ordinal(unit, run);
+        self.outstanding.insert(
+            ordinal,
+            Outstanding {
+                unit,
+                run,
+                model_slot,
+                deadline: None,
+                republished: 0,
+                lost: false,
+            },
+        );
+        self.units[unit as usize].in_flight += 1;
+    }
+
+    /// Stops tracking a job (its outcome arrived, or it was withdrawn) and gives back its
+    /// model slot.
+    fn settle(&mut self, ordinal: u64) {
+        let Some(job) = self.outstanding.remove(&ordinal) else {
+            return;
+        };
+        if let Some(at) = job.deadline {
+            self.deadlines.remove(&(at, ordinal));
+        }
+        let unit = &mut self.units[job.unit as usize];
+        unit.in_flight = unit.in_flight.saturating_sub(1);
+        if let Some(model) = job.model_slot {
+            self.limits.release(&model);
+            self.released_slots = true;
+        }
+    }
+
+    /// The queue took back the queued jobs: jobs no worker started are never run.
+    fn withdrawn(&mut self, jobs: u64) {
+        self.withdrawal = Withdrawal::Done;
+        self.progress.withdrawn += jobs;
+        let unstarted: Vec<u64> = self
+            .outstanding
+            .keys()
+            .copied()
+            .filter(|ordinal| !self.started.contains(*ordinal))
+            .collect();
+        for ordinal in unstarted {
+            self.settle(ordinal);
+        }
+    }
+
+    /// The `finished` event that folds a silent job as an infrastructure error.
+    fn lost_event(&self, job: JobRef, message: &str) -> JobEvent {
+        JobEvent {
+            protocol: PROTOCOL_VERSION,
+            batch_id: self.batch_id.clone(),
+            job_id: self.job_id(job),
+            // No delivery made this event: attempt 0 keeps its log id apart from every
+            // worker's.
+            attempt: 0,
+            generation: self.generation,
+            worker_id: LOST_JOB_WORKER.to_owned(),
+            event: JobEventKind::Finished {
+                outcome: JobOutcome::Error {
+                    category: ErrorCategory::Infra,
+                    message: message.to_owned(),
+                },
+                artifacts: Vec::new(),
+                harness_version: None,
+                exit_code: None,
+                run_ms: 0,
+            },
+        }
+    }
+}
+
+impl Drop for Admission {
+    /// Model slots still held go back to the process's limits however supervision ends.
+    fn drop(&mut self) {
+        for job in self.outstanding.values() {
+            if let Some(model) = &job.model_slot {
+                self.limits.release(model);
+            }
+        }
+    }
+}
+
+/// A first look at a `finished` event, located in the plan.
+struct Finished {
+    job_id: JobId,
+    unit: u32,
+    run: u32,
+    attempt: u32,
+    generation: u32,
+    worker_id: String,
+    outcome: JobOutcome,
+    artifacts: Vec<ArtifactRef>,
+    harness_version: Option<String>,
+    run_ms: u64,
+}
+
+fn unit_admission(unit: &crate::plan::PlanUnit) -> UnitAdmission {
+    UnitAdmission {
+        unit_ref: unit.unit,
+        tier: unit.tier,
+        timeout: Duration::from_millis(unit.timeout_ms),
+        model: unit
+            .axes
+            .as_ref()
+            .and_then(|axes| axes.model.clone())
+            .unwrap_or_else(|| DEFAULT_MODEL_KEY.to_owned()),
+        runnable: unit.cell_error.is_none(),
+        cursor: 0,
+        in_flight: 0,
+        spent_usd: 0.0,
+        price: PriceEstimate::default(),
+        delay_counted_at: None,
+        label: unit.label.clone(),
+        scenario: unit.scenario_name.clone(),
+        axes: unit.axes.clone(),
+        arm: unit
+            .arm
+            .map(|arm| crate::plan::eval::arm_wire_name(arm).to_owned()),
+    }
+}
+
+/// `true` for an outcome that `cowork resume` runs again: an infrastructure failure before
+/// spend, or a job killed by `cancel --kill-running` (neither left a result).
+pub fn is_rerun_on_resume(outcome: &JobOutcome) -> bool {
+    matches!(
+        outcome,
+        JobOutcome::Error {
+            category: ErrorCategory::Infra,
+            ..
+        }
+    ) || is_killed(outcome)
+}
+
+/// `true` for a job a worker killed (or skipped) for `cancel --kill-running`.
+pub fn is_killed(outcome: &JobOutcome) -> bool {
+    matches!(
+        outcome,
+        JobOutcome::Error {
+            category: ErrorCategory::Cancelled,
+            ..
+        }
+    )
+}

@@ -1,0 +1,692 @@
+//! The batch supervisor: drives one batch's [`Admission`] (the pure state machine of
+//! `cowork_core::admission`, which holds every rule) with the ports — it catches up with the
+//! batch's event log, then publishes what admission decides and feeds it what happens, until
+//! the batch is decided; then it stores `rollup.json`, `envelope.json` and `stats.json`.
+//!
+//! The supervisor keeps no state of its own that the event log does not hold: before it admits
+//! anything it folds the batch's existing events (catch-up), so a coordinator that restarts in
+//! the middle of a batch knows which jobs finished and never admits them again. Jobs admitted
+//! before the restart and not finished are published again; the queue deduplicates them by
+//! message id within its duplicate window. A job declared lost is folded through a `finished`
+//! event the supervisor publishes, so a restart folds it the same way.
+//!
+//! Two tokens stop supervision, with different meanings: `cancel` cancels the batch (admission
+//! stops at once, queued jobs are withdrawn, started jobs finish and are folded or discarded,
+//! and the result is [`SuperviseEnd::Cancelled`]); `shutdown` stops the process (supervision
+//! returns [`SuperviseError::Cancelled`] at once and the batch stays `running` for the next
+//! coordinator to resume).
+
+mod documents;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cowork_core::admission::{Admission, AdmissionConfig, Decision, End, Input, Note};
+use cowork_core::limits::{ModelLimit, ModelLimits};
+use cowork_core::plan::Plan;
+use cowork_core::reduce::{BatchReduction, BatchShape, Judging};
+use cowork_fabric::events::EventSubscription;
+use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
+use cowork_schema::api::ProgressSnapshot;
+use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
+use cowork_schema::envelope::Envelope;
+use cowork_schema::event::{JobEvent, JobEventKind};
+use cowork_schema::fleet::FleetMeta;
+use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use cowork_core::admission::{DEFAULT_DEADLINE_GRACE, DEFAULT_SPECULATION};
+pub use documents::{
+    ENVELOPE_FILE, ROLLUP_FILE, build_envelope, copy_envelope, decorated_result, rollup_bytes,
+    store_rollup,
+};
+
+/// Ports the supervisor uses.
+#[derive(Clone)]
+pub struct CoordinatorPorts {
+    pub queue: Arc<dyn JobQueue>,
+    pub events: Arc<dyn EventLog>,
+    pub store: Arc<dyn ArtifactStore>,
+}
+
+/// Settings of one supervised batch.
+#[derive(Clone, Debug)]
+pub struct SuperviseOptions {
+    /// Jobs of this batch outstanding (published, not finished) at most.
+    pub window: usize,
+    /// The envelope's `command` (`run`, `record`, `replay`).
+    pub command: String,
+    /// First dispatch pause of a tier after a `usage_limit` result (contract C9); it doubles
+    /// with each further one in a row, up to `usage_pause_max`.
+    pub usage_pause: Duration,
+    pub usage_pause_max: Duration,
+    /// Per-model admission limits, shared by every batch of this process.
+    pub model_limits: Arc<SharedModelLimits>,
+    /// With `--stop-on-diverge`: jobs of a unit admitted beyond the lowest index its fold
+    /// waits for (default [`DEFAULT_SPECULATION`]).
+    pub speculation: u32,
+    /// Time a started job has beyond its timeout to report back before it is published again
+    /// (default [`DEFAULT_DEADLINE_GRACE`]).
+    pub deadline_grace: Duration,
+    /// Earlier batches whose `stats.json` order the units longest-expected-first (0: plan
+    /// order).
+    pub history_batches: usize,
+}
+
+/// Default first pause after a `usage_limit` result.
+pub const DEFAULT_USAGE_PAUSE: Duration = Duration::from_secs(30);
+/// Default longest pause after repeated `usage_limit` results.
+pub const DEFAULT_USAGE_PAUSE_MAX: Duration = Duration::from_secs(600);
+/// Default number of earlier batches read for scheduling.
+pub const DEFAULT_HISTORY_BATCHES: usize = 20;
+
+impl SuperviseOptions {
+    /// Options with the default pauses, speculation, grace and history.
+    pub fn new(window: usize, command: &str) -> SuperviseOptions {
+        SuperviseOptions {
+            window,
+            command: command.to_owned(),
+            usage_pause: DEFAULT_USAGE_PAUSE,
+            usage_pause_max: DEFAULT_USAGE_PAUSE_MAX,
+            model_limits: Arc::default(),
+            speculation: DEFAULT_SPECULATION,
+            deadline_grace: DEFAULT_DEADLINE_GRACE,
+            history_batches: DEFAULT_HISTORY_BATCHES,
+        }
+    }
+}
+
+/// The model limits of one process, shared by its batches, with the wake-up of batches that
+/// wait for a model's concurrency.
+#[derive(Debug, Default)]
+pub struct SharedModelLimits {
+    limits: Arc<ModelLimits>,
+    released: tokio::sync::Notify,
+}
+
+impl SharedModelLimits {
+    pub fn new(rules: Vec<ModelLimit>) -> SharedModelLimits {
+        SharedModelLimits {
+            limits: Arc::new(ModelLimits::new(rules)),
+            released: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The limits and their counters.
+    pub fn limits(&self) -> &ModelLimits {
+        &self.limits
+    }
+
+    /// Wakes the batches waiting for a model slot (one was given back).
+    pub fn notify_released(&self) {
+        self.released.notify_waiters();
+    }
+
+    /// Resolves when some job is released.
+    pub async fn released(&self) {
+        self.released.notified().await;
+    }
+}
+
+/// The ways to stop a supervised batch early, and what the queue says about lost jobs.
+#[derive(Debug, Default)]
+pub struct SuperviseSignals {
+    /// Process shutdown: supervision returns [`SuperviseError::Cancelled`] at once and leaves
+    /// the batch for the next coordinator to resume.
+    pub shutdown: CancellationToken,
+    /// Batch cancel: admission stops at once, queued jobs are withdrawn, started ones finish
+    /// (choice C4), and supervision returns [`SuperviseEnd::Cancelled`] unless the batch was
+    /// decided anyway.
+    pub cancel: CancellationToken,
+    /// Jobs of this batch the queue gave up on (deliveries exhausted, terminated): each is
+    /// folded as an infrastructure error.
+    pub lost_jobs: Option<mpsc::UnboundedReceiver<JobId>>,
+}
+
+/// What a supervised batch produced.
+#[derive(Debug)]
+pub struct BatchOutcome {
+    pub reduction: BatchReduction,
+    /// The bytes stored as `batches/<id>/rollup.json` (deterministic).
+    pub rollup_json: Vec<u8>,
+    /// The envelope's `fleet` key.
+    pub fleet: FleetMeta,
+    /// The envelope without `results[]` (kept for a plain files batch, one per file): what a
+    /// summary table needs.
+    pub envelope_head: Envelope,
+    /// The store key of the envelope (`batches/<id>/envelope.json`).
+    pub envelope_key: String,
+    pub exit_code: i32,
+    pub progress: ProgressSnapshot,
+    /// The stored envelope's bytes in a local temporary file.
+    envelope_spool: tempfile::TempPath,
+}
+
+impl BatchOutcome {
+    /// Writes the whole envelope (one line and a newline) to `writer`, from the local copy of
+    /// what was stored, without holding it in memory.
+    pub fn copy_envelope_to(&self, writer: &mut dyn std::io::Write) -> std::io::Result<()> {
+        copy_envelope(&self.envelope_spool, writer)
+    }
+}
+
+/// How supervision of a batch ended.
+#[derive(Debug)]
+pub enum SuperviseEnd {
+    /// The batch was decided; `rollup.json` and `envelope.json` are stored.
+    Decided(Box<BatchOutcome>),
+    /// The batch was cancelled before it was decided; nothing was stored.
+    Cancelled { progress: Box<ProgressSnapshot> },
+}
+
+/// Why supervision stopped without a decided batch.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("publishing job {job_id}")]
+    Publish {
+        job_id: String,
+        #[source]
+        source: QueueError,
+    },
+    #[error("withdrawing the queued {tier} jobs of batch {batch_id}")]
+    Withdraw {
+        batch_id: String,
+        tier: &'static str,
+        #[source]
+        source: QueueError,
+    },
+    #[error("reading the events of batch {batch_id}")]
+    Events {
+        batch_id: String,
+        #[source]
+        source: EventError,
+    },
+    #[error("the event log closed before batch {batch_id} was decided")]
+    EventsClosed { batch_id: String },
+    #[error("storing or reading {key}")]
+    Store {
+        key: String,
+        #[source]
+        source: ArtifactError,
+    },
+    #[error("stored result {key} is unreadable: {message}")]
+    BadResult { key: String, message: String },
+    #[error(
+        "stored result {key} is not the one that was folded: its finished event recorded sha256 {expected}, the store holds {found}"
+    )]
+    ResultMismatch {
+        key: String,
+        expected: String,
+        found: String,
+    },
+    #[error("writing the envelope to a local temporary file: {message}")]
+    Spool { message: String },
+    #[error("the plan cannot be reduced: {message}")]
+    Shape { message: String },
+    #[error("batch {batch_id} ended before every needed outcome arrived")]
+    Incomplete { batch_id: String },
+    #[error("batch supervision was cancelled")]
+    Cancelled,
+}
+
+impl SuperviseError {
+    /// `true` when supervising the batch again may succeed: supervision catches up from the
+    /// event log, so a retry after a transient port failure loses nothing.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SuperviseError::Publish { source, .. } | SuperviseError::Withdraw { source, .. } => {
+                source.is_transient()
+            }
+            SuperviseError::Events { source, .. } => source.is_transient(),
+            SuperviseError::Store { source, .. } => source.is_transient(),
+            SuperviseError::Spool { .. } => true,
+            SuperviseError::EventsClosed { .. }
+            | SuperviseError::BadResult { .. }
+            | SuperviseError::ResultMismatch { .. }
+            | SuperviseError::Shape { .. }
+            | SuperviseError::Incomplete { .. }
+            | SuperviseError::Cancelled => false,
+        }
+    }
+}
+
+/// The reducer's view of a planned batch, from its stored summary (so a live batch and a
+/// re-judged stored batch are shaped by the same code).
+pub fn shape_from_summary(summary: &PlanSummary, flags: &BatchFlags) -> BatchShape {
+    BatchShape::from_summary(summary, flags)
+}
+
+/// The judging flags of a batch.
+pub fn judging_of(flags: &BatchFlags) -> Judging {
+    Judging::of(flags)
+}
+
+/// The unit reference of unit `index` in a plan of `kind`.
+pub fn unit_ref(kind: PlanKindName, index: u32) -> UnitRef {
+    match kind {
+        PlanKindName::Files => UnitRef::File(index),
+        PlanKindName::Matrix => UnitRef::Cell(index),
+    }
+}
+
+/// Supervises one batch to its end: catches up with the batch's stored events, admits the
+/// rest, folds, and on a decision stores `rollup.json`, `envelope.json` and `stats.json`.
+#[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
+pub async fn supervise(
+    ports: &CoordinatorPorts,
+    plan: &Plan,
+    options: &SuperviseOptions,
+    progress_tx: &watch::Sender<ProgressSnapshot>,
+    mut signals: SuperviseSignals,
+) -> Result<SuperviseEnd, SuperviseError> {
+    let mut batch = Supervised::start(ports, plan, options).await?;
+    // A dropped supervision (error, shutdown) gives its model slots back; other batches
+    // waiting for one must hear of it.
+    let _wake_others = WakeOnDrop(Arc::clone(&options.model_limits));
+    batch.catch_up(&signals.shutdown).await?;
+    let end = loop {
+        if signals.cancel.is_cancelled() && !batch.cancel_seen {
+            batch.cancel_seen = true;
+            batch.admission.apply(Input::Cancel, now());
+        }
+        let decision = batch.admission.next(now());
+        if batch.carry_out(&decision).await? {
+            // Queued jobs were withdrawn: decide again at once.
+            continue;
+        }
+        if let Some(end) = decision.end {
+            break end;
+        }
+        progress_tx.send_replace(batch.admission.progress().clone());
+        if let Some(input) = batch.next_input(&decision, &mut signals).await? {
+            batch.fold(input);
+        }
+    };
+    progress_tx.send_replace(batch.admission.progress().clone());
+    match end {
+        End::Cancelled => Ok(SuperviseEnd::Cancelled {
+            progress: Box::new(batch.admission.progress().clone()),
+        }),
+        End::Decided => batch.conclude().await,
+    }
+}
+
+/// The supervisor's clock, on tokio's time so that tests can pause it.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+struct WakeOnDrop(Arc<SharedModelLimits>);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_released();
+    }
+}
+
+/// One batch under supervision.
+struct Supervised<'a> {
+    ports: &'a CoordinatorPorts,
+    plan: &'a Plan,
+    options: &'a SuperviseOptions,
+    admission: Admission,
+    subscription: Box<dyn EventSubscription>,
+    /// Events in the log when supervision started: folded before anything is admitted.
+    caught_up_to: u64,
+    cancel_seen: bool,
+    /// Trace context of each admitted, unfinished job, for the span of its fold.
+    traceparents: HashMap<JobId, String>,
+}
+
+impl<'a> Supervised<'a> {
+    async fn start(
+        ports: &'a CoordinatorPorts,
+        plan: &'a Plan,
+        options: &'a SuperviseOptions,
+    ) -> Result<Supervised<'a>, SuperviseError> {
+        let events_error = |source| SuperviseError::Events {
+            batch_id: plan.batch_id.to_string(),
+            source,
+        };
+        let config = AdmissionConfig {
+            window: options.window,
+            speculation: options.speculation,
+            usage_pause: options.usage_pause,
+            usage_pause_max: options.usage_pause_max,
+            deadline_grace: options.deadline_grace,
+            model_limits: Arc::clone(&options.model_limits.limits),
+            expected_run_ms: expected_run_ms(ports.store.as_ref(), plan, options).await,
+        };
+        let admission = Admission::new(plan, config).map_err(|error| SuperviseError::Shape {
+            message: error.to_string(),
+        })?;
+        let caught_up_to = ports
+            .events
+            .last_sequence(&plan.batch_id)
+            .await
+            .map_err(events_error)?;
+        let subscription = ports
+            .events
+            .subscribe(&plan.batch_id, 1)
+            .await
+            .map_err(events_error)?;
+        Ok(Supervised {
+            ports,
+            plan,
+            options,
+            admission,
+            subscription,
+            caught_up_to,
+            cancel_seen: false,
+            traceparents: HashMap::new(),
+        })
+    }
+
+    /// Folds what the log already holds before admitting anything, so a restarted
+    /// coordinator never admits a finished job again.
+    async fn catch_up(&mut self, shutdown: &CancellationToken) -> Result<(), SuperviseError> {
+        let mut seen_seq = 0;
+        while seen_seq < self.caught_up_to {
+            // Abandoning the wait is safe: nothing was admitted yet, and a later supervisor
+            // replays from sequence 1.
+            let next = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Err(SuperviseError::Cancelled),
+                next = self.subscription.next() => next,
+            };
+            let (seq, input) = self.read(next)?;
+            seen_seq = seq.max(seen_seq);
+            self.fold(input);
+        }
+        self.admission.end_catch_up();
+        if self.caught_up_to > 0 {
+            let progress = self.admission.progress();
+            tracing::info!(
+                finished = progress.finished,
+                running = progress.running,
+                "caught up with the batch's events"
+            );
+        }
+        Ok(())
+    }
+
+    /// An item of the subscription as an input, with its sequence number (0 when unknown).
+    fn read(
+        &self,
+        next: Option<Result<(u64, JobEvent), EventError>>,
+    ) -> Result<(u64, Input), SuperviseError> {
+        match next {
+            Some(Ok((seq, event))) => Ok((seq, Input::Event(event))),
+            Some(Err(EventError::Malformed { seq, message })) => {
+                // One undecodable event (a newer peer's, a stray publish) must not end the
+                // batch: it is counted and skipped.
+                tracing::warn!(seq, error = %message, "malformed event skipped");
+                Ok((seq, Input::MalformedEvent))
+            }
+            Some(Err(source)) => Err(SuperviseError::Events {
+                batch_id: self.plan.batch_id.to_string(),
+                source,
+            }),
+            None => Err(SuperviseError::EventsClosed {
+                batch_id: self.plan.batch_id.to_string(),
+            }),
+        }
+    }
+
+    /// Feeds an input to admission; the fold of a job's outcome closes its trace (admit →
+    /// pull → run → upload → fold).
+    fn fold(&mut self, input: Input) {
+        let traceparent = match &input {
+            Input::Event(event) if matches!(event.event, JobEventKind::Finished { .. }) => {
+                self.traceparents.remove(&event.job_id)
+            }
+            _ => None,
+        };
+        let span = match (&input, traceparent) {
+            (Input::Event(event), Some(traceparent)) => {
+                let span = tracing::info_span!(
+                    "fold",
+                    job_id = %event.job_id,
+                    batch_id = %event.batch_id,
+                    attempt = event.attempt
+                );
+                cowork_fabric::trace_context::continue_trace(&span, Some(&traceparent));
+                span
+            }
+            _ => tracing::Span::none(),
+        };
+        span.in_scope(|| self.admission.apply(input, now()));
+    }
+
+    /// Carries out a decision: logs its notes, publishes its jobs and lost-job events, and
+    /// withdraws queued jobs. Returns `true` when it withdrew (admission must decide again).
+    async fn carry_out(&mut self, decision: &Decision) -> Result<bool, SuperviseError> {
+        for note in &decision.notes {
+            log_note(note);
+        }
+        if decision.released_slots {
+            self.options.model_limits.notify_released();
+        }
+        for publish in &decision.publish {
+            let unit = &self.plan.units[publish.job.unit as usize];
+            let mut job = self.plan.job(unit, publish.job.repeat_index);
+            job.republished = publish.republished;
+            let job = cowork_fabric::trace_context::admit_traced(job);
+            if let Some(traceparent) = &job.traceparent {
+                self.traceparents
+                    .insert(job.job_id.clone(), traceparent.clone());
+            }
+            self.ports
+                .queue
+                .publish(&job)
+                .await
+                .map_err(|source| SuperviseError::Publish {
+                    job_id: job.job_id.to_string(),
+                    source,
+                })?;
+        }
+        for event in &decision.lost {
+            self.ports
+                .events
+                .publish(event)
+                .await
+                .map_err(|source| SuperviseError::Events {
+                    batch_id: self.plan.batch_id.to_string(),
+                    source,
+                })?;
+        }
+        let mut withdrawn = 0;
+        for tier in &decision.withdraw {
+            withdrawn += self
+                .ports
+                .queue
+                .withdraw(&self.plan.batch_id, *tier)
+                .await
+                .map_err(|source| SuperviseError::Withdraw {
+                    batch_id: self.plan.batch_id.to_string(),
+                    tier: tier.as_str(),
+                    source,
+                })?;
+        }
+        if decision.withdraw.is_empty() {
+            return Ok(false);
+        }
+        tracing::info!(
+            jobs = withdrawn,
+            "queued jobs of the cancelled batch withdrawn"
+        );
+        self.admission
+            .apply(Input::Withdrawn { jobs: withdrawn }, now());
+        Ok(true)
+    }
+
+    /// Waits for what comes next: an event, a cancel, a lost job, a released model slot or
+    /// the decision's wake-up (`None`: decide again).
+    async fn next_input(
+        &mut self,
+        decision: &Decision,
+        signals: &mut SuperviseSignals,
+    ) -> Result<Option<Input>, SuperviseError> {
+        let wake_at = decision.wake_at.map(tokio::time::Instant::from_std);
+        let lost_jobs = async {
+            match signals.lost_jobs.as_mut() {
+                Some(lost_jobs) => lost_jobs.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        // Waiting may be abandoned: the subscription's position is only advanced by events
+        // it returned, and a later supervisor replays from sequence 1. Biased: shutdown wins
+        // over a cancel, and a cancel over an event that arrived at the same time.
+        tokio::select! {
+            biased;
+            _ = signals.shutdown.cancelled() => Err(SuperviseError::Cancelled),
+            _ = signals.cancel.cancelled(), if !self.cancel_seen => {
+                tracing::info!("batch cancelled, admission stopped");
+                self.cancel_seen = true;
+                Ok(Some(Input::Cancel))
+            }
+            // A pause, a rate window or a deadline is over: decide again.
+            _ = tokio::time::sleep_until(wake_at.unwrap_or_else(tokio::time::Instant::now)), if wake_at.is_some() => Ok(None),
+            // Another batch's job of a held model finished: look again.
+            _ = self.options.model_limits.released(), if decision.wait_for_release => Ok(None),
+            Some(job_id) = lost_jobs => Ok(Some(Input::JobLost(job_id))),
+            next = self.subscription.next() => self.read(next).map(|(_, input)| Some(input)),
+        }
+    }
+
+    /// Stores the decided batch's documents.
+    async fn conclude(self) -> Result<SuperviseEnd, SuperviseError> {
+        let store = self.ports.store.as_ref();
+        let batch_id = &self.plan.batch_id;
+        let reduction = self
+            .admission
+            .finish()
+            .map_err(|_| SuperviseError::Incomplete {
+                batch_id: batch_id.to_string(),
+            })?;
+        let rollup_json = store_rollup(store, batch_id, &reduction, &self.options.command).await?;
+        let fleet = self.admission.fleet_meta(&reduction);
+        let envelope = documents::store_envelope(
+            &self.ports.store,
+            &self.admission,
+            &reduction,
+            &self.options.command,
+            &fleet,
+        )
+        .await?;
+        documents::store_stats(store, &self.admission, &reduction, batch_id).await;
+        let mut progress = self.admission.progress().clone();
+        progress.discarded = reduction.discarded.len() as u64;
+        progress.held_by = None;
+        progress.paused_tiers.clear();
+        Ok(SuperviseEnd::Decided(Box::new(BatchOutcome {
+            exit_code: reduction.exit_code,
+            reduction,
+            rollup_json,
+            fleet,
+            envelope_head: envelope.head,
+            envelope_key: cowork_schema::layout::batch_key(batch_id, ENVELOPE_FILE),
+            progress,
+            envelope_spool: envelope.spool,
+        })))
+    }
+}
+
+/// Logs what admission noted.
+fn log_note(note: &Note) {
+    match note {
+        Note::Paused { tier, pause } => tracing::warn!(
+            tier = tier.as_str(),
+            pause_ms = pause.as_millis() as u64,
+            "usage limit reported: pausing the tier's dispatch"
+        ),
+        Note::BudgetStopped {
+            spent_usd,
+            cap_usd,
+            units,
+        } => tracing::warn!(
+            cap_usd,
+            spent_usd,
+            units,
+            "batch budget reached: open units stop as budget stops"
+        ),
+        Note::Republished { job_id } => tracing::warn!(
+            job_id = %job_id,
+            "job did not report back within its deadline: published again"
+        ),
+        Note::Lost { job_id } => tracing::error!(
+            job_id = %job_id,
+            "job never reported back: folded as an infrastructure error"
+        ),
+        Note::ForeignJob { job_id } => {
+            tracing::warn!(job_id = %job_id, "event for a job this batch does not have, ignored");
+        }
+    }
+}
+
+/// The expected run time of each unit from earlier batches' stats, when history is on and
+/// the batch has no batch budget (whose stop depends on the admission order). Unreadable
+/// history is no history.
+async fn expected_run_ms(
+    store: &dyn ArtifactStore,
+    plan: &Plan,
+    options: &SuperviseOptions,
+) -> Vec<Option<u64>> {
+    if options.history_batches == 0 || plan.flags.batch_budget_usd.is_some() || plan.interleave {
+        return Vec::new();
+    }
+    let history =
+        match crate::history::recent_stats(store, options.history_batches, Some(&plan.batch_id))
+            .await
+        {
+            Ok(history) => history,
+            Err(error) => {
+                tracing::warn!(error = %error, "history not read; units go in plan order");
+                return Vec::new();
+            }
+        };
+    let estimates = cowork_core::history::estimates(&history);
+    plan.units
+        .iter()
+        .map(|unit| {
+            estimates
+                .get(&unit.label)
+                .and_then(|estimate| estimate.run_ms)
+        })
+        .collect()
+}
+
+/// Reads the stored `result.json` of every folded run, decorated for the envelope, in the
+/// reduction's results order (choice C3), from the job directories of a stored batch (`cowork
+/// rollup`). A live batch's envelope reads each result by the digest its event recorded.
+pub async fn collect_results(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+    kind: PlanKindName,
+    reduction: &BatchReduction,
+) -> Result<Vec<serde_json::Value>, SuperviseError> {
+    use futures::StreamExt;
+    const PARALLEL_READS: usize = 32;
+    let keys = reduction.results.iter().map(|(unit_idx, repeat_index)| {
+        let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
+        format!("{}/result.json", cowork_schema::layout::job_dir(&job_id))
+    });
+    let reads = keys.map(|key| async move {
+        let bytes = store
+            .get(&key)
+            .await
+            .map_err(|source| SuperviseError::Store {
+                key: key.clone(),
+                source,
+            })?;
+        decorated_result(&key, &bytes)
+    });
+    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    let mut results = Vec::with_capacity(reduction.results.len());
+    while let Some(result) = stream.next().await {
+        results.push(result?);
+    }
+    Ok(results)
+}
