@@ -133,6 +133,12 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|text| crate::connect::duration_arg("--in-progress-every", text))
         .transpose()?;
+    let store_deadline = args
+        .store_deadline
+        .as_deref()
+        .map(|text| crate::connect::duration_arg("--store-deadline", text))
+        .transpose()?
+        .unwrap_or(cowork_worker::DEFAULT_STORE_DEADLINE);
     let idle_exit = args
         .exit_when_idle
         .as_deref()
@@ -251,6 +257,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every,
+        store_deadline,
     };
     let ports = WorkerPorts {
         queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,

@@ -382,6 +382,7 @@ async fn run_job(
             harness_version: Some("9.9.9".into()),
             exit_code: Some(i32::from(!pass)),
             run_ms: 5,
+            unstored_outcome: None,
         }))
         .await
         .expect("publishing finished");
