@@ -4,6 +4,7 @@
 //! - [`prepare`]: the IO edge of planning — reads the target, scenarios, sessions and matrix,
 //!   validates the whole batch and lists the files of its bundle.
 //! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
+//! - [`stored_job`]: a job's stored outcome and result, found through its record.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
 //! - [`report`]: reading a stored batch into the core's report input.
 //! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
@@ -27,5 +28,6 @@ pub mod prepare;
 pub mod rejudge;
 pub mod report;
 pub mod server;
+pub mod stored_job;
 pub mod supervisor;
 pub mod tls;

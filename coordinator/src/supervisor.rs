@@ -1107,26 +1107,17 @@ pub async fn collect_results(
     // Reads overlap: a large batch holds thousands of results and each read is a round trip to
     // the store. `buffered` keeps the results in the reduction's order (choice C3).
     const PARALLEL_READS: usize = 32;
-    let keys: Vec<String> = reduction
+    let jobs: Vec<JobId> = reduction
         .results
         .iter()
         .map(|(unit_idx, repeat_index)| {
-            let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
-            format!(
-                "batches/{batch_id}/jobs/{}/result.json",
-                job_id.local_part()
-            )
+            JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index)
         })
         .collect();
-    let reads = keys.into_iter().map(|key| {
+    let reads = jobs.into_iter().map(|job_id| {
         async move {
-            let bytes = store
-                .get(&key)
-                .await
-                .map_err(|source| SuperviseError::Store {
-                    key: key.clone(),
-                    source,
-                })?;
+            // Through the job's record: attempts store their files under their own keys.
+            let (key, bytes) = crate::stored_job::read_result(store, &job_id).await?;
             let value: Value =
                 serde_json::from_slice(&bytes).map_err(|e| SuperviseError::BadResult {
                     key: key.clone(),
