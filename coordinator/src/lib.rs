@@ -10,6 +10,8 @@
 //! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
+//! - `fleet_view`: the live workers against the live batches' tiers (unserved tiers, workers
+//!   refused for their protocol version).
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: the Prometheus text of `/metrics`.
@@ -19,6 +21,7 @@
 
 pub mod api;
 pub mod eval;
+mod fleet_view;
 pub mod history;
 pub mod intake;
 #[cfg(feature = "k8s")]

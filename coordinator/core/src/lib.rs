@@ -5,6 +5,7 @@
 //!   from disk), as plain data.
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
+//! - [`fleet`]: workers refused for their protocol version, tiers no live worker serves.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
 //! - [`history`]: estimates (cost and time per run) from earlier batches' `stats.json`.
 //! - [`eval`]: A/B statistics — exact McNemar, the paired bootstrap, arm summaries, verdict.
@@ -15,6 +16,7 @@
 //! (`scripts/check-core-deps.sh`, run by CI).
 
 pub mod eval;
+pub mod fleet;
 pub mod history;
 pub mod limits;
 pub mod plan;
