@@ -9,13 +9,17 @@
 //!   acks, pulls, pings) passes at once — e.g. a slow event stream while the job queue stays
 //!   healthy. The proxy reads the client's side of the NATS text protocol to find them.
 //!
+//! A [`Slowness::Responses`] proxy in front of an HTTP server can also refuse: with
+//! [`DelayProxy::set_refusing`] every request gets `403 AccessDenied` (an S3 error that no
+//! retry cures, as with revoked credentials), and open connections are closed.
+//!
 //! The proxy runs on its own small runtime, so it works under sync and async tests alike, and
 //! stops when dropped. Changing the delay affects bytes read from then on.
 
 use std::collections::BinaryHeap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,6 +42,7 @@ pub struct DelayProxy {
     /// The port clients connect to (on 127.0.0.1).
     pub port: u16,
     delay_ms: Arc<AtomicU64>,
+    refusing: Arc<AtomicBool>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -57,6 +62,8 @@ impl DelayProxy {
             .build()
             .expect("building the delay proxy runtime");
         let delay = Arc::clone(&delay_ms);
+        let refusing = Arc::new(AtomicBool::new(false));
+        let refuse = Arc::clone(&refusing);
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)
                 .expect("registering the delay proxy listener");
@@ -66,6 +73,11 @@ impl DelayProxy {
                 };
                 let delay = Arc::clone(&delay);
                 let slowness = slowness.clone();
+                let refuse = Arc::clone(&refuse);
+                if refuse.load(Ordering::SeqCst) {
+                    tokio::spawn(refuse_requests(client));
+                    continue;
+                }
                 tokio::spawn(async move {
                     // A server that is down just closes this connection, as it would directly.
                     let Ok(server) = TcpStream::connect(upstream).await else {
@@ -78,14 +90,14 @@ impl DelayProxy {
                     match slowness {
                         Slowness::Responses => {
                             tokio::join!(
-                                pipe(client_read, server_write),
+                                pipe(client_read, server_write, Some(&refuse)),
                                 delay_line(server_read, client_write, delay),
                             );
                         }
                         Slowness::NatsPublishes { subject_prefix } => {
                             tokio::join!(
                                 nats_client_side(client_read, server_write, delay, &subject_prefix),
-                                pipe(server_read, client_write),
+                                pipe(server_read, client_write, None),
                             );
                         }
                     }
@@ -95,8 +107,15 @@ impl DelayProxy {
         DelayProxy {
             port,
             delay_ms,
+            refusing,
             runtime: Some(runtime),
         }
+    }
+
+    /// With `true`, an HTTP server behind the proxy refuses everything: open connections are
+    /// closed at their next request, and every request on a new one gets `403 AccessDenied`.
+    pub fn set_refusing(&self, refusing: bool) {
+        self.refusing.store(refusing, Ordering::SeqCst);
     }
 
     /// Sets the delay for what is read from now on.
@@ -126,12 +145,13 @@ fn current(delay: &AtomicU64) -> Duration {
     Duration::from_millis(delay.load(Ordering::SeqCst))
 }
 
-/// Copies `from` to `to` until either side closes.
-async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf) {
+/// Copies `from` to `to` until either side closes, or, with `stop`, until it is set.
+async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, stop: Option<&AtomicBool>) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         match from.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
+            Ok(_) if stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) => break,
             Ok(n) => {
                 if to.write_all(&buffer[..n]).await.is_err() {
                     break;
@@ -140,6 +160,46 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf) {
         }
     }
     let _ = to.shutdown().await;
+}
+
+/// The answer to every request while refusing: S3's error for credentials without access.
+const ACCESS_DENIED: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>";
+
+/// Reads one HTTP request (head and `Content-Length` body) and answers `403 AccessDenied`,
+/// then closes the connection.
+async fn refuse_requests(mut client: TcpStream) {
+    let mut received: Vec<u8> = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let head_end = loop {
+        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end + 4;
+        }
+        match client.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).to_ascii_lowercase();
+    let body_length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0);
+    // A client that waits for `100 Continue` sends no body: answer at once.
+    if !head.contains("expect: 100-continue") {
+        while received.len() < head_end + body_length {
+            match client.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    }
+    let response = format!(
+        "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{ACCESS_DENIED}",
+        ACCESS_DENIED.len()
+    );
+    let _ = client.write_all(response.as_bytes()).await;
+    let _ = client.shutdown().await;
 }
 
 /// Bytes due at a time, written in due order (then in reading order).

@@ -14,7 +14,9 @@
 //! workers), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
-//! fleet), `report` (`cowork report` in every format), `browser` (headless Chromium on a
+//! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
+//! a worker killed between upload and ack, plain cancel, unserved tiers, refused workers,
+//! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium on a
 //! generated report and on the coordinator's pages) and `telemetry` (OTLP traces of a run
 //! received by an in-test collector).
 
@@ -38,4 +40,5 @@ mod report;
 mod rollup;
 mod run;
 mod secrets;
+mod spend;
 mod telemetry;
