@@ -151,6 +151,91 @@ async fn check_bucket_write(
     }
 }
 
+/// The tiers this worker serves on this host; every refused one is logged with its reason,
+/// and none left is a usage error listing them all.
+fn served_tiers(
+    tiers: &[Tier],
+    host_probe: &HostProbe,
+    executor_kind: ExecutorKind,
+    overrides: &TierOverrides,
+    worker_id: &str,
+) -> Result<Vec<Tier>, CliError> {
+    let decision = servable_tiers(tiers, host_probe, executor_kind, overrides);
+    for refused in &decision.refused {
+        tracing::warn!(
+            tier = refused.tier.as_str(),
+            reason = %refused.reason,
+            fix = %refused.fix,
+            "tier refused: this worker does not pull it"
+        );
+    }
+    if decision.served.is_empty() {
+        let mut problems: Vec<String> = decision
+            .refused
+            .iter()
+            .map(|refused| {
+                format!(
+                    "--tiers {}: {}; fix: {}",
+                    refused.tier.as_str(),
+                    refused.reason,
+                    refused.fix
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "worker {worker_id}: no tier left to serve with the {} executor on this host",
+            executor_kind.as_str()
+        ));
+        return Err(CliError::Usage(problems));
+    }
+    Ok(decision.served)
+}
+
+/// The executor `args` ask for, its name for heartbeats, and the harness version when known.
+async fn build_executor(
+    args: &WorkerArgs,
+    host_probe: &HostProbe,
+) -> Result<(Arc<dyn Executor>, &'static str, Option<String>), CliError> {
+    let built: (Arc<dyn Executor>, &'static str, Option<String>) = match args.executor {
+        WorkerExecutorArg::Sim => (
+            Arc::new(SimExecutor::new()),
+            "sim",
+            Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
+        ),
+        WorkerExecutorArg::Container => {
+            let image = args.container_image.clone().ok_or_else(|| {
+                CliError::usage("--container-image: needed with --executor container")
+            })?;
+            let owner = args
+                .container_owner
+                .clone()
+                .unwrap_or_else(cowork_worker::heartbeat::hostname);
+            let executor = ContainerExecutor::new(ContainerConfig {
+                docker_socket: args.container_docker_socket.clone(),
+                memory_limit_bytes: args.container_memory_bytes,
+                cpu_limit_millis: args.container_cpu_millis,
+                network_mode: args.container_network.clone(),
+                ..ContainerConfig::new(&image, &owner)
+            });
+            if let Err(error) = executor.reap_leftovers().await {
+                tracing::warn!(error = %error, "reaping leftover containers at start failed");
+            }
+            // The harness version inside the image is known from the first envelope.
+            (Arc::new(executor) as Arc<dyn Executor>, "container", None)
+        }
+        WorkerExecutorArg::Harness => {
+            // Checked at start-up: the harness answered its --version.
+            let version = host_probe.harness.version().map(str::to_owned);
+            (
+                Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+                "harness",
+                version,
+            )
+        }
+    };
+    Ok(built)
+}
+
 /// Cancels `drain` at the first SIGTERM or Ctrl-C; a second one ends the process at once.
 fn watch_signals(drain: CancellationToken) {
     // Detached on purpose: it lives as long as the process.
@@ -237,35 +322,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         assume: assumed,
         microvm_off_macos: args.allow_microvm_off_macos,
     };
-    let decision = servable_tiers(&tiers, &host_probe, executor_kind, &overrides);
-    for refused in &decision.refused {
-        tracing::warn!(
-            tier = refused.tier.as_str(),
-            reason = %refused.reason,
-            fix = %refused.fix,
-            "tier refused: this worker does not pull it"
-        );
-    }
-    if decision.served.is_empty() {
-        let mut problems: Vec<String> = decision
-            .refused
-            .iter()
-            .map(|refused| {
-                format!(
-                    "--tiers {}: {}; fix: {}",
-                    refused.tier.as_str(),
-                    refused.reason,
-                    refused.fix
-                )
-            })
-            .collect();
-        problems.push(format!(
-            "worker {worker_id}: no tier left to serve with the {} executor on this host",
-            executor_kind.as_str()
-        ));
-        return Err(CliError::Usage(problems));
-    }
-    let tiers = decision.served;
+    let tiers = served_tiers(&tiers, &host_probe, executor_kind, &overrides, &worker_id)?;
     check_harness(&args, &host_probe).await?;
     let store = Arc::new(
         connect_s3(&s3)
@@ -275,44 +332,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     check_bucket_write(store.as_ref(), &s3.bucket, &worker_id).await?;
     let fabric = connect_nats(&nats).await?;
 
-    let (executor, executor_name, version): (Arc<dyn Executor>, &str, Option<String>) =
-        match args.executor {
-            WorkerExecutorArg::Sim => (
-                Arc::new(SimExecutor::new()),
-                "sim",
-                Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
-            ),
-            WorkerExecutorArg::Container => {
-                let image = args.container_image.clone().ok_or_else(|| {
-                    CliError::usage("--container-image: needed with --executor container")
-                })?;
-                let owner = args
-                    .container_owner
-                    .clone()
-                    .unwrap_or_else(cowork_worker::heartbeat::hostname);
-                let executor = ContainerExecutor::new(ContainerConfig {
-                    docker_socket: args.container_docker_socket.clone(),
-                    memory_limit_bytes: args.container_memory_bytes,
-                    cpu_limit_millis: args.container_cpu_millis,
-                    network_mode: args.container_network.clone(),
-                    ..ContainerConfig::new(&image, &owner)
-                });
-                if let Err(error) = executor.reap_leftovers().await {
-                    tracing::warn!(error = %error, "reaping leftover containers at start failed");
-                }
-                // The harness version inside the image is known from the first envelope.
-                (Arc::new(executor) as Arc<dyn Executor>, "container", None)
-            }
-            WorkerExecutorArg::Harness => {
-                // Checked at start-up: the harness answered its --version.
-                let version = host_probe.harness.version().map(str::to_owned);
-                (
-                    Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
-                    "harness",
-                    version,
-                )
-            }
-        };
+    let (executor, executor_name, version) = build_executor(&args, &host_probe).await?;
     let config = WorkerConfig {
         worker_id: worker_id.clone(),
         tiers: tiers.clone(),
