@@ -921,6 +921,12 @@ pub struct WorkerArgs {
     /// other workers, and the coordinator counts each job once.
     #[arg(long, env = "COWORK_IN_PROGRESS_EVERY", value_name = "DURATION")]
     pub in_progress_every: Option<String>,
+    /// How long a job's uploads, its record and each of its events are retried when the store
+    /// or NATS fails (e.g. 10m, the default). The job's lease is renewed meanwhile. Past it, a
+    /// job whose harness ran ends as infra_after_spend (never run again); one that never
+    /// started is handed back.
+    #[arg(long, env = "COWORK_STORE_DEADLINE", value_name = "DURATION")]
+    pub store_deadline: Option<String>,
     /// Exit 0 once no job has been pulled or running for DURATION (e.g. 2m): the workers of a
     /// Kubernetes Job for one batch then complete when its queue is drained.
     #[arg(long, env = "COWORK_EXIT_WHEN_IDLE", value_name = "DURATION")]

@@ -132,6 +132,7 @@ pub async fn run_stored(
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every: None,
+        store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
     };
     let worker_ports = WorkerPorts {
         queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,

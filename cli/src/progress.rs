@@ -110,6 +110,9 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     if progress.pauses > 0 {
         line.push_str(&format!("  usage-limit pauses {}", progress.pauses));
     }
+    for unserved in &progress.unserved_tiers {
+        line.push_str(&format!("  {}", unserved.describe()));
+    }
     if !progress.paused_tiers.is_empty() {
         let tiers: Vec<&str> = progress
             .paused_tiers

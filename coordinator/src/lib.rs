@@ -4,6 +4,7 @@
 //! - [`prepare`]: the IO edge of planning — reads the target, scenarios, sessions and matrix,
 //!   validates the whole batch and lists the files of its bundle.
 //! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
+//! - [`stored_job`]: a job's stored outcome and result, found through its record.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
 //! - [`report`]: reading a stored batch into the core's report input.
 //! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
@@ -11,6 +12,8 @@
 //!   per-unit history (`stats.json`, or its rollup for batches written without one).
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
+//! - `fleet_view`: the live workers against the live batches' tiers (unserved tiers, workers
+//!   refused for their protocol version).
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: the Prometheus text of `/metrics`.
@@ -21,6 +24,7 @@
 pub mod api;
 pub mod catalog;
 pub mod eval;
+mod fleet_view;
 pub mod history;
 pub mod intake;
 #[cfg(feature = "k8s")]
@@ -30,5 +34,6 @@ pub mod prepare;
 pub mod rejudge;
 pub mod report;
 pub mod server;
+pub mod stored_job;
 pub mod supervisor;
 pub mod tls;

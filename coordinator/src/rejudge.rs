@@ -12,6 +12,7 @@ use cowork_schema::ids::JobId;
 use cowork_schema::run_result::RunView;
 use serde_json::Value;
 
+use crate::stored_job::{StoredJobError, read_artifact, read_stored_job};
 use crate::supervisor::{shape_from_summary, unit_ref};
 use cowork_core::reduce::{
     BatchReducer, BatchReduction, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
@@ -42,6 +43,22 @@ pub struct Rejudged {
     pub never_ran: Vec<JobId>,
 }
 
+/// A failed read of a job's stored files, as a re-judging error.
+fn stored_job_error(error: StoredJobError) -> RejudgeError {
+    match error {
+        StoredJobError::Store { key, source } => RejudgeError::Store { key, source },
+        StoredJobError::Unreadable { key, message } => RejudgeError::Unreadable { key, message },
+        StoredJobError::Mismatch {
+            key,
+            expected,
+            found,
+        } => RejudgeError::Unreadable {
+            key,
+            message: format!("sha256 {found}, its job record says {expected}"),
+        },
+    }
+}
+
 /// The reducer's view of a stored `result.json`, re-deriving the verdict when the file has
 /// none (contract §3.7; such views are marked `verdictRederived`).
 pub fn view_of_result(result: &Value) -> Result<RunView, String> {
@@ -50,8 +67,10 @@ pub fn view_of_result(result: &Value) -> Result<RunView, String> {
 
 /// Re-judges a stored batch: every stored job outcome is offered to a reducer shaped like the
 /// batch's plan and judged with `flags` (the stored flags, or the caller's replacements).
-/// Completed runs are read back from their `result.json`, so the stored files are the truth.
-/// A batch with jobs missing is judged on the runs it has ([`judge_what_ran`]).
+/// Each job is read through its record (the newest generation's when the job ran again after
+/// a resume), and completed runs from the `result.json` it names, checked against the digest
+/// it records: the stored files are the truth. A batch with jobs missing is judged on the runs
+/// it has ([`judge_what_ran`]).
 pub async fn rejudge_stored(
     store: &dyn ArtifactStore,
     stored: &StoredBatch,
@@ -79,34 +98,19 @@ pub async fn rejudge_stored(
                 break;
             }
             let job_id = JobId::new(batch, unit_ref(stored.plan.kind, unit_idx), *repeat_index);
-            let prefix = format!("batches/{batch}/jobs/{}", job_id.local_part());
-            let outcome_key = format!("{prefix}/outcome.json");
-            let bytes = match store.get(&outcome_key).await {
-                Ok(bytes) => bytes,
-                Err(ArtifactError::NotFound { .. }) => continue,
-                Err(source) => {
-                    return Err(RejudgeError::Store {
-                        key: outcome_key,
-                        source,
-                    });
-                }
+            // The job's record names the attempt whose files count (and their digests).
+            let Some(job) = read_stored_job(store, &job_id)
+                .await
+                .map_err(stored_job_error)?
+            else {
+                continue;
             };
-            let outcome: JobOutcome =
-                serde_json::from_slice(&bytes).map_err(|e| RejudgeError::Unreadable {
-                    key: outcome_key.clone(),
-                    message: e.to_string(),
-                })?;
-            let outcome = match outcome {
-                JobOutcome::Completed { .. } => {
-                    let result_key = format!("{prefix}/result.json");
-                    let bytes =
-                        store
-                            .get(&result_key)
-                            .await
-                            .map_err(|source| RejudgeError::Store {
-                                key: result_key.clone(),
-                                source,
-                            })?;
+            let outcome = match (job.outcome, job.result) {
+                (JobOutcome::Completed { .. }, Some(location)) => {
+                    let bytes = read_artifact(store, &location)
+                        .await
+                        .map_err(stored_job_error)?;
+                    let result_key = location.key;
                     let result: Value =
                         serde_json::from_slice(&bytes).map_err(|e| RejudgeError::Unreadable {
                             key: result_key.clone(),
@@ -119,7 +123,13 @@ pub async fn rejudge_stored(
                         })?;
                     JobOutcome::Completed { run }
                 }
-                other => other,
+                (JobOutcome::Completed { .. }, None) => {
+                    return Err(RejudgeError::Unreadable {
+                        key: cowork_schema::layout::job_record_key(&job_id, job.generation),
+                        message: "a completed run whose record names no result.json".to_owned(),
+                    });
+                }
+                (other, _) => other,
             };
             found.push((unit_idx, *repeat_index, outcome.clone()));
             reducer.offer(unit_idx, *repeat_index, outcome);

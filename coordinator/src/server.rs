@@ -218,6 +218,10 @@ pub async fn run(
     service
         .tracker
         .spawn(async move { resumer.resume_all().await });
+    let fleet_view = Arc::clone(&service);
+    service
+        .tracker
+        .spawn(async move { crate::fleet_view::watch_fleet(fleet_view).await });
     tracing::info!(%addr, tls = tls.is_some(), "coordinator api listening");
     let served = match tls {
         Some(tls) => crate::tls::serve(listener, router, tls, shutdown.clone()).await,
@@ -245,6 +249,11 @@ pub async fn run(
 /// One batch supervised by this process: what the API reads and how it cancels.
 pub(crate) struct LiveBatch {
     pub(crate) progress: watch::Sender<ProgressSnapshot>,
+    /// The tiers of the batch's jobs (for the fleet view).
+    pub(crate) tiers: Vec<cowork_schema::job::Tier>,
+    /// Tiers of the batch with waiting jobs and no live worker, kept by the fleet view and
+    /// merged into the progress the API serves (the supervisor owns the rest of it).
+    pub(crate) unserved: watch::Sender<Vec<cowork_schema::api::UnservedTier>>,
     /// `Some` once the batch reached a final state (set after the record was updated).
     pub(crate) end: watch::Sender<Option<BatchEnd>>,
     pub(crate) cancel: CancellationToken,
@@ -415,6 +424,8 @@ impl Service {
                         planned: plan.n_jobs(),
                         ..ProgressSnapshot::default()
                     }),
+                    tiers: plan.units.iter().map(|unit| unit.tier).collect(),
+                    unserved: watch::Sender::new(Vec::new()),
                     end: watch::Sender::new(None),
                     cancel: CancellationToken::new(),
                 })

@@ -83,6 +83,42 @@ pub struct ProgressSnapshot {
     /// Spend reported by finished runs, folded or not, in USD.
     #[serde(serialize_with = "crate::json_number::serialize")]
     pub cost_usd: f64,
+    /// Tiers of the batch with jobs waiting in the queue and no live worker to serve them: the
+    /// batch cannot progress on those until a worker of that tier joins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unserved_tiers: Vec<UnservedTier>,
+}
+
+/// A tier with queued jobs and no live worker that serves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnservedTier {
+    pub tier: Tier,
+    /// Jobs of the tier waiting in the queue to be delivered (of every batch on the tier).
+    pub waiting: u64,
+}
+
+impl UnservedTier {
+    /// One line for people: `no live worker serves tier microvm: 2 jobs waiting`.
+    pub fn describe(&self) -> String {
+        let jobs = if self.waiting == 1 { "job" } else { "jobs" };
+        format!(
+            "no live worker serves tier {}: {} {jobs} waiting",
+            self.tier.as_str(),
+            self.waiting
+        )
+    }
+}
+
+/// One worker of `GET /v1/workers`: its latest heartbeat, and why this coordinator refuses it
+/// when it does (a worker of another protocol version gets no jobs it could misread).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    #[serde(flatten)]
+    pub info: crate::registry::WorkerInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// `GET /v1/batches/{id}`: the registry record, the live progress when this coordinator
@@ -144,6 +180,32 @@ mod tests {
         assert!(text.contains(r#""costUsd":2}"#), "{text}");
         let back: ProgressSnapshot = serde_json::from_str(&text).expect("round trip");
         assert_eq!(back, snapshot);
+    }
+
+    #[test]
+    fn unserved_tiers_read_as_a_sentence() {
+        let one = UnservedTier {
+            tier: Tier::Microvm,
+            waiting: 1,
+        };
+        assert_eq!(
+            one.describe(),
+            "no live worker serves tier microvm: 1 job waiting"
+        );
+        let two = UnservedTier { waiting: 2, ..one };
+        assert_eq!(
+            two.describe(),
+            "no live worker serves tier microvm: 2 jobs waiting"
+        );
+        let text = serde_json::to_string(&ProgressSnapshot {
+            unserved_tiers: vec![two],
+            ..ProgressSnapshot::default()
+        })
+        .expect("serializes");
+        assert!(
+            text.ends_with(r#""unservedTiers":[{"tier":"microvm","waiting":2}]}"#),
+            "{text}"
+        );
     }
 
     #[test]

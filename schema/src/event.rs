@@ -175,12 +175,21 @@ pub enum JobEventKind {
         exit_code: Option<i32>,
         /// Wall-clock time the executor took, in milliseconds.
         run_ms: u64,
+        /// With an `infra_after_spend` outcome: what the run itself ended with (its result's
+        /// view, cost and verdict for a completed run), kept here because its artifacts could
+        /// not be stored. The event log is then the only record of what the run learned and
+        /// spent. Absent otherwise; a reader that does not know the field ignores it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unstored_outcome: Option<JobOutcome>,
     },
     /// The attempt failed for an infrastructure reason (C8).
     Failed {
         class: InfraClass,
         message: String,
-        /// `true` when the job will be retried (nothing was spent).
+        /// `true` when the job will be delivered again. A worker only hands a job back when
+        /// the harness never started for this attempt (a bundle, work dir or sandbox failure),
+        /// so a retry never pays for a second run; after the harness started, the job ends
+        /// with a `finished` event instead.
         will_retry: bool,
     },
 }

@@ -56,6 +56,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             render::<crate::api::ProgressSnapshot>(),
         ),
         ("api-error.schema.json", render::<crate::api::ApiError>()),
+        (
+            "api-worker-status.schema.json",
+            render::<crate::api::WorkerStatus>(),
+        ),
     ]
 }
 

@@ -7,6 +7,7 @@
 //! batches/<batch>/jobs/<job>/g<G>a<A>/result.json, …  artifacts of any other attempt
 //! batches/<batch>/jobs/<job>/outcome.json             the job's record of generation 0
 //! batches/<batch>/jobs/<job>/g<G>/outcome.json        the job's record of generation G ≥ 1
+//! probes/<worker id>                                  a worker's start-up write check
 //! ```
 //!
 //! Attempts never share an artifact key, so a second delivery of a job (a redelivery after a
@@ -64,6 +65,12 @@ pub fn job_record_key(job: &JobId, generation: u32) -> String {
     }
 }
 
+/// `probes/<worker id>`: the small object a worker writes at start-up to check that it can
+/// store artifacts at all, before it takes a job whose run it could not keep.
+pub fn probe_key(worker_id: &str) -> String {
+    format!("probes/{worker_id}")
+}
+
 /// `bundles/<sha256>.tar.zst`.
 pub fn bundle_key(sha256: &str) -> String {
     format!("bundles/{sha256}.tar.zst")
@@ -104,5 +111,6 @@ mod tests {
         assert_eq!(batch_key(&batch, "rollup.json"), "batches/b1/rollup.json");
         assert_eq!(bundle_key("ab"), "bundles/ab.tar.zst");
         assert_eq!(jobs_prefix(&batch), "batches/b1/jobs/");
+        assert_eq!(probe_key("w-1"), "probes/w-1");
     }
 }

@@ -13,6 +13,11 @@
 //!
 //! - [`TestCertificates`]: a CA and certificates it signed, generated at runtime (rcgen, ring).
 //! - `TlsProxy` (private): terminates TLS in front of `s3s-fs`, which speaks only plain HTTP.
+//! - [`DelayProxy`] ([`delay`]): a proxy that makes a server slow — its answers, or some NATS
+//!   publishes — for fault tests.
+//!
+//! A server can also be frozen (`pause`, SIGSTOP) and thawed (`resume`, SIGCONT): its process
+//! and connections stay, it just stops answering.
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -22,6 +27,9 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+pub mod delay;
+pub use delay::{DelayProxy, Slowness};
 
 /// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
 pub fn free_port() -> u16 {
@@ -125,6 +133,19 @@ impl ServerProcess {
         self.child = Some(child);
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to the running server.
+    fn signal(&self, signal: &str) {
+        let child = self
+            .child
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} is not running", self.what));
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("running kill -{signal} for {}: {e}", self.what));
+        assert!(status.success(), "kill -{signal} of {} failed", self.what);
+    }
+
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -135,6 +156,7 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        // A paused server must be able to die: SIGKILL works on a stopped process too.
         self.kill();
     }
 }
@@ -353,6 +375,16 @@ impl NatsServer {
     pub fn restart(&mut self) {
         self.process.kill();
         self.process.spawn();
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.process.signal("STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.process.signal("CONT");
     }
 }
 

@@ -141,6 +141,28 @@ pub async fn probe(config: &ProbeConfig) -> HostProbe {
     }
 }
 
+/// The harness inside the container executor's image: `docker run --rm --pull never
+/// --entrypoint <program> <image> --version`, through the `docker` CLI. The image is never
+/// pulled, as the executor never pulls it either.
+pub async fn probe_image_harness(
+    docker_bin: &Path,
+    image: &str,
+    program: &str,
+    timeout: Duration,
+) -> Tool {
+    let args = [
+        "run",
+        "--rm",
+        "--pull",
+        "never",
+        "--entrypoint",
+        program,
+        image,
+        "--version",
+    ];
+    probe_tool(Some(docker_bin), &args, timeout).await
+}
+
 /// Runs `program args…` and reads the first line of its stdout as the version. A program that
 /// exits non-zero is unavailable even if it printed something: `docker version` prints the
 /// client's part before it fails to reach the engine.

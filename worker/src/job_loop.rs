@@ -1,9 +1,10 @@
 //! The worker's job loop (brief §4 "Worker protocol").
 //!
-//! One job per free slot. For each job the order is fixed: run → upload artifacts → publish
-//! `finished` and await its acknowledgement → ack the job. A crash anywhere before the ack means
-//! the job is delivered again, and the reducer counts a job id once; a crash after the ack
-//! loses nothing because the event is already durable.
+//! One job per free slot; each delivery is settled by [`crate::job_run`], whose order is fixed:
+//! run → upload artifacts → store the job's record → publish `finished` and await its
+//! acknowledgement → ack the job. A crash before the record is stored means the job is
+//! delivered again and run again; after it, the next delivery reports the stored record without
+//! running the job; after the ack nothing is lost because the event is already durable.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,20 +14,17 @@ use std::time::Duration;
 use cowork_fabric::bundle::UnpackLimits;
 use std::collections::HashMap;
 
-use cowork_fabric::{ArtifactStore, BatchRegistry, Delivery, EventLog, JobQueue};
+use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue};
 use cowork_schema::BatchId;
-use cowork_schema::event::{ErrorCategory, InfraClass, JobEvent, JobEventKind, JobOutcome};
-use cowork_schema::job::{PROTOCOL_VERSION, Tier};
+use cowork_schema::job::Tier;
 use cowork_schema::registry::{BatchRecord, BatchState};
-use cowork_schema::verdict::view_with_rederived_verdict;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::bundle_cache::BundleCache;
-use crate::executor::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
-use crate::upload::{job_key, put_with_retry, upload_artifacts};
+use crate::executor::Executor;
 use cowork_fabric::backoff::Backoff;
 
 /// Settings of one worker.
@@ -54,7 +52,15 @@ pub struct WorkerConfig {
     /// Interval of in-progress acks; `None` = a third of `ack_wait`. Only fault tests set it
     /// longer than `ack_wait`, to force redeliveries of running jobs.
     pub renew_every: Option<Duration>,
+    /// How long one store or broker operation of a job (its uploads, its record, one event
+    /// publish) is retried before the worker gives up on it ([`DEFAULT_STORE_DEADLINE`]). The
+    /// job's lease is renewed meanwhile, so a long outage costs time, not a second run.
+    pub store_deadline: Duration,
 }
+
+/// Default of [`WorkerConfig::store_deadline`]: ten minutes outlast a store or broker restart
+/// and most outages, and still end a job whose artifacts can never be stored.
+pub const DEFAULT_STORE_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The ports a worker uses.
 #[derive(Clone)]
@@ -87,7 +93,7 @@ pub struct WorkerStats {
 
 impl WorkerStats {
     /// Counts a job that ended in error of `class` (infra failures have their own counter).
-    fn count_failure(&self, class: &str) {
+    pub(crate) fn count_failure(&self, class: &str) {
         let mut classes = self
             .failed_by_class
             .lock()
@@ -286,7 +292,7 @@ async fn run_loop(
         pull_failures = 0;
         let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
         cowork_fabric::trace_context::continue_trace(&span, delivery.job.traceparent.as_deref());
-        let job = JobRun {
+        let job = crate::job_run::JobRun {
             config: config.clone(),
             ports: ports.clone(),
             cache: cache.clone(),
@@ -329,288 +335,6 @@ async fn idle_for(mut running: tokio::sync::watch::Receiver<usize>, idle_exit: O
             _ = tokio::time::sleep(idle_exit) => return,
             // A job started or ended meanwhile: look again and restart the clock.
             _ = running.changed() => {}
-        }
-    }
-}
-
-/// Everything one job task needs.
-struct JobRun {
-    config: Arc<WorkerConfig>,
-    ports: WorkerPorts,
-    cache: Arc<BundleCache>,
-    stats: Arc<WorkerStats>,
-    /// Cancelled when the job's batch is cancelled with `--kill-running`.
-    kill: CancellationToken,
-}
-
-impl JobRun {
-    async fn run(self, delivery: Delivery) {
-        let job = &delivery.job;
-        if self.kill.is_cancelled() {
-            // A queued job of a killed batch is settled without running: it still ends with
-            // a stored outcome and a `finished` event, so it counts once.
-            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
-            let output = ExecOutput {
-                classified: Classified::error(
-                    ErrorCategory::Cancelled,
-                    "the batch was cancelled with --kill-running before this job started"
-                        .to_owned(),
-                ),
-                exit_code: None,
-                harness_version: None,
-                spawned: false,
-                artifacts: Vec::new(),
-                run_ms: 0,
-            };
-            self.finish(&delivery, output).await;
-            return;
-        }
-        self.publish(&delivery, JobEventKind::Started).await;
-
-        let bundle_dir = match self
-            .cache
-            .ensure(&job.bundle_sha256)
-            .instrument(tracing::info_span!("pull"))
-            .await
-        {
-            Ok(dir) => dir,
-            Err(error) => {
-                self.infra_failure(&delivery, InfraClass::Bundle, error.to_string())
-                    .await;
-                return;
-            }
-        };
-        let work_dir = self
-            .config
-            .work_dir
-            .join(job.batch_id.as_str())
-            .join(job.job_id.local_part())
-            .join(format!("a{}", delivery.attempt));
-        if let Err(error) = tokio::fs::create_dir_all(&work_dir).await {
-            self.infra_failure(
-                &delivery,
-                InfraClass::Spawn,
-                format!("creating {}: {error}", work_dir.display()),
-            )
-            .await;
-            return;
-        }
-
-        // The keep-alive renews the delivery while the executor runs; the guard stops it.
-        let keepalive = CancellationToken::new();
-        let _keepalive_guard = keepalive.clone().drop_guard();
-        let renew_every = self
-            .config
-            .renew_every
-            .unwrap_or((self.config.ack_wait / 3).max(Duration::from_millis(100)));
-        let acker = &delivery.acker;
-        let renew = async {
-            loop {
-                tokio::time::sleep(renew_every).await;
-                if let Err(error) = acker.in_progress().await {
-                    tracing::warn!(error = %error, "in-progress ack failed");
-                }
-            }
-        };
-        let context = JobContext {
-            job: job.clone(),
-            bundle_dir,
-            work_dir: work_dir.clone(),
-            attempt: delivery.attempt,
-        };
-        // The executor owns cancellation of the harness (it kills the process group); the
-        // renewal loop never completes, so this select only ends with the executor.
-        let output = tokio::select! {
-            output = self.ports.executor.execute(&context, self.kill.clone()).instrument(tracing::info_span!("run")) => output,
-            _ = renew => unreachable!("the renewal loop never ends"),
-        };
-        drop(_keepalive_guard);
-        self.stats
-            .job_run_ms_total
-            .fetch_add(output.run_ms, Ordering::Relaxed);
-        self.stats.jobs_timed.fetch_add(1, Ordering::Relaxed);
-        if self.kill.is_cancelled() {
-            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
-        }
-
-        self.finish(&delivery, output).await;
-        if !self.config.keep_work_dirs {
-            let _ = tokio::fs::remove_dir_all(&work_dir).await;
-        }
-    }
-
-    /// Stores the artifacts, publishes `finished`, then acks — in that order.
-    async fn finish(&self, delivery: &Delivery, output: ExecOutput) {
-        let job = &delivery.job;
-        let outcome = match output.classified {
-            Classified::Infra { class, message } => {
-                if !output.spawned && delivery.attempt < self.config.max_deliver {
-                    self.infra_failure(delivery, class, message).await;
-                    return;
-                }
-                self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
-                // C8: after spend, or out of deliveries, an infrastructure failure is an error
-                // outcome of the job, reported and never silently retried.
-                JobOutcome::Error {
-                    category: ErrorCategory::Infra,
-                    message,
-                }
-            }
-            Classified::Completed { result } => match view_with_rederived_verdict(&result) {
-                Ok(run) => JobOutcome::Completed { run },
-                Err(error) => JobOutcome::Error {
-                    category: ErrorCategory::Internal,
-                    message: format!("unreadable result.json: {error}"),
-                },
-            },
-            Classified::Unanswered { message, hint } => {
-                self.stats.count_failure("unanswered");
-                JobOutcome::Unanswered { message, hint }
-            }
-            Classified::Error { category, message } => {
-                self.stats.count_failure(category.as_str());
-                JobOutcome::Error { category, message }
-            }
-        };
-        let mut artifacts: Vec<Artifact> = output.artifacts;
-        let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
-        artifacts.push(Artifact {
-            name: "outcome.json".into(),
-            source: ArtifactSource::Bytes(outcome_json),
-        });
-        let never = CancellationToken::new();
-        let stored = match upload_artifacts(
-            self.ports.store.as_ref(),
-            &job.job_id,
-            &artifacts,
-            self.config.backoff,
-            &never,
-        )
-        .instrument(tracing::info_span!("upload"))
-        .await
-        {
-            Ok(stored) => stored,
-            Err(error) => {
-                self.infra_failure(delivery, InfraClass::Upload, error.to_string())
-                    .await;
-                return;
-            }
-        };
-        let run_ms = output.run_ms;
-        let finished = JobEventKind::Finished {
-            outcome,
-            artifacts: stored,
-            harness_version: output.harness_version,
-            exit_code: output.exit_code,
-            run_ms,
-        };
-        if !self.publish(delivery, finished).await {
-            // Without a durable `finished` event the job must not be acked: dropping the
-            // delivery unsettled hands it back for another attempt.
-            return;
-        }
-        if let Err(error) = delivery.acker.ack().await {
-            // The event is durable; a redelivery runs the job again and the reducer drops the
-            // duplicate by job id.
-            tracing::warn!(error = %error, "ack failed after the finished event was stored");
-        }
-        self.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Reports an infrastructure failure before anything was spent and hands the job back with
-    /// backoff, or, out of deliveries, ends it as an error.
-    async fn infra_failure(&self, delivery: &Delivery, class: InfraClass, message: String) {
-        let will_retry = delivery.attempt < self.config.max_deliver;
-        tracing::warn!(class = ?class, will_retry, message = %message, "job infrastructure failure");
-        self.publish(
-            delivery,
-            JobEventKind::Failed {
-                class,
-                message: message.clone(),
-                will_retry,
-            },
-        )
-        .await;
-        if will_retry {
-            self.stats.jobs_retried.fetch_add(1, Ordering::Relaxed);
-            if let Err(error) = delivery
-                .acker
-                .nak(self.config.backoff.delay(delivery.attempt))
-                .await
-            {
-                tracing::warn!(error = %error, "nak failed; the job comes back after ack_wait");
-            }
-            return;
-        }
-        self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
-        let outcome = JobOutcome::Error {
-            category: ErrorCategory::Infra,
-            message,
-        };
-        let outcome_json = serde_json::to_vec(&outcome).expect("a JobOutcome always serializes");
-        let never = CancellationToken::new();
-        let key = job_key(&delivery.job.job_id, "outcome.json");
-        let artifacts = match put_with_retry(
-            self.ports.store.as_ref(),
-            &key,
-            outcome_json,
-            self.config.backoff,
-            &never,
-        )
-        .await
-        {
-            Ok(reference) => vec![reference],
-            Err(error) => {
-                tracing::error!(error = %error, "storing the final infra outcome failed; leaving the job unacked");
-                return;
-            }
-        };
-        if !self
-            .publish(
-                delivery,
-                JobEventKind::Finished {
-                    outcome,
-                    artifacts,
-                    harness_version: None,
-                    exit_code: None,
-                    run_ms: 0,
-                },
-            )
-            .await
-        {
-            return;
-        }
-        if let Err(error) = delivery.acker.ack().await {
-            tracing::warn!(error = %error, "ack failed after the finished event was stored");
-        }
-    }
-
-    /// Publishes an event, retrying transient failures until it is durable; `false` when it
-    /// failed for good.
-    async fn publish(&self, delivery: &Delivery, event: JobEventKind) -> bool {
-        let event = JobEvent {
-            protocol: PROTOCOL_VERSION,
-            batch_id: delivery.job.batch_id.clone(),
-            job_id: delivery.job.job_id.clone(),
-            attempt: delivery.attempt,
-            generation: delivery.job.generation,
-            worker_id: self.config.worker_id.clone(),
-            event,
-        };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.ports.events.publish(&event).await {
-                Ok(_) => return true,
-                Err(error) if error.is_transient() => {
-                    tracing::warn!(error = %error, attempt, "publishing an event failed, retrying");
-                    tokio::time::sleep(self.config.backoff.delay(attempt)).await;
-                }
-                Err(error) => {
-                    tracing::error!(error = %error, "publishing an event failed for good");
-                    return false;
-                }
-            }
         }
     }
 }

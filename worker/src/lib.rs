@@ -2,20 +2,28 @@
 //! artifacts and reports the outcome.
 //!
 //! Modules, in reading order:
-//! - [`job_loop`]: `run` — one job per free slot; the per-job order upload → publish `finished`
-//!   → ack (brief §4); retries of infrastructure failures (C8); drain on shutdown.
+//! - [`job_loop`]: `run` — one job per free slot; drain on shutdown.
+//! - `job_run`: one delivery from pull to ack — the per-job order upload → record → publish
+//!   `finished` → ack (brief §4), idempotent redeliveries, retries of infrastructure failures
+//!   before spend (C8), never a second run after spend.
+//! - [`lease`]: the delivery's ack deadline, renewed from pull to ack.
 //! - [`executor`]: the `Executor` trait and its implementations (`harness`, `sim`).
 //! - [`heartbeat`]: the worker's record in the workers registry.
 //! - [`capabilities`]: the start-up probe of the host (OS, arch, `limactl`, Docker, harness
 //!   version) and the pure choice of the tiers this worker can serve.
 //! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
-//! - [`upload`]: storing a job's artifacts with retries.
+//! - [`upload`]: storing an attempt's artifacts and the job's record, with retries up to a
+//!   deadline.
 
 pub mod bundle_cache;
 pub mod capabilities;
 pub mod executor;
 pub mod heartbeat;
 pub mod job_loop;
+mod job_run;
+pub mod lease;
 pub mod upload;
 
-pub use job_loop::{WorkerConfig, WorkerPorts, WorkerStats, run, run_until_idle};
+pub use job_loop::{
+    DEFAULT_STORE_DEADLINE, WorkerConfig, WorkerPorts, WorkerStats, run, run_until_idle,
+};

@@ -15,11 +15,12 @@ use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
 use cowork_schema::api::{
     ApiError, BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
+    WorkerStatus,
 };
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
 use cowork_schema::event::ArtifactRef;
-use cowork_schema::registry::{BatchRecord, WorkerInfo};
+use cowork_schema::registry::BatchRecord;
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -214,7 +215,7 @@ impl CoordinatorClient {
     }
 
     /// Every live worker.
-    pub async fn workers(&self) -> Result<Vec<WorkerInfo>, ClientError> {
+    pub async fn workers(&self) -> Result<Vec<WorkerStatus>, ClientError> {
         let url = self.url("v1/workers")?;
         self.call_json(url.clone(), self.http.get(url)).await
     }

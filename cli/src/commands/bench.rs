@@ -146,6 +146,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
             unpack_limits: UnpackLimits::default(),
             backoff: cowork_fabric::backoff::Backoff::default(),
             renew_every: None,
+            store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
         };
         let ports = cowork_worker::WorkerPorts {
             queue: Arc::new(worker_fabric.queue.clone()),

@@ -186,6 +186,9 @@ pub async fn status(
             "progress {}",
             crate::progress::format_line(progress, std::time::Duration::ZERO)
         );
+        for unserved in &progress.unserved_tiers {
+            println!("waiting  {}", unserved.describe());
+        }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
         println!(
@@ -335,10 +338,16 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
         "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}",
         "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished"
     );
-    for worker in &workers {
+    for status in &workers {
+        let worker = &status.info;
         let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
+        let refused = status
+            .refused
+            .as_deref()
+            .map(|reason| format!("  REFUSED: {reason}"))
+            .unwrap_or_default();
         println!(
-            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}",
+            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}{refused}",
             worker.worker_id,
             tiers.join(","),
             worker.slots,
@@ -350,6 +359,14 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
             if worker.draining { "  draining" } else { "" }
         );
     }
-    eprintln!("{} worker(s)", workers.len());
+    let n_refused = workers.iter().filter(|w| w.refused.is_some()).count();
+    if n_refused > 0 {
+        eprintln!(
+            "{} worker(s), {n_refused} refused (they get no jobs of this coordinator)",
+            workers.len()
+        );
+    } else {
+        eprintln!("{} worker(s)", workers.len());
+    }
     Ok(0)
 }

@@ -2,6 +2,7 @@
 //! them, stores artifacts in S3, publishes events. SIGTERM drains: no new job is pulled, running
 //! jobs finish and are stored, then the process exits 0.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +87,155 @@ fn describe_probe(host_probe: &HostProbe) -> String {
     parts.join(", ")
 }
 
+/// What to do when the harness cannot be run: the one fix line every entry point gives.
+const HARNESS_FIX: &str = "cowork-harness not found (install it, set --harness-bin / COWORK_HARNESS_BIN, or use --executor sim)";
+
+/// A worker whose executor needs the harness starts only when the harness answers its
+/// `--version`: otherwise every job it pulls would fail to spawn.
+async fn check_harness(args: &WorkerArgs, host_probe: &HostProbe) -> Result<(), CliError> {
+    let (what, tool) = match args.executor {
+        WorkerExecutorArg::Sim => return Ok(()),
+        WorkerExecutorArg::Harness => (
+            format!("--harness-bin {}", args.harness_bin.display()),
+            host_probe.harness.clone(),
+        ),
+        WorkerExecutorArg::Container => {
+            let image = args.container_image.as_deref().unwrap_or_default();
+            // Starting a container takes longer than running a CLI; 30 s covers a busy engine.
+            let tool = cowork_worker::capabilities::probe_image_harness(
+                Path::new("docker"),
+                image,
+                "cowork-harness",
+                Duration::from_secs(30),
+            )
+            .await;
+            (format!("--container-image {image}"), tool)
+        }
+    };
+    match tool {
+        Tool::Ready { .. } => Ok(()),
+        Tool::Unavailable { reason } => Err(CliError::Usage(vec![format!(
+            "{what}: {reason}; {HARNESS_FIX}"
+        )])),
+        Tool::NotProbed => Err(CliError::Usage(vec![format!(
+            "{what}: the harness was not probed; {HARNESS_FIX}"
+        )])),
+    }
+}
+
+/// A failure to reach the bucket, with what to check.
+fn bucket_error(bucket: &str, error: CliError) -> CliError {
+    match error {
+        CliError::Failed(error) => CliError::Failed(error.context(format!(
+            "S3 bucket {bucket}: check --s3-endpoint, --s3-access-key-id and the secret key (COWORK_S3_SECRET_ACCESS_KEY or --s3-secret-access-key-file), and that the bucket exists (the coordinator's --s3-create-bucket creates it)"
+        ))),
+        other => other,
+    }
+}
+
+/// Writes the worker's probe object: a worker that cannot store artifacts (read-only or wrong
+/// credentials, a missing bucket) must not take jobs, since it could run them but never keep
+/// their results.
+async fn check_bucket_write(
+    store: &dyn ArtifactStore,
+    bucket: &str,
+    worker_id: &str,
+) -> Result<(), CliError> {
+    let key = cowork_schema::layout::probe_key(worker_id);
+    let body = format!("cowork worker {worker_id} can write here\n").into_bytes();
+    match store.put(&key, body).await {
+        Ok(_) => Ok(()),
+        Err(error) => Err(CliError::Failed(anyhow::anyhow!(error).context(format!(
+            "S3 bucket {bucket}: this worker cannot write to it (probe object {key}); check the access key and secret key it uses (--s3-access-key-id, COWORK_S3_SECRET_ACCESS_KEY), that they may write to the bucket, and that the bucket exists"
+        )))),
+    }
+}
+
+/// The tiers this worker serves on this host; every refused one is logged with its reason,
+/// and none left is a usage error listing them all.
+fn served_tiers(
+    tiers: &[Tier],
+    host_probe: &HostProbe,
+    executor_kind: ExecutorKind,
+    overrides: &TierOverrides,
+    worker_id: &str,
+) -> Result<Vec<Tier>, CliError> {
+    let decision = servable_tiers(tiers, host_probe, executor_kind, overrides);
+    for refused in &decision.refused {
+        tracing::warn!(
+            tier = refused.tier.as_str(),
+            reason = %refused.reason,
+            fix = %refused.fix,
+            "tier refused: this worker does not pull it"
+        );
+    }
+    if decision.served.is_empty() {
+        let mut problems: Vec<String> = decision
+            .refused
+            .iter()
+            .map(|refused| {
+                format!(
+                    "--tiers {}: {}; fix: {}",
+                    refused.tier.as_str(),
+                    refused.reason,
+                    refused.fix
+                )
+            })
+            .collect();
+        problems.push(format!(
+            "worker {worker_id}: no tier left to serve with the {} executor on this host",
+            executor_kind.as_str()
+        ));
+        return Err(CliError::Usage(problems));
+    }
+    Ok(decision.served)
+}
+
+/// The executor `args` ask for, its name for heartbeats, and the harness version when known.
+async fn build_executor(
+    args: &WorkerArgs,
+    host_probe: &HostProbe,
+) -> Result<(Arc<dyn Executor>, &'static str, Option<String>), CliError> {
+    let built: (Arc<dyn Executor>, &'static str, Option<String>) = match args.executor {
+        WorkerExecutorArg::Sim => (
+            Arc::new(SimExecutor::new()),
+            "sim",
+            Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
+        ),
+        WorkerExecutorArg::Container => {
+            let image = args.container_image.clone().ok_or_else(|| {
+                CliError::usage("--container-image: needed with --executor container")
+            })?;
+            let owner = args
+                .container_owner
+                .clone()
+                .unwrap_or_else(cowork_worker::heartbeat::hostname);
+            let executor = ContainerExecutor::new(ContainerConfig {
+                docker_socket: args.container_docker_socket.clone(),
+                memory_limit_bytes: args.container_memory_bytes,
+                cpu_limit_millis: args.container_cpu_millis,
+                network_mode: args.container_network.clone(),
+                ..ContainerConfig::new(&image, &owner)
+            });
+            if let Err(error) = executor.reap_leftovers().await {
+                tracing::warn!(error = %error, "reaping leftover containers at start failed");
+            }
+            // The harness version inside the image is known from the first envelope.
+            (Arc::new(executor) as Arc<dyn Executor>, "container", None)
+        }
+        WorkerExecutorArg::Harness => {
+            // Checked at start-up: the harness answered its --version.
+            let version = host_probe.harness.version().map(str::to_owned);
+            (
+                Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+                "harness",
+                version,
+            )
+        }
+    };
+    Ok(built)
+}
+
 /// Cancels `drain` at the first SIGTERM or Ctrl-C; a second one ends the process at once.
 fn watch_signals(drain: CancellationToken) {
     // Detached on purpose: it lives as long as the process.
@@ -133,6 +283,12 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|text| crate::connect::duration_arg("--in-progress-every", text))
         .transpose()?;
+    let store_deadline = args
+        .store_deadline
+        .as_deref()
+        .map(|text| crate::connect::duration_arg("--store-deadline", text))
+        .transpose()?
+        .unwrap_or(cowork_worker::DEFAULT_STORE_DEADLINE);
     let idle_exit = args
         .exit_when_idle
         .as_deref()
@@ -166,79 +322,17 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         assume: assumed,
         microvm_off_macos: args.allow_microvm_off_macos,
     };
-    let decision = servable_tiers(&tiers, &host_probe, executor_kind, &overrides);
-    for refused in &decision.refused {
-        tracing::warn!(
-            tier = refused.tier.as_str(),
-            reason = %refused.reason,
-            fix = %refused.fix,
-            "tier refused: this worker does not pull it"
-        );
-    }
-    if decision.served.is_empty() {
-        let mut problems: Vec<String> = decision
-            .refused
-            .iter()
-            .map(|refused| {
-                format!(
-                    "--tiers {}: {}; fix: {}",
-                    refused.tier.as_str(),
-                    refused.reason,
-                    refused.fix
-                )
-            })
-            .collect();
-        problems.push(format!(
-            "worker {worker_id}: no tier left to serve with the {} executor on this host",
-            executor_kind.as_str()
-        ));
-        return Err(CliError::Usage(problems));
-    }
-    let tiers = decision.served;
+    let tiers = served_tiers(&tiers, &host_probe, executor_kind, &overrides, &worker_id)?;
+    check_harness(&args, &host_probe).await?;
+    let store = Arc::new(
+        connect_s3(&s3)
+            .await
+            .map_err(|error| bucket_error(&s3.bucket, error))?,
+    );
+    check_bucket_write(store.as_ref(), &s3.bucket, &worker_id).await?;
     let fabric = connect_nats(&nats).await?;
-    let store = Arc::new(connect_s3(&s3).await?);
 
-    let (executor, executor_name, version): (Arc<dyn Executor>, &str, Option<String>) = match args
-        .executor
-    {
-        WorkerExecutorArg::Sim => (
-            Arc::new(SimExecutor::new()),
-            "sim",
-            Some(cowork_worker::executor::sim::SIM_VERSION.to_owned()),
-        ),
-        WorkerExecutorArg::Container => {
-            let image = args.container_image.clone().ok_or_else(|| {
-                CliError::usage("--container-image: needed with --executor container")
-            })?;
-            let owner = args
-                .container_owner
-                .clone()
-                .unwrap_or_else(cowork_worker::heartbeat::hostname);
-            let executor = ContainerExecutor::new(ContainerConfig {
-                docker_socket: args.container_docker_socket.clone(),
-                memory_limit_bytes: args.container_memory_bytes,
-                cpu_limit_millis: args.container_cpu_millis,
-                network_mode: args.container_network.clone(),
-                ..ContainerConfig::new(&image, &owner)
-            });
-            if let Err(error) = executor.reap_leftovers().await {
-                tracing::warn!(error = %error, "reaping leftover containers at start failed");
-            }
-            // The harness version inside the image is known from the first envelope.
-            (Arc::new(executor) as Arc<dyn Executor>, "container", None)
-        }
-        WorkerExecutorArg::Harness => {
-            let version = host_probe.harness.version().map(str::to_owned);
-            if version.is_none() {
-                tracing::warn!(program = %args.harness_bin.display(), problem = %host_probe.harness.describe(), "cowork-harness --version failed; jobs will fail to spawn until it works");
-            }
-            (
-                Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
-                "harness",
-                version,
-            )
-        }
-    };
+    let (executor, executor_name, version) = build_executor(&args, &host_probe).await?;
     let config = WorkerConfig {
         worker_id: worker_id.clone(),
         tiers: tiers.clone(),
@@ -251,6 +345,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every,
+        store_deadline,
     };
     let ports = WorkerPorts {
         queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,

@@ -175,7 +175,7 @@ impl EventFollower {
 }
 
 /// A fleet for the fault tests: short ack deadline, two `sim` workers with 4 slots each.
-fn fault_fleet(extra_env: &[(&str, &str)], worker_flags: &[&str]) -> Fleet {
+pub(crate) fn fault_fleet(extra_env: &[(&str, &str)], worker_flags: &[&str]) -> Fleet {
     let mut env = vec![("COWORK_ACK_WAIT", ACK_WAIT)];
     env.extend_from_slice(extra_env);
     let mut fleet = Fleet::start_with_env(&env);
@@ -186,7 +186,7 @@ fn fault_fleet(extra_env: &[(&str, &str)], worker_flags: &[&str]) -> Fleet {
 }
 
 /// Submits the fault batch (without waiting).
-fn submit(fleet: &Fleet, duration_ms: u64) -> BatchId {
+pub(crate) fn submit(fleet: &Fleet, duration_ms: u64) -> BatchId {
     let args = batch_args(&profile_file(duration_ms, 1.0));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     fleet.submit_detached(&workspace_root(), &args)
@@ -194,7 +194,7 @@ fn submit(fleet: &Fleet, duration_ms: u64) -> BatchId {
 
 /// Follows the batch to its end through the coordinator, and checks the three end conditions.
 /// Returns the envelope's `fleet` key.
-async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms: u64) -> Value {
+pub(crate) async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms: u64) -> Value {
     let out: Output = fleet.watch(&workspace_root(), batch);
     let envelope = out.envelope();
     assert!(
@@ -340,6 +340,10 @@ async fn a_30_second_s3_outage_mid_batch_loses_nothing() {
         finished_at_outage < JOBS,
         "the outage happened mid-batch: {fleet_key}"
     );
+    // Ten times the ack deadline, and no run was paid for twice: the workers renewed the
+    // jobs they held while their uploads waited for the store.
+    let runs = crate::spend::runs_per_job(&fleet.events(&batch).await);
+    crate::spend::assert_each_ran_once(&runs, JOBS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

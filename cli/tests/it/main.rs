@@ -11,11 +11,14 @@
 //! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
 //! `--kill-running`, resume, retries), `limits` (batch budget and model limits on three
-//! workers), `budget` (per-unit budget and speculation bound with parallel slots), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
+//! workers), `budget` (per-unit budget and speculation bound with parallel slots),
+//! `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
-//! fleet), `report` (`cowork report` in every format), `browser` (headless Chromium on a
-//! generated report and on the coordinator's pages), `telemetry` (OTLP traces of a run
+//! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
+//! a worker killed between upload and ack, plain cancel, unserved tiers, refused workers,
+//! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium
+//! on a generated report and on the coordinator's pages), `telemetry` (OTLP traces of a run
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
@@ -45,4 +48,5 @@ mod report;
 mod rollup;
 mod run;
 mod secrets;
+mod spend;
 mod telemetry;

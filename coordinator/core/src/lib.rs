@@ -5,6 +5,7 @@
 //!   from disk), as plain data.
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
+//! - [`fleet`]: workers refused for their protocol version, tiers no live worker serves.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
 //! - [`admission`]: which jobs go to the queue and when, and what the batch's events mean — the
 //!   supervisor's decisions as a state machine with the clock passed in.
@@ -21,6 +22,7 @@
 
 pub mod admission;
 pub mod eval;
+pub mod fleet;
 pub mod history;
 pub mod limits;
 pub mod plan;

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
 use cowork_schema::api::{
-    BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
+    BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse, UnservedTier,
 };
 use cowork_schema::batch::{BatchSpec, StoredBatch};
 use cowork_schema::registry::{BatchRecord, BatchState};
@@ -192,9 +192,7 @@ pub(crate) async fn status(
 ) -> Result<Json<BatchStatus>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
-    let progress = service
-        .live(&batch_id)
-        .map(|live| live.progress.borrow().clone());
+    let progress = service.live(&batch_id).map(|live| live_progress(&live));
     let rollup = if record.state == BatchState::Done {
         read_rollup(&service, &batch_id).await
     } else {
@@ -205,6 +203,14 @@ pub(crate) async fn status(
         progress,
         rollup,
     }))
+}
+
+/// The progress of a batch supervised here, with the fleet view's unserved tiers.
+fn live_progress(live: &LiveBatch) -> ProgressSnapshot {
+    ProgressSnapshot {
+        unserved_tiers: live.unserved.borrow().clone(),
+        ..live.progress.borrow().clone()
+    }
 }
 
 /// The stored rollup of a done batch; `None` when it is missing or unreadable (logged).
@@ -262,6 +268,7 @@ struct LiveWatch {
     /// Held so the channels' senders outlive the watch.
     live: Arc<LiveBatch>,
     progress: watch::Receiver<ProgressSnapshot>,
+    unserved: watch::Receiver<Vec<UnservedTier>>,
     end: watch::Receiver<Option<BatchEnd>>,
     last: Option<ProgressSnapshot>,
     shutdown: CancellationToken,
@@ -271,6 +278,7 @@ struct LiveWatch {
 fn live_stream(live: Arc<LiveBatch>, shutdown: CancellationToken) -> EventStream {
     let state = LiveWatch {
         progress: live.progress.subscribe(),
+        unserved: live.unserved.subscribe(),
         end: live.end.subscribe(),
         live,
         last: None,
@@ -290,7 +298,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
         return None;
     }
     loop {
-        let snapshot = state.progress.borrow_and_update().clone();
+        let snapshot = ProgressSnapshot {
+            unserved_tiers: state.unserved.borrow_and_update().clone(),
+            ..state.progress.borrow_and_update().clone()
+        };
         if state.last.as_ref() != Some(&snapshot) {
             let event = progress_event(&snapshot);
             state.last = Some(snapshot);
@@ -310,6 +321,9 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
                 debug_assert!(changed.is_ok(), "{:p}", state.live);
             }
             changed = state.end.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+            changed = state.unserved.changed() => {
                 debug_assert!(changed.is_ok());
             }
         }

@@ -1,10 +1,13 @@
-//! `/v1/workers`: the workers with a live heartbeat, from the worker registry.
+//! `/v1/workers`: the workers with a live heartbeat, from the worker registry, each marked
+//! refused when it speaks another protocol version than this coordinator.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use cowork_schema::registry::WorkerInfo;
+use cowork_core::fleet::refusal;
+use cowork_schema::api::WorkerStatus;
+use cowork_schema::job::PROTOCOL_VERSION;
 
 use super::ApiFailure;
 use crate::server::Service;
@@ -13,15 +16,18 @@ use crate::server::Service;
 #[tracing::instrument(skip_all)]
 pub(crate) async fn list(
     State(service): State<Arc<Service>>,
-) -> Result<Json<Vec<WorkerInfo>>, ApiFailure> {
-    service
-        .ports
-        .workers
-        .list()
-        .await
-        .map(Json)
-        .map_err(|error| {
-            let transient = error.is_transient();
-            ApiFailure::port("listing workers", &error, transient)
-        })
+) -> Result<Json<Vec<WorkerStatus>>, ApiFailure> {
+    let workers = service.ports.workers.list().await.map_err(|error| {
+        let transient = error.is_transient();
+        ApiFailure::port("listing workers", &error, transient)
+    })?;
+    Ok(Json(
+        workers
+            .into_iter()
+            .map(|info| WorkerStatus {
+                refused: refusal(&info, PROTOCOL_VERSION),
+                info,
+            })
+            .collect(),
+    ))
 }

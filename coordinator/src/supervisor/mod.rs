@@ -669,18 +669,13 @@ pub async fn collect_results(
 ) -> Result<Vec<serde_json::Value>, SuperviseError> {
     use futures::StreamExt;
     const PARALLEL_READS: usize = 32;
-    let keys = reduction.results.iter().map(|(unit_idx, repeat_index)| {
-        let job_id = JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index);
-        format!("{}/result.json", cowork_schema::layout::job_dir(&job_id))
+    let jobs = reduction.results.iter().map(|(unit_idx, repeat_index)| {
+        JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index)
     });
-    let reads = keys.map(|key| async move {
-        let bytes = store
-            .get(&key)
-            .await
-            .map_err(|source| SuperviseError::Store {
-                key: key.clone(),
-                source,
-            })?;
+    let reads = jobs.map(|job_id| async move {
+        // Through the job's record: attempts store their files under their own keys, and the
+        // record names (and checks) the one that was folded.
+        let (key, bytes) = crate::stored_job::read_result(store, &job_id).await?;
         decorated_result(&key, &bytes)
     });
     let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);

@@ -103,6 +103,7 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
                         harness_version: Some("9.9.9".into()),
                         exit_code: Some(i32::from(index == 0)),
                         run_ms: 1,
+                        unstored_outcome: None,
                     },
                 })
                 .await

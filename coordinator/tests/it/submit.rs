@@ -65,7 +65,13 @@ async fn a_submitted_batch_runs_to_an_envelope() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].batch_id, accepted.batch_id);
     let workers = client.workers().await.expect("workers");
-    assert_eq!(workers, vec![worker_info()]);
+    assert_eq!(
+        workers,
+        vec![cowork_schema::api::WorkerStatus {
+            info: worker_info(),
+            refused: None
+        }]
+    );
     // The stored layout of brief §5.
     let stored = fleet.stored_files();
     for key in [

@@ -386,6 +386,7 @@ async fn run_job(
             harness_version: Some("9.9.9".into()),
             exit_code: Some(i32::from(!pass)),
             run_ms: 5,
+            unstored_outcome: None,
         }))
         .await
         .expect("publishing finished");
@@ -517,6 +518,7 @@ pub async fn finished_event(store: &dyn ArtifactStore, job: &JobSpec, attempt: u
             harness_version: Some("9.9.9".into()),
             exit_code: Some(0),
             run_ms: 1,
+            unstored_outcome: None,
         },
     }
 }

@@ -424,7 +424,11 @@ impl HarnessExecutor {
             });
         }
         artifacts.extend(collected.artifacts);
-        artifacts.push(stderr_artifact(stderr));
+        // Kept whenever the CLI wrote anything (contract §9.5); an empty log is one stored
+        // object per job that says nothing.
+        if !stderr.bytes.is_empty() || stderr.dropped_bytes > 0 {
+            artifacts.push(stderr_artifact(stderr));
+        }
         if envelope.is_none() && !stdout.bytes.is_empty() {
             // Without an envelope the raw stdout is the only clue to what the CLI did.
             artifacts.push(Artifact {

@@ -80,6 +80,7 @@ impl Fixture {
             unpack_limits: UnpackLimits::default(),
             backoff: Backoff::default(),
             renew_every: None,
+            store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
         }
     }
 

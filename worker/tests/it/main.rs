@@ -2,11 +2,15 @@
 //!
 //! - [`container`]: the container executor on this machine's Docker engine, with a test image
 //!   built locally from `tests/fixtures/container-image`.
+//! - [`delivery`]: one delivery from pull to ack on the embedded ports: the lease through a
+//!   store outage, no second run after spend, redeliveries that report a stored record, jobs
+//!   of cancelled batches and of other protocol versions.
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
 
 mod container;
+mod delivery;
 mod harness;
 mod idle;
 mod sim;

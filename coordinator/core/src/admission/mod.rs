@@ -448,8 +448,13 @@ impl Admission {
                 artifacts,
                 harness_version,
                 run_ms,
+                unstored_outcome,
                 ..
             } => {
+                let unstored_cost = match unstored_outcome {
+                    Some(JobOutcome::Completed { run }) => run.cost_usd,
+                    _ => None,
+                };
                 let finished = Finished {
                     job_id,
                     unit,
@@ -461,6 +466,7 @@ impl Admission {
                     artifacts,
                     harness_version,
                     run_ms,
+                    unstored_cost,
                 };
                 self.apply_finished(finished, now);
             }
@@ -600,7 +606,7 @@ impl Admission {
             }
             JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => {
                 self.progress.errored += 1;
-                None
+                finished.unstored_cost
             }
         };
         if let Some(cost) = cost {
@@ -682,6 +688,7 @@ impl Admission {
                 harness_version: None,
                 exit_code: None,
                 run_ms: 0,
+                unstored_outcome: None,
             },
         }
     }
@@ -710,6 +717,9 @@ struct Finished {
     artifacts: Vec<ArtifactRef>,
     harness_version: Option<String>,
     run_ms: u64,
+    /// The price of a run that was paid but whose result could not be stored (an
+    /// `infra_after_spend` error carries the run's own outcome inline): spend, never a sample.
+    unstored_cost: Option<f64>,
 }
 
 fn unit_admission(unit: &crate::plan::PlanUnit) -> UnitAdmission {

@@ -178,6 +178,7 @@ fn finished_with(admission: &Admission, job: JobRef, outcome: JobOutcome) -> Inp
             harness_version: Some("2.0.0".into()),
             exit_code: Some(0),
             run_ms: 5,
+            unstored_outcome: None,
         },
     )
 }
@@ -708,6 +709,40 @@ fn a_malformed_event_is_counted_and_skipped() {
     assert_eq!(admission.progress().malformed_events, 1);
     let meta = admission.fleet_meta(&admission.finish().expect("decided"));
     assert_eq!(meta.jobs.malformed_events, 1);
+}
+
+#[test]
+fn a_paid_run_whose_result_was_not_stored_counts_as_spend_not_as_a_sample() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(2));
+    let (mut admission, t0) = start(&plan, config(1));
+    admission.next(t0);
+    let lost_after_spend = event(
+        &admission,
+        r(0, 0),
+        JobEventKind::Finished {
+            outcome: JobOutcome::Error {
+                category: ErrorCategory::InfraAfterSpend,
+                message: "storing the result failed after the run".into(),
+            },
+            artifacts: Vec::new(),
+            harness_version: Some("2.0.0".into()),
+            exit_code: Some(0),
+            run_ms: 5,
+            unstored_outcome: Some(completed(true, Some(0.25), false)),
+        },
+    );
+    admission.apply(lost_after_spend, t0);
+    let progress = admission.progress();
+    assert_eq!(
+        (progress.errored, progress.passed),
+        (1, 0),
+        "an error, not a sample"
+    );
+    assert!(
+        (progress.cost_usd - 0.25).abs() < 1e-12,
+        "{}",
+        progress.cost_usd
+    );
 }
 
 #[test]

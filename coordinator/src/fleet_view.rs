@@ -1,0 +1,84 @@
+//! The coordinator's view of its fleet, refreshed every few seconds: for every batch it
+//! supervises, the tiers with waiting jobs that no live worker serves (shown in the batch's
+//! progress, so a batch never waits without saying why), and the workers it refuses for their
+//! protocol version (logged once each). The decisions are `cowork_core::fleet`'s; this module
+//! reads the workers registry and the queue and passes them in.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cowork_core::fleet::{refusal, unserved_tiers};
+use cowork_schema::job::PROTOCOL_VERSION;
+
+use crate::server::Service;
+
+/// How often the view is refreshed. Well under the workers registry's heartbeat TTL (30 s by
+/// default): a tier that loses its last worker is named within one TTL of the worker's last
+/// heartbeat, and a tier that never had one within this interval.
+const REFRESH_EVERY: Duration = Duration::from_secs(5);
+
+/// Refreshes the fleet view until the service shuts down.
+pub(crate) async fn watch_fleet(service: Arc<Service>) {
+    // Workers already logged as refused, with the version they were refused for.
+    let mut refused_logged: HashSet<(String, u32)> = HashSet::new();
+    loop {
+        // Abandoning the pause at shutdown is safe: nothing is held across it.
+        tokio::select! {
+            _ = service.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(REFRESH_EVERY) => {}
+        }
+        let workers = match service.ports.workers.list().await {
+            Ok(workers) => workers,
+            Err(error) => {
+                tracing::debug!(error = %error, "listing workers for the fleet view failed");
+                continue;
+            }
+        };
+        for worker in &workers {
+            if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
+                && refused_logged.insert((worker.worker_id.clone(), worker.protocol))
+            {
+                tracing::warn!(
+                    worker_id = %worker.worker_id,
+                    worker_protocol = worker.protocol,
+                    coordinator_protocol = PROTOCOL_VERSION,
+                    reason = %reason,
+                    "worker refused: it speaks another protocol version"
+                );
+            }
+        }
+        let batches: Vec<_> = service
+            .live_batches()
+            .into_iter()
+            .filter(|batch| batch.end.borrow().is_none())
+            .collect();
+        if batches.is_empty() {
+            continue;
+        }
+        let pending = match service.ports.queue.pending().await {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::debug!(error = %error, "reading the queue depth for the fleet view failed");
+                continue;
+            }
+        };
+        for batch in batches {
+            let unserved = unserved_tiers(&batch.tiers, &workers, &pending, PROTOCOL_VERSION);
+            batch.unserved.send_if_modified(|current| {
+                if *current == unserved {
+                    return false;
+                }
+                for tier in unserved.iter().filter(|tier| !current.contains(tier)) {
+                    tracing::warn!(
+                        tier = tier.tier.as_str(),
+                        waiting = tier.waiting,
+                        "no live worker serves a tier with waiting jobs"
+                    );
+                }
+                *current = unserved;
+                true
+            });
+        }
+    }
+}

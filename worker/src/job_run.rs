@@ -1,0 +1,631 @@
+//! One delivery of a job, from pull to ack (brief §4 "Worker protocol").
+//!
+//! The order is fixed: run → upload the attempt's artifacts → store the job's record
+//! (create-if-absent) → publish `finished` and await its acknowledgement → ack the job. A
+//! [`Lease`] renews the delivery from the pull to the ack, so a slow store or broker never
+//! lets the queue hand a running or finished job to another worker.
+//!
+//! What may happen to a delivery, and why:
+//! - The job speaks another protocol version: handed back for a compatible worker, never run.
+//! - A redelivery whose job already has a stored record (an earlier attempt ran it): that
+//!   record's `finished` event is published again and the job acked, without running it.
+//! - Its batch was cancelled or is already decided: settled as `cancelled` without running.
+//! - An infrastructure failure before the harness started: handed back with backoff until
+//!   `max_deliver` (choice C8) — nothing was spent.
+//! - After the harness started, the job is never handed back: if its artifacts cannot be
+//!   stored before the deadline, or the store refuses them for good, it ends as
+//!   `infra_after_spend` with the run's own outcome carried in the event, and is acked.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cowork_fabric::Delivery;
+use cowork_fabric::queue::Acker;
+use cowork_schema::event::{
+    ErrorCategory, InfraClass, JobEvent, JobEventKind, JobOutcome, JobRecord,
+};
+use cowork_schema::job::{JobSpec, PROTOCOL_VERSION};
+use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_schema::verdict::view_with_rederived_verdict;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::bundle_cache::BundleCache;
+use crate::executor::{Artifact, Classified, ExecOutput, JobContext};
+use crate::job_loop::{WorkerConfig, WorkerPorts, WorkerStats};
+use crate::lease::Lease;
+use crate::upload::{
+    AttemptKeys, RecordWrite, RetryPolicy, read_record, store_record, upload_artifacts,
+};
+
+/// Everything one job task needs.
+pub(crate) struct JobRun {
+    pub(crate) config: Arc<WorkerConfig>,
+    pub(crate) ports: WorkerPorts,
+    pub(crate) cache: Arc<BundleCache>,
+    pub(crate) stats: Arc<WorkerStats>,
+    /// Cancelled when the job's batch is cancelled with `--kill-running`.
+    pub(crate) kill: CancellationToken,
+}
+
+/// The delivery being settled; its acker is shared with the lease.
+struct Held {
+    job: JobSpec,
+    /// The job's attempt number: events and artifact keys carry it. A re-published job's
+    /// deliveries count again from 1 on the queue, so this is `JobSpec::attempt_of` the
+    /// delivery count, never a number an earlier publication's attempts used.
+    attempt: u32,
+    /// The queue's delivery count of this publication, which `max_deliver` bounds.
+    delivery: u32,
+    acker: Arc<dyn Acker>,
+}
+
+impl Held {
+    fn keys(&self) -> AttemptKeys<'_> {
+        AttemptKeys {
+            job: &self.job.job_id,
+            generation: self.job.generation,
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// A failure before the harness started: nothing was spent, the job may be handed back.
+struct BeforeSpend {
+    class: InfraClass,
+    message: String,
+}
+
+/// What a job ended with, before it is stored.
+struct Ended {
+    outcome: JobOutcome,
+    artifacts: Vec<Artifact>,
+    /// `true` once the harness (or the simulator) started: the run may have been paid for.
+    spawned: bool,
+    harness_version: Option<String>,
+    exit_code: Option<i32>,
+    run_ms: u64,
+}
+
+impl Ended {
+    /// A job settled without running.
+    fn unrun(outcome: JobOutcome) -> Ended {
+        Ended {
+            outcome,
+            artifacts: Vec::new(),
+            spawned: false,
+            harness_version: None,
+            exit_code: None,
+            run_ms: 0,
+        }
+    }
+}
+
+/// Why a job of `generation` must not run, judging by its batch's record; `None` when it may.
+/// A decided batch needs no more runs; a cancelled one (plain or `--kill-running`) runs
+/// nothing new of the generation that was cancelled — a later `cowork resume` publishes its
+/// jobs again under the next generation.
+pub(crate) fn skip_reason(record: &BatchRecord, generation: u32) -> Option<&'static str> {
+    match record.state {
+        BatchState::Done => Some("its batch was already decided when the job was pulled"),
+        BatchState::Stopping | BatchState::Cancelled if record.generation == generation => {
+            Some("its batch was cancelled before the job started")
+        }
+        BatchState::Planned
+        | BatchState::Running
+        | BatchState::Stopping
+        | BatchState::Cancelled => None,
+    }
+}
+
+/// The `finished` event of a stored record.
+fn finished_event(record: &JobRecord) -> JobEventKind {
+    JobEventKind::Finished {
+        outcome: record.outcome.clone(),
+        artifacts: record.artifacts.clone(),
+        harness_version: record.harness_version.clone(),
+        exit_code: record.exit_code,
+        run_ms: record.run_ms,
+        unstored_outcome: None,
+    }
+}
+
+impl JobRun {
+    /// Settles one delivery: the lease is held from here until the delivery is acked or
+    /// handed back.
+    pub(crate) async fn run(self, delivery: Delivery) {
+        let Delivery {
+            job,
+            attempt,
+            acker,
+        } = delivery;
+        let acker: Arc<dyn Acker> = Arc::from(acker);
+        let lease = Lease::hold(Arc::clone(&acker), self.renew_every());
+        let held = Held {
+            attempt: job.attempt_of(attempt),
+            delivery: attempt,
+            job,
+            acker,
+        };
+        self.settle(&held).await;
+        drop(lease);
+    }
+
+    fn renew_every(&self) -> Duration {
+        self.config
+            .renew_every
+            .unwrap_or((self.config.ack_wait / 3).max(Duration::from_millis(100)))
+    }
+
+    /// Retries of store and broker operations started now give up at this policy's deadline.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            backoff: self.config.backoff,
+            deadline: tokio::time::Instant::now() + self.config.store_deadline,
+        }
+    }
+
+    async fn settle(&self, held: &Held) {
+        if held.job.protocol != PROTOCOL_VERSION {
+            self.refuse_protocol(held).await;
+            return;
+        }
+        if held.attempt > 1 && self.republish_stored(held).await {
+            return;
+        }
+        if self.kill.is_cancelled() {
+            // A queued job of a killed batch is settled without running: it still ends with
+            // a `finished` event, so it counts once.
+            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+            let outcome = JobOutcome::Error {
+                category: ErrorCategory::Cancelled,
+                message: "the batch was cancelled with --kill-running before this job started"
+                    .to_owned(),
+            };
+            self.store_and_report(held, Ended::unrun(outcome)).await;
+            return;
+        }
+        if let Some(reason) = self.batch_skip_reason(held).await {
+            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(reason, "settling the job without running it");
+            let outcome = JobOutcome::Error {
+                category: ErrorCategory::Cancelled,
+                message: format!("not run: {reason}"),
+            };
+            self.store_and_report(held, Ended::unrun(outcome)).await;
+            return;
+        }
+        // `started` is published while the bundle is fetched and the job runs: nothing waits
+        // for its acknowledgement, and joining it here keeps it ahead of `finished` in the log.
+        let started = self.publish(held, JobEventKind::Started);
+        let (_, ran) = tokio::join!(started, self.execute(held));
+        match ran {
+            Err(failure) => {
+                if let Some(outcome) = self.hand_back(held, failure.class, failure.message).await {
+                    self.store_and_report(held, Ended::unrun(outcome)).await;
+                }
+            }
+            Ok((output, work_dir)) => {
+                self.finish(held, output).await;
+                if !self.config.keep_work_dirs {
+                    let _ = tokio::fs::remove_dir_all(&work_dir).await;
+                }
+            }
+        }
+    }
+
+    /// Fetches the bundle, prepares the work dir and runs the executor.
+    async fn execute(&self, held: &Held) -> Result<(ExecOutput, PathBuf), BeforeSpend> {
+        let job = &held.job;
+        let bundle_dir = self
+            .cache
+            .ensure(&job.bundle_sha256)
+            .instrument(tracing::info_span!("pull"))
+            .await
+            .map_err(|error| BeforeSpend {
+                class: InfraClass::Bundle,
+                message: error.to_string(),
+            })?;
+        let work_dir = self
+            .config
+            .work_dir
+            .join(job.batch_id.as_str())
+            .join(job.job_id.local_part())
+            .join(format!("a{}", held.attempt));
+        if let Err(error) = tokio::fs::create_dir_all(&work_dir).await {
+            return Err(BeforeSpend {
+                class: InfraClass::Spawn,
+                message: format!("creating {}: {error}", work_dir.display()),
+            });
+        }
+        let context = JobContext {
+            job: job.clone(),
+            bundle_dir,
+            work_dir: work_dir.clone(),
+            attempt: held.attempt,
+        };
+        let output = self
+            .ports
+            .executor
+            .execute(&context, self.kill.clone())
+            .instrument(tracing::info_span!("run"))
+            .await;
+        self.stats
+            .job_run_ms_total
+            .fetch_add(output.run_ms, Ordering::Relaxed);
+        self.stats.jobs_timed.fetch_add(1, Ordering::Relaxed);
+        if self.kill.is_cancelled() {
+            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((output, work_dir))
+    }
+
+    /// Turns the executor's output into the job's outcome and stores and reports it.
+    async fn finish(&self, held: &Held, output: ExecOutput) {
+        let outcome = match output.classified {
+            Classified::Infra { class, message } => {
+                if !output.spawned {
+                    if let Some(outcome) = self.hand_back(held, class, message).await {
+                        self.store_and_report(held, Ended::unrun(outcome)).await;
+                    }
+                    return;
+                }
+                self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
+                // C8: after spend, an infrastructure failure is an error outcome of the job,
+                // reported and never silently retried.
+                JobOutcome::Error {
+                    category: ErrorCategory::Infra,
+                    message,
+                }
+            }
+            Classified::Completed { result } => match view_with_rederived_verdict(&result) {
+                Ok(run) => JobOutcome::Completed { run },
+                Err(error) => JobOutcome::Error {
+                    category: ErrorCategory::Internal,
+                    message: format!("unreadable result.json: {error}"),
+                },
+            },
+            Classified::Unanswered { message, hint } => {
+                self.stats.count_failure("unanswered");
+                JobOutcome::Unanswered { message, hint }
+            }
+            Classified::Error { category, message } => {
+                self.stats.count_failure(category.as_str());
+                JobOutcome::Error { category, message }
+            }
+        };
+        let ended = Ended {
+            outcome,
+            artifacts: output.artifacts,
+            spawned: output.spawned,
+            harness_version: output.harness_version,
+            exit_code: output.exit_code,
+            run_ms: output.run_ms,
+        };
+        self.store_and_report(held, ended).await;
+    }
+
+    /// Stores the attempt's artifacts and the job's record, publishes `finished`, then acks —
+    /// in that order. The first attempt whose record is stored owns the job: a later one
+    /// publishes that record instead of its own.
+    async fn store_and_report(&self, held: &Held, ended: Ended) {
+        let store = self.ports.store.as_ref();
+        let policy = self.retry_policy();
+        let keys = held.keys();
+        let stored = match upload_artifacts(store, keys, &ended.artifacts, policy)
+            .instrument(tracing::info_span!("upload"))
+            .await
+        {
+            Ok(stored) => stored,
+            Err(error) => {
+                self.unstored(held, ended, error.to_string()).await;
+                return;
+            }
+        };
+        let record = JobRecord {
+            outcome: ended.outcome,
+            artifacts: stored,
+            attempt: held.attempt,
+            generation: held.job.generation,
+            worker_id: self.config.worker_id.clone(),
+            harness_version: ended.harness_version,
+            exit_code: ended.exit_code,
+            run_ms: ended.run_ms,
+        };
+        let record = match store_record(store, &keys.record(), &record, policy).await {
+            Ok(RecordWrite::Created) => record,
+            Ok(RecordWrite::Taken(first)) => {
+                tracing::info!(
+                    stored_attempt = first.attempt,
+                    stored_worker_id = %first.worker_id,
+                    "another attempt stored this job's record first: reporting that one"
+                );
+                *first
+            }
+            Err(error) => {
+                let ended = Ended {
+                    outcome: record.outcome,
+                    artifacts: Vec::new(),
+                    spawned: ended.spawned,
+                    harness_version: record.harness_version,
+                    exit_code: record.exit_code,
+                    run_ms: record.run_ms,
+                };
+                self.unstored(held, ended, error.to_string()).await;
+                return;
+            }
+        };
+        self.report_record(held, &record).await;
+    }
+
+    /// Publishes the `finished` event of a stored record, then acks. When the event cannot be
+    /// published, the delivery is left to expire: the next one finds the record and publishes
+    /// it without running the job again.
+    async fn report_record(&self, held: &Held, record: &JobRecord) {
+        if !self.publish(held, finished_event(record)).await {
+            tracing::error!(
+                "the finished event could not be published; the job's record is stored, so its next delivery reports it without running it"
+            );
+            return;
+        }
+        self.ack(held).await;
+        self.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The job's outcome could not be stored. Nothing spent: hand the job back while deliveries
+    /// remain. Spent: report the paid run as `infra_after_spend`, its own outcome inline, and
+    /// ack — running it again would pay for it twice.
+    async fn unstored(&self, held: &Held, ended: Ended, error: String) {
+        if !ended.spawned {
+            if held.delivery < self.config.max_deliver {
+                let message = format!("storing the job's outcome: {error}");
+                let handed_back = self.hand_back(held, InfraClass::Upload, message).await;
+                debug_assert!(
+                    handed_back.is_none(),
+                    "deliveries remain, so the job is handed back"
+                );
+            } else {
+                // Out of deliveries with the store still failing: the outcome is reported in
+                // the event alone.
+                tracing::warn!(error = %error, "the job's outcome could not be stored; reporting it in its event alone");
+                self.report_unrecorded(held, ended.outcome).await;
+            }
+            return;
+        }
+        self.stats
+            .count_failure(ErrorCategory::InfraAfterSpend.as_str());
+        tracing::error!(error = %error, "the run's artifacts could not be stored; reporting the paid run without them");
+        let outcome = JobOutcome::Error {
+            category: ErrorCategory::InfraAfterSpend,
+            message: format!(
+                "the run ended but its artifacts could not be stored ({error}); it was paid for, so it is not run again"
+            ),
+        };
+        let event = JobEventKind::Finished {
+            outcome,
+            artifacts: Vec::new(),
+            harness_version: ended.harness_version,
+            exit_code: ended.exit_code,
+            run_ms: ended.run_ms,
+            unstored_outcome: Some(ended.outcome),
+        };
+        if self.publish(held, event).await {
+            self.ack(held).await;
+            self.stats.jobs_finished.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes `finished` for an unrun job whose record could not be stored, then acks.
+    async fn report_unrecorded(&self, held: &Held, outcome: JobOutcome) {
+        let event = JobEventKind::Finished {
+            outcome,
+            artifacts: Vec::new(),
+            harness_version: None,
+            exit_code: None,
+            run_ms: 0,
+            unstored_outcome: None,
+        };
+        if self.publish(held, event).await {
+            self.ack(held).await;
+        }
+    }
+
+    /// Reports an infrastructure failure before anything was spent. While deliveries remain
+    /// the job is handed back with backoff and `None` is returned; on the last one the job's
+    /// final outcome (an `infra` error) is returned for the caller to store and report.
+    async fn hand_back(
+        &self,
+        held: &Held,
+        class: InfraClass,
+        message: String,
+    ) -> Option<JobOutcome> {
+        let will_retry = held.delivery < self.config.max_deliver;
+        tracing::warn!(class = ?class, will_retry, message = %message, "job infrastructure failure");
+        self.publish(
+            held,
+            JobEventKind::Failed {
+                class,
+                message: message.clone(),
+                will_retry,
+            },
+        )
+        .await;
+        if will_retry {
+            self.stats.jobs_retried.fetch_add(1, Ordering::Relaxed);
+            self.nak(held, self.config.backoff.delay(held.delivery))
+                .await;
+            return None;
+        }
+        self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
+        Some(JobOutcome::Error {
+            category: ErrorCategory::Infra,
+            message,
+        })
+    }
+
+    /// A job of another protocol version is not run: this worker may misread it. It goes back
+    /// to the queue for a worker that speaks its version; on the last delivery it ends as an
+    /// infrastructure error, so its batch does not wait for it forever.
+    async fn refuse_protocol(&self, held: &Held) {
+        tracing::warn!(
+            job_protocol = held.job.protocol,
+            worker_protocol = PROTOCOL_VERSION,
+            "job of another protocol version: handing it back for a worker that speaks it"
+        );
+        if held.delivery < self.config.max_deliver {
+            // At least the ack deadline: a compatible worker has time to pull it meanwhile.
+            let delay = self
+                .config
+                .backoff
+                .delay(held.delivery)
+                .max(self.config.ack_wait);
+            self.nak(held, delay).await;
+            return;
+        }
+        let outcome = JobOutcome::Error {
+            category: ErrorCategory::Infra,
+            message: format!(
+                "the job speaks protocol {} and no worker of that version took it in {} deliveries (the last one speaks protocol {PROTOCOL_VERSION}); run workers of the coordinator's version",
+                held.job.protocol, self.config.max_deliver
+            ),
+        };
+        self.store_and_report(held, Ended::unrun(outcome)).await;
+    }
+
+    /// On a redelivery: when an earlier attempt stored the job's record, publishes its
+    /// `finished` event again and acks, instead of running the job a second time. Returns
+    /// `true` when the delivery was settled here.
+    async fn republish_stored(&self, held: &Held) -> bool {
+        let key = held.keys().record();
+        match read_record(self.ports.store.as_ref(), &key, self.retry_policy()).await {
+            Ok(Some(record)) => {
+                tracing::info!(
+                    stored_attempt = record.attempt,
+                    stored_worker_id = %record.worker_id,
+                    "an earlier attempt already stored this job: reporting it without running it again"
+                );
+                self.report_record(held, &record).await;
+                true
+            }
+            Ok(None) => false,
+            Err(error) => {
+                // Not knowing whether the job already ran, running it could pay twice; nothing
+                // was spent yet, so handing it back costs only time.
+                let message = format!("reading the job's record {key}: {error}");
+                if let Some(outcome) = self.hand_back(held, InfraClass::Upload, message).await {
+                    self.report_unrecorded(held, outcome).await;
+                }
+                true
+            }
+        }
+    }
+
+    /// Why the job's batch says not to run it, read from the batch record right before the
+    /// job starts. A direct read (not a cached watch) so that a cancel recorded before this
+    /// moment is always seen; an unreadable record does not stop the job.
+    async fn batch_skip_reason(&self, held: &Held) -> Option<&'static str> {
+        let batches = self.ports.batches.as_ref()?;
+        match batches.get(&held.job.batch_id).await {
+            Ok(Some((record, _))) => skip_reason(&record, held.job.generation),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(error = %error, "reading the batch record failed; running the job");
+                None
+            }
+        }
+    }
+
+    async fn ack(&self, held: &Held) {
+        if let Err(error) = held.acker.ack().await {
+            // The outcome is durable; a redelivery finds the record (or the event) and reports
+            // it again without running the job.
+            tracing::warn!(error = %error, "ack failed after the finished event was stored");
+        }
+    }
+
+    async fn nak(&self, held: &Held, delay: Duration) {
+        if let Err(error) = held.acker.nak(delay).await {
+            tracing::warn!(error = %error, "nak failed; the job comes back after ack_wait");
+        }
+    }
+
+    /// Publishes an event, retrying transient failures until the store deadline; `false` when
+    /// it is not durable.
+    async fn publish(&self, held: &Held, event: JobEventKind) -> bool {
+        let event = JobEvent {
+            protocol: PROTOCOL_VERSION,
+            batch_id: held.job.batch_id.clone(),
+            job_id: held.job.job_id.clone(),
+            attempt: held.attempt,
+            generation: held.job.generation,
+            worker_id: self.config.worker_id.clone(),
+            event,
+        };
+        let policy = self.retry_policy();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.ports.events.publish(&event).await {
+                Ok(_) => return true,
+                Err(error) if error.is_transient() => {
+                    let Some(wait) = policy.next_wait(attempt) else {
+                        tracing::error!(error = %error, attempt, "publishing an event failed until the deadline");
+                        return false;
+                    };
+                    tracing::warn!(error = %error, attempt, "publishing an event failed, retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(error) => {
+                    tracing::error!(error = %error, "publishing an event failed for good");
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cowork_schema::BatchId;
+
+    fn record(state: BatchState, generation: u32) -> BatchRecord {
+        BatchRecord {
+            batch_id: BatchId::new("b1").expect("valid literal"),
+            state,
+            spec_sha256: String::new(),
+            n_jobs: 1,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ok: None,
+            exit_code: None,
+            owner: None,
+            generation,
+            kill_running: false,
+        }
+    }
+
+    #[test]
+    fn jobs_of_cancelled_or_decided_batches_are_not_run() {
+        let check = |state, record_generation, job_generation, runs: bool| {
+            let reason = skip_reason(&record(state, record_generation), job_generation);
+            assert_eq!(
+                reason.is_none(),
+                runs,
+                "{state:?} gen {record_generation}, job gen {job_generation}: {reason:?}"
+            );
+        };
+        check(BatchState::Planned, 0, 0, true);
+        check(BatchState::Running, 0, 0, true);
+        check(BatchState::Stopping, 0, 0, false);
+        check(BatchState::Cancelled, 0, 0, false);
+        check(BatchState::Done, 0, 0, false);
+        // A cancel of generation 0 says nothing about the jobs `resume` publishes as
+        // generation 1, and a resumed batch runs the late jobs of generation 0 it still gets.
+        check(BatchState::Stopping, 0, 1, true);
+        check(BatchState::Running, 1, 0, true);
+        check(BatchState::Done, 1, 0, false);
+    }
+}

@@ -1,0 +1,713 @@
+//! One delivery from pull to ack, on the embedded ports with a paused clock: the lease is
+//! renewed while a store outage holds the uploads, a run is never paid for twice (a paid run
+//! whose artifacts cannot be stored ends as `infra_after_spend`; a redelivered job with a
+//! stored record is reported, not run), and jobs of cancelled batches or of another protocol
+//! version never run.
+//!
+//! The store and the queue are the embedded ones behind thin wrappers that can fail writes
+//! and log every settlement; the executor counts its runs. Waiting is done on the paused tokio
+//! clock (it advances only when every task is idle), so the times below are exact and cost no
+//! real time.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cowork_fabric::backoff::Backoff;
+use cowork_fabric::bundle::UnpackLimits;
+use cowork_fabric::embedded::{DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue};
+use cowork_fabric::queue::Acker;
+use cowork_fabric::{
+    ArtifactError, ArtifactStore, BatchRegistry, Delivery, EventError, EventLog, EventSubscription,
+    JobQueue, PutOutcome, QueueError,
+};
+use cowork_schema::BatchId;
+use cowork_schema::batch::ExecutorKind;
+use cowork_schema::event::{
+    ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome, JobRecord,
+};
+use cowork_schema::job::{JobCommand, JobSpec, PROTOCOL_VERSION, Tier};
+use cowork_schema::layout;
+use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_worker::executor::{
+    Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext,
+};
+use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{fixture_json, job};
+
+const ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// How the store answers writes and reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreMode {
+    Up,
+    /// Every call fails as a store that cannot be reached (retryable).
+    Down,
+    /// Every call is refused for good (wrong credentials, a deleted bucket).
+    Refusing,
+}
+
+/// A directory store whose calls can be made to fail.
+struct FlakyStore {
+    inner: DirArtifactStore,
+    mode: Mutex<StoreMode>,
+}
+
+impl FlakyStore {
+    fn set(&self, mode: StoreMode) {
+        *self.mode.lock().expect("no test panics holding the lock") = mode;
+    }
+
+    fn check(&self, key: &str) -> Result<(), ArtifactError> {
+        match *self.mode.lock().expect("no test panics holding the lock") {
+            StoreMode::Up => Ok(()),
+            StoreMode::Down => Err(ArtifactError::Transient {
+                key: key.to_owned(),
+                message: "connection refused".to_owned(),
+            }),
+            StoreMode::Refusing => Err(ArtifactError::Failed {
+                key: key.to_owned(),
+                message: "AccessDenied".to_owned(),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl ArtifactStore for FlakyStore {
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
+        self.check(key)?;
+        self.inner.put(key, bytes).await
+    }
+    async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
+        self.check(key)?;
+        self.inner.put_if_absent(key, bytes).await
+    }
+    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
+        self.check(key)?;
+        self.inner.get(key).await
+    }
+    async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
+        self.check(key)?;
+        self.inner.exists(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        self.check(prefix)?;
+        self.inner.list(prefix).await
+    }
+}
+
+/// An event log whose `finished` publishes can be made to fail (a broker that is down).
+struct FlakyEvents {
+    inner: MemEventLog,
+    finished_down: Mutex<bool>,
+}
+
+#[async_trait]
+impl EventLog for FlakyEvents {
+    async fn publish(&self, event: &JobEvent) -> Result<u64, EventError> {
+        let down = *self
+            .finished_down
+            .lock()
+            .expect("no test panics holding the lock");
+        if down && matches!(event.event, JobEventKind::Finished { .. }) {
+            return Err(EventError::Transient {
+                message: "no responders".to_owned(),
+            });
+        }
+        self.inner.publish(event).await
+    }
+    async fn subscribe(
+        &self,
+        batch: &BatchId,
+        from_seq: u64,
+    ) -> Result<Box<dyn EventSubscription>, EventError> {
+        self.inner.subscribe(batch, from_seq).await
+    }
+    async fn last_sequence(&self, batch: &BatchId) -> Result<u64, EventError> {
+        self.inner.last_sequence(batch).await
+    }
+}
+
+/// What happened to the deliveries of a [`LoggingQueue`].
+#[derive(Default)]
+struct Settlements {
+    /// `ack`, `nak` in the order they happened, with the delivery's attempt.
+    log: Mutex<Vec<(&'static str, u32)>>,
+    renewals: AtomicU32,
+}
+
+impl Settlements {
+    fn log(&self) -> Vec<(&'static str, u32)> {
+        self.log
+            .lock()
+            .expect("no test panics holding the lock")
+            .clone()
+    }
+}
+
+/// The embedded queue, with every settlement of its deliveries logged.
+struct LoggingQueue {
+    inner: MemJobQueue,
+    settlements: Arc<Settlements>,
+}
+
+struct LoggingAcker {
+    inner: Box<dyn Acker>,
+    attempt: u32,
+    settlements: Arc<Settlements>,
+}
+
+#[async_trait]
+impl Acker for LoggingAcker {
+    async fn ack(&self) -> Result<(), QueueError> {
+        self.settlements
+            .log
+            .lock()
+            .expect("no test panics holding the lock")
+            .push(("ack", self.attempt));
+        self.inner.ack().await
+    }
+    async fn nak(&self, delay: Duration) -> Result<(), QueueError> {
+        self.settlements
+            .log
+            .lock()
+            .expect("no test panics holding the lock")
+            .push(("nak", self.attempt));
+        self.inner.nak(delay).await
+    }
+    async fn in_progress(&self) -> Result<(), QueueError> {
+        self.settlements.renewals.fetch_add(1, Ordering::SeqCst);
+        self.inner.in_progress().await
+    }
+}
+
+#[async_trait]
+impl JobQueue for LoggingQueue {
+    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+        self.inner.publish(job).await
+    }
+    async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
+        let Some(delivery) = self.inner.pull(tiers).await? else {
+            return Ok(None);
+        };
+        let Delivery {
+            job,
+            attempt,
+            acker,
+        } = delivery;
+        Ok(Some(Delivery {
+            job,
+            attempt,
+            acker: Box::new(LoggingAcker {
+                inner: acker,
+                attempt,
+                settlements: Arc::clone(&self.settlements),
+            }),
+        }))
+    }
+}
+
+/// Completes every job with the sample result (cost $0.21535425) and counts its runs.
+struct CountingExecutor {
+    runs: AtomicU32,
+}
+
+#[async_trait]
+impl Executor for CountingExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::Sim
+    }
+
+    async fn execute(&self, _ctx: &JobContext, _cancel: CancellationToken) -> ExecOutput {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        let result = fixture_json("sample-run-result.json");
+        let bytes = serde_json::to_vec(&result).expect("a json value serializes");
+        ExecOutput {
+            classified: Classified::Completed { result },
+            exit_code: Some(0),
+            harness_version: Some("2.0.0".to_owned()),
+            spawned: true,
+            artifacts: vec![Artifact {
+                name: "result.json".to_owned(),
+                source: ArtifactSource::Bytes(bytes),
+            }],
+            run_ms: 1234,
+        }
+    }
+}
+
+/// A worker's ports and config around the test doubles.
+struct Fixture {
+    dir: TempDir,
+    queue: MemJobQueue,
+    settlements: Arc<Settlements>,
+    events: Arc<FlakyEvents>,
+    store: Arc<FlakyStore>,
+    executor: Arc<CountingExecutor>,
+    batches: Option<MemBatchRegistry>,
+    store_deadline: Duration,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = Arc::new(FlakyStore {
+            inner: DirArtifactStore::new(&dir.path().join("store")),
+            mode: Mutex::new(StoreMode::Up),
+        });
+        Fixture {
+            queue: MemJobQueue::new(),
+            settlements: Arc::default(),
+            events: Arc::new(FlakyEvents {
+                inner: MemEventLog::new(),
+                finished_down: Mutex::new(false),
+            }),
+            store,
+            executor: Arc::new(CountingExecutor {
+                runs: AtomicU32::new(0),
+            }),
+            batches: None,
+            store_deadline: Duration::from_secs(600),
+            dir,
+        }
+    }
+
+    fn config(&self) -> WorkerConfig {
+        WorkerConfig {
+            worker_id: "w-test".to_owned(),
+            tiers: vec![Tier::Protocol],
+            slots: 1,
+            ack_wait: ACK_WAIT,
+            max_deliver: 3,
+            cache_dir: self.dir.path().join("cache"),
+            work_dir: self.dir.path().join("work"),
+            keep_work_dirs: false,
+            unpack_limits: UnpackLimits::default(),
+            backoff: Backoff::default(),
+            renew_every: None,
+            store_deadline: self.store_deadline,
+        }
+    }
+
+    /// The job, its bundle already in the worker's cache so it goes straight to the executor.
+    fn job(&self) -> JobSpec {
+        let job = job(JobCommand::Run, "s.yaml", ExecutorKind::Sim);
+        std::fs::create_dir_all(self.config().cache_dir.join(&job.bundle_sha256))
+            .expect("creating the cached bundle dir");
+        job
+    }
+
+    /// Starts a worker; it drains when the returned token is cancelled.
+    fn start(&self) -> (tokio::task::JoinHandle<()>, CancellationToken) {
+        let ports = WorkerPorts {
+            queue: Arc::new(LoggingQueue {
+                inner: self.queue.clone(),
+                settlements: Arc::clone(&self.settlements),
+            }) as Arc<dyn JobQueue>,
+            events: self.events.clone() as Arc<dyn EventLog>,
+            store: self.store.clone() as Arc<dyn ArtifactStore>,
+            executor: self.executor.clone(),
+            batches: self
+                .batches
+                .clone()
+                .map(|registry| Arc::new(registry) as Arc<dyn BatchRegistry>),
+        };
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn({
+            let config = self.config();
+            let shutdown = shutdown.clone();
+            async move {
+                cowork_worker::run(config, ports, Arc::new(WorkerStats::default()), shutdown)
+                    .await
+                    .expect("the embedded queue never fails");
+            }
+        });
+        (worker, shutdown)
+    }
+
+    fn runs(&self) -> u32 {
+        self.executor.runs.load(Ordering::SeqCst)
+    }
+
+    /// Waits (in paused time) until the log holds `n` settlements, or fails after an hour.
+    async fn until_settled(&self, n: usize) -> Vec<(&'static str, u32)> {
+        let waited = tokio::time::timeout(Duration::from_secs(3600), async {
+            while self.settlements.log().len() < n {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "{n} settlements expected within an hour (paused time): {:?}",
+            self.settlements.log()
+        );
+        self.settlements.log()
+    }
+
+    /// Every event of the batch so far.
+    async fn events(&self, batch: &BatchId) -> Vec<JobEvent> {
+        let last = self.events.last_sequence(batch).await.expect("in memory");
+        let mut events = Vec::new();
+        if last == 0 {
+            return events;
+        }
+        let mut subscription = self.events.subscribe(batch, 1).await.expect("in memory");
+        while let Some(item) = subscription.next().await {
+            let (seq, event) = item.expect("an event");
+            events.push(event);
+            if seq >= last {
+                break;
+            }
+        }
+        events
+    }
+
+    fn stored(&self, key: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.dir.path().join("store").join(key)).ok()
+    }
+}
+
+fn finished(events: &[JobEvent]) -> Vec<&JobEvent> {
+    events
+        .iter()
+        .filter(|event| matches!(event.event, JobEventKind::Finished { .. }))
+        .collect()
+}
+
+fn started(events: &[JobEvent]) -> usize {
+    events
+        .iter()
+        .filter(|event| matches!(event.event, JobEventKind::Started))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_is_renewed_while_a_store_outage_holds_the_uploads() {
+    let fixture = Fixture::new();
+    let job = fixture.job();
+    fixture.store.set(StoreMode::Down);
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+
+    // Five minutes of outage: ten times the ack deadline, with no settlement yet.
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    let renewals = fixture.settlements.renewals.load(Ordering::SeqCst);
+    assert!(
+        renewals >= 29,
+        "renewed every ack_wait/3 (10 s) through the outage: {renewals} renewals in 300 s"
+    );
+    assert_eq!(fixture.settlements.log(), vec![]);
+    assert_eq!(fixture.runs(), 1);
+
+    fixture.store.set(StoreMode::Up);
+    assert_eq!(fixture.until_settled(1).await, vec![("ack", 1)]);
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    let events = fixture.events(&job.batch_id).await;
+    assert_eq!(started(&events), 1);
+    let finished = finished(&events);
+    assert_eq!(finished.len(), 1, "{events:?}");
+    let JobEventKind::Finished {
+        outcome, artifacts, ..
+    } = &finished[0].event
+    else {
+        unreachable!("filtered to finished events");
+    };
+    assert!(
+        matches!(outcome, JobOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    // Attempt 1 of generation 0 keeps the short path; the record is written beside it.
+    assert_eq!(artifacts.len(), 1);
+    assert_eq!(artifacts[0].key, "batches/b1/jobs/f0/result.json");
+    let record: JobRecord = serde_json::from_slice(
+        &fixture
+            .stored(&layout::job_record_key(&job.job_id, 0))
+            .expect("the job's record is stored"),
+    )
+    .expect("a job record");
+    assert_eq!(&record.artifacts, artifacts);
+    assert_eq!((record.attempt, record.run_ms), (1, 1234));
+    // One object per artifact plus the record: nothing else is stored for the job.
+    let dir = fixture.dir.path().join("store/batches/b1/jobs/f0");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the job's directory")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["outcome.json", "result.json"]);
+}
+
+/// Runs one job against a store in `mode` that never recovers; returns the events, the
+/// settlements and how long the job took.
+async fn run_against_a_broken_store(
+    mode: StoreMode,
+) -> (Vec<JobEvent>, Vec<(&'static str, u32)>, Duration, u32) {
+    let mut fixture = Fixture::new();
+    fixture.store_deadline = Duration::from_secs(120);
+    let job = fixture.job();
+    fixture.store.set(mode);
+    fixture.queue.publish(&job).await.expect("publishing");
+    let began = tokio::time::Instant::now();
+    let (worker, shutdown) = fixture.start();
+    let log = fixture.until_settled(1).await;
+    let took = began.elapsed();
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    (
+        fixture.events(&job.batch_id).await,
+        log,
+        took,
+        fixture.runs(),
+    )
+}
+
+fn assert_paid_run_reported(events: &[JobEvent]) {
+    let finished = finished(events);
+    assert_eq!(finished.len(), 1, "{events:?}");
+    let JobEventKind::Finished {
+        outcome,
+        artifacts,
+        exit_code,
+        run_ms,
+        unstored_outcome,
+        ..
+    } = &finished[0].event
+    else {
+        unreachable!("filtered to finished events");
+    };
+    let JobOutcome::Error { category, message } = outcome else {
+        panic!("an error outcome: {outcome:?}");
+    };
+    assert_eq!(*category, ErrorCategory::InfraAfterSpend);
+    assert!(message.contains("not run again"), "{message}");
+    assert!(artifacts.is_empty());
+    // What the run learned and spent is in the event itself.
+    assert_eq!((*exit_code, *run_ms), (Some(0), 1234));
+    let Some(JobOutcome::Completed { run }) = unstored_outcome else {
+        panic!("the run's own outcome is carried inline: {unstored_outcome:?}");
+    };
+    assert_eq!(run.cost_usd, Some(0.21535425));
+    assert!(run.pass);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_down_past_the_deadline_ends_the_paid_run_as_infra_after_spend() {
+    let (events, log, took, runs) = run_against_a_broken_store(StoreMode::Down).await;
+    assert_eq!(runs, 1, "the harness ran exactly once");
+    assert_eq!(log, vec![("ack", 1)], "acked, never handed back");
+    assert!(
+        took >= Duration::from_secs(60) && took <= Duration::from_secs(130),
+        "uploads were retried until the 120 s deadline: {took:?}"
+    );
+    assert_paid_run_reported(&events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_refusing_writes_ends_the_paid_run_at_once() {
+    let (events, log, took, runs) = run_against_a_broken_store(StoreMode::Refusing).await;
+    assert_eq!(runs, 1);
+    assert_eq!(log, vec![("ack", 1)]);
+    assert!(
+        took < Duration::from_secs(1),
+        "a refusal is not retried: {took:?}"
+    );
+    assert_paid_run_reported(&events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finished_event_that_cannot_be_published_is_reported_by_the_next_delivery() {
+    let mut fixture = Fixture::new();
+    fixture.store_deadline = Duration::from_secs(60);
+    let job = fixture.job();
+    *fixture.events.finished_down.lock().expect("no panic") = true;
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    // The first delivery stores its record, gives up publishing at the deadline and leaves the
+    // delivery unsettled; the queue hands it out again, and that delivery finds the record.
+    tokio::time::timeout(Duration::from_secs(3600), async {
+        while fixture.runs() == 0 || started(&fixture.events(&job.batch_id).await) == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the job ran");
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    *fixture.events.finished_down.lock().expect("no panic") = false;
+    let log = fixture.until_settled(1).await;
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(
+        fixture.runs(),
+        1,
+        "the redelivery did not run the job again"
+    );
+    let (kind, attempt) = log[0];
+    assert_eq!(kind, "ack");
+    assert!(attempt >= 2, "settled by a later delivery: {log:?}");
+    let events = fixture.events(&job.batch_id).await;
+    assert_eq!(started(&events), 1);
+    let finished = finished(&events);
+    assert_eq!(finished.len(), 1);
+    let JobEventKind::Finished { artifacts, .. } = &finished[0].event else {
+        unreachable!("filtered to finished events");
+    };
+    assert_eq!(artifacts[0].key, "batches/b1/jobs/f0/result.json");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_redelivered_job_whose_record_is_stored_is_reported_without_running() {
+    let fixture = Fixture::new();
+    let job = fixture.job();
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    fixture.until_settled(1).await;
+    // The same job delivered again (as after a lost ack): attempt 2.
+    fixture.queue.publish(&job).await.expect("publishing again");
+    let log = fixture.until_settled(2).await;
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(log, vec![("ack", 1), ("ack", 2)]);
+    assert_eq!(fixture.runs(), 1);
+    let events = fixture.events(&job.batch_id).await;
+    assert_eq!(started(&events), 1, "only the first delivery started a run");
+    let finished = finished(&events);
+    assert_eq!(finished.len(), 2);
+    assert_eq!(
+        finished[0].event, finished[1].event,
+        "the second is the stored record"
+    );
+    assert_eq!(finished[1].attempt, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_finds_another_attempts_record_reports_that_one() {
+    let fixture = Fixture::new();
+    let job = fixture.job();
+    // Another delivery of this job (one whose lease was lost) stored its record first.
+    let theirs = ArtifactRef {
+        key: layout::artifact_key(&job.job_id, 0, 2, "result.json"),
+        size: 2,
+        sha256: "ab".repeat(32),
+    };
+    let first = JobRecord {
+        outcome: JobOutcome::Completed {
+            run: cowork_schema::verdict::view_with_rederived_verdict(&fixture_json(
+                "sample-run-result.json",
+            ))
+            .expect("a valid result"),
+        },
+        artifacts: vec![theirs.clone()],
+        attempt: 2,
+        generation: 0,
+        worker_id: "w-other".to_owned(),
+        harness_version: None,
+        exit_code: Some(0),
+        run_ms: 7,
+    };
+    fixture
+        .store
+        .put(
+            &layout::job_record_key(&job.job_id, 0),
+            serde_json::to_vec(&first).expect("serializes"),
+        )
+        .await
+        .expect("storing the other attempt's record");
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    assert_eq!(fixture.until_settled(1).await, vec![("ack", 1)]);
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    let events = fixture.events(&job.batch_id).await;
+    let finished = finished(&events);
+    let JobEventKind::Finished {
+        artifacts, run_ms, ..
+    } = &finished[0].event
+    else {
+        unreachable!("filtered to finished events");
+    };
+    assert_eq!(artifacts, &vec![theirs], "the first stored record wins");
+    assert_eq!(*run_ms, 7);
+    // This attempt's own artifacts stay, unreferenced.
+    assert!(fixture.stored("batches/b1/jobs/f0/result.json").is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_of_another_protocol_is_handed_back_and_never_run() {
+    let fixture = Fixture::new();
+    let mut job = fixture.job();
+    job.protocol = PROTOCOL_VERSION + 1;
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    let log = fixture.until_settled(3).await;
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(log, vec![("nak", 1), ("nak", 2), ("ack", 3)]);
+    assert_eq!(fixture.runs(), 0);
+    let events = fixture.events(&job.batch_id).await;
+    assert_eq!(started(&events), 0);
+    let finished = finished(&events);
+    let JobEventKind::Finished { outcome, .. } = &finished[0].event else {
+        unreachable!("filtered to finished events");
+    };
+    let JobOutcome::Error { category, message } = outcome else {
+        panic!("an error: {outcome:?}");
+    };
+    assert_eq!(*category, ErrorCategory::Infra);
+    assert!(
+        message.contains(&format!("protocol {}", PROTOCOL_VERSION + 1)),
+        "{message}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_of_a_cancelled_batch_is_settled_without_starting() {
+    let mut fixture = Fixture::new();
+    let registry = MemBatchRegistry::new();
+    let job = fixture.job();
+    registry
+        .create(&BatchRecord {
+            batch_id: job.batch_id.clone(),
+            state: BatchState::Stopping,
+            spec_sha256: String::new(),
+            n_jobs: 1,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ok: None,
+            exit_code: None,
+            owner: None,
+            generation: 0,
+            kill_running: false,
+        })
+        .await
+        .expect("creating the record");
+    fixture.batches = Some(registry);
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    assert_eq!(fixture.until_settled(1).await, vec![("ack", 1)]);
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(fixture.runs(), 0);
+    let events = fixture.events(&job.batch_id).await;
+    assert_eq!(started(&events), 0, "{events:?}");
+    let finished = finished(&events);
+    let JobEventKind::Finished { outcome, .. } = &finished[0].event else {
+        unreachable!("filtered to finished events");
+    };
+    assert!(
+        matches!(outcome, JobOutcome::Error { category, .. } if *category == ErrorCategory::Cancelled),
+        "{outcome:?}"
+    );
+}
