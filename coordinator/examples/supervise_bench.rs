@@ -287,6 +287,7 @@ async fn work(queue: Arc<ChannelQueue>, events: Arc<PassEventLog>) {
                 harness_version: Some("2.0.0".into()),
                 exit_code: Some(0),
                 run_ms: 1200,
+                unstored_outcome: None,
             },
         };
         if events.publish(&event).await.is_err() {
