@@ -10,7 +10,8 @@
 //! executor against the stand-in `fake-harness` script), `help`, `distributed` (the fleet end to
 //! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
-//! `--kill-running`, resume, retries), `limits` (batch budget and model limits on three
+//! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and
+//! `cowork resume` of the local store), `limits` (batch budget and model limits on three
 //! workers), `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
@@ -31,6 +32,7 @@ mod harness;
 mod help;
 mod hostile;
 mod https;
+mod interrupt;
 mod limits;
 mod multihost;
 mod recovery;

@@ -268,11 +268,19 @@ mod tests {
         let mut second = log.subscribe(&batch, 1).await.expect("subscribe");
         assert_eq!(first.next().await.expect("one").expect("event").0, 1);
         assert_eq!(first.next().await.expect("one").expect("event").0, 2);
-        assert_eq!(log.n_kept(), 3, "the second subscriber has read nothing yet");
+        assert_eq!(
+            log.n_kept(),
+            3,
+            "the second subscriber has read nothing yet"
+        );
         assert_eq!(second.next().await.expect("one").expect("event").0, 1);
         assert_eq!(log.n_kept(), 2, "event 1 was read by both");
         drop(second);
-        assert_eq!(log.n_kept(), 1, "only b2's event is left once the slower reader is gone");
+        assert_eq!(
+            log.n_kept(),
+            1,
+            "only b2's event is left once the slower reader is gone"
+        );
         assert_eq!(log.last_sequence(&batch).await.expect("open"), 2);
         // A replay from below what was dropped cannot be served.
         match log.subscribe(&batch, 1).await {
