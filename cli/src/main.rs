@@ -50,6 +50,7 @@ fn main() -> ExitCode {
             Some(args.mode.batch_mode().envelope_command())
         }
         Command::Rollup(args) if args.output_format == args::OutputFormat::Json => Some("run"),
+        Command::Resume(args) if args.output_format == args::OutputFormat::Json => Some("run"),
         Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => {
             Some(args.mode.batch_mode().envelope_command())
         }
