@@ -201,6 +201,20 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
     }
 }
 
+/// The supervisor's settings of an embedded run: the window defaults to
+/// [`WINDOW_PER_SLOT`] jobs per slot.
+fn supervise_options(embedded: &EmbeddedRun) -> SuperviseOptions {
+    SuperviseOptions {
+        window: embedded
+            .window
+            .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT),
+        command: embedded.command.to_owned(),
+        usage_pause: embedded.usage_pause,
+        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
+        model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
+    }
+}
+
 /// What the embedded runner holds to stop a batch in stages.
 struct Stopper<'a> {
     plan: &'a Plan,
@@ -303,15 +317,7 @@ async fn run_locked(
         events: Arc::new(events),
         store: embedded.store.clone(),
     };
-    let options = SuperviseOptions {
-        window: embedded
-            .window
-            .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT),
-        command: embedded.command.to_owned(),
-        usage_pause: embedded.usage_pause,
-        usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
-    };
+    let options = supervise_options(embedded);
     let end = {
         let supervision = supervise(
             &ports,
