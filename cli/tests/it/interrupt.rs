@@ -329,6 +329,17 @@ fn resume(sandbox: &Sandbox, batch: &str) -> Output {
 
 #[test]
 fn first_ctrl_c_lets_running_jobs_finish_and_the_second_kills_every_harness_process() {
+    stop_in_two_stages("INT", true);
+}
+
+#[test]
+fn sigterm_stops_in_the_same_two_stages() {
+    stop_in_two_stages("TERM", false);
+}
+
+/// Interrupts a batch with two hanging jobs twice with `signal` and checks what each stage did;
+/// with `check_lock`, also that a resume is refused while the batch runs.
+fn stop_in_two_stages(signal: &str, check_lock: bool) {
     let sandbox = hanging_sandbox();
     let store = sandbox.store();
     let mut running = Running::start(sandbox.path(), &run_args(&store));
@@ -340,12 +351,14 @@ fn first_ctrl_c_lets_running_jobs_finish_and_the_second_kills_every_harness_proc
         .to_string_lossy()
         .into_owned();
 
-    // While it runs, the batch is locked: a resume would pay for its jobs a second time.
-    let out = resume(&sandbox, &batch);
-    out.expect_code(2)
-        .expect_stderr("is being run by another cowork process");
+    if check_lock {
+        // While it runs, the batch is locked: a resume would pay for its jobs a second time.
+        let out = resume(&sandbox, &batch);
+        out.expect_code(2)
+            .expect_stderr("is being run by another cowork process");
+    }
 
-    running.signal("INT");
+    running.signal(signal);
     // The two hanging jobs run; a passing one may still be between its upload and its ack.
     let line = running.line_with("stopping: waiting for ");
     let n_running = line
@@ -369,7 +382,7 @@ fn first_ctrl_c_lets_running_jobs_finish_and_the_second_kills_every_harness_proc
         running.context()
     );
 
-    running.signal("INT");
+    running.signal(signal);
     running.line_with("(Ctrl-C again to exit at once)");
     let code = running.exit_within(PROMPTLY);
     let context = running.context();
