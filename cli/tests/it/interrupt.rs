@@ -463,6 +463,8 @@ fn kill_9_takes_every_harness_along_and_resume_finishes_with_the_undisturbed_rol
         passed_inode,
         "a finished job was run or stored again"
     );
+    let scratch = store.join("work").join(&batch);
+    assert!(!scratch.exists(), "{} is left behind", scratch.display());
 
     // The same batch run undisturbed into another store: byte-identical rollup.
     let undisturbed = sandbox.path().join("undisturbed");
