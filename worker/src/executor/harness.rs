@@ -286,12 +286,20 @@ impl HarnessExecutor {
         let mut child = match self.command(&args, &work_dir).spawn() {
             Ok(child) => child,
             Err(err) => {
-                return not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
-                    message: format!(
+                let message = match &self.config.guard {
+                    None => format!(
                         "cannot start harness program {}: {err}",
                         self.config.program.display()
                     ),
+                    Some(guard) => format!(
+                        "cannot start the harness guard {} (for harness program {}): {err}",
+                        guard.display(),
+                        self.config.program.display()
+                    ),
+                };
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message,
                 });
             }
         };
