@@ -129,7 +129,7 @@ impl KillSwitch {
             .or_default()
             .clone();
         if !token.is_cancelled() {
-            tracing::warn!(batch_id = %batch_id, generation, "batch cancelled with its running jobs killed: killing its jobs");
+            tracing::warn!(batch_id = %batch_id, generation, "killing the running jobs of a cancelled batch");
             token.cancel();
         }
     }
