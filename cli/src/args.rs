@@ -83,12 +83,13 @@ batch's running jobs (their whole process groups) and skip its queued ones. Eith
 ends `cancelled`; `cowork resume` runs what is missing later."
     )]
     Cancel(CancelArgs),
-    /// Resume a done or cancelled batch: run again only the jobs with no stored result or an
-    /// infrastructure failure; finished jobs are kept as they are.
+    /// Resume a done, cancelled or interrupted batch: run again only the jobs with no stored
+    /// result, a killed run or an infrastructure failure; finished jobs are kept as they are.
     #[command(
         after_help = "The batch keeps its id; its generation goes up by one. The rollup \
 and envelope are computed again from every stored result, exactly as if the batch had run \
-undisturbed."
+undisturbed. A batch of the local store (`cowork run` stopped with Ctrl-C, or killed) is \
+finished in this process, like `cowork run`; any other batch is resumed by the coordinator."
     )]
     Resume(ResumeArgs),
     /// Print a batch's envelope (stdout) and summary (stderr); --download saves every file.
@@ -176,7 +177,10 @@ cowork submit scenarios/ --repeat 10 --coordinator http://coordinator:8700 --dry
             "cowork cancel 20261130-101500-a1b2c3
 cowork cancel latest --kill-running"
         }
-        "resume" => "cowork resume 20261130-101500-a1b2c3 --watch",
+        "resume" => {
+            "cowork resume 20261130-101500-a1b2c3 --watch
+cowork resume latest --store .cowork --slots 8"
+        }
         "report" => {
             "cowork report latest -o report.html
 cowork report .cowork/batches/20261130-101500-a1b2c3 -o report.html
@@ -587,19 +591,39 @@ pub struct CancelArgs {
 
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// The batch id (printed by `cowork submit`), `latest` or `latest~N`.
+    /// The batch id (printed by `cowork run` or `cowork submit`), `latest` or `latest~N`.
     pub batch: String,
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
     /// Follow the resumed batch to its end, like `cowork watch`.
     #[arg(long)]
     pub watch: bool,
-    /// Output on stdout (with --watch).
+    /// Output on stdout (with --watch, or for a batch of the local store).
     #[arg(long, value_enum, default_value = "human")]
     pub output_format: OutputFormat,
-    /// No progress line (with --watch).
+    /// No progress line (with --watch, or for a batch of the local store).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Local store holding the batch (as for `cowork run`): the batch is finished in this
+    /// process. Without it, a batch found in `.cowork` is finished here and any other id is
+    /// resumed by the coordinator.
+    #[arg(long, env = "COWORK_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Jobs run at once in this process (batch of the local store).
+    #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub slots: u16,
+    /// The cowork-harness program for the harness executor (batch of the local store).
+    #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+    pub harness_bin: PathBuf,
+    /// Jobs of the batch admitted ahead of results (default: 2 × slots; batch of the local
+    /// store).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub window: Option<usize>,
+    #[command(flatten)]
+    pub admission: AdmissionArgs,
+    /// Keep each job's scratch directory under <store>/work (batch of the local store).
+    #[arg(long)]
+    pub keep_work: bool,
 }
 
 #[derive(Debug, Args)]

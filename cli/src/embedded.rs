@@ -1,16 +1,29 @@
-//! The embedded fleet: one batch run to its decision inside this process (`cowork run`, and
-//! `cowork eval` without `--coordinator`).
+//! The embedded fleet: one batch run to its decision inside this process (`cowork run`,
+//! `cowork eval` without `--coordinator`, and `cowork resume` of a batch in the local store).
 //!
 //! It wires the same parts the distributed fleet uses — the supervisor, the worker's job loop
 //! and the reducer — to in-process ports: [`MemJobQueue`], [`MemEventLog`] and a
 //! [`DirArtifactStore`] under the store directory (default `.cowork/`). The policy of that wiring
-//! (deliveries per job, the admission window, the renewal pace) is named here, once.
+//! (deliveries per job, the admission window, the renewal pace, what each Ctrl-C does) is
+//! named here, once.
+//!
+//! Money is spent by harness processes, so stopping is staged: the first Ctrl-C (or SIGTERM)
+//! stops starting jobs and lets the running ones finish and be stored; the second kills their
+//! process groups (the same path as `cowork cancel --kill-running`: killed runs are not
+//! samples); the third exits at once. Every harness runs under a guard process
+//! (`cowork_worker::executor::guard`) that kills its process group if this process dies, so
+//! not even `kill -9` leaves a harness running. An interrupted batch keeps every finished
+//! job's record in the store, and [`resume`] finishes it.
+
+mod history;
+mod interrupt;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, anyhow};
 use cowork_coordinator::supervisor::{
     BatchOutcome, CoordinatorPorts, SharedModelLimits, SuperviseEnd, SuperviseError,
     SuperviseOptions, SuperviseSignals, supervise,
@@ -19,20 +32,25 @@ use cowork_core::limits::ModelLimit;
 use cowork_core::plan::Plan;
 use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::{PackedBundle, UnpackLimits};
-use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
-use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_fabric::embedded::{DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue};
+use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, QueueError};
 use cowork_schema::BatchId;
 use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchSpec, ExecutorKind, StoredBatch};
 use cowork_schema::job::Tier;
+use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_worker::executor::Executor;
 use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
 use cowork_worker::executor::sim::SimExecutor;
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::report::CliError;
+
+pub use history::resume;
+use interrupt::Interrupts;
 
 /// Deliveries of one job before an infrastructure failure before spend is final (choice C8):
 /// in one process a failure to start the harness rarely heals, so few retries are enough.
@@ -41,6 +59,16 @@ pub const MAX_DELIVER: u32 = 3;
 /// Jobs outstanding per slot when `--window` is not given: two keep every slot busy while the
 /// supervisor folds a finished job and admits the next.
 pub const WINDOW_PER_SLOT: usize = 2;
+
+/// The stored batch's spec, which also carries the lock of a batch being run (see
+/// [`lock_batch`]).
+const SPEC_FILE: &str = "spec.json";
+
+/// Exit code of a batch interrupted with Ctrl-C or SIGTERM, like a shell's.
+const INTERRUPTED_EXIT_CODE: i32 = 130;
+
+/// The store `cowork run` uses when `--store` is not given.
+const DEFAULT_STORE: &str = ".cowork";
 
 /// The embedded queue has no ack deadline (a job task that dies drops its delivery, which
 /// puts the job back at once); this only paces the executor's in-progress calls.
@@ -79,7 +107,7 @@ pub async fn store_batch(
         spec,
         plan: plan.summary(),
     };
-    let spec_key = format!("batches/{batch_id}/spec.json");
+    let spec_key = cowork_schema::layout::batch_key(batch_id, SPEC_FILE);
     let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
     spec_json.push(b'\n');
     store
@@ -89,7 +117,9 @@ pub async fn store_batch(
     Ok(())
 }
 
-/// The settings of a batch run in this process (`cowork run`, embedded `cowork eval`).
+/// The settings of a batch run in this process (`cowork run`, embedded `cowork eval`,
+/// `cowork resume` of a local batch).
+#[derive(Clone)]
 pub struct EmbeddedRun {
     pub store: Arc<DirArtifactStore>,
     pub store_dir: PathBuf,
@@ -112,15 +142,51 @@ pub async fn run_stored(
     plan: &Plan,
     what: &str,
 ) -> Result<BatchOutcome, CliError> {
-    let queue = MemJobQueue::new();
-    let events = MemEventLog::new();
-    let executor: Arc<dyn Executor> = match plan.executor {
-        ExecutorKind::Sim => Arc::new(SimExecutor::new()),
-        _ => Arc::new(HarnessExecutor::new(HarnessConfig::new(
-            &embedded.harness_bin,
+    let _lock = lock_batch(&embedded.store, &plan.batch_id)?;
+    run_locked(embedded, plan, what, MemEventLog::pruned_after_read()).await
+}
+
+/// Holds a stored batch for this process: an exclusive lock on its `spec.json`, released when
+/// the returned file is dropped or the process ends (even by SIGKILL). Two processes running
+/// the same batch — a `cowork resume` while the interrupted run is still draining — would run
+/// its jobs twice.
+fn lock_batch(store: &DirArtifactStore, batch_id: &BatchId) -> Result<std::fs::File, CliError> {
+    let key = cowork_schema::layout::batch_key(batch_id, SPEC_FILE);
+    let path = store
+        .path_of(&key)
+        .with_context(|| format!("locking batch {batch_id}"))?;
+    let file = std::fs::File::open(&path)
+        .with_context(|| format!("opening {} to lock batch {batch_id}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(CliError::Failed(anyhow!(
+            "batch {batch_id} is being run by another cowork process (it holds the lock on {}); \
+             wait for that process to end, or stop it with Ctrl-C",
+            path.display()
         ))),
-    };
-    let worker_config = WorkerConfig {
+        Err(std::fs::TryLockError::Error(error)) => Err(CliError::Failed(
+            anyhow::Error::new(error).context(format!("locking {}", path.display())),
+        )),
+    }
+}
+
+/// The executor of `plan`'s jobs. The harness runs under this binary's guard, so that no
+/// harness outlives this process.
+fn executor_for(embedded: &EmbeddedRun, plan: &Plan) -> Result<Arc<dyn Executor>, CliError> {
+    if plan.executor == ExecutorKind::Sim {
+        return Ok(Arc::new(SimExecutor::new()));
+    }
+    let guard = std::env::current_exe()
+        .context("finding the cowork executable, which guards every harness process")?;
+    Ok(Arc::new(HarnessExecutor::new(HarnessConfig {
+        guard: Some(guard),
+        ..HarnessConfig::new(&embedded.harness_bin)
+    })))
+}
+
+/// The worker of an embedded run: every tier, `slots` slots, scratch space under the store.
+fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
+    WorkerConfig {
         worker_id: format!("embedded-{}", std::process::id()),
         tiers: Tier::ALL.to_vec(),
         slots: usize::from(embedded.slots),
@@ -133,65 +199,237 @@ pub async fn run_stored(
         backoff: Backoff::default(),
         renew_every: None,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+    }
+}
+
+/// The supervisor's settings of an embedded run: the window defaults to
+/// [`WINDOW_PER_SLOT`] jobs per slot.
+fn supervise_options(embedded: &EmbeddedRun) -> SuperviseOptions {
+    let window = embedded
+        .window
+        .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT);
+    SuperviseOptions {
+        usage_pause: embedded.usage_pause,
+        model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
+        ..SuperviseOptions::new(window, embedded.command)
+    }
+}
+
+/// What the embedded runner holds to stop a batch in stages.
+struct Stopper<'a> {
+    plan: &'a Plan,
+    /// Supervision: `cancel` stops admission, `shutdown` ends supervision at once.
+    signals: SuperviseSignals,
+    /// The worker's shutdown: it stops pulling and lets running jobs finish and be stored.
+    stop_pulling: CancellationToken,
+    /// The worker follows this registry for kills, as a fleet worker follows the batches
+    /// bucket for `cancel --kill-running`.
+    kills: MemBatchRegistry,
+    stats: Arc<WorkerStats>,
+}
+
+impl Stopper<'_> {
+    /// Acts on the `received`-th Ctrl-C or SIGTERM.
+    async fn escalate(&self, received: u32) {
+        // Relaxed: the count is only shown to the user; no other memory depends on it.
+        let running = self.stats.jobs_running.load(Ordering::Relaxed);
+        let jobs = if running == 1 { "job" } else { "jobs" };
+        match received {
+            1 => {
+                self.signals.cancel.cancel();
+                self.stop_pulling.cancel();
+                crate::progress::note(&format!(
+                    "stopping: waiting for {running} running {jobs} (Ctrl-C again to kill them)"
+                ));
+            }
+            2 => {
+                let record = BatchRecord {
+                    batch_id: self.plan.batch_id.clone(),
+                    state: BatchState::Stopping,
+                    spec_sha256: String::new(),
+                    n_jobs: self.plan.n_jobs(),
+                    created_at_ms: 0,
+                    updated_at_ms: 0,
+                    ok: None,
+                    exit_code: None,
+                    owner: None,
+                    generation: self.plan.generation,
+                    kill_running: true,
+                };
+                // The in-process registry cannot fail to store a record of a new batch.
+                if let Err(error) = self.kills.create(&record).await {
+                    tracing::error!(error = %error, "killing the running jobs failed");
+                }
+                crate::progress::note(&format!(
+                    "killing {running} running {jobs} (Ctrl-C again to exit at once)"
+                ));
+            }
+            _ => {
+                // Exiting closes every guard's pipe, and each guard kills its job's process
+                // group: nothing keeps running, but the killed jobs leave no record.
+                crate::progress::note("exiting at once");
+                std::process::exit(INTERRUPTED_EXIT_CODE);
+            }
+        }
+    }
+}
+
+/// Runs `plan` with this process's worker and supervisor, `events` holding the batch's history
+/// so far (empty for a new batch). The caller holds the batch's lock.
+async fn run_locked(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    what: &str,
+    events: MemEventLog,
+) -> Result<BatchOutcome, CliError> {
+    let mut interrupts =
+        Interrupts::install().context("taking over Ctrl-C and SIGTERM for the batch")?;
+    let queue = MemJobQueue::new();
+    let stopper = Stopper {
+        plan,
+        signals: SuperviseSignals::default(),
+        stop_pulling: CancellationToken::new(),
+        kills: MemBatchRegistry::new(),
+        stats: Arc::new(WorkerStats::default()),
     };
     let worker_ports = WorkerPorts {
         queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
         events: Arc::new(events.clone()) as Arc<dyn EventLog>,
         store: embedded.store.clone() as Arc<dyn ArtifactStore>,
-        executor,
-        batches: None,
+        executor: executor_for(embedded, plan)?,
+        batches: Some(Arc::new(stopper.kills.clone()) as Arc<dyn BatchRegistry>),
     };
-    let shutdown = CancellationToken::new();
-    // Reaped below: the worker ends once the queue is closed.
-    let worker = tokio::spawn(cowork_worker::run(
-        worker_config,
+    // Reaped below, in every case: the worker ends once the queue is closed or it was told to
+    // stop pulling, and only after its running jobs are stored.
+    let mut worker = tokio::spawn(cowork_worker::run(
+        worker_config(embedded),
         worker_ports,
-        Arc::new(WorkerStats::default()),
-        shutdown.child_token(),
+        stopper.stats.clone(),
+        stopper.stop_pulling.clone(),
     ));
+    let mut worker_end = None;
 
     let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
     let renderer = (!embedded.quiet)
         .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
     let ports = CoordinatorPorts {
         queue: Arc::new(queue.clone()),
-        events: Arc::new(events.clone()),
+        events: Arc::new(events),
         store: embedded.store.clone(),
     };
-    let window = embedded
-        .window
-        .unwrap_or(usize::from(embedded.slots) * WINDOW_PER_SLOT);
-    let options = SuperviseOptions {
-        usage_pause: embedded.usage_pause,
-        model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
-        ..SuperviseOptions::new(window, embedded.command)
-    };
-    let ctrl_c = shutdown.clone();
-    // Ctrl-C cancels the batch; the watcher is detached and ends with the process.
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
+    let options = supervise_options(embedded);
+    let end = {
+        let supervision = supervise(
+            &ports,
+            plan,
+            &options,
+            &progress_tx,
+            SuperviseSignals {
+                shutdown: stopper.signals.shutdown.clone(),
+                cancel: stopper.signals.cancel.clone(),
+                // One process, one queue: nothing gives up on a job behind the worker's back.
+                lost_jobs: None,
+            },
+        );
+        tokio::pin!(supervision);
+        loop {
+            // Biased: an interrupt is acted on before anything else that is ready. Polling the
+            // pinned supervision and the join handle again later loses nothing.
+            tokio::select! {
+                biased;
+                received = interrupts.next() => stopper.escalate(received).await,
+                joined = &mut worker, if worker_end.is_none() => {
+                    // Without a worker nothing would ever finish: supervision ends too.
+                    worker_end = Some(joined);
+                    stopper.signals.shutdown.cancel();
+                }
+                end = &mut supervision => break end,
+            }
         }
-    });
-    // The embedded run has no batch cancel of its own: Ctrl-C ends the process (shutdown).
-    let signals = SuperviseSignals {
-        shutdown: shutdown.child_token(),
-        ..SuperviseSignals::default()
     };
-    let outcome = supervise(&ports, plan, &options, &progress_tx, signals).await;
     drop(progress_tx);
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
     queue.close();
-    let _ = worker.await;
-    match outcome {
+    let worker_end = match worker_end {
+        Some(worker_end) => worker_end,
+        None => drain_worker(&mut worker, &mut interrupts, &stopper).await,
+    };
+    if !embedded.keep_work {
+        remove_work_dirs(embedded, &plan.batch_id).await;
+    }
+    let interrupted = interrupts.received() > 0;
+    match end {
         Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
-        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
+        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) if interrupted => {
+            crate::progress::note(&interrupted_hint(embedded, &plan.batch_id));
             Err(CliError::Cancelled)
+        }
+        Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) => {
+            Err(CliError::Failed(
+                worker_ended_early(worker_end).context(format!("running {what} {}", plan.batch_id)),
+            ))
         }
         Err(error) => Err(CliError::Failed(
             anyhow::Error::new(error).context(format!("running {what} {}", plan.batch_id)),
         )),
     }
+}
+
+/// Removes the batch's scratch tree under `<store>/work`. The worker removes each job's
+/// attempt dir as the job ends, but the job dirs above them stay behind, empty: 4 KiB of
+/// directory per job, 4 GB for a million-job batch.
+async fn remove_work_dirs(embedded: &EmbeddedRun, batch_id: &BatchId) {
+    let dir = embedded.store_dir.join("work").join(batch_id.as_str());
+    // A big tree is blocking work (style rule 15); a leftover dir is only disk, so a failure
+    // is logged, not fatal.
+    let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err((dir, error)),
+        _ => Ok(()),
+    })
+    .await;
+    if let Ok(Err((dir, error))) = removed {
+        tracing::warn!(dir = %dir.display(), error = %error, "removing the batch's scratch dirs failed");
+    }
+}
+
+/// Waits for the worker to finish its running jobs, still acting on Ctrl-C meanwhile.
+async fn drain_worker(
+    worker: &mut JoinHandle<Result<(), QueueError>>,
+    interrupts: &mut Interrupts,
+    stopper: &Stopper<'_>,
+) -> Result<Result<(), QueueError>, tokio::task::JoinError> {
+    loop {
+        // Biased as above; the join handle may be polled again after an interrupt.
+        tokio::select! {
+            biased;
+            received = interrupts.next() => stopper.escalate(received).await,
+            joined = &mut *worker => return joined,
+        }
+    }
+}
+
+/// Why supervision ended without an interrupt: the worker loop stopped first.
+fn worker_ended_early(
+    worker_end: Result<Result<(), QueueError>, tokio::task::JoinError>,
+) -> anyhow::Error {
+    match worker_end {
+        Ok(Ok(())) => anyhow!("the job loop ended before the batch was decided"),
+        Ok(Err(error)) => anyhow::Error::new(error).context("the job loop failed"),
+        Err(error) => anyhow::Error::new(error).context("the job loop stopped"),
+    }
+}
+
+/// What an interrupted batch tells its user.
+fn interrupted_hint(embedded: &EmbeddedRun, batch_id: &BatchId) -> String {
+    let store = if embedded.store_dir == std::path::Path::new(DEFAULT_STORE) {
+        String::new()
+    } else {
+        format!(" --store {}", embedded.store_dir.display())
+    };
+    format!(
+        "batch {batch_id} interrupted: the finished jobs are stored; \
+         `cowork resume {batch_id}{store}` runs the others"
+    )
 }

@@ -18,6 +18,15 @@ use clap::Parser as _;
 use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
+    // `cowork __harness-guard <harness> <args…>` is the guard the harness executor starts
+    // around each harness process: no runtime, no tracing, no argument parsing of its own.
+    let mut raw_args = std::env::args_os();
+    if raw_args
+        .nth(1)
+        .is_some_and(|arg| arg == cowork_worker::executor::guard::GUARD_SUBCOMMAND)
+    {
+        cowork_worker::executor::guard::run_guard(raw_args);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return parse_failed(&error),
@@ -44,6 +53,7 @@ fn main() -> ExitCode {
             Some(args.mode.batch_mode().envelope_command())
         }
         Command::Rollup(args) if args.output_format == args::OutputFormat::Json => Some("run"),
+        Command::Resume(args) if args.output_format == args::OutputFormat::Json => Some("run"),
         Command::Submit(args) if args.watch && args.output_format == args::OutputFormat::Json => {
             Some(args.mode.batch_mode().envelope_command())
         }
@@ -67,7 +77,7 @@ fn main() -> ExitCode {
             Command::Cancel(args) => {
                 commands::remote::cancel(&args.client, &args.batch, args.kill_running).await
             }
-            Command::Resume(args) => commands::remote::resume(args).await,
+            Command::Resume(args) => commands::resume::run(args).await,
             Command::Results(args) => {
                 commands::remote::results(&args.client, &args.batch, args.download.as_deref()).await
             }

@@ -65,6 +65,17 @@ impl ProgressLine {
     }
 }
 
+/// Prints `line` on stderr on a line of its own, also while a progress line is redrawn in place
+/// (on a terminal the partial progress line is cleared first; the next redraw comes below).
+pub fn note(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    if stderr.is_terminal() {
+        let _ = write!(stderr, "\r\x1b[2K");
+    }
+    let _ = writeln!(stderr, "{line}");
+    let _ = stderr.flush();
+}
+
 fn draw(line: &str, tty: bool) {
     let mut stderr = std::io::stderr().lock();
     if tty {

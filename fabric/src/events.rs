@@ -20,6 +20,10 @@ pub enum EventError {
     /// A stored event could not be decoded.
     #[error("malformed event at sequence {seq}: {message}")]
     Malformed { seq: u64, message: String },
+    /// The log no longer keeps the events a subscription asked for: the oldest it can
+    /// replay is at `seq` (a log that drops events once they are read).
+    #[error("events before sequence {seq} are no longer kept")]
+    Pruned { seq: u64 },
 }
 
 impl EventError {

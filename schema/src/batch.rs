@@ -306,6 +306,16 @@ pub struct StoredBatch {
     pub plan: PlanSummary,
 }
 
+/// `batches/<batch>/generation.json`: how many times a batch of a local store was resumed.
+/// Each `cowork resume` of the local store writes the next generation before it runs a job, so
+/// every resume's jobs get keys and records of their own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredGeneration {
+    /// The latest resume generation (1 after the first resume).
+    pub generation: u32,
+}
+
 /// A simulation profile file (`--sim-profile`): `rules:` in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -220,6 +220,19 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// The `finished` event this record stands for: what the attempt that stored it published
+    /// (or would have), for a redelivery that reports it and for a resume that replays it.
+    pub fn finished_event(&self) -> JobEventKind {
+        JobEventKind::Finished {
+            outcome: self.outcome.clone(),
+            artifacts: self.artifacts.clone(),
+            harness_version: self.harness_version.clone(),
+            exit_code: self.exit_code,
+            run_ms: self.run_ms,
+            unstored_outcome: None,
+        }
+    }
+
     /// The stored artifact called `name` (`result.json`, …), if the attempt stored one.
     pub fn artifact(&self, name: &str) -> Option<&ArtifactRef> {
         self.artifacts

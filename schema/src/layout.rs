@@ -3,6 +3,7 @@
 //! ```text
 //! bundles/<sha256>.tar.zst
 //! batches/<batch>/spec.json, rollup.json, envelope.json, eval.json, report.html, …
+//! batches/<batch>/generation.json                      the resume generation (local store)
 //! batches/<batch>/jobs/<job>/result.json, …           artifacts of attempt 1 of generation 0
 //! batches/<batch>/jobs/<job>/g<G>a<A>/result.json, …  artifacts of any other attempt
 //! batches/<batch>/jobs/<job>/outcome.json             the job's record of generation 0
@@ -25,6 +26,11 @@ use crate::ids::{BatchId, JobId};
 
 /// The name of a job's record file.
 pub const JOB_RECORD_FILE: &str = "outcome.json";
+
+/// `batches/<batch>/generation.json`: the resume generation of a batch in a local store (a
+/// [`StoredGeneration`](crate::batch::StoredGeneration)); absent until its first local resume.
+/// A coordinator keeps the generation in the batch record instead.
+pub const GENERATION_FILE: &str = "generation.json";
 
 /// `batches/<batch>/<name>`: a batch-level file (`spec.json`, `rollup.json`, …).
 pub fn batch_key(batch: &BatchId, name: &str) -> String {

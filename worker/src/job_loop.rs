@@ -135,7 +135,7 @@ impl KillSwitch {
             .or_default()
             .clone();
         if !token.is_cancelled() {
-            tracing::warn!(batch_id = %batch_id, generation, "batch cancelled with --kill-running: killing its jobs");
+            tracing::warn!(batch_id = %batch_id, generation, "killing the running jobs of a cancelled batch");
             token.cancel();
         }
     }

@@ -120,18 +120,6 @@ pub(crate) fn skip_reason(record: &BatchRecord, generation: u32) -> Option<&'sta
     }
 }
 
-/// The `finished` event of a stored record.
-fn finished_event(record: &JobRecord) -> JobEventKind {
-    JobEventKind::Finished {
-        outcome: record.outcome.clone(),
-        artifacts: record.artifacts.clone(),
-        harness_version: record.harness_version.clone(),
-        exit_code: record.exit_code,
-        run_ms: record.run_ms,
-        unstored_outcome: None,
-    }
-}
-
 impl JobRun {
     /// Settles one delivery: the lease is held from here until the delivery is acked or
     /// handed back.
@@ -364,7 +352,7 @@ impl JobRun {
     /// published, the delivery is left to expire: the next one finds the record and publishes
     /// it without running the job again.
     async fn report_record(&self, held: &Held, record: &JobRecord) {
-        if !self.publish(held, finished_event(record)).await {
+        if !self.publish(held, record.finished_event()).await {
             tracing::error!(
                 "the finished event could not be published; the job's record is stored, so its next delivery reports it without running it"
             );

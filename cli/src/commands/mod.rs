@@ -7,6 +7,7 @@ pub mod dry_run;
 pub mod eval;
 pub mod remote;
 pub mod report;
+pub mod resume;
 pub mod rollup;
 pub mod run;
 pub mod trend;

@@ -226,8 +226,15 @@ async fn build_executor(
         WorkerExecutorArg::Harness => {
             // Checked at start-up: the harness answered its --version.
             let version = host_probe.harness.version().map(str::to_owned);
+            // Every harness runs under a guard (this binary, `cowork __harness-guard`) that
+            // kills its process group if this worker dies, even by SIGKILL or the OOM killer:
+            // a dead worker's jobs are delivered again, so its harnesses must not keep spending.
+            let config = HarnessConfig {
+                guard: std::env::current_exe().ok(),
+                ..HarnessConfig::new(&args.harness_bin)
+            };
             (
-                Arc::new(HarnessExecutor::new(HarnessConfig::new(&args.harness_bin))),
+                Arc::new(HarnessExecutor::new(config)),
                 "harness",
                 version,
             )

@@ -10,7 +10,8 @@
 //! executor against the stand-in `fake-harness` script), `help`, `distributed` (the fleet end to
 //! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
-//! `--kill-running`, resume, retries), `limits` (batch budget and model limits on three
+//! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and
+//! `cowork resume` of the local store), `limits` (batch budget and model limits on three
 //! workers), `budget` (per-unit budget and speculation bound with parallel slots),
 //! `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
@@ -40,6 +41,7 @@ mod help;
 mod history;
 mod hostile;
 mod https;
+mod interrupt;
 mod limits;
 mod multihost;
 mod readme;

@@ -1,6 +1,12 @@
 //! `MemEventLog`: an in-process, replayable event log.
+//!
+//! By default it keeps every event of every batch, so any subscriber can replay a batch from
+//! sequence 1. A log made with [`MemEventLog::pruned_after_read`] keeps an event only until
+//! every live subscriber of its batch has read it: `cowork run` has one reader (the batch's
+//! supervisor), so the log then holds the events in flight rather than the whole batch's
+//! history, and a million-job batch costs no memory per job here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -10,11 +16,52 @@ use tokio::sync::Notify;
 
 use crate::events::{EventError, EventLog, EventSubscription};
 
+/// What the log keeps of a batch's events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Retention {
+    /// Every event, for replay from any sequence.
+    #[default]
+    All,
+    /// An event until every live subscriber of its batch has read it. Events published while
+    /// the batch has no subscriber are kept for the first one.
+    UntilRead,
+}
+
+/// The events of one batch.
+#[derive(Default)]
+struct BatchLog {
+    /// Kept events with their global sequence numbers, in publish order.
+    events: VecDeque<(u64, JobEvent)>,
+    /// Sequence of the batch's newest event, kept or not; 0 before the first.
+    last_seq: u64,
+    /// Sequence of the newest event dropped by pruning; 0 when none was.
+    dropped_through: u64,
+    /// The next sequence each live subscription will read, by subscription id.
+    cursors: HashMap<u64, u64>,
+}
+
+impl BatchLog {
+    /// Drops the events every live subscriber has read. With no subscriber, nothing is dropped.
+    fn prune(&mut self) {
+        let Some(oldest_unread) = self.cursors.values().min().copied() else {
+            return;
+        };
+        while let Some((seq, _)) = self.events.front() {
+            if *seq >= oldest_unread {
+                break;
+            }
+            self.dropped_through = *seq;
+            self.events.pop_front();
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    /// Events per batch with their global sequence numbers, in publish order.
-    batches: HashMap<BatchId, Vec<(u64, JobEvent)>>,
+    batches: HashMap<BatchId, BatchLog>,
     last_seq: u64,
+    last_subscription: u64,
+    retention: Retention,
     closed: bool,
 }
 
@@ -26,14 +73,32 @@ pub struct MemEventLog {
 }
 
 impl MemEventLog {
+    /// A log that keeps every event (any subscriber may replay from sequence 1).
     pub fn new() -> MemEventLog {
         MemEventLog::default()
+    }
+
+    /// A log that drops each event once every live subscriber of its batch has read it. A
+    /// subscription that starts below a dropped event fails with [`EventError::Pruned`].
+    pub fn pruned_after_read() -> MemEventLog {
+        let log = MemEventLog::default();
+        log.lock().retention = Retention::UntilRead;
+        log
     }
 
     /// Closes the log: subscribers drain what is stored and then get `None`.
     pub fn close(&self) {
         self.lock().closed = true;
         self.notify.notify_waiters();
+    }
+
+    /// Events held in memory now, over all batches.
+    pub fn n_kept(&self) -> usize {
+        self.lock()
+            .batches
+            .values()
+            .map(|batch| batch.events.len())
+            .sum()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -53,11 +118,9 @@ impl EventLog for MemEventLog {
         }
         state.last_seq += 1;
         let seq = state.last_seq;
-        state
-            .batches
-            .entry(event.batch_id.clone())
-            .or_default()
-            .push((seq, event.clone()));
+        let batch = state.batches.entry(event.batch_id.clone()).or_default();
+        batch.last_seq = seq;
+        batch.events.push_back((seq, event.clone()));
         drop(state);
         self.notify.notify_waiters();
         Ok(seq)
@@ -68,26 +131,40 @@ impl EventLog for MemEventLog {
         batch: &BatchId,
         from_seq: u64,
     ) -> Result<Box<dyn EventSubscription>, EventError> {
+        let next_seq = from_seq.max(1);
+        let mut state = self.lock();
+        state.last_subscription += 1;
+        let id = state.last_subscription;
+        let retention = state.retention;
+        let log = state.batches.entry(batch.clone()).or_default();
+        if next_seq <= log.dropped_through {
+            return Err(EventError::Pruned {
+                seq: log.dropped_through + 1,
+            });
+        }
+        if retention == Retention::UntilRead {
+            log.cursors.insert(id, next_seq);
+        }
+        drop(state);
         Ok(Box::new(MemSubscription {
             log: self.clone(),
             batch: batch.clone(),
-            next_seq: from_seq.max(1),
+            id,
+            next_seq,
         }))
     }
 
     async fn last_sequence(&self, batch: &BatchId) -> Result<u64, EventError> {
         let state = self.lock();
-        Ok(state
-            .batches
-            .get(batch)
-            .and_then(|events| events.last())
-            .map_or(0, |(seq, _)| *seq))
+        Ok(state.batches.get(batch).map_or(0, |log| log.last_seq))
     }
 }
 
 struct MemSubscription {
     log: MemEventLog,
     batch: BatchId,
+    /// Key of this subscription's cursor in its batch's log (pruning logs only).
+    id: u64,
     next_seq: u64,
 }
 
@@ -99,19 +176,37 @@ impl EventSubscription for MemSubscription {
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let state = self.log.lock();
-                if let Some(events) = state.batches.get(&self.batch) {
-                    let position = events.partition_point(|(seq, _)| *seq < self.next_seq);
-                    if let Some((seq, event)) = events.get(position) {
-                        self.next_seq = seq + 1;
-                        return Some(Ok((*seq, event.clone())));
+                let mut state = self.log.lock();
+                let closed = state.closed;
+                let retention = state.retention;
+                if let Some(log) = state.batches.get_mut(&self.batch) {
+                    let position = log.events.partition_point(|(seq, _)| *seq < self.next_seq);
+                    if let Some((seq, event)) = log.events.get(position) {
+                        let item = (*seq, event.clone());
+                        self.next_seq = item.0 + 1;
+                        if retention == Retention::UntilRead {
+                            log.cursors.insert(self.id, self.next_seq);
+                            log.prune();
+                        }
+                        return Some(Ok(item));
                     }
                 }
-                if state.closed {
+                if closed {
                     return None;
                 }
             }
             notified.await;
+        }
+    }
+}
+
+impl Drop for MemSubscription {
+    fn drop(&mut self) {
+        let mut state = self.log.lock();
+        if let Some(log) = state.batches.get_mut(&self.batch)
+            && log.cursors.remove(&self.id).is_some()
+        {
+            log.prune();
         }
     }
 }
@@ -158,5 +253,58 @@ mod tests {
         let mut sub = log.subscribe(&batch, 2).await.expect("subscribe");
         assert_eq!(sub.next().await.expect("one").expect("event").0, 3);
         assert!(sub.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_pruning_log_keeps_only_what_a_live_subscriber_has_not_read() {
+        let log = MemEventLog::pruned_after_read();
+        let batch = BatchId::new("b1").expect("valid literal");
+        // Published before anyone subscribed: kept for the first subscriber (resume history).
+        log.publish(&started("b1", 0)).await.expect("open");
+        log.publish(&started("b1", 1)).await.expect("open");
+        log.publish(&started("b2", 0)).await.expect("open");
+        assert_eq!(log.n_kept(), 3);
+        let mut first = log.subscribe(&batch, 1).await.expect("subscribe");
+        let mut second = log.subscribe(&batch, 1).await.expect("subscribe");
+        assert_eq!(first.next().await.expect("one").expect("event").0, 1);
+        assert_eq!(first.next().await.expect("one").expect("event").0, 2);
+        assert_eq!(
+            log.n_kept(),
+            3,
+            "the second subscriber has read nothing yet"
+        );
+        assert_eq!(second.next().await.expect("one").expect("event").0, 1);
+        assert_eq!(log.n_kept(), 2, "event 1 was read by both");
+        drop(second);
+        assert_eq!(
+            log.n_kept(),
+            1,
+            "only b2's event is left once the slower reader is gone"
+        );
+        assert_eq!(log.last_sequence(&batch).await.expect("open"), 2);
+        // A replay from below what was dropped cannot be served.
+        match log.subscribe(&batch, 1).await {
+            Err(EventError::Pruned { seq }) => assert_eq!(seq, 3),
+            Err(other) => panic!("expected a pruned error, got {other}"),
+            Ok(_) => panic!("expected a pruned error, got a subscription"),
+        }
+        log.publish(&started("b1", 2)).await.expect("open");
+        assert_eq!(first.next().await.expect("one").expect("event").0, 4);
+        assert_eq!(log.n_kept(), 1);
+        log.close();
+        assert!(first.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_default_log_keeps_everything_after_reading() {
+        let log = MemEventLog::new();
+        let batch = BatchId::new("b1").expect("valid literal");
+        log.publish(&started("b1", 0)).await.expect("open");
+        let mut sub = log.subscribe(&batch, 1).await.expect("subscribe");
+        assert_eq!(sub.next().await.expect("one").expect("event").0, 1);
+        drop(sub);
+        assert_eq!(log.n_kept(), 1);
+        let mut again = log.subscribe(&batch, 1).await.expect("subscribe");
+        assert_eq!(again.next().await.expect("one").expect("event").0, 1);
     }
 }

@@ -17,6 +17,7 @@ struct State {
     /// Job ids published and not yet acked: a second publish of one of them is dropped, like a
     /// JetStream publish with a repeated `Nats-Msg-Id` inside the duplicate window.
     unsettled: HashSet<String>,
+    /// Deliveries so far of each job not yet acked.
     attempts: HashMap<String, u32>,
     closed: bool,
 }
@@ -158,7 +159,11 @@ impl MemAcker {
 impl Acker for MemAcker {
     async fn ack(&self) -> Result<(), QueueError> {
         if let Some(job) = self.take() {
-            self.queue.lock().unsettled.remove(&job.message_id());
+            // A settled job keeps no state: a batch of a million jobs costs no memory here.
+            let message_id = job.message_id();
+            let mut state = self.queue.lock();
+            state.unsettled.remove(&message_id);
+            state.attempts.remove(&message_id);
         }
         Ok(())
     }
@@ -250,6 +255,13 @@ mod tests {
             .await
             .expect("open queue");
         assert_eq!(queue.n_ready(), 1);
+        // An acked job left nothing behind: its next publish is a first delivery again.
+        let again = queue
+            .pull(&[Tier::Container])
+            .await
+            .expect("pull")
+            .expect("a job");
+        assert_eq!(again.attempt, 1);
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@
 //!
 //! The job's hard timeout (contract C13) and cancellation both kill the whole process group at
 //! once; the group is also killed after the leader exits, so no grandchild outlives the job.
+//! With [`HarnessConfig::guard`] set, the process is the harness guard ([`super::guard`]),
+//! which also kills the group when this process dies, so no harness outlives the worker.
 //! Stdout and stderr are read concurrently and bounded, so a chatty child can neither deadlock on
 //! a full pipe nor exhaust memory. Classification itself is the pure [`super::classify`].
 
@@ -90,6 +92,12 @@ pub struct HarnessConfig {
     /// Most bytes of stdout kept (the tail: the envelope is the last line) and of stderr kept
     /// (the head). Default [`DEFAULT_STDOUT_LIMIT_BYTES`].
     pub stdout_limit_bytes: usize,
+    /// A program that runs [`super::guard::run_guard`] when given
+    /// [`GUARD_SUBCOMMAND`](super::guard::GUARD_SUBCOMMAND) first (the `cowork` binary). When
+    /// set, every harness runs under a guard that kills the job's whole process group if this
+    /// process dies, even by SIGKILL. Default none: the harness is started directly and is
+    /// killed only on timeout, cancel or a clean shutdown.
+    pub guard: Option<PathBuf>,
 }
 
 impl HarnessConfig {
@@ -112,6 +120,7 @@ impl Default for HarnessConfig {
                 .collect(),
             extra_env: Vec::new(),
             stdout_limit_bytes: DEFAULT_STDOUT_LIMIT_BYTES,
+            guard: None,
         }
     }
 }
@@ -189,6 +198,7 @@ impl HarnessExecutor {
     }
 
     /// Builds the child command: cleared environment, empty cwd, piped output, own session.
+    /// With a guard, the child is the guard and its stdin is the pipe it watches.
     fn command(&self, args: &[OsString], work_dir: &Path) -> Command {
         let program = &self.config.program;
         // A bare name is looked up on PATH; a relative path with a directory part would be
@@ -198,12 +208,25 @@ impl HarnessExecutor {
         } else {
             program.clone()
         };
-        let mut command = Command::new(program);
+        let mut command = match &self.config.guard {
+            None => {
+                let mut command = Command::new(program);
+                command.stdin(Stdio::null());
+                command
+            }
+            Some(guard) => {
+                let mut command = Command::new(guard);
+                command
+                    .arg(super::guard::GUARD_SUBCOMMAND)
+                    .arg(program)
+                    .stdin(Stdio::piped());
+                command
+            }
+        };
         command
             .args(args)
             .current_dir(work_dir)
             .env_clear()
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // A safety net only: the group is killed explicitly on every path below.
@@ -263,16 +286,27 @@ impl HarnessExecutor {
         let mut child = match self.command(&args, &work_dir).spawn() {
             Ok(child) => child,
             Err(err) => {
-                return not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
-                    message: format!(
+                let message = match &self.config.guard {
+                    None => format!(
                         "cannot start harness program {}: {err}",
                         self.config.program.display()
                     ),
+                    Some(guard) => format!(
+                        "cannot start the harness guard {} (for harness program {}): {err}",
+                        guard.display(),
+                        self.config.program.display()
+                    ),
+                };
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message,
                 });
             }
         };
         tracing::debug!(job_id = %job.job_id, pid = child.id(), "harness started");
+        // The guard's end of life: held until the job is over. Dropping it early, or this
+        // process dying, tells the guard to kill the job's process group.
+        let _guard_pipe = child.stdin.take();
         let finished = match self.supervise_and_capture(&mut child, job, cancel).await {
             Ok(finished) => finished,
             Err((err, stderr)) => {
@@ -290,6 +324,14 @@ impl HarnessExecutor {
                 };
             }
         };
+        if self.config.guard.is_some()
+            && let Some(message) = guard_spawn_failure(&finished)
+        {
+            return not_started(Classified::Infra {
+                class: InfraClass::Spawn,
+                message,
+            });
+        }
         self.finish(job, &work_dir, finished).await
     }
 
@@ -476,6 +518,20 @@ pub(crate) fn not_started(classified: Classified) -> ExecOutput {
         artifacts: Vec::new(),
         run_ms: 0,
     }
+}
+
+/// The guard's message when it could not start the harness (the harness never ran), else
+/// `None`.
+fn guard_spawn_failure(finished: &Finished) -> Option<String> {
+    if finished.end != ProcessEnd::Exited(super::guard::SPAWN_FAILED_EXIT_CODE) {
+        return None;
+    }
+    let stderr = String::from_utf8_lossy(&finished.stderr.bytes);
+    let message = stderr.strip_prefix(super::guard::SPAWN_FAILED_PREFIX)?;
+    Some(format!(
+        "cannot start harness program {}",
+        message.lines().next().unwrap_or_default()
+    ))
 }
 
 /// `harness.stderr.log`: the CLI's own stderr, with a note when it was cut.

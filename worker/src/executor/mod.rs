@@ -7,6 +7,8 @@
 //!
 //! Modules:
 //! - [`harness`]: the real `cowork-harness` CLI as a child process in its own session.
+//! - [`guard`]: the optional supervisor process between the worker and one harness that kills
+//!   the harness's process group when the worker dies.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome (contract §1.6,
 //!   §7.3).
@@ -14,6 +16,7 @@
 
 pub mod classify;
 pub mod container;
+pub mod guard;
 pub mod harness;
 pub mod sim;
 

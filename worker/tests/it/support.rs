@@ -89,6 +89,7 @@ pub fn fake_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> H
         passthrough_env: PASSTHROUGH.iter().map(|name| (*name).to_owned()).collect(),
         extra_env: env,
         stdout_limit_bytes,
+        guard: None,
     })
 }
 

@@ -1,0 +1,106 @@
+//! `cowork resume <batch>`: a batch of the local store is finished in this process, like
+//! `cowork run` would have finished it; any other batch is resumed by the coordinator.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use cowork_fabric::embedded::DirArtifactStore;
+use cowork_schema::BatchId;
+use cowork_schema::batch::BatchMode;
+
+use crate::args::{OutputFormat, ResumeArgs};
+use crate::report::CliError;
+
+/// The store searched when `--store` is not given.
+const DEFAULT_STORE: &str = ".cowork";
+
+/// `cowork resume`.
+pub async fn run(args: ResumeArgs) -> Result<i32, CliError> {
+    match local_store(&args)? {
+        Some(store) => resume_local(&args, &store).await,
+        None => super::remote::resume(args).await,
+    }
+}
+
+/// The local store holding the batch, or `None` when the coordinator should resume it: with
+/// `--store`, the batch must be in that store; without it, the batch is local when `.cowork`
+/// holds it.
+fn local_store(args: &ResumeArgs) -> Result<Option<PathBuf>, CliError> {
+    let batch_id =
+        BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
+    let (store, explicit) = match &args.store {
+        Some(store) => (store.clone(), true),
+        None => (PathBuf::from(DEFAULT_STORE), false),
+    };
+    if holds_batch(&store, &batch_id) {
+        return Ok(Some(store));
+    }
+    if explicit {
+        return Err(CliError::usage(format!(
+            "--store: {} holds no batch {batch_id} (no batches/{batch_id}/spec.json); give the \
+             store the batch was run with",
+            store.display()
+        )));
+    }
+    Ok(None)
+}
+
+fn holds_batch(store: &Path, batch_id: &BatchId) -> bool {
+    store
+        .join("batches")
+        .join(batch_id.as_str())
+        .join("spec.json")
+        .is_file()
+}
+
+/// Finishes a batch of the local store and ends like `cowork run`: the summary on stderr, the
+/// envelope on stdout with `--output-format json`, the verdict's exit code.
+async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliError> {
+    let batch_id =
+        BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
+    let store = Arc::new(DirArtifactStore::new(store_dir));
+    let embedded = crate::embedded::EmbeddedRun {
+        store: store.clone(),
+        store_dir: store_dir.to_path_buf(),
+        harness_bin: args.harness_bin.clone(),
+        slots: args.slots,
+        window: args.window,
+        usage_pause: crate::connect::duration_arg(
+            "--usage-limit-pause",
+            &args.admission.usage_limit_pause,
+        )?,
+        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        keep_work: args.keep_work,
+        quiet: args.quiet,
+        started: Instant::now(),
+        // `resume` uses the stored batch's own command (`run`, `record`, `replay`, `eval`).
+        command: BatchMode::Run.envelope_command(),
+    };
+    let resumed = crate::embedded::resume(&embedded, &batch_id).await?;
+    let outcome = resumed.outcome;
+    if resumed.plan.mode == BatchMode::Eval {
+        // The eval report of an eval batch, as the coordinator stores it when it decides one.
+        cowork_coordinator::eval::store_eval_document(store.as_ref(), &resumed.plan, &outcome)
+            .await
+            .with_context(|| format!("storing the eval report of batch {batch_id}"))?;
+    }
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(
+            &outcome.envelope_head,
+            outcome.exit_code
+        ))
+    );
+    eprintln!(
+        "results: {}",
+        store_dir.join("batches").join(batch_id.as_str()).display()
+    );
+    if args.output_format == OutputFormat::Json {
+        outcome
+            .copy_envelope_to(&mut std::io::stdout().lock())
+            .context("printing the envelope")?;
+    }
+    Ok(outcome.exit_code)
+}

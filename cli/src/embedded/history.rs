@@ -1,0 +1,342 @@
+//! Finishing a batch of the local store: `cowork resume <batch>` without a coordinator.
+//!
+//! The store holds all a resume needs. The spec and the bundle give the plan again, made by the
+//! same intake a coordinator runs at start-up, so job ids and units are those of the first run.
+//! Each job's record (`outcome.json`) is replayed into a fresh event log as that job's
+//! `finished` event, and the batch's generation goes up by one. The supervisor's catch-up then
+//! folds those events as it folds a restarted coordinator's stream: finished jobs are kept and
+//! never run again, killed runs and infrastructure failures of earlier generations are set
+//! aside and run again, together with the jobs that never ran. With the same outcomes, the
+//! rollup is byte for byte the one of an undisturbed run.
+
+use anyhow::{Context, anyhow};
+use cowork_coordinator::supervisor::BatchOutcome;
+use cowork_core::plan::Plan;
+use cowork_fabric::bundle::UnpackLimits;
+use cowork_fabric::embedded::{DirArtifactStore, MemEventLog};
+use cowork_fabric::{ArtifactError, ArtifactStore, EventLog};
+use cowork_schema::batch::{StoredBatch, StoredGeneration};
+use cowork_schema::event::{ArtifactRef, JobEvent, JobOutcome, JobRecord};
+use cowork_schema::ids::{BatchId, JobId};
+use cowork_schema::job::PROTOCOL_VERSION;
+use cowork_schema::layout;
+
+use super::{EmbeddedRun, SPEC_FILE, lock_batch, run_locked};
+use crate::report::CliError;
+
+/// Stored records read at once: each read is a small file on a local disk.
+const PARALLEL_READS: usize = 32;
+
+/// Worker id of a replayed record that does not name its worker (an outcome written before
+/// job records carried one).
+const UNKNOWN_WORKER: &str = "unknown";
+
+/// A local batch finished by [`resume`].
+pub struct ResumedBatch {
+    /// The batch's plan, at its new generation.
+    pub plan: Plan,
+    pub outcome: BatchOutcome,
+}
+
+/// Finishes the batch `batch_id` of the local store in this process: replans it from its spec
+/// and bundle, replays its stored job records, and runs what has no final outcome. The
+/// envelope's command is the stored batch's own, whatever `embedded.command` says.
+pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<ResumedBatch, CliError> {
+    let store = embedded.store.as_ref();
+    let _lock = lock_batch(store, batch_id)?;
+    let stored = read_stored_batch(store, batch_id).await?;
+    let embedded = &EmbeddedRun {
+        command: stored.spec.mode.envelope_command(),
+        ..embedded.clone()
+    };
+    let mut plan = replan(embedded, batch_id, &stored).await?;
+    let previous = read_generation(store, batch_id).await?;
+    let Some(generation) = previous.checked_add(1) else {
+        return Err(CliError::Failed(anyhow!(
+            "batch {batch_id} was resumed {previous} times; it cannot be resumed again"
+        )));
+    };
+    // Stored before any job runs: a resume that is interrupted in turn still used its
+    // generation, so the next resume never writes the same attempt keys or records.
+    write_generation(store, batch_id, generation).await?;
+    plan.generation = generation;
+
+    let events = MemEventLog::pruned_after_read();
+    let n_replayed = replay_records(store, &plan, previous, &events).await?;
+    if !embedded.quiet {
+        eprintln!(
+            "batch {batch_id}: resumed in this process (generation {generation}) from \
+             {n_replayed} stored job outcomes of {} jobs; jobs without one, killed runs and \
+             infrastructure failures run now",
+            plan.n_jobs()
+        );
+    }
+    let outcome = run_locked(embedded, &plan, "batch", events).await?;
+    Ok(ResumedBatch { plan, outcome })
+}
+
+/// `batches/<id>/spec.json`.
+async fn read_stored_batch(
+    store: &DirArtifactStore,
+    batch_id: &BatchId,
+) -> Result<StoredBatch, CliError> {
+    let key = layout::batch_key(batch_id, SPEC_FILE);
+    let bytes = store
+        .get(&key)
+        .await
+        .with_context(|| format!("reading {key}"))?;
+    let stored: StoredBatch =
+        serde_json::from_slice(&bytes).with_context(|| format!("{key} is not a batch spec"))?;
+    if stored.batch_id != *batch_id {
+        return Err(CliError::Failed(anyhow!(
+            "{key} describes batch {}, not {batch_id}",
+            stored.batch_id
+        )));
+    }
+    Ok(stored)
+}
+
+/// The plan of a stored batch, made again from its spec and bundle (the coordinator's intake:
+/// the same checks, the same job ids).
+async fn replan(
+    embedded: &EmbeddedRun,
+    batch_id: &BatchId,
+    stored: &StoredBatch,
+) -> Result<Plan, CliError> {
+    let bundle_key = layout::bundle_key(&stored.spec.bundle_sha256);
+    let bundle = embedded
+        .store
+        .get(&bundle_key)
+        .await
+        .with_context(|| format!("reading the bundle of batch {batch_id} ({bundle_key})"))?;
+    let scratch = embedded.store_dir.join("work").join("replan");
+    let spec = stored.spec.clone();
+    let id = batch_id.clone();
+    // Unpacking and planning is blocking work (style rule 15).
+    let planned = tokio::task::spawn_blocking(move || {
+        cowork_coordinator::intake::plan_from_bundle(
+            &spec,
+            &bundle,
+            id,
+            &scratch,
+            &UnpackLimits::default(),
+        )
+    })
+    .await
+    .context("planning task failed")?;
+    let plan = planned.map_err(|problems| {
+        CliError::Failed(anyhow!(
+            "batch {batch_id} cannot be planned again from its stored spec and bundle:\n  {}",
+            problems.join("\n  ")
+        ))
+    })?;
+    if plan.summary() != stored.plan {
+        return Err(CliError::Failed(anyhow!(
+            "batch {batch_id}: its stored spec and bundle plan other jobs than the batch ran \
+             (spec.json's plan differs); it cannot be resumed"
+        )));
+    }
+    Ok(plan)
+}
+
+/// The batch's latest resume generation: 0 for a batch never resumed.
+async fn read_generation(store: &DirArtifactStore, batch_id: &BatchId) -> Result<u32, CliError> {
+    let key = layout::batch_key(batch_id, layout::GENERATION_FILE);
+    match store.get(&key).await {
+        Ok(bytes) => {
+            let stored: StoredGeneration = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{key} is not a generation record"))?;
+            Ok(stored.generation)
+        }
+        Err(ArtifactError::NotFound { .. }) => Ok(0),
+        Err(error) => Err(CliError::Failed(
+            anyhow::Error::new(error).context(format!("reading {key}")),
+        )),
+    }
+}
+
+async fn write_generation(
+    store: &DirArtifactStore,
+    batch_id: &BatchId,
+    generation: u32,
+) -> Result<(), CliError> {
+    let key = layout::batch_key(batch_id, layout::GENERATION_FILE);
+    let mut bytes = serde_json::to_vec_pretty(&StoredGeneration { generation })
+        .context("serializing the generation record")?;
+    bytes.push(b'\n');
+    store
+        .put(&key, bytes)
+        .await
+        .with_context(|| format!("storing {key}"))?;
+    Ok(())
+}
+
+/// Publishes the newest stored record of every job of `plan` (generations `previous` down to
+/// 0) as its `finished` event; returns how many jobs had one. Jobs are read in index order, a
+/// few at a time, and nothing but the event log holds them.
+async fn replay_records(
+    store: &DirArtifactStore,
+    plan: &Plan,
+    previous: u32,
+    events: &MemEventLog,
+) -> Result<u64, CliError> {
+    use futures::StreamExt;
+    let reads = plan.jobs().map(|job| async move {
+        let record = newest_record(store, &job.job_id, previous).await;
+        (job.job_id, record)
+    });
+    let mut records = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    let mut n_replayed = 0;
+    while let Some((job_id, record)) = records.next().await {
+        let Some(record) = record? else {
+            continue;
+        };
+        let event = finished_event(&plan.batch_id, job_id, record);
+        events
+            .publish(&event)
+            .await
+            .context("replaying the stored job records")?;
+        n_replayed += 1;
+    }
+    Ok(n_replayed)
+}
+
+/// The record of `job_id` from the newest generation that stored one, if any.
+async fn newest_record(
+    store: &DirArtifactStore,
+    job_id: &JobId,
+    previous: u32,
+) -> Result<Option<JobRecord>, CliError> {
+    for generation in (0..=previous).rev() {
+        let key = layout::job_record_key(job_id, generation);
+        let bytes = match store.get(&key).await {
+            Ok(bytes) => bytes,
+            Err(ArtifactError::NotFound { .. }) => continue,
+            Err(error) => {
+                return Err(CliError::Failed(
+                    anyhow::Error::new(error).context(format!("reading {key}")),
+                ));
+            }
+        };
+        let record = match parse_record(&bytes) {
+            Some(StoredRecord::Record(record)) => record,
+            Some(StoredRecord::Bare(outcome)) => bare_record(store, job_id, outcome).await?,
+            None => {
+                return Err(CliError::Failed(anyhow!(
+                    "{key} is neither a job record nor a job outcome; remove it to run job \
+                     {job_id} again"
+                )));
+            }
+        };
+        return Ok(Some(record));
+    }
+    Ok(None)
+}
+
+/// The two shapes of a stored `outcome.json`.
+#[derive(Debug, PartialEq)]
+enum StoredRecord {
+    /// A job record: the outcome, the artifacts' references, attempt, generation, worker.
+    Record(JobRecord),
+    /// A bare outcome, written before job records existed; its artifacts are at the job's flat
+    /// path.
+    Bare(JobOutcome),
+}
+
+fn parse_record(bytes: &[u8]) -> Option<StoredRecord> {
+    if let Ok(record) = serde_json::from_slice::<JobRecord>(bytes) {
+        return Some(StoredRecord::Record(record));
+    }
+    serde_json::from_slice::<JobOutcome>(bytes)
+        .ok()
+        .map(StoredRecord::Bare)
+}
+
+/// A record for a bare outcome: attempt 1 of generation 0 at the job's flat path, with the
+/// reference of its `result.json` when the run completed.
+async fn bare_record(
+    store: &DirArtifactStore,
+    job_id: &JobId,
+    outcome: JobOutcome,
+) -> Result<JobRecord, CliError> {
+    let mut artifacts = Vec::new();
+    if matches!(outcome, JobOutcome::Completed { .. }) {
+        let key = layout::artifact_key(job_id, 0, 1, "result.json");
+        let bytes = store
+            .get(&key)
+            .await
+            .with_context(|| format!("reading {key}, the result of a completed job"))?;
+        artifacts.push(ArtifactRef {
+            size: bytes.len() as u64,
+            sha256: cowork_fabric::sha256_hex(&bytes),
+            key,
+        });
+    }
+    Ok(JobRecord {
+        outcome,
+        artifacts,
+        attempt: 1,
+        generation: 0,
+        worker_id: UNKNOWN_WORKER.to_owned(),
+        harness_version: None,
+        exit_code: None,
+        run_ms: 0,
+    })
+}
+
+/// The `finished` event a stored record stands for.
+fn finished_event(batch_id: &BatchId, job_id: JobId, record: JobRecord) -> JobEvent {
+    JobEvent {
+        protocol: PROTOCOL_VERSION,
+        batch_id: batch_id.clone(),
+        job_id,
+        attempt: record.attempt.max(1),
+        generation: record.generation,
+        event: record.finished_event(),
+        worker_id: record.worker_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cowork_schema::event::ErrorCategory;
+
+    use super::*;
+
+    fn check(text: &str, expect: Option<StoredRecord>) {
+        assert_eq!(parse_record(text.as_bytes()), expect, "{text}");
+    }
+
+    #[test]
+    fn both_shapes_of_a_stored_outcome_are_read() {
+        let killed = JobOutcome::Error {
+            category: ErrorCategory::Cancelled,
+            message: "killed".to_owned(),
+        };
+        check(
+            r#"{"kind":"error","category":"cancelled","message":"killed"}"#,
+            Some(StoredRecord::Bare(killed.clone())),
+        );
+        check(
+            r#"{"outcome":{"kind":"error","category":"cancelled","message":"killed"},
+                "artifacts":[{"key":"batches/b/jobs/f0/g1a2/harness.stderr.log","size":0,"sha256":"e3"}],
+                "attempt":2,"generation":1,"workerId":"w","runMs":5,"addedLater":true}"#,
+            Some(StoredRecord::Record(JobRecord {
+                outcome: killed,
+                artifacts: vec![ArtifactRef {
+                    key: "batches/b/jobs/f0/g1a2/harness.stderr.log".to_owned(),
+                    size: 0,
+                    sha256: "e3".to_owned(),
+                }],
+                attempt: 2,
+                generation: 1,
+                worker_id: "w".to_owned(),
+                harness_version: None,
+                exit_code: None,
+                run_ms: 5,
+            })),
+        );
+        check(r#"{"kind":"exploded"}"#, None);
+        check("not json", None);
+    }
+}

@@ -1,0 +1,519 @@
+//! Stopping `cowork run` (issue "every dollar accounted", the embedded part): the first Ctrl-C
+//! lets running jobs finish, the second kills their process groups, `kill -9` of `cowork` takes
+//! every harness process with it, and `cowork resume` of the local store finishes an
+//! interrupted batch with the rollup of an undisturbed run.
+//!
+//! The harness is the stand-in `fake-harness`: scenario `a-pass` passes at once, scenario
+//! `b-hang` (behaviour `hangwhile`) starts a grandchild `sleep 1000` and hangs while the
+//! sandbox's marker file exists, and passes once the test removes it. Every wait below is on a
+//! condition (a stderr line, a file, the process table), bounded by a deadline that only turns
+//! a hang into a failure.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    Output, Sandbox, cowork, fake_harness, only_batch_dir, read_bytes, read_json,
+};
+
+/// How long a condition may take before the test fails. Generous: the machine is shared.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// How long `cowork` may take to end after the second Ctrl-C, and its harness processes to
+/// vanish after `kill -9` (the bound the issue sets).
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// Pause between two looks at the process table or the store while waiting for a condition.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A sandbox with a passing and a hanging scenario; the hang lasts while `HANG` exists.
+fn hanging_sandbox() -> Sandbox {
+    let sandbox = Sandbox::empty();
+    let marker = sandbox.path().join("HANG");
+    sandbox.write("HANG", "");
+    sandbox.write(
+        "scenarios/a-pass.yaml",
+        "# fake: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+    );
+    sandbox.write(
+        "scenarios/b-hang.yaml",
+        &format!(
+            "# fake: hangwhile\n# fake-hang-while: {}\nsession: (inline)\nprompt: Say hello.\n\
+             assert:\n  - result: success\n",
+            marker.display()
+        ),
+    );
+    sandbox
+}
+
+/// `run scenarios --repeat 2` with the stand-in harness into `store`.
+fn run_args(store: &Path) -> Vec<String> {
+    [
+        "run",
+        "scenarios",
+        "--repeat",
+        "2",
+        "--executor",
+        "harness",
+        "--harness-bin",
+        &fake_harness().display().to_string(),
+        "--store",
+        &store.display().to_string(),
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect()
+}
+
+/// A `cowork` process the test signals, with its stderr read line by line.
+struct Running {
+    command: String,
+    cwd: PathBuf,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Vec<String>,
+}
+
+impl Running {
+    /// Starts `cowork <args>` in `cwd` with a clean `COWORK_*` environment.
+    fn start(cwd: &Path, args: &[String]) -> Running {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+        command
+            .current_dir(cwd)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("COWORK_") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command.spawn().expect("starting cowork");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, lines) = mpsc::channel();
+        // Ends when cowork closes its stderr; nothing to join.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Running {
+            command: format!("cowork {}", args.join(" ")),
+            cwd: cwd.to_path_buf(),
+            child,
+            lines,
+            stderr: Vec::new(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn context(&mut self) -> String {
+        self.stderr.extend(self.lines.try_iter());
+        format!(
+            "command: {}\ncwd: {}\n--- stderr ---\n{}",
+            self.command,
+            self.cwd.display(),
+            self.stderr.join("\n")
+        )
+    }
+
+    /// Waits for a stderr line holding `needle` and returns it.
+    fn line_with(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stderr.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => {
+                    let context = self.context();
+                    panic!("stderr never said {needle:?}\n{context}");
+                }
+            }
+        }
+    }
+
+    /// Sends `signal` (a `kill` name: `INT`, `KILL`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    /// Waits at most `bound` for the process to end; its exit code (`None`: killed by a signal).
+    fn exit_within(&mut self, bound: Duration) -> Option<i32> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting for cowork") {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let context = self.context();
+                panic!("cowork did not end within {bound:?}\n{context}");
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// One process of the table.
+#[derive(Clone, Debug)]
+struct Process {
+    pid: u32,
+    ppid: u32,
+    cmdline: String,
+}
+
+/// Every live (not zombie) process of the table.
+fn processes() -> Vec<Process> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // `stat` is `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(after_comm) = stat.rfind(')').map(|end| &stat[end + 1..]) else {
+            continue;
+        };
+        let mut fields = after_comm.split_whitespace();
+        let (Some(state), Some(ppid)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if state == "Z" {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+            .unwrap_or_default();
+        found.push(Process {
+            pid,
+            ppid: ppid.parse().unwrap_or(0),
+            cmdline,
+        });
+    }
+    found
+}
+
+/// `pid` and every live process below it.
+fn tree_of(pid: u32) -> Vec<Process> {
+    let table = processes();
+    let mut tree: Vec<Process> = table.iter().filter(|p| p.pid == pid).cloned().collect();
+    let mut index = 0;
+    while index < tree.len() {
+        let parent = tree[index].pid;
+        tree.extend(table.iter().filter(|p| p.ppid == parent).cloned());
+        index += 1;
+    }
+    tree
+}
+
+/// The live processes among `pids`.
+fn alive(pids: &[Process]) -> Vec<Process> {
+    let table = processes();
+    pids.iter()
+        .filter(|gone| {
+            table
+                .iter()
+                .any(|p| p.pid == gone.pid && p.cmdline == gone.cmdline)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Waits until `cowork` runs both hanging jobs (each: guard, harness, `sleep 1000`) and both
+/// passing jobs are stored; returns cowork's process tree below it.
+fn wait_for_two_hanging_jobs(
+    running: &mut Running,
+    batch_dir: &dyn Fn() -> Option<PathBuf>,
+) -> Vec<Process> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let tree = tree_of(running.pid());
+        let sleeping = tree
+            .iter()
+            .filter(|p| p.cmdline.starts_with("sleep 1000"))
+            .count();
+        let passed = batch_dir().is_some_and(|dir| {
+            (0..2).all(|repeat| {
+                dir.join(format!("jobs/f0/r{repeat}/outcome.json"))
+                    .is_file()
+            })
+        });
+        if sleeping == 2 && passed {
+            return tree
+                .into_iter()
+                .filter(|p| p.pid != running.pid())
+                .collect();
+        }
+        if Instant::now() > deadline {
+            let context = running.context();
+            panic!(
+                "the two hanging jobs never ran beside the stored passing ones: {tree:?}\n{context}"
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Waits at most `bound` until none of `processes` is alive.
+fn all_gone_within(processes: &[Process], bound: Duration, context: &str) {
+    let deadline = Instant::now() + bound;
+    loop {
+        let left = alive(processes);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() > deadline {
+            // Not left running after the failure: each is killed by its own pid.
+            for process in &left {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &process.pid.to_string()])
+                    .status();
+            }
+            panic!("processes outlived cowork by {bound:?}: {left:?}\n{context}");
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The one batch dir of `store`, once it exists.
+fn batch_dir_of(store: &Path) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(store.join("batches"))
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    (dirs.len() == 1).then(|| dirs.remove(0))
+}
+
+/// `cowork resume <batch> --store <store>` with the stand-in harness.
+fn resume(sandbox: &Sandbox, batch: &str) -> Output {
+    let harness = fake_harness();
+    let store = sandbox.store();
+    cowork(
+        sandbox.path(),
+        &[
+            "resume".as_ref(),
+            batch.as_ref(),
+            "--store".as_ref(),
+            store.as_os_str(),
+            "--harness-bin".as_ref(),
+            harness.as_os_str(),
+            "--output-format".as_ref(),
+            "json".as_ref(),
+        ],
+    )
+}
+
+#[test]
+fn first_ctrl_c_lets_running_jobs_finish_and_the_second_kills_every_harness_process() {
+    stop_in_two_stages("INT", true);
+}
+
+#[test]
+fn sigterm_stops_in_the_same_two_stages() {
+    stop_in_two_stages("TERM", false);
+}
+
+/// Interrupts a batch with two hanging jobs twice with `signal` and checks what each stage did;
+/// with `check_lock`, also that a resume is refused while the batch runs.
+fn stop_in_two_stages(signal: &str, check_lock: bool) {
+    let sandbox = hanging_sandbox();
+    let store = sandbox.store();
+    let mut running = Running::start(sandbox.path(), &run_args(&store));
+    let tree = wait_for_two_hanging_jobs(&mut running, &|| batch_dir_of(&store));
+    let batch_dir = batch_dir_of(&store).expect("the batch dir exists");
+    let batch = batch_dir
+        .file_name()
+        .expect("a batch dir has a name")
+        .to_string_lossy()
+        .into_owned();
+
+    if check_lock {
+        // While it runs, the batch is locked: a resume would pay for its jobs a second time.
+        let out = resume(&sandbox, &batch);
+        out.expect_code(2)
+            .expect_stderr("is being run by another cowork process");
+    }
+
+    running.signal(signal);
+    // The two hanging jobs run; a passing one may still be between its upload and its ack.
+    let line = running.line_with("stopping: waiting for ");
+    let n_running = line
+        .strip_prefix("stopping: waiting for ")
+        .and_then(|rest| rest.strip_suffix(" running jobs (Ctrl-C again to kill them)"))
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(
+        n_running.is_some_and(|n| (2..=4).contains(&n)),
+        "{line:?}\n{}",
+        running.context()
+    );
+    let hanging: Vec<Process> = tree
+        .iter()
+        .filter(|p| p.cmdline.starts_with("sleep 1000"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        alive(&hanging).len(),
+        2,
+        "the first Ctrl-C killed running jobs\n{}",
+        running.context()
+    );
+
+    running.signal(signal);
+    running.line_with("(Ctrl-C again to exit at once)");
+    let code = running.exit_within(PROMPTLY);
+    let context = running.context();
+    assert_eq!(code, Some(130), "{context}");
+    assert!(
+        context.contains(&format!("`cowork resume {batch}")),
+        "{context}"
+    );
+    // Every process cowork started (the guards) and everything below them is gone.
+    assert!(
+        tree.iter().any(|p| p.ppid == running.pid()),
+        "cowork had children: {tree:?}"
+    );
+    all_gone_within(&tree, PROMPTLY, &context);
+
+    // The passing runs are stored as results; the killed ones as cancelled, not as samples.
+    for repeat in 0..2 {
+        let passed = read_json(&batch_dir.join(format!("jobs/f0/r{repeat}/outcome.json")));
+        assert_eq!(passed["kind"], "completed", "{passed}");
+        let killed = read_json(&batch_dir.join(format!("jobs/f1/r{repeat}/outcome.json")));
+        assert_eq!(killed["category"], "cancelled", "{killed}");
+    }
+    assert!(
+        !batch_dir.join("rollup.json").exists(),
+        "an interrupted batch has no rollup"
+    );
+}
+
+#[test]
+fn kill_9_takes_every_harness_along_and_resume_finishes_with_the_undisturbed_rollup() {
+    let sandbox = hanging_sandbox();
+    let store = sandbox.store();
+    let mut running = Running::start(sandbox.path(), &run_args(&store));
+    let tree = wait_for_two_hanging_jobs(&mut running, &|| batch_dir_of(&store));
+    let batch_dir = batch_dir_of(&store).expect("the batch dir exists");
+    let batch = batch_dir
+        .file_name()
+        .expect("a batch dir has a name")
+        .to_string_lossy()
+        .into_owned();
+    let passed_record = batch_dir.join("jobs/f0/r0/outcome.json");
+    let passed_inode = inode(&passed_record);
+
+    running.signal("KILL");
+    assert_eq!(running.exit_within(PATIENCE), None, "killed by the signal");
+    let context = running.context();
+    all_gone_within(&tree, PROMPTLY, &context);
+
+    // A resume that is itself killed while the hanging jobs run leaves the batch resumable.
+    let mut again = Running::start(
+        sandbox.path(),
+        &[
+            "resume".to_owned(),
+            batch.clone(),
+            "--store".to_owned(),
+            store.display().to_string(),
+            "--harness-bin".to_owned(),
+            fake_harness().display().to_string(),
+        ],
+    );
+    again.line_with("resumed in this process (generation 1) from 2 stored job outcomes");
+    let tree = wait_for_two_hanging_jobs(&mut again, &|| Some(batch_dir.clone()));
+    again.signal("KILL");
+    assert_eq!(again.exit_within(PATIENCE), None, "killed by the signal");
+    let context = again.context();
+    all_gone_within(&tree, PROMPTLY, &context);
+
+    // The hang is over: the second resume finishes the batch.
+    sandbox.remove("HANG");
+    let out = resume(&sandbox, &batch);
+    out.expect_code(0)
+        .expect_stderr("resumed in this process (generation 2)");
+    let envelope = out.envelope();
+    assert_eq!(envelope["ok"], true, "{}", out.context());
+    assert_eq!(envelope["fleet"]["generation"], 2, "{}", out.context());
+    assert_eq!(
+        inode(&passed_record),
+        passed_inode,
+        "a finished job was run or stored again"
+    );
+    let scratch = store.join("work").join(&batch);
+    assert!(!scratch.exists(), "{} is left behind", scratch.display());
+
+    // The same batch run undisturbed into another store: byte-identical rollup.
+    let undisturbed = sandbox.path().join("undisturbed");
+    let mut args = run_args(&undisturbed);
+    args.push("--quiet".to_owned());
+    let out = cowork(sandbox.path(), &args);
+    out.expect_code(0);
+    assert_eq!(
+        read_bytes(&batch_dir.join("rollup.json")),
+        read_bytes(&only_batch_dir(&undisturbed).join("rollup.json")),
+        "the resumed rollup differs from the undisturbed one"
+    );
+}
+
+#[test]
+fn a_harness_that_cannot_start_is_an_infrastructure_failure_not_a_crash() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "pass.yaml",
+        "# fake: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+    );
+    let missing = sandbox.path().join("no-such-harness");
+    let out = sandbox.run_batch(&[
+        "pass.yaml".as_ref(),
+        "--repeat".as_ref(),
+        "2".as_ref(),
+        "--executor".as_ref(),
+        "harness".as_ref(),
+        "--harness-bin".as_ref(),
+        missing.as_os_str(),
+        "--quiet".as_ref(),
+    ]);
+    out.expect_code(1);
+    let record = read_json(&only_batch_dir(&sandbox.store()).join("jobs/f0/r0/outcome.json"));
+    assert_eq!(record["category"], "infra", "{record}");
+    let message = record["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "cannot start harness program {}",
+            missing.display()
+        )),
+        "{record}"
+    );
+}
+
+/// The inode of `path`: a file written again gets a new one (the store writes by rename).
+fn inode(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+        .ino()
+}
