@@ -401,9 +401,9 @@ fn stop_in_two_stages(signal: &str, check_lock: bool) {
     // The passing runs are stored as results; the killed ones as cancelled, not as samples.
     for repeat in 0..2 {
         let passed = read_json(&batch_dir.join(format!("jobs/f0/r{repeat}/outcome.json")));
-        assert_eq!(passed["kind"], "completed", "{passed}");
+        assert_eq!(passed["outcome"]["kind"], "completed", "{passed}");
         let killed = read_json(&batch_dir.join(format!("jobs/f1/r{repeat}/outcome.json")));
-        assert_eq!(killed["category"], "cancelled", "{killed}");
+        assert_eq!(killed["outcome"]["category"], "cancelled", "{killed}");
     }
     assert!(
         !batch_dir.join("rollup.json").exists(),
@@ -486,7 +486,18 @@ fn a_harness_that_cannot_start_is_an_infrastructure_failure_not_a_crash() {
         "pass.yaml",
         "# fake: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
     );
-    let missing = sandbox.path().join("no-such-harness");
+    // A harness that answers the start-up probe and then becomes unrunnable, as when it is
+    // uninstalled under a running worker: the probe passes, every job's start fails.
+    let missing = sandbox.path().join("vanishing-harness");
+    sandbox.write(
+        "vanishing-harness",
+        "#!/usr/bin/env python3\nimport os, sys\nif sys.argv[1:] == ['--version']:\n    print('2.0.0')\n    os.chmod(__file__, 0o644)\n    sys.exit(0)\nsys.exit(3)\n",
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&missing, std::fs::Permissions::from_mode(0o755))
+            .expect("making the stand-in executable");
+    }
     let out = sandbox.run_batch(&[
         "pass.yaml".as_ref(),
         "--repeat".as_ref(),
@@ -499,8 +510,8 @@ fn a_harness_that_cannot_start_is_an_infrastructure_failure_not_a_crash() {
     ]);
     out.expect_code(1);
     let record = read_json(&only_batch_dir(&sandbox.store()).join("jobs/f0/r0/outcome.json"));
-    assert_eq!(record["category"], "infra", "{record}");
-    let message = record["message"].as_str().unwrap_or_default();
+    assert_eq!(record["outcome"]["category"], "infra", "{record}");
+    let message = record["outcome"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with(&format!(
             "cannot start harness program {}",
