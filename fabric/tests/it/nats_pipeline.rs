@@ -294,6 +294,14 @@ async fn a_job_naked_past_max_deliver_is_reported_lost() {
     assert_eq!(reported.stream_seq, published.seq);
     assert_eq!(reported.reason, LostReason::MaxDeliveries { deliveries: 2 });
     assert_eq!(reported.job, Some(sent));
+    // The message stays in the work queue, where its consumer never offers it again.
+    let mut jobs = fabric
+        .jetstream
+        .get_stream("COWORK_JOBS")
+        .await
+        .expect("jobs stream");
+    assert_eq!(jobs.info().await.expect("stream info").state.messages, 1);
+    assert_nothing(&fabric, &[Tier::Microvm]).await;
 }
 
 #[tokio::test]
