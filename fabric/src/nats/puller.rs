@@ -132,7 +132,8 @@ struct PullEvent {
 }
 
 enum PullItem {
-    Message(Message),
+    /// Boxed: a message is large, and the other items are tiny.
+    Message(Box<Message>),
     /// The server answered with an error status (a deleted consumer, a leader change, too many
     /// waiting requests); the request is over.
     Failed(String),
@@ -332,7 +333,7 @@ impl Pump {
                 tier,
                 kind,
                 item: match item {
-                    Ok(message) => PullItem::Message(message),
+                    Ok(message) => PullItem::Message(Box::new(message)),
                     Err(error) => PullItem::Failed(error.to_string()),
                 },
             })
@@ -364,7 +365,7 @@ impl Pump {
                 {
                     *remaining = remaining.saturating_sub(1);
                 }
-                let Some(delivery) = into_delivery(tier, message).await else {
+                let Some(delivery) = into_delivery(tier, *message).await else {
                     return;
                 };
                 if self.want.is_some() {
@@ -415,7 +416,7 @@ impl Pump {
         let drain = async {
             while let Some(event) = self.pulls.next().await {
                 if let PullItem::Message(message) = event.item
-                    && let Some(delivery) = into_delivery(event.tier, message).await
+                    && let Some(delivery) = into_delivery(event.tier, *message).await
                 {
                     nak_now(&delivery).await;
                 }
