@@ -69,7 +69,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                 duration_ms,
             };
             match coordinator {
-                Some(url) => bench_running_fleet(&bench, &url).await,
+                Some(url) => bench_running_fleet(&bench, &url, &nats).await,
                 None => {
                     let fleet = InProcessFleet {
                         nats,
@@ -272,6 +272,10 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
     let client = cowork_client::CoordinatorClient::new(&format!("http://{address}"), None)
         .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
     let measured = submit_and_watch(bench, &client).await;
+    let timeline = match &measured {
+        Ok(run) => timeline(&nats, &run.batch_id).await,
+        Err(_) => None,
+    };
     shutdown.cancel();
     for task in worker_tasks {
         let _ = task.await;
@@ -290,13 +294,17 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
             .join(","),
         fleet.window
     );
-    print_fleet(bench, &label, measured?);
+    print_fleet(bench, &label, measured?, timeline);
     Ok(0)
 }
 
 /// The fleet benchmark against a running coordinator and its workers (`scripts/bench-fleet.sh`
 /// starts them as processes).
-async fn bench_running_fleet(bench: &FleetBench, url: &str) -> Result<i32, CliError> {
+async fn bench_running_fleet(
+    bench: &FleetBench,
+    url: &str,
+    nats: &crate::fleet_args::NatsArgs,
+) -> Result<i32, CliError> {
     let client = cowork_client::CoordinatorClient::new(url, None)
         .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
     // The workers start beside the coordinator; the clock starts once they are all live, so
@@ -320,16 +328,36 @@ async fn bench_running_fleet(bench: &FleetBench, url: &str) -> Result<i32, CliEr
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let measured = submit_and_watch(bench, &client).await?;
+    let nats = crate::connect::nats_config(nats)?;
+    let timeline = timeline(&nats, &measured.batch_id).await;
     let label = format!(
         "{} worker processes × {} slots at {url}",
         bench.workers, bench.slots
     );
-    print_fleet(bench, &label, measured);
+    print_fleet(bench, &label, measured, timeline);
     Ok(0)
+}
+
+/// The batch's event timeline, or `None` (said on stderr) when it cannot be read.
+async fn timeline(
+    nats: &cowork_fabric::nats::NatsConfig,
+    batch_id: &cowork_schema::BatchId,
+) -> Option<cowork_fabric::nats::bench::BatchTimeline> {
+    match cowork_fabric::nats::bench::batch_timeline(nats, batch_id).await {
+        Ok(timeline) => Some(timeline),
+        Err(error) => {
+            eprintln!("no timeline: {error}");
+            None
+        }
+    }
 }
 
 /// One fleet run: the batch, the time from submit to decided, and how it ended.
 struct FleetRun {
+    batch_id: cowork_schema::BatchId,
+    /// Unix time in milliseconds of the submit and of the end of the watch.
+    submitted_ms: i128,
+    decided_ms: i128,
     n_jobs: u64,
     elapsed: std::time::Duration,
     state: String,
@@ -364,6 +392,7 @@ async fn submit_and_watch(
             greedy_makespan_ms(&durations, bench.workers * bench.slots),
         )
     };
+    let submitted_ms = unix_ms();
     let started = Instant::now();
     let response = client
         .submit(&prepared.spec, prepared.bundle.bytes)
@@ -382,9 +411,13 @@ async fn submit_and_watch(
         }
     }
     let elapsed = started.elapsed();
+    let decided_ms = unix_ms();
     let end =
         end.ok_or_else(|| CliError::Failed(anyhow::anyhow!("the watch ended before the batch")))?;
     Ok(FleetRun {
+        batch_id: response.batch_id,
+        submitted_ms,
+        decided_ms,
         n_jobs,
         elapsed,
         state: end.state.as_str().to_owned(),
@@ -410,7 +443,18 @@ fn greedy_makespan_ms(durations: &[u64], n_slots: usize) -> u64 {
     makespan
 }
 
-fn print_fleet(bench: &FleetBench, label: &str, run: FleetRun) {
+fn unix_ms() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i128)
+}
+
+fn print_fleet(
+    bench: &FleetBench,
+    label: &str,
+    run: FleetRun,
+    timeline: Option<cowork_fabric::nats::bench::BatchTimeline>,
+) {
     let seconds = run.elapsed.as_secs_f64();
     println!(
         "fleet: {} jobs, {label}: submit → decided in {seconds:.2} s = {:.0} jobs/s (state {}, exit {:?})",
@@ -419,6 +463,20 @@ fn print_fleet(bench: &FleetBench, label: &str, run: FleetRun) {
         run.state,
         run.exit_code
     );
+    if let Some(cowork_fabric::nats::bench::BatchTimeline {
+        n_events,
+        first_event_ms: Some(first),
+        last_finished_ms: Some(last),
+    }) = timeline
+    {
+        let seconds = |ms: i128| ms as f64 / 1000.0;
+        println!(
+            "timeline: submit → first job started {:.2} s; first started → last finished {:.2} s; last finished → decided {:.2} s ({n_events} events)",
+            seconds(first - run.submitted_ms),
+            seconds(last - first),
+            seconds(run.decided_ms - last)
+        );
+    }
     if bench.duration_ms > 0 {
         let n_slots = (bench.workers * bench.slots).max(1) as f64;
         let nominal = run.n_jobs as f64 * bench.duration_ms as f64 / 1000.0 / n_slots;
