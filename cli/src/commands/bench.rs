@@ -471,9 +471,10 @@ fn print_fleet(
     {
         let seconds = |ms: i128| ms as f64 / 1000.0;
         println!(
-            "timeline: submit → first job started {:.2} s; first started → last finished {:.2} s; last finished → decided {:.2} s ({n_events} events)",
+            "timeline: submit → first job started {:.2} s; first started → last finished {:.2} s ({:.0} jobs/s); last finished → decided {:.2} s ({n_events} events)",
             seconds(first - run.submitted_ms),
             seconds(last - first),
+            run.n_jobs as f64 / seconds(last - first).max(1e-3),
             seconds(run.decided_ms - last)
         );
     }

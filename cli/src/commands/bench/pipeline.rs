@@ -126,6 +126,7 @@ pub async fn run(bench: PipelineBench) -> Result<i32, CliError> {
         failure.clone(),
     ));
     let folded = fold_events(subscription.as_mut(), n_jobs, &window, &failure).await;
+    let all_finished = started.elapsed();
     let read_back = match folded {
         Ok(keys) => read_results(&coordinator_store, keys).await,
         Err(error) => Err(error),
@@ -144,6 +145,12 @@ pub async fn run(bench: PipelineBench) -> Result<i32, CliError> {
         bench.window.max(1),
         elapsed.as_secs_f64(),
         n_jobs as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "timeline: publish → last finished {:.2} s ({:.0} jobs/s); read back {:.2} s",
+        all_finished.as_secs_f64(),
+        n_jobs as f64 / all_finished.as_secs_f64(),
+        (elapsed - all_finished).as_secs_f64()
     );
     Ok(0)
 }
