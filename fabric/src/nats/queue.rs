@@ -6,7 +6,7 @@
 //! has one durable pull consumer (`cowork-<tier>`) shared by every worker of that tier; its
 //! `max_ack_pending` is the fleet-wide in-flight cap of the tier.
 //!
-//! Workers pull through [`NatsPuller`](crate::nats::puller) (`JobQueue::puller`), which keeps a
+//! Workers pull through the `NatsPuller` of `nats/puller.rs` (`JobQueue::puller`), which keeps a
 //! pull open on every tier at once and fetches as many jobs as there are free slots; `pull`
 //! fetches one message at a time for tools and tests. `publish_many` keeps up to
 //! [`PUBLISH_WINDOW`] publishes in flight. `lost_jobs` follows JetStream's advisories
