@@ -110,8 +110,8 @@ pub type LostJobs = Pin<Box<dyn Stream<Item = LostJob> + Send>>;
 ///
 /// Hands out jobs of any of its tiers as they become ready, at most as many per call as the
 /// caller has free slots. An implementation may hold a few jobs beyond that (at most one per
-/// tier), renewing them until the next call takes them; dropping the puller hands such jobs
-/// back to the queue.
+/// tier), renewing them until the next call takes them; closing (or dropping) the puller hands
+/// such jobs back to the queue.
 #[async_trait]
 pub trait JobPuller: Send {
     /// Waits until at least one job is ready and returns between 1 and `max` of them;
@@ -120,6 +120,12 @@ pub trait JobPuller: Send {
     /// Dropping the future before it returns loses no job: a job that arrives for an
     /// abandoned call is kept for the next one.
     async fn pull_many(&mut self, max: usize) -> Result<Option<Vec<Delivery>>, QueueError>;
+
+    /// Stops pulling and returns once every job the puller held has been handed back to the
+    /// queue, so a stopping worker leaves nothing waiting for `ack_wait`. The last call on a
+    /// puller (an implementation may refuse `pull_many` afterwards with `Closed`); the default
+    /// holds nothing and does nothing.
+    async fn close(&mut self) {}
 }
 
 /// The job queue port (brief §4).

@@ -287,7 +287,7 @@ async fn run_loop(
                 continue;
             }
             Err(error) => {
-                drop(puller);
+                puller.close().await;
                 tracker.close();
                 tracker.wait().await;
                 return Err(error);
@@ -324,7 +324,7 @@ async fn run_loop(
         }
     }
     // Stop pulling before the drain: the puller hands back what it holds at once.
-    drop(puller);
+    puller.close().await;
     tracker.close();
     tracker.wait().await;
     Ok(())

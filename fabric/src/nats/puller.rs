@@ -14,9 +14,9 @@
 //! is ever held: only watches on quiet tiers are not counted against the free slots, and each
 //! tier has one. Holding was chosen over a nak: a nak counts as a delivery (the job's attempt
 //! goes up and `max_deliver` comes closer for a job that never ran), and the held job is
-//! usually started within one job's run time. When the puller is dropped, what it holds and
-//! whatever its open requests still deliver is naked at once, so other workers get it without
-//! waiting for `ack_wait`.
+//! usually started within one job's run time. When the puller is closed (or dropped), what it
+//! holds and whatever its open requests still deliver is naked at once, so other workers get it
+//! without waiting for `ack_wait`.
 //!
 //! The state lives in a pump task (a mailbox actor): it must keep renewing held jobs while the
 //! worker is busy and does not call.
@@ -41,9 +41,15 @@ use crate::queue::{Delivery, JobPuller, QueueError};
 /// latest, so this is only a backstop.
 const DRAIN_MARGIN: Duration = Duration::from_secs(10);
 
-/// The worker's handle; the pump task behind it ends once the handle is dropped.
+/// How long `close` waits for the held jobs to be handed back.
+const HAND_BACK_BOUND: Duration = Duration::from_secs(10);
+
+/// The worker's handle; the pump task behind it ends once the handle is closed or dropped.
 pub(crate) struct NatsPuller {
-    wants: mpsc::Sender<Want>,
+    /// `None` once closed.
+    wants: Option<mpsc::Sender<Want>>,
+    /// Resolves once the pump has handed back what it held.
+    handed_back: Option<oneshot::Receiver<()>>,
     has_tiers: bool,
 }
 
@@ -63,6 +69,7 @@ impl NatsPuller {
             "puller",
             tiers = %unique.iter().map(|tier| tier.as_str()).collect::<Vec<_>>().join(",")
         );
+        let (handed_back_tx, handed_back) = oneshot::channel();
         let pump = Pump {
             state: unique
                 .iter()
@@ -79,8 +86,12 @@ impl NatsPuller {
         };
         // Detached on purpose: the pump ends by itself once this handle (the only sender) is
         // dropped and it has handed back what it held; nobody needs to wait for that.
-        tokio::spawn(pump.run(wants_rx).instrument(span));
-        NatsPuller { wants, has_tiers }
+        tokio::spawn(pump.run(wants_rx, handed_back_tx).instrument(span));
+        NatsPuller {
+            wants: Some(wants),
+            handed_back: Some(handed_back),
+            has_tiers,
+        }
     }
 }
 
@@ -95,15 +106,29 @@ impl JobPuller for NatsPuller {
         if max == 0 {
             return Ok(Some(Vec::new()));
         }
+        let Some(wants) = &self.wants else {
+            return Err(QueueError::Closed);
+        };
         let (reply, answer) = oneshot::channel();
-        // The pump only stops once this handle is gone, so a failed send means it panicked.
-        if self.wants.send(Want { max, reply }).await.is_err() {
+        // The pump only stops once this handle is closed, so a failed send means it panicked.
+        if wants.send(Want { max, reply }).await.is_err() {
             return Err(QueueError::Closed);
         }
         match answer.await {
             Ok(Ok(deliveries)) => Ok(Some(deliveries)),
             Ok(Err(error)) => Err(error),
             Err(_) => Err(QueueError::Closed),
+        }
+    }
+
+    async fn close(&mut self) {
+        // Dropping the only sender ends the pump's loop; it then naks what it holds and says so.
+        self.wants = None;
+        if let Some(handed_back) = self.handed_back.take() {
+            // An error means the pump is gone already, with nothing left to hand back. The bound
+            // only matters when the server does not answer the naks: the held jobs then come
+            // back after ack_wait, as if the worker had crashed.
+            let _ = tokio::time::timeout(HAND_BACK_BOUND, handed_back).await;
         }
     }
 }
@@ -171,7 +196,7 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(mut self, mut wants: mpsc::Receiver<Want>) {
+    async fn run(mut self, mut wants: mpsc::Receiver<Want>, handed_back: oneshot::Sender<()>) {
         let mut renew = tokio::time::interval(self.queue.renew_every);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Biased: a new call and the requests' answers are handled before a renewal; dropping
@@ -191,7 +216,7 @@ impl Pump {
             }
             self.serve_want().await;
         }
-        self.hand_back().await;
+        self.hand_back(handed_back).await;
     }
 
     /// A new call: served from the held jobs when there are any, else it waits.
@@ -405,13 +430,15 @@ impl Pump {
         }
     }
 
-    /// The worker stopped pulling: every held job goes back to the queue at once, and so does
-    /// whatever the open requests still deliver.
-    async fn hand_back(mut self) {
+    /// The worker stopped pulling: every held job goes back to the queue at once (then
+    /// `handed_back` fires), and so does whatever the open requests still deliver.
+    async fn hand_back(mut self, handed_back: oneshot::Sender<()>) {
         self.drop_want();
         for delivery in std::mem::take(&mut self.held) {
             nak_now(&delivery).await;
         }
+        // Nobody waiting (the puller was dropped, not closed) is fine.
+        let _ = handed_back.send(());
         let deadline = self.queue.pull_expiry + DRAIN_MARGIN;
         let drain = async {
             while let Some(event) = self.pulls.next().await {

@@ -13,7 +13,7 @@ use async_nats::jetstream::context::ContextBuilder;
 use cowork_fabric::events::EventLog;
 use cowork_fabric::nats::{NatsFabric, NatsJobQueue};
 use cowork_fabric::queue::{Delivery, JobPuller, JobQueue, LostReason};
-use cowork_fabric::{EventError, LostJobs};
+use cowork_fabric::{EventError, LostJobs, QueueError};
 use cowork_schema::event::JobEventKind;
 use cowork_schema::job::{JobSpec, Tier};
 use cowork_testkit::NatsServer;
@@ -161,7 +161,7 @@ async fn pull_many_returns_up_to_max_and_over_pulls_at_most_one_job_per_tier() {
 }
 
 #[tokio::test]
-async fn a_dropped_puller_hands_back_what_it_holds_at_once() {
+async fn a_closed_puller_hands_back_what_it_holds_at_once() {
     let server = NatsServer::start();
     let mut config = config(&server);
     // Only a nak can bring a job back within the test: ack_wait is far beyond it.
@@ -176,7 +176,11 @@ async fn a_dropped_puller_hands_back_what_it_holds_at_once() {
     // Both tiers are watched, so both jobs are delivered; one slot takes one of them and the
     // puller holds the other.
     let first = pull_many(&mut puller, 1).await;
-    drop(puller);
+    puller.close().await;
+    assert!(
+        matches!(puller.pull_many(1).await, Err(QueueError::Closed)),
+        "a closed puller pulls nothing"
+    );
     let taken = &first[0].job;
     let other = if *taken == container {
         &replay

@@ -282,7 +282,7 @@ impl PipelineWorker {
                 });
             }
         }
-        drop(puller);
+        puller.close().await;
         tracker.close();
         tracker.wait().await;
     }
