@@ -1,30 +1,111 @@
 #!/usr/bin/env bash
-# Issue 3 benchmark: raw JetStream vs the fleet end to end, in one run on this machine.
-# Starts a nats-server (JetStream on disk) and an s3s-fs server on loopback ports in a temp
-# dir, runs `cowork bench jetstream` and `cowork bench fleet`, prints both rates and the ratio,
-# and stops the servers. Needs nats-server and s3s-fs on PATH (.ci/run installs them) and a
-# release build: cargo build --release -p cowork-cli
+# The fleet benchmark, in one run on this machine: the raw baselines and real `cowork
+# coordinator` / `cowork worker` processes on the same servers.
+#
+# Starts a nats-server (JetStream on disk) and an s3s-fs server on loopback ports in a temp dir,
+# then runs:
+#   1. `cowork bench jetstream` (the broker alone) and `cowork bench pipeline` (per job exactly the
+#      fleet's durable work, through the same clients, WORKERS x SLOTS jobs in flight);
+#   2. for each tier set of TIER_SETS: a coordinator process and WORKERS worker processes (sim
+#      executor, SLOTS slots each) serving that set, and `cowork bench fleet --coordinator`, which
+#      submits the batch (always on tier container) and times it from submit to decided;
+# and prints every rate, fleet / pipeline, and each tier set against the first.
+#
+# Settings (environment): JOBS (20000), WORKERS (2), SLOTS (8), WINDOW (512, the coordinator's
+# admission window and the pipeline's), DURATION_MS (0 = zero-duration jobs), TIER_SETS
+# ("container container,hostloop,microvm,protocol,replay"). With DURATION_MS > 0 the jobs sleep
+# about that long and the fleet runs print their scaling efficiency; the raw baselines are skipped:
+#   WORKERS=4 SLOTS=16 JOBS=640 DURATION_MS=2000 scripts/bench-fleet.sh
+#
+# Needs nats-server and s3s-fs on PATH (.ci/run installs them) and a release build:
+#   cargo build --release -p cowork-cli
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-20000}"
-BIN="${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}"
+WORKERS="${WORKERS:-2}"
+SLOTS="${SLOTS:-8}"
+WINDOW="${WINDOW:-512}"
+DURATION_MS="${DURATION_MS:-0}"
+TIER_SETS="${TIER_SETS:-container container,hostloop,microvm,protocol,replay}"
+BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
 dir="$(mktemp -d)"
-cleanup() { kill "${nats_pid:-}" "${s3_pid:-}" 2>/dev/null || true; rm -rf "$dir"; }
+servers=()
+fleet=()
+stop_fleet() {
+  if ((${#fleet[@]})); then
+    kill "${fleet[@]}" 2>/dev/null || true
+    wait "${fleet[@]}" 2>/dev/null || true
+  fi
+  fleet=()
+}
+cleanup() {
+  stop_fleet
+  if ((${#servers[@]})); then kill "${servers[@]}" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
 trap cleanup EXIT
-nats_port=$((20000 + RANDOM % 10000)); s3_port=$((30000 + RANDOM % 10000))
-nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 & nats_pid=$!
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1 after 30 s; logs in $dir" >&2
+  exit 2
+}
+rate_of() { sed -nE 's/.* = ([0-9]+) (jobs|msg)\/s.*/\1/p' | head -n1; }
+
+nats_port=$(free_port)
+s3_port=$(free_port)
+nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
+servers+=($!)
 mkdir -p "$dir/s3"
-s3s-fs --host 127.0.0.1 --port "$s3_port" --access-key bench --secret-key bench-secret "$dir/s3" >"$dir/s3.log" 2>&1 & s3_pid=$!
-for _ in $(seq 100); do
-  (exec 3<>/dev/tcp/127.0.0.1/$nats_port) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/$s3_port) 2>/dev/null && break
-  sleep 0.1
-done
+s3s-fs --host 127.0.0.1 --port "$s3_port" --access-key bench --secret-key bench-secret "$dir/s3" >"$dir/s3.log" 2>&1 &
+servers+=($!)
+wait_port "$nats_port"
+wait_port "$s3_port"
 export COWORK_NATS_URL="nats://127.0.0.1:$nats_port" COWORK_S3_ENDPOINT="http://127.0.0.1:$s3_port" \
-  COWORK_S3_BUCKET=bench COWORK_S3_ACCESS_KEY_ID=bench COWORK_S3_SECRET_ACCESS_KEY=bench-secret
-raw=$("$BIN" bench jetstream --messages "$JOBS")
-echo "$raw"
-fleet=$("$BIN" bench fleet --jobs "$JOBS" --s3-create-bucket "$@")
-echo "$fleet"
-raw_rate=$(echo "$raw" | sed -E 's/.*whole cycle ([0-9]+) msg\/s.*/\1/')
-fleet_rate=$(echo "$fleet" | sed -E 's/.* = ([0-9]+) jobs\/s.*/\1/')
-python3 -c "print(f'ratio fleet/raw = {$fleet_rate}/{$raw_rate} = {$fleet_rate/$raw_rate:.3f}')"
+  COWORK_S3_BUCKET=bench COWORK_S3_ACCESS_KEY_ID=bench COWORK_S3_SECRET_ACCESS_KEY=bench-secret \
+  COWORK_LOG="${COWORK_LOG:-warn}"
+echo "load before: $(uptime)"
+
+pipeline_rate=""
+if [ "$DURATION_MS" = 0 ]; then
+  raw=$("$BIN" bench jetstream --messages "$JOBS")
+  echo "$raw"
+  pipeline=$("$BIN" bench pipeline --jobs "$JOBS" --workers "$WORKERS" --slots "$SLOTS" --window "$WINDOW" --s3-create-bucket)
+  echo "$pipeline"
+  pipeline_rate=$(echo "$pipeline" | rate_of)
+fi
+
+rates=()
+for tiers in $TIER_SETS; do
+  api_port=$(free_port)
+  "$BIN" coordinator --listen "127.0.0.1:$api_port" --allow-unauthenticated --s3-create-bucket \
+    --scratch-dir "$dir/coordinator" --window "$WINDOW" >>"$dir/coordinator.log" 2>&1 &
+  fleet+=($!)
+  wait_port "$api_port"
+  for i in $(seq "$WORKERS"); do
+    "$BIN" worker --executor sim --tiers "$tiers" --slots "$SLOTS" --worker-id "bench-w$i" \
+      --cache-dir "$dir/w$i/cache" --work-dir "$dir/w$i/work" >>"$dir/worker-$i.log" 2>&1 &
+    fleet+=($!)
+  done
+  run=$("$BIN" bench fleet --coordinator "http://127.0.0.1:$api_port" --jobs "$JOBS" \
+    --workers "$WORKERS" --slots "$SLOTS" --duration-ms "$DURATION_MS")
+  echo "tiers $tiers: $run"
+  rates+=("$(echo "$run" | rate_of)")
+  stop_fleet
+done
+echo "load after: $(uptime)"
+
+python3 - "$pipeline_rate" "$TIER_SETS" "${rates[@]}" <<'PY'
+import sys
+pipeline, tier_sets, rates = sys.argv[1], sys.argv[2].split(), [float(r) for r in sys.argv[3:]]
+for index, (tiers, rate) in enumerate(zip(tier_sets, rates)):
+    line = f"fleet ({tiers}) {rate:.0f} jobs/s"
+    if pipeline:
+        line += f"; fleet / pipeline = {rate:.0f}/{float(pipeline):.0f} = {rate / float(pipeline):.3f}"
+    if index > 0:
+        line += f"; against the first tier set = {rate / rates[0]:.3f}"
+    print(line)
+PY

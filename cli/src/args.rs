@@ -1035,7 +1035,8 @@ pub enum BenchWhat {
         messages: u64,
     },
     /// The fleet end to end: an in-process coordinator and --workers workers (each with its own
-    /// NATS and S3 connections, zero-duration sim executor) run a --jobs batch submitted over HTTP.
+    /// NATS and S3 connections, sim executor) run a --jobs batch submitted over HTTP; with
+    /// --coordinator, the batch goes to a running coordinator and its workers instead.
     Fleet {
         #[command(flatten)]
         nats: crate::fleet_args::NatsArgs,
@@ -1043,12 +1044,44 @@ pub enum BenchWhat {
         s3: crate::fleet_args::S3Args,
         #[arg(long, default_value_t = 20_000)]
         jobs: u64,
+        /// Workers of the fleet (started in process, or expected at --coordinator).
         #[arg(long, default_value_t = 2)]
         workers: usize,
         /// Slots per worker.
         #[arg(long, default_value_t = 8)]
         slots: usize,
-        /// Admission window of the batch.
+        /// Admission window of the batch (in-process coordinator only).
+        #[arg(long, default_value_t = 512)]
+        window: usize,
+        /// Tiers the in-process workers serve (the batch runs on `container`).
+        #[arg(long, value_delimiter = ',', default_value = "container")]
+        tiers: Vec<String>,
+        /// Mean simulated run time of each job in milliseconds, slept for real (the simulator
+        /// draws each run within ±50% of it); 0 = zero-duration jobs.
+        #[arg(long, default_value_t = 0)]
+        duration_ms: u64,
+        /// Submit to this running coordinator (e.g. `http://127.0.0.1:8700`, unauthenticated)
+        /// instead of starting one in process; waits until --workers workers are live.
+        #[arg(long, value_name = "URL")]
+        coordinator: Option<String>,
+    },
+    /// The raw pipeline baseline: per job exactly the durable work the fleet does (publish,
+    /// pull, the stores, the events, ack, events consumed, result read back), through the same
+    /// clients, with --workers × --slots jobs in flight and no coordinator or worker logic.
+    Pipeline {
+        #[command(flatten)]
+        nats: crate::fleet_args::NatsArgs,
+        #[command(flatten)]
+        s3: crate::fleet_args::S3Args,
+        #[arg(long, default_value_t = 20_000)]
+        jobs: u64,
+        /// Worker connections (each with its own NATS and S3 clients).
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// Jobs in flight per worker connection.
+        #[arg(long, default_value_t = 8)]
+        slots: usize,
+        /// Jobs published and not yet finished, at most (the fleet's admission window).
         #[arg(long, default_value_t = 512)]
         window: usize,
     },

@@ -23,6 +23,7 @@ use cowork_coordinator::supervisor::{
 use cowork_core::plan::{Plan, PlanInput, PlanKind, PlanLayout, PlanUnit};
 use cowork_fabric::artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_fabric::events::{EventError, EventLog, EventSubscription};
+use cowork_fabric::queue::Published;
 use cowork_fabric::queue::{Acker, Delivery, JobQueue, QueueError};
 use cowork_schema::BatchId;
 use cowork_schema::api::ProgressSnapshot;
@@ -126,10 +127,14 @@ impl Acker for NoAck {
 
 #[async_trait]
 impl JobQueue for ChannelQueue {
-    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
         self.sender
             .send(job.clone())
-            .map_err(|_| QueueError::Closed)
+            .map_err(|_| QueueError::Closed)?;
+        Ok(Published {
+            seq: 0,
+            duplicate: false,
+        })
     }
 
     async fn pull(&self, _tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {

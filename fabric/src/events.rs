@@ -17,7 +17,9 @@ pub enum EventError {
     /// A temporary failure; the caller may retry.
     #[error("event log is unavailable: {message}")]
     Transient { message: String },
-    /// A stored event could not be decoded.
+    /// A stored event could not be decoded (a foreign or corrupt message on the batch's
+    /// subject). A subscription that yields it goes on with the next event: callers count and
+    /// skip it rather than end the batch.
     #[error("malformed event at sequence {seq}: {message}")]
     Malformed { seq: u64, message: String },
     /// The log no longer keeps the events a subscription asked for: the oldest it can
@@ -37,6 +39,9 @@ impl EventError {
 #[async_trait]
 pub trait EventSubscription: Send {
     /// The next event and its sequence number; `None` when the log is closed.
+    ///
+    /// `Err(EventError::Malformed { seq, .. })` reports one undecodable event; the next call
+    /// returns the event after it. The embedded log stores typed events and never yields it.
     async fn next(&mut self) -> Option<Result<(u64, JobEvent), EventError>>;
 }
 

@@ -32,7 +32,9 @@ pub mod trace_context;
 
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};
-pub use queue::{Delivery, JobQueue, QueueError};
+pub use queue::{
+    Delivery, JobPuller, JobQueue, LostJob, LostJobs, LostReason, Published, QueueError,
+};
 pub use registry::{BatchRegistry, RecordStream, RegistryError, WorkerRegistry};
 
 /// Lowercase hex sha256 of `bytes`.

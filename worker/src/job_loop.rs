@@ -1,10 +1,12 @@
 //! The worker's job loop (brief §4 "Worker protocol").
 //!
-//! One job per free slot; each delivery is settled by [`crate::job_run`], whose order is fixed:
-//! run → upload artifacts → store the job's record → publish `finished` and await its
-//! acknowledgement → ack the job. A crash before the record is stored means the job is
-//! delivered again and run again; after it, the next delivery reports the stored record without
-//! running the job; after the ack nothing is lost because the event is already durable.
+//! Jobs are pulled for every free slot at once (a standing pull on every tier the worker
+//! serves, so no slot waits on an empty tier while another has work); each delivery is settled
+//! by [`crate::job_run`], whose order is fixed: run → upload artifacts → store the job's record
+//! → publish `finished` and await its acknowledgement → ack the job. A crash before the record
+//! is stored means the job is delivered again and run again; after it, the next delivery
+//! reports the stored record without running the job; after the ack nothing is lost because
+//! the event is already durable.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -256,15 +258,24 @@ async fn run_loop(
     // Jobs running now, watched by the idle exit: the worker is idle only when this is 0.
     let (running_tx, running_rx) = tokio::sync::watch::channel(0usize);
     let running_tx = Arc::new(running_tx);
+    // One standing pull for the worker's tiers: it watches every tier at once and hands out as
+    // many jobs as there are free slots.
+    let mut puller = ports.queue.puller(&config.tiers);
     loop {
         // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
-        let permit = tokio::select! {
+        let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
             permit = slots.clone().acquire_owned() => permit.expect("the slot semaphore is never closed"),
         };
-        // Dropping a pull that has not returned loses no job: an unreturned delivery is either
-        // still queued or, for JetStream, redelivered after ack_wait.
+        // Every slot free now is pulled for at once; only this loop takes permits, so they
+        // stay ours while the pull waits.
+        let mut permits = vec![first];
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            permits.push(permit);
+        }
+        // Dropping a pull that has not returned loses no job: the puller keeps what arrives
+        // for its next call, and hands it back to the queue when it is dropped.
         let pulled = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
@@ -272,47 +283,56 @@ async fn run_loop(
                 tracing::info!(idle_s = idle_exit.map(|idle| idle.as_secs()), "idle for the configured time, exiting");
                 break;
             }
-            pulled = ports.queue.pull(&config.tiers) => pulled,
+            pulled = puller.pull_many(permits.len()) => pulled,
         };
-        let delivery = match pulled {
-            Ok(Some(delivery)) => delivery,
+        let deliveries = match pulled {
+            Ok(Some(deliveries)) => deliveries,
             Ok(None) => break,
             Err(error) if error.is_transient() => {
                 pull_failures += 1;
-                tracing::warn!(error = %error, "pulling a job failed, retrying");
+                tracing::warn!(error = %error, "pulling jobs failed, retrying");
                 tokio::time::sleep(config.backoff.delay(pull_failures)).await;
                 continue;
             }
             Err(error) => {
+                puller.close().await;
                 tracker.close();
                 tracker.wait().await;
                 return Err(error);
             }
         };
         pull_failures = 0;
-        let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
-        cowork_fabric::trace_context::continue_trace(&span, delivery.job.traceparent.as_deref());
-        let job = crate::job_run::JobRun {
-            config: config.clone(),
-            ports: ports.clone(),
-            cache: cache.clone(),
-            stats: stats.clone(),
-            kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
-        };
-        running_tx.send_modify(|running| *running += 1);
-        let running = Arc::clone(&running_tx);
-        tracker.spawn(
-            async move {
-                job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
-                let stats = job.stats.clone();
-                job.run(delivery).await;
-                stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
-                running.send_modify(|running| *running -= 1);
-                drop(permit);
-            }
-            .instrument(span),
-        );
+        // The puller never returns more than asked for; permits left over go back here.
+        for (delivery, permit) in deliveries.into_iter().zip(permits) {
+            let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
+            cowork_fabric::trace_context::continue_trace(
+                &span,
+                delivery.job.traceparent.as_deref(),
+            );
+            let job = crate::job_run::JobRun {
+                config: config.clone(),
+                ports: ports.clone(),
+                cache: cache.clone(),
+                stats: stats.clone(),
+                kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
+            };
+            running_tx.send_modify(|running| *running += 1);
+            let running = Arc::clone(&running_tx);
+            tracker.spawn(
+                async move {
+                    job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
+                    let stats = job.stats.clone();
+                    job.run(delivery).await;
+                    stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
+                    running.send_modify(|running| *running -= 1);
+                    drop(permit);
+                }
+                .instrument(span),
+            );
+        }
     }
+    // Stop pulling before the drain: the puller hands back what it holds at once.
+    puller.close().await;
     tracker.close();
     tracker.wait().await;
     Ok(())

@@ -1,5 +1,9 @@
-//! `cowork bench`: the planner and the reducer on synthetic batches, with time and peak memory.
+//! `cowork bench`: the planner and the reducer on synthetic batches, with time and peak memory;
+//! raw JetStream and the raw pipeline (`pipeline`) as baselines; the fleet end to end, in process
+//! or against running coordinator and worker processes.
 //! Not a test: numbers go to docs/benchmarks.md with the command that produced them.
+
+mod pipeline;
 
 use std::time::Instant;
 
@@ -53,8 +57,39 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
             workers,
             slots,
             window,
+            tiers,
+            duration_ms,
+            coordinator,
         } => {
-            bench_fleet(FleetBench {
+            let tiers = parse_tiers(&tiers)?;
+            let bench = FleetBench {
+                jobs,
+                workers,
+                slots,
+                duration_ms,
+            };
+            match coordinator {
+                Some(url) => bench_running_fleet(&bench, &url, &nats).await,
+                None => {
+                    let fleet = InProcessFleet {
+                        nats,
+                        s3,
+                        window,
+                        tiers,
+                    };
+                    bench_fleet(&bench, fleet).await
+                }
+            }
+        }
+        BenchWhat::Pipeline {
+            nats,
+            s3,
+            jobs,
+            workers,
+            slots,
+            window,
+        } => {
+            pipeline::run(pipeline::PipelineBench {
                 nats,
                 s3,
                 jobs,
@@ -67,29 +102,101 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
     }
 }
 
-/// Settings of the fleet benchmark.
+fn parse_tiers(names: &[String]) -> Result<Vec<cowork_schema::job::Tier>, CliError> {
+    names
+        .iter()
+        .map(|name| {
+            cowork_schema::job::Tier::parse(name.trim()).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--tiers: unknown tier {name:?}; use container, hostloop, microvm, protocol or replay"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The sim spec of the benchmark batches: seed 1 and, for a positive `duration_ms`, runs of
+/// that mean length slept for real.
+fn bench_sim(duration_ms: u64) -> cowork_schema::batch::SimSpec {
+    let rules = if duration_ms == 0 {
+        Vec::new()
+    } else {
+        vec![cowork_schema::batch::SimRule {
+            duration_ms: Some(duration_ms),
+            time_scale: Some(1.0),
+            ..cowork_schema::batch::SimRule::default()
+        }]
+    };
+    cowork_schema::batch::SimSpec { seed: 1, rules }
+}
+
+/// The benchmark batch: the demo scenarios (two files, tier `container`) with `--repeat`
+/// about `jobs / 2`, prepared exactly as `cowork run` and `cowork submit` prepare a batch.
+async fn demo_batch(
+    jobs: u64,
+    duration_ms: u64,
+) -> Result<crate::commands::run::PreparedRun, CliError> {
+    let repeat = (jobs / 2)
+        .clamp(2, u64::from(cowork_schema::batch::REPEAT_MAX))
+        .to_string();
+    let batch_args = crate::args::BatchArgs {
+        repeat: Some(repeat),
+        matrix: None,
+        min_pass_rate: None,
+        stop_on_diverge: false,
+        max_budget_usd: None,
+        batch_budget_usd: None,
+        allow_budget_stop: false,
+        max_cells: None,
+        allow_truncated_matrix: false,
+        concurrency: None,
+        ablate_skill: false,
+        on_unanswered: None,
+        decider_model: None,
+        decider_dir: None,
+        decider_cmd: None,
+        label: None,
+        job_timeout: None,
+        bundle_root: None,
+    };
+    let target = std::path::Path::new("examples/demo/scenarios");
+    crate::commands::run::prepare_batch(
+        target,
+        &batch_args,
+        BatchMode::Run,
+        ExecutorKind::Sim,
+        Some(bench_sim(duration_ms)),
+    )
+    .await
+}
+
+/// What every fleet benchmark measures.
 struct FleetBench {
-    nats: crate::fleet_args::NatsArgs,
-    s3: crate::fleet_args::S3Args,
     jobs: u64,
     workers: usize,
     slots: usize,
-    window: usize,
+    duration_ms: u64,
 }
 
-async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
+/// The in-process fleet's settings.
+struct InProcessFleet {
+    nats: crate::fleet_args::NatsArgs,
+    s3: crate::fleet_args::S3Args,
+    window: usize,
+    tiers: Vec<cowork_schema::job::Tier>,
+}
+
+async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, CliError> {
     use std::sync::Arc;
 
-    use cowork_client::{CoordinatorClient, WatchEvent};
     use cowork_coordinator::server::{CoordinatorConfig, FleetPorts};
     use cowork_fabric::bundle::UnpackLimits;
-    use futures::StreamExt;
     use tokio_util::sync::CancellationToken;
 
     use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
 
-    let nats = nats_config(&bench.nats)?;
-    let s3 = s3_config(&bench.s3)?;
+    let nats = nats_config(&fleet.nats)?;
+    let s3 = s3_config(&fleet.s3)?;
     let scratch = std::env::temp_dir().join(format!("cowork-bench-fleet-{}", std::process::id()));
     let shutdown = CancellationToken::new();
     let fabric = connect_nats(&nats).await?;
@@ -105,7 +212,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         coordinator_id: "bench-coordinator".into(),
         api_tokens: Vec::new(),
         allow_unauthenticated: true,
-        window: bench.window,
+        window: fleet.window,
         max_bundle_bytes: 64 * 1024 * 1024,
         unpack_limits: UnpackLimits::default(),
         scratch_dir: scratch.join("coordinator"),
@@ -136,7 +243,7 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         let worker_store = connect_s3(&s3).await?;
         let config = cowork_worker::WorkerConfig {
             worker_id: format!("bench-w{index}"),
-            tiers: vec![cowork_schema::job::Tier::Container],
+            tiers: fleet.tiers.clone(),
             slots: bench.slots,
             ack_wait: nats.ack_wait,
             max_deliver: 5,
@@ -163,45 +270,130 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         )));
     }
 
-    let repeat = (bench.jobs / 2)
-        .clamp(2, u64::from(cowork_schema::batch::REPEAT_MAX))
-        .to_string();
-    let batch_args = crate::args::BatchArgs {
-        repeat: Some(repeat),
-        matrix: None,
-        min_pass_rate: None,
-        stop_on_diverge: false,
-        max_budget_usd: None,
-        batch_budget_usd: None,
-        allow_budget_stop: false,
-        max_cells: None,
-        allow_truncated_matrix: false,
-        concurrency: None,
-        ablate_skill: false,
-        on_unanswered: None,
-        decider_model: None,
-        decider_dir: None,
-        decider_cmd: None,
-        label: None,
-        job_timeout: None,
-        bundle_root: None,
-    };
-    let sim = Some(cowork_schema::batch::SimSpec {
-        seed: 1,
-        rules: Vec::new(),
-    });
-    let target = std::path::Path::new("examples/demo/scenarios");
-    let prepared = crate::commands::run::prepare_batch(
-        target,
-        &batch_args,
-        BatchMode::Run,
-        ExecutorKind::Sim,
-        sim,
-    )
-    .await?;
-    let n_jobs = prepared.plan.n_jobs();
-    let client = CoordinatorClient::new(&format!("http://{address}"), None)
+    let client = cowork_client::CoordinatorClient::new(&format!("http://{address}"), None)
         .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let measured = submit_and_watch(bench, &client).await;
+    let timeline = match &measured {
+        Ok(run) => timeline(&nats, &run.batch_id).await,
+        Err(_) => None,
+    };
+    shutdown.cancel();
+    for task in worker_tasks {
+        let _ = task.await;
+    }
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let label = format!(
+        "{} in-process workers × {} slots, tiers {}, window {}",
+        bench.workers,
+        bench.slots,
+        fleet
+            .tiers
+            .iter()
+            .map(|tier| tier.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        fleet.window
+    );
+    print_fleet(bench, &label, measured?, timeline);
+    Ok(0)
+}
+
+/// The fleet benchmark against a running coordinator and its workers (`scripts/bench-fleet.sh`
+/// starts them as processes).
+async fn bench_running_fleet(
+    bench: &FleetBench,
+    url: &str,
+    nats: &crate::fleet_args::NatsArgs,
+) -> Result<i32, CliError> {
+    let client = cowork_client::CoordinatorClient::new(url, None)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    // The workers start beside the coordinator; the clock starts once they are all live, so
+    // their start-up is not measured. Polled: the API offers nothing to wait on.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let live = client
+            .workers()
+            .await
+            .map_err(|e| CliError::Failed(anyhow::anyhow!(e).context("listing workers")))?;
+        if live.len() >= bench.workers {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "only {} of {} workers are live at {url} after 60 s",
+                live.len(),
+                bench.workers
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let measured = submit_and_watch(bench, &client).await?;
+    let nats = crate::connect::nats_config(nats)?;
+    let timeline = timeline(&nats, &measured.batch_id).await;
+    let label = format!(
+        "{} worker processes × {} slots at {url}",
+        bench.workers, bench.slots
+    );
+    print_fleet(bench, &label, measured, timeline);
+    Ok(0)
+}
+
+/// The batch's event timeline, or `None` (said on stderr) when it cannot be read.
+async fn timeline(
+    nats: &cowork_fabric::nats::NatsConfig,
+    batch_id: &cowork_schema::BatchId,
+) -> Option<cowork_fabric::nats::bench::BatchTimeline> {
+    match cowork_fabric::nats::bench::batch_timeline(nats, batch_id).await {
+        Ok(timeline) => Some(timeline),
+        Err(error) => {
+            eprintln!("no timeline: {error}");
+            None
+        }
+    }
+}
+
+/// One fleet run: the batch, the time from submit to decided, and how it ended.
+struct FleetRun {
+    batch_id: cowork_schema::BatchId,
+    /// Unix time in milliseconds of the submit and of the end of the watch.
+    submitted_ms: i128,
+    decided_ms: i128,
+    n_jobs: u64,
+    elapsed: std::time::Duration,
+    state: String,
+    exit_code: Option<i32>,
+    /// The simulated run times of every job, summed, in milliseconds.
+    work_ms: u64,
+    /// The greedy schedule of those run times in job order on every slot: what a fleet without
+    /// any overhead would take.
+    zero_overhead_ms: u64,
+}
+
+async fn submit_and_watch(
+    bench: &FleetBench,
+    client: &cowork_client::CoordinatorClient,
+) -> Result<FleetRun, CliError> {
+    use cowork_client::WatchEvent;
+    use futures::StreamExt;
+
+    let prepared = demo_batch(bench.jobs, bench.duration_ms).await?;
+    let n_jobs = prepared.plan.n_jobs();
+    let sim = bench_sim(bench.duration_ms);
+    let durations: Vec<u64> = prepared
+        .plan
+        .jobs()
+        .map(|job| cowork_worker::executor::sim::simulate_scenario(&job, &sim, None).duration_ms)
+        .collect();
+    let (work_ms, zero_overhead_ms) = if bench.duration_ms == 0 {
+        (0, 0)
+    } else {
+        (
+            durations.iter().sum(),
+            greedy_makespan_ms(&durations, bench.workers * bench.slots),
+        )
+    };
+    let submitted_ms = unix_ms();
     let started = Instant::now();
     let response = client
         .submit(&prepared.spec, prepared.bundle.bytes)
@@ -220,25 +412,85 @@ async fn bench_fleet(bench: FleetBench) -> Result<i32, CliError> {
         }
     }
     let elapsed = started.elapsed();
-    shutdown.cancel();
-    for task in worker_tasks {
-        let _ = task.await;
-    }
-    let _ = server.await;
-    let _ = std::fs::remove_dir_all(&scratch);
+    let decided_ms = unix_ms();
     let end =
         end.ok_or_else(|| CliError::Failed(anyhow::anyhow!("the watch ended before the batch")))?;
+    Ok(FleetRun {
+        batch_id: response.batch_id,
+        submitted_ms,
+        decided_ms,
+        n_jobs,
+        elapsed,
+        state: end.state.as_str().to_owned(),
+        exit_code: end.exit_code,
+        work_ms,
+        zero_overhead_ms,
+    })
+}
+
+/// The time `durations` take, in order, each on the slot that frees first.
+fn greedy_makespan_ms(durations: &[u64], n_slots: usize) -> u64 {
+    let mut free_at = std::collections::BinaryHeap::new();
+    for _ in 0..n_slots.max(1) {
+        free_at.push(std::cmp::Reverse(0u64));
+    }
+    let mut makespan = 0;
+    for duration in durations {
+        let std::cmp::Reverse(start) = free_at.pop().unwrap_or(std::cmp::Reverse(0));
+        let end = start + duration;
+        makespan = makespan.max(end);
+        free_at.push(std::cmp::Reverse(end));
+    }
+    makespan
+}
+
+fn unix_ms() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i128)
+}
+
+fn print_fleet(
+    bench: &FleetBench,
+    label: &str,
+    run: FleetRun,
+    timeline: Option<cowork_fabric::nats::bench::BatchTimeline>,
+) {
+    let seconds = run.elapsed.as_secs_f64();
     println!(
-        "fleet: {n_jobs} jobs, {} workers × {} slots, window {}: submit → decided in {:.2} s = {:.0} jobs/s (state {}, exit {:?})",
-        bench.workers,
-        bench.slots,
-        bench.window,
-        elapsed.as_secs_f64(),
-        n_jobs as f64 / elapsed.as_secs_f64(),
-        end.state.as_str(),
-        end.exit_code
+        "fleet: {} jobs, {label}: submit → decided in {seconds:.2} s = {:.0} jobs/s (state {}, exit {:?})",
+        run.n_jobs,
+        run.n_jobs as f64 / seconds,
+        run.state,
+        run.exit_code
     );
-    Ok(0)
+    if let Some(cowork_fabric::nats::bench::BatchTimeline {
+        n_events,
+        first_event_ms: Some(first),
+        last_finished_ms: Some(last),
+    }) = timeline
+    {
+        let seconds = |ms: i128| ms as f64 / 1000.0;
+        println!(
+            "timeline: submit → first job started {:.2} s; first started → last finished {:.2} s ({:.0} jobs/s); last finished → decided {:.2} s ({n_events} events)",
+            seconds(first - run.submitted_ms),
+            seconds(last - first),
+            run.n_jobs as f64 / seconds(last - first).max(1e-3),
+            seconds(run.decided_ms - last)
+        );
+    }
+    if bench.duration_ms > 0 {
+        let n_slots = (bench.workers * bench.slots).max(1) as f64;
+        let nominal = run.n_jobs as f64 * bench.duration_ms as f64 / 1000.0 / n_slots;
+        let work_bound = run.work_ms as f64 / 1000.0 / n_slots;
+        let zero_overhead = run.zero_overhead_ms as f64 / 1000.0;
+        println!(
+            "scaling: ideal {nominal:.2} s (jobs × mean duration / slots) = {:.1}% efficiency; work bound {work_bound:.2} s (simulated run times / slots) = {:.1}%; zero-overhead schedule {zero_overhead:.2} s (those run times in job order on the first free slot) = {:.1}%",
+            100.0 * nominal / seconds,
+            100.0 * work_bound / seconds,
+            100.0 * zero_overhead / seconds
+        );
+    }
 }
 
 /// Writes a real batch to `dir`: one scenario, its session with one local plugin, and a matrix of

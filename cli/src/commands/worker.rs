@@ -233,11 +233,7 @@ async fn build_executor(
                 guard: std::env::current_exe().ok(),
                 ..HarnessConfig::new(&args.harness_bin)
             };
-            (
-                Arc::new(HarnessExecutor::new(config)),
-                "harness",
-                version,
-            )
+            (Arc::new(HarnessExecutor::new(config)), "harness", version)
         }
     };
     Ok(built)

@@ -14,7 +14,7 @@ use cowork_fabric::bundle::{UnpackLimits, pack};
 use cowork_fabric::embedded::{
     DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue, MemWorkerRegistry,
 };
-use cowork_fabric::queue::Delivery;
+use cowork_fabric::queue::{Delivery, Published};
 use cowork_fabric::{ArtifactStore, EventLog, JobQueue, QueueError};
 use cowork_schema::BatchId;
 use cowork_schema::api::{BatchEnd, ProgressSnapshot};
@@ -50,7 +50,7 @@ impl CountingQueue {
 
 #[async_trait]
 impl JobQueue for CountingQueue {
-    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
         self.published
             .lock()
             .expect("no test panics while holding the lock")

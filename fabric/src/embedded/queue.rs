@@ -1,6 +1,6 @@
 //! `MemJobQueue`: an in-process work queue per tier.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,16 +9,19 @@ use cowork_schema::BatchId;
 use cowork_schema::job::{JobSpec, Tier};
 use tokio::sync::Notify;
 
-use crate::queue::{Acker, Delivery, JobQueue, QueueError};
+use crate::queue::{Acker, Delivery, JobPuller, JobQueue, Published, QueueError};
 
 #[derive(Default)]
 struct State {
     ready: HashMap<Tier, VecDeque<JobSpec>>,
-    /// Job ids published and not yet acked: a second publish of one of them is dropped, like a
-    /// JetStream publish with a repeated `Nats-Msg-Id` inside the duplicate window.
-    unsettled: HashSet<String>,
+    /// Message ids published and not yet acked, with the sequence their publish got: a second
+    /// publish of one of them is dropped, like a JetStream publish with a repeated
+    /// `Nats-Msg-Id` inside the duplicate window.
+    unsettled: HashMap<String, u64>,
     /// Deliveries so far of each job not yet acked.
     attempts: HashMap<String, u32>,
+    /// The sequence of the last publish that queued a job.
+    last_seq: u64,
     closed: bool,
 }
 
@@ -53,6 +56,44 @@ impl MemJobQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Takes up to `max` ready jobs of `tiers`, one tier after the other in turn from
+    /// `first_tier`, so that no tier starves another.
+    fn take_ready(&self, tiers: &[Tier], first_tier: usize, max: usize) -> Vec<Delivery> {
+        let mut state = self.lock();
+        let mut taken = Vec::new();
+        let mut progress = true;
+        while taken.len() < max && progress {
+            progress = false;
+            for offset in 0..tiers.len() {
+                if taken.len() == max {
+                    break;
+                }
+                let tier = tiers[(first_tier + offset) % tiers.len()];
+                let Some(job) = state.ready.get_mut(&tier).and_then(VecDeque::pop_front) else {
+                    continue;
+                };
+                progress = true;
+                let attempt = state.attempts.entry(job.message_id()).or_insert(0);
+                *attempt += 1;
+                let attempt = *attempt;
+                let acker = MemAcker {
+                    queue: self.clone(),
+                    job: Mutex::new(Some(job.clone())),
+                };
+                taken.push(Delivery {
+                    job,
+                    attempt,
+                    acker: Box::new(acker),
+                });
+            }
+        }
+        taken
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     fn requeue(&self, job: JobSpec) {
         let mut state = self.lock();
         state.ready.entry(job.tier).or_default().push_front(job);
@@ -63,14 +104,20 @@ impl MemJobQueue {
 
 #[async_trait]
 impl JobQueue for MemJobQueue {
-    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
         let mut state = self.lock();
         if state.closed {
             return Err(QueueError::Closed);
         }
-        if !state.unsettled.insert(job.message_id()) {
-            return Ok(());
+        if let Some(seq) = state.unsettled.get(&job.message_id()) {
+            return Ok(Published {
+                seq: *seq,
+                duplicate: true,
+            });
         }
+        state.last_seq += 1;
+        let seq = state.last_seq;
+        state.unsettled.insert(job.message_id(), seq);
         state
             .ready
             .entry(job.tier)
@@ -78,7 +125,18 @@ impl JobQueue for MemJobQueue {
             .push_back(job.clone());
         drop(state);
         self.notify.notify_waiters();
-        Ok(())
+        Ok(Published {
+            seq,
+            duplicate: false,
+        })
+    }
+
+    fn puller(&self, tiers: &[Tier]) -> Box<dyn JobPuller + '_> {
+        Box::new(MemPuller {
+            queue: self.clone(),
+            tiers: tiers.to_vec(),
+            first_tier: 0,
+        })
     }
 
     async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
@@ -104,34 +162,51 @@ impl JobQueue for MemJobQueue {
     }
 
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
+        let mut puller = MemPuller {
+            queue: self.clone(),
+            tiers: tiers.to_vec(),
+            first_tier: 0,
+        };
+        Ok(puller
+            .pull_many(1)
+            .await?
+            .and_then(|mut deliveries| deliveries.pop()))
+    }
+}
+
+/// The embedded queue's puller: takes ready jobs straight from the queue, never more than
+/// asked for, so it holds nothing between calls.
+struct MemPuller {
+    queue: MemJobQueue,
+    tiers: Vec<Tier>,
+    /// The tier the next call looks at first, so that every tier gets its turn.
+    first_tier: usize,
+}
+
+#[async_trait]
+impl JobPuller for MemPuller {
+    async fn pull_many(&mut self, max: usize) -> Result<Option<Vec<Delivery>>, QueueError> {
+        if self.tiers.is_empty() {
+            return Err(QueueError::Malformed {
+                message: "pull needs at least one tier".to_owned(),
+            });
+        }
+        if max == 0 {
+            return Ok(Some(Vec::new()));
+        }
         loop {
             // Register interest before looking, so a publish between the look and the wait
             // still wakes us.
-            let notified = self.notify.notified();
+            let notified = self.queue.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = self.lock();
-                for tier in tiers {
-                    let Some(job) = state.ready.get_mut(tier).and_then(VecDeque::pop_front) else {
-                        continue;
-                    };
-                    let attempt = state.attempts.entry(job.message_id()).or_insert(0);
-                    *attempt += 1;
-                    let attempt = *attempt;
-                    let acker = MemAcker {
-                        queue: self.clone(),
-                        job: Mutex::new(Some(job.clone())),
-                    };
-                    return Ok(Some(Delivery {
-                        job,
-                        attempt,
-                        acker: Box::new(acker),
-                    }));
-                }
-                if state.closed {
-                    return Ok(None);
-                }
+            let taken = self.queue.take_ready(&self.tiers, self.first_tier, max);
+            if !taken.is_empty() {
+                self.first_tier = (self.first_tier + 1) % self.tiers.len();
+                return Ok(Some(taken));
+            }
+            if self.queue.is_closed() {
+                return Ok(None);
             }
             notified.await;
         }
@@ -295,6 +370,68 @@ mod tests {
             .expect("pull")
             .expect("a job");
         assert_eq!(delivery.job, other);
+    }
+
+    #[tokio::test]
+    async fn publish_reports_the_first_sequence_of_a_duplicate() {
+        let queue = MemJobQueue::new();
+        let first = queue.publish(&job(0, Tier::Container)).await.expect("open");
+        let second = queue.publish(&job(1, Tier::Container)).await.expect("open");
+        assert_eq!((first.seq, first.duplicate), (1, false));
+        assert_eq!((second.seq, second.duplicate), (2, false));
+        let again = queue
+            .publish_many(&[job(0, Tier::Container), job(2, Tier::Replay)])
+            .await;
+        let again: Vec<Published> = again.into_iter().map(|r| r.expect("open")).collect();
+        assert_eq!(
+            again,
+            vec![
+                Published {
+                    seq: 1,
+                    duplicate: true
+                },
+                Published {
+                    seq: 3,
+                    duplicate: false
+                }
+            ]
+        );
+        queue.close();
+        let closed = queue
+            .publish_many(&[job(4, Tier::Container), job(5, Tier::Container)])
+            .await;
+        assert!(closed.iter().all(|r| matches!(r, Err(QueueError::Closed))));
+    }
+
+    #[tokio::test]
+    async fn pull_many_takes_up_to_max_from_every_tier_in_turn() {
+        let queue = MemJobQueue::new();
+        for index in 0..3 {
+            queue
+                .publish(&job(index, Tier::Container))
+                .await
+                .expect("open");
+        }
+        for index in 3..6 {
+            queue
+                .publish(&job(index, Tier::Replay))
+                .await
+                .expect("open");
+        }
+        let mut puller = queue.puller(&[Tier::Container, Tier::Replay]);
+        let first = puller.pull_many(4).await.expect("pull").expect("jobs");
+        let tiers: Vec<Tier> = first.iter().map(|d| d.job.tier).collect();
+        assert_eq!(
+            tiers,
+            vec![Tier::Container, Tier::Replay, Tier::Container, Tier::Replay]
+        );
+        let rest = puller.pull_many(4).await.expect("pull").expect("jobs");
+        assert_eq!(rest.len(), 2);
+        let none = puller.pull_many(0).await.expect("pull").expect("open");
+        assert!(none.is_empty());
+        queue.close();
+        assert!(puller.pull_many(4).await.expect("pull").is_none());
+        assert!(queue.puller(&[]).pull_many(1).await.is_err());
     }
 
     #[tokio::test]

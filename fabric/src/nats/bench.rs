@@ -1,5 +1,6 @@
 //! The raw JetStream baseline of the fleet benchmark (`cowork bench jetstream`): what the broker
-//! alone does on this machine, so the fleet's own rate can be read as a ratio of it.
+//! alone does on this machine, so the fleet's own rate can be read as a ratio of it; and
+//! `batch_timeline`, which tells where a fleet run's time went.
 
 use std::time::{Duration, Instant};
 
@@ -107,4 +108,70 @@ pub async fn raw_jetstream(url: &str, messages: u64) -> Result<RawRates, NatsErr
         pull_ack_per_s: rate(messages, pulled),
         cycle_per_s: rate(messages, total),
     })
+}
+
+/// When a batch's job events were stored, by the server's clock, read back from the events
+/// stream after the batch: where the time of a fleet run went.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchTimeline {
+    pub n_events: u64,
+    /// Unix time in milliseconds of the batch's first event (a job started).
+    pub first_event_ms: Option<i128>,
+    /// Unix time in milliseconds of the last `finished` event.
+    pub last_finished_ms: Option<i128>,
+}
+
+/// Reads every event of `batch` from the events stream of `config` (on a connection of its own)
+/// and returns when the first one and the last `finished` one were stored.
+pub async fn batch_timeline(
+    config: &super::NatsConfig,
+    batch: &cowork_schema::BatchId,
+) -> Result<BatchTimeline, NatsError> {
+    use async_nats::jetstream::consumer::push::OrderedConfig;
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    use cowork_schema::event::{JobEvent, JobEventKind};
+
+    let jetstream = jetstream::new(super::connect_client(config).await?);
+    let stream = jetstream
+        .get_stream_no_info(&config.events_stream)
+        .await
+        .map_err(|e| js_error("open events stream", e))?;
+    let subject = super::events_subject(batch);
+    let last_seq = match stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => message.sequence,
+        Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => {
+            return Ok(BatchTimeline::default());
+        }
+        Err(error) => return Err(js_error("read the last event", error)),
+    };
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            deliver_subject: jetstream.client().new_inbox(),
+            filter_subject: subject,
+            ..OrderedConfig::default()
+        })
+        .await
+        .map_err(|e| js_error("create consumer", e))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| js_error("read events", e))?;
+    let mut timeline = BatchTimeline::default();
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| js_error("read an event", e))?;
+        let info = message.info().map_err(|e| js_error("event info", e))?;
+        let stored_ms = info.published.unix_timestamp_nanos() / 1_000_000;
+        let seq = info.stream_sequence;
+        timeline.n_events += 1;
+        timeline.first_event_ms.get_or_insert(stored_ms);
+        if let Ok(event) = serde_json::from_slice::<JobEvent>(&message.payload)
+            && matches!(event.event, JobEventKind::Finished { .. })
+        {
+            timeline.last_finished_ms = Some(stored_ms);
+        }
+        if seq >= last_seq {
+            break;
+        }
+    }
+    Ok(timeline)
 }

@@ -5,9 +5,13 @@
 //!   redacting `Secret`.
 //! - [`setup`]: `ensure_streams`, which creates or checks the streams, the tier consumers and
 //!   the buckets at start-up.
-//! - [`queue`]: `NatsJobQueue` on the `COWORK_JOBS` work queue.
+//! - [`queue`]: `NatsJobQueue` on the `COWORK_JOBS` work queue: publishing (pipelined for many
+//!   jobs) and single pulls.
+//! - `puller`: the worker's standing pull on all of its tiers at once.
+//! - [`lost`]: lost jobs from JetStream's max-deliveries and terminated advisories.
 //! - [`events`]: `NatsEventLog` on the `COWORK_EVENTS` stream.
 //! - [`registry`]: `NatsBatchRegistry` and `NatsWorkerRegistry` on the two KV buckets.
+//! - [`bench`]: the raw baselines of the fleet benchmark.
 //!
 //! [`connect`] does it all: it connects (retrying until the server is up), runs
 //! `ensure_streams` and binds the four port implementations, returned as a [`NatsFabric`].
@@ -15,6 +19,8 @@
 pub mod bench;
 pub mod config;
 pub mod events;
+pub mod lost;
+mod puller;
 pub mod queue;
 pub mod registry;
 pub mod setup;

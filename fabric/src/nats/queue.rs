@@ -4,18 +4,24 @@
 //! resume generation, `JobSpec::message_id`), so a
 //! repeated publish inside the stream's duplicate window is dropped by the server. Each tier
 //! has one durable pull consumer (`cowork-<tier>`) shared by every worker of that tier; its
-//! `max_ack_pending` is the fleet-wide in-flight cap of the tier. A pull fetches one message at
-//! a time, so a worker never holds a job it has no free slot for.
+//! `max_ack_pending` is the fleet-wide in-flight cap of the tier.
+//!
+//! Workers pull through the `NatsPuller` of `nats/puller.rs` (`JobQueue::puller`), which keeps a
+//! pull open on every tier at once and fetches as many jobs as there are free slots; `pull`
+//! fetches one message at a time for tools and tests. `publish_many` keeps up to
+//! [`PUBLISH_WINDOW`] publishes in flight. `lost_jobs` follows JetStream's advisories
+//! ([`crate::nats::lost`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use async_nats::jetstream::message::Acker as JsAcker;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::Stream as JsStream;
 use async_nats::jetstream::{AckKind, Context};
 use async_trait::async_trait;
 use cowork_schema::job::{JobSpec, Tier};
@@ -23,24 +29,40 @@ use cowork_schema::{BatchId, JobId};
 use futures::StreamExt;
 
 use crate::nats::config::NatsConfig;
+use crate::nats::puller::NatsPuller;
 use crate::nats::{NatsError, consumer_name, jobs_subject};
-use crate::queue::{Acker, Delivery, JobQueue, QueueError};
+use crate::queue::{
+    Acker, Delivery, JobPuller, JobQueue, LostJobs, Published, QueueError, not_sent_after,
+    stops_publishing,
+};
 
-/// Server-side expiry of the no-wait requests of a multi-tier sweep; it only matters when a
-/// tier is at its in-flight cap (see `fetch_one`).
-const SWEEP_EXPIRY: Duration = Duration::from_millis(100);
+/// Server-side expiry of no-wait requests (the sweep of `pull_once`, the puller's fetches); it
+/// only matters when a tier is at its in-flight cap (see `fetch_one`).
+pub(crate) const SWEEP_EXPIRY: Duration = Duration::from_millis(100);
+
+/// Publishes `publish_many` keeps in flight by default. async-nats blocks a publish once 5,000
+/// acknowledgements are outstanding on one connection, and a caller that holds them unawaited
+/// then hangs; 512 stays far below that (the connection is shared with event publishes) while
+/// already reaching the broker's pipelined rate on loopback.
+pub const PUBLISH_WINDOW: usize = 512;
 
 /// The job queue on a NATS JetStream server. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct NatsJobQueue {
-    jetstream: Context,
-    /// The jobs stream, for withdrawing a cancelled batch's queued jobs.
-    stream: async_nats::jetstream::stream::Stream<()>,
-    consumers: Arc<BTreeMap<Tier, PullConsumer>>,
+    pub(crate) jetstream: Context,
+    /// The jobs stream: read by sequence to name the jobs of lost-job advisories, and purged
+    /// by subject to withdraw a cancelled batch's queued jobs.
+    pub(crate) stream: JsStream<()>,
+    pub(crate) stream_name: String,
+    pub(crate) consumers: Arc<BTreeMap<Tier, PullConsumer>>,
     /// Which tier gets the next long poll, so that every tier of a multi-tier worker is
     /// waited on in turn.
     next_tier: Arc<AtomicUsize>,
-    pull_expiry: Duration,
+    pub(crate) pull_expiry: Duration,
+    /// How often the puller renews jobs it holds beyond the free slots: a third of the tier
+    /// consumers' `ack_wait`, as the worker renews running jobs.
+    pub(crate) renew_every: Duration,
+    publish_window: usize,
 }
 
 impl NatsJobQueue {
@@ -71,10 +93,44 @@ impl NatsJobQueue {
         Ok(NatsJobQueue {
             jetstream: jetstream.clone(),
             stream,
+            stream_name: config.jobs_stream.clone(),
             consumers: Arc::new(consumers),
             next_tier: Arc::new(AtomicUsize::new(0)),
             pull_expiry: config.pull_expiry,
+            renew_every: (config.ack_wait / 3).max(Duration::from_millis(100)),
+            publish_window: PUBLISH_WINDOW,
         })
+    }
+
+    /// This queue with at most `window` publishes of `publish_many` in flight (at least 1).
+    pub fn with_publish_window(mut self, window: usize) -> NatsJobQueue {
+        self.publish_window = window.max(1);
+        self
+    }
+
+    /// The bound consumer of `tier`.
+    pub(crate) fn consumer(&self, tier: Tier) -> Result<&PullConsumer, QueueError> {
+        self.consumers
+            .get(&tier)
+            .ok_or_else(|| QueueError::Malformed {
+                message: format!("no consumer is bound for tier {}", tier.as_str()),
+            })
+    }
+
+    /// Sends the publish of `job`; the returned future resolves with the server's
+    /// acknowledgement.
+    async fn send_job(&self, job: &JobSpec) -> Result<PublishAckFuture, QueueError> {
+        let body = serde_json::to_vec(job).map_err(|error| QueueError::Malformed {
+            message: format!("encoding job {}: {error}", job.job_id),
+        })?;
+        let subject = jobs_subject(job.tier, &job.batch_id);
+        let message = PublishMessage::build()
+            .payload(body.into())
+            .message_id(job.message_id());
+        self.jetstream
+            .send_publish(subject, message)
+            .await
+            .map_err(|error| publish_error(&job.job_id, &error))
     }
 
     /// One round over `tiers`: takes a job that is ready on any of them, else waits up to
@@ -114,12 +170,7 @@ impl NatsJobQueue {
         tier: Tier,
         wait: Option<Duration>,
     ) -> Result<Option<Delivery>, QueueError> {
-        let consumer = self
-            .consumers
-            .get(&tier)
-            .ok_or_else(|| QueueError::Malformed {
-                message: format!("no consumer is bound for tier {}", tier.as_str()),
-            })?;
+        let consumer = self.consumer(tier)?;
         let batch = match wait {
             // The server holds even a no-wait request while the tier is at its
             // max_ack_pending, answering only when the request expires; without an expiry it
@@ -161,45 +212,53 @@ impl NatsJobQueue {
                 });
             }
         };
-        let attempt = match message.info() {
-            Ok(info) => u32::try_from(info.delivered).unwrap_or(u32::MAX),
-            Err(error) => {
-                // Every JetStream delivery carries its info in the reply subject; a message
-                // without it cannot be settled either, so it is skipped (the server delivers
-                // it again after ack_wait) rather than failing the worker.
-                tracing::error!(tier = tier.as_str(), error = %error, "skipping a job message without delivery info");
-                return Ok(None);
-            }
-        };
-        let (message, acker) = message.split();
-        let job: JobSpec = match serde_json::from_slice(&message.payload) {
-            Ok(job) => job,
-            Err(error) => {
-                // A body that is not a job can never run: terminate it so it is not delivered
-                // again, and carry on as if nothing had been pulled.
-                tracing::error!(
-                    subject = %message.subject,
-                    tier = tier.as_str(),
-                    error = %error,
-                    "terminating a job message that is not a job spec"
-                );
-                if let Err(error) = acker.ack_with(AckKind::Term).await {
-                    tracing::warn!(error = %error, "terminating a malformed job message failed");
-                }
-                return Ok(None);
-            }
-        };
-        let job_id = job.job_id.clone();
-        Ok(Some(Delivery {
-            job,
-            attempt,
-            acker: Box::new(NatsAcker {
-                acker,
-                job_id,
-                settled: AtomicBool::new(false),
-            }),
-        }))
+        Ok(into_delivery(tier, message).await)
     }
+}
+
+/// The delivery of a pulled message of `tier`, or `None` when it cannot become one.
+///
+/// A body that is not a job can never run: it is terminated, so it is not delivered again (the
+/// coordinator hears of it through the terminated advisory). A message without delivery info
+/// cannot be settled either; it is left to the server, which delivers it again after
+/// `ack_wait`.
+pub(crate) async fn into_delivery(
+    tier: Tier,
+    message: async_nats::jetstream::Message,
+) -> Option<Delivery> {
+    let attempt = match message.info() {
+        Ok(info) => u32::try_from(info.delivered).unwrap_or(u32::MAX),
+        Err(error) => {
+            tracing::error!(tier = tier.as_str(), error = %error, "skipping a job message without delivery info");
+            return None;
+        }
+    };
+    let (message, acker) = message.split();
+    let job: JobSpec = match serde_json::from_slice(&message.payload) {
+        Ok(job) => job,
+        Err(error) => {
+            tracing::error!(
+                subject = %message.subject,
+                tier = tier.as_str(),
+                error = %error,
+                "terminating a job message that is not a job spec"
+            );
+            if let Err(error) = acker.ack_with(AckKind::Term).await {
+                tracing::warn!(error = %error, "terminating a malformed job message failed");
+            }
+            return None;
+        }
+    };
+    let job_id = job.job_id.clone();
+    Some(Delivery {
+        job,
+        attempt,
+        acker: Box::new(NatsAcker {
+            acker,
+            job_id,
+            settled: AtomicBool::new(false),
+        }),
+    })
 }
 
 #[async_trait]
@@ -220,25 +279,67 @@ impl JobQueue for NatsJobQueue {
         Ok(pending)
     }
 
-    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
-        let body = serde_json::to_vec(job).map_err(|error| QueueError::Malformed {
-            message: format!("encoding job {}: {error}", job.job_id),
-        })?;
-        let subject = jobs_subject(job.tier, &job.batch_id);
-        let message = PublishMessage::build()
-            .payload(body.into())
-            .message_id(job.message_id());
-        let ack = self
-            .jetstream
-            .send_publish(subject, message)
-            .await
-            .map_err(|error| publish_error(&job.job_id, &error))?
-            .await
-            .map_err(|error| publish_error(&job.job_id, &error))?;
-        if ack.duplicate {
-            tracing::debug!(job_id = %job.job_id, "job was already published");
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
+        let pending = self.send_job(job).await?;
+        await_published(job, pending).await
+    }
+
+    /// Pipelined: up to the publish window of publishes are in flight, their acknowledgements
+    /// awaited in order.
+    async fn publish_many(&self, jobs: &[JobSpec]) -> Vec<Result<Published, QueueError>> {
+        let mut results: Vec<Option<Result<Published, QueueError>>> = vec![None; jobs.len()];
+        let mut in_flight: VecDeque<(usize, PublishAckFuture)> = VecDeque::new();
+        let mut stopped: Option<QueueError> = None;
+        for (job_idx, job) in jobs.iter().enumerate() {
+            if in_flight.len() >= self.publish_window
+                && let Some((done_idx, pending)) = in_flight.pop_front()
+            {
+                let result = await_published(&jobs[done_idx], pending).await;
+                if let Err(error) = &result
+                    && stops_publishing(error)
+                    && stopped.is_none()
+                {
+                    stopped = Some(error.clone());
+                }
+                results[done_idx] = Some(result);
+            }
+            if let Some(first) = &stopped {
+                results[job_idx] = Some(Err(not_sent_after(first, job)));
+                continue;
+            }
+            match self.send_job(job).await {
+                Ok(pending) => in_flight.push_back((job_idx, pending)),
+                Err(error) => {
+                    if stops_publishing(&error) {
+                        stopped = Some(error.clone());
+                    }
+                    results[job_idx] = Some(Err(error));
+                }
+            }
         }
-        Ok(())
+        // Every publish that was sent is awaited, also after a failure: its job may well be
+        // stored, and the caller must know.
+        for (done_idx, pending) in in_flight {
+            results[done_idx] = Some(await_published(&jobs[done_idx], pending).await);
+        }
+        results
+            .into_iter()
+            .map(|result| {
+                result.unwrap_or_else(|| {
+                    Err(QueueError::Transient {
+                        message: "publish was never attempted".to_owned(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    fn puller(&self, tiers: &[Tier]) -> Box<dyn JobPuller + '_> {
+        Box::new(NatsPuller::start(self.clone(), tiers))
+    }
+
+    async fn lost_jobs(&self) -> Result<LostJobs, QueueError> {
+        crate::nats::lost::follow(self).await
     }
 
     async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
@@ -269,6 +370,23 @@ impl JobQueue for NatsJobQueue {
             }
         }
     }
+}
+
+/// Awaits the acknowledgement of the publish of `job`.
+async fn await_published(
+    job: &JobSpec,
+    pending: PublishAckFuture,
+) -> Result<Published, QueueError> {
+    let ack = pending
+        .await
+        .map_err(|error| publish_error(&job.job_id, &error))?;
+    if ack.duplicate {
+        tracing::debug!(job_id = %job.job_id, seq = ack.sequence, "job was already published");
+    }
+    Ok(Published {
+        seq: ack.sequence,
+        duplicate: ack.duplicate,
+    })
 }
 
 fn publish_error(

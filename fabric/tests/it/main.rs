@@ -3,4 +3,5 @@
 
 mod auth;
 mod nats;
+mod nats_pipeline;
 mod s3;

@@ -22,18 +22,18 @@ use cowork_testkit::NatsServer;
 use tokio_util::sync::CancellationToken;
 
 /// How long a pull waits on the server when a test asserts that nothing is delivered.
-const NOTHING_WITHIN: Duration = Duration::from_millis(700);
+pub(crate) const NOTHING_WITHIN: Duration = Duration::from_millis(700);
 /// Upper bound for something that must happen (a redelivery, a reconnect); generous because
 /// the test machine is shared.
-const EVENTUALLY: Duration = Duration::from_secs(30);
+pub(crate) const EVENTUALLY: Duration = Duration::from_secs(30);
 
-fn config(server: &NatsServer) -> NatsConfig {
+pub(crate) fn config(server: &NatsServer) -> NatsConfig {
     let mut config = NatsConfig::new(&server.url());
     config.connect_timeout = Duration::from_secs(20);
     config
 }
 
-async fn fabric(config: &NatsConfig) -> NatsFabric {
+pub(crate) async fn fabric(config: &NatsConfig) -> NatsFabric {
     connect(config)
         .await
         .unwrap_or_else(|e| panic!("connecting to {}: {e} ({:?})", config.url, e))
@@ -43,7 +43,7 @@ fn batch(id: &str) -> BatchId {
     BatchId::new(id).expect("valid literal")
 }
 
-fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
+pub(crate) fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
     let batch = batch(batch_id);
     JobSpec {
         protocol: cowork_schema::job::PROTOCOL_VERSION,
@@ -68,7 +68,7 @@ fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
     }
 }
 
-async fn publish(queue: &dyn JobQueue, job: &JobSpec) {
+pub(crate) async fn publish(queue: &dyn JobQueue, job: &JobSpec) {
     queue
         .publish(job)
         .await
@@ -76,7 +76,7 @@ async fn publish(queue: &dyn JobQueue, job: &JobSpec) {
 }
 
 /// The next delivery of `tiers`, waiting at most [`EVENTUALLY`].
-async fn pull(queue: &dyn JobQueue, tiers: &[Tier]) -> Delivery {
+pub(crate) async fn pull(queue: &dyn JobQueue, tiers: &[Tier]) -> Delivery {
     tokio::time::timeout(EVENTUALLY, queue.pull(tiers))
         .await
         .unwrap_or_else(|_| panic!("no job of {tiers:?} within {EVENTUALLY:?}"))
@@ -85,7 +85,7 @@ async fn pull(queue: &dyn JobQueue, tiers: &[Tier]) -> Delivery {
 }
 
 /// Asserts that no job of `tiers` is delivered within [`NOTHING_WITHIN`].
-async fn assert_nothing(fabric: &NatsFabric, tiers: &[Tier]) {
+pub(crate) async fn assert_nothing(fabric: &NatsFabric, tiers: &[Tier]) {
     let pulled = fabric
         .queue
         .pull_once(tiers, NOTHING_WITHIN)
@@ -312,7 +312,7 @@ async fn a_message_that_is_not_a_job_is_terminated_not_delivered() {
     assert_eq!(jobs.info().await.expect("stream info").state.messages, 0);
 }
 
-fn event(batch_id: &str, index: u32, attempt: u32, kind: JobEventKind) -> JobEvent {
+pub(crate) fn event(batch_id: &str, index: u32, attempt: u32, kind: JobEventKind) -> JobEvent {
     let batch = batch(batch_id);
     JobEvent {
         protocol: cowork_schema::job::PROTOCOL_VERSION,
@@ -333,7 +333,7 @@ fn failed() -> JobEventKind {
     }
 }
 
-async fn next_event(subscription: &mut Box<dyn EventSubscription>) -> (u64, JobEvent) {
+pub(crate) async fn next_event(subscription: &mut Box<dyn EventSubscription>) -> (u64, JobEvent) {
     tokio::time::timeout(EVENTUALLY, subscription.next())
         .await
         .unwrap_or_else(|_| panic!("no event within {EVENTUALLY:?}"))

@@ -18,6 +18,7 @@ use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::embedded::{DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue};
 use cowork_fabric::queue::Acker;
+use cowork_fabric::queue::Published;
 use cowork_fabric::{
     ArtifactError, ArtifactStore, BatchRegistry, Delivery, EventError, EventLog, EventSubscription,
     JobQueue, PutOutcome, QueueError,
@@ -188,7 +189,7 @@ impl Acker for LoggingAcker {
 
 #[async_trait]
 impl JobQueue for LoggingQueue {
-    async fn publish(&self, job: &JobSpec) -> Result<(), QueueError> {
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
         self.inner.publish(job).await
     }
     async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
@@ -580,7 +581,11 @@ async fn a_redelivered_job_whose_record_is_stored_is_reported_without_running() 
     // (`JobSpec::attempt_of`), so the worker looks for the stored record first.
     let mut again = job.clone();
     again.republished = 1;
-    fixture.queue.publish(&again).await.expect("publishing again");
+    fixture
+        .queue
+        .publish(&again)
+        .await
+        .expect("publishing again");
     let log = fixture.until_settled(2).await;
     shutdown.cancel();
     worker.await.expect("the worker task");
@@ -594,7 +599,11 @@ async fn a_redelivered_job_whose_record_is_stored_is_reported_without_running() 
         finished[0].event, finished[1].event,
         "the second is the stored record"
     );
-    assert_eq!(finished[1].attempt, again.attempt_of(1), "the job's next attempt");
+    assert_eq!(
+        finished[1].attempt,
+        again.attempt_of(1),
+        "the job's next attempt"
+    );
 }
 
 #[tokio::test(start_paused = true)]
