@@ -324,12 +324,7 @@ async fn run_locked(
             plan,
             &options,
             &progress_tx,
-            SuperviseSignals {
-                shutdown: stopper.signals.shutdown.clone(),
-                cancel: stopper.signals.cancel.clone(),
-                // One process, one queue: nothing gives up on a job behind the worker's back.
-                lost_jobs: None,
-            },
+            stopper.signals.clone(),
         );
         tokio::pin!(supervision);
         loop {

@@ -27,6 +27,7 @@ use cowork_core::limits::{ModelLimit, ModelLimits};
 use cowork_core::plan::Plan;
 use cowork_core::reduce::{BatchReduction, BatchShape, Judging};
 use cowork_fabric::events::EventSubscription;
+use cowork_fabric::queue::{LostJob, LostJobs};
 use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
 use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
@@ -34,7 +35,8 @@ use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::fleet::FleetMeta;
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
-use tokio::sync::{mpsc, watch};
+use futures::StreamExt;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use cowork_core::admission::{DEFAULT_DEADLINE_GRACE, DEFAULT_SPECULATION};
@@ -130,8 +132,8 @@ impl SharedModelLimits {
     }
 }
 
-/// The ways to stop a supervised batch early, and what the queue says about lost jobs.
-#[derive(Debug, Default)]
+/// The ways to stop a supervised batch early.
+#[derive(Clone, Debug, Default)]
 pub struct SuperviseSignals {
     /// Process shutdown: supervision returns [`SuperviseError::Cancelled`] at once and leaves
     /// the batch for the next coordinator to resume.
@@ -140,9 +142,6 @@ pub struct SuperviseSignals {
     /// (choice C4), and supervision returns [`SuperviseEnd::Cancelled`] unless the batch was
     /// decided anyway.
     pub cancel: CancellationToken,
-    /// Jobs of this batch the queue gave up on (deliveries exhausted, terminated): each is
-    /// folded as an infrastructure error.
-    pub lost_jobs: Option<mpsc::UnboundedReceiver<JobId>>,
 }
 
 /// What a supervised batch produced.
@@ -279,7 +278,7 @@ pub async fn supervise(
     plan: &Plan,
     options: &SuperviseOptions,
     progress_tx: &watch::Sender<ProgressSnapshot>,
-    mut signals: SuperviseSignals,
+    signals: SuperviseSignals,
 ) -> Result<SuperviseEnd, SuperviseError> {
     let mut batch = Supervised::start(ports, plan, options).await?;
     // A dropped supervision (error, shutdown) gives its model slots back; other batches
@@ -300,7 +299,7 @@ pub async fn supervise(
             break end;
         }
         progress_tx.send_replace(batch.admission.progress().clone());
-        if let Some(input) = batch.next_input(&decision, &mut signals).await? {
+        if let Some(input) = batch.next_input(&decision, &signals).await? {
             batch.fold(input);
         }
     };
@@ -338,6 +337,34 @@ struct Supervised<'a> {
     cancel_seen: bool,
     /// Trace context of each admitted, unfinished job, for the span of its fold.
     traceparents: HashMap<JobId, String>,
+    /// Jobs the queue gave up on (JetStream's max-deliveries and terminated advisories);
+    /// `None` once the queue closed the stream.
+    lost: Option<LostJobs>,
+    /// The queue sequence of each admitted, unfinished job, and back: an advisory about a
+    /// message that is gone names the job only by its sequence. Bounded by the window.
+    published: PublishedJobs,
+}
+
+/// Queue sequence ↔ job of the admitted, unfinished jobs.
+#[derive(Default)]
+struct PublishedJobs {
+    job_at: HashMap<u64, JobId>,
+    seq_of: HashMap<JobId, u64>,
+}
+
+impl PublishedJobs {
+    fn insert(&mut self, seq: u64, job_id: JobId) {
+        if let Some(old) = self.seq_of.insert(job_id.clone(), seq) {
+            self.job_at.remove(&old);
+        }
+        self.job_at.insert(seq, job_id);
+    }
+
+    fn finished(&mut self, job_id: &JobId) {
+        if let Some(seq) = self.seq_of.remove(job_id) {
+            self.job_at.remove(&seq);
+        }
+    }
 }
 
 impl<'a> Supervised<'a> {
@@ -372,6 +399,16 @@ impl<'a> Supervised<'a> {
             .subscribe(&plan.batch_id, 1)
             .await
             .map_err(events_error)?;
+        // Subscribed before the first publish: an advisory sent before it would be missed (the
+        // job's deadline would still catch it, only later).
+        let lost = ports
+            .queue
+            .lost_jobs()
+            .await
+            .map_err(|source| SuperviseError::Publish {
+                job_id: format!("{} (subscribing to lost-job advisories)", plan.batch_id),
+                source,
+            })?;
         Ok(Supervised {
             ports,
             plan,
@@ -381,6 +418,8 @@ impl<'a> Supervised<'a> {
             caught_up_to,
             cancel_seen: false,
             traceparents: HashMap::new(),
+            lost: Some(lost),
+            published: PublishedJobs::default(),
         })
     }
 
@@ -440,6 +479,7 @@ impl<'a> Supervised<'a> {
     fn fold(&mut self, input: Input) {
         let traceparent = match &input {
             Input::Event(event) if matches!(event.event, JobEventKind::Finished { .. }) => {
+                self.published.finished(&event.job_id);
                 self.traceparents.remove(&event.job_id)
             }
             _ => None,
@@ -469,23 +509,29 @@ impl<'a> Supervised<'a> {
         if decision.released_slots {
             self.options.model_limits.notify_released();
         }
-        for publish in &decision.publish {
-            let unit = &self.plan.units[publish.job.unit as usize];
-            let mut job = self.plan.job(unit, publish.job.repeat_index);
-            job.republished = publish.republished;
-            let job = cowork_fabric::trace_context::admit_traced(job);
+        let jobs: Vec<_> = decision
+            .publish
+            .iter()
+            .map(|publish| {
+                let unit = &self.plan.units[publish.job.unit as usize];
+                let mut job = self.plan.job(unit, publish.job.repeat_index);
+                job.republished = publish.republished;
+                cowork_fabric::trace_context::admit_traced(job)
+            })
+            .collect();
+        // Pipelined: the queue keeps a bounded number of publishes in flight and answers
+        // each in order.
+        let published = self.ports.queue.publish_many(&jobs).await;
+        for (job, result) in jobs.iter().zip(published) {
+            let published = result.map_err(|source| SuperviseError::Publish {
+                job_id: job.job_id.to_string(),
+                source,
+            })?;
             if let Some(traceparent) = &job.traceparent {
                 self.traceparents
                     .insert(job.job_id.clone(), traceparent.clone());
             }
-            self.ports
-                .queue
-                .publish(&job)
-                .await
-                .map_err(|source| SuperviseError::Publish {
-                    job_id: job.job_id.to_string(),
-                    source,
-                })?;
+            self.published.insert(published.seq, job.job_id.clone());
         }
         for event in &decision.lost {
             self.ports
@@ -527,12 +573,12 @@ impl<'a> Supervised<'a> {
     async fn next_input(
         &mut self,
         decision: &Decision,
-        signals: &mut SuperviseSignals,
+        signals: &SuperviseSignals,
     ) -> Result<Option<Input>, SuperviseError> {
         let wake_at = decision.wake_at.map(tokio::time::Instant::from_std);
-        let lost_jobs = async {
-            match signals.lost_jobs.as_mut() {
-                Some(lost_jobs) => lost_jobs.recv().await,
+        let lost = async {
+            match self.lost.as_mut() {
+                Some(lost) => lost.next().await,
                 None => std::future::pending().await,
             }
         };
@@ -551,9 +597,29 @@ impl<'a> Supervised<'a> {
             _ = tokio::time::sleep_until(wake_at.unwrap_or_else(tokio::time::Instant::now)), if wake_at.is_some() => Ok(None),
             // Another batch's job of a held model finished: look again.
             _ = self.options.model_limits.released(), if decision.wait_for_release => Ok(None),
-            Some(job_id) = lost_jobs => Ok(Some(Input::JobLost(job_id))),
+            lost = lost => Ok(self.lost_job(lost)),
             next = self.subscription.next() => self.read(next).map(|(_, input)| Some(input)),
         }
+    }
+
+    /// A job the queue gave up on, as an input when it is one of this batch's current jobs
+    /// (`None`: another batch's, an earlier generation's, or the queue closed the stream).
+    fn lost_job(&mut self, lost: Option<LostJob>) -> Option<Input> {
+        let Some(lost) = lost else {
+            self.lost = None;
+            return None;
+        };
+        let job_id = match &lost.job {
+            Some(job)
+                if job.batch_id == self.plan.batch_id && job.generation == self.plan.generation =>
+            {
+                job.job_id.clone()
+            }
+            Some(_) => return None,
+            None => self.published.job_at.get(&lost.stream_seq)?.clone(),
+        };
+        tracing::warn!(job_id = %job_id, reason = ?lost.reason, "the queue gave up on a job: folding it as an infrastructure error");
+        Some(Input::JobLost(job_id))
     }
 
     /// Stores the decided batch's documents.

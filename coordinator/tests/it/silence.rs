@@ -189,3 +189,150 @@ async fn a_garbage_event_is_counted_and_skipped_and_an_unknown_field_is_folded()
     assert_eq!(rollup["rollups"][0]["completed"], 2, "{rollup}");
     assert_eq!(outcome.exit_code, 0);
 }
+
+/// The coordinator's queue, except that one job's message reaches the stream as bytes no
+/// worker can decode (a corrupted or foreign body): workers terminate it, and only
+/// JetStream's advisory says the job will never run.
+struct CorruptingQueue {
+    inner: cowork_fabric::nats::NatsJobQueue,
+    jetstream: async_nats::jetstream::Context,
+    corrupt: cowork_schema::ids::JobId,
+}
+
+#[async_trait::async_trait]
+impl JobQueue for CorruptingQueue {
+    async fn publish(
+        &self,
+        job: &cowork_schema::job::JobSpec,
+    ) -> Result<cowork_fabric::queue::Published, cowork_fabric::QueueError> {
+        if job.job_id != self.corrupt {
+            return self.inner.publish(job).await;
+        }
+        let subject = cowork_fabric::nats::jobs_subject(job.tier, &job.batch_id);
+        let ack = self
+            .jetstream
+            .publish(subject, "not a job".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("stored");
+        Ok(cowork_fabric::queue::Published {
+            seq: ack.sequence,
+            duplicate: false,
+        })
+    }
+
+    async fn pull(
+        &self,
+        tiers: &[Tier],
+    ) -> Result<Option<cowork_fabric::Delivery>, cowork_fabric::QueueError> {
+        self.inner.pull(tiers).await
+    }
+
+    async fn lost_jobs(&self) -> Result<cowork_fabric::queue::LostJobs, cowork_fabric::QueueError> {
+        self.inner.lost_jobs().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_terminated_as_undecodable_ends_its_batch_as_an_infra_error() {
+    let server = NatsServer::start();
+    let mut config = NatsConfig::new(&server.url());
+    config.connect_timeout = std::time::Duration::from_secs(20);
+    let fabric = connect(&config).await.expect("connecting to nats");
+    let dir = project();
+    let plan = planned(dir.path(), repeat(2));
+    let tier = plan.units[0].tier;
+    let mut jobs = plan.jobs();
+    let (r0, r1) = (jobs.next().expect("r0"), jobs.next().expect("r1"));
+    let store = DirArtifactStore::new(&dir.path().join("store"));
+    let ports = CoordinatorPorts {
+        queue: Arc::new(CorruptingQueue {
+            inner: fabric.queue.clone(),
+            jetstream: fabric.jetstream.clone(),
+            corrupt: r1.job_id.clone(),
+        }),
+        events: Arc::new(fabric.events.clone()),
+        store: Arc::new(store.clone()),
+    };
+    let supervision = {
+        let plan = plan.clone();
+        tokio::spawn(async move {
+            let (progress_tx, _progress_rx) = watch::channel(ProgressSnapshot::default());
+            supervise(
+                &ports,
+                &plan,
+                &SuperviseOptions::new(2, "run"),
+                &progress_tx,
+                SuperviseSignals::default(),
+            )
+            .await
+        })
+    };
+    // The test is the worker: it runs r0 and, like every worker, terminates the message it
+    // cannot decode (the queue's puller does that before handing anything out).
+    // The puller borrows its queue; a queue that lives as long as the test's tasks lends it.
+    let worker_queue: &'static cowork_fabric::nats::NatsJobQueue =
+        Box::leak(Box::new(fabric.queue.clone()));
+    let mut puller = worker_queue.puller(&[tier]);
+    let delivered = tokio::time::timeout(std::time::Duration::from_secs(60), puller.pull_many(2))
+        .await
+        .expect("r0 is delivered")
+        .expect("pulling")
+        .expect("the queue is open");
+    assert_eq!(delivered.len(), 1, "only r0 decodes");
+    assert_eq!(delivered[0].job.job_id, r0.job_id);
+    fabric
+        .events
+        .publish(&finished_event(&store, &r0, 1).await)
+        .await
+        .expect("publishing r0's finished event");
+    delivered[0].acker.ack().await.expect("ack");
+    // A worker goes on pulling: the next pull meets r1's undecodable message and terminates it.
+    let pulling = tokio::spawn(async move {
+        let _more = puller.pull_many(2).await;
+    });
+    let end = tokio::time::timeout(std::time::Duration::from_secs(60), supervision)
+        .await
+        .expect("the batch ends without waiting for the lost job's deadline")
+        .expect("the supervision task")
+        .expect("supervision");
+    pulling.abort();
+    let outcome = decided(end);
+    assert_eq!(outcome.fleet.jobs.lost, 1, "{:?}", outcome.fleet.jobs);
+    let rollup: serde_json::Value =
+        serde_json::from_slice(&outcome.rollup_json).expect("rollup json");
+    assert_eq!(rollup["rollups"][0]["completed"], 1, "{rollup}");
+    assert_eq!(rollup["rollups"][0]["stoppedEarly"], "error", "{rollup}");
+    let events = fabric.events.clone();
+    let last = events
+        .last_sequence(&plan.batch_id)
+        .await
+        .expect("last sequence");
+    let mut subscription = events
+        .subscribe(&plan.batch_id, 1)
+        .await
+        .expect("subscribe");
+    let mut folded_as_infra = false;
+    let mut seen = 0;
+    while seen < last {
+        let (seq, event) = subscription
+            .next()
+            .await
+            .expect("the log holds `last` events")
+            .expect("a readable event");
+        seen = seq;
+        if event.job_id == r1.job_id
+            && let JobEventKind::Finished {
+                outcome: cowork_schema::event::JobOutcome::Error { category, .. },
+                ..
+            } = &event.event
+        {
+            folded_as_infra = *category == ErrorCategory::Infra;
+        }
+    }
+    assert!(
+        folded_as_infra,
+        "r1 ends as an infrastructure error in the event log"
+    );
+}
