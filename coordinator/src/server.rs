@@ -486,7 +486,6 @@ impl Service {
             let signals = SuperviseSignals {
                 shutdown: self.shutdown.child_token(),
                 cancel: live.cancel.clone(),
-                ..SuperviseSignals::default()
             };
             match supervise(&ports, &plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
