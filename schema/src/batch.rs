@@ -178,6 +178,11 @@ pub struct SimRule {
     /// Mean duration of a run in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// How far a run's duration strays from `duration_ms`, as a fraction in [0, 1]: each run
+    /// draws uniformly within ±spread of it. Default 0.5; 0 makes every run take exactly
+    /// `duration_ms` (benchmarks that measure the fleet's own overhead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_spread: Option<f64>,
     /// Probability that a run leaves cost and usage out (missing telemetry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_telemetry_rate: Option<f64>,

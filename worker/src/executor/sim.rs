@@ -39,6 +39,8 @@ pub const SIM_VERSION: &str = concat!("sim-", env!("CARGO_PKG_VERSION"));
 const DEFAULT_PASS_RATE: f64 = 0.9;
 const DEFAULT_COST_USD: f64 = 0.05;
 const DEFAULT_DURATION_MS: u64 = 45_000;
+/// How far a run's duration strays from the mean by default: ±50%, like its cost.
+const DEFAULT_DURATION_SPREAD: f64 = 0.5;
 
 /// Model named in results when the cell has no model axis.
 const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
@@ -312,8 +314,10 @@ pub struct ResolvedProfile {
     pub pass_rate: f64,
     /// Mean cost in USD; each run draws uniformly within ±50% of it.
     pub cost_usd: f64,
-    /// Mean duration in milliseconds; each run draws uniformly within ±50% of it.
+    /// Mean duration in milliseconds; each run draws uniformly within ±`duration_spread` of it.
     pub duration_ms: u64,
+    /// How far durations stray from the mean, as a fraction in [0, 1] (default 0.5).
+    pub duration_spread: f64,
     /// Probability that a run has neither `cost` nor `usage`, in [0, 1].
     pub missing_telemetry_rate: f64,
     /// Probability that a run is `nonDeterministic`, in [0, 1].
@@ -356,6 +360,7 @@ pub fn resolve_profile(job: &JobSpec, rules: &[SimRule]) -> ResolvedProfile {
             .iter()
             .find_map(|rule| rule.duration_ms)
             .unwrap_or(DEFAULT_DURATION_MS),
+        duration_spread: rate(|rule| rule.duration_spread, DEFAULT_DURATION_SPREAD),
         missing_telemetry_rate: rate(|rule| rule.missing_telemetry_rate, 0.0),
         non_deterministic_rate: rate(|rule| rule.non_deterministic_rate, 0.0),
         unanswered_rate: rate(|rule| rule.unanswered_rate, 0.0),
@@ -567,7 +572,11 @@ pub fn simulate_scenario(
 
     let mut facts = RunFacts::new(job);
     facts.authored = authored;
-    let duration_ms = (profile.duration_ms as f64 * (0.5 + draw_duration)).round() as u64;
+    // With the default spread of 0.5 this is `duration_ms × (0.5 + draw)`, as it always was,
+    // so a profile that does not set the spread draws the same durations as before.
+    let spread = profile.duration_spread;
+    let duration_ms =
+        (profile.duration_ms as f64 * (1.0 - spread + 2.0 * spread * draw_duration)).round() as u64;
     let telemetry = (draw_missing_telemetry >= profile.missing_telemetry_rate).then(|| {
         // ±50% around the mean, rounded to 1e-8 USD like the SDK's figures.
         let usd = (profile.cost_usd * (0.5 + draw_cost) * 1e8).round() / 1e8;

@@ -111,6 +111,7 @@ fn first_matching_rule_wins_per_field() {
             pass_rate: 0.3,
             cost_usd: 0.5,
             duration_ms: DEFAULT_DURATION_MS,
+            duration_spread: DEFAULT_DURATION_SPREAD,
             missing_telemetry_rate: 0.0,
             non_deterministic_rate: 0.0,
             unanswered_rate: 1.0,
@@ -281,6 +282,30 @@ fn check_consistent(result: &Value, exit_code: i32) {
     assert_eq!(invoked.is_empty(), skill_failed, "{result}");
     assert_eq!(result["simulated"], true);
     assert_eq!(result["generator"], SIM_GENERATOR);
+}
+
+#[test]
+fn durations_spread_as_the_profile_says() {
+    let durations = |spread: Option<f64>| -> Vec<u64> {
+        let spec = spec(
+            5,
+            vec![SimRule {
+                duration_ms: Some(2000),
+                duration_spread: spread,
+                ..SimRule::default()
+            }],
+        );
+        (0..50)
+            .map(|index| simulate(&job("s", UnitRef::File(0), Some(index)), &spec).duration_ms)
+            .collect()
+    };
+    assert!(durations(Some(0.0)).iter().all(|ms| *ms == 2000));
+    let default = durations(None);
+    assert!(default.iter().all(|ms| (1000..=3000).contains(ms)), "{default:?}");
+    assert!(default.iter().any(|ms| *ms != 2000));
+    assert_eq!(default, durations(Some(0.5)), "the default spread is ±50%");
+    let narrow = durations(Some(0.1));
+    assert!(narrow.iter().all(|ms| (1800..=2200).contains(ms)), "{narrow:?}");
 }
 
 #[test]
