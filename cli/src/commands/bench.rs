@@ -116,13 +116,15 @@ fn parse_tiers(names: &[String]) -> Result<Vec<cowork_schema::job::Tier>, CliErr
 }
 
 /// The sim spec of the benchmark batches: seed 1 and, for a positive `duration_ms`, runs of
-/// that mean length slept for real.
+/// exactly that length slept for real. No spread: the scaling efficiency then compares the
+/// fleet with the ideal `jobs × duration / slots` itself, not with the luck of the draws.
 fn bench_sim(duration_ms: u64) -> cowork_schema::batch::SimSpec {
     let rules = if duration_ms == 0 {
         Vec::new()
     } else {
         vec![cowork_schema::batch::SimRule {
             duration_ms: Some(duration_ms),
+            duration_spread: Some(0.0),
             time_scale: Some(1.0),
             ..cowork_schema::batch::SimRule::default()
         }]
