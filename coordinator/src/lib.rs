@@ -2,7 +2,8 @@
 //!
 //! Modules, in reading order:
 //! - [`prepare`]: the IO edge of planning — reads the target, scenarios, sessions and matrix,
-//!   validates the whole batch and lists the files of its bundle.
+//!   validates the whole batch and lists the files of its bundle; [`prepare::submitted`] does
+//!   the same on the server for a submitted spec and bundle, and plans it.
 //! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
 //! - [`stored_job`]: a job's stored outcome and result, found through its record.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
@@ -11,7 +12,6 @@
 //! - [`catalog`]: a store's batches for people — the batch list, and each decided batch's
 //!   per-unit history (`stats.json`, or its rollup for batches written without one).
 //! - [`eval`]: storing and reading an eval batch's A/B document.
-//! - [`intake`]: the server's validation of a submitted spec and bundle, and its plan.
 //! - `fleet_view`: the live workers against the live batches' tiers (unserved tiers, workers
 //!   refused for their protocol version).
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
@@ -26,7 +26,6 @@ pub mod catalog;
 pub mod eval;
 mod fleet_view;
 pub mod history;
-pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod metrics;

@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::intake::plan_from_bundle;
+use crate::prepare::submitted::plan_from_bundle;
 use crate::supervisor::{
     CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions, SuperviseSignals, supervise,
 };
@@ -434,16 +434,30 @@ impl Service {
         let service = Arc::clone(self);
         let command = command.to_owned();
         self.tracker
-            .spawn(async move { service.drive(plan, command, live).await });
+            .spawn(async move { service.run_batch(plan, command, live).await });
     }
 
-    /// Supervises one batch to a final state and records it.
+    /// Runs one batch to a final state: claims its record, supervises it and records how it
+    /// ended.
     #[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
-    async fn drive(self: Arc<Self>, mut plan: Plan, command: String, live: Arc<LiveBatch>) {
-        let batch_id = plan.batch_id.clone();
+    async fn run_batch(self: Arc<Self>, mut plan: Plan, command: String, live: Arc<LiveBatch>) {
+        let Some(record) = self.claim(&plan.batch_id, &live).await else {
+            return;
+        };
+        plan.generation = record.generation;
+        let Some(end) = self.supervise_until_final(&plan, &command, &live).await else {
+            return;
+        };
+        self.record_end(&plan, &live, end).await;
+    }
+
+    /// Claims the batch's record for this coordinator (`planned`/`running` → `running`); `None`
+    /// when it is final already or cannot be claimed. A `stopping` batch is claimed and its
+    /// cancel passed on.
+    async fn claim(&self, batch_id: &BatchId, live: &LiveBatch) -> Option<BatchRecord> {
         let owner = self.config.coordinator_id.clone();
         let claimed = self
-            .transition(&batch_id, |record| match record.state {
+            .transition(batch_id, |record| match record.state {
                 BatchState::Planned | BatchState::Running => {
                     record.state = BatchState::Running;
                     record.owner = Some(owner.clone());
@@ -462,61 +476,76 @@ impl Service {
                 // The shutdown path also lands here when the registry is gone; either way the
                 // record still says what it said, and the next start resumes it.
                 tracing::error!(error = %error, "batch not started: its record could not be claimed");
-                return;
+                return None;
             }
         };
         if record.state.is_final() {
             live.end.send_replace(Some(end_of(&record, None)));
-            return;
+            return None;
         }
         if record.state == BatchState::Stopping {
             live.cancel.cancel();
         }
-        plan.generation = record.generation;
+        Some(record)
+    }
 
+    /// Supervises the batch until it is decided, cancelled or fails for good, supervising it
+    /// again after a transient port failure; `None` when this process shuts down first (the
+    /// batch stays for the next coordinator).
+    async fn supervise_until_final(
+        &self,
+        plan: &Plan,
+        command: &str,
+        live: &LiveBatch,
+    ) -> Option<FinalState> {
         let ports = self.ports.coordinator_ports();
         let options = SuperviseOptions {
             usage_pause: self.config.usage_pause,
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),
-            ..SuperviseOptions::new(self.config.window, &command)
+            ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;
-        let (state, ok, exit_code, message) = loop {
+        loop {
             let signals = SuperviseSignals {
                 shutdown: self.shutdown.child_token(),
                 cancel: live.cancel.clone(),
             };
-            match supervise(&ports, &plan, &options, &live.progress, signals).await {
+            match supervise(&ports, plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
-                    // Eval batches (issue 6): store the A/B report as `eval.json` before the
+                    // Eval batches: store the A/B report as `eval.json` before the
                     // record says Done, so whoever sees the end can read it. The batch's
                     // verdict stands without it, so a failure is logged, not fatal.
                     if plan.mode == BatchMode::Eval
                         && let Err(error) =
-                            crate::eval::store_eval_document(ports.store.as_ref(), &plan, &outcome)
+                            crate::eval::store_eval_document(ports.store.as_ref(), plan, &outcome)
                                 .await
                     {
                         tracing::error!(error = %error_chain(&error), "eval report not stored");
                     }
-                    break (
-                        BatchState::Done,
-                        Some(outcome.reduction.ok),
-                        Some(outcome.exit_code),
-                        None,
-                    );
+                    return Some(FinalState {
+                        state: BatchState::Done,
+                        ok: Some(outcome.reduction.ok),
+                        exit_code: Some(outcome.exit_code),
+                        message: None,
+                    });
                 }
                 Ok(SuperviseEnd::Cancelled { .. }) => {
-                    break (BatchState::Cancelled, None, None, None);
+                    return Some(FinalState {
+                        state: BatchState::Cancelled,
+                        ok: None,
+                        exit_code: None,
+                        message: None,
+                    });
                 }
-                Err(SuperviseError::Cancelled) => return,
+                Err(SuperviseError::Cancelled) => return None,
                 Err(error) if error.is_transient() => {
                     failures += 1;
                     let pause = PORT_RETRY.delay(failures);
                     tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "batch supervision interrupted, retrying");
                     // Racing the pause against shutdown is safe: nothing is held across it.
                     tokio::select! {
-                        _ = self.shutdown.cancelled() => return,
+                        _ = self.shutdown.cancelled() => return None,
                         _ = tokio::time::sleep(pause) => {}
                     }
                 }
@@ -525,34 +554,41 @@ impl Service {
                     // refuses) cannot heal by waiting: the batch ends as a runtime error
                     // (exit 2, contract §7.3) without an envelope.
                     tracing::error!(error = %error, "batch supervision failed");
-                    break (
-                        BatchState::Done,
-                        Some(false),
-                        Some(2),
-                        Some(error_chain(&error)),
-                    );
+                    return Some(FinalState {
+                        state: BatchState::Done,
+                        ok: Some(false),
+                        exit_code: Some(2),
+                        message: Some(error_chain(&error)),
+                    });
                 }
             }
-        };
+        }
+    }
+
+    /// Records how the batch ended (unless another process finalized it meanwhile) and tells
+    /// the batch's followers.
+    async fn record_end(&self, plan: &Plan, live: &LiveBatch, end: FinalState) {
+        let batch_id = &plan.batch_id;
         let ended = self
-            .transition(&batch_id, |record| {
+            .transition(batch_id, |record| {
                 if record.state.is_final() {
                     return false;
                 }
-                record.state = state;
-                record.ok = ok;
-                record.exit_code = exit_code;
+                record.state = end.state;
+                record.ok = end.ok;
+                record.exit_code = end.exit_code;
                 true
             })
             .await;
         match ended {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
-                live.end.send_replace(Some(end_of(&record, message)));
+                live.end
+                    .send_replace(Some(end_of(&record, end.message.clone())));
                 // The batch's Kubernetes Job of workers (if any) goes with it.
                 #[cfg(feature = "k8s")]
                 if let Some(k8s) = &self.config.k8s_worker_jobs {
-                    k8s.batch_ended(&batch_id, plan.n_jobs()).await;
+                    k8s.batch_ended(batch_id, plan.n_jobs()).await;
                 }
             }
             Err(error) => {
@@ -799,6 +835,15 @@ pub(crate) enum CancelError {
     Final(BatchState),
     #[error("batch registry")]
     Registry(#[source] RegistryError),
+}
+
+/// How a supervised batch ended, for its record.
+struct FinalState {
+    state: BatchState,
+    ok: Option<bool>,
+    exit_code: Option<i32>,
+    /// Why it failed for good, when it did.
+    message: Option<String>,
 }
 
 /// The `end` event of a final record.

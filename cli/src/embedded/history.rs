@@ -114,7 +114,7 @@ async fn replan(
     let id = batch_id.clone();
     // Unpacking and planning is blocking work (style rule 15).
     let planned = tokio::task::spawn_blocking(move || {
-        cowork_coordinator::intake::plan_from_bundle(
+        cowork_coordinator::prepare::submitted::plan_from_bundle(
             &spec,
             &bundle,
             id,

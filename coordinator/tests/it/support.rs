@@ -478,7 +478,7 @@ pub fn kind(error: &ClientError) -> &'static str {
 /// The plan of a packed batch, as a coordinator makes it from the spec and bundle.
 pub fn planned(dir: &Path, flags: BatchFlags) -> cowork_core::plan::Plan {
     let batch = packed(dir, flags);
-    cowork_coordinator::intake::plan_from_bundle(
+    cowork_coordinator::prepare::submitted::plan_from_bundle(
         &batch.spec,
         &batch.bundle,
         BatchId::new("20261130-000000-a0b1c2").expect("a valid id"),

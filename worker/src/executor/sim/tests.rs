@@ -301,11 +301,17 @@ fn durations_spread_as_the_profile_says() {
     };
     assert!(durations(Some(0.0)).iter().all(|ms| *ms == 2000));
     let default = durations(None);
-    assert!(default.iter().all(|ms| (1000..=3000).contains(ms)), "{default:?}");
+    assert!(
+        default.iter().all(|ms| (1000..=3000).contains(ms)),
+        "{default:?}"
+    );
     assert!(default.iter().any(|ms| *ms != 2000));
     assert_eq!(default, durations(Some(0.5)), "the default spread is ±50%");
     let narrow = durations(Some(0.1));
-    assert!(narrow.iter().all(|ms| (1800..=2200).contains(ms)), "{narrow:?}");
+    assert!(
+        narrow.iter().all(|ms| (1800..=2200).contains(ms)),
+        "{narrow:?}"
+    );
 }
 
 #[test]

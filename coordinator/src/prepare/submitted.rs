@@ -1,5 +1,5 @@
-//! Intake: the coordinator's own validation of a submitted batch (spec + bundle) before anything
-//! is stored or admitted.
+//! A submitted batch, prepared on the server: the coordinator's own validation of a spec and
+//! its bundle before anything is stored or admitted.
 //!
 //! The client validated the same batch on its machine, but a server trusts nothing it receives:
 //! [`plan_from_bundle`] checks the bundle's digest and the spec's flags, unpacks the bundle with
@@ -24,7 +24,7 @@ use cowork_schema::batch::{
     MAX_CELLS_DEFAULT, MAX_CELLS_MAX, REPEAT_MAX, REPEAT_MIN,
 };
 
-use crate::prepare::{
+use super::{
     InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare, prepare_eval,
 };
 use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};

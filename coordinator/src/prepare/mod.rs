@@ -1135,5 +1135,7 @@ fn display_rel(rel: &str) -> &str {
     }
 }
 
+pub mod submitted;
+
 #[cfg(test)]
 mod tests;
