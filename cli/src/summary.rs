@@ -120,8 +120,19 @@ fn unit_budget_line(fleet: &Value) -> Option<String> {
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
-    let judging = &summary.judging;
-    let results = envelope.results.as_slice();
+    let mut out = table(&rows(envelope, &summary.judging));
+    out.push_str(&notes(envelope));
+    out.push_str(&format!(
+        "verdict: {} (exit {})\n",
+        if envelope.ok { "PASS" } else { "FAIL" },
+        summary.exit_code
+    ));
+    out
+}
+
+/// One row per unit: each file's or cell's rollup, a plain matrix's cells, or a plain run's
+/// results.
+fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
     let mut rows = Vec::new();
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
@@ -160,7 +171,7 @@ pub fn render(summary: &Summary<'_>) -> String {
             });
         }
     } else {
-        for result in results {
+        for result in &envelope.results {
             let pass = result.pointer("/verdict/pass") == Some(&Value::Bool(true));
             let unit = result
                 .get("scenario")
@@ -176,34 +187,47 @@ pub fn render(summary: &Summary<'_>) -> String {
             });
         }
     }
+    rows
+}
+
+/// The rows under a header, columns aligned; nothing without rows.
+fn table(rows: &[Row]) -> String {
     let mut out = String::new();
-    if !rows.is_empty() {
-        let headers = Row {
-            unit: "unit".into(),
-            runs: "runs".into(),
-            pass_rate: "pass rate".into(),
-            verdict: "verdict".into(),
-            cost: "cost".into(),
-        };
-        let width =
-            |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).chain([f(&headers)]).max().unwrap_or(0);
-        let w_unit = width(&|r| r.unit.chars().count());
-        let w_runs = width(&|r| r.runs.len());
-        let w_rate = width(&|r| r.pass_rate.len());
-        let w_cost = width(&|r| r.cost.len());
-        for row in std::iter::once(&headers).chain(rows.iter()) {
-            let pad = w_unit.saturating_sub(row.unit.chars().count());
-            out.push_str(&format!(
-                "{}{}  {:>w_runs$}  {:>w_rate$}  {:>w_cost$}  {}\n",
-                row.unit,
-                " ".repeat(pad),
-                row.runs,
-                row.pass_rate,
-                row.cost,
-                row.verdict,
-            ));
-        }
+    if rows.is_empty() {
+        return out;
     }
+    let headers = Row {
+        unit: "unit".into(),
+        runs: "runs".into(),
+        pass_rate: "pass rate".into(),
+        verdict: "verdict".into(),
+        cost: "cost".into(),
+    };
+    let width =
+        |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).chain([f(&headers)]).max().unwrap_or(0);
+    let w_unit = width(&|r| r.unit.chars().count());
+    let w_runs = width(&|r| r.runs.len());
+    let w_rate = width(&|r| r.pass_rate.len());
+    let w_cost = width(&|r| r.cost.len());
+    for row in std::iter::once(&headers).chain(rows.iter()) {
+        let pad = w_unit.saturating_sub(row.unit.chars().count());
+        out.push_str(&format!(
+            "{}{}  {:>w_runs$}  {:>w_rate$}  {:>w_cost$}  {}\n",
+            row.unit,
+            " ".repeat(pad),
+            row.runs,
+            row.pass_rate,
+            row.cost,
+            row.verdict,
+        ));
+    }
+    out
+}
+
+/// The lines under the table: truncation, the error, discarded runs and their spend, the
+/// per-unit budget, and the simulated-runs warning.
+fn notes(envelope: &Envelope) -> String {
+    let mut out = String::new();
     let truncation = match (&envelope.matrix_repeat, &envelope.matrix) {
         (Some(m), _) => Some((m.truncated, m.ran_cells, m.requested)),
         (None, Some(m)) => Some((m.truncated, m.ran_cells, m.requested)),
@@ -217,7 +241,8 @@ pub fn render(summary: &Summary<'_>) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    if let Some((runs, spend)) = discarded_spend(&envelope.fleet)
+    let discarded = discarded_spend(&envelope.fleet);
+    if let Some((runs, spend)) = discarded
         && runs > 0
     {
         out.push_str(&format!(
@@ -227,29 +252,30 @@ pub fn render(summary: &Summary<'_>) -> String {
     if let Some(line) = unit_budget_line(&envelope.fleet) {
         out.push_str(&line);
     }
-    // The fleet key counts simulated runs; an envelope without one (a re-judged batch) is
-    // counted from its results.
-    let simulated = envelope
-        .fleet
-        .get("simulatedRuns")
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| {
-            results
-                .iter()
-                .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
-                .count() as u64
-        });
+    let simulated = simulated_runs(envelope, discarded.map_or(0, |(runs, _)| runs));
     if simulated > 0 {
         out.push_str(&format!(
             "SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"
         ));
     }
-    out.push_str(&format!(
-        "verdict: {} (exit {})\n",
-        if envelope.ok { "PASS" } else { "FAIL" },
-        summary.exit_code
-    ));
     out
+}
+
+/// Runs the simulator made: the folded ones the fleet key counts, plus the discarded ones when
+/// the batch ran on the simulator (every run then is simulated), so the line counts every run
+/// that was made, as the report does. An envelope without a fleet key (a re-judged batch) is
+/// counted from its results.
+fn simulated_runs(envelope: &Envelope, discarded_runs: u64) -> u64 {
+    let fleet = &envelope.fleet;
+    let Some(folded) = fleet.get("simulatedRuns").and_then(Value::as_u64) else {
+        return envelope
+            .results
+            .iter()
+            .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
+            .count() as u64;
+    };
+    let on_the_simulator = fleet.get("executor").and_then(Value::as_str) == Some("sim");
+    folded + if on_the_simulator { discarded_runs } else { 0 }
 }
 
 #[cfg(test)]
@@ -297,5 +323,21 @@ mod tests {
         );
         let none = render_fleet(json!({"discardedTotal": {"runs": 0, "costUsd": 0}}));
         assert!(!none.contains("discarded"), "{none}");
+    }
+
+    #[test]
+    fn simulated_runs_count_the_discarded_ones_of_a_simulated_batch() {
+        let fleet = |executor: &str| {
+            json!({
+                "executor": executor,
+                "simulatedRuns": 40,
+                "discardedTotal": {"runs": 37, "costUsd": 1.73},
+            })
+        };
+        let text = render_fleet(fleet("sim"));
+        assert!(text.contains("SIMULATED: 77 run(s)"), "{text}");
+        // A real batch with a few simulated runs: only those are simulated.
+        let text = render_fleet(fleet("harness"));
+        assert!(text.contains("SIMULATED: 40 run(s)"), "{text}");
     }
 }
