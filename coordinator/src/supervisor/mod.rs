@@ -308,7 +308,16 @@ pub async fn supervise(
         End::Cancelled => Ok(SuperviseEnd::Cancelled {
             progress: Box::new(batch.admission.progress().clone()),
         }),
-        End::Decided => batch.conclude().await,
+        End::Decided => {
+            let end = batch.conclude().await?;
+            // The reduction's count of discarded runs includes outcomes that were buffered
+            // when a lower index decided their unit, which the live count could not see: the
+            // last snapshot agrees with the summary.
+            if let SuperviseEnd::Decided(outcome) = &end {
+                progress_tx.send_replace(outcome.progress.clone());
+            }
+            Ok(end)
+        }
     }
 }
 
