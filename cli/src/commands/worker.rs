@@ -269,35 +269,41 @@ fn watch_signals(drain: CancellationToken) {
     });
 }
 
-/// `cowork worker`.
-pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
-    let nats = nats_config(&args.nats)?;
-    let s3 = s3_config(&args.s3)?;
-    let tiers = parse_tiers(&args.tiers)?;
-    let host = hostname();
-    let worker_id = args
-        .worker_id
-        .clone()
-        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
-    check_worker_id(&worker_id)
-        .map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
-    let renew_every = args
-        .in_progress_every
-        .as_deref()
-        .map(|text| crate::connect::duration_arg("--in-progress-every", text))
-        .transpose()?;
-    let store_deadline = args
-        .store_deadline
-        .as_deref()
-        .map(|text| crate::connect::duration_arg("--store-deadline", text))
-        .transpose()?
-        .unwrap_or(cowork_worker::DEFAULT_STORE_DEADLINE);
-    let idle_exit = args
-        .exit_when_idle
-        .as_deref()
-        .map(|text| crate::connect::duration_arg("--exit-when-idle", text))
-        .transpose()?;
-    let assumed = parse_assumed_tiers(&args.assume_tiers, &tiers)?;
+/// The worker's timing flags, parsed.
+struct WorkerTimings {
+    /// `--in-progress-every`: the renewal interval (default a third of the ack deadline).
+    renew_every: Option<Duration>,
+    /// `--store-deadline`: how long storing a job's outcome may be retried.
+    store_deadline: Duration,
+    /// `--exit-when-idle`.
+    idle_exit: Option<Duration>,
+}
+
+impl WorkerTimings {
+    fn from_args(args: &WorkerArgs) -> Result<WorkerTimings, CliError> {
+        let duration = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|text| crate::connect::duration_arg(flag, text))
+                .transpose()
+        };
+        Ok(WorkerTimings {
+            renew_every: duration("--in-progress-every", &args.in_progress_every)?,
+            store_deadline: duration("--store-deadline", &args.store_deadline)?
+                .unwrap_or(cowork_worker::DEFAULT_STORE_DEADLINE),
+            idle_exit: duration("--exit-when-idle", &args.exit_when_idle)?,
+        })
+    }
+}
+
+/// Probes the host before anything connects, so a worker that could serve nothing exits
+/// without touching the fleet, and one that can advertises and pulls only what it serves.
+/// Returns the probe and the tiers this worker serves; a missing harness is refused here.
+async fn probe_host(
+    args: &WorkerArgs,
+    requested: &[Tier],
+    worker_id: &str,
+) -> Result<(HostProbe, Vec<Tier>), CliError> {
+    let assumed = parse_assumed_tiers(&args.assume_tiers, requested)?;
     let executor_kind = match args.executor {
         WorkerExecutorArg::Harness => ExecutorKind::Harness,
         WorkerExecutorArg::Container => ExecutorKind::Container,
@@ -308,8 +314,6 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
             "--container-image: needed with --executor container (an image holding cowork-harness)",
         ));
     }
-    // Probed before connecting, so a worker that could serve nothing exits without touching the
-    // fleet, and one that can advertises and pulls only what it serves.
     let host_probe = probe(&ProbeConfig::for_executor(executor_kind, &args.harness_bin)).await;
     tracing::info!(
         os = %host_probe.os,
@@ -325,8 +329,45 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         assume: assumed,
         microvm_off_macos: args.allow_microvm_off_macos,
     };
-    let tiers = served_tiers(&tiers, &host_probe, executor_kind, &overrides, &worker_id)?;
-    check_harness(&args, &host_probe).await?;
+    let tiers = served_tiers(requested, &host_probe, executor_kind, &overrides, worker_id)?;
+    check_harness(args, &host_probe).await?;
+    Ok((host_probe, tiers))
+}
+
+/// Serves `/metrics` when `--metrics-listen` asks; the guard stops it when dropped.
+async fn metrics_endpoint(
+    args: &WorkerArgs,
+    stats: &Arc<WorkerStats>,
+    worker_id: &str,
+) -> Result<Option<tokio_util::sync::DropGuard>, CliError> {
+    let Some(address) = args.metrics_listen else {
+        return Ok(None);
+    };
+    let (bound, guard) = crate::telemetry::serve_worker_metrics(address, stats.clone())
+        .await
+        .map_err(|error| {
+            CliError::Failed(
+                anyhow::anyhow!(error).context(format!("serving /metrics on {address}")),
+            )
+        })?;
+    eprintln!("worker {worker_id}: metrics at http://{bound}/metrics");
+    Ok(Some(guard))
+}
+
+/// `cowork worker`.
+pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
+    let nats = nats_config(&args.nats)?;
+    let s3 = s3_config(&args.s3)?;
+    let tiers = parse_tiers(&args.tiers)?;
+    let host = hostname();
+    let worker_id = args
+        .worker_id
+        .clone()
+        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+    check_worker_id(&worker_id)
+        .map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
+    let timings = WorkerTimings::from_args(&args)?;
+    let (host_probe, tiers) = probe_host(&args, &tiers, &worker_id).await?;
     let store = Arc::new(
         connect_s3(&s3)
             .await
@@ -347,8 +388,8 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         keep_work_dirs: args.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
-        renew_every,
-        store_deadline,
+        renew_every: timings.renew_every,
+        store_deadline: timings.store_deadline,
     };
     let ports = WorkerPorts {
         queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,
@@ -369,20 +410,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     watch_signals(drain.clone());
     let stats = Arc::new(WorkerStats::default());
     // Dropped when this function returns, which stops the endpoint after the drain.
-    let _metrics_endpoint = match args.metrics_listen {
-        Some(address) => {
-            let (bound, guard) = crate::telemetry::serve_worker_metrics(address, stats.clone())
-                .await
-                .map_err(|error| {
-                    CliError::Failed(
-                        anyhow::anyhow!(error).context(format!("serving /metrics on {address}")),
-                    )
-                })?;
-            eprintln!("worker {worker_id}: metrics at http://{bound}/metrics");
-            Some(guard)
-        }
-        None => None,
-    };
+    let _metrics_endpoint = metrics_endpoint(&args, &stats, &worker_id).await?;
     let stop_heartbeat = CancellationToken::new();
     let registry: Arc<dyn WorkerRegistry> = Arc::new(fabric.workers.clone());
     // Beat at a third of the registry's TTL so one lost beat never expires a live worker.
@@ -405,7 +433,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         args.slots
     );
     // --exit-when-idle (a Kubernetes Job of workers for one batch): leave once idle.
-    let result = match idle_exit {
+    let result = match timings.idle_exit {
         Some(idle_exit) => {
             cowork_worker::run_until_idle(config, ports, stats.clone(), drain, idle_exit).await
         }
