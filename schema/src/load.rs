@@ -295,6 +295,27 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
 }
 
+/// The parser's options for every document: the safety budget (depth, nodes, aliases, size,
+/// replayed alias events) and YAML 1.2 core-schema scalars (`yes`, `on`, `1_000` are strings,
+/// not booleans or numbers), with `duplicate_keys` as the caller needs.
+fn saphyr_options(duplicate_keys: serde_saphyr::DuplicateKeyPolicy) -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: MAX_DEPTH,
+            max_nodes: MAX_NODES,
+            max_aliases: MAX_ALIASES,
+            max_total_scalar_bytes: MAX_DOCUMENT_BYTES,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: MAX_REPLAYED_EVENTS,
+        },
+        duplicate_keys: duplicate_keys,
+        strict_booleans: true,
+        underscored_numbers_as_strings: true,
+        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::Reject,
+    }
+}
+
 /// Parses one YAML document into a located [`Node`] tree.
 ///
 /// Fails on malformed YAML, on more than one document, on a document over
@@ -313,23 +334,8 @@ pub fn parse_yaml(text: &str, file: &Path) -> Result<Node, LoadError> {
             ),
         });
     }
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: MAX_DEPTH,
-            max_nodes: MAX_NODES,
-            max_aliases: MAX_ALIASES,
-            max_total_scalar_bytes: MAX_DOCUMENT_BYTES,
-        },
-        alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: MAX_REPLAYED_EVENTS,
-        },
-        // Duplicates are reported by `check_tree` below, which knows the dotted key path.
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
-        // YAML 1.2 core schema: `yes`, `on`, `1_000` are strings, not booleans or numbers.
-        strict_booleans: true,
-        underscored_numbers_as_strings: true,
-        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::Reject,
-    };
+    // Duplicates are reported by `check_tree` below, which knows the dotted key path.
+    let options = saphyr_options(serde_saphyr::DuplicateKeyPolicy::PassThrough);
     let parsed: Result<Spanned<RawValue>, serde_saphyr::Error> =
         serde_saphyr::from_str_with_options(text, options);
     let root = match parsed {
@@ -365,21 +371,7 @@ pub fn parse_strict<T: serde::de::DeserializeOwned>(
             ),
         ));
     }
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: MAX_DEPTH,
-            max_nodes: MAX_NODES,
-            max_aliases: MAX_ALIASES,
-            max_total_scalar_bytes: MAX_DOCUMENT_BYTES,
-        },
-        alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: MAX_REPLAYED_EVENTS,
-        },
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
-        strict_booleans: true,
-        underscored_numbers_as_strings: true,
-        non_finite_float_policy: serde_saphyr::NonFiniteFloatPolicy::Reject,
-    };
+    let options = saphyr_options(serde_saphyr::DuplicateKeyPolicy::Error);
     serde_saphyr::from_str_with_options(text, options).map_err(|error| {
         let mut load_error = saphyr_error(&error, file);
         if let serde_saphyr::Error::SerdeUnknownField {
