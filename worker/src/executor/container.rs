@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use super::classify::ProcessEnd;
 use super::harness::{
     Capture, Captured, DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, Finished,
-    HarnessConfig, HarnessExecutor, Keep, RUNS_DIR_NAME, harness_args, not_started,
+    HarnessConfig, HarnessExecutor, Keep, Launch, not_started,
 };
 use super::{Classified, ExecOutput, Executor, JobContext};
 
@@ -435,32 +435,13 @@ impl ContainerExecutor {
     async fn run(&self, ctx: &JobContext, cancel: &CancellationToken) -> ExecOutput {
         let job = &ctx.job;
         let job_id = job.job_id.to_string();
-        if cancel.is_cancelled() {
-            return not_started(Classified::error(
-                ErrorCategory::Cancelled,
-                "job was cancelled before its container started".to_owned(),
-            ));
-        }
-        // The same paths are mounted inside, so they must be absolute; `outDir` is also
-        // checked against the runs root on the host.
-        let (work_dir, bundle_dir) = match (
-            std::path::absolute(&ctx.work_dir),
-            std::path::absolute(&ctx.bundle_dir),
-        ) {
-            (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
-            (Err(err), _) | (_, Err(err)) => {
-                return not_started(spawn_failure(format!(
-                    "cannot resolve work dir {} or bundle dir {}: {err}",
-                    ctx.work_dir.display(),
-                    ctx.bundle_dir.display()
-                )));
-            }
-        };
-        let args = match harness_args(job, &bundle_dir, &work_dir) {
-            Ok(args) => args,
-            Err(err) => {
-                return not_started(Classified::error(ErrorCategory::Usage, err.to_string()));
-            }
+        let Launch {
+            work_dir,
+            bundle_dir,
+            args,
+        } = match Launch::prepare(ctx, cancel, "its container").await {
+            Ok(launch) => launch,
+            Err(not_run) => return *not_run,
         };
         let Some(args) = utf8_args(args) else {
             return not_started(Classified::error(
@@ -468,13 +449,6 @@ impl ContainerExecutor {
                 format!("the command line of job {job_id} is not valid unicode"),
             ));
         };
-        let runs_root = work_dir.join(RUNS_DIR_NAME);
-        if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
-            return not_started(spawn_failure(format!(
-                "cannot create runs root {}: {err}",
-                runs_root.display()
-            )));
-        }
         let docker = match self.engine().await {
             Ok(docker) => docker,
             Err(err) => return not_started(spawn_failure(error_chain(&err))),

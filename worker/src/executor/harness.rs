@@ -244,45 +244,15 @@ impl HarnessExecutor {
     }
 
     async fn run(&self, ctx: &JobContext, cancel: &CancellationToken) -> ExecOutput {
+        let Launch {
+            work_dir,
+            bundle_dir: _,
+            args,
+        } = match Launch::prepare(ctx, cancel, "the harness").await {
+            Ok(launch) => launch,
+            Err(not_run) => return *not_run,
+        };
         let job = &ctx.job;
-        if cancel.is_cancelled() {
-            return not_started(Classified::error(
-                ErrorCategory::Cancelled,
-                "job was cancelled before the harness started".to_owned(),
-            ));
-        }
-        // The child runs in the work dir, so relative paths would resolve against it; and the
-        // CLI reports `outDir` as an absolute path, which is checked against our runs root.
-        let (work_dir, bundle_dir) = match (
-            std::path::absolute(&ctx.work_dir),
-            std::path::absolute(&ctx.bundle_dir),
-        ) {
-            (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
-            (Err(err), _) | (_, Err(err)) => {
-                return not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
-                    message: format!(
-                        "cannot resolve work dir {} or bundle dir {}: {err}",
-                        ctx.work_dir.display(),
-                        ctx.bundle_dir.display()
-                    ),
-                });
-            }
-        };
-        let args = match harness_args(job, &bundle_dir, &work_dir) {
-            Ok(args) => args,
-            Err(err) => {
-                return not_started(Classified::error(ErrorCategory::Usage, err.to_string()));
-            }
-        };
-        let runs_root = work_dir.join(RUNS_DIR_NAME);
-        if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
-            return not_started(Classified::Infra {
-                class: InfraClass::Spawn,
-                message: format!("cannot create runs root {}: {err}", runs_root.display()),
-            });
-        }
-
         let mut child = match self.command(&args, &work_dir).spawn() {
             Ok(child) => child,
             Err(err) => {
@@ -517,6 +487,67 @@ pub(crate) fn not_started(classified: Classified) -> ExecOutput {
         spawned: false,
         artifacts: Vec::new(),
         run_ms: 0,
+    }
+}
+
+/// What both process executors need before they start the harness: the job's work and bundle
+/// dirs as absolute paths (the child runs in the work dir, a container mounts them at the same
+/// paths, and the CLI's `outDir` is checked against the runs root) and the harness's
+/// arguments; the runs root is created.
+pub(crate) struct Launch {
+    pub(crate) work_dir: PathBuf,
+    pub(crate) bundle_dir: PathBuf,
+    pub(crate) args: Vec<std::ffi::OsString>,
+}
+
+impl Launch {
+    /// The launch of `ctx`'s job; the output of a job that did not start when it was cancelled
+    /// first (`what` names what never started), when a dir cannot be resolved or created (a
+    /// spawn failure: nothing spent, retried), or when the job's arguments are refused.
+    pub(crate) async fn prepare(
+        ctx: &JobContext,
+        cancel: &CancellationToken,
+        what: &str,
+    ) -> Result<Launch, Box<ExecOutput>> {
+        let refuse = |classified| Err(Box::new(not_started(classified)));
+        if cancel.is_cancelled() {
+            return refuse(Classified::error(
+                ErrorCategory::Cancelled,
+                format!("job was cancelled before {what} started"),
+            ));
+        }
+        let (work_dir, bundle_dir) = match (
+            std::path::absolute(&ctx.work_dir),
+            std::path::absolute(&ctx.bundle_dir),
+        ) {
+            (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
+            (Err(err), _) | (_, Err(err)) => {
+                return refuse(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: format!(
+                        "cannot resolve work dir {} or bundle dir {}: {err}",
+                        ctx.work_dir.display(),
+                        ctx.bundle_dir.display()
+                    ),
+                });
+            }
+        };
+        let args = match harness_args(&ctx.job, &bundle_dir, &work_dir) {
+            Ok(args) => args,
+            Err(err) => return refuse(Classified::error(ErrorCategory::Usage, err.to_string())),
+        };
+        let runs_root = work_dir.join(RUNS_DIR_NAME);
+        if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
+            return refuse(Classified::Infra {
+                class: InfraClass::Spawn,
+                message: format!("cannot create runs root {}: {err}", runs_root.display()),
+            });
+        }
+        Ok(Launch {
+            work_dir,
+            bundle_dir,
+            args,
+        })
     }
 }
 
