@@ -119,3 +119,19 @@ pub fn model_limits(texts: &[String]) -> Result<Vec<cowork_core::limits::ModelLi
         })
         .collect()
 }
+
+/// The admission settings of `run`, `resume` and `coordinator`, parsed: the first pause of a
+/// tier after a usage limit, and the per-model limits.
+pub struct Admission {
+    pub usage_pause: std::time::Duration,
+    pub model_limits: Vec<cowork_core::limits::ModelLimit>,
+}
+
+impl Admission {
+    pub fn from_args(args: &crate::args::AdmissionArgs) -> Result<Admission, CliError> {
+        Ok(Admission {
+            usage_pause: duration_arg("--usage-limit-pause", &args.usage_limit_pause)?,
+            model_limits: model_limits(&args.model_limit)?,
+        })
+    }
+}

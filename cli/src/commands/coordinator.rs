@@ -49,6 +49,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
+    let admission = crate::connect::Admission::from_args(&args.admission)?;
     let config = CoordinatorConfig {
         listen: args.listen,
         coordinator_id: coordinator_id.clone(),
@@ -58,12 +59,9 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
         unpack_limits: UnpackLimits::default(),
         scratch_dir: args.scratch_dir.clone(),
-        usage_pause: crate::connect::duration_arg(
-            "--usage-limit-pause",
-            &args.admission.usage_limit_pause,
-        )?,
+        usage_pause: admission.usage_pause,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
-        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        model_limits: admission.model_limits,
         #[cfg(feature = "k8s")]
         k8s_worker_jobs,
         tls: match (&args.tls_cert, &args.tls_key) {

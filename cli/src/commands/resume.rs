@@ -61,17 +61,15 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
     let batch_id =
         BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
     let store = Arc::new(DirArtifactStore::new(store_dir));
+    let admission = crate::connect::Admission::from_args(&args.admission)?;
     let embedded = crate::embedded::EmbeddedRun {
         store: store.clone(),
         store_dir: store_dir.to_path_buf(),
         harness_bin: args.harness_bin.clone(),
         slots: args.slots,
         window: args.window,
-        usage_pause: crate::connect::duration_arg(
-            "--usage-limit-pause",
-            &args.admission.usage_limit_pause,
-        )?,
-        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        usage_pause: admission.usage_pause,
+        model_limits: admission.model_limits,
         keep_work: args.keep_work,
         quiet: args.quiet,
         started: Instant::now(),

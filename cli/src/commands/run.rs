@@ -466,17 +466,15 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         );
     }
 
+    let admission = crate::connect::Admission::from_args(&args.admission)?;
     let embedded = crate::embedded::EmbeddedRun {
         store,
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
         slots: args.slots,
         window: args.window,
-        usage_pause: crate::connect::duration_arg(
-            "--usage-limit-pause",
-            &args.admission.usage_limit_pause,
-        )?,
-        model_limits: crate::connect::model_limits(&args.admission.model_limit)?,
+        usage_pause: admission.usage_pause,
+        model_limits: admission.model_limits,
         keep_work: args.keep_work,
         quiet: args.quiet,
         started,
