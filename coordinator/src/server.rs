@@ -163,6 +163,20 @@ pub struct FleetPorts {
 }
 
 impl FleetPorts {
+    /// The ports of a coordinator on NATS JetStream and an S3 bucket.
+    pub fn on_nats(
+        fabric: &cowork_fabric::nats::NatsFabric,
+        store: Arc<dyn ArtifactStore>,
+    ) -> FleetPorts {
+        FleetPorts {
+            queue: Arc::new(fabric.queue.clone()),
+            events: Arc::new(fabric.events.clone()),
+            store,
+            batches: Arc::new(fabric.batches.clone()),
+            workers: Arc::new(fabric.workers.clone()),
+        }
+    }
+
     /// The subset the batch supervisor uses.
     pub fn coordinator_ports(&self) -> CoordinatorPorts {
         CoordinatorPorts {

@@ -225,13 +225,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
         #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,
     };
-    let ports = FleetPorts {
-        queue: Arc::new(fabric.queue.clone()),
-        events: Arc::new(fabric.events.clone()),
-        store: Arc::new(store),
-        batches: Arc::new(fabric.batches.clone()),
-        workers: Arc::new(fabric.workers.clone()),
-    };
+    let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
     let server = tokio::spawn(cowork_coordinator::server::run(
         config,
         ports,

@@ -77,13 +77,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
             }
         },
     };
-    let ports = FleetPorts {
-        queue: Arc::new(fabric.queue.clone()),
-        events: Arc::new(fabric.events.clone()),
-        store: Arc::new(store),
-        batches: Arc::new(fabric.batches.clone()),
-        workers: Arc::new(fabric.workers.clone()),
-    };
+    let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
     // Detached on purpose: it lives as long as the process.
