@@ -16,7 +16,6 @@
 //! job's record in the store, and [`resume`] finishes it.
 
 mod history;
-mod interrupt;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::report::CliError;
 
+use crate::interrupts::Interrupts;
 pub use history::resume;
-use interrupt::Interrupts;
 
 /// Deliveries of one job before an infrastructure failure before spend is final (choice C8):
 /// in one process a failure to start the harness rarely heals, so few retries are enough.

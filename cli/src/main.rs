@@ -6,6 +6,7 @@ mod commands;
 mod connect;
 mod embedded;
 mod fleet_args;
+mod interrupts;
 mod progress;
 mod report;
 mod summary;

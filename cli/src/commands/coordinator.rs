@@ -80,20 +80,11 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
     let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
+    let mut interrupts = crate::interrupts::Interrupts::install()
+        .map_err(|error| CliError::Failed(anyhow!(error).context("watching SIGTERM and Ctrl-C")))?;
     // Detached on purpose: it lives as long as the process.
     tokio::spawn(async move {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::error!(error = %error, "cannot watch SIGTERM");
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
+        interrupts.next().await;
         signal.cancel();
     });
     let local = listener

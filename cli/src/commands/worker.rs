@@ -240,33 +240,23 @@ async fn build_executor(
 }
 
 /// Cancels `drain` at the first SIGTERM or Ctrl-C; a second one ends the process at once.
-fn watch_signals(drain: CancellationToken) {
+fn watch_signals(drain: CancellationToken) -> Result<(), CliError> {
+    let mut interrupts = crate::interrupts::Interrupts::install().map_err(|error| {
+        CliError::Failed(anyhow::anyhow!(error).context("watching SIGTERM and Ctrl-C"))
+    })?;
     // Detached on purpose: it lives as long as the process.
     tokio::spawn(async move {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::error!(error = %error, "cannot watch SIGTERM");
-                    return;
-                }
-            };
-        for round in 0..2 {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            if round == 0 {
-                eprintln!(
-                    "draining: no new jobs; running jobs finish and are stored (signal again to stop now)"
-                );
-                drain.cancel();
-            } else {
-                eprintln!("stopping now; unfinished jobs will be delivered again");
-                std::process::exit(130);
-            }
+        if interrupts.next().await == 1 {
+            eprintln!(
+                "draining: no new jobs; running jobs finish and are stored (signal again to stop now)"
+            );
+            drain.cancel();
         }
+        interrupts.next().await;
+        eprintln!("stopping now; unfinished jobs will be delivered again");
+        std::process::exit(130);
     });
+    Ok(())
 }
 
 /// The worker's timing flags, parsed.
@@ -407,7 +397,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         hostname: host,
     };
     let drain = CancellationToken::new();
-    watch_signals(drain.clone());
+    watch_signals(drain.clone())?;
     let stats = Arc::new(WorkerStats::default());
     // Dropped when this function returns, which stops the endpoint after the drain.
     let _metrics_endpoint = metrics_endpoint(&args, &stats, &worker_id).await?;

@@ -1,8 +1,9 @@
-//! Ctrl-C and SIGTERM during an embedded batch, counted.
+//! Ctrl-C and SIGTERM, counted: the one way every long-running command (`run`, `resume`,
+//! `coordinator`, `worker`) learns that it should stop.
 //!
-//! Once installed, neither signal ends the process by itself any more: the embedded runner
-//! decides what each one means (the first stops starting jobs, the second kills the running
-//! ones, the third exits at once).
+//! Once installed, neither signal ends the process by itself any more: the command decides
+//! what each one means (the embedded runner: the first stops starting jobs, the second kills
+//! the running ones, the third exits; a worker: the first drains, the second exits).
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
