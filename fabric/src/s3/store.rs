@@ -610,29 +610,32 @@ fn check_prefix(prefix: &str) -> Result<(), ArtifactError> {
     })
 }
 
+/// Checks `key` and computes the reference (size, sha256) of `bytes` stored under it.
+async fn checked_reference(
+    key: &str,
+    bytes: Vec<u8>,
+) -> Result<(Vec<u8>, ArtifactRef), ArtifactError> {
+    check_key(key)?;
+    let (bytes, sha256) = digest(key, bytes).await?;
+    let reference = ArtifactRef {
+        key: key.to_owned(),
+        size: bytes.len() as u64,
+        sha256,
+    };
+    Ok((bytes, reference))
+}
+
 #[async_trait]
 impl ArtifactStore for S3ArtifactStore {
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
-        check_key(key)?;
-        let (bytes, sha256) = digest(key, bytes).await?;
-        let reference = ArtifactRef {
-            key: key.to_owned(),
-            size: bytes.len() as u64,
-            sha256,
-        };
+        let (bytes, reference) = checked_reference(key, bytes).await?;
         self.upload(key, bytes, &reference.sha256, Write::Replace)
             .await?;
         Ok(reference)
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
-        check_key(key)?;
-        let (bytes, sha256) = digest(key, bytes).await?;
-        let reference = ArtifactRef {
-            key: key.to_owned(),
-            size: bytes.len() as u64,
-            sha256,
-        };
+        let (bytes, reference) = checked_reference(key, bytes).await?;
         // When the SDK retries a write whose first attempt landed, the retry sees the object
         // and reports AlreadyExists; callers treat an existing object with the same digest as
         // success, so that is safe.
