@@ -8,7 +8,7 @@
 //! its artifacts are at the job's own directory.
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
-use cowork_schema::event::{JobOutcome, JobRecord};
+use cowork_schema::event::{JobOutcome, StoredOutcome};
 use cowork_schema::ids::JobId;
 use cowork_schema::layout;
 
@@ -88,26 +88,28 @@ async fn read_generation(
         Err(ArtifactError::NotFound { .. }) => return Ok(None),
         Err(source) => return Err(StoredJobError::Store { key, source }),
     };
-    if let Ok(record) = serde_json::from_slice::<JobRecord>(&bytes) {
-        let result = matches!(record.outcome, JobOutcome::Completed { .. })
-            .then(|| record.artifact("result.json"))
-            .flatten()
-            .map(|artifact| ArtifactLocation {
-                key: artifact.key.clone(),
-                sha256: Some(artifact.sha256.clone()),
-            });
-        return Ok(Some(StoredJob {
-            generation,
-            outcome: record.outcome,
-            result,
-        }));
-    }
+    let stored = StoredOutcome::parse(&bytes).map_err(|error| StoredJobError::Unreadable {
+        key: key.clone(),
+        message: error.to_string(),
+    })?;
+    let outcome = match stored {
+        StoredOutcome::Record(record) => {
+            let result = matches!(record.outcome, JobOutcome::Completed { .. })
+                .then(|| record.artifact("result.json"))
+                .flatten()
+                .map(|artifact| ArtifactLocation {
+                    key: artifact.key.clone(),
+                    sha256: Some(artifact.sha256.clone()),
+                });
+            return Ok(Some(StoredJob {
+                generation,
+                outcome: record.outcome,
+                result,
+            }));
+        }
+        StoredOutcome::Bare(outcome) => outcome,
+    };
     // The shape written before job records: a bare outcome, artifacts in the job's directory.
-    let outcome: JobOutcome =
-        serde_json::from_slice(&bytes).map_err(|error| StoredJobError::Unreadable {
-            key: key.clone(),
-            message: error.to_string(),
-        })?;
     let result = matches!(outcome, JobOutcome::Completed { .. }).then(|| ArtifactLocation {
         key: format!("{}/result.json", layout::job_dir(job)),
         sha256: None,
@@ -218,7 +220,7 @@ pub async fn read_result(
 mod tests {
     use super::*;
     use cowork_fabric::embedded::DirArtifactStore;
-    use cowork_schema::event::{ArtifactRef, ErrorCategory};
+    use cowork_schema::event::{ArtifactRef, ErrorCategory, JobRecord};
     use cowork_schema::ids::{BatchId, UnitRef};
     use cowork_schema::run_result::RunView;
 

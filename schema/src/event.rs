@@ -241,6 +241,35 @@ impl JobRecord {
     }
 }
 
+/// What a job's `outcome.json` holds: a [`JobRecord`], or — in stores written before job
+/// records existed — a bare [`JobOutcome`] whose artifacts are at the job's own directory
+/// (`layout::job_dir`). Every reader of `outcome.json` goes through [`StoredOutcome::parse`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum StoredOutcome {
+    Record(JobRecord),
+    Bare(JobOutcome),
+}
+
+impl StoredOutcome {
+    /// Reads either shape; the error is the record's, the shape written today.
+    pub fn parse(bytes: &[u8]) -> Result<StoredOutcome, serde_json::Error> {
+        match serde_json::from_slice::<JobRecord>(bytes) {
+            Ok(record) => Ok(StoredOutcome::Record(record)),
+            Err(error) => serde_json::from_slice::<JobOutcome>(bytes)
+                .map(StoredOutcome::Bare)
+                .map_err(|_| error),
+        }
+    }
+
+    /// The outcome, whichever the shape.
+    pub fn outcome(&self) -> &JobOutcome {
+        match self {
+            StoredOutcome::Record(record) => &record.outcome,
+            StoredOutcome::Bare(outcome) => outcome,
+        }
+    }
+}
+
 /// One event on the event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -318,5 +347,42 @@ mod tests {
             assert_eq!(json, format!("\"{text}\""));
         }
         assert_eq!(ErrorCategory::parse("infra"), ErrorCategory::Infra);
+    }
+
+    fn check_stored(text: &str, expect: Option<StoredOutcome>) {
+        assert_eq!(StoredOutcome::parse(text.as_bytes()).ok(), expect, "{text}");
+    }
+
+    #[test]
+    fn both_shapes_of_a_stored_outcome_are_read() {
+        let killed = JobOutcome::Error {
+            category: ErrorCategory::Cancelled,
+            message: "killed".to_owned(),
+        };
+        check_stored(
+            r#"{"kind":"error","category":"cancelled","message":"killed"}"#,
+            Some(StoredOutcome::Bare(killed.clone())),
+        );
+        check_stored(
+            r#"{"outcome":{"kind":"error","category":"cancelled","message":"killed"},
+                "artifacts":[{"key":"batches/b/jobs/f0/g1a2/harness.stderr.log","size":0,"sha256":"e3"}],
+                "attempt":2,"generation":1,"workerId":"w","runMs":5,"addedLater":true}"#,
+            Some(StoredOutcome::Record(JobRecord {
+                outcome: killed,
+                artifacts: vec![ArtifactRef {
+                    key: "batches/b/jobs/f0/g1a2/harness.stderr.log".to_owned(),
+                    size: 0,
+                    sha256: "e3".to_owned(),
+                }],
+                attempt: 2,
+                generation: 1,
+                worker_id: "w".to_owned(),
+                harness_version: None,
+                exit_code: None,
+                run_ms: 5,
+            })),
+        );
+        check_stored(r#"{"kind":"exploded"}"#, None);
+        check_stored("not json", None);
     }
 }

@@ -16,7 +16,7 @@ use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog};
 use cowork_fabric::{ArtifactError, ArtifactStore, EventLog};
 use cowork_schema::batch::{StoredBatch, StoredGeneration};
-use cowork_schema::event::{ArtifactRef, JobEvent, JobOutcome, JobRecord};
+use cowork_schema::event::{ArtifactRef, JobEvent, JobOutcome, JobRecord, StoredOutcome};
 use cowork_schema::ids::{BatchId, JobId};
 use cowork_schema::job::PROTOCOL_VERSION;
 use cowork_schema::layout;
@@ -218,9 +218,9 @@ async fn newest_record(
                 ));
             }
         };
-        let record = match parse_record(&bytes) {
-            Some(StoredRecord::Record(record)) => record,
-            Some(StoredRecord::Bare(outcome)) => bare_record(store, job_id, outcome).await?,
+        let record = match StoredOutcome::parse(&bytes).ok() {
+            Some(StoredOutcome::Record(record)) => record,
+            Some(StoredOutcome::Bare(outcome)) => bare_record(store, job_id, outcome).await?,
             None => {
                 return Err(CliError::Failed(anyhow!(
                     "{key} is neither a job record nor a job outcome; remove it to run job \
@@ -231,25 +231,6 @@ async fn newest_record(
         return Ok(Some(record));
     }
     Ok(None)
-}
-
-/// The two shapes of a stored `outcome.json`.
-#[derive(Debug, PartialEq)]
-enum StoredRecord {
-    /// A job record: the outcome, the artifacts' references, attempt, generation, worker.
-    Record(JobRecord),
-    /// A bare outcome, written before job records existed; its artifacts are at the job's flat
-    /// path.
-    Bare(JobOutcome),
-}
-
-fn parse_record(bytes: &[u8]) -> Option<StoredRecord> {
-    if let Ok(record) = serde_json::from_slice::<JobRecord>(bytes) {
-        return Some(StoredRecord::Record(record));
-    }
-    serde_json::from_slice::<JobOutcome>(bytes)
-        .ok()
-        .map(StoredRecord::Bare)
 }
 
 /// A record for a bare outcome: attempt 1 of generation 0 at the job's flat path, with the
@@ -294,49 +275,5 @@ fn finished_event(batch_id: &BatchId, job_id: JobId, record: JobRecord) -> JobEv
         generation: record.generation,
         event: record.finished_event(),
         worker_id: record.worker_id,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use cowork_schema::event::ErrorCategory;
-
-    use super::*;
-
-    fn check(text: &str, expect: Option<StoredRecord>) {
-        assert_eq!(parse_record(text.as_bytes()), expect, "{text}");
-    }
-
-    #[test]
-    fn both_shapes_of_a_stored_outcome_are_read() {
-        let killed = JobOutcome::Error {
-            category: ErrorCategory::Cancelled,
-            message: "killed".to_owned(),
-        };
-        check(
-            r#"{"kind":"error","category":"cancelled","message":"killed"}"#,
-            Some(StoredRecord::Bare(killed.clone())),
-        );
-        check(
-            r#"{"outcome":{"kind":"error","category":"cancelled","message":"killed"},
-                "artifacts":[{"key":"batches/b/jobs/f0/g1a2/harness.stderr.log","size":0,"sha256":"e3"}],
-                "attempt":2,"generation":1,"workerId":"w","runMs":5,"addedLater":true}"#,
-            Some(StoredRecord::Record(JobRecord {
-                outcome: killed,
-                artifacts: vec![ArtifactRef {
-                    key: "batches/b/jobs/f0/g1a2/harness.stderr.log".to_owned(),
-                    size: 0,
-                    sha256: "e3".to_owned(),
-                }],
-                attempt: 2,
-                generation: 1,
-                worker_id: "w".to_owned(),
-                harness_version: None,
-                exit_code: None,
-                run_ms: 5,
-            })),
-        );
-        check(r#"{"kind":"exploded"}"#, None);
-        check("not json", None);
     }
 }

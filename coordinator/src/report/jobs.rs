@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use cowork_fabric::ArtifactStore;
 use cowork_schema::BatchId;
-use cowork_schema::event::{JobOutcome, JobRecord};
+use cowork_schema::event::{JobOutcome, StoredOutcome};
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::layout::JOB_RECORD_FILE;
 use serde_json::Value;
@@ -137,8 +137,13 @@ pub(super) async fn read_job(
     let (outcome, artifacts, record) = match keys.records.last_key_value() {
         Some((_, record_key)) => {
             let bytes = read(store, batch_id, record_key, Missing::Report).await?;
-            match serde_json::from_slice::<JobRecord>(&bytes) {
-                Ok(record) => {
+            let stored = StoredOutcome::parse(&bytes).map_err(|error| ReportError::Malformed {
+                key: record_key.clone(),
+                what: "job record",
+                message: error.to_string(),
+            })?;
+            match stored {
+                StoredOutcome::Record(record) => {
                     let artifacts = record.artifacts.iter().map(|a| a.key.clone()).collect();
                     let info = RunRecord {
                         attempt: record.attempt,
@@ -151,10 +156,7 @@ pub(super) async fn read_job(
                     (record.outcome, artifacts, Some(info))
                 }
                 // The older shape: a bare outcome, its files at the job's flat path.
-                Err(_) => {
-                    let outcome: JobOutcome = parse(&bytes, record_key, "job record")?;
-                    (outcome, keys.flat.clone(), None)
-                }
+                StoredOutcome::Bare(outcome) => (outcome, keys.flat.clone(), None),
             }
         }
         None => {
