@@ -468,7 +468,7 @@ def test_deploy_units_use_only_cli_flags_and_drain_long_enough() -> None:
 
 
 # The Kubernetes Job of workers that `cowork coordinator --k8s-worker-jobs` creates for a large
-# batch (issue 5 item 6). `cargo test -p cowork-coordinator k8s` writes the manifests the Rust
+# batch. `cargo test -p cowork-coordinator k8s` writes the manifests the Rust
 # code builds to this file and fails when it was stale, so the file is what the code creates.
 WORKER_JOB_FIXTURE = REPO_ROOT / "coordinator" / "tests" / "fixtures" / "k8s" / "worker-job.yaml"
 

@@ -1,5 +1,16 @@
 //! The `cowork` binary: argument parsing, tracing set-up, dispatch and exit codes. Decisions
 //! about jobs, batches and verdicts live in the library crates (style rule 4).
+//!
+//! Modules:
+//! - `args`, `fleet_args`: every flag once, with its `COWORK_*` variable and help.
+//! - `commands`: one module per subcommand (`run`, `eval`, `rollup`, `report`, `batches`,
+//!   `trend`, `resume`, `bench`, `coordinator`, `worker`, `remote` for the fleet commands).
+//! - `embedded`: the in-process fleet `run`, `eval` and `resume` use.
+//! - `connect`: flags, environment and secret files → connected ports.
+//! - `interrupts`: Ctrl-C and SIGTERM, counted.
+//! - `progress`, `summary`: the stderr progress line and the end-of-batch table.
+//! - `report`: error rendering and exit codes.
+//! - `telemetry`: tracing set-up, OTLP export, the worker's `/metrics`.
 
 mod args;
 mod commands;

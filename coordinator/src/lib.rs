@@ -4,7 +4,9 @@
 //! - [`prepare`]: the IO edge of planning — reads the target, scenarios, sessions and matrix,
 //!   validates the whole batch and lists the files of its bundle; [`prepare::submitted`] does
 //!   the same on the server for a submitted spec and bundle, and plans it.
-//! - [`supervisor`]: admission in windows and the fold of a batch's events into the reducer.
+//! - [`supervisor`]: the thin async driver of the core's `Admission`: catch-up from the event
+//!   log, publishing what admission decides, folding what workers report, storing the
+//!   batch's documents.
 //! - [`stored_job`]: a job's stored outcome and result, found through its record.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
 //! - [`report`]: reading a stored batch into the core's report input.
@@ -16,7 +18,7 @@
 //!   refused for their protocol version).
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
-//! - [`metrics`]: the Prometheus text of `/metrics`.
+//! - [`metrics`]: `/metrics` in OpenMetrics text (prometheus-client), and its grammar check.
 //! - [`tls`]: HTTPS for the API with rustls.
 //! - [`k8s`] (feature `k8s`): a Kubernetes Job of workers for a large batch — its pure
 //!   manifest and the `WorkerJobs` port on `kube`.

@@ -2,12 +2,15 @@
 //! artifacts and reports the outcome.
 //!
 //! Modules, in reading order:
-//! - [`job_loop`]: `run` — one job per free slot; drain on shutdown.
+//! - [`job_loop`]: `run` — pulls for every free slot at once on every tier it serves; drain on
+//!   shutdown.
 //! - `job_run`: one delivery from pull to ack — the per-job order upload → record → publish
 //!   `finished` → ack (brief §4), idempotent redeliveries, retries of infrastructure failures
 //!   before spend (C8), never a second run after spend.
 //! - [`lease`]: the delivery's ack deadline, renewed from pull to ack.
-//! - [`executor`]: the `Executor` trait and its implementations (`harness`, `sim`).
+//! - [`executor`]: the `Executor` trait and its implementations (`harness`, `container`, `sim`),
+//!   the outcome classification shared by the process executors, and the guard process that
+//!   takes a harness's process group down with `cowork`.
 //! - [`heartbeat`]: the worker's record in the workers registry.
 //! - [`capabilities`]: the start-up probe of the host (OS, arch, `limactl`, Docker, harness
 //!   version) and the pure choice of the tiers this worker can serve.

@@ -1,4 +1,4 @@
-//! The capability probe of `cowork worker` (issue 5, item 3): a worker serves only the tiers its
+//! The capability probe of `cowork worker`: a worker serves only the tiers its
 //! host can run, advertises only those, and never starts a job of a tier it refused. These tests
 //! run on a Linux host, where the harness executor refuses `microvm` (Lima's `limactl` on macOS),
 //! and need the Docker engine to answer, since the harness executor's `container` tier needs it.

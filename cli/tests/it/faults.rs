@@ -1,4 +1,4 @@
-//! Fault tests (issue 4): a real nats-server with JetStream on disk, a real S3 server, a
+//! Fault tests: a real nats-server with JetStream on disk, a real S3 server, a
 //! coordinator and two workers as separate OS processes run a 200-job `sim` batch (jobs of about
 //! 1 s of real time) while the test breaks something. Each test then checks the same three end
 //! conditions:

@@ -1,4 +1,4 @@
-//! Hostile input (issue 4, item 5): each case feeds one malicious or broken input and checks
+//! Hostile input: each case feeds one malicious or broken input and checks
 //! three things — the input is refused as a usage error (`cowork run` exits 2; the coordinator
 //! answers 400, 413 or 401), the message names the file and the field, key or bundle entry, and
 //! nothing was dispatched or written.
@@ -1254,8 +1254,8 @@ async fn cowork_submit_of_a_bundle_over_the_cap_exits_2() {
 async fn matrix_basename_mismatch_on_the_fleet_is_a_cell_error_with_no_jobs() {
     // TC-33 makes a skill-dir candidate whose basename differs from the replaced entry's a
     // per-cell error: the batch runs, the cell is marked with an error, the verdict fails
-    // (exit 1). It is not a usage error, so this case does not expect exit 2. What the issue's
-    // "dispatches nothing" still means here (§5.8): no job of that cell is dispatched. The
+    // (exit 1). It is not a usage error, so this case does not expect exit 2. "Nothing is
+    // dispatched for bad input" still holds here (§5.8): no job of that cell is dispatched. The
     // mismatch differs only in case (`Report` against `report`), which a case-insensitive
     // comparison would miss.
     let mut fleet = Fleet::start();

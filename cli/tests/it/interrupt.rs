@@ -1,4 +1,4 @@
-//! Stopping `cowork run` (issue "every dollar accounted", the embedded part): the first Ctrl-C
+//! Stopping `cowork run` without spending more than asked: the first Ctrl-C
 //! lets running jobs finish, the second kills their process groups, `kill -9` of `cowork` takes
 //! every harness process with it, and `cowork resume` of the local store finishes an
 //! interrupted batch with the rollup of an undisturbed run.
@@ -23,7 +23,7 @@ use crate::support::{
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// How long `cowork` may take to end after the second Ctrl-C, and its harness processes to
-/// vanish after `kill -9` (the bound the issue sets).
+/// vanish after `kill -9` (a bound on how long stopping may take).
 const PROMPTLY: Duration = Duration::from_secs(5);
 
 /// Pause between two looks at the process table or the store while waiting for a condition.

@@ -1,4 +1,4 @@
-//! Fleet-wide controls (issue 6, item 4) on a fleet of three workers: a budget for the whole
+//! Fleet-wide controls on a fleet of three workers: a budget for the whole
 //! batch across all cells, and per-model concurrency limits shared by every worker. Both are
 //! decided by the coordinator's admission, and both show in the envelope's `fleet` key.
 

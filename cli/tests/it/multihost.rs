@@ -1,4 +1,4 @@
-//! Multi-host test (issue 5, item 2): NATS, the S3 server, the coordinator and three workers each
+//! Multi-host test: NATS, the S3 server, the coordinator and three workers each
 //! run in their own container on a Docker network this test creates, as they would on separate
 //! hosts. The test process plays the operator's laptop: it submits a 200-job `sim` batch to the
 //! coordinator's published port and follows the batch's events through NATS's published port.

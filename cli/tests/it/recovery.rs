@@ -1,4 +1,4 @@
-//! Cancel, resume and retry (issue 4 items 2–4): `cancel --kill-running` leaves no harness
+//! Cancel, resume and retry: `cancel --kill-running` leaves no harness
 //! process behind, `cowork resume` runs only what has no result, and infrastructure failures
 //! are retried only before spend (contract C8), with attempts and retries reported.
 

@@ -1,4 +1,4 @@
-//! The canary secret (issue 4, item 6): a random `ANTHROPIC_API_KEY` is set in the environment
+//! The canary secret: a random `ANTHROPIC_API_KEY` is set in the environment
 //! of every fleet process and of `cowork submit`, a harness batch runs on the fleet, and the
 //! canary must then reach the harness (the fake harness passes only if the sha256 of its
 //! `ANTHROPIC_API_KEY` matches the digest written into the scenario) and nothing else: no log

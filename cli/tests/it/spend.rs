@@ -1,4 +1,4 @@
-//! No run paid twice, nothing spent in silence (issue "Every dollar accounted", worker side):
+//! No run paid twice, nothing spent in silence (the worker's side):
 //! real nats-server, s3s-fs, coordinator and workers as processes, each test breaking one
 //! thing and counting runs.
 //!

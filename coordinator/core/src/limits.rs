@@ -1,5 +1,5 @@
-//! Per-model admission limits shared by every batch a coordinator supervises (issue: fleet-wide
-//! rate limits): at most `concurrency` jobs of a model in flight, and, optionally, at most
+//! Per-model admission limits shared by every batch a coordinator supervises (fleet-wide rate
+//! limits): at most `concurrency` jobs of a model in flight, and, optionally, at most
 //! `concurrency` admissions in any window of `per`. The model API quota is shared by every
 //! worker, and the coordinator is the one place that admits jobs, so limiting admission limits
 //! the fleet.

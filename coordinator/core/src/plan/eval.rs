@@ -1,4 +1,4 @@
-//! Eval batches (brief §8, issue 6): the layout of an A/B batch, the pairing of its results and
+//! Eval batches (brief §8): the layout of an A/B batch, the pairing of its results and
 //! the document `cowork eval` stores and prints.
 //!
 //! An eval batch is a files plan whose units are scenario × arm: unit `2k` runs scenario `k` with
