@@ -10,7 +10,7 @@ use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::batch::BatchMode;
 
-use crate::args::{OutputFormat, ResumeArgs};
+use crate::args::ResumeArgs;
 use crate::report::CliError;
 
 /// The store searched when `--store` is not given.
@@ -84,21 +84,5 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
             .await
             .with_context(|| format!("storing the eval report of batch {batch_id}"))?;
     }
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(
-            &outcome.envelope_head,
-            outcome.exit_code
-        ))
-    );
-    eprintln!(
-        "results: {}",
-        store_dir.join("batches").join(batch_id.as_str()).display()
-    );
-    if args.output_format == OutputFormat::Json {
-        outcome
-            .copy_envelope_to(&mut std::io::stdout().lock())
-            .context("printing the envelope")?;
-    }
-    Ok(outcome.exit_code)
+    crate::commands::run::print_local_outcome(&outcome, store_dir, &batch_id, args.output_format)
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
+use cowork_coordinator::supervisor::BatchOutcome;
 use cowork_core::plan::flags::{RawFlags, validate_flags};
 use cowork_core::plan::{Plan, PlanInput, plan_units};
 use cowork_fabric::bundle::{PackedBundle, pack};
@@ -485,7 +486,18 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         remove_empty_scratch_dirs(&args.store, &batch_id);
     }
     let outcome = outcome?;
+    print_local_outcome(&outcome, &args.store, &batch_id, args.output_format)
+}
 
+/// The end of a batch run in this process (`cowork run`, a local `cowork resume`): the summary
+/// table and where the results are on stderr, the envelope on stdout under
+/// `--output-format json`; returns the exit code.
+pub(crate) fn print_local_outcome(
+    outcome: &BatchOutcome,
+    store_dir: &Path,
+    batch_id: &cowork_schema::BatchId,
+    output_format: OutputFormat,
+) -> Result<i32, CliError> {
     eprint!(
         "{}",
         crate::summary::render(&crate::summary::Summary::new(
@@ -495,9 +507,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     );
     eprintln!(
         "results: {}",
-        args.store.join("batches").join(batch_id.as_str()).display()
+        store_dir.join("batches").join(batch_id.as_str()).display()
     );
-    if args.output_format == OutputFormat::Json {
+    if output_format == OutputFormat::Json {
         outcome
             .copy_envelope_to(&mut std::io::stdout().lock())
             .context("printing the envelope")?;

@@ -13,7 +13,8 @@
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
 //! - [`preflight`]: the plan and estimate `--dry-run` prints.
-//! - [`eval`]: A/B statistics — exact McNemar, the paired bootstrap, arm summaries, verdict.
+//! - [`eval`]: A/B statistics — exact McNemar, the exact interval of the paired difference,
+//!   arm summaries, verdict.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //!
 //! **Invariant:** no module here performs IO, reads a clock, the environment or randomness

@@ -32,8 +32,8 @@ use cowork_core::plan::{Plan, PlanInput, plan_units};
 
 /// Longest `label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
 const MAX_LABEL_LEN: usize = 200;
-/// Most bootstrap resamples an eval may ask for: each interval costs resamples × pairs work on
-/// the coordinator, and 1 000 000 is 100 times the default.
+/// Most resamples an eval spec may name. The field belonged to the bootstrap interval, which the
+/// exact interval replaced; it is still accepted (older clients send it) and still bounded.
 const MAX_EVAL_RESAMPLES: u32 = 1_000_000;
 
 /// Validates a submitted batch and plans it under `batch_id`.
