@@ -37,9 +37,7 @@ use cowork_core::eval::{ArmSummary, Comparison};
 use cowork_core::plan::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
 use cowork_core::report::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
 
-/// Reads of `result.json` files in flight at once: a large batch holds thousands of results and
-/// each read is a round trip to the store (the same bound as the supervisor's).
-const PARALLEL_READS: usize = 32;
+use cowork_fabric::artifacts::PARALLEL_READS;
 
 /// Why a batch's report could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -24,8 +24,7 @@ use cowork_schema::layout;
 use super::{EmbeddedRun, SPEC_FILE, lock_batch, run_locked};
 use crate::report::CliError;
 
-/// Stored records read at once: each read is a small file on a local disk.
-const PARALLEL_READS: usize = 32;
+use cowork_fabric::artifacts::PARALLEL_READS;
 
 /// Worker id of a replayed record that does not name its worker (an outcome written before
 /// job records carried one).

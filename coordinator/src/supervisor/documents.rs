@@ -26,9 +26,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::SuperviseError;
 
-/// Results read at once while the envelope is assembled: each read is a round trip to the
-/// store, and `buffered` keeps them in the reduction's order.
-const PARALLEL_READS: usize = 32;
+// Reads in flight are taken in the reduction's order (`FuturesOrdered`).
+use cowork_fabric::artifacts::PARALLEL_READS;
 
 /// The file name of a batch's envelope.
 pub const ENVELOPE_FILE: &str = "envelope.json";

@@ -742,8 +742,8 @@ pub async fn collect_results(
     kind: PlanKindName,
     reduction: &BatchReduction,
 ) -> Result<Vec<serde_json::Value>, SuperviseError> {
+    use cowork_fabric::artifacts::PARALLEL_READS;
     use futures::StreamExt;
-    const PARALLEL_READS: usize = 32;
     let jobs = reduction.results.iter().map(|(unit_idx, repeat_index)| {
         JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index)
     });

@@ -12,8 +12,8 @@
 //!    create-if-absent;
 //! 5. it publishes `finished` and awaits its acknowledgement, then double-acks the job;
 //! 6. the coordinator side consumes both events;
-//! 7. once every job has finished, the coordinator side reads every result back, 32 at a time,
-//!    as the envelope's assembly does.
+//! 7. once every job has finished, the coordinator side reads every result back,
+//!    `PARALLEL_READS` at a time, as the envelope's assembly does.
 //!
 //! `bench fleet` runs the same batch (the demo scenarios) through the real coordinator and
 //! workers; the ratio of the two rates is the fleet's own overhead.
@@ -48,8 +48,8 @@ pub struct PipelineBench {
     pub window: usize,
 }
 
-/// Result reads in flight at the end, as the supervisor's envelope assembly does.
-const PARALLEL_READS: usize = 32;
+// Result reads in flight at the end: the supervisor's envelope assembly's number.
+use cowork_fabric::artifacts::PARALLEL_READS;
 /// Jobs admitted per `publish_many` call at most.
 const ADMIT_CHUNK: usize = 256;
 
