@@ -9,12 +9,14 @@
 #   2. for each tier set of TIER_SETS: a coordinator process and WORKERS worker processes (sim
 #      executor, SLOTS slots each) serving that set, and `cowork bench fleet --coordinator`, which
 #      submits the batch (always on tier container) and times it from submit to decided;
-# and prints every rate, fleet / pipeline, and each tier set against the first.
+# and prints every rate, fleet / pipeline, each tier set against the first, and the peak RSS of
+# the coordinator and worker processes.
 #
-# Settings (environment): JOBS (20000), WORKERS (2), SLOTS (8), WINDOW (512, the coordinator's
-# admission window and the pipeline's), DURATION_MS (0 = zero-duration jobs), TIER_SETS
+# Settings (environment): JOBS (20000, also the most: the demo's two scenarios × --repeat),
+# WORKERS (2), SLOTS (8), WINDOW (512, the coordinator's admission window and the pipeline's),
+# DURATION_MS (0 = zero-duration jobs), TIER_SETS
 # ("container container,hostloop,microvm,protocol,replay"). With DURATION_MS > 0 the jobs sleep
-# about that long and the fleet runs print their scaling efficiency; the raw baselines are skipped:
+# exactly that long and the fleet runs print their scaling efficiency; the raw baselines are skipped:
 #   WORKERS=4 SLOTS=16 JOBS=640 DURATION_MS=2000 scripts/bench-fleet.sh
 #
 # Needs nats-server and s3s-fs on PATH (.ci/run installs them) and a release build:
@@ -93,6 +95,13 @@ for tiers in $TIER_SETS; do
   run=$("$BIN" bench fleet --coordinator "http://127.0.0.1:$api_port" --jobs "$JOBS" \
     --workers "$WORKERS" --slots "$SLOTS" --duration-ms "$DURATION_MS")
   echo "tiers $tiers: $run"
+  # Peak resident memory of the coordinator (the first process started) and of the workers.
+  peaks=""
+  for pid in "${fleet[@]}"; do
+    peaks+=" $(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status" 2>/dev/null || echo "?")"
+  done
+  read -r coordinator_peak worker_peaks <<<"$peaks"
+  echo "peak RSS: coordinator $coordinator_peak MiB; workers $worker_peaks MiB"
   rates+=("$(echo "$run" | rate_of)")
   stop_fleet
 done

@@ -1042,7 +1042,9 @@ pub enum BenchWhat {
         nats: crate::fleet_args::NatsArgs,
         #[command(flatten)]
         s3: crate::fleet_args::S3Args,
-        #[arg(long, default_value_t = 20_000)]
+        /// Jobs of the batch: the demo's two scenarios × --jobs / 2 runs, so at most 20000
+        /// (--repeat stops at 10000).
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(4..=20_000))]
         jobs: u64,
         /// Workers of the fleet (started in process, or expected at --coordinator).
         #[arg(long, default_value_t = 2)]
@@ -1056,8 +1058,9 @@ pub enum BenchWhat {
         /// Tiers the in-process workers serve (the batch runs on `container`).
         #[arg(long, value_delimiter = ',', default_value = "container")]
         tiers: Vec<String>,
-        /// Mean simulated run time of each job in milliseconds, slept for real (the simulator
-        /// draws each run within ±50% of it); 0 = zero-duration jobs.
+        /// Simulated run time of each job in milliseconds, slept for real (every run takes
+        /// exactly this long, so the ideal wall time is jobs × duration / slots); 0 =
+        /// zero-duration jobs.
         #[arg(long, default_value_t = 0)]
         duration_ms: u64,
         /// Submit to this running coordinator (e.g. `http://127.0.0.1:8700`, unauthenticated)
@@ -1073,7 +1076,8 @@ pub enum BenchWhat {
         nats: crate::fleet_args::NatsArgs,
         #[command(flatten)]
         s3: crate::fleet_args::S3Args,
-        #[arg(long, default_value_t = 20_000)]
+        /// Jobs of the batch, as for `bench fleet` (at most 20000).
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(4..=20_000))]
         jobs: u64,
         /// Worker connections (each with its own NATS and S3 clients).
         #[arg(long, default_value_t = 2)]
