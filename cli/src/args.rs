@@ -680,19 +680,12 @@ pub struct ReportArgs {
     /// Write the report to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Local store a batch id (or `latest`) is looked up in.
-    #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
-    pub store: PathBuf,
-    /// Read the batch through this coordinator's API instead of a local store.
-    #[arg(long, value_name = "URL")]
-    pub coordinator: Option<String>,
-    /// File holding the API bearer token (or set COWORK_API_TOKEN); used with --coordinator.
-    #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: BatchSourceArgs,
 }
 
 /// Where batches are read from: a local store, or a coordinator's API.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BatchSourceArgs {
     /// Local store the batches are read from.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]

@@ -24,7 +24,6 @@ use cowork_core::report::{
 
 use crate::args::{DiffArgs, ReportArgs, ReportFormatArg, TableFormat};
 use crate::commands::batches::{Resolved, Source, resolve};
-use crate::commands::trend::report_source;
 use crate::report::CliError;
 
 /// `cowork report`.
@@ -96,11 +95,7 @@ async fn compare(args: &ReportArgs, then: &str, now: &str) -> Result<i32, CliErr
     crate::commands::trend::diff(DiffArgs {
         then: then.to_owned(),
         now: now.to_owned(),
-        source: report_source(
-            &args.store,
-            args.coordinator.as_deref(),
-            args.token_file.as_deref(),
-        ),
+        source: args.source.clone(),
         format,
     })
     .await
@@ -155,11 +150,7 @@ fn relative_path(from: &Path, to: &Path) -> Option<String> {
 /// id through `--coordinator` (one resolver for every command, `commands::batches::resolve`) —
 /// with the root of its local store when it has one.
 async fn load(args: &ReportArgs, batch: &str) -> Result<(ReportInput, Option<PathBuf>), CliError> {
-    let source = Source::from_args(&report_source(
-        &args.store,
-        args.coordinator.as_deref(),
-        args.token_file.as_deref(),
-    ))?;
+    let source = Source::from_args(&args.source)?;
     let Resolved { batch_id, source } = resolve(batch, &source).await?;
     let store = source.store_of(&batch_id);
     let input = load_report_input(store.as_ref(), &batch_id)

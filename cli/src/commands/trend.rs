@@ -12,7 +12,7 @@ use cowork_core::trend::{
 };
 use serde_json::{Value, json};
 
-use crate::args::{BatchSourceArgs, DiffArgs, TableFormat, TrendArgs};
+use crate::args::{DiffArgs, TableFormat, TrendArgs};
 use crate::commands::batches::{Resolved, Source, resolve, when};
 use crate::report::CliError;
 
@@ -397,17 +397,4 @@ fn render_trend(batches: &[BatchCounts], rows: &[TrendRow], format: TableFormat)
         ids.join(", ")
     );
     out
-}
-
-/// The batch source of `cowork report --compare`, from the report's own flags.
-pub fn report_source(
-    store: &Path,
-    coordinator: Option<&str>,
-    token_file: Option<&Path>,
-) -> BatchSourceArgs {
-    BatchSourceArgs {
-        store: store.to_path_buf(),
-        coordinator: coordinator.map(str::to_owned),
-        token_file: token_file.map(Path::to_path_buf),
-    }
 }
