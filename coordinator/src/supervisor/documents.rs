@@ -21,10 +21,10 @@ use cowork_schema::layout::batch_key;
 use cowork_schema::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
 use futures::StreamExt;
 use serde_json::Value;
-use sha2::Digest;
 use tokio::io::AsyncWriteExt;
 
 use super::SuperviseError;
+use crate::stored_job::{ArtifactLocation, StoredJobError, read_artifact};
 
 // Reads in flight are taken in the reduction's order (`FuturesOrdered`).
 use cowork_fabric::artifacts::PARALLEL_READS;
@@ -188,23 +188,25 @@ async fn read_result(
             message: "a folded run has no recorded result".to_owned(),
         });
     };
-    let bytes = store
-        .get(&location.key)
+    let location = ArtifactLocation {
+        key: location.key,
+        sha256: location.sha256.map(|digest| sha256_hex(&digest)),
+    };
+    let bytes = read_artifact(store, &location)
         .await
-        .map_err(|source| SuperviseError::Store {
-            key: location.key.clone(),
-            source,
+        .map_err(|error| match error {
+            // The digest here is the one the folded `finished` event recorded.
+            StoredJobError::Mismatch {
+                key,
+                expected,
+                found,
+            } => SuperviseError::ResultMismatch {
+                key,
+                expected,
+                found,
+            },
+            other => other.into(),
         })?;
-    if let Some(expected) = location.sha256 {
-        let found: [u8; 32] = sha2::Sha256::digest(&bytes).into();
-        if found != expected {
-            return Err(SuperviseError::ResultMismatch {
-                key: location.key,
-                expected: sha256_hex(&expected),
-                found: sha256_hex(&found),
-            });
-        }
-    }
     decorated_result(&location.key, &bytes)
 }
 
