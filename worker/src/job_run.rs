@@ -163,24 +163,21 @@ impl JobRun {
         if held.attempt > 1 && self.republish_stored(held).await {
             return;
         }
-        if self.kill.is_cancelled() {
-            // A queued job of a killed batch is settled without running: it still ends with
-            // a `finished` event, so it counts once.
+        // A queued job of a killed, cancelled or decided batch is settled without running: it
+        // still ends with a `finished` event, so it counts once.
+        let skip = if self.kill.is_cancelled() {
+            Some("the batch was cancelled with --kill-running before this job started".to_owned())
+        } else {
+            self.batch_skip_reason(held)
+                .await
+                .map(|reason| format!("not run: {reason}"))
+        };
+        if let Some(message) = skip {
             self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(reason = %message, "settling the job without running it");
             let outcome = JobOutcome::Error {
                 category: ErrorCategory::Cancelled,
-                message: "the batch was cancelled with --kill-running before this job started"
-                    .to_owned(),
-            };
-            self.store_and_report(held, Ended::unrun(outcome)).await;
-            return;
-        }
-        if let Some(reason) = self.batch_skip_reason(held).await {
-            self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(reason, "settling the job without running it");
-            let outcome = JobOutcome::Error {
-                category: ErrorCategory::Cancelled,
-                message: format!("not run: {reason}"),
+                message,
             };
             self.store_and_report(held, Ended::unrun(outcome)).await;
             return;
