@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pure core (coordinator/core, crate cowork-core) plans, folds, judges and admits without IO.
+# The pure core (core/, crate cowork-core) plans, folds, judges and admits without IO.
 # The compiler holds that only if no IO crate is reachable: this check fails when its normal
 # dependency tree holds an async runtime, a network client or server, Docker or Kubernetes.
 set -euo pipefail

@@ -62,7 +62,7 @@ fn stored_job_error(error: StoredJobError) -> RejudgeError {
 /// The reducer's view of a stored `result.json`, re-deriving the verdict when the file has
 /// none (contract §3.7; such views are marked `verdictRederived`).
 pub fn view_of_result(result: &Value) -> Result<RunView, String> {
-    cowork_schema::verdict::view_with_rederived_verdict(result).map_err(|e| e.to_string())
+    cowork_core::verdict::view_with_rederived_verdict(result).map_err(|e| e.to_string())
 }
 
 /// Re-judges a stored batch: every stored job outcome is offered to a reducer shaped like the

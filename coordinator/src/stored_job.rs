@@ -38,27 +38,6 @@ impl StoredJobError {
     }
 }
 
-impl From<StoredJobError> for crate::supervisor::SuperviseError {
-    fn from(error: StoredJobError) -> Self {
-        match error {
-            StoredJobError::Store { key, source } => {
-                crate::supervisor::SuperviseError::Store { key, source }
-            }
-            StoredJobError::Unreadable { key, message } => {
-                crate::supervisor::SuperviseError::BadResult { key, message }
-            }
-            StoredJobError::Mismatch {
-                key,
-                expected,
-                found,
-            } => crate::supervisor::SuperviseError::BadResult {
-                key,
-                message: format!("sha256 {found}, its job record says {expected}"),
-            },
-        }
-    }
-}
-
 /// Where one stored artifact is, and the digest it must have when the record gives one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArtifactLocation {

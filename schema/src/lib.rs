@@ -11,7 +11,6 @@
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
 //! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
-//! - [`verdict`]: re-derivation of a per-run verdict for results that lack one (§3).
 //! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
 //! - [`history`]: `stats.json`, the per-unit cost and timings of a decided batch.
 //! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
@@ -41,6 +40,5 @@ pub mod rollup;
 pub mod run_result;
 pub mod scenario;
 pub mod session;
-pub mod verdict;
 
 pub use ids::{BatchId, JobId, UnitRef};

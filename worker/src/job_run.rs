@@ -28,7 +28,7 @@ use cowork_schema::event::{
 };
 use cowork_schema::job::{JobSpec, PROTOCOL_VERSION};
 use cowork_schema::registry::{BatchRecord, BatchState};
-use cowork_schema::verdict::view_with_rederived_verdict;
+use cowork_core::verdict::view_with_rederived_verdict;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 

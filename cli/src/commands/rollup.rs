@@ -12,7 +12,7 @@ use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
 use cowork_schema::layout::batch_key;
 use cowork_schema::run_result::RunView;
-use cowork_schema::verdict::{Lane, with_rederived_verdict};
+use cowork_core::verdict::{Lane, with_rederived_verdict};
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, RollupArgs};

@@ -165,7 +165,7 @@ pub(super) async fn read_job(
             };
             let result = read_result(store, batch_id, result_key).await?;
             let run =
-                cowork_schema::verdict::view_with_rederived_verdict(&result).map_err(|error| {
+                cowork_core::verdict::view_with_rederived_verdict(&result).map_err(|error| {
                     ReportError::Malformed {
                         key: result_key.clone(),
                         what: "result",
@@ -212,7 +212,7 @@ pub(super) async fn read_job(
     // (Should the result not read as a run, the record's own view stands.)
     let outcome = match outcome {
         JobOutcome::Completed { run } => JobOutcome::Completed {
-            run: cowork_schema::verdict::view_with_rederived_verdict(&result).unwrap_or(run),
+            run: cowork_core::verdict::view_with_rederived_verdict(&result).unwrap_or(run),
         },
         other => other,
     };

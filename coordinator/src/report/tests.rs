@@ -210,7 +210,7 @@ fn job_record(outcome: Value, artifacts: &[&str], attempt: u32, generation: u32)
 }
 
 fn completed_outcome(result: &Value) -> Value {
-    let run = cowork_schema::verdict::view_with_rederived_verdict(result).expect("a valid result");
+    let run = cowork_core::verdict::view_with_rederived_verdict(result).expect("a valid result");
     serde_json::to_value(cowork_schema::event::JobOutcome::Completed { run }).expect("serializable")
 }
 

@@ -18,7 +18,7 @@ use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::fleet::FleetMeta;
 use cowork_schema::history::BATCH_STATS_FILE;
 use cowork_schema::layout::batch_key;
-use cowork_schema::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
+use cowork_core::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;

@@ -35,6 +35,8 @@ use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::fleet::FleetMeta;
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
+
+use crate::stored_job::StoredJobError;
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -228,6 +230,27 @@ pub enum SuperviseError {
     Incomplete { batch_id: String },
     #[error("batch supervision was cancelled")]
     Cancelled,
+}
+
+impl From<StoredJobError> for SuperviseError {
+    fn from(error: StoredJobError) -> Self {
+        match error {
+            StoredJobError::Store { key, source } => {
+                SuperviseError::Store { key, source }
+            }
+            StoredJobError::Unreadable { key, message } => {
+                SuperviseError::BadResult { key, message }
+            }
+            StoredJobError::Mismatch {
+                key,
+                expected,
+                found,
+            } => SuperviseError::BadResult {
+                key,
+                message: format!("sha256 {found}, its job record says {expected}"),
+            },
+        }
+    }
 }
 
 impl SuperviseError {

@@ -618,7 +618,7 @@ async fn an_attempt_that_finds_another_attempts_record_reports_that_one() {
     };
     let first = JobRecord {
         outcome: JobOutcome::Completed {
-            run: cowork_schema::verdict::view_with_rederived_verdict(&fixture_json(
+            run: cowork_core::verdict::view_with_rederived_verdict(&fixture_json(
                 "sample-run-result.json",
             ))
             .expect("a valid result"),

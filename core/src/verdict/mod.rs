@@ -20,7 +20,7 @@
 //!
 //! Pure: no IO, no clock, no environment.
 
-use crate::run_result::{
+use cowork_schema::run_result::{
     NO_DELIVERABLE_CODES, OutcomeFacts, RunView, RunViewError, SignalView, VerdictView,
     assertion_key, outcome_for,
 };

@@ -4,6 +4,7 @@
 //! - [`prepared`]: the validated inputs of a batch (what `cowork_coordinator::prepare` reads
 //!   from disk), as plain data.
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
+//! - [`verdict`]: a per-run verdict re-derived for results written without one.
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
 //! - [`fleet`]: workers refused for their protocol version, tiers no live worker serves.
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
@@ -32,3 +33,4 @@ pub mod prepared;
 pub mod reduce;
 pub mod report;
 pub mod trend;
+pub mod verdict;

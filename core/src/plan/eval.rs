@@ -26,7 +26,7 @@ use serde_json::Value;
 use cowork_schema::batch::{BatchFlags, BatchMode, EvalSpec, ExecutorKind, REPEAT_MAX, REPEAT_MIN};
 use cowork_schema::ids::{BatchId, UnitRef};
 use cowork_schema::job::CellAxes;
-use cowork_schema::verdict::view_with_rederived_verdict;
+use crate::verdict::view_with_rederived_verdict;
 
 use super::flags::{FlagError, RawFlags, js_number, validate_flags};
 use super::materialize::materialize_cell;
