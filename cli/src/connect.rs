@@ -2,13 +2,14 @@
 //! become the fabric's configs, and the configs become connected ports.
 
 use anyhow::{Context, anyhow};
+use cowork_client::{ClientError, CoordinatorClient};
 use cowork_fabric::nats::{NatsConfig, NatsFabric};
 use cowork_fabric::s3::{S3ArtifactStore, S3Config};
 use cowork_fabric::secret::Secret;
 use cowork_schema::duration::parse_duration;
 use cowork_schema::job::Tier;
 
-use crate::fleet_args::{NatsArgs, S3Args, read_secret};
+use crate::fleet_args::{ClientArgs, NatsArgs, S3Args, read_secret};
 use crate::report::CliError;
 
 /// The NATS config from flags and environment; every problem is listed.
@@ -133,5 +134,35 @@ impl Admission {
             usage_pause: duration_arg("--usage-limit-pause", &args.usage_limit_pause)?,
             model_limits: model_limits(&args.model_limit)?,
         })
+    }
+}
+
+/// A client for the coordinator named by `args`.
+pub fn client(args: &ClientArgs) -> Result<CoordinatorClient, CliError> {
+    let token =
+        read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
+    let ca_pem = match &args.coordinator_ca {
+        None => None,
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            CliError::usage(format!(
+                "--coordinator-ca: cannot read {}: {e}",
+                path.display()
+            ))
+        })?),
+    };
+    CoordinatorClient::with_ca(&args.coordinator, token, ca_pem.as_deref())
+        .map_err(|e| CliError::usage(format!("--coordinator: {e}")))
+}
+
+/// Maps a client error to the CLI's: refusals are usage errors (exit 2) listing every problem.
+pub fn client_error(error: ClientError, doing: &str) -> CliError {
+    match error {
+        ClientError::BadRequest { problems, .. } if !problems.is_empty() => {
+            CliError::Usage(problems)
+        }
+        ClientError::Unauthorized { .. } => CliError::usage(format!(
+            "{doing}: the coordinator refused the API token (set COWORK_API_TOKEN or --token-file)"
+        )),
+        other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
     }
 }

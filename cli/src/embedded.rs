@@ -17,7 +17,7 @@
 
 mod history;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -46,9 +46,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::args::OutputFormat;
+use crate::interrupts::Interrupts;
 use crate::report::CliError;
 
-use crate::interrupts::Interrupts;
 pub use history::resume;
 
 /// Deliveries of one job before an infrastructure failure before spend is final (choice C8):
@@ -426,4 +427,57 @@ fn interrupted_hint(embedded: &EmbeddedRun, batch_id: &BatchId) -> String {
         "batch {batch_id} interrupted: the finished jobs are stored; \
          `cowork resume {batch_id}{store}` runs the others"
     )
+}
+
+/// The end of a batch run in this process (`cowork run`, a local `cowork resume`): the summary
+/// table and where the results are on stderr, the envelope on stdout under
+/// `--output-format json`; returns the exit code.
+pub fn print_local_outcome(
+    outcome: &BatchOutcome,
+    store_dir: &Path,
+    batch_id: &cowork_schema::BatchId,
+    output_format: OutputFormat,
+) -> Result<i32, CliError> {
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(
+            &outcome.envelope_head,
+            outcome.exit_code
+        ))
+    );
+    eprintln!(
+        "results: {}",
+        store_dir.join("batches").join(batch_id.as_str()).display()
+    );
+    if output_format == OutputFormat::Json {
+        outcome
+            .copy_envelope_to(&mut std::io::stdout().lock())
+            .context("printing the envelope")?;
+    }
+    Ok(outcome.exit_code)
+}
+
+/// Removes the empty directories a batch leaves under `<store>/work/<batch id>` (each job's
+/// scratch dir is removed after its artifacts are stored, but not the unit directories above
+/// it), then `<store>/work` itself if nothing else is in it. Files are never touched; failures
+/// are ignored, since only tidiness is at stake. Not called with `--keep-work`, which keeps
+/// every scratch dir as the job left it.
+pub fn remove_empty_scratch_dirs(store: &Path, batch_id: &cowork_schema::BatchId) {
+    let work = store.join("work");
+    remove_empty_dirs(&work.join(batch_id.as_str()));
+    let _ = std::fs::remove_dir(&work);
+}
+
+/// Removes `dir` and every directory below it that holds no file, deepest first.
+fn remove_empty_dirs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            remove_empty_dirs(&entry.path());
+        }
+    }
+    // Fails, as it should, when a file or a non-empty directory is left.
+    let _ = std::fs::remove_dir(dir);
 }

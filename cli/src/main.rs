@@ -13,15 +13,21 @@
 //! - `telemetry`: tracing set-up, OTLP export, the worker's `/metrics`.
 
 mod args;
+mod batch_compare;
+mod batch_input;
+mod batch_source;
 mod commands;
 mod connect;
+mod dry_run;
 mod embedded;
 mod fleet_args;
+mod follow;
 mod interrupts;
 mod progress;
 mod report;
 mod summary;
 mod telemetry;
+mod text;
 
 use std::process::ExitCode;
 
@@ -99,7 +105,7 @@ fn main() -> ExitCode {
             }
             Command::Bench(args) => commands::bench::run(args).await,
             Command::Batches(args) => commands::batches::list(args).await,
-            Command::Diff(args) => commands::trend::diff(args).await,
+            Command::Diff(args) => commands::diff::run(args).await,
             Command::Trend(args) => commands::trend::trend(args).await,
         }
     });

@@ -137,7 +137,7 @@ fn bench_sim(duration_ms: u64) -> cowork_schema::batch::SimSpec {
 async fn demo_batch(
     jobs: u64,
     duration_ms: u64,
-) -> Result<crate::commands::run::PreparedRun, CliError> {
+) -> Result<crate::batch_input::PreparedRun, CliError> {
     // `--jobs` is bounded to 4..=20000 by its parser, so this is a valid `--repeat`.
     let repeat = (jobs / 2).to_string();
     let batch_args = crate::args::BatchArgs {
@@ -161,7 +161,7 @@ async fn demo_batch(
         bundle_root: None,
     };
     let target = std::path::Path::new("examples/demo/scenarios");
-    crate::commands::run::prepare_batch(
+    crate::batch_input::prepare_batch(
         target,
         &batch_args,
         BatchMode::Run,

@@ -35,14 +35,16 @@ use cowork_schema::batch::{
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, FailOnArg, OutputFormat};
-use crate::commands::remote::{client, client_error, follow};
-use crate::commands::run::{
-    count, default_bundle_root, executor_and_sim, harness_preflight, remove_empty_scratch_dirs,
-    warn_unmatched_sim_rules,
+use crate::batch_input::{
+    default_bundle_root, executor_and_sim, harness_preflight, warn_unmatched_sim_rules,
 };
+use crate::connect::{client, client_error};
+use crate::embedded::remove_empty_scratch_dirs;
 use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
 use crate::fleet_args::ClientArgs;
+use crate::follow::follow;
 use crate::report::CliError;
+use crate::text::count;
 
 /// `cowork eval`.
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
@@ -135,7 +137,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
 /// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
 /// local store, or of the coordinator with `--coordinator`.
 async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
-    use crate::commands::batches::Source;
+    use crate::batch_source::Source;
     match &args.coordinator {
         Some(coordinator) => {
             let client = client(&ClientArgs {
@@ -144,14 +146,14 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
                 coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA")
                     .map(std::path::PathBuf::from),
             })?;
-            crate::commands::dry_run::print(plan, &Source::Remote(client), None, None).await
+            crate::dry_run::print(plan, &Source::Remote(client), None, None).await
         }
         None => {
             let harness = harness_preflight(plan.executor, &args.harness_bin).await;
             let harness =
                 (plan.executor == cowork_schema::batch::ExecutorKind::Harness).then_some(harness);
             let source = Source::Local(args.store.clone());
-            crate::commands::dry_run::print(plan, &source, Some(args.slots), harness).await
+            crate::dry_run::print(plan, &source, Some(args.slots), harness).await
         }
     }
 }

@@ -3,7 +3,7 @@
 pub mod batches;
 pub mod bench;
 pub mod coordinator;
-pub mod dry_run;
+pub mod diff;
 pub mod eval;
 pub mod remote;
 pub mod report;

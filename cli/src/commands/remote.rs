@@ -2,47 +2,15 @@
 //! `results` and `workers`. Each talks to the coordinator's HTTP API (brief §9).
 
 use anyhow::anyhow;
-use cowork_client::{ClientError, CoordinatorClient, WatchEvent};
-use cowork_schema::BatchId;
-use cowork_schema::registry::BatchState;
-use futures::StreamExt;
 
 use crate::args::{OutputFormat, SubmitArgs};
-use crate::commands::batches::resolve_remote;
-use crate::commands::run::{count, executor_and_sim, mode_and_target, prepare_batch};
-use crate::fleet_args::{ClientArgs, read_secret};
-use crate::progress::ProgressLine;
+use crate::batch_input::{executor_and_sim, mode_and_target, prepare_batch};
+use crate::batch_source::resolve_remote;
+use crate::connect::{client, client_error};
+use crate::fleet_args::ClientArgs;
+use crate::follow::watch_to_end;
 use crate::report::CliError;
-
-/// A client for the coordinator named by `args`.
-pub fn client(args: &ClientArgs) -> Result<CoordinatorClient, CliError> {
-    let token =
-        read_secret("COWORK_API_TOKEN", args.token_file.as_deref()).map_err(CliError::usage)?;
-    let ca_pem = match &args.coordinator_ca {
-        None => None,
-        Some(path) => Some(std::fs::read(path).map_err(|e| {
-            CliError::usage(format!(
-                "--coordinator-ca: cannot read {}: {e}",
-                path.display()
-            ))
-        })?),
-    };
-    CoordinatorClient::with_ca(&args.coordinator, token, ca_pem.as_deref())
-        .map_err(|e| CliError::usage(format!("--coordinator: {e}")))
-}
-
-/// Maps a client error to the CLI's: refusals are usage errors (exit 2) listing every problem.
-pub fn client_error(error: ClientError, doing: &str) -> CliError {
-    match error {
-        ClientError::BadRequest { problems, .. } if !problems.is_empty() => {
-            CliError::Usage(problems)
-        }
-        ClientError::Unauthorized { .. } => CliError::usage(format!(
-            "{doing}: the coordinator refused the API token (set COWORK_API_TOKEN or --token-file)"
-        )),
-        other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
-    }
-}
+use crate::text::count;
 
 /// `cowork submit`.
 pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
@@ -52,8 +20,8 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     let prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
     if args.dry_run {
         // Workers probe their own harness; the history is the coordinator's.
-        let source = crate::commands::batches::Source::Remote(client);
-        return crate::commands::dry_run::print(&prepared.plan, &source, None, None).await;
+        let source = crate::batch_source::Source::Remote(client);
+        return crate::dry_run::print(&prepared.plan, &source, None, None).await;
     }
     let n_jobs = prepared.plan.n_jobs();
     let response = client
@@ -73,86 +41,6 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     watch_to_end(&client, &response.batch_id, args.output_format, args.quiet).await
-}
-
-/// Follows a batch's event stream to its end, showing the progress line unless `quiet`; the
-/// end event, or an error when the stream closed before it.
-pub async fn follow(
-    client: &CoordinatorClient,
-    batch: &BatchId,
-    quiet: bool,
-) -> Result<cowork_schema::api::BatchEnd, CliError> {
-    let events = client
-        .watch(batch)
-        .await
-        .map_err(|e| client_error(e, "watching the batch"))?;
-    let mut events = std::pin::pin!(events);
-    let mut progress = ProgressLine::new(std::time::Instant::now());
-    let mut end = None;
-    while let Some(event) = events.next().await {
-        match event.map_err(|e| client_error(e, "watching the batch"))? {
-            WatchEvent::Progress(snapshot) => {
-                if !quiet {
-                    progress.show(&snapshot, false);
-                }
-            }
-            WatchEvent::End(batch_end) => {
-                end = Some(batch_end);
-                break;
-            }
-        }
-    }
-    if !quiet {
-        if let Ok(status) = client.status(batch).await
-            && let Some(snapshot) = status.progress
-        {
-            progress.show(&snapshot, true);
-        }
-        progress.finish();
-    }
-    end.ok_or_else(|| {
-        CliError::Failed(anyhow!(
-            "the coordinator closed the watch of batch {batch} before it ended"
-        ))
-    })
-}
-
-/// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
-/// returns the batch's exit code — the same ending as `cowork run`.
-pub async fn watch_to_end(
-    client: &CoordinatorClient,
-    batch: &BatchId,
-    output: OutputFormat,
-    quiet: bool,
-) -> Result<i32, CliError> {
-    let end = follow(client, batch, quiet).await?;
-    match end.state {
-        BatchState::Done => {
-            let envelope = client
-                .report(batch)
-                .await
-                .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
-            let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
-            eprint!(
-                "{}",
-                crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
-            );
-            eprintln!("results: cowork results {batch}");
-            if output == OutputFormat::Json {
-                println!("{}", envelope.to_line());
-            }
-            Ok(exit_code)
-        }
-        BatchState::Cancelled => {
-            eprintln!("batch {batch} was cancelled before it was decided; no verdict");
-            Ok(1)
-        }
-        other => Err(CliError::Failed(anyhow!(
-            "batch {batch} ended in state {}{}",
-            other.as_str(),
-            end.message.map(|m| format!(": {m}")).unwrap_or_default()
-        ))),
-    }
 }
 
 /// `cowork status <batch>`.
@@ -236,25 +124,6 @@ pub async fn cancel(
             record.state.as_str()
         );
     }
-    Ok(0)
-}
-
-/// `cowork resume <batch> [--watch]`: runs again what has no result.
-pub async fn resume(args: crate::args::ResumeArgs) -> Result<i32, CliError> {
-    let client = client(&args.client)?;
-    let batch = resolve_remote(&args.batch, &client).await?;
-    let record = client
-        .resume(&batch)
-        .await
-        .map_err(|e| client_error(e, "resuming the batch"))?;
-    eprintln!(
-        "batch {}: resumed (generation {}) — jobs without a result run again",
-        record.batch_id, record.generation
-    );
-    if args.watch {
-        return watch_to_end(&client, &batch, args.output_format, args.quiet).await;
-    }
-    println!("{}", record.batch_id);
     Ok(0)
 }
 

@@ -23,7 +23,7 @@ use cowork_core::report::{
 };
 
 use crate::args::{DiffArgs, ReportArgs, ReportFormatArg, TableFormat};
-use crate::commands::batches::{Resolved, Source, resolve};
+use crate::batch_source::{Resolved, Source, resolve};
 use crate::report::CliError;
 
 /// `cowork report`.
@@ -92,7 +92,7 @@ async fn compare(args: &ReportArgs, then: &str, now: &str) -> Result<i32, CliErr
             ));
         }
     };
-    crate::commands::trend::diff(DiffArgs {
+    crate::batch_compare::diff(DiffArgs {
         then: then.to_owned(),
         now: now.to_owned(),
         source: args.source.clone(),

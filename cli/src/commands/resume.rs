@@ -11,6 +11,9 @@ use cowork_schema::BatchId;
 use cowork_schema::batch::BatchMode;
 
 use crate::args::ResumeArgs;
+use crate::batch_source::resolve_remote;
+use crate::connect::{client, client_error};
+use crate::follow::watch_to_end;
 use crate::report::CliError;
 
 /// The store searched when `--store` is not given.
@@ -20,7 +23,7 @@ const DEFAULT_STORE: &str = ".cowork";
 pub async fn run(args: ResumeArgs) -> Result<i32, CliError> {
     match local_store(&args)? {
         Some(store) => resume_local(&args, &store).await,
-        None => super::remote::resume(args).await,
+        None => resume_remote(args).await,
     }
 }
 
@@ -84,5 +87,25 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
             .await
             .with_context(|| format!("storing the eval report of batch {batch_id}"))?;
     }
-    crate::commands::run::print_local_outcome(&outcome, store_dir, &batch_id, args.output_format)
+    crate::embedded::print_local_outcome(&outcome, store_dir, &batch_id, args.output_format)
+}
+
+/// `cowork resume <batch> [--watch]` of a fleet batch: the coordinator runs again what has no
+/// result.
+async fn resume_remote(args: ResumeArgs) -> Result<i32, CliError> {
+    let client = client(&args.client)?;
+    let batch = resolve_remote(&args.batch, &client).await?;
+    let record = client
+        .resume(&batch)
+        .await
+        .map_err(|e| client_error(e, "resuming the batch"))?;
+    eprintln!(
+        "batch {}: resumed (generation {}) — jobs without a result run again",
+        record.batch_id, record.generation
+    );
+    if args.watch {
+        return watch_to_end(&client, &batch, args.output_format, args.quiet).await;
+    }
+    println!("{}", record.batch_id);
+    Ok(0)
 }

@@ -8,15 +8,15 @@ use cowork_coordinator::rejudge::{Rejudged, rejudge_runs, rejudge_stored, view_o
 use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
 use cowork_core::plan::flags::js_number;
 use cowork_core::reduce::{Judging, StopRules};
+use cowork_core::verdict::{Lane, with_rederived_verdict};
 use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
 use cowork_schema::layout::batch_key;
 use cowork_schema::run_result::RunView;
-use cowork_core::verdict::{Lane, with_rederived_verdict};
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, RollupArgs};
-use crate::commands::batches::{Resolved, Source, resolve};
+use crate::batch_source::{Resolved, Source, resolve};
 use crate::report::CliError;
 
 /// A number flag read with the CLI's `Number()` rules and checked against a range.
@@ -278,7 +278,7 @@ fn incomplete_note(n_jobs: u64, never_ran: &[cowork_schema::ids::JobId]) -> Stri
         "INCOMPLETE: {} of {n_jobs} never ran (the batch was interrupted, or stopped early under \
          other flags); the verdict above judges only the runs that exist and counts as FAIL\n\
          never ran: {}\n",
-        crate::commands::run::count(never_ran.len() as u64, "job"),
+        crate::text::count(never_ran.len() as u64, "job"),
         names.join(" ")
     )
 }

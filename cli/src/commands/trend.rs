@@ -6,200 +6,19 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cowork_coordinator::catalog::{BatchOverview, HistoryScope, decided_history, overview};
-use cowork_core::trend::{
-    BatchCounts, CompareRow, TrendRow, UnitCounts, compare, counts_from_stats,
-};
+use cowork_coordinator::catalog::{BatchOverview, HistoryScope, decided_history};
+use cowork_core::trend::{BatchCounts, TrendRow};
 use serde_json::{Value, json};
 
-use crate::args::{DiffArgs, TableFormat, TrendArgs};
-use crate::commands::batches::{Resolved, Source, resolve, when};
+use crate::args::{TableFormat, TrendArgs};
+use crate::batch_compare::{counts_of, unit_json, usd};
+use crate::batch_source::{Source, when};
 use crate::report::CliError;
+use crate::text::table;
 
 /// Batches looked at per batch `trend` shows: history is read newest first and stops here,
 /// so a store of thousands of batches costs a bounded number of reads.
 const TREND_SCAN_PER_BATCH: usize = 20;
-
-/// Prints an aligned text table (columns in `right` right-aligned) or a Markdown table.
-pub fn table(
-    header: &[&str],
-    rows: &[Vec<String>],
-    right: &[usize],
-    format: TableFormat,
-) -> String {
-    let mut out = String::new();
-    if format == TableFormat::Markdown {
-        let escape = |cell: &str| cell.replace('|', "\\|");
-        let _ = writeln!(out, "| {} |", header.join(" | "));
-        let rule: Vec<&str> = (0..header.len())
-            .map(|column| {
-                if right.contains(&column) {
-                    "---:"
-                } else {
-                    "---"
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "|{}|", rule.join("|"));
-        for row in rows {
-            let cells: Vec<String> = row.iter().map(|cell| escape(cell)).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
-        return out;
-    }
-    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: &[&str]| {
-        let mut text = String::new();
-        for (column, (cell, width)) in cells.iter().zip(&widths).enumerate() {
-            if column > 0 {
-                text.push_str("  ");
-            }
-            if right.contains(&column) {
-                let _ = write!(text, "{cell:>width$}");
-            } else {
-                let _ = write!(text, "{cell:<width$}");
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(header);
-    for row in rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        line(&cells);
-    }
-    out
-}
-
-/// `4/5 80%`, or `-` when the unit did not run.
-fn runs_cell(unit: Option<&UnitCounts>) -> String {
-    match unit.filter(|unit| unit.runs > 0) {
-        Some(unit) => format!(
-            "{}/{} {:.0}%",
-            unit.passes,
-            unit.runs,
-            unit.pass_rate().unwrap_or(0.0) * 100.0
-        ),
-        None => "-".to_owned(),
-    }
-}
-
-fn usd(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
-}
-
-fn unit_json(unit: Option<&UnitCounts>) -> Value {
-    match unit {
-        None => Value::Null,
-        Some(unit) => json!({
-            "runs": unit.runs,
-            "passes": unit.passes,
-            "passRate": unit.pass_rate(),
-            "costUsd": (unit.priced_runs > 0).then_some(unit.cost_usd),
-        }),
-    }
-}
-
-/// The history of one decided batch as `diff` compares it.
-async fn decided_counts(text: &str, source: &Source) -> Result<BatchCounts, CliError> {
-    let Resolved { batch_id, source } = resolve(text, source).await?;
-    let store = source.store_of(&batch_id);
-    let batch = overview(store.as_ref(), &batch_id)
-        .await
-        .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
-    counts_of(&batch).ok_or_else(|| {
-        CliError::usage(format!(
-            "batch {batch_id} has no verdict yet (no rollup.json): it is still running or was \
-             interrupted; `cowork rollup {batch_id}` judges the runs it has"
-        ))
-    })
-}
-
-/// The per-unit counts of a decided batch, judged at its own min pass rate.
-fn counts_of(batch: &BatchOverview) -> Option<BatchCounts> {
-    let stats = batch.stats.as_ref()?;
-    Some(counts_from_stats(
-        stats,
-        batch.stored.spec.flags.min_pass_rate,
-    ))
-}
-
-/// `cowork diff THEN NOW` (and `cowork report --compare THEN NOW`).
-pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
-    let source = Source::from_args(&args.source)?;
-    let then = decided_counts(&args.then, &source).await?;
-    let now = decided_counts(&args.now, &source).await?;
-    let rows = compare(&then, &now);
-    print!("{}", render_diff(&then, &now, &rows, args.format));
-    let mut tally: Vec<(cowork_core::trend::Change, usize)> = Vec::new();
-    for row in &rows {
-        match tally.iter_mut().find(|(change, _)| *change == row.change) {
-            Some((_, n)) => *n += 1,
-            None => tally.push((row.change, 1)),
-        }
-    }
-    let tally: Vec<String> = tally
-        .iter()
-        .map(|(change, n)| format!("{n} {}", change.as_str()))
-        .collect();
-    eprintln!("{} units: {}", rows.len(), tally.join(", "));
-    Ok(0)
-}
-
-fn render_diff(
-    then: &BatchCounts,
-    now: &BatchCounts,
-    rows: &[CompareRow],
-    format: TableFormat,
-) -> String {
-    if format == TableFormat::Json {
-        let units: Vec<Value> = rows
-            .iter()
-            .map(|row| {
-                json!({
-                    "label": row.label,
-                    "change": row.change.as_str(),
-                    "then": unit_json(row.then.as_ref()),
-                    "now": unit_json(row.now.as_ref()),
-                })
-            })
-            .collect();
-        let document = json!({
-            "then": {"batchId": then.batch_id.as_str(), "minPassRate": then.min_pass_rate},
-            "now": {"batchId": now.batch_id.as_str(), "minPassRate": now.min_pass_rate},
-            "units": units,
-        });
-        return format!("{document}\n");
-    }
-    let header = format!(
-        "then {} ({}) → now {} ({})",
-        then.batch_id,
-        when(&then.batch_id),
-        now.batch_id,
-        when(&now.batch_id)
-    );
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| {
-            vec![
-                row.label.clone(),
-                runs_cell(row.then.as_ref()),
-                runs_cell(row.now.as_ref()),
-                row.change.as_str().to_owned(),
-            ]
-        })
-        .collect();
-    let body = table(&["unit", "then", "now", "change"], &cells, &[1, 2], format);
-    if format == TableFormat::Markdown {
-        format!("**{header}**\n\n{body}")
-    } else {
-        format!("{header}\n{body}")
-    }
-}
 
 /// The scenario names `target` stands for: the scenario of a file, the scenarios directly in a
 /// directory (as a directory target runs them), or the text itself as a name.
@@ -302,8 +121,8 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     let flaky = rows.iter().filter(|row| row.flaky()).count();
     eprintln!(
         "{} over the last {}; {flaky} flaky across batches",
-        crate::commands::run::count(rows.len() as u64, "unit"),
-        crate::commands::run::count_of(batches.len() as u64, "batch", "batches"),
+        crate::text::count(rows.len() as u64, "unit"),
+        crate::text::count_of(batches.len() as u64, "batch", "batches"),
     );
     Ok(0)
 }

@@ -14,10 +14,9 @@ use cowork_core::preflight::{Preflight, preflight};
 use cowork_schema::history::BatchStats;
 
 use crate::args::TableFormat;
-use crate::commands::batches::Source;
-use crate::commands::run::{count, count_of};
-use crate::commands::trend::table;
+use crate::batch_source::Source;
 use crate::report::CliError;
+use crate::text::{count, count_of, table};
 
 /// Earlier batches an estimate is drawn from, at most, and batches looked at to find them.
 const HISTORY: HistoryScope = HistoryScope {

@@ -1,0 +1,138 @@
+//! Two decided batches side by side, unit by unit: what `cowork diff` and `cowork report
+//! --compare` print, and the per-unit cells `cowork trend` shares. The rows are the core's
+//! (`cowork_core::trend`); this module finds the batches and prints the tables.
+
+use cowork_coordinator::catalog::{BatchOverview, overview};
+use cowork_core::trend::{BatchCounts, CompareRow, UnitCounts, compare, counts_from_stats};
+use serde_json::{Value, json};
+
+use crate::args::{DiffArgs, TableFormat};
+use crate::batch_source::{Resolved, Source, resolve, when};
+use crate::report::CliError;
+use crate::text::table;
+
+/// `4/5 80%`, or `-` when the unit did not run.
+fn runs_cell(unit: Option<&UnitCounts>) -> String {
+    match unit.filter(|unit| unit.runs > 0) {
+        Some(unit) => format!(
+            "{}/{} {:.0}%",
+            unit.passes,
+            unit.runs,
+            unit.pass_rate().unwrap_or(0.0) * 100.0
+        ),
+        None => "-".to_owned(),
+    }
+}
+
+pub fn usd(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
+}
+
+pub fn unit_json(unit: Option<&UnitCounts>) -> Value {
+    match unit {
+        None => Value::Null,
+        Some(unit) => json!({
+            "runs": unit.runs,
+            "passes": unit.passes,
+            "passRate": unit.pass_rate(),
+            "costUsd": (unit.priced_runs > 0).then_some(unit.cost_usd),
+        }),
+    }
+}
+
+/// The history of one decided batch as `diff` compares it.
+async fn decided_counts(text: &str, source: &Source) -> Result<BatchCounts, CliError> {
+    let Resolved { batch_id, source } = resolve(text, source).await?;
+    let store = source.store_of(&batch_id);
+    let batch = overview(store.as_ref(), &batch_id)
+        .await
+        .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
+    counts_of(&batch).ok_or_else(|| {
+        CliError::usage(format!(
+            "batch {batch_id} has no verdict yet (no rollup.json): it is still running or was \
+             interrupted; `cowork rollup {batch_id}` judges the runs it has"
+        ))
+    })
+}
+
+/// The per-unit counts of a decided batch, judged at its own min pass rate.
+pub fn counts_of(batch: &BatchOverview) -> Option<BatchCounts> {
+    let stats = batch.stats.as_ref()?;
+    Some(counts_from_stats(
+        stats,
+        batch.stored.spec.flags.min_pass_rate,
+    ))
+}
+
+/// `cowork diff THEN NOW` (and `cowork report --compare THEN NOW`).
+pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
+    let source = Source::from_args(&args.source)?;
+    let then = decided_counts(&args.then, &source).await?;
+    let now = decided_counts(&args.now, &source).await?;
+    let rows = compare(&then, &now);
+    print!("{}", render_diff(&then, &now, &rows, args.format));
+    let mut tally: Vec<(cowork_core::trend::Change, usize)> = Vec::new();
+    for row in &rows {
+        match tally.iter_mut().find(|(change, _)| *change == row.change) {
+            Some((_, n)) => *n += 1,
+            None => tally.push((row.change, 1)),
+        }
+    }
+    let tally: Vec<String> = tally
+        .iter()
+        .map(|(change, n)| format!("{n} {}", change.as_str()))
+        .collect();
+    eprintln!("{} units: {}", rows.len(), tally.join(", "));
+    Ok(0)
+}
+
+fn render_diff(
+    then: &BatchCounts,
+    now: &BatchCounts,
+    rows: &[CompareRow],
+    format: TableFormat,
+) -> String {
+    if format == TableFormat::Json {
+        let units: Vec<Value> = rows
+            .iter()
+            .map(|row| {
+                json!({
+                    "label": row.label,
+                    "change": row.change.as_str(),
+                    "then": unit_json(row.then.as_ref()),
+                    "now": unit_json(row.now.as_ref()),
+                })
+            })
+            .collect();
+        let document = json!({
+            "then": {"batchId": then.batch_id.as_str(), "minPassRate": then.min_pass_rate},
+            "now": {"batchId": now.batch_id.as_str(), "minPassRate": now.min_pass_rate},
+            "units": units,
+        });
+        return format!("{document}\n");
+    }
+    let header = format!(
+        "then {} ({}) → now {} ({})",
+        then.batch_id,
+        when(&then.batch_id),
+        now.batch_id,
+        when(&now.batch_id)
+    );
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.label.clone(),
+                runs_cell(row.then.as_ref()),
+                runs_cell(row.now.as_ref()),
+                row.change.as_str().to_owned(),
+            ]
+        })
+        .collect();
+    let body = table(&["unit", "then", "now", "change"], &cells, &[1, 2], format);
+    if format == TableFormat::Markdown {
+        format!("**{header}**\n\n{body}")
+    } else {
+        format!("{header}\n{body}")
+    }
+}
