@@ -8,7 +8,7 @@
 #
 # Build args:
 #   HARNESS_VERSION     required: the cowork-harness version installed at build time. Pin one
-#                       version for the whole fleet (contract W1): verdict logic, signal codes
+#                       version for the whole fleet (harness-behaviour.md#cli-version-pin): verdict logic, signal codes
 #                       and `latest` change across versions. Put it in the image tag.
 #   HARNESS_PACKAGE     npm package of the harness CLI (default cowork-harness).
 #   NODE_VERSION        Node.js major version of the base image (the harness is a Node CLI).

@@ -1,4 +1,5 @@
-//! Command-line arguments: what the user typed, validated by clap, with no IO (style rule 11).
+//! Command-line arguments: what the user typed, validated by clap, with no IO (each setting is
+//! defined once, in its clap field).
 //!
 //! Each setting is declared once here: its long name, its `COWORK_*` variable and its help text.
 
@@ -307,8 +308,9 @@ pub enum WorkerExecutorArg {
     Sim,
 }
 
-// The batch flags shared by `run` and `submit` (contract §4.1, §5.1). Numbers are read with
-// JavaScript `Number()` rules, like the CLI's.
+// The batch flags shared by `run` and `submit` (harness-behaviour.md#repeat-flags,
+// harness-behaviour.md#matrix-flags). Numbers are read with JavaScript `Number()` rules, like the
+// CLI's.
 #[derive(Debug, Args)]
 pub struct BatchArgs {
     /// Run each scenario (or each matrix cell) N times: 2..=10000 (the CLI's own cap is 100).

@@ -1,5 +1,6 @@
-//! The second stage of argument handling (style rule 11): flags, environment and secret files
-//! become the fabric's configs, and the configs become connected ports.
+//! The second stage of argument handling (each setting is defined once, in its clap field): flags,
+//! environment and secret files become the fabric's configs, and the configs become connected
+//! ports.
 
 use anyhow::{Context, anyhow};
 use cowork_client::{ClientError, CoordinatorClient};

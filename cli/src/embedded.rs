@@ -52,8 +52,9 @@ use crate::report::CliError;
 
 pub use history::resume;
 
-/// Deliveries of one job before an infrastructure failure before spend is final (choice C8):
-/// in one process a failure to start the harness rarely heals, so few retries are enough.
+/// Deliveries of one job before an infrastructure failure before spend is final
+/// (harness-behaviour.md#choice-c8): in one process a failure to start the harness rarely heals, so
+/// few retries are enough.
 pub const MAX_DELIVER: u32 = 3;
 
 /// Jobs outstanding per slot when `--window` is not given: two keep every slot busy while the
@@ -377,8 +378,8 @@ async fn run_locked(
 /// directory per job, 4 GB for a million-job batch.
 async fn remove_work_dirs(embedded: &EmbeddedRun, batch_id: &BatchId) {
     let dir = embedded.store_dir.join("work").join(batch_id.as_str());
-    // A big tree is blocking work (style rule 15); a leftover dir is only disk, so a failure
-    // is logged, not fatal.
+    // A big tree is blocking work, so it runs in `spawn_blocking`; a leftover dir is only disk, so
+    // a failure is logged, not fatal.
     let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err((dir, error)),
         _ => Ok(()),

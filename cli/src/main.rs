@@ -1,5 +1,5 @@
 //! The `cowork` binary: argument parsing, tracing set-up, dispatch and exit codes. Decisions
-//! about jobs, batches and verdicts live in the library crates (style rule 4).
+//! about jobs, batches and verdicts live in the library crates; the binary stays thin.
 //!
 //! Modules:
 //! - `args`, `fleet_args`: every flag once, with its `COWORK_*` variable and help.
@@ -64,8 +64,8 @@ fn main() -> ExitCode {
         let _runtime_context = runtime.enter();
         telemetry::install(&cli.log, telemetry::service_name(&cli.command))
     };
-    // With `--output-format json`, a failure still prints an error envelope on stdout (contract
-    // §7.2), so scripts that parse stdout always get one JSON line.
+    // With `--output-format json`, a failure still prints an error envelope on stdout
+    // (harness-behaviour.md#envelope-error), so scripts that parse stdout always get one JSON line.
     let json_command = match &cli.command {
         Command::Run(args) if args.output_format == args::OutputFormat::Json => {
             Some(args.mode.batch_mode().envelope_command())

@@ -1,4 +1,5 @@
-//! Error rendering and exit codes (contract §7.3: 0 pass, 1 verdict fail, 2 usage or error).
+//! Error rendering and exit codes (harness-behaviour.md#exit-codes: 0 pass, 1 verdict fail, 2 usage
+//! or error).
 
 use std::process::ExitCode;
 
@@ -26,7 +27,8 @@ impl CliError {
     }
 }
 
-/// The error envelope of contract §7.2 for a command that failed before it had results.
+/// The error envelope of harness-behaviour.md#envelope-error for a command that failed before it
+/// had results.
 fn error_envelope(command: &str, category: &str, message: String) -> String {
     let mut envelope = cowork_schema::envelope::Envelope::new("unknown", command);
     envelope.error = Some(cowork_schema::envelope::EnvelopeError {

@@ -1,5 +1,5 @@
 //! Diagnostics: the stderr log and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, OTLP/gRPC export
-//! of spans (brief §9: one trace per job, from admission to fold).
+//! of spans (decisions.md#operations: one trace per job, from admission to fold).
 //!
 //! The two outputs filter independently: `--log` (default `warn`) only decides what reaches
 //! stderr, while the exporter always sees the `info` spans of the cowork crates, so traces do not

@@ -60,7 +60,7 @@ fn stored_job_error(error: StoredJobError) -> RejudgeError {
 }
 
 /// The reducer's view of a stored `result.json`, re-deriving the verdict when the file has
-/// none (contract §3.7; such views are marked `verdictRederived`).
+/// none (harness-behaviour.md#verdict-source; such views are marked `verdictRederived`).
 pub fn view_of_result(result: &Value) -> Result<RunView, String> {
     cowork_core::verdict::view_with_rederived_verdict(result).map_err(|e| e.to_string())
 }

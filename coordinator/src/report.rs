@@ -1,6 +1,6 @@
 //! Reading a stored batch from an artifact store into a [`ReportInput`].
 //!
-//! The layout is brief §5 (`schema::layout`): `batches/<id>/spec.json`, `rollup.json`,
+//! The layout is decisions.md#storage (`schema::layout`): `batches/<id>/spec.json`, `rollup.json`,
 //! `envelope.json`, `stats.json` (wall time), the jobs' records and artifacts under
 //! `jobs/<job>/` and, for an eval batch, `eval.json` (its A/B report, written by `cowork eval`
 //! or the coordinator). Jobs are found by listing `batches/<id>/jobs/` (so runs of units that

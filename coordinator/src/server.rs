@@ -1,5 +1,5 @@
-//! The coordinator service: the HTTP API (brief §9) over the fleet's ports, and the lifecycle of
-//! every batch it supervises.
+//! The coordinator service: the HTTP API (decisions.md#operations) over the fleet's ports, and the
+//! lifecycle of every batch it supervises.
 //!
 //! [`run`] serves the API on a listener the caller bound, then resumes every batch the registry
 //! says is not final (`planned`, `running`, `stopping`): it reads the stored spec and bundle,
@@ -116,8 +116,9 @@ pub struct CoordinatorConfig {
     /// Directory where bundles are unpacked while they are validated; each batch uses and then
     /// removes its own subdirectory.
     pub scratch_dir: PathBuf,
-    /// First dispatch pause of a tier after a `usage_limit` result (contract C9); doubles up to
-    /// `usage_pause_max`. Not read from a config file.
+    /// First dispatch pause of a tier after a `usage_limit` result
+    /// (harness-behaviour.md#choice-c9); doubles up to `usage_pause_max`. Not read from a config
+    /// file.
     #[serde(skip, default = "default_usage_pause")]
     pub usage_pause: Duration,
     #[serde(skip, default = "default_usage_pause_max")]
@@ -566,7 +567,7 @@ impl Service {
                 Err(error) => {
                     // A permanent failure (a result that cannot be read, a plan the reducer
                     // refuses) cannot heal by waiting: the batch ends as a runtime error
-                    // (exit 2, contract §7.3) without an envelope.
+                    // (exit 2, harness-behaviour.md#exit-codes) without an envelope.
                     tracing::error!(error = %error, "batch supervision failed");
                     return Some(FinalState {
                         state: BatchState::Done,

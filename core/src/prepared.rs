@@ -63,7 +63,8 @@ impl From<LoadError> for InputError {
 pub struct PreparedBatch {
     /// The bundle root, absolute.
     pub root: PathBuf,
-    /// Scenario files (cassettes in replay mode) in target order (contract §1.2).
+    /// Scenario files (cassettes in replay mode) in target order
+    /// (harness-behaviour.md#job-expansion).
     pub scenarios: Vec<PreparedScenario>,
     pub matrix: Option<PreparedMatrix>,
     /// Every file to ship, bundle-relative with `/` separators, sorted.
@@ -78,7 +79,7 @@ pub struct PreparedBatch {
 pub struct PreparedScenario {
     /// Bundle-relative path of the scenario file (or cassette).
     pub rel_path: String,
-    /// Effective name (rule N1).
+    /// Effective name (harness-behaviour.md#scenario-name).
     pub name: String,
     pub scenario: Scenario,
     /// `None` for an `(inline)` session.

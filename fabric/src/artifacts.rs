@@ -1,5 +1,5 @@
 //! The `ArtifactStore` port: bundles, job artifacts and batch documents under the keys of
-//! brief §5 (`bundles/<sha256>.tar.zst`, `batches/<batch>/…`).
+//! decisions.md#storage (`bundles/<sha256>.tar.zst`, `batches/<batch>/…`).
 
 use async_trait::async_trait;
 use cowork_schema::event::ArtifactRef;

@@ -1,4 +1,5 @@
-//! The `EventLog` port: the per-batch stream of job events (brief §4, `COWORK_EVENTS`).
+//! The `EventLog` port: the per-batch stream of job events (decisions.md#wire-protocol,
+//! `COWORK_EVENTS`).
 //!
 //! Events are durable once `publish` returns, and a subscriber can replay a batch's events
 //! from any sequence number: the coordinator's state is a fold over this stream, so a restarted

@@ -6,7 +6,7 @@
 //! - [`events`]: the `EventLog` port — the per-batch stream of job events, the batch's source of
 //!   truth.
 //! - [`artifacts`]: the `ArtifactStore` port — bundles, results and rollups under the keys of
-//!   brief §5.
+//!   decisions.md#storage.
 //! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
 //! - [`backoff`]: the one retry schedule (exponential, capped, jittered).
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.

@@ -1,9 +1,10 @@
 //! The `JobQueue` port: jobs per tier with at-least-once delivery.
 //!
-//! Semantics follow JetStream's work queue (brief §4) so that the embedded and the NATS
-//! implementations are interchangeable: a published job is delivered to one puller; it stays
-//! owned by that puller until it is acked, naked (redelivered after a delay) or its ack deadline
-//! passes; `in_progress` extends the deadline. Publishing the same job id twice is deduplicated.
+//! Semantics follow JetStream's work queue (decisions.md#wire-protocol) so that the embedded and
+//! the NATS implementations are interchangeable: a published job is delivered to one puller; it
+//! stays owned by that puller until it is acked, naked (redelivered after a delay) or its ack
+//! deadline passes; `in_progress` extends the deadline. Publishing the same job id twice is
+//! deduplicated.
 //!
 //! Workers pull through a [`JobPuller`] (one per worker and tier set), which hands out as many
 //! jobs as the worker has free slots; admission publishes many jobs at once with
@@ -129,7 +130,7 @@ pub trait JobPuller: Send {
     async fn close(&mut self) {}
 }
 
-/// The job queue port (brief §4).
+/// The job queue port (decisions.md#wire-protocol).
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     /// Publishes a job on its tier. Publishing a job id again is a no-op (deduplication) that

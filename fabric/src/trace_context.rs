@@ -1,6 +1,6 @@
 //! The W3C trace context a job carries in its message (`JobSpec::traceparent`), so that one job
 //! is one trace across processes: the coordinator's admission span starts it and the worker's
-//! job span continues it (brief §9).
+//! job span continues it (decisions.md#operations).
 //!
 //! Without an OpenTelemetry layer in the subscriber (no `OTEL_EXPORTER_OTLP_ENDPOINT`) spans
 //! have no trace context: nothing is stamped and nothing is parented.

@@ -1,6 +1,6 @@
-//! Wire types of the coordinator's HTTP API (brief §9): what `POST /v1/batches` answers, what
-//! `GET /v1/batches/{id}` returns, the events of `GET /v1/batches/{id}/events` (SSE) and the
-//! error body of every refused request.
+//! Wire types of the coordinator's HTTP API (decisions.md#operations): what `POST /v1/batches`
+//! answers, what `GET /v1/batches/{id}` returns, the events of `GET /v1/batches/{id}/events` (SSE)
+//! and the error body of every refused request.
 //!
 //! The request side needs no type of its own: a submit is a multipart body whose `spec` part is
 //! a [`crate::batch::BatchSpec`] and whose `bundle` part is the bundle's bytes.
@@ -43,16 +43,16 @@ pub struct ProgressSnapshot {
     pub errored: u64,
     /// Jobs never admitted because their unit was decided first.
     pub skipped: u64,
-    /// Finished jobs whose unit was already decided (overshoot, contract C4).
+    /// Finished jobs whose unit was already decided (overshoot, harness-behaviour.md#choice-c4).
     pub discarded: u64,
     /// Finished events seen more than once for the same job (redeliveries).
     pub duplicates: u64,
-    /// Attempts handed back for retry (contract C8).
+    /// Attempts handed back for retry (harness-behaviour.md#choice-c8).
     pub retries: u64,
     /// Finished jobs that needed more than one delivery.
     #[serde(default)]
     pub redelivered: u64,
-    /// Dispatch pauses after `usage_limit` results (contract C9).
+    /// Dispatch pauses after `usage_limit` results (harness-behaviour.md#choice-c9).
     #[serde(default)]
     pub pauses: u64,
     /// Tiers whose dispatch is paused now.
@@ -141,7 +141,7 @@ pub struct BatchEnd {
     /// The batch verdict (envelope `ok`), when the batch was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
-    /// The batch's exit code (contract §7.3), when the batch was decided.
+    /// The batch's exit code (harness-behaviour.md#exit-codes), when the batch was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Why supervision failed, when it ended without a stored envelope.

@@ -1,18 +1,19 @@
 //! The batch spec: what one `cowork run` or `cowork submit` asks for.
 //!
-//! The spec records what the user typed after validation (contract §4.1, §5.1), with paths made
-//! relative to the bundle root so that it means the same on every machine. It is stored as
-//! `batches/<batch>/spec.json`.
+//! The spec records what the user typed after validation (harness-behaviour.md#repeat-flags,
+//! harness-behaviour.md#matrix-flags), with paths made relative to the bundle root so that it means
+//! the same on every machine. It is stored as `batches/<batch>/spec.json`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Smallest `--repeat` the fleet accepts (contract §4.1: a repeat batch has at least 2 runs).
+/// Smallest `--repeat` the fleet accepts (harness-behaviour.md#repeat-flags: a repeat batch has at
+/// least 2 runs).
 pub const REPEAT_MIN: u32 = 2;
 /// Largest `--repeat` the fleet accepts. The CLI's cap of 100 is a one-machine limit; the fleet
 /// allows more so that eval and flakiness sweeps can use many workers.
 pub const REPEAT_MAX: u32 = 10_000;
-/// Default `--max-cells`, identical to the CLI's (contract §5.1).
+/// Default `--max-cells`, identical to the CLI's (harness-behaviour.md#matrix-flags).
 pub const MAX_CELLS_DEFAULT: u32 = 16;
 /// Largest `--max-cells` the fleet accepts, so that a typo cannot plan billions of jobs.
 pub const MAX_CELLS_MAX: u32 = 100_000;
@@ -27,7 +28,7 @@ pub enum BatchMode {
     Record,
     /// `cowork-harness replay` per cassette, on the `replay` tier.
     Replay,
-    /// Two arms (A and B) of the same scenarios (brief §8).
+    /// Two arms (A and B) of the same scenarios (decisions.md#eval-design).
     Eval,
 }
 
@@ -43,7 +44,7 @@ impl BatchMode {
     }
 }
 
-/// Which executor runs the jobs (brief §6).
+/// Which executor runs the jobs (decisions.md#executors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
@@ -66,7 +67,8 @@ impl ExecutorKind {
 }
 
 /// Policy for a gate with no matching scripted answer, forwarded as `--on-unanswered`.
-/// `prompt` is refused by `run` (contract §1.3), so it is not representable here.
+/// `prompt` is refused by `run` (harness-behaviour.md#job-invocation), so it is not representable
+/// here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnUnanswered {
@@ -74,7 +76,8 @@ pub enum OnUnanswered {
     First,
 }
 
-/// The judging flags of a batch (contract §4.1, §5.1), validated.
+/// The judging flags of a batch (harness-behaviour.md#repeat-flags,
+/// harness-behaviour.md#matrix-flags), validated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BatchFlags {
@@ -85,13 +88,14 @@ pub struct BatchFlags {
     pub min_pass_rate: f64,
     /// `--stop-on-diverge`.
     pub stop_on_diverge: bool,
-    /// `--max-budget-usd`: the CLI's per-file/per-cell budget (contract §4.2, C6).
+    /// `--max-budget-usd`: the CLI's per-file/per-cell budget (harness-behaviour.md#repeat-loop,
+    /// harness-behaviour.md#choice-c6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
     /// A budget in USD for the whole batch, all cells together (`--batch-budget-usd`): a fleet
-    /// feature beside the CLI's per-unit budget (contract C6). Admission keeps known spend plus
-    /// the in-flight estimate under it; when it is reached, every open unit stops as a budget
-    /// stop. Needs `repeat`.
+    /// feature beside the CLI's per-unit budget (harness-behaviour.md#choice-c6). Admission keeps
+    /// known spend plus the in-flight estimate under it; when it is reached, every open unit stops
+    /// as a budget stop. Needs `repeat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_budget_usd: Option<f64>,
     /// `--allow-budget-stop`.
@@ -100,7 +104,7 @@ pub struct BatchFlags {
     pub max_cells: u32,
     /// `--allow-truncated-matrix`.
     pub allow_truncated_matrix: bool,
-    /// `--ablate-skill`: every run is a control-arm run (contract §4.4).
+    /// `--ablate-skill`: every run is a control-arm run (harness-behaviour.md#provenance).
     pub ablate_skill: bool,
     /// `--on-unanswered`, forwarded to every job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,7 +116,7 @@ pub struct BatchFlags {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// Orchestrator wall-clock limit per job in milliseconds; it must exceed the scenario's
-    /// `timeout_ms` (C13). `None` derives it from the scenario.
+    /// `timeout_ms` (harness-behaviour.md#choice-c13). `None` derives it from the scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_timeout_ms: Option<u64>,
 }
@@ -137,8 +141,8 @@ impl Default for BatchFlags {
     }
 }
 
-/// Parameters of the `sim` executor (brief §6): a seed and an optional profile of per-scenario
-/// and per-cell behaviour.
+/// Parameters of the `sim` executor (decisions.md#executors): a seed and an optional profile of
+/// per-scenario and per-cell behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SimSpec {
@@ -197,15 +201,17 @@ pub struct SimRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
     /// Fault injection: the first N deliveries of a matching job fail before the harness
-    /// would spawn (an infrastructure failure with nothing spent; retried, contract C8).
+    /// would spawn (an infrastructure failure with nothing spent; retried,
+    /// harness-behaviour.md#choice-c8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infra_failures: Option<u32>,
     /// Fault injection: probability that a run fails with an infrastructure error after the
-    /// harness spawned (spend happened; reported, never retried, contract C8).
+    /// harness spawned (spend happened; reported, never retried, harness-behaviour.md#choice-c8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infra_after_spend_rate: Option<f64>,
     /// Probability that a completed run hits the model's usage limit (`resultErrorKind:
-    /// "usage_limit"`): a failing sample, and a dispatch pause on the fleet (contract C9).
+    /// "usage_limit"`): a failing sample, and a dispatch pause on the fleet
+    /// (harness-behaviour.md#choice-c9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limit_rate: Option<f64>,
 }
@@ -233,7 +239,8 @@ pub struct BatchSpec {
     pub sim: Option<SimSpec>,
     /// sha256 (hex) of the bundle `bundles/<sha256>.tar.zst`.
     pub bundle_sha256: String,
-    /// The A/B settings of an eval batch (`mode: eval`, brief §8); absent for every other mode.
+    /// The A/B settings of an eval batch (`mode: eval`, decisions.md#eval-design); absent for every
+    /// other mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval: Option<EvalSpec>,
 }
@@ -296,7 +303,7 @@ pub struct UnitSummary {
     pub scenario_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axes: Option<crate::job::CellAxes>,
-    /// A pre-execution cell error (contract §5.8); such a cell has no jobs.
+    /// A pre-execution cell error (harness-behaviour.md#matrix-repeat); such a cell has no jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell_error: Option<String>,
     pub tier: crate::job::Tier,

@@ -1,10 +1,12 @@
-//! The upstream-compatible JSON envelope plus the additive `fleet` key (contract §7, C15).
+//! The upstream-compatible JSON envelope plus the additive `fleet` key
+//! (harness-behaviour.md#envelope, harness-behaviour.md#choice-c15).
 //!
 //! An [`Envelope`] serialises with the CLI's key order: `tool`, `version`, `command`, `ok`,
 //! `results`, the batch key (`rollups` | `matrix` | `matrixRepeat`), command-specific extras,
 //! `error` (always present, `null` on success) and finally `fleet`, which the CLI does not have
 //! and which a consumer of the CLI's envelope can ignore. Results are kept as
-//! `serde_json::Value` so their key order and unknown keys survive untouched (J1).
+//! `serde_json::Value` so their key order and unknown keys survive untouched
+//! (harness-behaviour.md#json-key-order).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,7 +18,7 @@ use crate::run_result::{RunView, persisted_outcome, provenance_value};
 /// The `tool` value of every envelope.
 pub const TOOL: &str = "cowork-harness";
 
-/// A thrown failure (contract §7.2).
+/// A thrown failure (harness-behaviour.md#envelope-error).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvelopeError {
@@ -34,7 +36,7 @@ pub struct EnvelopeError {
 pub struct Envelope {
     /// Always [`TOOL`].
     pub tool: String,
-    /// The (uniform) worker CLI version (contract C15).
+    /// The (uniform) worker CLI version (harness-behaviour.md#choice-c15).
     pub version: String,
     pub command: String,
     pub ok: bool,
@@ -52,7 +54,8 @@ pub struct Envelope {
     pub extras: Map<String, Value>,
     /// `null` on success: the one optional key that is always present.
     pub error: Option<EnvelopeError>,
-    /// Orchestrator metadata (contract C15); `null` means absent, as in a CLI envelope.
+    /// Orchestrator metadata (harness-behaviour.md#choice-c15); `null` means absent, as in a CLI
+    /// envelope.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub fleet: Value,
 }
@@ -83,9 +86,10 @@ impl Envelope {
     }
 }
 
-/// Returns a stored result as an envelope entry (contract §7.1): `provenance` (from `view`) is
-/// appended as the last key, replacing any stored one, and a missing `outcome` is computed from
-/// the persisted verdict (§3.6) and inserted just before `verdict`.
+/// Returns a stored result as an envelope entry (harness-behaviour.md#envelope-success):
+/// `provenance` (from `view`) is appended as the last key, replacing any stored one, and a missing
+/// `outcome` is computed from the persisted verdict (harness-behaviour.md#run-outcome) and inserted
+/// just before `verdict`.
 ///
 /// A result without a persisted verdict gets no outcome here: the coordinator attaches its
 /// re-derived verdict first. A value that is not an object is returned unchanged.

@@ -1,5 +1,5 @@
-//! Job events: what workers publish on `cowork.events.<batch>` (brief §4). The batch's state is
-//! a fold over these events.
+//! Job events: what workers publish on `cowork.events.<batch>` (decisions.md#wire-protocol). The
+//! batch's state is a fold over these events.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{BatchId, JobId};
 use crate::run_result::RunView;
 
-/// How one job ended (contract §1.6).
+/// How one job ended (harness-behaviour.md#outcome-classes).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum JobOutcome {
@@ -42,11 +42,12 @@ pub enum ErrorCategory {
     Internal,
     /// The harness refused a workspace boundary (exit 3).
     Boundary,
-    /// The fleet's wall-clock limit for the job fired (choice C13).
+    /// The fleet's wall-clock limit for the job fired (harness-behaviour.md#choice-c13).
     Timeout,
     /// The harness process was killed by a signal it did not ask for (OOM, a stray kill).
     Crashed,
-    /// An infrastructure failure before anything was spent, out of retries (choice C8).
+    /// An infrastructure failure before anything was spent, out of retries
+    /// (harness-behaviour.md#choice-c8).
     Infra,
     /// An infrastructure failure after the harness was spawned: the run was paid for, its
     /// result could not be kept, and it is never run again.
@@ -140,7 +141,7 @@ pub struct ArtifactRef {
     pub sha256: String,
 }
 
-/// Class of an infrastructure failure (policy C8).
+/// Class of an infrastructure failure (harness-behaviour.md#choice-c8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InfraClass {
@@ -167,7 +168,8 @@ pub enum JobEventKind {
     Finished {
         outcome: JobOutcome,
         artifacts: Vec<ArtifactRef>,
-        /// `envelope.version` of the CLI that ran the job (W1), when known.
+        /// `envelope.version` of the CLI that ran the job (harness-behaviour.md#cli-version-pin),
+        /// when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         harness_version: Option<String>,
         /// Process exit code of the CLI, when it exited.
@@ -182,7 +184,7 @@ pub enum JobEventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         unstored_outcome: Option<JobOutcome>,
     },
-    /// The attempt failed for an infrastructure reason (C8).
+    /// The attempt failed for an infrastructure reason (harness-behaviour.md#choice-c8).
     Failed {
         class: InfraClass,
         message: String,

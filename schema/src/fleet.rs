@@ -1,5 +1,6 @@
-//! The envelope's `fleet` key (contract C15): what the fleet did to produce a batch's results —
-//! judging settings, job counts, spend outside the rollups, pauses, limits and workers.
+//! The envelope's `fleet` key (harness-behaviour.md#choice-c15): what the fleet did to produce a
+//! batch's results — judging settings, job counts, spend outside the rollups, pauses, limits and
+//! workers.
 //!
 //! The harness envelope has no such key; a consumer of the CLI's envelope ignores it. Unlike
 //! `rollup.json` it depends on timing (how many jobs were already running when a unit was

@@ -2,7 +2,7 @@
 //!
 //! Ids are newtypes so a job id can never be passed where a batch id is expected. Both are
 //! restricted to characters that are safe in a NATS subject token, an S3 key and a file name,
-//! because the brief uses the same id in all three places.
+//! because the design uses the same id in all three places (decisions.md#job-identity).
 
 use std::fmt;
 
@@ -107,9 +107,9 @@ impl fmt::Display for BatchId {
 )]
 #[serde(tag = "kind", content = "index", rename_all = "camelCase")]
 pub enum UnitRef {
-    /// The k-th scenario file of the sorted target listing (contract §1.2).
+    /// The k-th scenario file of the sorted target listing (harness-behaviour.md#job-expansion).
     File(u32),
-    /// The cell with this index in the kept cell list (contract §5.3).
+    /// The cell with this index in the kept cell list (harness-behaviour.md#matrix-expansion).
     Cell(u32),
 }
 
@@ -121,7 +121,8 @@ impl UnitRef {
     }
 }
 
-/// The id of one job: `<batch>/f<k>[/r<r>]` or `<batch>/c<cell>[/r<r>]` (contract §1.2).
+/// The id of one job: `<batch>/f<k>[/r<r>]` or `<batch>/c<cell>[/r<r>]`
+/// (harness-behaviour.md#job-expansion).
 ///
 /// Used as the JetStream `Nats-Msg-Id`, the S3 key prefix and the reducer's dedupe key.
 #[derive(
@@ -170,7 +171,7 @@ impl JobId {
     }
 
     /// The id without its batch prefix (`c3/r7`), used under `batches/<batch>/jobs/` in the
-    /// storage layout of brief §5.
+    /// storage layout of decisions.md#storage.
     pub fn local_part(&self) -> &str {
         match self.0.split_once('/') {
             Some((_, rest)) => rest,

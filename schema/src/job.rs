@@ -1,4 +1,4 @@
-//! Jobs: one execution of one scenario by the CLI (contract §1.1).
+//! Jobs: one execution of one scenario by the CLI (harness-behaviour.md#job).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::{ExecutorKind, SimSpec};
 use crate::ids::{BatchId, JobId, UnitRef};
 
-/// A sandbox tier; each has its own subject and durable consumer (brief §4).
+/// A sandbox tier; each has its own subject and durable consumer (decisions.md#wire-protocol).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -57,7 +57,7 @@ impl Tier {
     }
 }
 
-/// The CLI subcommand a job runs (contract §1.1).
+/// The CLI subcommand a job runs (harness-behaviour.md#job).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobCommand {
@@ -76,8 +76,8 @@ impl JobCommand {
     }
 }
 
-/// The axes of a matrix cell (contract §5.5): keys `baseline`, `model`, `skillDir`, absent ones
-/// omitted, so a no-axes cell serialises as `{}`.
+/// The axes of a matrix cell (harness-behaviour.md#matrix-naming): keys `baseline`, `model`,
+/// `skillDir`, absent ones omitted, so a no-axes cell serialises as `{}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CellAxes {
@@ -91,8 +91,8 @@ pub struct CellAxes {
 }
 
 impl CellAxes {
-    /// `axesLabel` of contract §5.5: `baseline=<v>, model=<v>, skill_dir=<v>` for the present
-    /// axes, or `(no axes)`.
+    /// `axesLabel` of harness-behaviour.md#matrix-naming: `baseline=<v>, model=<v>, skill_dir=<v>`
+    /// for the present axes, or `(no axes)`.
     pub fn label(&self) -> String {
         let mut parts = Vec::new();
         if let Some(v) = &self.baseline {
@@ -139,9 +139,11 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_index: Option<u32>,
     /// Scenario (or cassette, for replay) path inside the bundle, `/`-separated. For matrix
-    /// cells this is the materialized derived scenario (contract C1, strategy A).
+    /// cells this is the materialized derived scenario (harness-behaviour.md#choice-c1, strategy
+    /// A).
     pub scenario_file: String,
-    /// Effective scenario name (rule N1), used for labels and simulation.
+    /// Effective scenario name (harness-behaviour.md#scenario-name), used for labels and
+    /// simulation.
     pub scenario_name: String,
     /// The cell's axes (matrix batches only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,11 +151,12 @@ pub struct JobSpec {
     /// Eval arm (`a` or `b`) for eval batches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arm: Option<String>,
-    /// Flags forwarded to the CLI after the scenario (contract §1.3), in order.
+    /// Flags forwarded to the CLI after the scenario (harness-behaviour.md#job-invocation), in
+    /// order.
     pub forwarded_flags: Vec<String>,
     /// sha256 (hex) of the bundle holding every input of the job.
     pub bundle_sha256: String,
-    /// Hard wall-clock limit for the whole job in milliseconds (C13).
+    /// Hard wall-clock limit for the whole job in milliseconds (harness-behaviour.md#choice-c13).
     pub timeout_ms: u64,
     pub executor: ExecutorKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,7 +167,8 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u32,
     /// W3C `traceparent` of the job's admission span, set by the coordinator when it exports
-    /// traces; the worker's job span continues that trace (one trace per job, brief §9).
+    /// traces; the worker's job span continues that trace (one trace per job,
+    /// decisions.md#operations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     /// How many times the coordinator published this job again because it did not report back

@@ -1,4 +1,4 @@
-//! JavaScript-compatible number output (contract J4).
+//! JavaScript-compatible number output (harness-behaviour.md#json-numbers).
 //!
 //! The CLI is JavaScript: an integral double prints as `1`, not `1.0`. Fields that hold computed
 //! doubles (`passRate`, `totalCostUsd`, …) use [`serialize`] so that our JSON is byte-compatible

@@ -1,4 +1,5 @@
-//! The storage layout (brief §5): every key the fleet writes or reads, built in one place.
+//! The storage layout (decisions.md#storage): every key the fleet writes or reads, built in one
+//! place.
 //!
 //! ```text
 //! bundles/<sha256>.tar.zst

@@ -7,16 +7,18 @@
 //! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
 //! - [`batch`]: the batch spec (what a run or submit asks for).
 //! - [`job`]: one job and its tier.
-//! - [`layout`]: every storage key (brief §5), built in one place.
+//! - [`layout`]: every storage key (decisions.md#storage), built in one place.
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
 //! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
-//! - [`rollup`]: repeat and matrix rollups (contract §4.3, §5.6–§5.8).
+//! - - [`rollup`]: repeat and matrix rollups (harness-behaviour.md#repeat-rollup,
+//!   harness-behaviour.md#matrix).
 //! - [`history`]: `stats.json`, the per-unit cost and timings of a decided batch.
-//! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key (contract §7).
+//! - - [`envelope`]: the upstream-compatible envelope plus the `fleet` key
+//!   (harness-behaviour.md#envelope).
 //! - [`fleet`]: the typed `fleet` key of a supervised batch's envelope.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
-//! - [`json_number`]: JavaScript-compatible number output (J4).
+//! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
 //! - [`json_schema`]: JSON Schemas generated from these types.
 //!
 //! This crate does no network IO and pulls in no async runtime.

@@ -1,17 +1,18 @@
-//! The matrix file of `--matrix` (contract §5.2): up to three axes of strings.
+//! The matrix file of `--matrix` (harness-behaviour.md#matrix-validation): up to three axes of
+//! strings.
 //!
 //! Validation is the CLI's: the document must be a mapping with only the optional keys
 //! `baselines`, `models` and `skill_dirs`; each present axis must be a sequence of strings. An
 //! empty or comment-only file (null), a null axis (`baselines:` with no value) and a non-string
 //! element (an unquoted `1.5`) are all invalid. Duplicate values are allowed and give duplicate
-//! cells. Whether `skill_dirs` was present matters even when it is empty, so every axis
-//! is an `Option`.
+//! cells. Whether `skill_dirs` was present matters even when it is empty
+//! (harness-behaviour.md#default-compare), so every axis is an `Option`.
 
 use std::path::Path;
 
 use crate::load::{self, KeyLocations, LoadError, NodeValue, Reader, UnknownKeys};
 
-/// The keys of a matrix file, in axis order (contract §5.3).
+/// The keys of a matrix file, in axis order (harness-behaviour.md#matrix-expansion).
 pub const MATRIX_KEYS: &[&str] = &["baselines", "models", "skill_dirs"];
 
 /// A validated matrix file.
@@ -19,7 +20,8 @@ pub const MATRIX_KEYS: &[&str] = &["baselines", "models", "skill_dirs"];
 pub struct MatrixFile {
     pub baselines: Option<Vec<String>>,
     pub models: Option<Vec<String>>,
-    /// Skill-dir candidates as declared, relative to the matrix file (rule R3).
+    /// Skill-dir candidates as declared, relative to the matrix file (rule R3 of
+    /// harness-behaviour.md#path-resolution).
     pub skill_dirs: Option<Vec<String>>,
     /// Where each key and element was written.
     pub locations: KeyLocations,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::BatchId;
 use crate::job::Tier;
 
-/// Lifecycle of a batch (brief §4).
+/// Lifecycle of a batch (decisions.md#wire-protocol).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BatchState {
@@ -90,7 +90,8 @@ pub struct WorkerInfo {
     pub busy: u32,
     /// Executor kind (`harness`, `container`, `sim`).
     pub executor: String,
-    /// `cowork-harness --version` on this worker, when known (W1).
+    /// `cowork-harness --version` on this worker, when known
+    /// (harness-behaviour.md#cli-version-pin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness_version: Option<String>,
     pub os: String,

@@ -1,9 +1,11 @@
-//! Repeat and matrix rollups (contract §4.3, §5.6–§5.8) and the batch's `rollup.json`.
+//! Repeat and matrix rollups (harness-behaviour.md#repeat-rollup, harness-behaviour.md#matrix) and
+//! the batch's `rollup.json`.
 //!
 //! These are output formats: the field order of each struct is the JSON key order the CLI
-//! emits, absent values are omitted (never `null`, J2) and computed doubles print like
-//! JavaScript numbers (J4, [`crate::json_number`]). The reducer in the coordinator builds them;
-//! this module only defines their shape.
+//! emits, absent values are omitted (never `null`, harness-behaviour.md#json-absent-keys) and
+//! computed doubles print like JavaScript numbers (harness-behaviour.md#json-numbers,
+//! [`crate::json_number`]). The reducer in the coordinator builds them; this module only defines
+//! their shape.
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::job::CellAxes;
 
-/// Why a repeat batch stopped before `requested` iterations (contract §4.2).
+/// Why a repeat batch stopped before `requested` iterations (harness-behaviour.md#repeat-loop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum StopReason {
@@ -37,7 +39,7 @@ impl StopReason {
     }
 }
 
-/// Models, skills and ablation over the folded runs of a rollup (contract §4.4).
+/// Models, skills and ablation over the folded runs of a rollup (harness-behaviour.md#provenance).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Provenance {
@@ -49,7 +51,8 @@ pub struct Provenance {
     pub ablated_runs: u32,
 }
 
-/// One position of the assertion lists of a rollup (contract §4.3 `perAssertion`).
+/// One position of the assertion lists of a rollup (`perAssertion`,
+/// harness-behaviour.md#per-assertion).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PerAssertion {
@@ -64,7 +67,8 @@ pub struct PerAssertion {
     pub sample_failure: Option<String>,
 }
 
-/// The rollup of one repeat batch: one scenario file or one matrix cell (contract §4.3).
+/// The rollup of one repeat batch: one scenario file or one matrix cell
+/// (harness-behaviour.md#repeat-rollup).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RepeatRollup {
@@ -101,7 +105,7 @@ pub struct RepeatRollup {
     pub provenance: Provenance,
 }
 
-/// One cell of a plain matrix (contract §5.6).
+/// One cell of a plain matrix (harness-behaviour.md#matrix-cell).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatrixCellResult {
@@ -133,7 +137,7 @@ pub struct MatrixCellResult {
     pub error: Option<String>,
 }
 
-/// The `matrix` key of a plain matrix batch (contract §5.7).
+/// The `matrix` key of a plain matrix batch (harness-behaviour.md#matrix-rollup).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatrixRollup {
@@ -146,7 +150,8 @@ pub struct MatrixRollup {
     pub any_fail: bool,
 }
 
-/// One cell of a matrix + repeat batch: exactly one of `rollup` and `error` (contract §5.8).
+/// One cell of a matrix + repeat batch: exactly one of `rollup` and `error`
+/// (harness-behaviour.md#matrix-repeat).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatrixCellRepeatResult {
@@ -159,7 +164,7 @@ pub struct MatrixCellRepeatResult {
     pub error: Option<String>,
 }
 
-/// The `matrixRepeat` key of a matrix + repeat batch (contract §5.8).
+/// The `matrixRepeat` key of a matrix + repeat batch (harness-behaviour.md#matrix-repeat).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatrixRepeatRollup {
@@ -171,19 +176,21 @@ pub struct MatrixRepeatRollup {
     pub any_fail: bool,
 }
 
-/// The order in which outcomes were folded (contract C2). Only the index order of §6.2 is
-/// implemented.
+/// The order in which outcomes were folded (harness-behaviour.md#choice-c2). Only the index order
+/// of harness-behaviour.md#index-order-reducer is implemented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FoldOrder {
-    /// Repeat-index order (contract §6.2): the rollup equals the CLI's for the same outcomes.
+    /// Repeat-index order (harness-behaviour.md#index-order-reducer): the rollup equals the CLI's
+    /// for the same outcomes.
     Index,
 }
 
-/// The judging settings and fleet facts that make a batch's `ok` re-derivable (contract C15,
-/// Overshoot (jobs discarded after an early stop) is left out on purpose: how many jobs
-/// were already running when a unit was decided depends on timing, and this document must not;
-/// the envelope's `fleet` key reports it.
+/// The judging settings and fleet facts that make a batch's `ok` re-derivable
+/// (harness-behaviour.md#choice-c15, harness-behaviour.md#ok-not-rederivable). Overshoot (jobs
+/// discarded after an early stop) is left out on purpose: how many jobs were already running when a
+/// unit was decided depends on timing, and this document must not; the envelope's `fleet` key
+/// reports it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetJudging {
@@ -192,7 +199,7 @@ pub struct FleetJudging {
     pub allow_budget_stop: bool,
     pub allow_truncated_matrix: bool,
     pub stop_on_diverge: bool,
-    /// The per-file / per-cell budget (contract C6).
+    /// The per-file / per-cell budget (harness-behaviour.md#choice-c6).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -200,7 +207,8 @@ pub struct FleetJudging {
     )]
     pub max_budget_usd: Option<f64>,
     pub fold_order: FoldOrder,
-    /// Order of the envelope's `results[]` (contract C3): (unit index, repeat index).
+    /// Order of the envelope's `results[]` (harness-behaviour.md#choice-c3): (unit index, repeat
+    /// index).
     pub results_order: FoldOrder,
     /// Folded runs made by the `sim` executor; a report must not present them as real.
     pub simulated_runs: u64,

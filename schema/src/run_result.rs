@@ -1,16 +1,18 @@
-//! The view of a RunResult (`turns/<N>/result.json`) that the reducer needs (contract §2).
+//! The view of a RunResult (`turns/<N>/result.json`) that the reducer needs
+//! (harness-behaviour.md#runresult-fields).
 //!
-//! The full result stays a `serde_json::Value` with preserved key order (J1): it is stored and
-//! emitted as-is. [`RunView`] is the compact extract that travels in `finished` events and feeds
-//! the reducer, so the coordinator never has to fetch a result file to judge a batch.
-//! [`RunView::from_result`] is the only way to build one from a result, so every consumer reads
-//! the same fields with the same absent-versus-present rules (J2).
+//! The full result stays a `serde_json::Value` with preserved key order
+//! (harness-behaviour.md#json-key-order): it is stored and emitted as-is. [`RunView`] is the
+//! compact extract that travels in `finished` events and feeds the reducer, so the coordinator
+//! never has to fetch a result file to judge a batch. [`RunView::from_result`] is the only way to
+//! build one from a result, so every consumer reads the same fields with the same
+//! absent-versus-present rules (harness-behaviour.md#json-absent-keys).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One verdict signal: code (an open string, contract §3.7) and severity.
+/// One verdict signal: code (an open string, harness-behaviour.md#verdict-source) and severity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SignalView {
@@ -23,7 +25,8 @@ pub struct SignalView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssertionView {
-    /// First key of the stored `assertion` object (J1); `None` for `{}`.
+    /// First key of the stored `assertion` object (harness-behaviour.md#json-key-order); `None` for
+    /// `{}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     pub pass: bool,
@@ -35,25 +38,27 @@ pub struct AssertionView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
-    /// `verdict.pass` as persisted (contract §3.7).
+    /// `verdict.pass` as persisted (harness-behaviour.md#verdict-source).
     pub pass: bool,
     /// `verdict.signals[]` in persisted order.
     pub signals: Vec<SignalView>,
-    /// `true` when the result had no persisted verdict and it was re-derived (contract §3.7).
+    /// `true` when the result had no persisted verdict and it was re-derived
+    /// (harness-behaviour.md#verdict-source).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verdict_rederived: bool,
     pub assertions: Vec<AssertionView>,
     /// `cost.usd`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
-    /// `usage.input_tokens + usage.output_tokens` when both are numbers (contract §2).
+    /// `usage.input_tokens + usage.output_tokens` when both are numbers
+    /// (harness-behaviour.md#runresult-fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_total: Option<f64>,
     /// `nonDeterministic == true`.
     pub non_deterministic: bool,
-    /// Per-run provenance `model` string (contract §4.4).
+    /// Per-run provenance `model` string (harness-behaviour.md#provenance).
     pub provenance_model: String,
-    /// Per-run provenance `skill` string (contract §4.4).
+    /// Per-run provenance `skill` string (harness-behaviour.md#provenance).
     pub provenance_skill: String,
     /// `ablated === true`.
     pub ablated: bool,
@@ -75,7 +80,7 @@ pub enum RunViewError {
     #[error("result is not a json object")]
     NotAnObject,
     /// The result carries no persisted `verdict` (a legacy or `chat` result). The coordinator's
-    /// verdict port can re-derive one (contract §3.7); this crate cannot.
+    /// verdict port can re-derive one (harness-behaviour.md#verdict-source); this crate cannot.
     #[error("result has no verdict")]
     NoVerdict,
     /// A field the reducer reads is present with the wrong type.
@@ -88,19 +93,20 @@ pub enum RunViewError {
     },
 }
 
-/// Signal codes that make a run's `outcome` `no_deliverable` (contract §3.6).
+/// Signal codes that make a run's `outcome` `no_deliverable` (harness-behaviour.md#run-outcome).
 pub const NO_DELIVERABLE_CODES: [&str; 2] = ["stalled", "ended_with_question"];
 
-/// Label used for an assertion object without any key (contract §4.3, §5.6).
+/// Label used for an assertion object without any key (harness-behaviour.md#repeat-rollup,
+/// harness-behaviour.md#matrix-cell).
 pub const EMPTY_ASSERTION_KEY: &str = "(empty assertion)";
 
 impl RunView {
     /// Extracts the reducer's view from a RunResult with a persisted verdict.
     ///
-    /// Absent optional fields stay `None` (J2); present fields of an unexpected type are treated
-    /// as absent, except the ones a verdict depends on (`verdict.pass`, `verdict.signals[].code`,
-    /// `assertions[].pass`), which give [`RunViewError::Malformed`]. A result without `verdict`
-    /// gives [`RunViewError::NoVerdict`].
+    /// Absent optional fields stay `None` (harness-behaviour.md#json-absent-keys); present fields
+    /// of an unexpected type are treated as absent, except the ones a verdict depends on
+    /// (`verdict.pass`, `verdict.signals[].code`, `assertions[].pass`), which give
+    /// [`RunViewError::Malformed`]. A result without `verdict` gives [`RunViewError::NoVerdict`].
     pub fn from_result(result: &Value) -> Result<RunView, RunViewError> {
         let Some(object) = result.as_object() else {
             return Err(RunViewError::NotAnObject);
@@ -139,8 +145,8 @@ impl RunView {
     }
 
     /// Extracts the view from a RunResult whose verdict was re-derived by the caller, and marks
-    /// it `verdict_rederived` (contract §3.7: such results MUST be marked). Any persisted
-    /// verdict in `result` is ignored.
+    /// it `verdict_rederived` (harness-behaviour.md#verdict-source: such results MUST be marked).
+    /// Any persisted verdict in `result` is ignored.
     pub fn from_result_rederived(
         result: &Value,
         verdict: VerdictView,
@@ -171,7 +177,7 @@ fn malformed(field: &str, expected: &'static str) -> RunViewError {
 fn build_view(result: &Value, verdict: VerdictView) -> Result<RunView, RunViewError> {
     let assertions = match result.get("assertions") {
         // `assertions` is required by the schema; absence reads as "no entries" because the
-        // rollups skip results that lack a position (contract §4.3).
+        // rollups skip results that lack a position (harness-behaviour.md#repeat-rollup).
         None => Vec::new(),
         Some(Value::Array(items)) => {
             let mut assertions = Vec::with_capacity(items.len());
@@ -217,8 +223,9 @@ fn string_field(result: &Value, key: &str) -> Option<String> {
     result.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
-/// The first defined key of a stored `assertion` object (contract §4.3, J1): the first key in the
-/// file's order. `None` for `{}` and for a value that is not an object.
+/// The first defined key of a stored `assertion` object (harness-behaviour.md#repeat-rollup,
+/// harness-behaviour.md#json-key-order): the first key in the file's order. `None` for `{}` and for
+/// a value that is not an object.
 pub fn assertion_key(assertion: &Value) -> Option<&str> {
     assertion
         .as_object()
@@ -226,7 +233,7 @@ pub fn assertion_key(assertion: &Value) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// `cost.usd` when it is a number (contract §2 `budgetFields`).
+/// `cost.usd` when it is a number (`budgetFields`, harness-behaviour.md#budget-fields).
 pub fn cost_usd(result: &Value) -> Option<f64> {
     result
         .get("cost")
@@ -235,7 +242,7 @@ pub fn cost_usd(result: &Value) -> Option<f64> {
 }
 
 /// `usage.input_tokens + usage.output_tokens` when both are numbers; cache tokens are not
-/// counted (contract §2 `budgetFields`).
+/// counted (`budgetFields`, harness-behaviour.md#budget-fields).
 pub fn tokens_total(result: &Value) -> Option<f64> {
     let usage = result.get("usage")?;
     let input = usage.get("input_tokens").and_then(Value::as_f64)?;
@@ -243,8 +250,8 @@ pub fn tokens_total(result: &Value) -> Option<f64> {
     Some(input + output)
 }
 
-/// Per-run provenance `model` (contract §4.4): `models` without agent markers such as
-/// `<synthetic>`, joined with `,`; `unknown` when nothing remains or `models` is absent.
+/// Per-run provenance `model` (harness-behaviour.md#provenance): `models` without agent markers
+/// such as `<synthetic>`, joined with `,`; `unknown` when nothing remains or `models` is absent.
 pub fn provenance_model(result: &Value) -> String {
     let mut joined = String::new();
     if let Some(models) = result.get("models").and_then(Value::as_array) {
@@ -265,8 +272,9 @@ pub fn provenance_model(result: &Value) -> String {
     }
 }
 
-/// Per-run provenance `skill` (contract §4.4), from `context.availableSkills` and
-/// `skillsInvoked`. An absent (or non-array) inventory is `unknown`, never `not-offered` (J2).
+/// Per-run provenance `skill` (harness-behaviour.md#provenance), from `context.availableSkills` and
+/// `skillsInvoked`. An absent (or non-array) inventory is `unknown`, never `not-offered`
+/// (harness-behaviour.md#json-absent-keys).
 pub fn provenance_skill(result: &Value) -> &'static str {
     let available = result
         .get("context")
@@ -286,7 +294,7 @@ pub fn provenance_skill(result: &Value) -> &'static str {
 }
 
 /// The per-run `{"model", "skill", "ablated"}` object attached to each envelope result
-/// (contract §4.4, §7.1).
+/// (harness-behaviour.md#provenance, harness-behaviour.md#envelope-success).
 pub fn provenance_value(view: &RunView) -> Value {
     let mut object = serde_json::Map::with_capacity(3);
     object.insert(
@@ -301,7 +309,7 @@ pub fn provenance_value(view: &RunView) -> Value {
     Value::Object(object)
 }
 
-/// What `outcome` (contract §3.6) depends on, once a verdict exists.
+/// What `outcome` (harness-behaviour.md#run-outcome) depends on, once a verdict exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutcomeFacts {
     /// The result's `result` is `"error"`.
@@ -312,8 +320,8 @@ pub struct OutcomeFacts {
     pub no_deliverable_signal: bool,
 }
 
-/// `outcome` (contract §3.6) of a result that has a verdict; the caller handles "no verdict, no
-/// outcome".
+/// `outcome` (harness-behaviour.md#run-outcome) of a result that has a verdict; the caller handles
+/// "no verdict, no outcome".
 pub fn outcome_for(facts: OutcomeFacts) -> &'static str {
     if facts.result_is_error {
         "errored"
@@ -326,8 +334,8 @@ pub fn outcome_for(facts: OutcomeFacts) -> &'static str {
     }
 }
 
-/// `outcome` (contract §3.6) of a result from its persisted verdict; `None` when the verdict is
-/// absent or unreadable (no value is inferred).
+/// `outcome` (harness-behaviour.md#run-outcome) of a result from its persisted verdict; `None` when
+/// the verdict is absent or unreadable (no value is inferred).
 pub fn persisted_outcome(result: &Value) -> Option<&'static str> {
     let verdict = result.get("verdict")?.as_object()?;
     let pass = verdict.get("pass")?.as_bool()?;

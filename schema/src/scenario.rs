@@ -1,14 +1,17 @@
-//! The scenario file: one test — a prompt, scripted answers and assertions (contract §1.4).
+//! The scenario file: one test — a prompt, scripted answers and assertions
+//! (harness-behaviour.md#job-bundle).
 //!
 //! [`Scenario::from_yaml`] is as strict as the CLI's loader: every top-level key of
 //! `scenario.schema.json` is typed, an unknown key is an error (with a "did you mean" hint), and
 //! each assertion entry's keys are checked against the assertion keys the schema lists. The
 //! assertion values themselves are kept as authored (ordered JSON maps) and judged by the CLI;
 //! the fleet only needs their keys and the inputs they name. The whole document is also kept as
-//! [`Scenario::raw`] so that a matrix cell can be materialized from it (choice C1).
+//! [`Scenario::raw`] so that a matrix cell can be materialized from it
+//! (harness-behaviour.md#choice-c1).
 //!
 //! Keys newer than the mirror's schema that the seed documents describe are accepted too:
-//! `workspace_fixture` (top level, rule R4) and the 4.x assertion keys listed in
+//! `workspace_fixture` (top level, rule R4 of
+//! harness-behaviour.md#path-resolution) and the 4.x assertion keys listed in
 //! [`SEED_ASSERTION_KEYS`].
 
 use std::path::Path;
@@ -20,7 +23,8 @@ use crate::load::{
 };
 use crate::session::{PathAnchor, PathField, PathKind};
 
-/// Top-level keys of a scenario: the mirror schema's plus `workspace_fixture` ([4.x], R4).
+/// Top-level keys of a scenario: the mirror schema's plus `workspace_fixture` ([4.x], rule R4 of
+/// harness-behaviour.md#path-resolution).
 pub const SCENARIO_KEYS: &[&str] = &[
     "name",
     "baseline",
@@ -149,7 +153,8 @@ const ANSWER_KEYS: &[&str] = &[
     "grant",
 ];
 
-/// The `session:` value that means "no session file, all defaults" (rule R1).
+/// The `session:` value that means "no session file, all defaults" (rule R1 of
+/// harness-behaviour.md#path-resolution).
 pub const INLINE_SESSION: &str = "(inline)";
 
 /// Largest `timeout_ms` the schema allows (`Number.MAX_SAFE_INTEGER`).
@@ -207,7 +212,7 @@ pub enum Lane {
 }
 
 /// The scenario's own `on_unanswered:` policy. `Prompt` is parsed so that a batch can refuse it
-/// by name (contract §1.3).
+/// by name (harness-behaviour.md#job-invocation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnansweredPolicy {
     Fail,
@@ -251,7 +256,7 @@ pub struct Answer {
     pub grant: Option<String>,
 }
 
-/// How a scenario refers to its session (rule R1).
+/// How a scenario refers to its session (rule R1 of harness-behaviour.md#path-resolution).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionRef<'a> {
     /// `(inline)` or absent: an all-defaults session with no file.
@@ -378,8 +383,8 @@ impl Scenario {
         }
     }
 
-    /// The effective scenario name (rule N1): a non-empty `name:`, else the file's basename
-    /// with a trailing `.yaml`/`.yml` removed (case-insensitive).
+    /// The effective scenario name (harness-behaviour.md#scenario-name): a non-empty `name:`, else
+    /// the file's basename with a trailing `.yaml`/`.yml` removed (case-insensitive).
     pub fn effective_name(&self, file: &Path) -> String {
         match &self.name {
             Some(name) if !name.is_empty() => name.clone(),
@@ -387,7 +392,7 @@ impl Scenario {
         }
     }
 
-    /// How the scenario refers to its session (rule R1).
+    /// How the scenario refers to its session (rule R1 of harness-behaviour.md#path-resolution).
     pub fn session_ref(&self) -> SessionRef<'_> {
         match self.session.as_deref() {
             None | Some(INLINE_SESSION) => SessionRef::Inline,
@@ -396,7 +401,8 @@ impl Scenario {
     }
 
     /// The inputs the scenario names besides its session, relative to the scenario file
-    /// (rule R4): `workspace_fixture` and each `semantic_pairwise.refs[]` entry.
+    /// (rule R4 of harness-behaviour.md#path-resolution): `workspace_fixture` and each
+    /// `semantic_pairwise.refs[]` entry.
     pub fn input_paths(&self) -> Vec<PathField> {
         let mut out = Vec::new();
         if let Some(fixture) = &self.workspace_fixture {
@@ -437,7 +443,8 @@ impl Scenario {
     }
 }
 
-/// The basename of `file` with a trailing `.yaml`/`.yml` removed, case-insensitively (rule N1).
+/// The basename of `file` with a trailing `.yaml`/`.yml` removed, case-insensitively
+/// (harness-behaviour.md#scenario-name).
 pub fn name_from_file(file: &Path) -> String {
     let base = file
         .file_name()

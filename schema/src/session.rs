@@ -3,8 +3,8 @@
 //! [`Session::from_yaml`] follows `session.schema.json` strictly: every mapping in that schema
 //! has `additionalProperties: false`, so an unknown key anywhere is an error naming its dotted
 //! key. Enumerated values are checked and kept as their strings. [`Session::path_fields`] lists
-//! every path the session names (rule R2 of contract §1.4) so that batch preparation can
-//! resolve, check and ship them.
+//! every path the session names (rule R2 of harness-behaviour.md#job-bundle) so that batch
+//! preparation can resolve, check and ship them.
 
 use std::path::Path;
 
@@ -62,9 +62,11 @@ pub enum PathKind {
 /// What a relative path is resolved against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PathAnchor {
-    /// The directory of the file that declares it (the session for R2, the scenario for R4).
+    /// The directory of the file that declares it (the session for rule R2, the scenario for rule
+    /// R4 of harness-behaviour.md#path-resolution).
     DeclaringFile,
-    /// The CLI process's working directory: `projects[].from` (contract §1.4, A-13).
+    /// The CLI process's working directory: `projects[].from` (harness-behaviour.md#job-bundle,
+    /// harness-behaviour.md#tilde-paths).
     WorkerCwd,
 }
 
@@ -241,11 +243,12 @@ impl Session {
         }
     }
 
-    /// Every path the session names (rule R2), in a fixed order: `uploads[]` (files),
-    /// `trusted_folders[]`, `folders[].from`, `skills.local[]` (dirs), `mcp.config` (file),
-    /// `plugins.config_dir`, local `plugins.marketplaces[]` (URLs and `git@…` are left out),
-    /// `plugins.local_plugins[]`, `plugins.local_marketplaces[]`, `plugins.remote_plugins[]`
-    /// (dirs), then `projects[].from` (anchored at the worker's cwd, not the session file).
+    /// Every path the session names (rule R2 of harness-behaviour.md#path-resolution), in a fixed
+    /// order: `uploads[]` (files), `trusted_folders[]`, `folders[].from`, `skills.local[]` (dirs),
+    /// `mcp.config` (file), `plugins.config_dir`, local `plugins.marketplaces[]` (URLs and `git@…`
+    /// are left out), `plugins.local_plugins[]`, `plugins.local_marketplaces[]`,
+    /// `plugins.remote_plugins[]` (dirs), then `projects[].from` (anchored at the worker's cwd, not
+    /// the session file).
     pub fn path_fields(&self) -> Vec<PathField> {
         let mut out = Vec::new();
         let mut push = |key: String, value: &str, kind: PathKind, anchor: PathAnchor| {

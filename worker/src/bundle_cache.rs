@@ -1,5 +1,5 @@
-//! Bundles fetched by digest, verified and unpacked once per worker (brief §3: "workers cache
-//! bundles by digest").
+//! Bundles fetched by digest, verified and unpacked once per worker (workers cache bundles by
+//! digest, decisions.md#job-identity).
 //!
 //! A bundle is unpacked into `<cache>/<sha256>/` through a temporary directory and a rename, so
 //! a directory under its final name is always complete. Jobs only read the unpacked tree: the
@@ -35,7 +35,7 @@ impl BundleCacheError {
     }
 }
 
-/// The store key of a bundle (brief §5).
+/// The store key of a bundle (decisions.md#storage).
 pub fn bundle_key(sha256: &str) -> String {
     format!("bundles/{sha256}.tar.zst")
 }

@@ -1,4 +1,5 @@
-//! The capability probe: which tiers this host can serve (brief §6, contract W4).
+//! The capability probe: which tiers this host can serve (decisions.md#executors,
+//! harness-behaviour.md#tier-prerequisites).
 //!
 //! At start-up the worker asks the host once — OS, arch, Lima's `limactl`, a Docker engine
 //! through the `docker` CLI, and `<harness-bin> --version` — with [`probe`]. The decision is the
@@ -75,7 +76,8 @@ pub struct HostProbe {
     pub limactl: Tool,
     /// `docker version --format {{.Server.Version}}`: the engine's version when it answers.
     pub docker: Tool,
-    /// `<harness-bin> --version`: the harness CLI this worker spawns (contract W1).
+    /// `<harness-bin> --version`: the harness CLI this worker spawns
+    /// (harness-behaviour.md#cli-version-pin).
     pub harness: Tool,
 }
 
@@ -344,7 +346,8 @@ fn refusal(
                 (!probe.docker.is_ready()).then(|| docker_refusal("the harness"))
             }
             // Replay reads a cassette and starts no sandbox. Protocol needs only a host
-            // `claude`, which the harness checks when it spawns the agent (contract W4).
+            // `claude`, which the harness checks when it spawns the agent
+            // (harness-behaviour.md#tier-prerequisites).
             Tier::Replay | Tier::Protocol => None,
         },
     }

@@ -1,5 +1,6 @@
-//! Worker heartbeats into the workers registry (brief §4: tiers, slots, harness version, OS,
-//! arch), so `cowork workers` can list the fleet and operators can see who is draining.
+//! Worker heartbeats into the workers registry (decisions.md#wire-protocol: tiers, slots, harness
+//! version, OS, arch), so `cowork workers` can list the fleet and operators can see who is
+//! draining.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

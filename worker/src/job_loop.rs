@@ -1,4 +1,4 @@
-//! The worker's job loop (brief §4 "Worker protocol").
+//! The worker's job loop (decisions.md#wire-protocol "Worker protocol").
 //!
 //! Jobs are pulled for every free slot at once (a standing pull on every tier the worker
 //! serves, so no slot waits on an empty tier while another has work); each delivery is settled
@@ -36,11 +36,13 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// Tiers this worker pulls; it never sees jobs of other tiers.
     pub tiers: Vec<Tier>,
-    /// Jobs run at once (default 1; the CLI's own local cap is 8, contract §5.9).
+    /// Jobs run at once (default 1; the CLI's own local cap is 8,
+    /// harness-behaviour.md#matrix-concurrency).
     pub slots: usize,
     /// The queue's ack deadline; an in-progress ack is sent every third of it.
     pub ack_wait: Duration,
-    /// Deliveries of one job before an infrastructure failure is final (C8).
+    /// Deliveries of one job before an infrastructure failure is final
+    /// (harness-behaviour.md#choice-c8).
     pub max_deliver: u32,
     /// Where bundles are unpacked, by digest.
     pub cache_dir: PathBuf,

@@ -1,4 +1,4 @@
-//! One delivery of a job, from pull to ack (brief §4 "Worker protocol").
+//! One delivery of a job, from pull to ack (decisions.md#wire-protocol "Worker protocol").
 //!
 //! The order is fixed: run → upload the attempt's artifacts → store the job's record
 //! (create-if-absent) → publish `finished` and await its acknowledgement → ack the job. A
@@ -11,7 +11,7 @@
 //!   record's `finished` event is published again and the job acked, without running it.
 //! - Its batch was cancelled or is already decided: settled as `cancelled` without running.
 //! - An infrastructure failure before the harness started: handed back with backoff until
-//!   `max_deliver` (choice C8) — nothing was spent.
+//!   `max_deliver` (harness-behaviour.md#choice-c8) — nothing was spent.
 //! - After the harness started, the job is never handed back: if its artifacts cannot be
 //!   stored before the deadline, or the store refuses them for good, it ends as
 //!   `infra_after_spend` with the run's own outcome carried in the event, and is acked.
@@ -258,8 +258,8 @@ impl JobRun {
                     return;
                 }
                 self.stats.jobs_failed_infra.fetch_add(1, Ordering::Relaxed);
-                // C8: after spend, an infrastructure failure is an error outcome of the job,
-                // reported and never silently retried.
+                // Choice C8 (harness-behaviour.md#choice-c8): after spend, an infrastructure
+                // failure is an error outcome of the job, reported and never silently retried.
                 JobOutcome::Error {
                     category: ErrorCategory::Infra,
                     message,

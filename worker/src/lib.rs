@@ -5,8 +5,9 @@
 //! - [`job_loop`]: `run` — pulls for every free slot at once on every tier it serves; drain on
 //!   shutdown.
 //! - `job_run`: one delivery from pull to ack — the per-job order upload → record → publish
-//!   `finished` → ack (brief §4), idempotent redeliveries, retries of infrastructure failures
-//!   before spend (C8), never a second run after spend.
+//!   `finished` → ack (decisions.md#wire-protocol), idempotent redeliveries, retries of
+//!   infrastructure failures before spend (harness-behaviour.md#choice-c8), never a second run
+//!   after spend.
 //! - [`lease`]: the delivery's ack deadline, renewed from pull to ack.
 //! - [`executor`]: the `Executor` trait and its implementations (`harness`, `container`, `sim`),
 //!   the outcome classification shared by the process executors, and the guard process that

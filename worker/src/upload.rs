@@ -1,4 +1,4 @@
-//! Storing a job's artifacts and its record (brief §5, keys from `schema::layout`).
+//! Storing a job's artifacts and its record (decisions.md#storage, keys from `schema::layout`).
 //!
 //! Each attempt writes its artifacts under its own directory (`layout::attempt_dir`), so two
 //! deliveries of one job never overwrite each other's files. The job's record is written last

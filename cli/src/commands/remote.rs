@@ -1,5 +1,5 @@
 //! The client commands of the distributed mode: `submit`, `status`, `watch`, `cancel`,
-//! `results` and `workers`. Each talks to the coordinator's HTTP API (brief §9).
+//! `results` and `workers`. Each talks to the coordinator's HTTP API (decisions.md#operations).
 
 use anyhow::anyhow;
 

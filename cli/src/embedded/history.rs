@@ -111,7 +111,7 @@ async fn replan(
     let scratch = embedded.store_dir.join("work").join("replan");
     let spec = stored.spec.clone();
     let id = batch_id.clone();
-    // Unpacking and planning is blocking work (style rule 15).
+    // Unpacking and planning is blocking work, so it runs in `spawn_blocking`.
     let planned = tokio::task::spawn_blocking(move || {
         cowork_coordinator::prepare::submitted::plan_from_bundle(
             &spec,

@@ -1,6 +1,8 @@
-//! Usage errors (contract §4.1, §5.1, §5.2, TC-35, TC-38): each case breaks one thing in a copy
-//! of the fixture project, and `cowork run` must exit 2, name the file (with its line and key
-//! where the input has one) or the flag on stderr, and create nothing under `--store`.
+//! Usage errors (harness-behaviour.md#repeat-flags, harness-behaviour.md#matrix-flags,
+//! harness-behaviour.md#matrix-validation, TC-35, TC-38 of harness-behaviour.md#test-cases): each
+//! case breaks one thing in a copy of the fixture project, and `cowork run` must exit 2, name the
+//! file (with its line and key where the input has one) or the flag on stderr, and create nothing
+//! under `--store`.
 
 use crate::support::{Output, Sandbox};
 
@@ -224,7 +226,8 @@ fn skill_dirs_axis_needs_exactly_one_local_plugin() {
             "matrix.yaml",
         ],
     );
-    // Even an empty `skill_dirs: []` needs exactly one entry to replace (§5.2).
+    // Even an empty `skill_dirs: []` needs exactly one entry to replace
+    // (harness-behaviour.md#matrix-validation).
     check(
         &[
             Edit::Write(SESSION, "model: m\nplugins:\n  local_plugins: []\n"),
@@ -361,7 +364,8 @@ fn matrix_flag_values_are_checked() {
 
 #[test]
 fn external_deciders_are_refused() {
-    // Choice C11: refused in every fleet batch, even at concurrency 1 and without --repeat.
+    // Choice C11 (harness-behaviour.md#choice-c11): refused in every fleet batch, even at
+    // concurrency 1 and without --repeat.
     check(&[], &[SCENARIO, "--decider-dir", "x"], &["--decider-dir"]);
     check(
         &[],

@@ -118,7 +118,7 @@ fn check_arm_labels(sandbox: &Sandbox, out: &Output, report: &Value, sources: (&
     assert_eq!(spec["spec"]["mode"], "eval", "{}", out.context());
 }
 
-/// The report and stderr say the runs were simulated (brief §6).
+/// The report and stderr say the runs were simulated (decisions.md#executors).
 fn simulated_banner(out: &Output, report: &Value) {
     assert_eq!(report["simulated"], true, "{}", out.context());
     assert_eq!(report["executor"], "sim", "{}", out.context());

@@ -1,6 +1,7 @@
 //! `cowork run --executor harness` end to end against `worker/tests/fixtures/fake-harness`, which
 //! behaves as the `# fake: <mode>` line of each scenario in `fixtures/harness/` says: passing
-//! runs, an unanswered gate, a usage error and a crash (contract §1.6, §4.2).
+//! runs, an unanswered gate, a usage error and a crash (harness-behaviour.md#outcome-classes,
+//! harness-behaviour.md#repeat-loop).
 
 use serde_json::Value;
 

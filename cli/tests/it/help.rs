@@ -1,5 +1,6 @@
-//! `--help` exits 0 and documents every batch flag of contract §4.1 and §5.1, plus the fleet's
-//! own `run` and `rollup` flags and the exit codes.
+//! `--help` exits 0 and documents every batch flag of harness-behaviour.md#repeat-flags and
+//! harness-behaviour.md#matrix-flags, plus the fleet's own `run` and `rollup` flags and the exit
+//! codes.
 
 use crate::support::{Sandbox, cowork};
 
@@ -15,7 +16,7 @@ fn check(args: &[&str], expect: &[&str]) {
     }
 }
 
-/// The batch flags of contract §4.1 and §5.1.
+/// The batch flags of harness-behaviour.md#repeat-flags and harness-behaviour.md#matrix-flags.
 const CONTRACT_FLAGS: &[&str] = &[
     "--repeat",
     "--min-pass-rate",

@@ -449,8 +449,9 @@ fn non_utf8_target_path_is_refused() {
 #[test]
 fn repeat_values_that_wrap_or_use_other_notations_are_refused() {
     // 4294967298 is 2 after wrapping to 32 bits, and 2^64 + 2 is 2 after wrapping to 64. Other
-    // notations such as `1e3` or `0x10` are not hostile: contract §4.1 parses numbers with
-    // JavaScript's `Number()`, so they are accepted when in range.
+    // notations such as `1e3` or `0x10` are not hostile: the CLI parses numbers with
+    // (harness-behaviour.md#js-number-flags) JavaScript's `Number()`, so they are accepted when in
+    // range.
     for value in [
         "4294967298",
         "18446744073709551618",
@@ -1247,7 +1248,8 @@ async fn cowork_submit_of_a_bundle_over_the_cap_exits_2() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Matrix basename mismatch: a cell error, not a usage error (contract §5.4, §5.8, TC-33)
+// Matrix basename mismatch: a cell error, not a usage error (harness-behaviour.md#matrix-axes,
+// harness-behaviour.md#matrix-repeat, TC-33 of harness-behaviour.md#test-cases)
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1255,9 +1257,9 @@ async fn matrix_basename_mismatch_on_the_fleet_is_a_cell_error_with_no_jobs() {
     // TC-33 makes a skill-dir candidate whose basename differs from the replaced entry's a
     // per-cell error: the batch runs, the cell is marked with an error, the verdict fails
     // (exit 1). It is not a usage error, so this case does not expect exit 2. "Nothing is
-    // dispatched for bad input" still holds here (§5.8): no job of that cell is dispatched. The
-    // mismatch differs only in case (`Report` against `report`), which a case-insensitive
-    // comparison would miss.
+    // dispatched for bad input" still holds here (harness-behaviour.md#matrix-repeat): no job of
+    // that cell is dispatched. The mismatch differs only in case (`Report` against `report`), which
+    // a case-insensitive comparison would miss.
     let mut fleet = Fleet::start();
     fleet.spawn_worker("w1", "container,hostloop,microvm,protocol,replay", "2");
     let sandbox = Sandbox::with_project();

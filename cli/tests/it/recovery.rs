@@ -1,6 +1,7 @@
 //! Cancel, resume and retry: `cancel --kill-running` leaves no harness
 //! process behind, `cowork resume` runs only what has no result, and infrastructure failures
-//! are retried only before spend (contract C8), with attempts and retries reported.
+//! are retried only before spend (harness-behaviour.md#choice-c8), with attempts and retries
+//! reported.
 
 use cowork_schema::event::ErrorCategory;
 use std::collections::BTreeSet;

@@ -70,8 +70,8 @@ fn rollup_at_a_lower_min_pass_rate_rejudges_each_cell() {
         "the profiled demo must have a cell below 100% for a lower threshold to matter: {stored}"
     );
 
-    // Expectations from the stored pass rates (contract §4.5, §5.8); the demo allows neither
-    // budget stops nor truncation.
+    // Expectations from the stored pass rates (harness-behaviour.md#batch-verdict,
+    // harness-behaviour.md#matrix-repeat); the demo allows neither budget stops nor truncation.
     let expected: Vec<bool> = cells
         .iter()
         .map(|cell| rollup_passes(&cell["rollup"], RATE, false))

@@ -1,6 +1,7 @@
 //! `cowork run` with the sim executor: the demo batch of the README (envelope shape, verdict and
 //! exit code, stderr summary, deterministic `rollup.json`), plain repeats over a directory, a
-//! plain single run, matrix cell errors (contract §5.4, TC-33) and the flag forms TC-38 accepts.
+//! plain single run, matrix cell errors (harness-behaviour.md#matrix-axes, TC-33) and the flag
+//! forms TC-38 accepts (harness-behaviour.md#test-cases).
 
 use std::path::Path;
 
@@ -88,7 +89,8 @@ fn demo_batch_prints_one_envelope_and_exits_by_its_verdict() {
     for result in results {
         assert_eq!(result["simulated"], true, "unmarked sim result: {result}");
     }
-    // results[] is in (cell, repeat) order (choice C3): each cell's five runs carry its model.
+    // results[] is in (cell, repeat) order (harness-behaviour.md#choice-c3): each cell's five runs
+    // carry its model.
     for (position, result) in results.iter().enumerate() {
         let cell = &cells[position / 5];
         assert_eq!(
@@ -98,7 +100,8 @@ fn demo_batch_prints_one_envelope_and_exits_by_its_verdict() {
         );
     }
 
-    // The verdict, recomputed from the stored pass rates (contract §4.5, §5.8).
+    // The verdict, recomputed from the stored pass rates (harness-behaviour.md#batch-verdict,
+    // harness-behaviour.md#matrix-repeat).
     let mut any_fail = false;
     for (index, cell) in cells.iter().enumerate() {
         assert_eq!(number(cell, "index"), index as f64);
@@ -176,7 +179,8 @@ fn demo_rollup_json_is_byte_identical_across_runs() {
 }
 
 /// The scenario names of a directory target: its `*.yaml` / `*.yml` files, sorted by UTF-16
-/// code units like the CLI, extension removed (rule N1; the files set no `name:`).
+/// code units like the CLI, extension removed (harness-behaviour.md#scenario-name; the files set no
+/// `name:`).
 fn scenario_names(dir: &Path) -> Vec<String> {
     let listing =
         std::fs::read_dir(dir).unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()));
@@ -202,7 +206,8 @@ fn scenario_names(dir: &Path) -> Vec<String> {
 }
 
 /// Checks a repeat batch over a directory: one rollup per file, in `expected` order, `ok` and
-/// the exit code from the rollups (contract §4.5, §7.1).
+/// the exit code from the rollups (harness-behaviour.md#batch-verdict,
+/// harness-behaviour.md#envelope-success).
 fn check_directory_repeat(out: &Output, expected: &[String], repeat: f64) {
     let envelope = out.envelope();
     assert_eq!(
@@ -258,7 +263,8 @@ fn repeat_over_a_directory_sorts_by_code_unit_and_skips_other_files() {
     let sandbox = Sandbox::with_project();
     let scenario = sandbox.read("scenarios/report.yaml");
     sandbox.remove("scenarios/report.yaml");
-    // Upper case sorts before lower case; `.yml` counts; `.txt` and `.YAML` do not (§1.2.1).
+    // Upper case sorts before lower case; `.yml` counts; `.txt` and `.YAML` do not (step 1 of
+    // harness-behaviour.md#job-expansion).
     for name in ["b.yaml", "a.yml", "Z.yaml"] {
         sandbox.write(&format!("scenarios/{name}"), &scenario);
     }

@@ -333,8 +333,9 @@ pub fn boolean(value: &Value, key: &str) -> bool {
     }
 }
 
-/// `rollupPasses` of contract §4.5, recomputed from a stored rollup's fields: an early stop
-/// other than `budget` fails, `budget` fails unless allowed, else `passRate >= minPassRate`.
+/// `rollupPasses` of harness-behaviour.md#batch-verdict, recomputed from a stored rollup's fields:
+/// an early stop other than `budget` fails, `budget` fails unless allowed, else `passRate >=
+/// minPassRate`.
 pub fn rollup_passes(rollup: &Value, min_pass_rate: f64, allow_budget_stop: bool) -> bool {
     match rollup.get("stoppedEarly").and_then(Value::as_str) {
         Some("budget") if !allow_budget_stop => false,

@@ -1,4 +1,4 @@
-//! OTLP export (brief §9): an embedded `cowork run` of the demo with
+//! OTLP export (decisions.md#operations): an embedded `cowork run` of the demo with
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/gRPC trace receiver started in this test.
 //! Each job is one trace: its admission span is a root, the worker's job span is its child and
 //! pull → run → upload are children of the job span. On the fleet the same trace crosses from

@@ -111,7 +111,7 @@ pub(crate) async fn submit(
     let checked_spec = spec.clone();
     let checked_bundle = bundle.clone();
     let checked_id = batch_id.clone();
-    // Hashing, unpacking and reading YAML are blocking work (style rule 15).
+    // Hashing, unpacking and reading YAML are blocking work, so they run in `spawn_blocking`.
     let plan = tokio::task::spawn_blocking(move || {
         plan_from_bundle(
             &checked_spec,

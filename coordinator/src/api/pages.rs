@@ -179,7 +179,7 @@ pub(crate) async fn report(
     let options = HtmlOptions {
         links: ArtifactLinks::Coordinator { token },
     };
-    // Rendering is CPU work proportional to the batch's runs (style rule 15).
+    // Rendering is CPU work proportional to the batch's runs, so it runs in `spawn_blocking`.
     let body = tokio::task::spawn_blocking(move || match format {
         ReportFormat::Html => render_html(&input, &options),
         ReportFormat::Junit => render_junit(&input),

@@ -2,23 +2,25 @@
 //! [`PreparedBatch`] — every input loaded, validated, resolved inside the bundle root, and the
 //! set of files to ship.
 //!
-//! It follows contract §1.2 (targets), §1.4 (rules R1–R4: what a job must carry), §5.2 (matrix
-//! checks) and §6.6 (validate everything before dispatching anything), and reports every
-//! problem it finds rather than the first. Every path a batch reaches must lie inside the
-//! bundle root after `..` and symlinks are resolved, because workers see nothing else; absolute
+//! It follows harness-behaviour.md#job-expansion (targets), harness-behaviour.md#job-bundle (rules
+//! R1–R4: what a job must carry), harness-behaviour.md#matrix-validation (matrix checks) and
+//! harness-behaviour.md#independent-units (validate everything before dispatching anything), and
+//! reports every problem it finds rather than the first. Every path a batch reaches must lie inside
+//! the bundle root after `..` and symlinks are resolved, because workers see nothing else; absolute
 //! paths and `~` paths are refused for the same reason.
 //!
 //! Fleet choices made here:
 //! - `.git/` directories are not shipped (staleness then reads `mode: raw`), and files named
 //!   `.env` or `.env.*` are never shipped: a walk skips them, a path naming one is an error.
-//! - Relative `projects[].from` is refused (§1.4 says SHOULD reject or absolutize; a worker's
+//! - Relative `projects[].from` is refused (the reference says to reject or absolutize it,
+//!   harness-behaviour.md#path-resolution; a worker's
 //!   cwd is not the authoring machine's).
 //! - `execution: cloud-describe` is refused up front, like the CLI's loader.
 //! - In replay mode the targets are cassettes: a directory keeps its `*.json` entries, each
 //!   cassette's frozen scenario is read like `replay` reads it, and its session is resolved
-//!   against the cassette's directory (contract §9.2).
+//!   against the cassette's directory (harness-behaviour.md#replay).
 //! - In record mode, `.cowork-redact.json` next to each scenario and at the bundle root is
-//!   shipped (§1.4).
+//!   shipped (harness-behaviour.md#job-bundle).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -41,14 +43,14 @@ pub use cowork_core::prepared::{
 /// every event of a run, so they are much larger than scenario files.
 const MAX_CASSETTE_BYTES: usize = 256 * 1024 * 1024;
 
-/// The redaction policy file the CLI looks for when recording (contract §1.4).
+/// The redaction policy file the CLI looks for when recording (harness-behaviour.md#job-bundle).
 const REDACT_FILE: &str = ".cowork-redact.json";
 
 /// What to prepare.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrepareInput {
-    /// A scenario file (any name) or a directory of them (contract §1.2.1); cassettes in replay
-    /// mode.
+    /// A scenario file (any name) or a directory of them (step 1 of
+    /// harness-behaviour.md#job-expansion); cassettes in replay mode.
     pub target: PathBuf,
     /// `--matrix <file>`.
     pub matrix: Option<PathBuf>,
@@ -112,7 +114,8 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
 /// What to prepare for an eval batch (`cowork eval`): scenario targets and the two arms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrepareEvalInput {
-    /// Scenario files or directories of them (contract §1.2.1), in the order given.
+    /// Scenario files or directories of them (step 1 of harness-behaviour.md#job-expansion), in the
+    /// order given.
     pub targets: Vec<PathBuf>,
     /// Arm A's and arm B's skill dir or plugin (`--a`, `--b`), as typed.
     pub arms: [PathBuf; 2],
@@ -416,7 +419,8 @@ impl Ctx {
         None
     }
 
-    /// Lists the target (contract §1.2.1): a file as-is, a directory non-recursively.
+    /// Lists the target (step 1 of harness-behaviour.md#job-expansion): a file as-is, a directory
+    /// non-recursively.
     fn list_targets(&mut self, target: &Path, mode: BatchMode) -> Option<Vec<String>> {
         let metadata = match fs::metadata(target) {
             Ok(metadata) => metadata,
@@ -476,7 +480,8 @@ impl Ctx {
                 }
                 continue;
             };
-            // The CLI's suffix test is case-sensitive (contract §1.2.1).
+            // The CLI's suffix test is case-sensitive (step 1 of
+            // harness-behaviour.md#job-expansion).
             if suffixes.iter().any(|suffix| name.ends_with(suffix)) {
                 names.push(name);
             }
@@ -681,7 +686,8 @@ impl Ctx {
             }
         };
         let dir = dir_of(rel).to_owned();
-        // The frozen `session` is stored relative to the cassette's directory (contract §9.2).
+        // The frozen `session` is stored relative to the cassette's directory
+        // (harness-behaviour.md#replay).
         let session = self.resolve_session(rel, &dir, &scenario)?;
         let name = match &scenario.name {
             Some(name) if !name.is_empty() => name.clone(),
@@ -698,8 +704,8 @@ impl Ctx {
         })
     }
 
-    /// Resolves, ships and loads the session of a scenario (rule R1). The outer `None` means an
-    /// error was recorded.
+    /// Resolves, ships and loads the session of a scenario (rule R1 of
+    /// harness-behaviour.md#path-resolution). The outer `None` means an error was recorded.
     fn resolve_session(
         &mut self,
         rel: &str,
@@ -987,7 +993,8 @@ impl Ctx {
         ancestors.pop();
     }
 
-    /// Loads the matrix file and checks its `skill_dirs` candidates (contract §5.2, R3).
+    /// Loads the matrix file and checks its `skill_dirs` candidates
+    /// (harness-behaviour.md#matrix-validation, rule R3 of harness-behaviour.md#path-resolution).
     fn load_matrix(
         &mut self,
         matrix: &Path,

@@ -8,11 +8,12 @@
 //! same bytes. The plan it returns is the one the coordinator supervises; a restarted coordinator
 //! calls it again on the stored spec and bundle and gets the same plan.
 //!
-//! An eval batch (`spec.eval`, brief §8) is checked exactly as `cowork eval` checks it: the
-//! scenarios and both arm directories with `prepare_eval`, the layout with `plan_eval_units`.
+//! An eval batch (`spec.eval`, decisions.md#eval-design) is checked exactly as `cowork eval` checks
+//! it: the scenarios and both arm directories with `prepare_eval`, the layout with
+//! `plan_eval_units`.
 //!
 //! This is blocking code (hashing, unpacking, reading YAML): async callers run it in
-//! `spawn_blocking` (style rule 15).
+//! `spawn_blocking`, off the async runtime.
 
 use std::path::{Path, PathBuf};
 
@@ -30,7 +31,8 @@ use super::{
 use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};
 use cowork_core::plan::{Plan, PlanInput, plan_units};
 
-/// Longest `label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
+/// Longest `label`, in UTF-16 code units like JavaScript's `length`
+/// (harness-behaviour.md#job-invocation).
 const MAX_LABEL_LEN: usize = 200;
 /// Most resamples an eval spec may name. The field belonged to the bootstrap interval, which the
 /// exact interval replaced; it is still accepted (older clients send it) and still bounded.
@@ -226,8 +228,9 @@ fn prepare_eval_arms(
     }
 }
 
-/// Checks the spec's version, executor settings and flags (the ranges of contract §4.1 and §5.1
-/// with the fleet's bounds, and the "needs --repeat" / "needs --matrix" rules).
+/// Checks the spec's version, executor settings and flags (the ranges of
+/// harness-behaviour.md#repeat-flags and harness-behaviour.md#matrix-flags with the fleet's bounds,
+/// and the "needs --repeat" / "needs --matrix" rules).
 fn check_spec(spec: &BatchSpec) -> Vec<String> {
     let mut problems = Vec::new();
     if spec.schema_version != BATCH_SPEC_VERSION {

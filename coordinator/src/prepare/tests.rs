@@ -329,7 +329,8 @@ fn tc_35_matrix_file_validation() {
     let matrix_input =
         |dir: &Path, target: &str| input(dir, target, Some("matrices/m.yaml"), BatchMode::Run);
 
-    // Valid: candidates resolve against the matrix file's directory (R3) and are shipped.
+    // Valid: candidates resolve against the matrix file's directory (rule R3 of
+    // harness-behaviour.md#path-resolution) and are shipped.
     let dir = matrix_tree(session, "skill_dirs: [v1/k, ./v2/k]\nmodels: [a, a]\n");
     let batch = ok(&matrix_input(dir.path(), "scenarios/s.yaml"));
     let matrix = batch.matrix.as_ref().expect("a matrix");

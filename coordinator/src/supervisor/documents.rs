@@ -211,7 +211,7 @@ async fn read_result(
 }
 
 /// A stored `result.json` as an envelope entry: its verdict re-derived when it has none
-/// (contract §3.7), `outcome` and `provenance` attached.
+/// (harness-behaviour.md#verdict-source), `outcome` and `provenance` attached.
 pub fn decorated_result(key: &str, bytes: &[u8]) -> Result<Value, SuperviseError> {
     let bad = |message: String| SuperviseError::BadResult {
         key: key.to_owned(),
@@ -231,7 +231,8 @@ pub fn copy_envelope(spool: &Path, writer: &mut dyn std::io::Write) -> std::io::
     writer.flush()
 }
 
-/// The batch envelope (contract §7 plus the `fleet` key, C15).
+/// The batch envelope (harness-behaviour.md#envelope plus the `fleet` key,
+/// harness-behaviour.md#choice-c15).
 pub fn build_envelope(
     reduction: &BatchReduction,
     version: &str,

@@ -62,8 +62,9 @@ pub struct SuperviseOptions {
     pub window: usize,
     /// The envelope's `command` (`run`, `record`, `replay`).
     pub command: String,
-    /// First dispatch pause of a tier after a `usage_limit` result (contract C9); it doubles
-    /// with each further one in a row, up to `usage_pause_max`.
+    /// First dispatch pause of a tier after a `usage_limit` result
+    /// (harness-behaviour.md#choice-c9); it doubles with each further one in a row, up to
+    /// `usage_pause_max`.
     pub usage_pause: Duration,
     pub usage_pause_max: Duration,
     /// Per-model admission limits, shared by every batch of this process.
@@ -141,8 +142,8 @@ pub struct SuperviseSignals {
     /// the batch for the next coordinator to resume.
     pub shutdown: CancellationToken,
     /// Batch cancel: admission stops at once, queued jobs are withdrawn, started ones finish
-    /// (choice C4), and supervision returns [`SuperviseEnd::Cancelled`] unless the batch was
-    /// decided anyway.
+    /// (harness-behaviour.md#choice-c4), and supervision returns [`SuperviseEnd::Cancelled`] unless
+    /// the batch was decided anyway.
     pub cancel: CancellationToken,
 }
 
@@ -755,8 +756,9 @@ async fn expected_run_ms(
 }
 
 /// Reads the stored `result.json` of every folded run, decorated for the envelope, in the
-/// reduction's results order (choice C3), from the job directories of a stored batch (`cowork
-/// rollup`). A live batch's envelope reads each result by the digest its event recorded.
+/// reduction's results order (harness-behaviour.md#choice-c3), from the job directories of a stored
+/// batch (`cowork rollup`). A live batch's envelope reads each result by the digest its event
+/// recorded.
 pub async fn collect_results(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,

@@ -1,6 +1,7 @@
-//! A `usage_limit` result pauses the dispatch of its tier with backoff (contract C9), while the
-//! run itself counts as a completed failing sample, as the CLI counts it. Time is tokio's paused
-//! clock: the test reads when each job was admitted, in virtual time, without sleeping.
+//! A `usage_limit` result pauses the dispatch of its tier with backoff
+//! (harness-behaviour.md#choice-c9), while the run itself counts as a completed failing sample, as
+//! the CLI counts it. Time is tokio's paused clock: the test reads when each job was admitted, in
+//! virtual time, without sleeping.
 
 use cowork_schema::api::ProgressSnapshot;
 use std::sync::{Arc, Mutex};

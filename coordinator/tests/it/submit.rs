@@ -72,7 +72,7 @@ async fn a_submitted_batch_runs_to_an_envelope() {
             refused: None
         }]
     );
-    // The stored layout of brief §5.
+    // The stored layout of decisions.md#storage.
     let stored = fleet.stored_files();
     for key in [
         format!("bundles/{}.tar.zst", batch.spec.bundle_sha256),

@@ -1,5 +1,5 @@
-//! Budgets under parallelism (contract §6.4, choice C5): how many jobs may run at once so that
-//! a cap stays a cap.
+//! Budgets under parallelism (harness-behaviour.md#parallel-stop-rules,
+//! harness-behaviour.md#choice-c5): how many jobs may run at once so that a cap stays a cap.
 //!
 //! A run's cost is known only when it finishes, so admission estimates the price of the runs it
 //! starts from the prices already seen, and admits a job beside `f` others still running only
@@ -17,10 +17,10 @@
 //!
 //! **The bound, for one unit and its `--max-budget-usd` cap.** Assume the estimate is an upper
 //! bound: no run costs more than the price estimate in force while it runs. Prices vary, so this
-//! is an assumption, not a theorem (the contract forbids advertising a hard guarantee under
-//! parallelism); the widening and the slow start are there to make it hold in practice. Let `X`
-//! be the unit's known spend plus the final price of every run in flight; at the end, `X` is
-//! what the unit spent, folded and discarded runs alike.
+//! is an assumption, not a theorem (harness-behaviour.md#parallel-stop-rules forbids advertising a
+//! hard guarantee under parallelism); the widening and the slow start are there to make it hold in
+//! practice. Let `X` be the unit's known spend plus the final price of every run in flight; at the
+//! end, `X` is what the unit spent, folded and discarded runs alike.
 //!
 //! 1. A job admitted beside `f ≥ 1` others leaves `X ≤ spent + (f + 1) × price ≤ cap`.
 //! 2. A job admitted with nothing in flight (the rule that lets a unit always make progress)

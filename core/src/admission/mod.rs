@@ -1,6 +1,6 @@
 //! Admission: which jobs of a batch go to the queue and when, and what the batch's events mean
-//! for it — every decision the batch supervisor makes, as a pure state machine (brief §4,
-//! contract §6).
+//! for it — every decision the batch supervisor makes, as a pure state machine
+//! (decisions.md#wire-protocol, harness-behaviour.md#early-stops).
 //!
 //! [`Admission`] is fed [`Input`]s (the batch's job events, a malformed event, a job the queue
 //! gave up on, a cancel, the queue's withdrawal of queued jobs) and asked, at a given instant,

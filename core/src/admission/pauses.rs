@@ -1,7 +1,7 @@
-//! Dispatch pauses per tier after `usage_limit` results (choice C9): the first pause is `base`,
-//! each further one in a row doubles it up to `max`; a completed run without a usage limit ends
-//! the streak. Pausing changes when jobs start, never how they are counted (the run that hit
-//! the limit is a completed failing sample, as in the CLI).
+//! Dispatch pauses per tier after `usage_limit` results (harness-behaviour.md#choice-c9): the first
+//! pause is `base`, each further one in a row doubles it up to `max`; a completed run without a
+//! usage limit ends the streak. Pausing changes when jobs start, never how they are counted (the
+//! run that hit the limit is a completed failing sample, as in the CLI).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

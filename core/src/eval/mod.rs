@@ -1,12 +1,13 @@
 //! Eval A/B statistics: per-arm summaries, the paired difference with its exact interval, the
 //! exact McNemar test, the test's sensitivity and a verdict, per scenario and overall (design
-//! brief §8).
+//! decisions.md#eval-design).
 //!
 //! An eval runs the same scenarios in two arms, A and B (two versions of a skill or plugin), and
-//! pairs `(scenario, repeat index, arm A)` with `(scenario, repeat index, arm B)` (contract §8,
-//! "Implication for the orchestrator"). [`eval_report`] turns a list of such pairs into an
-//! [`EvalReport`]. The decision rule is this project's own (contract §8 leaves upstream's A/B
-//! decision rule UNKNOWN), so the report states the rule it used in `decisionRule`.
+//! pairs `(scenario, repeat index, arm A)` with `(scenario, repeat index, arm B)`
+//! (harness-behaviour.md#eval, "Implication for the orchestrator"). [`eval_report`] turns a list of
+//! such pairs into an [`EvalReport`]. The decision rule is this project's own
+//! (harness-behaviour.md#eval leaves upstream's A/B decision rule UNKNOWN), so the report states
+//! the rule it used in `decisionRule`.
 //!
 //! The interval and the test are one computation seen two ways (see [`stats`]): the interval
 //! excludes 0 exactly when the verdict is not "no detectable difference".
@@ -211,7 +212,7 @@ pub struct ArmSummary {
     /// Completed runs whose verdict passed.
     pub passes: u64,
     /// `passes / completed`, exactly 0 when nothing completed (as a rollup's `passRate`,
-    /// contract §4.3).
+    /// harness-behaviour.md#repeat-rollup).
     pub pass_rate: f64,
     /// Sum of the known `cost.usd` values (within a scenario in repeat-index order, then over
     /// scenarios in name order); `null` when no run reported a cost. A partial sum is flagged by

@@ -1,20 +1,20 @@
-//! Eval batches (brief §8): the layout of an A/B batch, the pairing of its results and
-//! the document `cowork eval` stores and prints.
+//! Eval batches (decisions.md#eval-design): the layout of an A/B batch, the pairing of its results
+//! and the document `cowork eval` stores and prints.
 //!
 //! An eval batch is a files plan whose units are scenario × arm: unit `2k` runs scenario `k` with
 //! arm A, unit `2k + 1` runs it with arm B. Each unit's scenario is materialized exactly like a
-//! matrix cell with a `skill_dirs` (and, with `--model`, a `models`) override (choice C1,
-//! strategy A, see [`materialize`](super::materialize)), so the arm's directory replaces the
-//! session's single `plugins.local_plugins` entry and the pinned model replaces its `model`.
-//! Units are labelled `<scenario> [arm=A]` / `[arm=B]`, so no output can read a one-armed batch
-//! as a comparison (contract §4.4). [`Plan::new`] sets [`Plan::interleave`] for eval plans, so
-//! jobs are admitted repeat-major (`s0A s0B s1A s1B …` for repeat 0, then repeat 1, …) and both
-//! arms meet the same fleet conditions.
+//! matrix cell with a `skill_dirs` (and, with `--model`, a `models`) override
+//! (harness-behaviour.md#choice-c1, strategy A, see [`materialize`](super::materialize)), so the
+//! arm's directory replaces the session's single `plugins.local_plugins` entry and the pinned model
+//! replaces its `model`. Units are labelled `<scenario> [arm=A]` / `[arm=B]`, so no output can read
+//! a one-armed batch as a comparison (harness-behaviour.md#provenance). [`Plan::new`] sets
+//! [`Plan::interleave`] for eval plans, so jobs are admitted repeat-major (`s0A s0B s1A s1B …` for
+//! repeat 0, then repeat 1, …) and both arms meet the same fleet conditions.
 //!
 //! After the batch, [`paired_outcomes`] pairs `(scenario, repeat index, arm A)` with
-//! `(scenario, repeat index, arm B)` (contract §8) for [`eval_report`](crate::eval::eval_report),
-//! and [`eval_document`] turns a decided batch into its `eval.json` ([`EvalDocument`]), for
-//! `cowork eval` and the coordinator alike.
+//! `(scenario, repeat index, arm B)` (harness-behaviour.md#eval) for
+//! [`eval_report`](crate::eval::eval_report), and [`eval_document`] turns a decided batch into its
+//! `eval.json` ([`EvalDocument`]), for `cowork eval` and the coordinator alike.
 //!
 //! Pure: no IO, no clock, no environment.
 
@@ -74,8 +74,8 @@ pub fn arm_display_name(arm: Arm) -> &'static str {
     }
 }
 
-/// The unit label of a scenario's arm: `<scenario> [arm=A]` (contract §4.4: arms are always
-/// labelled).
+/// The unit label of a scenario's arm: `<scenario> [arm=A]` (harness-behaviour.md#provenance: arms
+/// are always labelled).
 pub fn arm_unit_label(scenario_name: &str, arm: Arm) -> String {
     format!("{scenario_name} [arm={}]", arm_display_name(arm))
 }
@@ -169,8 +169,8 @@ pub enum EvalPlanError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     /// The arm's directory cannot replace the scenario session's skill (the matrix's
-    /// `skill_dirs` preconditions, contract §5.4): in an eval this is a usage error, because a
-    /// comparison with one arm missing means nothing.
+    /// `skill_dirs` preconditions, harness-behaviour.md#matrix-axes): in an eval this is a usage
+    /// error, because a comparison with one arm missing means nothing.
     #[error("{file}: arm {arm} ({arm_dir}) cannot be applied: {message}")]
     ArmNotApplicable {
         file: String,
@@ -314,9 +314,9 @@ pub enum EvalPairingError {
 /// Pairs the runs of an eval plan: one [`PairedOutcome`] per scenario and repeat index.
 ///
 /// `folded` is the reduction's `(unit index, repeat index)` of every completed run and
-/// `results` the envelope's results in the same order (choice C3). A run missing from `folded`
-/// (an error, or never run) counts as not completed, so its pair is left out of the paired
-/// statistics and counted as excluded.
+/// `results` the envelope's results in the same order (harness-behaviour.md#choice-c3). A run
+/// missing from `folded` (an error, or never run) counts as not completed, so its pair is left out
+/// of the paired statistics and counted as excluded.
 pub fn paired_outcomes(
     plan: &Plan,
     folded: &[(u32, Option<u32>)],
@@ -422,9 +422,9 @@ pub fn eval_document_key(batch_id: &BatchId) -> String {
 }
 
 /// `batches/<id>/eval.json` and the `--output-format json` line: the report, with the batch it
-/// came from and whether its runs were simulated (brief §6: simulated results are never
-/// presented as real). Written by `cowork eval` and by the coordinator, read back by
-/// `cowork eval --coordinator --watch` and by reports.
+/// came from and whether its runs were simulated (decisions.md#executors: simulated results are
+/// never presented as real). Written by `cowork eval` and by the coordinator, read back by `cowork
+/// eval --coordinator --watch` and by reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvalDocument {
@@ -460,7 +460,8 @@ pub struct EvalDocumentInput<'a> {
     /// How the report labels the arms: `cowork eval` uses the paths as typed, the coordinator
     /// the bundle-relative arm directories of the spec.
     pub sources: &'a ArmSources,
-    /// The reduction's `(unit index, repeat index)` of every folded run (choice C3).
+    /// The reduction's `(unit index, repeat index)` of every folded run
+    /// (harness-behaviour.md#choice-c3).
     pub folded: &'a [(u32, Option<u32>)],
     /// The envelope's results, in the order of `folded`.
     pub results: &'a [Value],

@@ -1,20 +1,24 @@
-//! Batch flag validation (contract §4.1, §5.1): what the user typed → [`BatchFlags`].
+//! Batch flag validation (harness-behaviour.md#repeat-flags, harness-behaviour.md#matrix-flags):
+//! what the user typed → [`BatchFlags`].
 //!
-//! Numbers are read with JavaScript `Number()` semantics like the CLI (A-14): surrounding
-//! whitespace is ignored, `0x`/`0o`/`0b` prefixes and exponents are accepted, the empty string
-//! reads as 0 and anything else that is not a number is NaN. "Needs --repeat" and "needs
-//! --matrix" compare a flag with its default value, so an explicit default passes (A-12).
+//! Numbers are read with JavaScript `Number()` semantics like the CLI
+//! (harness-behaviour.md#js-number-flags): surrounding whitespace is ignored, `0x`/`0o`/`0b`
+//! prefixes and exponents are accepted, the empty string reads as 0 and anything else that is not a
+//! number is NaN. "Needs --repeat" and "needs --matrix" compare a flag with its default value, so
+//! an explicit default passes (harness-behaviour.md#default-compare).
 //!
 //! Fleet deviations from the CLI:
 //! - `--repeat` accepts 2..=[`REPEAT_MAX`] (the CLI: 2..=100); a fleet is for wide sweeps.
 //! - `--max-cells` accepts 1..=[`MAX_CELLS_MAX`] (the CLI has no upper bound), so that a typo
 //!   cannot plan billions of jobs.
-//! - `--decider-dir` and `--decider-cmd` are always refused (choice C11): an external decider is
-//!   one interactive, strictly serial channel that distributed jobs cannot share.
+//! - - `--decider-dir` and `--decider-cmd` are always refused (harness-behaviour.md#choice-c11): an
+//!   external decider is one interactive, strictly serial channel that distributed jobs cannot
+//!   share.
 //! - `--concurrency` is validated like the CLI (1..=8, needs `--matrix`) but has no effect: fleet
 //!   parallelism comes from worker slots and tier caps.
-//! - `--job-timeout` is the fleet's own flag (C13): a duration with a unit, such as `90s`, `30m`
-//!   or `2h` (a bare number is refused: it was read as milliseconds, which nobody meant).
+//! - - `--job-timeout` is the fleet's own flag (harness-behaviour.md#choice-c13): a duration with a
+//!   unit, such as `90s`, `30m` or `2h` (a bare number is refused: it was read as milliseconds,
+//!   which nobody meant).
 
 use cowork_schema::batch::{
     BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
@@ -52,9 +56,11 @@ pub struct FlagError {
     pub message: String,
 }
 
-/// Longest `--label`, in UTF-16 code units like JavaScript's `length` (contract §1.3).
+/// Longest `--label`, in UTF-16 code units like JavaScript's `length`
+/// (harness-behaviour.md#job-invocation).
 const MAX_LABEL_LEN: usize = 200;
-/// Most cells the CLI runs at once; `--concurrency` is validated against it (contract §5.1).
+/// Most cells the CLI runs at once; `--concurrency` is validated against it
+/// (harness-behaviour.md#matrix-flags).
 const MAX_CONCURRENCY: f64 = 8.0;
 
 /// Validates the batch flags, reporting every problem.
@@ -119,7 +125,8 @@ fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
     if let Some(text) = &raw.max_budget_usd {
         let budget = js_number(text);
         if budget.is_finite() && budget > 0.0 {
-            // Allowed without --repeat: then it is a single-run pre-flight (contract §6.5).
+            // Allowed without --repeat: then it is a single-run pre-flight
+            // (harness-behaviour.md#budget-preflight).
             checked.flags.max_budget_usd = Some(budget);
         } else {
             checked.error(
@@ -198,7 +205,8 @@ fn check_matrix_flags(raw: &RawFlags, checked: &mut Checked) {
 /// The flags every run takes: deciders (refused), ablation, the unanswered policy, the decider
 /// model, the label and the job timeout.
 fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
-    // Choice C11: external deciders are refused outright in fleet batches.
+    // Choice C11 (harness-behaviour.md#choice-c11): external deciders are refused outright in fleet
+    // batches.
     for (flag, value) in [
         ("--decider-dir", &raw.decider_dir),
         ("--decider-cmd", &raw.decider_cmd),

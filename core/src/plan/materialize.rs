@@ -1,21 +1,21 @@
-//! Materializing matrix cells (choice C1, strategy A) and the bundle-relative path arithmetic
-//! it needs.
+//! Materializing matrix cells (harness-behaviour.md#choice-c1, strategy A) and the bundle-relative
+//! path arithmetic it needs.
 //!
 //! `run` has no flag that overrides a baseline, a model or a skill dir, so a cell with axes runs
 //! a derived scenario written next to the original, as JSON (JSON is YAML):
 //! `<scenario dir>/.cowork-cell-<index>-<scenario basename>`. It is the original document with
-//! `name:` set to the original effective name (rule N1, so the run directory, cassette and
-//! rollup keep their name), `baseline:` replaced when the cell has a baseline, and — when the
-//! cell has a model or a skill dir — `session:` pointing to a derived session written next to
-//! the original session: `<session dir>/.cowork-cell-<index>-<session basename>`, with `model`
-//! replaced and `plugins.local_plugins[0]` replaced by the candidate, relative to the session's
-//! directory. Because both files sit beside the originals, every other relative path in them
-//! resolves exactly as before. An `(inline)` session with a model axis becomes a derived
-//! session holding only `model`, next to the scenario.
+//! `name:` set to the original effective name (harness-behaviour.md#scenario-name, so the run
+//! directory, cassette and rollup keep their name), `baseline:` replaced when the cell has a
+//! baseline, and — when the cell has a model or a skill dir — `session:` pointing to a derived
+//! session written next to the original session: `<session dir>/.cowork-cell-<index>-<session
+//! basename>`, with `model` replaced and `plugins.local_plugins[0]` replaced by the candidate,
+//! relative to the session's directory. Because both files sit beside the originals, every other
+//! relative path in them resolves exactly as before. An `(inline)` session with a model axis
+//! becomes a derived session holding only `model`, next to the scenario.
 //!
-//! The matrix preconditions of §5.4 are checked here: a skill-dir candidate whose basename
-//! differs from the replaced entry's basename (the mount name derives from it) is a cell error,
-//! not a usage error — the cell gets no jobs and the other cells still run.
+//! The matrix preconditions of harness-behaviour.md#matrix-axes are checked here: a skill-dir
+//! candidate whose basename differs from the replaced entry's basename (the mount name derives from
+//! it) is a cell error, not a usage error — the cell gets no jobs and the other cells still run.
 
 use serde_json::{Map, Value};
 

@@ -1,5 +1,5 @@
 //! The planner: a prepared batch and its flags → units (files or matrix cells), derived files
-//! and, lazily, jobs (contract §1.2, §5.3–§5.5).
+//! and, lazily, jobs (harness-behaviour.md#job-expansion, harness-behaviour.md#matrix).
 //!
 //! Planning is pure: no IO, no clock, no environment. It is split in two because the bundle's
 //! digest depends on the derived files the planner writes: [`plan_units`] lays the batch out
@@ -7,7 +7,8 @@
 //! the batch id, the executor and the digest. [`Plan::jobs`] then yields [`JobSpec`]s on demand,
 //! so a million-job plan costs memory per unit, not per job.
 //!
-//! Axis overrides use strategy A of choice C1 (materialize): see [`materialize`].
+//! Axis overrides use strategy A of harness-behaviour.md#choice-c1 (materialize): see
+//! [`materialize`].
 //!
 //! Eval batches are files plans whose units are scenario × arm, laid out by [`eval`]; their
 //! jobs are admitted repeat-major so that the two arms meet the same fleet conditions.
@@ -25,8 +26,9 @@ use cowork_schema::job::{CellAxes, JobCommand, JobSpec, PROTOCOL_VERSION, Tier};
 
 use crate::prepared::{PreparedBatch, PreparedMatrix, PreparedScenario};
 
-/// Margin added to a scenario's own `timeout_ms` for the job's wall-clock limit (C13): room for
-/// sandbox start-up, staging and artifact collection around the agent run.
+/// Margin added to a scenario's own `timeout_ms` for the job's wall-clock limit
+/// (harness-behaviour.md#choice-c13): room for sandbox start-up, staging and artifact collection
+/// around the agent run.
 pub const JOB_TIMEOUT_MARGIN_MS: u64 = 120_000;
 /// Job wall-clock limit when neither `--job-timeout` nor the scenario's `timeout_ms` sets one.
 pub const DEFAULT_JOB_TIMEOUT_MS: u64 = 30 * 60 * 1000;
@@ -50,19 +52,20 @@ pub struct DerivedFile {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanUnit {
     pub unit: UnitRef,
-    /// Effective scenario name (rule N1).
+    /// Effective scenario name (harness-behaviour.md#scenario-name).
     pub scenario_name: String,
-    /// The rollup's `scenario`: the name, or `<name> [<axesLabel>]` for a matrix cell (§5.5).
+    /// The rollup's `scenario`: the name, or `<name> [<axesLabel>]` for a matrix cell
+    /// (harness-behaviour.md#matrix-naming).
     pub label: String,
     /// The cell's axes (matrix plans only).
     pub axes: Option<CellAxes>,
     /// Bundle path of the scenario the jobs run: the derived file for a cell with overrides.
     pub scenario_file: String,
     pub tier: Tier,
-    /// A pre-execution cell error (§5.8): the override cannot be applied, so the cell has no
-    /// jobs and counts as failed.
+    /// A pre-execution cell error (harness-behaviour.md#matrix-repeat): the override cannot be
+    /// applied, so the cell has no jobs and counts as failed.
     pub cell_error: Option<String>,
-    /// The job's wall-clock limit (C13).
+    /// The job's wall-clock limit (harness-behaviour.md#choice-c13).
     pub timeout_ms: u64,
     /// The eval arm the unit runs (eval plans only).
     pub arm: Option<crate::eval::Arm>,
@@ -79,7 +82,7 @@ pub struct PlanLayout {
     pub requested_cells: u32,
     pub truncated: bool,
     pub derived_files: Vec<DerivedFile>,
-    /// Flags every job passes to the CLI after the scenario (contract §1.3).
+    /// Flags every job passes to the CLI after the scenario (harness-behaviour.md#job-invocation).
     pub forwarded_flags: Vec<String>,
 }
 
@@ -116,8 +119,8 @@ pub struct Plan {
     /// Resume generation (0 until `cowork resume`); every job carries it.
     pub generation: u32,
     /// Admission order: repeat-major (every unit's run 0, then every unit's run 1, …) when
-    /// set, unit-major otherwise. Eval plans set it so that the arms' jobs alternate (brief §8);
-    /// the reducer folds per unit in repeat-index order either way.
+    /// set, unit-major otherwise. Eval plans set it so that the arms' jobs alternate
+    /// (decisions.md#eval-design); the reducer folds per unit in repeat-index order either way.
     pub interleave: bool,
 }
 
@@ -240,7 +243,8 @@ fn matrix_layout(
         return None;
     };
     let tier = tier_of(scenario, mode, errors)?;
-    // An absent or empty axis contributes one "no override" value (§5.3).
+    // An absent or empty axis contributes one "no override" value
+    // (harness-behaviour.md#matrix-expansion).
     let axis = |values: &Option<Vec<String>>| -> Vec<Option<usize>> {
         match values {
             Some(values) if !values.is_empty() => (0..values.len()).map(Some).collect(),
@@ -266,7 +270,8 @@ fn matrix_layout(
     let mut units = Vec::with_capacity(kept as usize);
     let mut derived_files = Vec::new();
     for cell in 0..kept {
-        // Baselines outermost, then models, then skill_dirs innermost (§5.3).
+        // Baselines outermost, then models, then skill_dirs innermost
+        // (harness-behaviour.md#matrix-expansion).
         let index = cell as usize;
         let baseline = baselines[index / n_inner];
         let model = models[(index / skill_dirs.len()) % models.len()];
@@ -338,8 +343,8 @@ fn tier_of(
     tier
 }
 
-/// The job wall-clock limit (C13): `--job-timeout`, else the scenario's `timeout_ms` plus a
-/// margin, else a default.
+/// The job wall-clock limit (harness-behaviour.md#choice-c13): `--job-timeout`, else the scenario's
+/// `timeout_ms` plus a margin, else a default.
 fn job_timeout_ms(flags: &BatchFlags, scenario: &PreparedScenario) -> u64 {
     match (flags.job_timeout_ms, scenario.scenario.timeout_ms) {
         (Some(ms), _) => ms,
@@ -348,7 +353,8 @@ fn job_timeout_ms(flags: &BatchFlags, scenario: &PreparedScenario) -> u64 {
     }
 }
 
-/// The per-job flags of contract §1.3, in a fixed order; batch flags are never forwarded.
+/// The per-job flags of harness-behaviour.md#job-invocation, in a fixed order; batch flags are
+/// never forwarded.
 fn forwarded_flags(
     flags: &BatchFlags,
     mode: BatchMode,
@@ -444,7 +450,8 @@ impl Plan {
         self.repeat.unwrap_or(1)
     }
 
-    /// Jobs in the plan: units without a cell error × runs per unit (§1.2.4).
+    /// Jobs in the plan: units without a cell error × runs per unit (step 4 of
+    /// harness-behaviour.md#job-expansion).
     pub fn n_jobs(&self) -> u64 {
         let runnable = self
             .units
@@ -456,7 +463,7 @@ impl Plan {
 
     /// Every job, built on demand, in (unit index, repeat index) order, or in (repeat index,
     /// unit index) order when [`Plan::interleave`] is set. Units with a cell error have no jobs
-    /// (§5.8).
+    /// (harness-behaviour.md#matrix-repeat).
     pub fn jobs(&self) -> impl Iterator<Item = JobSpec> + '_ {
         let runs = self.runs_per_unit();
         let runnable: Vec<&PlanUnit> = self

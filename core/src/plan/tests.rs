@@ -1,4 +1,5 @@
-//! Planner tests, named after the contract's test cases where one applies. Everything is built
+//! Planner tests, named after the reference test cases (harness-behaviour.md#test-cases) where
+//! one applies. Everything is built
 //! in memory: the planner does no IO.
 
 use std::collections::BTreeSet;
@@ -214,7 +215,8 @@ fn tc_32_cap_and_truncation_expansion() {
         (2, 2, false)
     );
 
-    // Duplicate values are allowed and give duplicate cells (contract §5.2).
+    // Duplicate values are allowed and give duplicate cells
+    // (harness-behaviour.md#matrix-validation).
     let batch = matrix_batch(simple_scenario(), "{models: [a, a]}", &[]);
     assert_eq!(cell_axes(&layout_of(&batch)), ["0 -,a,-", "1 -,a,-"]);
 }
@@ -278,7 +280,8 @@ fn derived_scenario_keeps_name_and_relative_paths() {
     assert_eq!(unit.scenario_file, "scenarios/.cowork-cell-0-t.yaml");
 
     let scenario = derived_json(&layout, "scenarios/.cowork-cell-0-t.yaml");
-    // The effective name is written explicitly (N1), first, and the rest keeps its order.
+    // The effective name is written explicitly (harness-behaviour.md#scenario-name), first, and the
+    // rest keeps its order.
     let keys: Vec<&String> = scenario.as_object().expect("object").keys().collect();
     assert_eq!(keys, ["name", "prompt", "baseline", "session"]);
     assert_eq!(scenario["name"], "t");
@@ -771,8 +774,8 @@ fn tc_38_flag_validation() {
         },
         "ok",
     );
-    // Fleet deviation (C11): the CLI accepts `--matrix … --decider-dir …` at concurrency 1; the
-    // fleet refuses every external decider.
+    // Fleet deviation (harness-behaviour.md#choice-c11): the CLI accepts `--matrix … --decider-dir
+    // …` at concurrency 1; the fleet refuses every external decider.
     check_flags(
         RawFlags {
             matrix: some("m.yaml"),
@@ -781,7 +784,7 @@ fn tc_38_flag_validation() {
         },
         &format!("--decider-dir: {c11}"),
     );
-    // "Needs" checks compare with the default.
+    // "Needs" checks compare with the default (harness-behaviour.md#default-compare).
     check_flags(
         RawFlags {
             min_pass_rate: some("1"),
@@ -824,7 +827,7 @@ fn validated_flags_carry_values() {
     };
     let flags = validate_flags(&raw).expect("valid flags");
     assert_eq!(flags.repeat, Some(3));
-    // `--min-pass-rate=` reads as 0.
+    // `--min-pass-rate=` reads as 0 (harness-behaviour.md#js-number-flags).
     assert_eq!(flags.min_pass_rate, 0.0);
     assert_eq!(flags.max_budget_usd, Some(0.25));
     assert_eq!(flags.max_cells, 100);

@@ -1,21 +1,25 @@
 //! [`BatchReducer`]: every unit of a batch, folded into the envelope's batch key, `ok` and exit
-//! code (contract §4.5, §5.6–§5.11, §7.1, §7.3).
+//! code (harness-behaviour.md#batch-verdict, harness-behaviour.md#matrix,
+//! harness-behaviour.md#envelope-success, harness-behaviour.md#exit-codes).
 //!
 //! Four modes, chosen by the [`BatchShape`]:
 //! - files + repeat: one [`RepeatRollup`] per file → `rollups`; ok iff every rollup passes.
 //! - plain files: ok iff there are results and every one passes. An unanswered or erroring job
 //!   mirrors the CLI, which runs the files of a directory in order and aborts the whole
-//!   invocation at the first file that throws (contract §6.6, A-15): the batch gets `error`
-//!   (naming the file when there are several), `results: []` like the CLI's error envelope, and
-//!   exit 2 (3 for a `boundary` error, as on a single run). Outcomes of later files are reported
-//!   as discarded.
-//! - plain matrix: one [`MatrixCellResult`] per cell → `matrix` (§5.6, §5.7).
+//!   invocation at the first file that throws (harness-behaviour.md#independent-units,
+//!   harness-behaviour.md#dir-target-yaml): the batch gets `error` (naming the file when there are
+//!   several), `results: []` like the CLI's error envelope, and exit 2 (3 for a `boundary` error,
+//!   as on a single run). Outcomes of later files are reported as discarded.
+//! - - plain matrix: one [`MatrixCellResult`] per cell → `matrix`
+//!   (harness-behaviour.md#matrix-cell, harness-behaviour.md#matrix-rollup).
 //! - matrix + repeat: one [`RepeatRollup`] or pre-execution error per cell → `matrixRepeat`
-//!   (§5.8). An exception inside an iteration is an early stop of that cell, not a cell error.
+//!   (harness-behaviour.md#matrix-repeat). An exception inside an iteration is an early stop of
+//!   that cell, not a cell error.
 //!
 //! Inside repeat and matrix batches every in-run exception becomes an early stop or a cell
-//! error, so those batches exit 0 or 1, never 3 (§1.6, §5.10). `results` lists the folded
-//! completed runs in (unit index, repeat index) order (choice C3).
+//! error, so those batches exit 0 or 1, never 3 (harness-behaviour.md#outcome-classes,
+//! harness-behaviour.md#matrix-exit-codes). `results` lists the folded completed runs in (unit
+//! index, repeat index) order (harness-behaviour.md#choice-c3).
 
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::EnvelopeError;
@@ -40,13 +44,13 @@ pub enum ShapeKind {
 /// One unit (file or cell) of a batch, as planned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnitShape {
-    /// Scenario name for a file; `"<name> [<axesLabel>]"` for a cell (contract §5.5). It is
-    /// the rollup's `scenario`.
+    /// Scenario name for a file; `"<name> [<axesLabel>]"` for a cell
+    /// (harness-behaviour.md#matrix-naming). It is the rollup's `scenario`.
     pub label: String,
     /// The cell's axes (matrix batches).
     pub axes: Option<CellAxes>,
-    /// A pre-execution cell error (contract §5.8): the cell's overrides could not be applied,
-    /// so no job exists for it.
+    /// A pre-execution cell error (harness-behaviour.md#matrix-repeat): the cell's overrides could
+    /// not be applied, so no job exists for it.
     pub cell_error: Option<String>,
 }
 
@@ -124,7 +128,7 @@ pub struct NotComplete {
     pub unit: u32,
 }
 
-/// A job whose outcome was left out of every rollup (contract §6.3).
+/// A job whose outcome was left out of every rollup (harness-behaviour.md#safe-cancellation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DiscardedJob {
     pub unit: u32,
@@ -140,12 +144,12 @@ pub struct BatchReduction {
     pub rollups: Option<Vec<RepeatRollup>>,
     pub matrix: Option<MatrixRollup>,
     pub matrix_repeat: Option<MatrixRepeatRollup>,
-    /// The envelope's `ok` (contract §7.1).
+    /// The envelope's `ok` (harness-behaviour.md#envelope-success).
     pub ok: bool,
-    /// The batch's exit code (contract §7.3).
+    /// The batch's exit code (harness-behaviour.md#exit-codes).
     pub exit_code: i32,
     /// The envelope's `results[]`: (unit index, repeat index) of every folded completed run,
-    /// in that order (choice C3).
+    /// in that order (harness-behaviour.md#choice-c3).
     pub results: Vec<(u32, Option<u32>)>,
     /// Overshoot and outcomes after an aborting file, in (unit, repeat index) order.
     pub discarded: Vec<DiscardedJob>,
@@ -319,8 +323,9 @@ impl BatchReducer {
     }
 
     /// The stop index of a unit once it is decided: jobs of that unit with a higher repeat
-    /// index may be cancelled (contract §6.3). A plain unit is decided (`Some(0)`) once its
-    /// job's outcome arrived; a cell with a pre-execution error never is (it has no jobs).
+    /// index may be cancelled (harness-behaviour.md#safe-cancellation). A plain unit is decided
+    /// (`Some(0)`) once its job's outcome arrived; a cell with a pre-execution error never is (it
+    /// has no jobs).
     pub fn unit_decided(&self, unit_idx: u32) -> Option<u32> {
         match self.units.get(unit_idx as usize)? {
             UnitState::Repeat(fold) => fold.decided(),
@@ -347,8 +352,8 @@ impl BatchReducer {
     }
 
     /// Stops every open repeat unit as a budget stop, keeping what each folded (the batch-wide
-    /// budget, C6). Returns the labels of the units it stopped. Plain units (no `--repeat`)
-    /// are not affected: a batch budget needs `--repeat`.
+    /// budget, harness-behaviour.md#choice-c6). Returns the labels of the units it stopped. Plain
+    /// units (no `--repeat`) are not affected: a batch budget needs `--repeat`.
     pub fn stop_for_batch_budget(&mut self) -> Vec<String> {
         let mut stopped = Vec::new();
         for state in &mut self.units {
@@ -543,7 +548,7 @@ impl BatchReducer {
             }
         }
         if let Some(error) = &reduction.error {
-            // The CLI's error envelope has no results (contract §7.2).
+            // The CLI's error envelope has no results (harness-behaviour.md#envelope-error).
             for (unit, _) in std::mem::take(&mut reduction.results) {
                 if let UnitState::Plain(Some(outcome)) = &self.units[unit as usize] {
                     reduction.discarded.push(discarded_plain(unit, outcome));
@@ -569,7 +574,7 @@ impl BatchReducer {
             &self.shape.judging,
         );
         // The CLI's exit code follows every result's verdict, so an (unreachable) empty batch
-        // exits 0 with `ok: false` (contract A-20).
+        // exits 0 with `ok: false` (harness-behaviour.md#empty-results-ok).
         reduction.exit_code = if results_pass.iter().all(|pass| *pass) {
             0
         } else {
@@ -683,7 +688,7 @@ fn discarded_plain(unit: u32, outcome: &JobOutcome) -> DiscardedJob {
     }
 }
 
-/// A plain-matrix cell from its run (contract §5.6).
+/// A plain-matrix cell from its run (harness-behaviour.md#matrix-cell).
 fn cell_from_run(index: u32, axes: CellAxes, run: &RunView) -> MatrixCellResult {
     MatrixCellResult {
         index,
@@ -713,7 +718,7 @@ fn cell_from_run(index: u32, axes: CellAxes, run: &RunView) -> MatrixCellResult 
     }
 }
 
-/// A cell that produced no RunResult (contract §5.6).
+/// A cell that produced no RunResult (harness-behaviour.md#matrix-cell).
 fn cell_error(index: u32, axes: CellAxes, message: String) -> MatrixCellResult {
     MatrixCellResult {
         index,

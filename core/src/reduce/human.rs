@@ -1,9 +1,10 @@
-//! Human renderings of rollups for stderr (contract §4.6, §5.8).
+//! Human renderings of rollups for stderr (harness-behaviour.md#repeat-human,
+//! harness-behaviour.md#matrix-repeat).
 //!
 //! Not a contract, but useful for parity with the CLI: the layout and the rounding follow the
-//! CLI where the contract states them. Where it does not (the wording of the non-determinism
-//! warning, a cost line with only one of its two parts, the per-cell lines of the matrix table),
-//! the text here is ours.
+//! CLI where harness-behaviour.md#repeat-human states them. Where it does not (the wording of the
+//! non-determinism warning, a cost line with only one of its two parts, the per-cell lines of the
+//! matrix table), the text here is ours.
 
 use std::fmt::Write as _;
 
@@ -69,7 +70,7 @@ pub fn js_to_fixed(value: f64, digits: usize) -> String {
     text
 }
 
-/// A number as JavaScript's `String(n)` prints it (J4).
+/// A number as JavaScript's `String(n)` prints it (harness-behaviour.md#json-numbers).
 fn js_number(value: f64) -> String {
     json_number::to_value(value).to_string()
 }
@@ -91,7 +92,8 @@ fn histogram_text(rollup: &RepeatRollup) -> String {
         .join(", ")
 }
 
-/// The human summary of one repeat rollup (contract §4.6), one `\n`-terminated line each.
+/// The human summary of one repeat rollup (harness-behaviour.md#repeat-human), one `\n`-terminated
+/// line each.
 pub fn render_repeat_human(rollup: &RepeatRollup, judging: &Judging) -> String {
     let mut out = String::new();
     let verdict = if rollup_passes(rollup, judging) {
@@ -161,7 +163,7 @@ pub fn render_repeat_human(rollup: &RepeatRollup, judging: &Judging) -> String {
     out
 }
 
-/// The human table of a matrix + repeat batch (contract §5.8): the header
+/// The human table of a matrix + repeat batch (harness-behaviour.md#matrix-repeat): the header
 /// `matrix: <k>/<ranCells> cells passed[ — FAIL]`, where k counts cells whose rollup passes,
 /// then one line per cell; failing cells list their signal histogram.
 pub fn render_matrix_repeat_human(matrix: &MatrixRepeatRollup, judging: &Judging) -> String {

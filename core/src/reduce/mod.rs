@@ -1,17 +1,21 @@
-//! The reducer: job outcomes to rollups, batch verdict and exit code (contract §4, §5.6–§5.11,
-//! §6.2, §7).
+//! The reducer: job outcomes to rollups, batch verdict and exit code (harness-behaviour.md#repeat,
+//! harness-behaviour.md#matrix, harness-behaviour.md#index-order-reducer,
+//! harness-behaviour.md#envelope).
 //!
 //! Outcomes arrive in any order (workers finish when they finish, events are redelivered), but
-//! every repeat batch is folded in repeat-index order (contract §6.2, choice C2 "index"), so the
-//! rollup is the one the CLI would have computed from the same runs: same `sampleFailure`, same
-//! first-seen orders, same floating-point sums. Each outcome is folded as soon as every lower
-//! index is resolved and then dropped; only outcomes waiting for a lower index are buffered, so
-//! memory is O(units + out-of-order window), not O(outcomes).
+//! every repeat batch is folded in repeat-index order (harness-behaviour.md#index-order-reducer,
+//! harness-behaviour.md#choice-c2 "index"), so the rollup is the one the CLI would have computed
+//! from the same runs: same `sampleFailure`, same first-seen orders, same floating-point sums. Each
+//! outcome is folded as soon as every lower index is resolved and then dropped; only outcomes
+//! waiting for a lower index are buffered, so memory is O(units + out-of-order window), not
+//! O(outcomes).
 //!
 //! Modules:
-//! - [`repeat`]: [`RepeatFold`], the incremental §4.2 / §6.2 loop for one file or cell.
+//! - - [`repeat`]: [`RepeatFold`], the incremental harness-behaviour.md#repeat-loop /
+//!   harness-behaviour.md#index-order-reducer loop for one file or cell.
 //! - [`batch`]: [`BatchReducer`], the whole batch (files or matrix, with or without repeat).
-//! - [`human`]: the stderr renderings of §4.6 and §5.8 and JavaScript's `toFixed`.
+//! - - [`human`]: the stderr renderings of harness-behaviour.md#repeat-human and
+//!   harness-behaviour.md#matrix-repeat and JavaScript's `toFixed`.
 //!
 //! Pure: no IO, no clock, no environment, no async.
 
@@ -28,16 +32,18 @@ pub use batch::{
 pub use human::{js_to_fixed, render_matrix_repeat_human, render_repeat_human};
 pub use repeat::{DiscardedRun, RepeatFold};
 
-/// The stop rules of one repeat batch (contract §4.1, §4.2). They apply per file and per cell.
+/// The stop rules of one repeat batch (harness-behaviour.md#repeat-flags,
+/// harness-behaviour.md#repeat-loop). They apply per file and per cell.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StopRules {
     /// `--stop-on-diverge`.
     pub stop_on_diverge: bool,
-    /// `--max-budget-usd`, per file / per cell (contract C6).
+    /// `--max-budget-usd`, per file / per cell (harness-behaviour.md#choice-c6).
     pub max_budget_usd: Option<f64>,
 }
 
-/// How rollups and matrices are judged (contract §4.5, §5.7).
+/// How rollups and matrices are judged (harness-behaviour.md#batch-verdict,
+/// harness-behaviour.md#matrix-rollup).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Judging {
     /// `--min-pass-rate` (default 1.0).
@@ -57,14 +63,14 @@ pub enum Offer {
     Buffered,
     /// This index was already offered; the first outcome wins.
     Duplicate,
-    /// The index lies beyond its unit's stop index (overshoot, contract §6.3): it is reported,
-    /// never folded.
+    /// The index lies beyond its unit's stop index (overshoot,
+    /// harness-behaviour.md#safe-cancellation): it is reported, never folded.
     Discarded,
     /// No job of this batch has this unit and repeat index (a caller bug); ignored.
     Unexpected,
 }
 
-/// `rollupPasses` (contract §4.5).
+/// `rollupPasses` (harness-behaviour.md#batch-verdict).
 pub fn rollup_passes(rollup: &RepeatRollup, judging: &Judging) -> bool {
     match rollup.stopped_early {
         Some(StopReason::Diverged | StopReason::Unanswered | StopReason::Error) => false,
@@ -73,7 +79,7 @@ pub fn rollup_passes(rollup: &RepeatRollup, judging: &Judging) -> bool {
     }
 }
 
-/// `armLabel` (contract §4.4): the suffix of the human verdict line.
+/// `armLabel` (harness-behaviour.md#provenance): the suffix of the human verdict line.
 pub fn arm_label(rollup: &RepeatRollup) -> String {
     let ablated = rollup.provenance.ablated_runs;
     if rollup.completed == 0 || ablated == 0 {
@@ -95,8 +101,8 @@ pub struct EnvelopeKeys<'a> {
     pub matrix_repeat: Option<&'a MatrixRepeatRollup>,
 }
 
-/// The envelope's `ok` (contract §7.1): `matrixRepeat` wins over `matrix`, which wins over
-/// `rollups`; without a batch key, every result must pass and there must be one.
+/// The envelope's `ok` (harness-behaviour.md#envelope-success): `matrixRepeat` wins over `matrix`,
+/// which wins over `rollups`; without a batch key, every result must pass and there must be one.
 pub fn envelope_ok(keys: &EnvelopeKeys<'_>, judging: &Judging) -> bool {
     if let Some(matrix_repeat) = keys.matrix_repeat {
         return !matrix_repeat.any_fail;

@@ -1,5 +1,6 @@
-//! [`RepeatFold`]: the reference loop of contract §4.2 as an incremental, index-order reducer
-//! (§6.2) for one scenario file or one matrix cell.
+//! [`RepeatFold`]: the reference loop of harness-behaviour.md#repeat-loop as an incremental,
+//! index-order reducer (harness-behaviour.md#index-order-reducer) for one scenario file or one
+//! matrix cell.
 //!
 //! Outcomes may be offered in any order. The fold keeps a cursor `next` (every index below it is
 //! resolved), folds the outcome at `next` as soon as it arrives, then drains any buffered
@@ -21,13 +22,14 @@ use super::{Offer, StopRules};
 #[derive(Clone, Debug, PartialEq)]
 pub struct DiscardedRun {
     pub index: u32,
-    /// `cost.usd` of a discarded completed run: money spent outside the rollup (contract §6.3).
+    /// `cost.usd` of a discarded completed run: money spent outside the rollup
+    /// (harness-behaviour.md#safe-cancellation).
     pub cost_usd: Option<f64>,
     /// `true` when the discarded outcome was a completed run (not an error or unanswered gate).
     pub completed: bool,
 }
 
-/// Running counts of one assertion position (contract §4.3 `perAssertion`).
+/// Running counts of one assertion position (`perAssertion`, harness-behaviour.md#per-assertion).
 #[derive(Clone, Debug, Default)]
 struct AssertionTally {
     passes: u32,
@@ -37,7 +39,7 @@ struct AssertionTally {
     sample_failure: Option<String>,
 }
 
-/// The running state of §4.2 over the folded prefix.
+/// The running state of harness-behaviour.md#repeat-loop over the folded prefix.
 #[derive(Clone, Debug, Default)]
 struct Tally {
     completed: u32,
@@ -150,11 +152,13 @@ impl RepeatFold {
         });
     }
 
-    /// One iteration of §4.2 / §6.2 at `index == self.next`.
+    /// One iteration of harness-behaviour.md#repeat-loop / harness-behaviour.md#index-order-reducer
+    /// at `index == self.next`.
     fn resolve(&mut self, index: u32, outcome: JobOutcome) {
         self.next = index + 1;
         let stop = match outcome {
-            // Step 1: a throwing iteration is not folded and its spend is not counted.
+            // Step 1 of harness-behaviour.md#repeat-loop: a throwing iteration is not folded and
+            // its spend is not counted.
             JobOutcome::Unanswered { .. } => Some(StopReason::Unanswered),
             JobOutcome::Error { .. } => Some(StopReason::Error),
             JobOutcome::Completed { run } => self.fold(index, run),
@@ -166,7 +170,8 @@ impl RepeatFold {
         }
     }
 
-    /// Steps 2 to 5 of §4.2 for a completed run; returns the stop it triggers.
+    /// Steps 2 to 5 of harness-behaviour.md#repeat-loop for a completed run; returns the stop it
+    /// triggers.
     fn fold(&mut self, index: u32, run: RunView) -> Option<StopReason> {
         let tally = &mut self.tally;
         let RunView {
@@ -239,11 +244,13 @@ impl RepeatFold {
             tally.simulated_runs += 1;
         }
 
-        // Step 4: divergence, with no "iterations remain" guard, before the budget.
+        // Step 4 of harness-behaviour.md#repeat-loop: divergence, with no "iterations remain"
+        // guard, before the budget.
         if self.rules.stop_on_diverge && tally.saw_pass && tally.saw_fail {
             return Some(StopReason::Diverged);
         }
-        // Step 5: the budget. The first unpriced run in index order disables it for good.
+        // Step 5 of harness-behaviour.md#repeat-loop: the budget. The first unpriced run in index
+        // order disables it for good.
         if let Some(cap) = self.rules.max_budget_usd {
             if cost_usd.is_none() {
                 tally.telemetry_missing = true;
@@ -256,8 +263,9 @@ impl RepeatFold {
     }
 
     /// Ends the fold with what it folded so far, as a budget stop: the batch-wide budget (a
-    /// fleet feature beside the CLI's per-unit budget, contract C6) stopped admission. Buffered
-    /// outcomes beyond the folded prefix are discarded. Returns `false` if the fold was final.
+    /// fleet feature beside the CLI's per-unit budget, harness-behaviour.md#choice-c6) stopped
+    /// admission. Buffered outcomes beyond the folded prefix are discarded. Returns `false` if the
+    /// fold was final.
     pub fn stop_for_batch_budget(&mut self) -> bool {
         if self.is_final {
             return false;
@@ -301,7 +309,7 @@ impl RepeatFold {
 
     /// The stop index k once the fold is final: the index whose outcome ended the loop (a stop
     /// rule fired or an iteration threw), or N-1. Jobs with an index above k may be cancelled
-    /// (contract §6.3).
+    /// (harness-behaviour.md#safe-cancellation).
     pub fn decided(&self) -> Option<u32> {
         self.decided
     }
@@ -349,7 +357,7 @@ impl RepeatFold {
         self.buffered.len()
     }
 
-    /// The rollup (contract §4.3), once final.
+    /// The rollup (harness-behaviour.md#repeat-rollup), once final.
     pub fn rollup(&self) -> Option<RepeatRollup> {
         if !self.is_final {
             return None;

@@ -1,5 +1,6 @@
-//! Tests of the reducer: the §10 cases it owns (named `tc_NN_…`), determinism, and a
-//! property test against a sequential reference of §4.2.
+//! Tests of the reducer: the reference test cases it owns (named `tc_NN_…`,
+//! harness-behaviour.md#test-cases), determinism, and a
+//! property test against a sequential reference of harness-behaviour.md#repeat-loop.
 
 use cowork_schema::event::JobOutcome;
 use cowork_schema::job::CellAxes;
@@ -1225,8 +1226,9 @@ fn random_outcome(rng: &mut Prng) -> JobOutcome {
     done(result(pass, extra))
 }
 
-/// A straightforward sequential implementation of the loop of §4.2 and the rollup of §4.3,
-/// written independently of `RepeatFold`. Returns the rollup and the stop index.
+/// A straightforward sequential implementation of the loop of harness-behaviour.md#repeat-loop and
+/// the rollup of harness-behaviour.md#repeat-rollup, written independently of `RepeatFold`. Returns
+/// the rollup and the stop index.
 fn reference(requested: u32, rules: StopRules, outcomes: &[JobOutcome]) -> (RepeatRollup, u32) {
     let mut folded: Vec<&RunView> = Vec::new();
     let mut spent = 0.0;

@@ -17,12 +17,14 @@
 //!
 //! Every renderer is a pure function of its input: no IO, no clock, and the same input gives the
 //! same bytes, so tests compare exact fragments. Simulated runs are never presented as real
-//! (brief §6): each format says so at the top when any run of the batch was simulated.
+//! (decisions.md#executors): each format says so at the top when any run of the batch was
+//! simulated.
 //!
-//! Rollups are the source of truth for counts and verdicts (contract §4.3, §5.6–§5.8); results
-//! are read only for what rollups do not hold: durations, per-run failure messages and signal
-//! messages. A run counts as folded when the rollup folded its repeat index (index order,
-//! contract §6.2) and the envelope does not list it as discarded.
+//! Rollups are the source of truth for counts and verdicts (harness-behaviour.md#repeat-rollup,
+//! harness-behaviour.md#matrix); results are read only for what rollups do not hold: durations,
+//! per-run failure messages and signal messages. A run counts as folded when the rollup folded its
+//! repeat index (index order, harness-behaviour.md#index-order-reducer) and the envelope does not
+//! list it as discarded.
 //!
 //! A batch that never finished (interrupted, cancelled) has no stored rollup; its loader judges
 //! the runs that finished with the same reducer and marks the report [`Incomplete`], naming
@@ -113,7 +115,7 @@ pub struct StoredRun {
     /// The result as stored (key order kept); `null` when the run ended without one.
     pub result: Value,
     /// Listed in the envelope's `fleet.discarded`: stored, but left out of every rollup
-    /// (overshoot after an early stop, contract §6.3).
+    /// (overshoot after an early stop, harness-behaviour.md#safe-cancellation).
     pub discarded: bool,
     /// How the run ended.
     pub outcome: RunOutcome,
@@ -324,7 +326,8 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) pass_rate: Option<f64>,
     pub(crate) status: UnitStatus,
     pub(crate) stopped_early: Option<StopReason>,
-    /// The arm label of contract §4.4 (`""`, ` [ABLATED — control arm]`, ` [MIXED ARMS: …]`).
+    /// The arm label of harness-behaviour.md#provenance (`""`, ` [ABLATED — control arm]`, ` [MIXED
+    /// ARMS: …]`).
     pub(crate) arm_label: String,
     pub(crate) cost_usd: Option<f64>,
     pub(crate) tokens: Option<f64>,
@@ -604,8 +607,8 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     };
     let kind = plan.kind;
     let mut units = Vec::with_capacity(plan.units.len());
-    // A plain files batch stops at the first file that threw (contract §7.2): that file gets
-    // the envelope's error, later files were never run.
+    // A plain files batch stops at the first file that threw (harness-behaviour.md#envelope-error):
+    // that file gets the envelope's error, later files were never run.
     let mut plain_error = input
         .envelope
         .error
@@ -815,7 +818,7 @@ fn fill_from_repeat<'a>(
         UnitStatus::Failed
     };
     // The reducer folds in index order without gaps, so the folded runs are exactly the
-    // repeat indices below `completed` (contract §6.2).
+    // repeat indices below `completed` (harness-behaviour.md#index-order-reducer).
     report.runs = runs_of_unit
         .iter()
         .copied()
@@ -872,7 +875,8 @@ fn provenance_of_run(report: &mut UnitReport<'_>, result: &Value) {
     report.skills = vec![cowork_schema::run_result::provenance_skill(result).to_owned()];
 }
 
-/// `verdict.pass` as persisted; a result without one never counts as a pass (contract §2).
+/// `verdict.pass` as persisted; a result without one never counts as a pass
+/// (harness-behaviour.md#runresult-fields).
 fn run_passes(result: &Value) -> bool {
     result
         .get("verdict")
@@ -934,7 +938,7 @@ pub(crate) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String
 }
 
 /// The failure lines of one failing run, for JUnit bodies: `verdict.failures[]` as persisted
-/// (contract §3.4), else its failing assertions and fail signals.
+/// (harness-behaviour.md#verdict-failures), else its failing assertions and fail signals.
 pub(crate) fn run_failure_lines(result: &Value) -> Vec<String> {
     let persisted = result
         .get("verdict")
@@ -1140,7 +1144,7 @@ pub fn seconds(ms: Option<f64>) -> String {
     ms.map_or_else(|| "-".to_owned(), |ms| format!("{:.1} s", ms / 1000.0))
 }
 
-/// A number as JavaScript's `String(n)` prints it (J4): `0.8`, `1`.
+/// A number as JavaScript's `String(n)` prints it (harness-behaviour.md#json-numbers): `0.8`, `1`.
 pub(crate) fn js_number(value: f64) -> String {
     json_number::to_value(value).to_string()
 }

@@ -1,12 +1,14 @@
-//! Per-run verdict port (contract §3.1–§3.6) for results that lack a persisted `verdict`.
+//! Per-run verdict port (harness-behaviour.md#verdict) for results that lack a persisted `verdict`.
 //!
-//! The persisted verdict is the source of truth (§3.7); this port exists only for legacy
-//! results written before the field existed. It reproduces the mirror's 19 signal codes in the
-//! emission order of §3.3, the `failures[]` of §3.4, the guard roster of §3.5 and `outcome` of
-//! §3.6. Views built from a re-derived verdict are marked `verdict_rederived`.
+//! The persisted verdict is the source of truth (harness-behaviour.md#verdict-source); this port
+//! exists only for legacy results written before the field existed. It reproduces the mirror's 19
+//! signal codes in the emission order of harness-behaviour.md#signal-order, the `failures[]` of
+//! harness-behaviour.md#verdict-failures, the guard roster of harness-behaviour.md#guard-roster and
+//! `outcome` of harness-behaviour.md#run-outcome. Views built from a re-derived verdict are marked
+//! `verdict_rederived`.
 //!
-//! Gaps (the contract does not give the data, so this port does what the contract says and no
-//! more):
+//! Gaps (harness-behaviour.md#verdict does not give the data, so this port does what it says
+//! and no more):
 //! - Signal messages other than `assertion`'s are not specified; ours are descriptive English.
 //!   Pass/fail, codes, severities and order are what the reducer reads, and they are exact.
 //! - `ended_with_question`: "an `output`-class file that counts as delivered by location" is read
@@ -14,7 +16,7 @@
 //!   is delivered by location on `remote`).
 //! - `undelivered_deliverables`: a scratchpad file counts as presented when a `presentedFiles`
 //!   entry without `leaked: true` has `from` or `to` equal to the file's path, or ending with
-//!   `/<path>`. The CLI's exact path matching is not in the contract.
+//!   `/<path>`. The CLI's exact path matching is not documented.
 //! - `transport_error`'s message varies with the assertion count and lane in the CLI; ours does
 //!   not.
 //!
@@ -26,7 +28,8 @@ use cowork_schema::run_result::{
 };
 use serde_json::{Map, Value};
 
-/// Which lane judges the run (contract §3.1). Batch members are always judged on `Live`.
+/// Which lane judges the run (harness-behaviour.md#verdict-pass-rule). Batch members are always
+/// judged on `Live`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     /// A live run: every check applies.
@@ -52,7 +55,7 @@ impl Severity {
     }
 }
 
-/// One verdict signal (contract §3.2).
+/// One verdict signal (harness-behaviour.md#signal-catalogue).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Signal {
     pub code: &'static str,
@@ -60,7 +63,7 @@ pub struct Signal {
     pub message: String,
 }
 
-/// Status of a guard of the roster (contract §3.5).
+/// Status of a guard of the roster (harness-behaviour.md#guard-roster).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GuardStatus {
     Ok,
@@ -88,7 +91,7 @@ pub struct Guard {
     pub status: GuardStatus,
 }
 
-/// One flat failure reason (contract §3.4).
+/// One flat failure reason (harness-behaviour.md#verdict-failures).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     /// First key of the failing assertion; `None` for guards and for `{}`.
@@ -169,7 +172,8 @@ impl Verdict {
     }
 }
 
-/// Verdict-modifier keys: no-op assertions that only suppress a default fail (contract §3.2).
+/// Verdict-modifier keys: no-op assertions that only suppress a default fail
+/// (harness-behaviour.md#signal-catalogue).
 const VERDICT_MODIFIERS: [&str; 7] = [
     "allow_permissive_auto_allow",
     "allow_missing_capability",
@@ -190,7 +194,7 @@ fn assertion_objects(result: &Value) -> impl Iterator<Item = &Map<String, Value>
         .filter_map(|entry| entry.get("assertion").and_then(Value::as_object))
 }
 
-/// Some assertion defines `key` (contract §3.2 "authored").
+/// Some assertion defines `key` (harness-behaviour.md#signal-catalogue "authored").
 fn authored(result: &Value, key: &str) -> bool {
     assertion_objects(result).any(|object| object.contains_key(key))
 }
@@ -221,8 +225,9 @@ fn joined_strings(items: &[Value]) -> String {
         .join(", ")
 }
 
-/// `?` not immediately followed by an ASCII word character or one of `=&/#` (contract §3.2
-/// `ended_with_question`; the JavaScript `\w` class is ASCII-only).
+/// `?` not immediately followed by an ASCII word character or one of `=&/#`
+/// (harness-behaviour.md#signal-catalogue `ended_with_question`; the JavaScript `\w` class is
+/// ASCII-only).
 fn contains_question(text: &str) -> bool {
     let mut chars = text.chars().peekable();
     while let Some(current) = chars.next() {
@@ -238,7 +243,7 @@ fn contains_question(text: &str) -> bool {
     false
 }
 
-/// Derives the verdict of `result` on `lane` (contract §3.1–§3.5).
+/// Derives the verdict of `result` on `lane` (harness-behaviour.md#verdict).
 pub fn derive(result: &Value, lane: Lane) -> Verdict {
     let mut signals: Vec<Signal> = Vec::new();
     let mut push = |code: &'static str, severity: Severity, message: String| {
@@ -581,7 +586,7 @@ fn was_presented(presented: &[Value], path: &str) -> bool {
     })
 }
 
-/// The fixed four-entry guard roster (contract §3.5).
+/// The fixed four-entry guard roster (harness-behaviour.md#guard-roster).
 fn guards(result: &Value, lane: Lane, signals: &[Signal]) -> Vec<Guard> {
     let replay = lane == Lane::Replay;
     let fired = |code: &str| signals.iter().any(|signal| signal.code == code);
@@ -614,7 +619,7 @@ fn guards(result: &Value, lane: Lane, signals: &[Signal]) -> Vec<Guard> {
     } else if scan.is_none() {
         GuardStatus::Unverified
     } else if non_empty_array(scan.and_then(|scan| scan.get("outputsDeletes"))).is_some() {
-        // Fired even when the signal was suppressed (contract §3.5).
+        // Fired even when the signal was suppressed (harness-behaviour.md#guard-roster).
         GuardStatus::Fired
     } else {
         GuardStatus::Ok
@@ -639,7 +644,7 @@ fn guards(result: &Value, lane: Lane, signals: &[Signal]) -> Vec<Guard> {
     ]
 }
 
-/// `failures[]` of a failing verdict (contract §3.4).
+/// `failures[]` of a failing verdict (harness-behaviour.md#verdict-failures).
 fn failures(result: &Value, signals: &[Signal]) -> Vec<Failure> {
     let mut failures = Vec::new();
     for entry in result
@@ -697,7 +702,8 @@ fn failures(result: &Value, signals: &[Signal]) -> Vec<Failure> {
     failures
 }
 
-/// `outcome` (contract §3.6) of `result` judged by `verdict`; `None` when there is no verdict.
+/// `outcome` (harness-behaviour.md#run-outcome) of `result` judged by `verdict`; `None` when there
+/// is no verdict.
 pub fn outcome(result: &Value, verdict: Option<&Verdict>) -> Option<&'static str> {
     let verdict = verdict?;
     let no_deliverable = verdict
@@ -712,8 +718,9 @@ pub fn outcome(result: &Value, verdict: Option<&Verdict>) -> Option<&'static str
 }
 
 /// The reducer's view of a result: from its persisted verdict when there is one, else from a
-/// verdict re-derived on the live lane (batch members are always judged live, §3.1) and marked
-/// `verdict_rederived` (§3.7).
+/// verdict re-derived on the live lane (batch members are always judged live,
+/// harness-behaviour.md#verdict-pass-rule) and marked `verdict_rederived`
+/// (harness-behaviour.md#verdict-source).
 pub fn view_with_rederived_verdict(result: &Value) -> Result<RunView, RunViewError> {
     match RunView::from_result(result) {
         Err(RunViewError::NoVerdict) => {
@@ -729,8 +736,9 @@ pub fn view_with_rederived_verdict(result: &Value) -> Result<RunView, RunViewErr
 }
 
 /// Returns `result` with a re-derived `outcome` and `verdict` appended when it has no persisted
-/// verdict, so an envelope entry always carries one (contract §7.1); otherwise unchanged. The
-/// re-derivation is disclosed by the view's `verdict_rederived`, not inside the result.
+/// verdict, so an envelope entry always carries one (harness-behaviour.md#envelope-success);
+/// otherwise unchanged. The re-derivation is disclosed by the view's `verdict_rederived`, not
+/// inside the result.
 pub fn with_rederived_verdict(result: Value, lane: Lane) -> Value {
     if result.get("verdict").is_some() {
         return result;

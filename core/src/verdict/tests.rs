@@ -5,7 +5,8 @@ use super::*;
 const SAMPLE_RUN: &str = include_str!("../../tests/fixtures/verdict/sample-run-result.json");
 const SAMPLE_REPLAY: &str = include_str!("../../tests/fixtures/verdict/sample-replay-result.json");
 
-/// A clean live result: `scan` present so that `scan_unavailable` does not fire (contract §10).
+/// A clean live result: `scan` present so that `scan_unavailable` does not fire
+/// (harness-behaviour.md#test-cases).
 fn clean() -> Value {
     json!({
         "scenario": "s",

@@ -1,4 +1,5 @@
-//! `DirArtifactStore`: the store layout of brief §5 under a local directory (default `.cowork/`).
+//! `DirArtifactStore`: the store layout of decisions.md#storage under a local directory (default
+//! `.cowork/`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -145,7 +146,7 @@ fn list_sync(root: &Path, prefix: &str) -> Result<Vec<String>, ArtifactError> {
     Ok(keys)
 }
 
-/// Runs blocking file IO off the async executor (style rule 15).
+/// Runs blocking file IO off the async executor, in `spawn_blocking`.
 async fn blocking<T: Send + 'static>(
     key: &str,
     work: impl FnOnce() -> Result<T, ArtifactError> + Send + 'static,

@@ -1,5 +1,5 @@
 //! `NatsConfig`: where the NATS server is, how to authenticate, and the names and tuning of the
-//! JetStream streams, consumers and buckets of brief §4.
+//! JetStream streams, consumers and buckets of decisions.md#wire-protocol.
 //!
 //! The field names reuse JetStream's vocabulary (stream, `ack_wait`, `max_deliver`,
 //! `max_ack_pending`) so an operator can map them one to one onto `nats stream info` and

@@ -1,4 +1,4 @@
-//! The distributed implementations of the ports on NATS JetStream (brief §4).
+//! The distributed implementations of the ports on NATS JetStream (decisions.md#wire-protocol).
 //!
 //! Modules, in reading order:
 //! - [`config`]: `NatsConfig` (server, credentials, stream and bucket names, tuning) and the

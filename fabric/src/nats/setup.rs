@@ -1,4 +1,5 @@
-//! Start-up: creates or checks the streams, tier consumers and buckets of brief §4.
+//! Start-up: creates or checks the streams, tier consumers and buckets of
+//! decisions.md#wire-protocol.
 //!
 //! Every process that connects runs this, so it must be idempotent. A stream, consumer or
 //! bucket that exists is compared with what we need. A field our semantics rely on (retention,
@@ -345,9 +346,9 @@ async fn ensure_bucket(jetstream: &Context, wanted: kv::Config) -> Result<(), Na
     Ok(())
 }
 
-/// Creates or checks everything of brief §4: the jobs and events streams, one durable pull
-/// consumer per tier and the batches and workers buckets. Safe to run from every process and
-/// any number of times.
+/// Creates or checks everything of decisions.md#wire-protocol: the jobs and events streams, one
+/// durable pull consumer per tier and the batches and workers buckets. Safe to run from every
+/// process and any number of times.
 pub async fn ensure_streams(jetstream: &Context, config: &NatsConfig) -> Result<(), NatsError> {
     let jobs_fix = format!(
         "delete it (nats stream rm {}, which drops its queued jobs) or set jobs_stream to another name",

@@ -1,5 +1,6 @@
 //! `S3Config`: where the S3 artifact store lives and how it talks to it. Plain data read from the
-//! config file (style rule 10); [`S3Config::validate`] checks it without IO.
+//! config file, each field documented with its unit, default and effect; [`S3Config::validate`]
+//! checks it without IO.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The S3 implementation of the `ArtifactStore` port, for AWS S3 and S3-compatible servers
 //! (MinIO in self-hosted setups). It behaves like the embedded `DirArtifactStore`: the same keys
-//! (brief §5), the same errors, create-if-absent with `If-None-Match: *`, and a sha256 recorded
-//! as object metadata `sha256` and checked on every read.
+//! (decisions.md#storage), the same errors, create-if-absent with `If-None-Match: *`, and a sha256
+//! recorded as object metadata `sha256` and checked on every read.
 //!
 //! Modules, in reading order:
 //! - [`config`]: `S3Config`, the plain-data settings, and their validation.

@@ -37,7 +37,8 @@ const SDK_MAX_ATTEMPTS: u32 = 2;
 /// The SDK's wait before its one retry; short because the caller's backoff does the real waiting.
 const SDK_INITIAL_BACKOFF: Duration = Duration::from_millis(200);
 /// Bodies larger than this are hashed on a blocking thread: sha256 runs at roughly 0.5–2 GB/s,
-/// so 1 MiB is about the 0.5 ms of CPU that style rule 15 allows on the runtime.
+/// so 1 MiB is about the 0.5 ms of CPU the project allows on the async runtime before work moves to
+/// `spawn_blocking`.
 const BLOCKING_DIGEST_BYTES: usize = 1024 * 1024;
 /// S3's limit on the number of parts of one multipart upload.
 const MAX_PARTS: u64 = 10_000;
@@ -578,7 +579,7 @@ fn check_ca_pem(pem: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Computes the sha256 of `bytes`, on a blocking thread when the body is large (style rule 15),
+/// Computes the sha256 of `bytes`, on a blocking thread (`spawn_blocking`) when the body is large,
 /// and hands the bytes back.
 async fn digest(key: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, String), ArtifactError> {
     if bytes.len() <= BLOCKING_DIGEST_BYTES {

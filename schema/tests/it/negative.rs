@@ -101,8 +101,8 @@ fn negative_fixtures_name_file_line_and_key() {
 
 #[test]
 fn a_session_is_not_a_scenario() {
-    // A directory target treats every YAML file as a scenario; a session file fails with
-    // errors that name its keys.
+    // A directory target treats every YAML file as a scenario
+    // (harness-behaviour.md#dir-target-yaml); a session file fails with errors that name its keys.
     let path = fixture("upstream-examples/sessions/skill.yaml");
     let errors = Scenario::from_yaml(&read(&path), &path).expect_err("a session is not a scenario");
     let joined: Vec<String> = errors.iter().map(ToString::to_string).collect();

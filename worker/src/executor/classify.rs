@@ -1,4 +1,5 @@
-//! Classifying a finished CLI process (contract §1.6, §7.3 and the measured "Real-CLI facts").
+//! Classifying a finished CLI process (harness-behaviour.md#outcome-classes,
+//! harness-behaviour.md#exit-codes and the measured behaviour of harness-behaviour.md#real-cli).
 //!
 //! This module is pure: it reads the way the process ended and the bytes it printed on stdout,
 //! and decides which outcome the job had. It does no IO, so every exit-code rule is tested
@@ -23,13 +24,15 @@ pub enum ProcessEnd {
     Exited(i32),
     /// A signal killed it (its own crash, the OOM killer, or its own `kill(0, SIGKILL)`).
     Signaled(i32),
-    /// The job's hard timeout fired and the worker killed the process group (contract C13).
+    /// The job's hard timeout fired and the worker killed the process group
+    /// (harness-behaviour.md#choice-c13).
     TimedOut { timeout_ms: u64 },
     /// The job was cancelled and the worker killed the process group.
     Cancelled,
 }
 
-/// The JSON envelope the CLI printed as its last stdout line (contract §7.1, §7.2).
+/// The JSON envelope the CLI printed as its last stdout line
+/// (harness-behaviour.md#envelope-success, harness-behaviour.md#envelope-error).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
     /// The parsed envelope, keys in their printed order.
@@ -39,7 +42,8 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// `envelope.version`, the version of the CLI that ran the job (contract W1).
+    /// `envelope.version`, the version of the CLI that ran the job
+    /// (harness-behaviour.md#cli-version-pin).
     pub fn version(&self) -> Option<String> {
         self.value
             .get("version")
@@ -141,7 +145,7 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
             }
             Some(error) => Classified::error(error.category_or(ErrorCategory::Usage), error.text()),
             // A corrupt cassette makes `replay` print a stub result with `error: null` and exit
-            // 2: the exit code is the truth (toolchain "Real-CLI facts").
+            // 2: the exit code is the truth (harness-behaviour.md#real-cli).
             None => Classified::error(
                 ErrorCategory::Usage,
                 "harness exited with code 2 but reported no error (unreadable input?)".to_owned(),
@@ -167,7 +171,7 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
     }
 }
 
-/// The `error` object of an envelope (contract §7.2).
+/// The `error` object of an envelope (harness-behaviour.md#envelope-error).
 #[derive(Debug, PartialEq)]
 struct EnvelopeError {
     category: Option<String>,

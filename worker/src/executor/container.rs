@@ -1,5 +1,7 @@
 //! The `container` executor: the harness CLI inside one container per job, through the Docker
-//! Engine API with bollard (brief §6, contract §1.3, §1.6, C8, C13).
+//! Engine API with bollard (decisions.md#executors, harness-behaviour.md#job-invocation,
+//! harness-behaviour.md#outcome-classes, harness-behaviour.md#choice-c8,
+//! harness-behaviour.md#choice-c13).
 //!
 //! One job is one container created from a configurable image. Its command line is the harness
 //! executor's (`<program> --run-dir <work_dir>/runs <cmd> <bundle_dir>/<scenario> --output-format
@@ -14,10 +16,10 @@
 //! own leftovers, never those of another worker sharing the engine.
 //!
 //! Failure mapping: a container that cannot be created or started (image missing, engine down)
-//! is `Infra { Spawn }` with `spawned == false`, so the job is retried (C8). Once started, the
-//! hard timeout (`job.timeout_ms`) and cancellation kill the container; whatever happens, it is
-//! removed before `execute` returns, and leftovers of jobs no longer running are reaped after
-//! each job (and, by the worker, at start).
+//! is `Infra { Spawn }` with `spawned == false`, so the job is retried
+//! (harness-behaviour.md#choice-c8). Once started, the hard timeout (`job.timeout_ms`) and
+//! cancellation kill the container; whatever happens, it is removed before `execute` returns, and
+//! leftovers of jobs no longer running are reaped after each job (and, by the worker, at start).
 //!
 //! Output is read through the engine's log API, so the engine's log driver must support reading
 //! (`json-file`, `local` or `journald`); the container is never pulled, and it runs the engine's
@@ -702,7 +704,7 @@ impl Drop for ContainerGuard {
     }
 }
 
-/// A spawn failure: nothing was spent, so the job may be retried (contract C8).
+/// A spawn failure: nothing was spent, so the job may be retried (harness-behaviour.md#choice-c8).
 fn spawn_failure(message: String) -> Classified {
     Classified::Infra {
         class: InfraClass::Spawn,

@@ -1,5 +1,7 @@
-//! The `harness` executor: the real `cowork-harness` CLI as a child process (brief §6,
-//! contract §1.3, §1.6, §9.4, §9.5).
+//! The `harness` executor: the real `cowork-harness` CLI as a child process
+//! (decisions.md#executors, harness-behaviour.md#job-invocation,
+//! harness-behaviour.md#outcome-classes, harness-behaviour.md#run-dir,
+//! harness-behaviour.md#uploads).
 //!
 //! One job is one process:
 //! `<program> --run-dir <work_dir>/runs <cmd> <bundle_dir>/<scenario> --output-format json [flags]`.
@@ -8,12 +10,13 @@
 //! environment is cleared and rebuilt from an allow-list, so secrets reach only the harness, and
 //! its cwd is the job's empty work dir, so no stray `./.env` can supply credentials.
 //!
-//! The job's hard timeout (contract C13) and cancellation both kill the whole process group at
-//! once; the group is also killed after the leader exits, so no grandchild outlives the job.
-//! With [`HarnessConfig::guard`] set, the process is the harness guard ([`super::guard`]),
-//! which also kills the group when this process dies, so no harness outlives the worker.
-//! Stdout and stderr are read concurrently and bounded, so a chatty child can neither deadlock on
-//! a full pipe nor exhaust memory. Classification itself is the pure [`super::classify`].
+//! The job's hard timeout (harness-behaviour.md#choice-c13) and cancellation both kill the whole
+//! process group at once; the group is also killed after the leader exits, so no grandchild
+//! outlives the job. With [`HarnessConfig::guard`] set, the process is the harness guard
+//! ([`super::guard`]), which also kills the group when this process dies, so no harness outlives
+//! the worker. Stdout and stderr are read concurrently and bounded, so a chatty child can neither
+//! deadlock on a full pipe nor exhaust memory. Classification itself is the pure
+//! [`super::classify`].
 
 use std::ffi::OsString;
 use std::io;
@@ -44,7 +47,7 @@ pub const CASSETTE_FILE_NAME: &str = "cassette.json";
 pub const DEFAULT_STDOUT_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
 /// Environment variables copied from the worker by default: what the CLI needs to find its
-/// tools and Docker, and the credentials of contract W3.
+/// tools and Docker, and the credentials of harness-behaviour.md#worker-credentials.
 pub const DEFAULT_PASSTHROUGH_ENV: &[&str] = &[
     "PATH",
     "HOME",
@@ -68,10 +71,11 @@ const PIPE_DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Size of one read from a pipe.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-/// `outDir` of a result that has no run dir (`replay`, toolchain "Real-CLI facts").
+/// `outDir` of a result that has no run dir (`replay`, harness-behaviour.md#real-cli).
 const REPLAY_OUT_DIR: &str = "(replay)";
 
-/// Run-dir files uploaded when present (contract §9.5 SHOULD), by their artifact names.
+/// Run-dir files uploaded when present (the "should" list of harness-behaviour.md#uploads), by
+/// their artifact names.
 const RUN_DIR_ARTIFACTS: &[&str] = &[
     "events.jsonl",
     "control-out.jsonl",
@@ -135,7 +139,8 @@ pub struct ScenarioPathError {
     pub path: String,
 }
 
-/// Builds the CLI's arguments for `job` (contract §1.3, §9.3).
+/// Builds the CLI's arguments for `job` (harness-behaviour.md#job-invocation,
+/// harness-behaviour.md#recording).
 ///
 /// `--run-dir` is a global flag and comes before the subcommand; `record` writes its cassette to
 /// `<work_dir>/cassette.json`; `replay` takes the cassette as its file argument.
@@ -395,7 +400,8 @@ impl HarnessExecutor {
                 Classified::Error { .. } | Classified::Infra { .. } => Want::Diagnostics,
             },
         };
-        // Directory walks and reading a result file are blocking IO (style rule 15).
+        // Directory walks and reading a result file are blocking IO, so they run in
+        // `spawn_blocking`.
         let collected = match tokio::task::spawn_blocking(move || collect(&request)).await {
             Ok(collected) => collected,
             Err(err) => {
@@ -436,8 +442,8 @@ impl HarnessExecutor {
             });
         }
         artifacts.extend(collected.artifacts);
-        // Kept whenever the CLI wrote anything (contract §9.5); an empty log is one stored
-        // object per job that says nothing.
+        // Kept whenever the CLI wrote anything (harness-behaviour.md#uploads); an empty log is one
+        // stored object per job that says nothing.
         if !stderr.bytes.is_empty() || stderr.dropped_bytes > 0 {
             artifacts.push(stderr_artifact(stderr));
         }
@@ -843,7 +849,8 @@ struct Collected {
     artifacts: Vec<Artifact>,
 }
 
-/// Finds the run dir and collects the result and the diagnostic files of contract §9.5.
+/// Finds the run dir and collects the result and the diagnostic files of
+/// harness-behaviour.md#uploads.
 fn collect(request: &CollectRequest) -> Collected {
     let mut collected = Collected::default();
     let run_dir = match request.out_dir.as_deref() {

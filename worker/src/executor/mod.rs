@@ -1,17 +1,18 @@
-//! Executors: the ways a worker runs one job (brief §6).
+//! Executors: the ways a worker runs one job (decisions.md#executors).
 //!
 //! Every executor sits behind the object-safe [`Executor`] trait and is used as
 //! `Arc<dyn Executor>`. An executor never fails: whatever happens to the job, it returns an
-//! [`ExecOutput`] whose [`Classified`] value is one of the outcomes of contract §1.6, plus the
-//! artifacts the job loop uploads under `batches/<batch>/jobs/<job>/<name>` (brief §5).
+//! [`ExecOutput`] whose [`Classified`] value is one of the outcomes of
+//! harness-behaviour.md#outcome-classes, plus the artifacts the job loop uploads under
+//! `batches/<batch>/jobs/<job>/<name>` (decisions.md#storage).
 //!
 //! Modules:
 //! - [`harness`]: the real `cowork-harness` CLI as a child process in its own session.
 //! - [`guard`]: the optional supervisor process between the worker and one harness that kills
 //!   the harness's process group when the worker dies.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
-//! - [`classify`]: the pure mapping from exit status and stdout to an outcome (contract §1.6,
-//!   §7.3).
+//! - - [`classify`]: the pure mapping from exit status and stdout to an outcome
+//!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 
 pub mod classify;
@@ -63,14 +64,15 @@ pub struct JobContext {
 /// What one execution produced.
 #[derive(Clone, Debug)]
 pub struct ExecOutput {
-    /// The outcome of the job (contract §1.6).
+    /// The outcome of the job (harness-behaviour.md#outcome-classes).
     pub classified: Classified,
     /// Process exit code of the CLI, when it exited (absent when killed or never started).
     pub exit_code: Option<i32>,
-    /// `envelope.version` of the CLI that ran the job (contract W1), when an envelope was seen.
+    /// `envelope.version` of the CLI that ran the job (harness-behaviour.md#cli-version-pin), when
+    /// an envelope was seen.
     pub harness_version: Option<String>,
     /// `false` when the CLI never started, so nothing was spent and the job may be retried
-    /// (contract C8).
+    /// (harness-behaviour.md#choice-c8).
     pub spawned: bool,
     /// Files to upload under `batches/<batch>/jobs/<job>/<name>`.
     pub artifacts: Vec<Artifact>,
@@ -103,7 +105,7 @@ pub enum ArtifactSource {
     File(PathBuf),
 }
 
-/// The outcome of one job (contract §1.6).
+/// The outcome of one job (harness-behaviour.md#outcome-classes).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Classified {
     /// Exit 0 or 1 with exactly one result: a real sample, whatever its verdict. `result` is
@@ -121,7 +123,7 @@ pub enum Classified {
         category: ErrorCategory,
         message: String,
     },
-    /// An infrastructure failure of the worker (contract C8).
+    /// An infrastructure failure of the worker (harness-behaviour.md#choice-c8).
     Infra { class: InfraClass, message: String },
 }
 

@@ -1,4 +1,4 @@
-//! The `sim` executor: a seeded simulator of the CLI (brief §6).
+//! The `sim` executor: a seeded simulator of the CLI (decisions.md#executors).
 //!
 //! The outcome of a job is a pure function of `(seed, scenario_name, axes, arm, unit,
 //! repeat_index)`, and of nothing else: not the batch id, the worker, the clock or the delivery
@@ -9,7 +9,7 @@
 //!
 //! Every result is schema-valid (`run-result.json`), carries `"generator": "cowork-fleet-sim"`
 //! and `"simulated": true`, and its verdict, signals, failures, guards and outcome agree with
-//! each other as the CLI's would (contract §3.3–§3.6).
+//! each other as the CLI's would (harness-behaviour.md#verdict).
 //!
 //! Profile rules ([`SimRule`]) are tried in order and the first rule that matches the job *and*
 //! sets a field decides that field. A rule's `scenario` pattern is **not** a regex: it matches
@@ -32,10 +32,11 @@ use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobConte
 /// `generator` of every simulated result.
 pub const SIM_GENERATOR: &str = "cowork-fleet-sim";
 
-/// `version` of every simulated envelope, in place of the CLI version (contract W1).
+/// `version` of every simulated envelope, in place of the CLI version
+/// (harness-behaviour.md#cli-version-pin).
 pub const SIM_VERSION: &str = concat!("sim-", env!("CARGO_PKG_VERSION"));
 
-/// Defaults of the profile fields (brief §6).
+/// Defaults of the profile fields (decisions.md#executors).
 const DEFAULT_PASS_RATE: f64 = 0.9;
 const DEFAULT_COST_USD: f64 = 0.05;
 const DEFAULT_DURATION_MS: u64 = 45_000;
@@ -87,7 +88,8 @@ impl Executor for SimExecutor {
             .await
             .ok()
             .and_then(|text| cowork_schema::load::yaml_to_json(&text, &scenario_path).ok());
-        // A cassette (replay) freezes its scenario under `scenario` (contract §9.1).
+        // A cassette (replay) freezes its scenario under `scenario`
+        // (harness-behaviour.md#cassette-file).
         let scenario = match &document {
             Some(doc) if ctx.job.command == JobCommand::Replay => doc.get("scenario").cloned(),
             other => other.clone(),
@@ -97,7 +99,7 @@ impl Executor for SimExecutor {
             let profile = resolve_profile(&ctx.job, &spec.rules);
             if ctx.attempt <= profile.infra_failures {
                 // Fault injection: the sandbox "failed to start", so nothing was spent and the
-                // worker may hand the job back (contract C8).
+                // worker may hand the job back (harness-behaviour.md#choice-c8).
                 return ExecOutput {
                     classified: Classified::Infra {
                         class: InfraClass::Spawn,
@@ -212,7 +214,7 @@ async fn run(
 
     if simulated.infra_after_spend {
         // Fault injection: the sandbox died after the agent ran, so the spend happened and
-        // the job must not be retried (contract C8).
+        // the job must not be retried (harness-behaviour.md#choice-c8).
         return ExecOutput {
             classified: Classified::Infra {
                 class: InfraClass::WorkerLost,
@@ -283,7 +285,8 @@ pub struct SimRun {
     pub outcome: SimOutcome,
     /// The exit code the CLI would have had: 0 pass, 1 fail, 2 unanswered.
     pub exit_code: i32,
-    /// The synthetic stdout envelope (contract §7.1 or §7.2), marked simulated.
+    /// The synthetic stdout envelope (harness-behaviour.md#envelope-success or
+    /// harness-behaviour.md#envelope-error), marked simulated.
     pub envelope: Value,
     /// The simulated run duration (`durationMs`).
     pub duration_ms: u64,
@@ -1123,8 +1126,8 @@ fn is_about_skill(key: &str, argument: &Value) -> bool {
 }
 
 /// The scenario's assertions as the CLI stores them: each object's keys in the schema's
-/// declaration order (contract §4.3), paired with the first key. `None` when the scenario
-/// cannot be read, in which case the simulator draws generic assertions.
+/// declaration order (harness-behaviour.md#repeat-rollup), paired with the first key. `None` when
+/// the scenario cannot be read, in which case the simulator draws generic assertions.
 pub fn authored_assertions(scenario: &Value) -> Option<Vec<(String, Map<String, Value>)>> {
     let entries = scenario.get("assert")?.as_array()?;
     let mut out = Vec::with_capacity(entries.len());
@@ -1151,7 +1154,8 @@ fn signal(code: &str, severity: &str, message: &str) -> Value {
     json!({"code": code, "severity": severity, "message": message})
 }
 
-/// The fixed guard roster of contract §3.5; the replay lane drops the live-only guards.
+/// The fixed guard roster of harness-behaviour.md#guard-roster; the replay lane drops the live-only
+/// guards.
 fn guards(replay: bool, scan_available: bool) -> Value {
     let live = |status: &'static str| if replay { "na" } else { status };
     let scanned = if scan_available { "ok" } else { "unverified" };
@@ -1163,7 +1167,7 @@ fn guards(replay: bool, scan_available: bool) -> Value {
     ])
 }
 
-/// Per-run provenance (contract §4.4) for the envelope's result entry.
+/// Per-run provenance (harness-behaviour.md#provenance) for the envelope's result entry.
 fn provenance(facts: &RunFacts, skills_invoked: &[&str]) -> Value {
     let skill = if facts.ablated {
         "not-offered"
@@ -1176,7 +1180,7 @@ fn provenance(facts: &RunFacts, skills_invoked: &[&str]) -> Value {
 }
 
 /// A run that stopped at an unanswered gate: exit 2, an error envelope and a salvaged partial
-/// result (contract §1.6) that is diagnostic only.
+/// result (harness-behaviour.md#outcome-classes) that is diagnostic only.
 fn unanswered_run(facts: &RunFacts, duration_ms: u64, telemetry: Option<&Telemetry>) -> SimRun {
     let message =
         "no scripted answer matched the question \"Which format should the report use?\" \
@@ -1206,7 +1210,8 @@ fn unanswered_run(facts: &RunFacts, duration_ms: u64, telemetry: Option<&Telemet
     }
     facts.insert_tail(&mut partial);
     partial.insert("outcome".into(), json!("errored"));
-    // §3.4: with an unanswered gate the result_error failure is replaced by the gate's message.
+    // `failures[]` (harness-behaviour.md#verdict-failures): with an unanswered gate the
+    // result_error failure is replaced by the gate's message.
     partial.insert(
         "verdict".into(),
         json!({

@@ -535,7 +535,7 @@ fn assert_spawn_failure(output: &ExecOutput, expect_in_message: &str) {
         ),
         other => panic!("expected a spawn failure, got {other:?}; output {output:#?}"),
     }
-    // Nothing ran, nothing was spent: the job may be retried (contract C8).
+    // Nothing ran, nothing was spent: the job may be retried (harness-behaviour.md#choice-c8).
     assert!(!output.spawned, "{output:#?}");
     assert_eq!(output.exit_code, None);
 }

@@ -1,4 +1,5 @@
-//! The harness executor against the stand-in CLI: one test per shape of contract §1.6.
+//! The harness executor against the stand-in CLI: one test per shape of
+//! harness-behaviour.md#outcome-classes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,7 +27,7 @@ fn completed(output: &ExecOutput) -> &Value {
 async fn pass_completes_with_the_on_disk_result() {
     let (output, dirs) = run_fake("pass").await;
     let result = completed(&output);
-    // The on-disk copy is the secret-scrubbed one (contract §7.1).
+    // The on-disk copy is the secret-scrubbed one (harness-behaviour.md#envelope-success).
     assert_eq!(result["fakeCopy"], "disk");
     assert_eq!(result["verdict"]["pass"], true);
     assert_eq!(output.exit_code, Some(0));

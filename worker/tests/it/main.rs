@@ -1,4 +1,4 @@
-//! Integration tests of the worker crate: one test binary (style rule 19).
+//! Integration tests of the worker crate: one test binary, as for every crate.
 //!
 //! - [`container`]: the container executor on this machine's Docker engine, with a test image
 //!   built locally from `tests/fixtures/container-image`.

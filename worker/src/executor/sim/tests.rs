@@ -201,7 +201,7 @@ fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or_else(|| panic!("missing string at {pointer} in {value}"))
 }
 
-/// Checks the invariants of contract §3.3–§3.6 on one simulated result.
+/// Checks the invariants of harness-behaviour.md#verdict on one simulated result.
 fn check_consistent(result: &Value, exit_code: i32) {
     let verdict = &result["verdict"];
     let signals = verdict["signals"].as_array().expect("signals array");
@@ -427,7 +427,8 @@ fn authored_assertions_follow_the_schema_key_order() {
     });
     let authored = authored_assertions(&scenario).expect("a list of objects");
     let keys: Vec<&str> = authored.iter().map(|(key, _)| key.as_str()).collect();
-    // The CLI stores assertion objects in schema declaration order (contract §4.3, A-6).
+    // The CLI stores assertion objects in schema declaration order
+    // (harness-behaviour.md#repeat-rollup, harness-behaviour.md#stored-key-order).
     assert_eq!(keys, ["result", "tool_called", "user_visible_artifact"]);
     let stored: Vec<&String> = authored[1].1.keys().collect();
     assert_eq!(stored, ["tool_called", "result"]);
