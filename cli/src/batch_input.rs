@@ -1,21 +1,70 @@
-//! From the command line's batch flags to a validated, planned and bundled batch: what `run`,
-//! `submit`, `eval` and `bench` share before a batch exists anywhere.
+//! The command line's side of batch intake: `run`, `submit`, `eval` and `bench` turn their
+//! flags into a request for `cowork_coordinator::intake` (which decides), print its notes, and
+//! map its refusals to exit codes. Also the executor flags and the harness pre-flight, which
+//! need this process's environment.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use cowork_coordinator::prepare::{PrepareInput, PreparedBatch, prepare};
-use cowork_core::plan::flags::{RawFlags, validate_flags};
-use cowork_core::plan::{Plan, PlanInput, plan_units};
-use cowork_fabric::bundle::{PackedBundle, pack};
-use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchMode, BatchSpec, ExecutorKind, SimProfile, SimSpec,
-};
+use anyhow::{Context, anyhow};
+use cowork_coordinator::intake::{self, BatchRequest, Intake, IntakeError};
+use cowork_core::plan::flags::RawFlags;
+use cowork_schema::batch::{BatchMode, ExecutorKind, SimProfile, SimSpec};
 
 use crate::args::{BatchArgs, ExecutorArg, ExecutorArgs, ModeArgs};
 use crate::report::CliError;
-use crate::text::count;
+
+/// Validates the whole batch and bundles it; nothing is written. Shared by `run`, `submit` and
+/// `bench`.
+pub async fn prepare_batch(
+    target: &Path,
+    batch: &BatchArgs,
+    mode: BatchMode,
+    executor: ExecutorKind,
+    sim: Option<SimSpec>,
+) -> Result<Intake, CliError> {
+    let request = BatchRequest {
+        target: target.to_path_buf(),
+        flags: raw_flags(batch),
+        matrix: batch.matrix.clone(),
+        bundle_root: batch.bundle_root.clone(),
+        cwd: current_dir()?,
+        mode,
+        executor,
+        sim,
+        batch_id: crate::embedded::new_batch_id(),
+    };
+    let (notes, intake) = tokio::task::spawn_blocking(move || {
+        let mut notes = Vec::new();
+        let intake = intake::batch(&request, &mut notes);
+        (notes, intake)
+    })
+    .await
+    .context("input validation task failed")?;
+    print_notes(&notes);
+    intake.map_err(intake_error)
+}
+
+/// The directory relative paths are read from.
+pub fn current_dir() -> Result<PathBuf, CliError> {
+    Ok(std::env::current_dir().context("reading the current directory")?)
+}
+
+/// Prints intake's notes and warnings, one a line, on stderr.
+pub fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("{note}");
+    }
+}
+
+/// Intake's refusal as the CLI's: bad input is a usage error (exit 2) listing every problem.
+pub fn intake_error(error: IntakeError) -> CliError {
+    match error {
+        IntakeError::Invalid(problems) => CliError::Usage(problems),
+        IntakeError::Pack(source) => {
+            CliError::Failed(anyhow!(source).context("packing the bundle"))
+        }
+    }
+}
 
 /// What the user typed, as the planner's raw flags.
 pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
@@ -37,239 +86,6 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         decider_model: batch.decider_model.clone(),
         label: batch.label.clone(),
         job_timeout: batch.job_timeout.clone(),
-    }
-}
-
-/// The default bundle root: the git work tree holding `target`, else the current directory.
-pub fn default_bundle_root(target: &Path) -> Result<PathBuf, CliError> {
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    let absolute = if target.is_absolute() {
-        target.to_path_buf()
-    } else {
-        cwd.join(target)
-    };
-    let mut dir = absolute.parent();
-    while let Some(candidate) = dir {
-        if candidate.join(".git").exists() {
-            return Ok(candidate.to_path_buf());
-        }
-        dir = candidate.parent();
-    }
-    Ok(cwd)
-}
-
-/// A validated, planned and bundled batch, not yet dispatched.
-pub struct PreparedRun {
-    pub plan: Plan,
-    pub spec: BatchSpec,
-    pub bundle: PackedBundle,
-}
-
-/// Validates the whole batch and bundles it; nothing is written. Shared by `run` and `submit`.
-pub async fn prepare_batch(
-    target: &Path,
-    batch: &BatchArgs,
-    mode: BatchMode,
-    executor: ExecutorKind,
-    sim: Option<SimSpec>,
-) -> Result<PreparedRun, CliError> {
-    // Flags and files are checked together so that one run of the command lists every problem.
-    let flags = validate_flags(&raw_flags(batch));
-    let bundle_root = match &batch.bundle_root {
-        Some(root) => root.clone(),
-        None => default_bundle_root(target)?,
-    };
-    let input = PrepareInput {
-        target: target.to_path_buf(),
-        matrix: batch.matrix.clone(),
-        bundle_root,
-        mode,
-    };
-    let prepared = tokio::task::spawn_blocking(move || prepare(&input))
-        .await
-        .context("input validation task failed")?;
-    let (flags, prepared): (_, PreparedBatch) = match (flags, prepared) {
-        (Ok(flags), Ok(prepared)) => (flags, prepared),
-        (flags, prepared) => {
-            let mut problems: Vec<String> = Vec::new();
-            if let Err(errors) = flags {
-                problems.extend(errors.iter().map(ToString::to_string));
-            }
-            if let Err(errors) = prepared {
-                problems.extend(errors.iter().map(ToString::to_string));
-            }
-            return Err(CliError::Usage(problems));
-        }
-    };
-    if mode != BatchMode::Replay {
-        note_unlisted_subfolders(target, &prepared.target, &prepared.files);
-    }
-    let layout = plan_units(&prepared, &flags, mode)
-        .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
-    let derived: Vec<(String, Vec<u8>)> = layout
-        .derived_files
-        .iter()
-        .map(|file| (file.path.clone(), file.contents.clone()))
-        .collect();
-    let root = prepared.root.clone();
-    let files = prepared.files.clone();
-    let bundle = tokio::task::spawn_blocking(move || pack(&root, &files, &derived))
-        .await
-        .context("bundle task failed")?
-        .context("packing the bundle")?;
-    let batch_id = crate::embedded::new_batch_id();
-    let prepared_target = prepared.target.clone();
-    let scenario_files = prepared
-        .scenarios
-        .iter()
-        .map(|scenario| scenario.rel_path.clone())
-        .collect();
-    let matrix_file = prepared
-        .matrix
-        .as_ref()
-        .map(|matrix| matrix.rel_path.clone());
-    let plan = Plan::new(
-        layout,
-        PlanInput {
-            batch_id: batch_id.clone(),
-            flags: flags.clone(),
-            mode,
-            executor,
-            sim: sim.clone(),
-            bundle_sha256: bundle.sha256.clone(),
-        },
-    );
-    let spec = BatchSpec {
-        schema_version: BATCH_SPEC_VERSION,
-        mode,
-        target_display: target.display().to_string(),
-        target: prepared_target,
-        scenario_files,
-        matrix_file,
-        flags,
-        executor,
-        sim,
-        bundle_sha256: bundle.sha256.clone(),
-        eval: None,
-    };
-    warn_unmatched_sim_rules(&plan);
-    Ok(PreparedRun { plan, spec, bundle })
-}
-
-/// Directory entries looked at below a directory target, at most, for the note about its
-/// subfolders: a note is not worth a walk of a huge tree.
-const SUBFOLDER_SCAN_LIMIT: usize = 10_000;
-
-/// Says which subfolders of a directory target hold YAML files that the batch does not use. A
-/// directory target runs only the files directly inside it, as the harness CLI does; scenarios
-/// kept in subfolders would otherwise be skipped without a word. Files the batch ships (a
-/// session kept in a subfolder, say) are not counted.
-pub fn note_unlisted_subfolders(target: &Path, target_rel: &str, shipped: &BTreeSet<String>) {
-    let Ok(entries) = std::fs::read_dir(target) else {
-        return;
-    };
-    let mut budget = SUBFOLDER_SCAN_LIMIT;
-    let mut subfolders: Vec<(String, usize)> = Vec::new();
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            continue;
-        }
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        if name.starts_with('.') {
-            continue;
-        }
-        let mut found = Vec::new();
-        yaml_files_below(&entry.path(), &name, &mut found, &mut budget);
-        let unused = found
-            .iter()
-            .filter(|rel| !shipped.contains(&join_bundle_rel(target_rel, rel)))
-            .count();
-        if unused > 0 {
-            subfolders.push((name, unused));
-        }
-    }
-    subfolders.sort();
-    for (name, unused) in subfolders {
-        eprintln!(
-            "note: {}: subfolder {name}/ holds {} that this batch does not run (a directory \
-             target runs only the files directly in it, like the harness CLI); give {} as its \
-             own target to run them",
-            target.display(),
-            count(unused as u64, "YAML file"),
-            target.join(&name).display()
-        );
-    }
-}
-
-/// `<target rel>/<rel>`, or `rel` alone when the target is the bundle root.
-fn join_bundle_rel(target_rel: &str, rel: &str) -> String {
-    if target_rel.is_empty() {
-        rel.to_owned()
-    } else {
-        format!("{target_rel}/{rel}")
-    }
-}
-
-/// Collects the `*.yaml` / `*.yml` files below `dir` as `/`-separated paths starting with
-/// `prefix`, spending at most `budget` directory entries.
-fn yaml_files_below(dir: &Path, prefix: &str, found: &mut Vec<String>, budget: &mut usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let rel = format!("{prefix}/{name}");
-        match entry.file_type() {
-            Ok(kind) if kind.is_dir() && !name.starts_with('.') => {
-                yaml_files_below(&entry.path(), &rel, found, budget);
-            }
-            Ok(kind) if kind.is_file() && (name.ends_with(".yaml") || name.ends_with(".yml")) => {
-                found.push(rel);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Warns about each `--sim-profile` rule that selects no job of the plan: it changes nothing,
-/// which is almost always a misspelt scenario name, model or skill dir.
-pub fn warn_unmatched_sim_rules(plan: &Plan) {
-    let Some(sim) = plan.sim.as_ref().filter(|sim| !sim.rules.is_empty()) else {
-        return;
-    };
-    let first_index = plan.repeat.map(|_| 0);
-    let jobs: Vec<_> = plan
-        .units
-        .iter()
-        .filter(|unit| unit.cell_error.is_none())
-        .map(|unit| plan.job(unit, first_index))
-        .collect();
-    for position in cowork_worker::executor::sim::rules_matching_nothing(&sim.rules, &jobs) {
-        let rule = &sim.rules[position];
-        let selectors: Vec<String> = [
-            ("scenario", &rule.scenario),
-            ("baseline", &rule.baseline),
-            ("model", &rule.model),
-            ("skill_dir", &rule.skill_dir),
-            ("arm", &rule.arm),
-        ]
-        .into_iter()
-        .filter_map(|(key, value)| value.as_ref().map(|value| format!("{key}: {value}")))
-        .collect();
-        eprintln!(
-            "warning: --sim-profile: rule {} ({}) matches no job of this batch, so it changes \
-             nothing; check its selectors against the scenario names and matrix axes",
-            position + 1,
-            selectors.join(", ")
-        );
     }
 }
 

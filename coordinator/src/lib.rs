@@ -1,9 +1,10 @@
 //! Cowork Fleet coordinator service: the IO around the pure core (`cowork-core`).
 //!
 //! Modules, in reading order:
-//! - [`prepare`]: the IO edge of planning — reads the target, scenarios, sessions and matrix,
-//!   validates the whole batch and lists the files of its bundle; [`prepare::submitted`] does
-//!   the same on the server for a submitted spec and bundle, and plans it.
+//! - [`intake`]: the one path from a person's files and flags to a plan, spec and bundle —
+//!   `intake::batch` and `intake::eval` on the machine that has the files, [`intake::files`]
+//!   reading and validating them, [`intake::submitted`] the server's own check of a submitted
+//!   spec and bundle.
 //! - [`supervisor`]: the thin async driver of the core's `Admission`: catch-up from the event
 //!   log, publishing what admission decides, folding what workers report, storing the
 //!   batch's documents.
@@ -28,10 +29,10 @@ pub mod catalog;
 pub mod eval;
 mod fleet_view;
 pub mod history;
+pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;
 pub mod metrics;
-pub mod prepare;
 pub mod rejudge;
 pub mod report;
 pub mod server;

@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::prepare::submitted::plan_from_bundle;
+use crate::intake::submitted::plan_from_bundle;
 use crate::supervisor::{
     CoordinatorPorts, SuperviseEnd, SuperviseError, SuperviseOptions, SuperviseSignals, supervise,
 };

@@ -1,7 +1,7 @@
 //! Cowork Fleet's pure core: everything that decides, nothing that does IO.
 //!
 //! Modules, in reading order:
-//! - [`prepared`]: the validated inputs of a batch (what `cowork_coordinator::prepare` reads
+//! - [`prepared`]: the validated inputs of a batch (what `cowork_coordinator::intake::files` reads
 //!   from disk), as plain data.
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
 //! - [`verdict`]: a per-run verdict re-derived for results written without one.
@@ -16,6 +16,7 @@
 //! - [`preflight`]: the plan and estimate `--dry-run` prints.
 //! - [`eval`]: A/B statistics — exact McNemar, the exact interval of the paired difference,
 //!   arm summaries, verdict.
+//! - [`sim_rules`]: which jobs a `--sim-profile` rule selects.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //!
 //! **Invariant:** no module here performs IO, reads a clock, the environment or randomness
@@ -32,5 +33,6 @@ pub mod preflight;
 pub mod prepared;
 pub mod reduce;
 pub mod report;
+pub mod sim_rules;
 pub mod trend;
 pub mod verdict;

@@ -1,4 +1,4 @@
-//! The validated inputs of a batch, as plain data: what `cowork_coordinator::prepare` reads
+//! The validated inputs of a batch, as plain data: what `cowork_coordinator::intake::files` reads
 //! from the target, the sessions and the matrix file, and what [`crate::plan`] plans from.
 //!
 //! Also [`InputError`], the one located problem type of batch preparation: file, line,

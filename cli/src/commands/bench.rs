@@ -7,7 +7,7 @@ mod pipeline;
 
 use std::time::Instant;
 
-use cowork_coordinator::prepare::{PrepareInput, prepare};
+use cowork_coordinator::intake::files::{PrepareInput, prepare};
 use cowork_core::plan::{Plan, plan_units};
 use cowork_core::reduce::{BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape};
 use cowork_schema::BatchId;
@@ -137,7 +137,7 @@ fn bench_sim(duration_ms: u64) -> cowork_schema::batch::SimSpec {
 async fn demo_batch(
     jobs: u64,
     duration_ms: u64,
-) -> Result<crate::batch_input::PreparedRun, CliError> {
+) -> Result<cowork_coordinator::intake::Intake, CliError> {
     // `--jobs` is bounded to 4..=20000 by its parser, so this is a valid `--repeat`.
     let repeat = (jobs / 2).to_string();
     let batch_args = crate::args::BatchArgs {

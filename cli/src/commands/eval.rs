@@ -16,27 +16,23 @@ use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
-use cowork_coordinator::prepare::{PrepareEvalInput, prepare_eval};
+use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
+use cowork_core::eval::Comparison;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
-use cowork_core::eval::{ArmSources, Comparison, DEFAULT_RESAMPLES};
+use cowork_core::plan::Plan;
 use cowork_core::plan::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalFlags, EvalGate, EvalLayoutInput,
-    RawEvalFlags, eval_document, eval_document_key, eval_exit_code, nothing_to_compare,
-    plan_eval_units, validate_eval_flags,
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalGate, RawEvalFlags, eval_document,
+    eval_document_key, eval_exit_code, nothing_to_compare,
 };
-use cowork_core::plan::{Plan, PlanInput};
 use cowork_fabric::ArtifactStore;
-use cowork_fabric::bundle::{PackedBundle, pack};
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
-use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, SimSpec,
-};
+use cowork_schema::batch::BatchMode;
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, FailOnArg, OutputFormat};
 use crate::batch_input::{
-    default_bundle_root, executor_and_sim, harness_preflight, warn_unmatched_sim_rules,
+    current_dir, executor_and_sim, harness_preflight, intake_error, print_notes,
 };
 use crate::connect::{client, client_error};
 use crate::embedded::remove_empty_scratch_dirs;
@@ -56,7 +52,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     if let Some(coordinator) = &args.coordinator {
         return submit(&args, coordinator, validated).await;
     }
-    let ValidatedEval {
+    let EvalIntake {
         plan,
         spec,
         bundle,
@@ -197,7 +193,7 @@ async fn finish(
 async fn submit(
     args: &EvalArgs,
     coordinator: &str,
-    validated: ValidatedEval,
+    validated: EvalIntake,
 ) -> Result<i32, CliError> {
     let client = client(&ClientArgs {
         coordinator: coordinator.to_owned(),
@@ -205,7 +201,7 @@ async fn submit(
         // This command takes no --coordinator-ca flag; the variable still applies.
         coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA").map(std::path::PathBuf::from),
     })?;
-    let ValidatedEval {
+    let EvalIntake {
         plan,
         spec,
         bundle,
@@ -268,195 +264,49 @@ async fn follow_to_end(
     }
 }
 
-/// A validated, planned and bundled eval batch, not yet dispatched.
-struct ValidatedEval {
-    plan: Plan,
-    spec: BatchSpec,
-    bundle: PackedBundle,
-    /// The eval settings, as stored in `spec.eval`.
-    settings: EvalSpec,
-    /// The arms as typed: the labels of the embedded report.
-    sources: ArmSources,
-}
-
-/// The flags, the executor and the harness of an eval, checked; problems are collected, not
-/// returned at the first.
-struct EvalSettings {
-    flags: Option<EvalFlags>,
-    executor: Option<(ExecutorKind, Option<SimSpec>)>,
-    problems: Vec<String>,
-}
-
-async fn check_settings(args: &EvalArgs) -> Result<EvalSettings, CliError> {
-    let mut problems: Vec<String> = Vec::new();
-    let flags = validate_eval_flags(&RawEvalFlags {
-        runs: args.runs.clone(),
-        alpha: args.alpha.clone(),
-        job_timeout: args.job_timeout.clone(),
-    });
-    let flags = match flags {
-        Ok(flags) => Some(flags),
-        Err(errors) => {
-            problems.extend(errors.iter().map(ToString::to_string));
-            None
-        }
-    };
+/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
+/// reported at once.
+async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
     let executor = match executor_and_sim(&args.executor) {
-        Ok(executor) => Some(executor),
-        Err(CliError::Usage(errors)) => {
-            problems.extend(errors);
-            None
-        }
+        Ok(executor) => Ok(executor),
+        Err(CliError::Usage(errors)) => Err(errors),
         Err(other) => return Err(other),
     };
     // A submitted eval runs the harness on the workers, which probe it themselves; a dry run
     // reports the probe instead of refusing.
-    if let (None, Some((kind, _)), false) = (&args.coordinator, &executor, args.dry_run) {
+    let mut harness_problems = Vec::new();
+    if let (None, Ok((kind, _)), false) = (&args.coordinator, &executor, args.dry_run) {
         match harness_preflight(*kind, &args.harness_bin).await {
             Ok(_) => {}
-            Err(CliError::Usage(errors)) => problems.extend(errors),
+            Err(CliError::Usage(errors)) => harness_problems = errors,
             Err(other) => return Err(other),
         }
     }
-    warn_if_same_arm(&args.arm_a, &args.arm_b);
-    if let Some(model) = &args.model
-        && (model.trim().is_empty() || model.starts_with('-'))
-    {
-        problems.push(format!("--model: needs a model id, got {model:?}"));
-    }
-    Ok(EvalSettings {
-        flags,
-        executor,
-        problems,
-    })
-}
-
-/// Validates the whole eval batch and bundles it; nothing is written. Every problem found is
-/// reported at once.
-async fn validate(args: &EvalArgs) -> Result<ValidatedEval, CliError> {
-    let EvalSettings {
-        flags,
-        executor,
-        mut problems,
-    } = check_settings(args).await?;
-    let first_target = args
-        .scenarios
-        .first()
-        .ok_or_else(|| CliError::usage("at least one scenario file or directory is required"))?;
-    let bundle_root = match &args.bundle_root {
-        Some(root) => root.clone(),
-        None => default_bundle_root(first_target)?,
-    };
-    let input = PrepareEvalInput {
+    let request = EvalRequest {
         targets: args.scenarios.clone(),
         arms: [args.arm_a.clone(), args.arm_b.clone()],
-        bundle_root,
-    };
-    let prepared = tokio::task::spawn_blocking(move || prepare_eval(&input))
-        .await
-        .context("input validation task failed")?;
-    let prepared = match prepared {
-        Ok(prepared) => Some(prepared),
-        Err(errors) => {
-            problems.extend(errors.iter().map(ToString::to_string));
-            None
-        }
-    };
-    let (Some(flags), Some((executor, sim)), Some(prepared), true) =
-        (flags, executor, prepared, problems.is_empty())
-    else {
-        return Err(CliError::Usage(problems));
-    };
-
-    let layout = plan_eval_units(
-        &prepared.batch,
-        &EvalLayoutInput {
-            arms: &prepared.arms,
-            model: args.model.as_deref(),
-            flags: &flags.batch,
+        bundle_root: args.bundle_root.clone(),
+        cwd: current_dir()?,
+        flags: RawEvalFlags {
+            runs: args.runs.clone(),
+            alpha: args.alpha.clone(),
+            job_timeout: args.job_timeout.clone(),
         },
-    )
-    .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
-    let derived = layout.derived_for_bundle();
-    let root = prepared.batch.root.clone();
-    let files = prepared.batch.files.clone();
-    let bundle = tokio::task::spawn_blocking(move || pack(&root, &files, &derived))
-        .await
-        .context("bundle task failed")?
-        .context("packing the bundle")?;
-    let [arm_a, arm_b] = &prepared.arms;
-    // What the coordinator re-plans the arms from and computes the report with; the same
-    // settings drive the embedded report, so both ways give the same statistics.
-    let settings = EvalSpec {
-        arms: [arm_a.rel_path.clone(), arm_b.rel_path.clone()],
         model: args.model.clone(),
-        alpha: flags.alpha,
-        seed: args.executor.seed,
-        resamples: DEFAULT_RESAMPLES,
-    };
-    let batch_id = new_batch_id();
-    let plan = Plan::new(
-        layout,
-        PlanInput {
-            batch_id,
-            flags: flags.batch.clone(),
-            mode: BatchMode::Eval,
-            executor,
-            sim: sim.clone(),
-            bundle_sha256: bundle.sha256.clone(),
-        },
-    );
-    warn_unmatched_sim_rules(&plan);
-    let spec = BatchSpec {
-        schema_version: BATCH_SPEC_VERSION,
-        mode: BatchMode::Eval,
-        target_display: args
-            .scenarios
-            .iter()
-            .map(|target| target.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-        target: prepared.batch.target.clone(),
-        scenario_files: prepared
-            .batch
-            .scenarios
-            .iter()
-            .map(|scenario| scenario.rel_path.clone())
-            .collect(),
-        matrix_file: None,
-        flags: flags.batch,
         executor,
-        sim,
-        bundle_sha256: bundle.sha256.clone(),
-        eval: Some(settings.clone()),
+        harness_problems,
+        seed: args.executor.seed,
+        batch_id: new_batch_id(),
     };
-    Ok(ValidatedEval {
-        plan,
-        spec,
-        bundle,
-        settings,
-        sources: ArmSources {
-            a: arm_a.declared.clone(),
-            b: arm_b.declared.clone(),
-        },
+    let (notes, intake) = tokio::task::spawn_blocking(move || {
+        let mut notes = Vec::new();
+        let intake = intake::eval(&request, &mut notes);
+        (notes, intake)
     })
-}
-
-/// Warns when both arms are one directory: the eval then compares a skill with itself, and any
-/// difference it reports is noise. Not an error, because an A/A run is a fair way to see that
-/// noise.
-fn warn_if_same_arm(arm_a: &std::path::Path, arm_b: &std::path::Path) {
-    let same = match (std::fs::canonicalize(arm_a), std::fs::canonicalize(arm_b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same {
-        eprintln!(
-            "warning: --a and --b are the same directory ({}): both arms run the same skill, so \
-             any difference is noise",
-            arm_a.display()
-        );
-    }
+    .await
+    .context("input validation task failed")?;
+    print_notes(&notes);
+    intake.map_err(intake_error)
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row

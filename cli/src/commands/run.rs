@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use cowork_coordinator::intake::Intake;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::batch::ExecutorKind;
 
 use crate::args::RunArgs;
 use crate::batch_input::{
-    PreparedRun, both_checked, executor_and_sim, harness_preflight, mode_and_target, prepare_batch,
+    both_checked, executor_and_sim, harness_preflight, mode_and_target, prepare_batch,
 };
 use crate::embedded::{print_local_outcome, remove_empty_scratch_dirs};
 use crate::report::CliError;
@@ -32,7 +33,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         return crate::dry_run::print(&plan, &source, Some(args.slots), harness).await;
     }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
-    let PreparedRun { plan, spec, bundle } = prepared;
+    let Intake { plan, spec, bundle } = prepared;
     let batch_id = plan.batch_id.clone();
 
     // Validation is over; from here on the batch exists in the store.

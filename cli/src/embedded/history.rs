@@ -113,7 +113,7 @@ async fn replan(
     let id = batch_id.clone();
     // Unpacking and planning is blocking work, so it runs in `spawn_blocking`.
     let planned = tokio::task::spawn_blocking(move || {
-        cowork_coordinator::prepare::submitted::plan_from_bundle(
+        cowork_coordinator::intake::submitted::plan_from_bundle(
             &spec,
             &bundle,
             id,

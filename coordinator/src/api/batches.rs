@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::ApiFailure;
-use crate::prepare::submitted::plan_from_bundle;
+use crate::intake::submitted::plan_from_bundle;
 use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a

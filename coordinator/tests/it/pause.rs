@@ -7,7 +7,7 @@ use cowork_schema::api::ProgressSnapshot;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cowork_coordinator::prepare::submitted::plan_from_bundle;
+use cowork_coordinator::intake::submitted::plan_from_bundle;
 use cowork_coordinator::supervisor::{
     CoordinatorPorts, SuperviseEnd, SuperviseOptions, SuperviseSignals, supervise,
 };

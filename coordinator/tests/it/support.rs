@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cowork_client::{ClientError, CoordinatorClient, WatchEvent};
-use cowork_coordinator::prepare::{PrepareInput, prepare};
+use cowork_coordinator::intake::files::{PrepareInput, prepare};
 use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts, ServerError, run};
 use cowork_core::plan::plan_units;
 use cowork_fabric::bundle::{UnpackLimits, pack};
@@ -478,7 +478,7 @@ pub fn kind(error: &ClientError) -> &'static str {
 /// The plan of a packed batch, as a coordinator makes it from the spec and bundle.
 pub fn planned(dir: &Path, flags: BatchFlags) -> cowork_core::plan::Plan {
     let batch = packed(dir, flags);
-    cowork_coordinator::prepare::submitted::plan_from_bundle(
+    cowork_coordinator::intake::submitted::plan_from_bundle(
         &batch.spec,
         &batch.bundle,
         BatchId::new("20261130-000000-a0b1c2").expect("a valid id"),

@@ -1,5 +1,6 @@
-//! Batch flag validation (harness-behaviour.md#repeat-flags, harness-behaviour.md#matrix-flags):
-//! what the user typed → [`BatchFlags`].
+//! The one set of batch flag rules (harness-behaviour.md#repeat-flags,
+//! harness-behaviour.md#matrix-flags): [`validate_flags`] turns what the user typed into
+//! [`BatchFlags`], and [`check_spec_flags`] holds a submitted spec's flags to the same rules.
 //!
 //! Numbers are read with JavaScript `Number()` semantics like the CLI
 //! (harness-behaviour.md#js-number-flags): surrounding whitespace is ignored, `0x`/`0o`/`0b`
@@ -11,12 +12,12 @@
 //! - `--repeat` accepts 2..=[`REPEAT_MAX`] (the CLI: 2..=100); a fleet is for wide sweeps.
 //! - `--max-cells` accepts 1..=[`MAX_CELLS_MAX`] (the CLI has no upper bound), so that a typo
 //!   cannot plan billions of jobs.
-//! - - `--decider-dir` and `--decider-cmd` are always refused (harness-behaviour.md#choice-c11): an
+//! - `--decider-dir` and `--decider-cmd` are always refused (harness-behaviour.md#choice-c11): an
 //!   external decider is one interactive, strictly serial channel that distributed jobs cannot
 //!   share.
 //! - `--concurrency` is validated like the CLI (1..=8, needs `--matrix`) but has no effect: fleet
 //!   parallelism comes from worker slots and tier caps.
-//! - - `--job-timeout` is the fleet's own flag (harness-behaviour.md#choice-c13): a duration with a
+//! - `--job-timeout` is the fleet's own flag (harness-behaviour.md#choice-c13): a duration with a
 //!   unit, such as `90s`, `30m` or `2h` (a bare number is refused: it was read as milliseconds,
 //!   which nobody meant).
 
@@ -104,7 +105,7 @@ fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
     }
     if let Some(text) = &raw.min_pass_rate {
         let rate = js_number(text);
-        if rate.is_finite() && (0.0..=1.0).contains(&rate) {
+        if valid_rate(rate) {
             checked.flags.min_pass_rate = rate;
             if rate != 1.0 && !has_repeat {
                 checked.error("--min-pass-rate", "needs --repeat".to_owned());
@@ -124,7 +125,7 @@ fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
     }
     if let Some(text) = &raw.max_budget_usd {
         let budget = js_number(text);
-        if budget.is_finite() && budget > 0.0 {
+        if valid_budget(budget) {
             // Allowed without --repeat: then it is a single-run pre-flight
             // (harness-behaviour.md#budget-preflight).
             checked.flags.max_budget_usd = Some(budget);
@@ -137,7 +138,7 @@ fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
     }
     if let Some(text) = &raw.batch_budget_usd {
         let budget = js_number(text);
-        if !(budget.is_finite() && budget > 0.0) {
+        if !valid_budget(budget) {
             checked.error(
                 "--batch-budget-usd",
                 format!("must be a number greater than 0, got {text:?}"),
@@ -235,22 +236,15 @@ fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
     }
     if let Some(model) = &raw.decider_model {
         if model.trim().is_empty() {
-            checked.error("--decider-model", "must not be empty".to_owned());
+            checked.error("--decider-model", MUST_NOT_BE_EMPTY.to_owned());
         } else {
             checked.flags.decider_model = Some(model.clone());
         }
     }
     if let Some(label) = &raw.label {
-        let length = label.encode_utf16().count();
-        if label.contains(['\n', '\r']) {
-            checked.error("--label", "must be a single line".to_owned());
-        } else if length > MAX_LABEL_LEN {
-            checked.error(
-                "--label",
-                format!("must be at most {MAX_LABEL_LEN} characters, got {length}"),
-            );
-        } else {
-            checked.flags.label = Some(label.clone());
+        match label_problem(label) {
+            Some(problem) => checked.error("--label", problem),
+            None => checked.flags.label = Some(label.clone()),
         }
     }
     if let Some(text) = &raw.job_timeout {
@@ -261,6 +255,102 @@ fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
             Ok(_) => checked.error("--job-timeout", format!("must be above 0, got {text:?}")),
             Err(problem) => checked.error("--job-timeout", problem.to_string()),
         }
+    }
+}
+
+/// Checks the flags of a submitted spec: the same rules as [`validate_flags`] applied to the
+/// values a client sent (a server trusts nothing it receives), each problem naming its field
+/// (`spec.flags.repeat: …`). `has_matrix` says whether the spec names a matrix file.
+pub fn check_spec_flags(flags: &BatchFlags, has_matrix: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let has_repeat = flags.repeat.is_some();
+    if let Some(repeat) = flags.repeat
+        && !(REPEAT_MIN..=REPEAT_MAX).contains(&repeat)
+    {
+        problems.push(format!(
+            "spec.flags.repeat: must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {repeat}"
+        ));
+    }
+    let rate = flags.min_pass_rate;
+    if !valid_rate(rate) {
+        problems.push(format!(
+            "spec.flags.minPassRate: must be a number from 0 to 1, got {rate}"
+        ));
+    } else if rate != 1.0 && !has_repeat {
+        problems.push("spec.flags.minPassRate: needs repeat".to_owned());
+    }
+    if let Some(budget) = flags.max_budget_usd
+        && !valid_budget(budget)
+    {
+        problems.push(format!(
+            "spec.flags.maxBudgetUsd: must be a number greater than 0, got {budget}"
+        ));
+    }
+    if let Some(budget) = flags.batch_budget_usd {
+        if !valid_budget(budget) {
+            problems.push(format!(
+                "spec.flags.batchBudgetUsd: must be a number greater than 0, got {budget}"
+            ));
+        } else if !has_repeat {
+            problems.push("spec.flags.batchBudgetUsd: needs repeat".to_owned());
+        }
+    }
+    if flags.stop_on_diverge && !has_repeat {
+        problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
+    }
+    if flags.allow_budget_stop && !has_repeat {
+        problems.push("spec.flags.allowBudgetStop: needs repeat".to_owned());
+    }
+    if !(1..=MAX_CELLS_MAX).contains(&flags.max_cells) {
+        problems.push(format!(
+            "spec.flags.maxCells: must be an integer from 1 to {MAX_CELLS_MAX}, got {}",
+            flags.max_cells
+        ));
+    } else if flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
+        problems.push("spec.flags.maxCells: needs a matrix file".to_owned());
+    }
+    if flags.allow_truncated_matrix && !has_matrix {
+        problems.push("spec.flags.allowTruncatedMatrix: needs a matrix file".to_owned());
+    }
+    if let Some(model) = &flags.decider_model
+        && model.trim().is_empty()
+    {
+        problems.push(format!("spec.flags.deciderModel: {MUST_NOT_BE_EMPTY}"));
+    }
+    if let Some(problem) = flags.label.as_deref().and_then(label_problem) {
+        problems.push(format!("spec.flags.label: {problem}"));
+    }
+    if flags.job_timeout_ms == Some(0) {
+        problems.push("spec.flags.jobTimeoutMs: must be greater than 0".to_owned());
+    }
+    problems
+}
+
+/// A pass-rate bar is a number from 0 to 1.
+fn valid_rate(rate: f64) -> bool {
+    rate.is_finite() && (0.0..=1.0).contains(&rate)
+}
+
+/// A budget is a finite number of dollars above 0.
+fn valid_budget(usd: f64) -> bool {
+    usd.is_finite() && usd > 0.0
+}
+
+/// What a blank decider model is told.
+const MUST_NOT_BE_EMPTY: &str = "must not be empty";
+
+/// What is wrong with a label, if anything: it is one line of at most [`MAX_LABEL_LEN`]
+/// UTF-16 code units (JavaScript's `length`, as the harness counts).
+fn label_problem(label: &str) -> Option<String> {
+    let length = label.encode_utf16().count();
+    if label.contains(['\n', '\r']) {
+        Some("must be a single line".to_owned())
+    } else if length > MAX_LABEL_LEN {
+        Some(format!(
+            "must be at most {MAX_LABEL_LEN} characters, got {length}"
+        ))
+    } else {
+        None
     }
 }
 

@@ -10,7 +10,7 @@
 //!   harness-behaviour.md#dir-target-yaml): the batch gets `error` (naming the file when there are
 //!   several), `results: []` like the CLI's error envelope, and exit 2 (3 for a `boundary` error,
 //!   as on a single run). Outcomes of later files are reported as discarded.
-//! - - plain matrix: one [`MatrixCellResult`] per cell → `matrix`
+//! - plain matrix: one [`MatrixCellResult`] per cell → `matrix`
 //!   (harness-behaviour.md#matrix-cell, harness-behaviour.md#matrix-rollup).
 //! - matrix + repeat: one [`RepeatRollup`] or pre-execution error per cell → `matrixRepeat`
 //!   (harness-behaviour.md#matrix-repeat). An exception inside an iteration is an early stop of

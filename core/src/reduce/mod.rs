@@ -11,10 +11,10 @@
 //! O(outcomes).
 //!
 //! Modules:
-//! - - [`repeat`]: [`RepeatFold`], the incremental harness-behaviour.md#repeat-loop /
+//! - [`repeat`]: [`RepeatFold`], the incremental harness-behaviour.md#repeat-loop /
 //!   harness-behaviour.md#index-order-reducer loop for one file or cell.
 //! - [`batch`]: [`BatchReducer`], the whole batch (files or matrix, with or without repeat).
-//! - - [`human`]: the stderr renderings of harness-behaviour.md#repeat-human and
+//! - [`human`]: the stderr renderings of harness-behaviour.md#repeat-human and
 //!   harness-behaviour.md#matrix-repeat and JavaScript's `toFixed`.
 //!
 //! Pure: no IO, no clock, no environment, no async.

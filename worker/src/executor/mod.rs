@@ -11,7 +11,7 @@
 //! - [`guard`]: the optional supervisor process between the worker and one harness that kills
 //!   the harness's process group when the worker dies.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
-//! - - [`classify`]: the pure mapping from exit status and stdout to an outcome
+//! - [`classify`]: the pure mapping from exit status and stdout to an outcome
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 

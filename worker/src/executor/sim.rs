@@ -28,6 +28,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+pub use cowork_core::sim_rules::{rule_matches, rules_matching_nothing, scenario_matches};
 
 /// `generator` of every simulated result.
 pub const SIM_GENERATOR: &str = "cowork-fleet-sim";
@@ -374,54 +375,6 @@ pub fn resolve_profile(job: &JobSpec, rules: &[SimRule]) -> ResolvedProfile {
             .unwrap_or(0),
         infra_after_spend_rate: rate(|rule| rule.infra_after_spend_rate, 0.0),
         usage_limit_rate: rate(|rule| rule.usage_limit_rate, 0.0),
-    }
-}
-
-/// The positions in `rules` of the rules that match none of `jobs`. Such a rule has no effect,
-/// which is almost always a typo in a selector (`cowork run` warns about it).
-pub fn rules_matching_nothing(rules: &[SimRule], jobs: &[JobSpec]) -> Vec<usize> {
-    rules
-        .iter()
-        .enumerate()
-        .filter(|(_, rule)| !jobs.iter().any(|job| rule_matches(rule, job)))
-        .map(|(position, _)| position)
-        .collect()
-}
-
-/// `true` when every selector the rule sets matches the job.
-fn rule_matches(rule: &SimRule, job: &JobSpec) -> bool {
-    let axes = job.axes.as_ref();
-    let exact = |selector: &Option<String>, value: Option<&String>| match selector {
-        None => true,
-        Some(selector) => value == Some(selector),
-    };
-    rule.scenario
-        .as_deref()
-        .is_none_or(|pattern| scenario_matches(pattern, &job.scenario_name))
-        && exact(&rule.baseline, axes.and_then(|axes| axes.baseline.as_ref()))
-        && exact(&rule.model, axes.and_then(|axes| axes.model.as_ref()))
-        && exact(
-            &rule.skill_dir,
-            axes.and_then(|axes| axes.skill_dir.as_ref()),
-        )
-        && exact(&rule.arm, job.arm.as_ref())
-}
-
-/// Plain substring match with optional `^` / `$` anchors (see the module docs).
-pub fn scenario_matches(pattern: &str, name: &str) -> bool {
-    let (at_start, rest) = match pattern.strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, pattern),
-    };
-    let (at_end, core) = match rest.strip_suffix('$') {
-        Some(core) => (true, core),
-        None => (false, rest),
-    };
-    match (at_start, at_end) {
-        (true, true) => name == core,
-        (true, false) => name.starts_with(core),
-        (false, true) => name.ends_with(core),
-        (false, false) => name.contains(core),
     }
 }
 

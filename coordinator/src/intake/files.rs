@@ -1,4 +1,4 @@
-//! Batch preparation: the IO edge that turns a target (and a matrix file) into a
+//! Reading a batch's files: the IO edge that turns a target (and a matrix file) into a
 //! [`PreparedBatch`] — every input loaded, validated, resolved inside the bundle root, and the
 //! set of files to ship.
 //!
@@ -1141,8 +1141,6 @@ fn display_rel(rel: &str) -> &str {
         rel
     }
 }
-
-pub mod submitted;
 
 #[cfg(test)]
 mod tests;

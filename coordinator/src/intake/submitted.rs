@@ -22,18 +22,15 @@ use cowork_fabric::sha256_hex;
 use cowork_schema::BatchId;
 use cowork_schema::batch::{
     BATCH_SPEC_VERSION, BatchFlags, BatchMode, BatchSpec, EvalSpec, ExecutorKind,
-    MAX_CELLS_DEFAULT, MAX_CELLS_MAX, REPEAT_MAX, REPEAT_MIN,
 };
 
-use super::{
+use super::files::{
     InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare, prepare_eval,
 };
 use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};
+use cowork_core::plan::flags::check_spec_flags;
 use cowork_core::plan::{Plan, PlanInput, plan_units};
 
-/// Longest `label`, in UTF-16 code units like JavaScript's `length`
-/// (harness-behaviour.md#job-invocation).
-const MAX_LABEL_LEN: usize = 200;
 /// Most resamples an eval spec may name. The field belonged to the bootstrap interval, which the
 /// exact interval replaced; it is still accepted (older clients send it) and still bounded.
 const MAX_EVAL_RESAMPLES: u32 = 1_000_000;
@@ -245,7 +242,7 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
             spec.executor.as_str()
         ));
     }
-    check_flags(&spec.flags, spec.matrix_file.is_some(), &mut problems);
+    problems.extend(check_spec_flags(&spec.flags, spec.matrix_file.is_some()));
     match (&spec.eval, spec.mode) {
         (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),
         (None, BatchMode::Eval) => {
@@ -301,76 +298,6 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
             "spec.flags: an eval takes only repeat and jobTimeoutMs; every other flag must keep its default"
                 .to_owned(),
         );
-    }
-}
-
-fn check_flags(flags: &BatchFlags, has_matrix: bool, problems: &mut Vec<String>) {
-    let has_repeat = flags.repeat.is_some();
-    if let Some(repeat) = flags.repeat
-        && !(REPEAT_MIN..=REPEAT_MAX).contains(&repeat)
-    {
-        problems.push(format!(
-            "spec.flags.repeat: must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {repeat}"
-        ));
-    }
-    let rate = flags.min_pass_rate;
-    if !(rate.is_finite() && (0.0..=1.0).contains(&rate)) {
-        problems.push(format!(
-            "spec.flags.minPassRate: must be a number from 0 to 1, got {rate}"
-        ));
-    } else if rate != 1.0 && !has_repeat {
-        problems.push("spec.flags.minPassRate: needs repeat".to_owned());
-    }
-    if let Some(budget) = flags.max_budget_usd
-        && !(budget.is_finite() && budget > 0.0)
-    {
-        problems.push(format!(
-            "spec.flags.maxBudgetUsd: must be a number greater than 0, got {budget}"
-        ));
-    }
-    if let Some(budget) = flags.batch_budget_usd {
-        if !(budget.is_finite() && budget > 0.0) {
-            problems.push(format!(
-                "spec.flags.batchBudgetUsd: must be a number greater than 0, got {budget}"
-            ));
-        } else if !has_repeat {
-            problems.push("spec.flags.batchBudgetUsd: needs repeat".to_owned());
-        }
-    }
-    if flags.stop_on_diverge && !has_repeat {
-        problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
-    }
-    if flags.allow_budget_stop && !has_repeat {
-        problems.push("spec.flags.allowBudgetStop: needs repeat".to_owned());
-    }
-    if !(1..=MAX_CELLS_MAX).contains(&flags.max_cells) {
-        problems.push(format!(
-            "spec.flags.maxCells: must be an integer from 1 to {MAX_CELLS_MAX}, got {}",
-            flags.max_cells
-        ));
-    } else if flags.max_cells != MAX_CELLS_DEFAULT && !has_matrix {
-        problems.push("spec.flags.maxCells: needs a matrix file".to_owned());
-    }
-    if flags.allow_truncated_matrix && !has_matrix {
-        problems.push("spec.flags.allowTruncatedMatrix: needs a matrix file".to_owned());
-    }
-    if let Some(model) = &flags.decider_model
-        && model.trim().is_empty()
-    {
-        problems.push("spec.flags.deciderModel: must not be empty".to_owned());
-    }
-    if let Some(label) = &flags.label {
-        let length = label.encode_utf16().count();
-        if label.contains(['\n', '\r']) {
-            problems.push("spec.flags.label: must be a single line".to_owned());
-        } else if length > MAX_LABEL_LEN {
-            problems.push(format!(
-                "spec.flags.label: must be at most {MAX_LABEL_LEN} characters, got {length}"
-            ));
-        }
-    }
-    if flags.job_timeout_ms == Some(0) {
-        problems.push("spec.flags.jobTimeoutMs: must be greater than 0".to_owned());
     }
 }
 
