@@ -8,11 +8,11 @@ use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::StoredBatch;
 
 use crate::supervisor::BatchOutcome;
-use cowork_core::eval::ArmSources;
-use cowork_core::plan::Plan;
-use cowork_core::plan::eval::{
-    EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document, eval_document_key,
+use cowork_core::eval::{
+    ArmSources, EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document,
+    eval_document_key,
 };
+use cowork_core::plan::Plan;
 
 /// Why a decided eval batch's report was not stored.
 #[derive(Debug, thiserror::Error)]

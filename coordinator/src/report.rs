@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison};
-use cowork_core::plan::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
+use cowork_core::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
 use cowork_core::report::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
 
 use cowork_fabric::artifacts::PARALLEL_READS;

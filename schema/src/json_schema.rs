@@ -28,6 +28,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             render::<crate::envelope::Envelope>(),
         ),
         (
+            "eval-document.schema.json",
+            render::<crate::eval::EvalDocument>(),
+        ),
+        (
             "fleet-meta.schema.json",
             render::<crate::fleet::FleetMeta>(),
         ),

@@ -11,11 +11,12 @@
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
 //! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
-//! - - [`rollup`]: repeat and matrix rollups (harness-behaviour.md#repeat-rollup,
+//! - [`rollup`]: repeat and matrix rollups (harness-behaviour.md#repeat-rollup,
 //!   harness-behaviour.md#matrix).
 //! - [`history`]: `stats.json`, the per-unit cost and timings of a decided batch.
-//! - - [`envelope`]: the upstream-compatible envelope plus the `fleet` key
+//! - [`envelope`]: the upstream-compatible envelope plus the `fleet` key
 //!   (harness-behaviour.md#envelope).
+//! - [`eval`]: the eval document (`eval.json`), an A/B batch's comparison and verdict.
 //! - [`fleet`]: the typed `fleet` key of a supervised batch's envelope.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
@@ -27,6 +28,7 @@ pub mod api;
 pub mod batch;
 pub mod duration;
 pub mod envelope;
+pub mod eval;
 pub mod event;
 pub mod fleet;
 pub mod history;

@@ -19,11 +19,12 @@ use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
 use cowork_core::eval::Comparison;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
-use cowork_core::plan::Plan;
-use cowork_core::plan::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalGate, RawEvalFlags, eval_document,
+use cowork_core::eval::{
+    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalGate, eval_document,
     eval_document_key, eval_exit_code, nothing_to_compare,
 };
+use cowork_core::plan::Plan;
+use cowork_core::plan::eval::RawEvalFlags;
 use cowork_fabric::ArtifactStore;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;

@@ -23,6 +23,8 @@
 //!
 //! Pure: no IO, no clock, no environment, no async, no randomness.
 
+pub mod document;
+pub mod gate;
 pub mod stats;
 pub mod words;
 
@@ -31,11 +33,20 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use cowork_schema::eval::{
+    Arm, ArmLabel, ArmSummary, Comparison, Discordant, EvalDocument, EvalReport, EvalVerdict,
+    Interval, ScenarioComparison, Sensitivity,
+};
+pub use document::{
+    EVAL_DOCUMENT_FILE, EvalDocumentError, EvalDocumentInput, EvalPairingError, eval_document,
+    eval_document_key, paired_outcomes,
+};
+pub use gate::{
+    EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, eval_exit_code, nothing_to_compare,
+};
 pub use stats::{
-    Interval, TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact,
-    min_detectable_difference, min_discordant_pairs, paired_difference_interval, pairs_to_detect,
+    TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact, min_detectable_difference,
+    min_discordant_pairs, paired_difference_interval, pairs_to_detect,
 };
 
 /// The significance level used when none is given (`--alpha`).
@@ -73,15 +84,6 @@ P[Binomial(n, targetDiff) ≥ k] ≥ targetPower: the chance of detecting a true
 targetDiff in the most favourable case, where every disagreement favours the better arm; \
 disagreements in both directions need more pairs.";
 
-/// The two arms of an eval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Arm {
-    /// The baseline (the version before the edit).
-    A,
-    /// The candidate (the edited version).
-    B,
-}
-
 /// What one run of one arm produced, as far as the statistics care.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ArmOutcome {
@@ -115,6 +117,31 @@ pub struct ArmSources {
     pub b: String,
 }
 
+/// Applies [`DECISION_RULE`] to the discordant counts, their McNemar p-value and alpha.
+pub fn decide_verdict(discordant: Discordant, mcnemar_p: f64, alpha: f64) -> EvalVerdict {
+    if mcnemar_p >= alpha {
+        return EvalVerdict::NoDetectableDifference;
+    }
+    match discordant.a_pass_b_fail.cmp(&discordant.a_fail_b_pass) {
+        std::cmp::Ordering::Greater => EvalVerdict::BWorse,
+        std::cmp::Ordering::Less => EvalVerdict::BBetter,
+        // Equal counts give p = 1, so this is unreachable for any alpha < 1; it is kept
+        // total rather than asserted.
+        std::cmp::Ordering::Equal => EvalVerdict::NoDetectableDifference,
+    }
+}
+
+/// The sensitivity of the exact test at `alpha` (see [`SENSITIVITY_METHOD`]).
+pub fn sensitivity_at(alpha: f64) -> Sensitivity {
+    Sensitivity {
+        method: SENSITIVITY_METHOD.to_owned(),
+        min_discordant_pairs: min_discordant_pairs(alpha),
+        target_diff: TARGET_DIFFERENCE,
+        target_power: TARGET_POWER,
+        pairs_for_target: pairs_to_detect(TARGET_DIFFERENCE, TARGET_POWER, alpha),
+    }
+}
+
 /// The statistical settings of a report. Every field is echoed in the report.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EvalOptions {
@@ -137,187 +164,6 @@ pub enum EvalError {
         /// The repeated index.
         repeat_index: u32,
     },
-}
-
-/// The outcome of the comparison at the chosen alpha (see [`DECISION_RULE`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum EvalVerdict {
-    /// B passes significantly more often than A.
-    BBetter,
-    /// B passes significantly less often than A.
-    BWorse,
-    /// The test found no difference at this alpha (which is not evidence of equality).
-    NoDetectableDifference,
-}
-
-impl EvalVerdict {
-    /// Applies [`DECISION_RULE`] to the discordant counts, their McNemar p-value and alpha.
-    pub fn decide(discordant: Discordant, mcnemar_p: f64, alpha: f64) -> Self {
-        if mcnemar_p >= alpha {
-            return Self::NoDetectableDifference;
-        }
-        match discordant.a_pass_b_fail.cmp(&discordant.a_fail_b_pass) {
-            std::cmp::Ordering::Greater => Self::BWorse,
-            std::cmp::Ordering::Less => Self::BBetter,
-            // Equal counts give p = 1, so this is unreachable for any alpha < 1; it is kept
-            // total rather than asserted.
-            std::cmp::Ordering::Equal => Self::NoDetectableDifference,
-        }
-    }
-
-    /// The verdict in words, for human renderings.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::BBetter => "B better",
-            Self::BWorse => "B worse",
-            Self::NoDetectableDifference => "no detectable difference",
-        }
-    }
-}
-
-/// The discordant pairs: McNemar's `b` and `c`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Discordant {
-    /// McNemar's `b`: complete pairs where A passed and B failed.
-    pub a_pass_b_fail: u64,
-    /// McNemar's `c`: complete pairs where A failed and B passed.
-    pub a_fail_b_pass: u64,
-}
-
-/// One arm's label and source.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ArmLabel {
-    /// `"A"` or `"B"`.
-    pub arm: Arm,
-    /// The source the arm ran (skill directory or plugin), as given.
-    pub source: String,
-}
-
-/// One arm's runs within a scenario, or over all scenarios. Counts every run of the arm,
-/// including those whose partner in arm B (or A) did not complete.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ArmSummary {
-    /// `"A"` or `"B"`.
-    pub arm: Arm,
-    /// The source the arm ran, as given.
-    pub source: String,
-    /// Runs of this arm, completed or not.
-    pub runs: u64,
-    /// Runs that produced a result.
-    pub completed: u64,
-    /// Completed runs whose verdict passed.
-    pub passes: u64,
-    /// `passes / completed`, exactly 0 when nothing completed (as a rollup's `passRate`,
-    /// harness-behaviour.md#repeat-rollup).
-    pub pass_rate: f64,
-    /// Sum of the known `cost.usd` values (within a scenario in repeat-index order, then over
-    /// scenarios in name order); `null` when no run reported a cost. A partial sum is flagged by
-    /// `costUnknownRuns > 0`.
-    pub cost_usd: Option<f64>,
-    /// Runs that reported a cost.
-    pub cost_known_runs: u64,
-    /// Runs that did not report a (finite) cost.
-    pub cost_unknown_runs: u64,
-}
-
-/// The comparison of the two arms over some set of pairs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Comparison {
-    /// Arm A's summary, then arm B's.
-    pub arms: [ArmSummary; 2],
-    /// Complete pairs (both arms completed): the pairs the statistics below use.
-    pub pairs: u64,
-    /// Pairs left out because either arm did not complete.
-    pub excluded_pairs: u64,
-    /// Pass rate of B minus pass rate of A over the complete pairs, with its exact interval at
-    /// the report's `confidenceLevel` (see [`INTERVAL_METHOD`]); `null` when there is no
-    /// complete pair.
-    pub diff: Option<Interval>,
-    /// The discordant complete pairs.
-    pub discordant: Discordant,
-    /// The exact two-sided McNemar p-value of `discordant`.
-    pub mcnemar_p: f64,
-    /// The verdict at the report's alpha.
-    pub verdict: EvalVerdict,
-    /// The smallest difference of pass rates the test can detect with these pairs (see
-    /// [`SENSITIVITY_METHOD`]); `null` when there are too few pairs to detect any. Absent from
-    /// reports written before it existed.
-    #[serde(default)]
-    pub min_detectable_diff: Option<f64>,
-}
-
-/// The comparison within one scenario.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScenarioComparison {
-    /// The scenario name.
-    pub scenario: String,
-    /// The comparison over this scenario's pairs.
-    #[serde(flatten)]
-    pub comparison: Comparison,
-}
-
-/// How sensitive the test is at the report's alpha (see [`SENSITIVITY_METHOD`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Sensitivity {
-    /// [`SENSITIVITY_METHOD`].
-    pub method: String,
-    /// The fewest disagreeing pairs the test can call at alpha.
-    pub min_discordant_pairs: u64,
-    /// The difference `pairsForTarget` is computed for (0.2: 20 points).
-    pub target_diff: f64,
-    /// The probability of detecting it that `pairsForTarget` asks for (0.8).
-    pub target_power: f64,
-    /// The fewest complete pairs that detect `targetDiff` with `targetPower`, at best.
-    pub pairs_for_target: u64,
-}
-
-impl Sensitivity {
-    /// The sensitivity of the exact test at `alpha`.
-    pub fn at(alpha: f64) -> Self {
-        Self {
-            method: SENSITIVITY_METHOD.to_owned(),
-            min_discordant_pairs: min_discordant_pairs(alpha),
-            target_diff: TARGET_DIFFERENCE,
-            target_power: TARGET_POWER,
-            pairs_for_target: pairs_to_detect(TARGET_DIFFERENCE, TARGET_POWER, alpha),
-        }
-    }
-}
-
-/// The result of an eval: settings, arms, and the comparison overall and per scenario.
-///
-/// Serialized in camelCase with the field order below; scenarios are sorted by name and pairs by
-/// repeat index, so the same outcomes give the same bytes whatever order they arrived in.
-/// Reports written by earlier versions (a bootstrap interval, `resamples` and `seed`, no
-/// sensitivity) still read back; their extra fields are ignored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EvalReport {
-    /// [`DECISION_RULE`]: what the verdicts mean and that the rule is ours. Owned, so that a
-    /// stored report reads back as it was written.
-    pub decision_rule: String,
-    /// [`INTERVAL_METHOD`]: how `diff` intervals are computed.
-    pub interval_method: String,
-    /// Significance level of the verdicts.
-    pub alpha: f64,
-    /// Confidence level of the `diff` intervals: `1 − alpha`.
-    pub confidence_level: f64,
-    /// How sensitive the test is at this alpha; absent from reports written before it existed.
-    #[serde(default)]
-    pub sensitivity: Option<Sensitivity>,
-    /// Arm A's label and source, then arm B's.
-    pub arms: [ArmLabel; 2],
-    /// All scenarios pooled.
-    pub overall: Comparison,
-    /// One comparison per scenario, sorted by name.
-    pub scenarios: Vec<ScenarioComparison>,
 }
 
 /// Builds the eval report from paired outcomes.
@@ -383,7 +229,7 @@ pub fn eval_report(
         interval_method: INTERVAL_METHOD.to_owned(),
         alpha: options.alpha,
         confidence_level: 1.0 - options.alpha,
-        sensitivity: Some(Sensitivity::at(options.alpha)),
+        sensitivity: Some(sensitivity_at(options.alpha)),
         arms: [
             ArmLabel {
                 arm: Arm::A,
@@ -427,7 +273,7 @@ impl ComparisonContext<'_> {
             diff,
             discordant,
             mcnemar_p,
-            verdict: EvalVerdict::decide(discordant, mcnemar_p, self.options.alpha),
+            verdict: decide_verdict(discordant, mcnemar_p, self.options.alpha),
             min_detectable_diff: min_detectable_difference(n_pairs, self.options.alpha),
         }
     }

@@ -9,6 +9,7 @@
 //! Everything here is a pure, deterministic function of its arguments: no randomness, no
 //! iteration count that depends on anything but the inputs.
 
+use cowork_schema::eval::Interval;
 use std::f64::consts::PI;
 
 // ---------------------------------------------------------------------------------------------
@@ -321,18 +322,6 @@ impl NeumaierSum {
 
 // ---------------------------------------------------------------------------------------------
 // The exact conditional interval of the paired difference.
-
-/// A point estimate with a two-sided interval.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Interval {
-    /// The statistic on the observed pairs.
-    pub estimate: f64,
-    /// The lower bound.
-    pub low: f64,
-    /// The upper bound.
-    pub high: f64,
-}
 
 /// Which side of 1/2 a Clopper–Pearson bound lies on, decided by the exact test at 1/2 (see
 /// [`paired_difference_interval`]).

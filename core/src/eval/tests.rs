@@ -227,7 +227,7 @@ fn the_verdict_never_contradicts_the_interval_on_random_tables() {
             a_fail_b_pass,
         };
         let p = mcnemar_exact(a_pass_b_fail, a_fail_b_pass);
-        let verdict = EvalVerdict::decide(discordant, p, alpha);
+        let verdict = decide_verdict(discordant, p, alpha);
         let interval = paired_difference_interval(a_pass_b_fail, a_fail_b_pass, n_pairs, alpha)
             .expect("at least one pair");
         let context = format!(
@@ -337,7 +337,7 @@ fn the_pairs_needed_for_20_points_match_the_hand_calculation() {
     assert_eq!(pairs_to_detect(0.2, 0.8, 0.05), 39);
     // alpha 0.01 needs 8 of them: n = 49 gives 0.7909…, n = 50 gives 0.8096…: 50 pairs.
     assert_eq!(pairs_to_detect(0.2, 0.8, 0.01), 50);
-    let sensitivity = Sensitivity::at(0.05);
+    let sensitivity = sensitivity_at(0.05);
     assert_eq!(sensitivity.min_discordant_pairs, 6);
     assert_eq!(sensitivity.pairs_for_target, 39);
     assert_eq!(
@@ -703,7 +703,7 @@ fn verdict_follows_the_decision_rule() {
             a_fail_b_pass: c,
         };
         assert_eq!(
-            EvalVerdict::decide(discordant, p, alpha),
+            decide_verdict(discordant, p, alpha),
             expected,
             "b = {b}, c = {c}, p = {p}, alpha = {alpha}"
         );

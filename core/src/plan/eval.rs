@@ -1,5 +1,6 @@
-//! Eval batches (decisions.md#eval-design): the layout of an A/B batch, the pairing of its results
-//! and the document `cowork eval` stores and prints.
+//! Eval batches (decisions.md#eval-design): the flags and the layout of an A/B batch. What
+//! happens after the batch is decided (pairing, the report document, the exit gate) is the
+//! `eval` module's.
 //!
 //! An eval batch is a files plan whose units are scenario × arm: unit `2k` runs scenario `k` with
 //! arm A, unit `2k + 1` runs it with arm B. Each unit's scenario is materialized exactly like a
@@ -7,56 +8,26 @@
 //! (harness-behaviour.md#choice-c1, strategy A, see [`materialize`](super::materialize)), so the
 //! arm's directory replaces the session's single `plugins.local_plugins` entry and the pinned model
 //! replaces its `model`. Units are labelled `<scenario> [arm=A]` / `[arm=B]`, so no output can read
-//! a one-armed batch as a comparison (harness-behaviour.md#provenance). [`Plan::new`] sets
-//! [`Plan::interleave`] for eval plans, so jobs are admitted repeat-major (`s0A s0B s1A s1B …` for
+//! a one-armed batch as a comparison (harness-behaviour.md#provenance). [`Plan::new`](super::Plan::new) sets
+//! [`Plan::interleave`](super::Plan::interleave) for eval plans, so jobs are admitted repeat-major (`s0A s0B s1A s1B …` for
 //! repeat 0, then repeat 1, …) and both arms meet the same fleet conditions.
-//!
-//! After the batch, [`paired_outcomes`] pairs `(scenario, repeat index, arm A)` with
-//! `(scenario, repeat index, arm B)` (harness-behaviour.md#eval) for
-//! [`eval_report`](crate::eval::eval_report), and [`eval_document`] turns a decided batch into its
-//! `eval.json` ([`EvalDocument`]), for `cowork eval` and the coordinator alike.
 //!
 //! Pure: no IO, no clock, no environment.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::verdict::view_with_rederived_verdict;
-use cowork_schema::batch::{BatchFlags, BatchMode, EvalSpec, ExecutorKind, REPEAT_MAX, REPEAT_MIN};
-use cowork_schema::ids::{BatchId, UnitRef};
+use cowork_schema::batch::{BatchFlags, BatchMode, REPEAT_MAX, REPEAT_MIN};
+use cowork_schema::eval::Arm;
+use cowork_schema::ids::UnitRef;
 use cowork_schema::job::CellAxes;
 
 use super::flags::{FlagError, RawFlags, js_number, validate_flags};
 use super::materialize::materialize_cell;
-use super::{Plan, PlanError, PlanKind, PlanLayout, PlanUnit, plan_units};
-use crate::eval::{
-    Arm, ArmOutcome, ArmSources, EvalError, EvalOptions, EvalReport, EvalVerdict, PairedOutcome,
-    eval_report,
-};
+use super::{PlanError, PlanKind, PlanLayout, PlanUnit, plan_units};
 use crate::prepared::{PreparedArm, PreparedBatch};
 
 /// The arms in unit order: arm A is unit `2k`, arm B unit `2k + 1`.
 pub const ARMS: [Arm; 2] = [Arm::A, Arm::B];
-
-/// Exit code of `cowork eval` when the gate fails (by default: the overall verdict is "B worse").
-pub const EXIT_B_WORSE: i32 = 1;
-/// Exit code of `cowork eval` when no pair of runs completed in both arms: there is nothing to
-/// compare, and a CI gate must not read that as a pass.
-pub const EXIT_NOTHING_TO_COMPARE: i32 = 2;
-
-/// Which overall verdicts make `cowork eval` exit 1 (`--fail-on`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EvalGate {
-    /// Never: the eval exits 0 whatever the verdict (it still exits 2 with nothing to compare).
-    Never,
-    /// "B worse" (the default).
-    #[default]
-    BWorse,
-    /// Any detectable difference, better or worse: B must behave like A.
-    AnyDifference,
-}
 
 /// The arm as jobs and simulation profiles name it (`JobSpec.arm`, `SimRule.arm`): `a` or `b`.
 pub fn arm_wire_name(arm: Arm) -> &'static str {
@@ -293,252 +264,23 @@ fn arm_offset(arm: Arm) -> u32 {
     }
 }
 
-/// Why the results of an eval batch cannot be paired.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EvalPairingError {
-    /// The plan is not an eval plan (units are not arm A, arm B per scenario).
-    #[error("unit {unit} is not laid out as an eval arm")]
-    NotAnEvalPlan { unit: u32 },
-    /// The folded runs and their results differ in number.
-    #[error("{folded} folded runs but {results} results")]
-    ResultCount { folded: usize, results: usize },
-    /// A stored result cannot be read as a run.
-    #[error("the result of unit {unit}, repeat {repeat_index:?} is unreadable: {message}")]
-    BadResult {
-        unit: u32,
-        repeat_index: Option<u32>,
-        message: String,
-    },
-}
-
-/// Pairs the runs of an eval plan: one [`PairedOutcome`] per scenario and repeat index.
-///
-/// `folded` is the reduction's `(unit index, repeat index)` of every completed run and
-/// `results` the envelope's results in the same order (harness-behaviour.md#choice-c3). A run
-/// missing from `folded` (an error, or never run) counts as not completed, so its pair is left out
-/// of the paired statistics and counted as excluded.
-pub fn paired_outcomes(
-    plan: &Plan,
-    folded: &[(u32, Option<u32>)],
-    results: &[Value],
-) -> Result<Vec<PairedOutcome>, EvalPairingError> {
-    if folded.len() != results.len() {
-        return Err(EvalPairingError::ResultCount {
-            folded: folded.len(),
-            results: results.len(),
-        });
-    }
-    let mut completed: BTreeMap<(u32, Option<u32>), ArmOutcome> = BTreeMap::new();
-    for (&(unit, repeat_index), result) in folded.iter().zip(results) {
-        let view =
-            view_with_rederived_verdict(result).map_err(|error| EvalPairingError::BadResult {
-                unit,
-                repeat_index,
-                message: error.to_string(),
-            })?;
-        completed.insert(
-            (unit, repeat_index),
-            ArmOutcome {
-                pass: view.pass,
-                completed: true,
-                cost_usd: view.cost_usd,
-            },
-        );
-    }
-    let not_completed = ArmOutcome {
-        pass: false,
-        completed: false,
-        cost_usd: None,
-    };
-    let mut pairs = Vec::new();
-    for arm_units in plan.units.chunks(2) {
-        let [unit_a, unit_b] = arm_units else {
-            return Err(EvalPairingError::NotAnEvalPlan {
-                unit: arm_units[0].unit.index(),
-            });
-        };
-        for (unit, arm) in [(unit_a, Arm::A), (unit_b, Arm::B)] {
-            if unit.arm != Some(arm) {
-                return Err(EvalPairingError::NotAnEvalPlan {
-                    unit: unit.unit.index(),
-                });
-            }
-        }
-        for run in 0..plan.runs_per_unit() {
-            let repeat_index = plan.repeat.map(|_| run);
-            let outcome_of = |unit: &PlanUnit| {
-                completed
-                    .get(&(unit.unit.index(), repeat_index))
-                    .copied()
-                    .unwrap_or(not_completed)
-            };
-            pairs.push(PairedOutcome {
-                scenario: unit_a.scenario_name.clone(),
-                repeat_index: run,
-                a: outcome_of(unit_a),
-                b: outcome_of(unit_b),
-            });
-        }
-    }
-    Ok(pairs)
-}
-
-/// The exit code of an eval: [`EXIT_NOTHING_TO_COMPARE`] when no pair completed, else
-/// [`EXIT_B_WORSE`] when the overall verdict fails the `gate`, else 0. Per-scenario verdicts do
-/// not count: they are not corrected for multiple comparisons.
-pub fn eval_exit_code(report: &EvalReport, gate: EvalGate) -> i32 {
-    if report.overall.pairs == 0 {
-        return EXIT_NOTHING_TO_COMPARE;
-    }
-    let fails = match (gate, report.overall.verdict) {
-        (EvalGate::Never, _) | (_, EvalVerdict::NoDetectableDifference) => false,
-        (EvalGate::BWorse, verdict) => verdict == EvalVerdict::BWorse,
-        (EvalGate::AnyDifference, _) => true,
-    };
-    if fails { EXIT_B_WORSE } else { 0 }
-}
-
-/// Why there is nothing to compare, when no pair of runs completed in both arms; `None` when
-/// some pair did.
-pub fn nothing_to_compare(report: &EvalReport) -> Option<String> {
-    let overall = &report.overall;
-    if overall.pairs > 0 {
-        return None;
-    }
-    let [arm_a, arm_b] = &overall.arms;
-    Some(format!(
-        "nothing to compare: no run completed in both arms ({} pairs left out; arm A completed \
-         {} of {} runs, arm B {} of {}: the others errored or stopped at an unanswered gate)",
-        overall.excluded_pairs, arm_a.completed, arm_a.runs, arm_b.completed, arm_b.runs
-    ))
-}
-
-/// The file name of an eval batch's report in its batch directory: `batches/<id>/eval.json`.
-pub const EVAL_DOCUMENT_FILE: &str = "eval.json";
-
-/// The store key of `batch_id`'s eval report.
-pub fn eval_document_key(batch_id: &BatchId) -> String {
-    format!("batches/{batch_id}/{EVAL_DOCUMENT_FILE}")
-}
-
-/// `batches/<id>/eval.json` and the `--output-format json` line: the report, with the batch it
-/// came from and whether its runs were simulated (decisions.md#executors: simulated results are
-/// never presented as real). Written by `cowork eval` and by the coordinator, read back by `cowork
-/// eval --coordinator --watch` and by reports.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EvalDocument {
-    pub batch_id: String,
-    /// The executor of every job (`sim` or `harness`).
-    pub executor: String,
-    /// `true` when any run was made by the sim executor.
-    pub simulated: bool,
-    /// The pinned model (`--model`); `null` when the session's own model ran in both arms.
-    pub model: Option<String>,
-    /// Runs per arm per scenario (`--runs`).
-    pub runs_per_arm: u32,
-    #[serde(flatten)]
-    pub report: EvalReport,
-}
-
-impl EvalDocument {
-    /// The bytes stored as `eval.json`: pretty JSON and a final newline.
-    pub fn to_stored_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let mut bytes = serde_json::to_vec_pretty(self)?;
-        bytes.push(b'\n');
-        Ok(bytes)
-    }
-}
-
-/// What the report of a decided eval batch is computed from.
-#[derive(Clone, Copy, Debug)]
-pub struct EvalDocumentInput<'a> {
-    /// The batch's eval plan (units arm A, arm B per scenario).
-    pub plan: &'a Plan,
-    /// The eval settings of the batch's spec (model and alpha).
-    pub settings: &'a EvalSpec,
-    /// How the report labels the arms: `cowork eval` uses the paths as typed, the coordinator
-    /// the bundle-relative arm directories of the spec.
-    pub sources: &'a ArmSources,
-    /// The reduction's `(unit index, repeat index)` of every folded run
-    /// (harness-behaviour.md#choice-c3).
-    pub folded: &'a [(u32, Option<u32>)],
-    /// The envelope's results, in the order of `folded`.
-    pub results: &'a [Value],
-    /// Folded runs the sim executor made.
-    pub simulated_runs: u64,
-}
-
-/// Why the report of a decided eval batch cannot be computed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum EvalDocumentError {
-    /// The batch is not an eval batch.
-    #[error("batch {batch_id} is a {mode} batch, not an eval")]
-    NotAnEval {
-        batch_id: String,
-        mode: &'static str,
-    },
-    /// The runs cannot be paired.
-    #[error("pairing the runs")]
-    Pairing(#[from] EvalPairingError),
-    /// The statistics refuse their settings.
-    #[error("computing the statistics")]
-    Report(#[from] EvalError),
-}
-
-/// Builds the eval report of a decided eval batch: pairs its runs and computes the statistics
-/// with the spec's settings. The one code path of `cowork eval` and of the coordinator.
-pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, EvalDocumentError> {
-    let plan = input.plan;
-    if plan.mode != BatchMode::Eval {
-        return Err(EvalDocumentError::NotAnEval {
-            batch_id: plan.batch_id.to_string(),
-            mode: mode_name(plan.mode),
-        });
-    }
-    let pairs = paired_outcomes(plan, input.folded, input.results)?;
-    // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; the exact
-    // interval needs neither (the seed still drives the sim executor).
-    let options = EvalOptions {
-        alpha: input.settings.alpha,
-    };
-    let report = eval_report(input.sources, &pairs, &options)?;
-    Ok(EvalDocument {
-        batch_id: plan.batch_id.to_string(),
-        executor: plan.executor.as_str().to_owned(),
-        simulated: input.simulated_runs > 0 || plan.executor == ExecutorKind::Sim,
-        model: input.settings.model.clone(),
-        runs_per_arm: plan.runs_per_unit(),
-        report,
-    })
-}
-
-fn mode_name(mode: BatchMode) -> &'static str {
-    match mode {
-        BatchMode::Run => "run",
-        BatchMode::Record => "record",
-        BatchMode::Replay => "replay",
-        BatchMode::Eval => "eval",
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use cowork_schema::batch::ExecutorKind;
     use cowork_schema::ids::BatchId;
     use cowork_schema::scenario::Scenario;
     use cowork_schema::session::Session;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
-    use crate::plan::PlanInput;
+    use crate::plan::{Plan, PlanInput};
     use crate::prepared::{PreparedScenario, PreparedSession};
 
     const SESSION: &str = "model: m0\nplugins:\n  local_plugins:\n    - ../skills/v1/k\n";
 
-    fn scenario(rel: &str) -> PreparedScenario {
+    pub(crate) fn scenario(rel: &str) -> PreparedScenario {
         let text = "prompt: p\nsession: ../sessions/s.yaml\n";
         let scenario = Scenario::from_yaml(text, Path::new(rel)).expect("test scenario is valid");
         PreparedScenario {
@@ -553,7 +295,7 @@ mod tests {
         }
     }
 
-    fn batch(rels: &[&str]) -> PreparedBatch {
+    pub(crate) fn batch(rels: &[&str]) -> PreparedBatch {
         let scenarios: Vec<PreparedScenario> = rels.iter().map(|rel| scenario(rel)).collect();
         let mut files: BTreeSet<String> = scenarios.iter().map(|s| s.rel_path.clone()).collect();
         files.insert("sessions/s.yaml".to_owned());
@@ -566,21 +308,21 @@ mod tests {
         }
     }
 
-    fn arms(a: &str, b: &str) -> [PreparedArm; 2] {
+    pub(crate) fn arms(a: &str, b: &str) -> [PreparedArm; 2] {
         [a, b].map(|rel| PreparedArm {
             declared: rel.to_owned(),
             rel_path: rel.to_owned(),
         })
     }
 
-    fn flags(runs: u32) -> BatchFlags {
+    pub(crate) fn flags(runs: u32) -> BatchFlags {
         BatchFlags {
             repeat: Some(runs),
             ..BatchFlags::default()
         }
     }
 
-    fn eval_plan(rels: &[&str], runs: u32, model: Option<&str>) -> Plan {
+    pub(crate) fn eval_plan(rels: &[&str], runs: u32, model: Option<&str>) -> Plan {
         let arms = arms("skills/v1/k", "skills/v2/k");
         let flags = flags(runs);
         let layout = plan_eval_units(
@@ -730,50 +472,11 @@ mod tests {
         );
     }
 
-    fn run_result(pass: bool, cost: f64) -> Value {
+    pub(crate) fn run_result(pass: bool, cost: f64) -> Value {
         json!({
             "verdict": { "pass": pass, "signals": [] },
             "cost": { "usd": cost },
         })
-    }
-
-    #[test]
-    fn pairs_join_the_arms_by_scenario_and_repeat_index() {
-        let plan = eval_plan(&["scenarios/s0.yaml"], 2, None);
-        // Unit 1 (arm B) repeat 1 errored: it is absent from the folded runs.
-        let folded = [(0, Some(0)), (0, Some(1)), (1, Some(0))];
-        let results = [
-            run_result(true, 0.5),
-            run_result(false, 0.25),
-            run_result(false, 1.0),
-        ];
-        let pairs = paired_outcomes(&plan, &folded, &results).expect("results pair");
-        let done = |pass, cost| ArmOutcome {
-            pass,
-            completed: true,
-            cost_usd: Some(cost),
-        };
-        assert_eq!(
-            pairs,
-            [
-                PairedOutcome {
-                    scenario: "s0".to_owned(),
-                    repeat_index: 0,
-                    a: done(true, 0.5),
-                    b: done(false, 1.0),
-                },
-                PairedOutcome {
-                    scenario: "s0".to_owned(),
-                    repeat_index: 1,
-                    a: done(false, 0.25),
-                    b: ArmOutcome {
-                        pass: false,
-                        completed: false,
-                        cost_usd: None,
-                    },
-                },
-            ]
-        );
     }
 
     #[test]
@@ -804,153 +507,5 @@ mod tests {
         })
         .expect_err("bad job timeout");
         assert_eq!(errors[0].flag, "--job-timeout");
-    }
-
-    fn settings() -> EvalSpec {
-        EvalSpec {
-            arms: ["skills/v1/k".to_owned(), "skills/v2/k".to_owned()],
-            model: Some("pinned-model".to_owned()),
-            alpha: 0.05,
-            seed: 7,
-            resamples: 200,
-        }
-    }
-
-    #[test]
-    fn the_eval_document_labels_the_arms_and_reads_back_as_stored() {
-        let plan = eval_plan(&["scenarios/s0.yaml"], 2, Some("pinned-model"));
-        // A passes both runs, B fails both: two discordant pairs, too few for significance.
-        let folded = [(0, Some(0)), (0, Some(1)), (1, Some(0)), (1, Some(1))];
-        let results = [
-            run_result(true, 0.5),
-            run_result(true, 0.5),
-            run_result(false, 0.25),
-            run_result(false, 0.25),
-        ];
-        let sources = ArmSources {
-            a: "skills/v1/k".to_owned(),
-            b: "skills/v2/k".to_owned(),
-        };
-        let settings = settings();
-        let document = eval_document(&EvalDocumentInput {
-            plan: &plan,
-            settings: &settings,
-            sources: &sources,
-            folded: &folded,
-            results: &results,
-            simulated_runs: 0,
-        })
-        .expect("an eval plan's results give a report");
-        assert_eq!(document.batch_id, "b1");
-        assert_eq!(document.executor, "sim");
-        assert!(
-            document.simulated,
-            "the sim executor always marks the report simulated"
-        );
-        assert_eq!(document.model.as_deref(), Some("pinned-model"));
-        assert_eq!(document.runs_per_arm, 2);
-        assert_eq!(document.report.alpha, 0.05);
-        assert_eq!(document.report.confidence_level, 0.95);
-        let overall = &document.report.overall;
-        assert_eq!(overall.discordant.a_pass_b_fail, 2);
-        assert_eq!(overall.arms[0].source, "skills/v1/k");
-        assert_eq!(overall.arms[1].source, "skills/v2/k");
-        assert_eq!(overall.verdict, EvalVerdict::NoDetectableDifference);
-        assert_eq!(eval_exit_code(&document.report, EvalGate::BWorse), 0);
-        assert_eq!(nothing_to_compare(&document.report), None);
-
-        let stored = document.to_stored_json().expect("the document serializes");
-        assert!(stored.ends_with(b"}\n"));
-        let read_back: EvalDocument =
-            serde_json::from_slice(&stored).expect("eval.json reads back");
-        assert_eq!(read_back, document);
-        assert_eq!(
-            eval_document_key(&plan.batch_id),
-            "batches/b1/eval.json".to_owned()
-        );
-    }
-
-    #[test]
-    fn only_an_eval_plan_has_an_eval_document() {
-        let flags = flags(2);
-        let layout = plan_units(&batch(&["scenarios/s0.yaml"]), &flags, BatchMode::Run)
-            .expect("test batch plans");
-        let plan = Plan::new(
-            layout,
-            PlanInput {
-                batch_id: BatchId::new("b1").expect("valid batch id"),
-                flags,
-                mode: BatchMode::Run,
-                executor: ExecutorKind::Sim,
-                sim: None,
-                bundle_sha256: "ab".repeat(32),
-            },
-        );
-        let error = eval_document(&EvalDocumentInput {
-            plan: &plan,
-            settings: &settings(),
-            sources: &ArmSources {
-                a: "a".to_owned(),
-                b: "b".to_owned(),
-            },
-            folded: &[],
-            results: &[],
-            simulated_runs: 0,
-        })
-        .expect_err("a run batch is no eval");
-        assert_eq!(error.to_string(), "batch b1 is a run batch, not an eval");
-    }
-
-    #[test]
-    fn pairing_refuses_mismatched_results() {
-        let plan = eval_plan(&["scenarios/s0.yaml"], 2, None);
-        assert_eq!(
-            paired_outcomes(&plan, &[(0, Some(0))], &[]),
-            Err(EvalPairingError::ResultCount {
-                folded: 1,
-                results: 0
-            })
-        );
-    }
-
-    /// A report whose overall comparison has the given pairs and verdict.
-    fn report_with(pairs: u64, verdict: EvalVerdict) -> EvalReport {
-        let sources = ArmSources {
-            a: "a".to_owned(),
-            b: "b".to_owned(),
-        };
-        let mut report = eval_report(&sources, &[], &EvalOptions { alpha: 0.05 })
-            .expect("an empty report is valid");
-        report.overall.pairs = pairs;
-        report.overall.verdict = verdict;
-        report
-    }
-
-    #[test]
-    fn the_exit_code_follows_the_gate_and_nothing_to_compare_is_an_error() {
-        use EvalVerdict::{BBetter, BWorse, NoDetectableDifference};
-        let cases = [
-            (EvalGate::BWorse, BWorse, 1),
-            (EvalGate::BWorse, BBetter, 0),
-            (EvalGate::BWorse, NoDetectableDifference, 0),
-            (EvalGate::AnyDifference, BWorse, 1),
-            (EvalGate::AnyDifference, BBetter, 1),
-            (EvalGate::AnyDifference, NoDetectableDifference, 0),
-            (EvalGate::Never, BWorse, 0),
-            (EvalGate::Never, BBetter, 0),
-        ];
-        for (gate, verdict, expected) in cases {
-            assert_eq!(
-                eval_exit_code(&report_with(10, verdict), gate),
-                expected,
-                "{gate:?} {verdict:?}"
-            );
-        }
-        for gate in [EvalGate::Never, EvalGate::BWorse, EvalGate::AnyDifference] {
-            let empty = report_with(0, NoDetectableDifference);
-            assert_eq!(eval_exit_code(&empty, gate), EXIT_NOTHING_TO_COMPARE);
-            let message = nothing_to_compare(&empty).expect("no pair completed");
-            assert!(message.starts_with("nothing to compare: "), "{message}");
-        }
     }
 }

@@ -1,0 +1,188 @@
+//! An eval batch after it is decided: [`paired_outcomes`] pairs `(scenario, repeat index, arm
+//! A)` with `(scenario, repeat index, arm B)` (harness-behaviour.md#eval) for
+//! [`eval_report`](super::eval_report), and [`eval_document`] turns the decided batch into its
+//! `eval.json` ([`EvalDocument`]) — the one code path of `cowork eval` and of the coordinator.
+
+use std::collections::BTreeMap;
+
+use cowork_schema::batch::{BatchMode, EvalSpec, ExecutorKind};
+use cowork_schema::eval::{Arm, EvalDocument};
+use cowork_schema::ids::BatchId;
+use serde_json::Value;
+
+use super::{ArmOutcome, ArmSources, EvalError, EvalOptions, PairedOutcome, eval_report};
+use crate::plan::{Plan, PlanUnit};
+use crate::verdict::view_with_rederived_verdict;
+
+/// Why the results of an eval batch cannot be paired.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EvalPairingError {
+    /// The plan is not an eval plan (units are not arm A, arm B per scenario).
+    #[error("unit {unit} is not laid out as an eval arm")]
+    NotAnEvalPlan { unit: u32 },
+    /// The folded runs and their results differ in number.
+    #[error("{folded} folded runs but {results} results")]
+    ResultCount { folded: usize, results: usize },
+    /// A stored result cannot be read as a run.
+    #[error("the result of unit {unit}, repeat {repeat_index:?} is unreadable: {message}")]
+    BadResult {
+        unit: u32,
+        repeat_index: Option<u32>,
+        message: String,
+    },
+}
+
+/// Pairs the runs of an eval plan: one [`PairedOutcome`] per scenario and repeat index.
+///
+/// `folded` is the reduction's `(unit index, repeat index)` of every completed run and
+/// `results` the envelope's results in the same order (harness-behaviour.md#choice-c3). A run
+/// missing from `folded` (an error, or never run) counts as not completed, so its pair is left out
+/// of the paired statistics and counted as excluded.
+pub fn paired_outcomes(
+    plan: &Plan,
+    folded: &[(u32, Option<u32>)],
+    results: &[Value],
+) -> Result<Vec<PairedOutcome>, EvalPairingError> {
+    if folded.len() != results.len() {
+        return Err(EvalPairingError::ResultCount {
+            folded: folded.len(),
+            results: results.len(),
+        });
+    }
+    let mut completed: BTreeMap<(u32, Option<u32>), ArmOutcome> = BTreeMap::new();
+    for (&(unit, repeat_index), result) in folded.iter().zip(results) {
+        let view =
+            view_with_rederived_verdict(result).map_err(|error| EvalPairingError::BadResult {
+                unit,
+                repeat_index,
+                message: error.to_string(),
+            })?;
+        completed.insert(
+            (unit, repeat_index),
+            ArmOutcome {
+                pass: view.pass,
+                completed: true,
+                cost_usd: view.cost_usd,
+            },
+        );
+    }
+    let not_completed = ArmOutcome {
+        pass: false,
+        completed: false,
+        cost_usd: None,
+    };
+    let mut pairs = Vec::new();
+    for arm_units in plan.units.chunks(2) {
+        let [unit_a, unit_b] = arm_units else {
+            return Err(EvalPairingError::NotAnEvalPlan {
+                unit: arm_units[0].unit.index(),
+            });
+        };
+        for (unit, arm) in [(unit_a, Arm::A), (unit_b, Arm::B)] {
+            if unit.arm != Some(arm) {
+                return Err(EvalPairingError::NotAnEvalPlan {
+                    unit: unit.unit.index(),
+                });
+            }
+        }
+        for run in 0..plan.runs_per_unit() {
+            let repeat_index = plan.repeat.map(|_| run);
+            let outcome_of = |unit: &PlanUnit| {
+                completed
+                    .get(&(unit.unit.index(), repeat_index))
+                    .copied()
+                    .unwrap_or(not_completed)
+            };
+            pairs.push(PairedOutcome {
+                scenario: unit_a.scenario_name.clone(),
+                repeat_index: run,
+                a: outcome_of(unit_a),
+                b: outcome_of(unit_b),
+            });
+        }
+    }
+    Ok(pairs)
+}
+
+/// The file name of an eval batch's report in its batch directory: `batches/<id>/eval.json`.
+pub const EVAL_DOCUMENT_FILE: &str = "eval.json";
+
+/// The store key of `batch_id`'s eval report.
+pub fn eval_document_key(batch_id: &BatchId) -> String {
+    format!("batches/{batch_id}/{EVAL_DOCUMENT_FILE}")
+}
+
+/// What the report of a decided eval batch is computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalDocumentInput<'a> {
+    /// The batch's eval plan (units arm A, arm B per scenario).
+    pub plan: &'a Plan,
+    /// The eval settings of the batch's spec (model and alpha).
+    pub settings: &'a EvalSpec,
+    /// How the report labels the arms: `cowork eval` uses the paths as typed, the coordinator
+    /// the bundle-relative arm directories of the spec.
+    pub sources: &'a ArmSources,
+    /// The reduction's `(unit index, repeat index)` of every folded run
+    /// (harness-behaviour.md#choice-c3).
+    pub folded: &'a [(u32, Option<u32>)],
+    /// The envelope's results, in the order of `folded`.
+    pub results: &'a [Value],
+    /// Folded runs the sim executor made.
+    pub simulated_runs: u64,
+}
+
+/// Why the report of a decided eval batch cannot be computed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalDocumentError {
+    /// The batch is not an eval batch.
+    #[error("batch {batch_id} is a {mode} batch, not an eval")]
+    NotAnEval {
+        batch_id: String,
+        mode: &'static str,
+    },
+    /// The runs cannot be paired.
+    #[error("pairing the runs")]
+    Pairing(#[from] EvalPairingError),
+    /// The statistics refuse their settings.
+    #[error("computing the statistics")]
+    Report(#[from] EvalError),
+}
+
+/// Builds the eval report of a decided eval batch: pairs its runs and computes the statistics
+/// with the spec's settings. The one code path of `cowork eval` and of the coordinator.
+pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, EvalDocumentError> {
+    let plan = input.plan;
+    if plan.mode != BatchMode::Eval {
+        return Err(EvalDocumentError::NotAnEval {
+            batch_id: plan.batch_id.to_string(),
+            mode: mode_name(plan.mode),
+        });
+    }
+    let pairs = paired_outcomes(plan, input.folded, input.results)?;
+    // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; the exact
+    // interval needs neither (the seed still drives the sim executor).
+    let options = EvalOptions {
+        alpha: input.settings.alpha,
+    };
+    let report = eval_report(input.sources, &pairs, &options)?;
+    Ok(EvalDocument {
+        batch_id: plan.batch_id.to_string(),
+        executor: plan.executor.as_str().to_owned(),
+        simulated: input.simulated_runs > 0 || plan.executor == ExecutorKind::Sim,
+        model: input.settings.model.clone(),
+        runs_per_arm: plan.runs_per_unit(),
+        report,
+    })
+}
+
+fn mode_name(mode: BatchMode) -> &'static str {
+    match mode {
+        BatchMode::Run => "run",
+        BatchMode::Record => "record",
+        BatchMode::Replay => "replay",
+        BatchMode::Eval => "eval",
+    }
+}
+
+#[cfg(test)]
+mod tests;
