@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::args::{DiffArgs, TableFormat};
 use crate::batch_source::{Resolved, Source, resolve, when};
-use crate::report::CliError;
+use crate::exit::CliError;
 use crate::text::table;
 
 /// `4/5 80%`, or `-` when the unit did not run.

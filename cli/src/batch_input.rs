@@ -11,7 +11,7 @@ use cowork_core::plan::flags::RawFlags;
 use cowork_schema::batch::{BatchMode, ExecutorKind, SimProfile, SimSpec};
 
 use crate::args::{BatchArgs, ExecutorArg, ExecutorArgs, ModeArgs};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// Validates the whole batch and bundles it; nothing is written. Shared by `run`, `submit` and
 /// `bench`.

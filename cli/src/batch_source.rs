@@ -18,8 +18,8 @@ use cowork_schema::BatchId;
 
 use crate::args::BatchSourceArgs;
 use crate::connect::{client, client_error};
+use crate::exit::CliError;
 use crate::fleet_args::ClientArgs;
-use crate::report::CliError;
 use crate::text::count_of;
 
 /// Where batches are read from.

@@ -10,8 +10,8 @@ use cowork_fabric::secret::Secret;
 use cowork_schema::duration::parse_duration;
 use cowork_schema::job::Tier;
 
+use crate::exit::CliError;
 use crate::fleet_args::{ClientArgs, NatsArgs, S3Args, read_secret};
-use crate::report::CliError;
 
 /// The NATS config from flags and environment; every problem is listed.
 pub fn nats_config(args: &NatsArgs) -> Result<NatsConfig, CliError> {

@@ -15,7 +15,7 @@ use cowork_schema::history::BatchStats;
 
 use crate::args::TableFormat;
 use crate::batch_source::Source;
-use crate::report::CliError;
+use crate::exit::CliError;
 use crate::text::{count, count_of, table};
 
 /// Earlier batches an estimate is drawn from, at most, and batches looked at to find them.

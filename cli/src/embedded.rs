@@ -15,7 +15,7 @@
 //! not even `kill -9` leaves a harness running. An interrupted batch keeps every finished
 //! job's record in the store, and [`resume`] finishes it.
 
-mod history;
+mod local_resume;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,10 +47,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::OutputFormat;
+use crate::exit::CliError;
 use crate::interrupts::Interrupts;
-use crate::report::CliError;
 
-pub use history::resume;
+pub use local_resume::resume;
 
 /// Deliveries of one job before an infrastructure failure before spend is final
 /// (harness-behaviour.md#choice-c8): in one process a failure to start the harness rarely heals, so

@@ -9,8 +9,8 @@ use futures::StreamExt;
 
 use crate::args::OutputFormat;
 use crate::connect::client_error;
+use crate::exit::CliError;
 use crate::progress::ProgressLine;
-use crate::report::CliError;
 
 /// Follows a batch's event stream to its end, showing the progress line unless `quiet`; the
 /// end event, or an error when the stream closed before it.

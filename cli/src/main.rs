@@ -3,13 +3,19 @@
 //!
 //! Modules:
 //! - `args`, `fleet_args`: every flag once, with its `COWORK_*` variable and help.
-//! - `commands`: one module per subcommand (`run`, `eval`, `rollup`, `report`, `batches`,
-//!   `trend`, `resume`, `bench`, `coordinator`, `worker`, `remote` for the fleet commands).
+//! - `commands`: one module per subcommand; each is a leaf (no command uses another).
+//! - `batch_input`: the command line's side of batch intake (`cowork_coordinator::intake`
+//!   decides), the executor flags and the harness pre-flight.
+//! - `batch_source`: how a command finds the batch it was given (id, dir, `latest~N`).
+//! - `batch_compare`: two decided batches unit by unit (`diff`, `report --compare`).
+//! - `dry_run`: the plan and estimate `--dry-run` prints.
 //! - `embedded`: the in-process fleet `run`, `eval` and `resume` use.
-//! - `connect`: flags, environment and secret files → connected ports.
+//! - `connect`: flags, environment and secret files → connected ports and API clients.
+//! - `follow`: following a submitted batch to its end.
 //! - `interrupts`: Ctrl-C and SIGTERM, counted.
 //! - `progress`, `summary`: the stderr progress line and the end-of-batch table.
-//! - `report`: error rendering and exit codes.
+//! - `text`: counted nouns and aligned tables.
+//! - `exit`: the errors a command ends with and the exit codes they map to.
 //! - `telemetry`: tracing set-up, OTLP export, the worker's `/metrics`.
 
 mod args;
@@ -20,11 +26,11 @@ mod commands;
 mod connect;
 mod dry_run;
 mod embedded;
+mod exit;
 mod fleet_args;
 mod follow;
 mod interrupts;
 mod progress;
-mod report;
 mod summary;
 mod telemetry;
 mod text;
@@ -110,7 +116,7 @@ fn main() -> ExitCode {
         }
     });
     telemetry.shutdown();
-    report::exit_code(result, json_command)
+    exit::exit_code(result, json_command)
 }
 
 /// Prints clap's message for arguments that did not parse, or the help that was asked for,

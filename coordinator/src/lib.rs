@@ -10,7 +10,8 @@
 //!   batch's documents.
 //! - [`stored_job`]: a job's stored outcome and result, found through its record.
 //! - [`rejudge`]: re-judging stored runs (`cowork rollup`).
-//! - [`report`]: reading a stored batch into the core's report input.
+//! - [`report_input`]: reading a stored batch into the core's report input (what every report
+//!   format renders).
 //! - [`history`]: the `stats.json` of recent decided batches (dry runs, trends, scheduling).
 //! - [`catalog`]: a store's batches for people — the batch list, and each decided batch's
 //!   per-unit history (`stats.json`, or its rollup for batches written without one).
@@ -34,7 +35,7 @@ pub mod intake;
 pub mod k8s;
 pub mod metrics;
 pub mod rejudge;
-pub mod report;
+pub mod report_input;
 pub mod server;
 pub mod stored_job;
 pub mod supervisor;

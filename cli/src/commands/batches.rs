@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::args::{BatchesArgs, TableFormat};
 use crate::batch_source::{Source, when};
 use crate::connect::client_error;
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// One row of the batch list.
 struct Row {

@@ -17,7 +17,7 @@ use cowork_schema::job::CellAxes;
 use cowork_schema::run_result::{AssertionView, RunView, SignalView};
 
 use crate::args::{BenchArgs, BenchWhat};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// Peak resident set size of this process in MiB (Linux `VmHWM`), if readable.
 fn peak_rss_mib() -> Option<f64> {

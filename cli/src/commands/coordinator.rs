@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{CoordinatorArgs, K8sWorkerJobArgs};
 use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
+use crate::exit::CliError;
 use crate::fleet_args::read_secret;
-use crate::report::CliError;
 
 /// `cowork coordinator`.
 pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {

@@ -2,7 +2,7 @@
 //! flaky). The comparison itself is `batch_compare`, which `cowork report --compare` prints too.
 
 use crate::args::DiffArgs;
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// `cowork diff`.
 pub async fn run(args: DiffArgs) -> Result<i32, CliError> {

@@ -38,9 +38,9 @@ use crate::batch_input::{
 use crate::connect::{client, client_error};
 use crate::embedded::remove_empty_scratch_dirs;
 use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
+use crate::exit::CliError;
 use crate::fleet_args::ClientArgs;
 use crate::follow::follow;
-use crate::report::CliError;
 use crate::text::count;
 
 /// `cowork eval`.

@@ -7,9 +7,9 @@ use crate::args::{OutputFormat, SubmitArgs};
 use crate::batch_input::{executor_and_sim, mode_and_target, prepare_batch};
 use crate::batch_source::resolve_remote;
 use crate::connect::{client, client_error};
+use crate::exit::CliError;
 use crate::fleet_args::ClientArgs;
 use crate::follow::watch_to_end;
-use crate::report::CliError;
 use crate::text::count;
 
 /// `cowork submit`.

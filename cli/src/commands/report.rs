@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, anyhow};
-use cowork_coordinator::report::{ReportError, load_report_input};
+use cowork_coordinator::report_input::{ReportError, load_report_input};
 use cowork_core::report::{
     ArtifactLinks, HtmlOptions, ReportInput, render_html, render_json, render_junit,
     render_markdown,
@@ -24,7 +24,7 @@ use cowork_core::report::{
 
 use crate::args::{DiffArgs, ReportArgs, ReportFormatArg, TableFormat};
 use crate::batch_source::{Resolved, Source, resolve};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// `cowork report`.
 pub async fn run(args: ReportArgs) -> Result<i32, CliError> {

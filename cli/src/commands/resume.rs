@@ -13,8 +13,8 @@ use cowork_schema::batch::BatchMode;
 use crate::args::ResumeArgs;
 use crate::batch_source::resolve_remote;
 use crate::connect::{client, client_error};
+use crate::exit::CliError;
 use crate::follow::watch_to_end;
-use crate::report::CliError;
 
 /// The store searched when `--store` is not given.
 const DEFAULT_STORE: &str = ".cowork";

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, RollupArgs};
 use crate::batch_source::{Resolved, Source, resolve};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// A number flag read with the CLI's `Number()` rules and checked against a range.
 fn number_flag(

@@ -13,7 +13,7 @@ use crate::batch_input::{
     both_checked, executor_and_sim, harness_preflight, mode_and_target, prepare_batch,
 };
 use crate::embedded::{print_local_outcome, remove_empty_scratch_dirs};
-use crate::report::CliError;
+use crate::exit::CliError;
 use crate::text::count;
 
 /// `cowork run`.

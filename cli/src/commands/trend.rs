@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::args::{TableFormat, TrendArgs};
 use crate::batch_compare::{counts_of, unit_json, usd};
 use crate::batch_source::{Source, when};
-use crate::report::CliError;
+use crate::exit::CliError;
 use crate::text::table;
 
 /// Batches looked at per batch `trend` shows: history is read newest first and stops here,

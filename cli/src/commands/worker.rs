@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{WorkerArgs, WorkerExecutorArg};
 use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// Parses `--tiers`.
 pub fn parse_tiers(values: &[String]) -> Result<Vec<Tier>, CliError> {

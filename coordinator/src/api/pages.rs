@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::batches::{parse_id, record_of};
 use super::{ApiFailure, bearer_token};
-use crate::report::load_report_input;
+use crate::report_input::load_report_input;
 use crate::server::Service;
 use cowork_core::report::{
     ArtifactLinks, HtmlOptions, render_batch_list, render_html, render_json, render_junit,

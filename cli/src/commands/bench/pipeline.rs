@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 /// Settings of the pipeline benchmark.
 pub struct PipelineBench {

@@ -22,7 +22,7 @@ use cowork_schema::job::PROTOCOL_VERSION;
 use cowork_schema::layout;
 
 use super::{EmbeddedRun, SPEC_FILE, lock_batch, run_locked};
-use crate::report::CliError;
+use crate::exit::CliError;
 
 use cowork_fabric::artifacts::PARALLEL_READS;
 

@@ -1,4 +1,5 @@
-//! Error rendering and exit codes (harness-behaviour.md#exit-codes: 0 pass, 1 verdict fail, 2 usage
+//! How a command ends: the errors it can fail with, how they are printed, and the exit codes
+//! they map to (harness-behaviour.md#exit-codes: 0 pass, 1 verdict fail, 2 usage
 //! or error).
 
 use std::process::ExitCode;
