@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use cowork_core::verdict::view_with_rederived_verdict;
 use cowork_fabric::Delivery;
 use cowork_fabric::queue::Acker;
 use cowork_schema::event::{
@@ -28,7 +29,6 @@ use cowork_schema::event::{
 };
 use cowork_schema::job::{JobSpec, PROTOCOL_VERSION};
 use cowork_schema::registry::{BatchRecord, BatchState};
-use cowork_core::verdict::view_with_rederived_verdict;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 

@@ -400,6 +400,30 @@ pub async fn harness_preflight(
     }
 }
 
+/// Refuses a batch with `protocol` jobs when the agent binary the harness spawns for them is
+/// not on the `PATH` it gets (this process's): the CLI does not report a missing agent, it
+/// kills its own process group, so every such job would fail after its harness started.
+fn agent_preflight(executor: ExecutorKind, plan: &Plan) -> Result<(), CliError> {
+    use cowork_worker::capabilities::{Tool, probe_agent};
+    let n_protocol = plan
+        .units
+        .iter()
+        .filter(|unit| unit.tier == cowork_schema::job::Tier::Protocol)
+        .count();
+    if executor != ExecutorKind::Harness || n_protocol == 0 {
+        return Ok(());
+    }
+    match probe_agent(std::env::var_os("PATH").as_deref()) {
+        Tool::Unavailable { reason } => Err(CliError::usage(format!(
+            "the protocol tier is not served: {reason}; cowork-harness spawns the agent binary \
+             `claude` from PATH for each of the batch's {} at fidelity protocol (install Claude \
+             Code, or put `claude` on PATH)",
+            count(n_protocol as u64, "unit")
+        ))),
+        Tool::Ready { .. } | Tool::NotProbed => Ok(()),
+    }
+}
+
 /// `true` when `text` holds a dotted version number such as `4.4.0`.
 fn looks_like_version(text: &str) -> bool {
     text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -442,6 +466,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
     let PreparedRun { plan, spec, bundle } = prepared;
+    agent_preflight(executor_kind, &plan)?;
     let batch_id = plan.batch_id.clone();
 
     // Validation is over; from here on the batch exists in the store.
