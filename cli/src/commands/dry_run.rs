@@ -85,11 +85,11 @@ async fn read_history(
     let ran_one = |batch: &cowork_coordinator::catalog::BatchOverview| {
         batch.stored.spec.mode.spends_nothing() == replay
             && batch.stats.as_ref().is_some_and(|stats| {
-            stats
-                .units
-                .iter()
-                .any(|unit| labels.contains(unit.label.as_str()))
-        })
+                stats
+                    .units
+                    .iter()
+                    .any(|unit| labels.contains(unit.label.as_str()))
+            })
     };
     let found = decided_history(&ids, &store_of, HISTORY, &ran_one)
         .await

@@ -135,7 +135,11 @@ pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
     let (then, then_replay) = decided_counts(&args.then, &source).await?;
     let (now, now_replay) = decided_counts(&args.now, &source).await?;
     if then_replay != now_replay {
-        let (replay, live) = if then_replay { (&then, &now) } else { (&now, &then) };
+        let (replay, live) = if then_replay {
+            (&then, &now)
+        } else {
+            (&now, &then)
+        };
         return Err(CliError::usage(format!(
             "batch {} is a replay and batch {} a live run: a replay re-judges recordings, so \
              comparing it with a live run says nothing about the skill; compare two replays or \
@@ -288,11 +292,11 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     let ran_them = |batch: &BatchOverview| {
         !batch.stored.spec.mode.spends_nothing()
             && batch.stats.as_ref().is_some_and(|stats| {
-            stats
-                .units
-                .iter()
-                .any(|unit| names.contains(&unit.scenario))
-        })
+                stats
+                    .units
+                    .iter()
+                    .any(|unit| names.contains(&unit.scenario))
+            })
     };
     let store_of = |batch_id: &cowork_schema::BatchId| source.store_of(batch_id);
     let found = decided_history(&ids, &store_of, scope, &ran_them)

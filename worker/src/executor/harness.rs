@@ -31,7 +31,7 @@ use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
 use super::classify::{Envelope, ProcessEnd, classify, find_envelope};
-use super::job_temp::{JobTemp, Removed, cassette_in_copy, copy_tree};
+use super::job_temp::{JobTemp, Removed, cassette_in_copy, copy_tree, ignore_new_cassettes};
 use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
 use crate::capabilities::{AGENT_BINARY, find_on_path};
 use cowork_schema::job::Tier;
@@ -213,7 +213,12 @@ impl HarnessExecutor {
 
     /// Builds the child command: cleared environment, empty cwd, piped output, own session.
     /// With a guard, the child is the guard and its stdin is the pipe it watches.
-    fn command(&self, args: &[OsString], work_dir: &Path, tmpdir: &Path) -> Command {
+    fn command(&self, args: &[OsString], dirs: &ChildDirs<'_>) -> Command {
+        let ChildDirs {
+            work_dir,
+            bundle_dir,
+            tmpdir,
+        } = *dirs;
         let program = &self.config.program;
         // A bare name is looked up on PATH; a relative path with a directory part would be
         // ambiguous once the cwd is the work dir, so it is made absolute against ours.
@@ -251,11 +256,11 @@ impl HarnessExecutor {
             }
         }
         // The CLI stages only git-tracked skill and plugin files when they lie in a git work
-        // tree, and refuses a dir with none. A bundle is unpacked without its `.git`, often
-        // inside the user's own tree (`.cowork/cache`), where git sees it as untracked: the
-        // bundle already holds exactly the files the batch ships, so git gets no say, unless
-        // the operator set the variable themselves.
-        if std::env::var_os(GITSET_VAR).is_none() {
+        // tree, and refuses a dir with none. The bundle cache gives each unpacked bundle an
+        // index of its own (`bundle_cache::index_with_git`); a bundle without one (git was
+        // missing) may lie inside the user's tree, where git would see it as untracked, so git
+        // mode is switched off for it, unless the operator set the variable themselves.
+        if std::env::var_os(GITSET_VAR).is_none() && !bundle_dir.join(".git").is_dir() {
             command.env(GITSET_VAR, "0");
         }
         for (name, value) in &self.config.extra_env {
@@ -339,7 +344,11 @@ impl HarnessExecutor {
     ) -> ExecOutput {
         let staged = if ctx.job.command == JobCommand::Record {
             let (from, to) = (ctx.bundle_dir.clone(), temp.bundle_copy());
-            let copied = tokio::task::spawn_blocking(move || copy_tree(&from, &to)).await;
+            let copied = tokio::task::spawn_blocking(move || {
+                copy_tree(&from, &to)?;
+                ignore_new_cassettes(&to)
+            })
+            .await;
             if let Err(err) = copied
                 .map_err(|err| err.to_string())
                 .and_then(|copied| copied.map_err(|err| err.to_string()))
@@ -362,14 +371,20 @@ impl HarnessExecutor {
         };
         let Launch {
             work_dir,
-            bundle_dir: _,
+            bundle_dir,
             args,
         } = match Launch::prepare(ctx, cancel, "the harness", staged.as_ref()).await {
             Ok(launch) => launch,
             Err(not_run) => return *not_run,
         };
         let job = &ctx.job;
-        let mut child = match self.command(&args, &work_dir, &temp.tmpdir()).spawn() {
+        let tmpdir = temp.tmpdir();
+        let dirs = ChildDirs {
+            work_dir: &work_dir,
+            bundle_dir: &bundle_dir,
+            tmpdir: &tmpdir,
+        };
+        let mut child = match self.command(&args, &dirs).spawn() {
             Ok(child) => child,
             Err(err) => {
                 let message = match &self.config.guard {
@@ -614,6 +629,17 @@ pub(crate) fn not_started(classified: Classified) -> ExecOutput {
         artifacts: Vec::new(),
         run_ms: 0,
     }
+}
+
+/// The directories a harness process is started with.
+#[derive(Clone, Copy, Debug)]
+struct ChildDirs<'a> {
+    /// Its cwd.
+    work_dir: &'a Path,
+    /// The bundle it reads (decides its git mode).
+    bundle_dir: &'a Path,
+    /// Its `TMPDIR`.
+    tmpdir: &'a Path,
 }
 
 /// A job's own inputs, when they are not the shared bundle: a `record` job's copy of the

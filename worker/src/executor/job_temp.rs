@@ -128,6 +128,24 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Keeps the copy's git index (see `bundle_cache`) from seeing the new cassette: the CLI
+/// refuses to record at protocol and hostloop into a path a git work tree can see, and an
+/// ignored path is not seen. Only untracked files are ignored, so cassettes the bundle ships
+/// stay as they are. A copy without an index needs nothing.
+pub fn ignore_new_cassettes(bundle_copy: &Path) -> io::Result<()> {
+    let info = bundle_copy.join(".git").join("info");
+    if !bundle_copy.join(".git").is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&info)?;
+    use std::io::Write as _;
+    let mut exclude = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(info.join("exclude"))?;
+    writeln!(exclude, "/{CASSETTES_DIR}/")
+}
+
 /// The cassette path of a `record` job inside its bundle copy: `cassettes/<stem>.cassette.json`
 /// where `<stem>` is the scenario file's name without its extension.
 pub fn cassette_in_copy(bundle_copy: &Path, scenario_file: &str) -> PathBuf {
