@@ -17,4 +17,9 @@ if ! command -v s3s-fs >/dev/null 2>&1; then
 fi
 echo "test servers: $(nats-server --version), $(command -v s3s-fs)"
 
-cargo test --workspace --locked "$@"
+# Arguments go to cargo test; with `-p`/`--package` they choose the packages, else the whole
+# workspace runs.
+case " $* " in
+  *" -p "* | *" --package "*) cargo test --locked "$@" ;;
+  *) cargo test --workspace --locked "$@" ;;
+esac

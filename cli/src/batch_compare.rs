@@ -40,19 +40,20 @@ pub fn unit_json(unit: Option<&UnitCounts>) -> Value {
     }
 }
 
-/// The history of one decided batch as `diff` compares it.
-async fn decided_counts(text: &str, source: &Source) -> Result<BatchCounts, CliError> {
+/// The history of one decided batch as `diff` compares it, and whether it was a replay.
+async fn decided_counts(text: &str, source: &Source) -> Result<(BatchCounts, bool), CliError> {
     let Resolved { batch_id, source } = resolve(text, source).await?;
     let store = source.store_of(&batch_id);
     let batch = overview(store.as_ref(), &batch_id)
         .await
         .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
-    counts_of(&batch).ok_or_else(|| {
+    let counts = counts_of(&batch).ok_or_else(|| {
         CliError::usage(format!(
             "batch {batch_id} has no verdict yet (no rollup.json): it is still running or was \
              interrupted; `cowork rollup {batch_id}` judges the runs it has"
         ))
-    })
+    })?;
+    Ok((counts, batch.stored.spec.mode.spends_nothing()))
 }
 
 /// The per-unit counts of a decided batch, judged at its own min pass rate.
@@ -67,8 +68,21 @@ pub fn counts_of(batch: &BatchOverview) -> Option<BatchCounts> {
 /// `cowork diff THEN NOW` (and `cowork report --compare THEN NOW`).
 pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
     let source = Source::from_args(&args.source)?;
-    let then = decided_counts(&args.then, &source).await?;
-    let now = decided_counts(&args.now, &source).await?;
+    let (then, then_replay) = decided_counts(&args.then, &source).await?;
+    let (now, now_replay) = decided_counts(&args.now, &source).await?;
+    if then_replay != now_replay {
+        let (replay, live) = if then_replay {
+            (&then, &now)
+        } else {
+            (&now, &then)
+        };
+        return Err(CliError::usage(format!(
+            "batch {} is a replay and batch {} a live run: a replay re-judges recordings, so \
+             comparing it with a live run says nothing about the skill; compare two replays or \
+             two live batches",
+            replay.batch_id, live.batch_id
+        )));
+    }
     let rows = compare(&then, &now);
     print!("{}", render_diff(&then, &now, &rows, args.format));
     let mut tally: Vec<(cowork_core::trend::Change, usize)> = Vec::new();

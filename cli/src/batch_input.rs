@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use cowork_coordinator::intake::{self, BatchRequest, Intake, IntakeError};
+use cowork_core::plan::Plan;
 use cowork_core::plan::flags::RawFlags;
 use cowork_schema::batch::{BatchMode, ExecutorKind, SimProfile, SimSpec};
 
@@ -171,6 +172,30 @@ pub async fn harness_preflight(
             "cowork-harness not found: {reason} ({HARNESS_FIX})"
         ))),
         cowork_worker::capabilities::Tool::NotProbed => Ok(None),
+    }
+}
+
+/// Refuses a batch with `protocol` jobs when the agent binary the harness spawns for them is
+/// not on the `PATH` it gets (this process's): the CLI does not report a missing agent, it
+/// kills its own process group, so every such job would fail after its harness started.
+pub fn agent_preflight(executor: ExecutorKind, plan: &Plan) -> Result<(), CliError> {
+    use cowork_worker::capabilities::{Tool, probe_agent};
+    let n_protocol = plan
+        .units
+        .iter()
+        .filter(|unit| unit.tier == cowork_schema::job::Tier::Protocol)
+        .count();
+    if executor != ExecutorKind::Harness || n_protocol == 0 {
+        return Ok(());
+    }
+    match probe_agent(std::env::var_os("PATH").as_deref()) {
+        Tool::Unavailable { reason } => Err(CliError::usage(format!(
+            "the protocol tier is not served: {reason}; cowork-harness spawns the agent binary \
+             `claude` from PATH for each of the batch's {} at fidelity protocol (install Claude \
+             Code, or put `claude` on PATH)",
+            crate::text::count(n_protocol as u64, "unit")
+        ))),
+        Tool::Ready { .. } | Tool::NotProbed => Ok(()),
     }
 }
 

@@ -37,12 +37,20 @@ pub async fn print(
     harness: HarnessNote,
 ) -> Result<i32, CliError> {
     let labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
-    let (history, history_note) = match read_history(source, &labels).await {
+    let replay = plan.mode.spends_nothing();
+    let (history, history_note) = match read_history(source, &labels, replay).await {
         Ok(history) => (history, None),
         // History is a hint: the plan is still worth printing without it.
         Err(error) => (Vec::new(), Some(error)),
     };
-    let dry = preflight(plan, &estimates(&history), slots.map(u32::from));
+    let mut unit_estimates = estimates(&history);
+    if replay {
+        // Older replay batches' stats hold the recorded runs' cost; a replay spends nothing.
+        for estimate in unit_estimates.values_mut() {
+            estimate.cost_per_run_usd = Some(0.0);
+        }
+    }
+    let dry = preflight(plan, &unit_estimates, slots.map(u32::from));
     print!("{}", render(plan, &dry, history.len(), slots));
     if let Some(note) = history_note {
         println!("history: not read from {} ({note})", source.describe());
@@ -61,20 +69,26 @@ pub async fn print(
 }
 
 /// The stats of up to [`HISTORY`] recent decided batches that ran any of `labels`.
-async fn read_history(source: &Source, labels: &BTreeSet<&str>) -> Result<Vec<BatchStats>, String> {
+async fn read_history(
+    source: &Source,
+    labels: &BTreeSet<&str>,
+    replay: bool,
+) -> Result<Vec<BatchStats>, String> {
     let ids = source.batch_ids().await.map_err(|error| match error {
         CliError::Usage(problems) => problems.join("; "),
         CliError::Failed(error) => format!("{error:#}"),
         CliError::Cancelled => "cancelled".to_owned(),
     })?;
     let store_of = |batch_id: &cowork_schema::BatchId| source.store_of(batch_id);
+    // Replays and live runs never estimate each other: a replay spends nothing.
     let ran_one = |batch: &cowork_coordinator::catalog::BatchOverview| {
-        batch.stats.as_ref().is_some_and(|stats| {
-            stats
-                .units
-                .iter()
-                .any(|unit| labels.contains(unit.label.as_str()))
-        })
+        batch.stored.spec.mode.spends_nothing() == replay
+            && batch.stats.as_ref().is_some_and(|stats| {
+                stats
+                    .units
+                    .iter()
+                    .any(|unit| labels.contains(unit.label.as_str()))
+            })
     };
     let found = decided_history(&ids, &store_of, HISTORY, &ran_one)
         .await
@@ -149,6 +163,12 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
         String::new()
     };
     match dry.cost_usd {
+        _ if plan.mode.spends_nothing() => {
+            let _ = writeln!(
+                out,
+                "estimated cost: $0.00 (a replay re-drives recordings and spends nothing)"
+            );
+        }
         Some(cost) => {
             let _ = writeln!(
                 out,

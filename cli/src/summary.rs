@@ -183,11 +183,24 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
                 runs: "1".into(),
                 pass_rate: if pass { "100%".into() } else { "0%".into() },
                 verdict: if pass { "PASS".into() } else { "FAIL".into() },
-                cost: cost(result.pointer("/cost/usd").and_then(Value::as_f64)),
+                cost: run_cost(&envelope.command, result),
             });
         }
     }
     rows
+}
+
+/// The cost column of one run: what it spent. A replay spends nothing; the cost its result
+/// carries is the recorded run's, shown labelled as such.
+fn run_cost(command: &str, result: &Value) -> String {
+    let recorded = result.pointer("/cost/usd").and_then(Value::as_f64);
+    if command == cowork_schema::batch::BatchMode::Replay.envelope_command() {
+        return match recorded {
+            Some(usd) => format!("$0 (recorded ${usd:.4})"),
+            None => "$0".to_owned(),
+        };
+    }
+    cost(recorded)
 }
 
 /// The rows under a header, columns aligned; nothing without rows.

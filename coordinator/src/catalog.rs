@@ -57,6 +57,10 @@ impl BatchOverview {
     /// Cost of the batch's folded runs, when any run reported one.
     pub fn cost_usd(&self) -> Option<f64> {
         let stats = self.stats.as_ref()?;
+        if self.stored.spec.mode.spends_nothing() {
+            // Older replay batches' stats hold the recorded runs' cost; a replay spent nothing.
+            return Some(0.0);
+        }
         let priced = stats.units.iter().any(|unit| unit.priced_runs > 0);
         priced.then(|| stats.units.iter().map(|unit| unit.cost_usd).sum())
     }

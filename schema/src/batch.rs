@@ -42,6 +42,13 @@ impl BatchMode {
             BatchMode::Run | BatchMode::Eval => "run",
         }
     }
+
+    /// `true` for a batch that spends nothing: a replay re-drives a recording, so the cost in
+    /// its results is what the recorded run cost, not what the replay spent. Such batches
+    /// count at $0 and are kept apart from live ones in history.
+    pub fn spends_nothing(self) -> bool {
+        self == BatchMode::Replay
+    }
 }
 
 /// Which executor runs the jobs (decisions.md#executors).

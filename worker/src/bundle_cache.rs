@@ -124,6 +124,13 @@ fn fill(
         message: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    // Each unpacked bundle is a git work tree of its own (`index_with_git`); a cache inside
+    // the user's tree (`cowork run`'s `.cowork/cache`) must not show them to the user's git,
+    // where a nested repository without a commit makes `git add -A` fail.
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "*\n").map_err(|e| io(&ignore, e))?;
+    }
     let temp = dir.join(format!(".tmp-{sha256}-{}", std::process::id()));
     if temp.exists() {
         std::fs::remove_dir_all(&temp).map_err(|e| io(&temp, e))?;
@@ -137,7 +144,41 @@ fn fill(
             message: error.to_string(),
         });
     }
+    index_with_git(&temp, sha256);
     let ready = dir.join(sha256);
     std::fs::rename(&temp, &ready).map_err(|e| io(&ready, e))?;
     Ok(())
+}
+
+/// Makes the unpacked bundle a git work tree of its own with every file in its index.
+///
+/// The CLI stages skill and plugin dirs in git mode: only index-tracked files, and a dir with
+/// none is refused. A bundle unpacked without an index inside the user's tree (`cowork run`'s
+/// `.cowork/cache`) would be untracked there; unpacked outside any tree it would be copied
+/// raw, and a cassette recorded in git mode would then replay as stale ("recorded in 'git'
+/// file-set mode, verifying in 'raw'"). With its own index the bundle is staged exactly as the
+/// CLI stages the user's committed files. Files a `.gitignore` in the bundle ignores stay out,
+/// as they would locally. When git is missing or fails, the bundle stays as it is and the
+/// harness executor switches git mode off for it (`COWORK_HARNESS_GITSET=0`).
+fn index_with_git(dir: &Path, sha256: &str) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !(git(&["init", "-q"]) && git(&["add", "-A"])) {
+        tracing::warn!(
+            bundle_sha256 = sha256,
+            "git could not index the unpacked bundle; its skill dirs are staged without git"
+        );
+        let _ = std::fs::remove_dir_all(dir.join(".git"));
+    }
 }

@@ -10,8 +10,9 @@
 //! Prerequisites per executor:
 //! - `harness`: `microvm` needs `limactl` on a macOS host (the override lets Lima run it
 //!   elsewhere); `container` and `hostloop` need a Docker engine the harness can reach;
-//!   `replay` and `protocol` need nothing the probe models (`protocol` needs a host `claude`,
-//!   which the harness checks itself when it spawns the agent).
+//!   `replay` needs nothing the probe models; `protocol` needs the agent binary `claude` on the
+//!   `PATH` the harness gets, because the CLI spawns it from there and, when it is missing,
+//!   kills its own process group instead of reporting it.
 //! - `container`: every tier needs the Docker engine the executor creates its containers in;
 //!   `microvm` is never served, because a Lima VM does not run inside a job container.
 //! - `sim`: every tier is served, because the simulator runs nothing.
@@ -79,6 +80,35 @@ pub struct HostProbe {
     /// `<harness-bin> --version`: the harness CLI this worker spawns
     /// (harness-behaviour.md#cli-version-pin).
     pub harness: Tool,
+    /// [`AGENT_BINARY`] on the `PATH` the harness gets: its path when found.
+    pub agent: Tool,
+}
+
+/// The agent binary the CLI spawns from `PATH` at fidelity protocol.
+pub const AGENT_BINARY: &str = "claude";
+
+/// The first executable file `name` in the directories of `path` (a `PATH` value).
+pub fn find_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path?)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Looks for [`AGENT_BINARY`] on `path` (the `PATH` the harness gets) without running it.
+pub fn probe_agent(path: Option<&std::ffi::OsStr>) -> Tool {
+    match find_on_path(AGENT_BINARY, path) {
+        Some(found) => Tool::Ready {
+            version: found.display().to_string(),
+        },
+        None => Tool::Unavailable {
+            reason: format!("`{AGENT_BINARY}` is not on the PATH the harness gets"),
+        },
+    }
 }
 
 /// Which programs [`probe`] runs. Plain data, so an operator or a test can point at others.
@@ -140,6 +170,11 @@ pub async fn probe(config: &ProbeConfig) -> HostProbe {
         limactl,
         docker,
         harness,
+        agent: if config.harness_bin.is_some() {
+            probe_agent(std::env::var_os("PATH").as_deref())
+        } else {
+            Tool::NotProbed
+        },
     }
 }
 
@@ -345,10 +380,19 @@ fn refusal(
             Tier::Container | Tier::Hostloop => {
                 (!probe.docker.is_ready()).then(|| docker_refusal("the harness"))
             }
-            // Replay reads a cassette and starts no sandbox. Protocol needs only a host
-            // `claude`, which the harness checks when it spawns the agent
-            // (harness-behaviour.md#tier-prerequisites).
-            Tier::Replay | Tier::Protocol => None,
+            // Replay reads a cassette and starts no sandbox.
+            Tier::Replay => None,
+            // Protocol needs only the host agent; the CLI does not report a missing one, it
+            // kills its own process group, so it is checked here before any job is taken.
+            Tier::Protocol => match &probe.agent {
+                Tool::Unavailable { reason } => Some((
+                    format!("protocol needs the agent binary `{AGENT_BINARY}`: {reason}"),
+                    format!(
+                        "install Claude Code so that `{AGENT_BINARY}` is on the worker's PATH, {assume_fix}"
+                    ),
+                )),
+                Tool::Ready { .. } | Tool::NotProbed => None,
+            },
         },
     }
 }
@@ -380,6 +424,9 @@ mod tests {
             docker: tool(docker, DOCKER, "docker"),
             harness: Tool::Ready {
                 version: "2.0.0".to_owned(),
+            },
+            agent: Tool::Ready {
+                version: "/usr/bin/claude".to_owned(),
             },
         }
     }
@@ -549,6 +596,33 @@ mod tests {
     }
 
     #[test]
+    fn protocol_needs_the_agent_binary_on_the_harness_path() {
+        let mut no_agent = host("linux", false, true);
+        no_agent.agent = Tool::Unavailable {
+            reason: "`claude` is not on the PATH the harness gets".to_owned(),
+        };
+        check(
+            &decide(
+                "protocol,replay",
+                &no_agent,
+                ExecutorKind::Harness,
+                &TierOverrides::default(),
+            ),
+            "replay",
+            &[("protocol", "protocol needs the agent binary `claude`")],
+        );
+        let assumed = TierOverrides {
+            assume: tiers("protocol"),
+            ..TierOverrides::default()
+        };
+        check(
+            &decide("protocol", &no_agent, ExecutorKind::Harness, &assumed),
+            "protocol",
+            &[],
+        );
+    }
+
+    #[test]
     fn sim_serves_every_tier_on_a_bare_host() {
         let bare = HostProbe {
             os: "linux".to_owned(),
@@ -556,6 +630,7 @@ mod tests {
             limactl: Tool::NotProbed,
             docker: Tool::NotProbed,
             harness: Tool::NotProbed,
+            agent: Tool::NotProbed,
         };
         check(
             &decide(ALL, &bare, ExecutorKind::Sim, &TierOverrides::default()),

@@ -266,6 +266,12 @@ impl JobRun {
                 }
             }
             Classified::Completed { result } => match view_with_rederived_verdict(&result) {
+                // A replay spends nothing: the result's cost is the recorded run's, which
+                // stays in `result.json`; progress, budgets and history count $0.
+                Ok(mut run) if held.job.command == cowork_schema::job::JobCommand::Replay => {
+                    run.cost_usd = run.cost_usd.map(|_| 0.0);
+                    JobOutcome::Completed { run }
+                }
                 Ok(run) => JobOutcome::Completed { run },
                 Err(error) => JobOutcome::Error {
                     category: ErrorCategory::Internal,

@@ -10,7 +10,8 @@ use cowork_schema::batch::ExecutorKind;
 
 use crate::args::RunArgs;
 use crate::batch_input::{
-    both_checked, executor_and_sim, harness_preflight, mode_and_target, prepare_batch,
+    agent_preflight, both_checked, executor_and_sim, harness_preflight, mode_and_target,
+    prepare_batch,
 };
 use crate::embedded::{print_local_outcome, remove_empty_scratch_dirs};
 use crate::exit::CliError;
@@ -34,6 +35,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
     let Intake { plan, spec, bundle } = prepared;
+    agent_preflight(executor_kind, &plan)?;
     let batch_id = plan.batch_id.clone();
 
     // Validation is over; from here on the batch exists in the store.

@@ -92,13 +92,16 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
         keep,
         scan: keep.saturating_mul(TREND_SCAN_PER_BATCH),
     };
+    // A replay batch re-judges recordings: mixed with live batches it would make a unit look
+    // flaky (or steady) for reasons no live run showed, so trends follow live batches only.
     let ran_them = |batch: &BatchOverview| {
-        batch.stats.as_ref().is_some_and(|stats| {
-            stats
-                .units
-                .iter()
-                .any(|unit| names.contains(&unit.scenario))
-        })
+        !batch.stored.spec.mode.spends_nothing()
+            && batch.stats.as_ref().is_some_and(|stats| {
+                stats
+                    .units
+                    .iter()
+                    .any(|unit| names.contains(&unit.scenario))
+            })
     };
     let store_of = |batch_id: &cowork_schema::BatchId| source.store_of(batch_id);
     let found = decided_history(&ids, &store_of, scope, &ran_them)

@@ -13,7 +13,8 @@
 //! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and
 //! `cowork resume` of the local store), `limits` (batch budget and model limits on three
 //! workers), `budget` (per-unit budget and speculation bound with parallel slots),
-//! `capabilities` (workers serve only the tiers their host can), `secrets` (a canary
+//! `capabilities` (workers serve only the tiers their host can), `conformance` (against the
+//! real cowork-harness CLI: replay, run, record, staging, signals, the fleet), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
 //! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
@@ -32,6 +33,7 @@ mod bad_input;
 mod browser;
 mod budget;
 mod capabilities;
+mod conformance;
 mod distributed;
 mod eval;
 mod faults;

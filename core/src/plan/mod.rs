@@ -147,6 +147,11 @@ pub enum PlanError {
     NoTier { file: String, fidelity: String },
     #[error("{flag}: replay jobs take no forwarded flags")]
     FlagNotForReplay { flag: &'static str },
+    #[error("{flag}: {reason}")]
+    FlagNotForRecord {
+        flag: &'static str,
+        reason: &'static str,
+    },
     #[error("the batch has no scenario")]
     Empty,
 }
@@ -381,6 +386,38 @@ fn forwarded_flags(
     if let Some(label) = &flags.label {
         out.push("--label".to_owned());
         out.push(label.clone());
+    }
+    if mode == BatchMode::Record {
+        // `cowork-harness record` has no `--label` or `--ablate-skill` (it refuses them as
+        // unknown flags) and takes `--decider-model` only with `--decider-llm`, which a batch
+        // cannot ask for; refusing them here stops the batch before any job is paid for.
+        let refused = [
+            (
+                flags.label.is_some(),
+                "--label",
+                "cowork-harness record has no --label",
+            ),
+            (
+                flags.ablate_skill,
+                "--ablate-skill",
+                "cowork-harness record has no --ablate-skill",
+            ),
+            (
+                flags.decider_model.is_some(),
+                "--decider-model",
+                "cowork-harness record takes it only with --decider-llm, which --record cannot pass",
+            ),
+        ];
+        let mut any_refused = false;
+        for (given, flag, reason) in refused {
+            if given {
+                errors.push(PlanError::FlagNotForRecord { flag, reason });
+                any_refused = true;
+            }
+        }
+        if any_refused {
+            return Vec::new();
+        }
     }
     if mode == BatchMode::Replay && !out.is_empty() {
         // Replay re-drives a recording; it takes none of the run flags.

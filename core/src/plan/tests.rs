@@ -529,6 +529,23 @@ fn forwarded_flags_follow_contract_1_3() {
             flag: "--on-unanswered"
         }]
     );
+    // `record` refuses what the CLI's `record` refuses, each flag named; it keeps
+    // `--on-unanswered`, which `record` takes.
+    let errors = plan_units(&batch, &all, BatchMode::Record).expect_err("record refuses them");
+    let refused: Vec<&str> = errors
+        .iter()
+        .map(|error| match error {
+            PlanError::FlagNotForRecord { flag, .. } => *flag,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(refused, ["--label", "--ablate-skill", "--decider-model"]);
+    let on_unanswered_only = BatchFlags {
+        on_unanswered: Some(OnUnanswered::First),
+        ..flags()
+    };
+    let layout = plan_units(&batch, &on_unanswered_only, BatchMode::Record).expect("plans");
+    assert_eq!(layout.forwarded_flags, ["--on-unanswered", "first"]);
 }
 
 #[test]

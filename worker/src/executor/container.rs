@@ -441,7 +441,7 @@ impl ContainerExecutor {
             work_dir,
             bundle_dir,
             args,
-        } = match Launch::prepare(ctx, cancel, "its container").await {
+        } = match Launch::prepare(ctx, cancel, "its container", None).await {
             Ok(launch) => launch,
             Err(not_run) => return *not_run,
         };

@@ -34,7 +34,10 @@ use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
 use super::classify::{Envelope, ProcessEnd, classify, find_envelope};
+use super::job_temp::{JobTemp, Removed, cassette_in_copy, copy_tree, ignore_new_cassettes};
 use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+use crate::capabilities::{AGENT_BINARY, find_on_path};
+use cowork_schema::job::Tier;
 
 /// Name of the per-job runs root inside the work dir (passed as `--run-dir`).
 pub const RUNS_DIR_NAME: &str = "runs";
@@ -71,8 +74,18 @@ const PIPE_DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Size of one read from a pipe.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The variable that switches the CLI's git-tracked staging (`0`: copy every file).
+const GITSET_VAR: &str = "COWORK_HARNESS_GITSET";
+
+/// Lines of the harness's stderr quoted when it died by a signal without an envelope.
+const STDERR_TAIL_LINES: usize = 3;
+
 /// `outDir` of a result that has no run dir (`replay`, harness-behaviour.md#real-cli).
 const REPLAY_OUT_DIR: &str = "(replay)";
+
+/// Artifact-name prefix of the run-dir files that have no name of their own: `run/<path in
+/// the run dir>`.
+pub const RUN_DIR_PREFIX: &str = "run/";
 
 /// Run-dir files uploaded when present (the "should" list of harness-behaviour.md#uploads), by
 /// their artifact names.
@@ -143,11 +156,12 @@ pub struct ScenarioPathError {
 /// harness-behaviour.md#recording).
 ///
 /// `--run-dir` is a global flag and comes before the subcommand; `record` writes its cassette to
-/// `<work_dir>/cassette.json`; `replay` takes the cassette as its file argument.
+/// `cassette`; `replay` takes the cassette as its file argument.
 pub fn harness_args(
     job: &JobSpec,
     bundle_dir: &Path,
     work_dir: &Path,
+    cassette: &Path,
 ) -> Result<Vec<OsString>, ScenarioPathError> {
     let scenario =
         bundle_path(bundle_dir, &job.scenario_file).ok_or_else(|| ScenarioPathError {
@@ -162,7 +176,7 @@ pub fn harness_args(
     ];
     if job.command == JobCommand::Record {
         args.push("--out".into());
-        args.push(work_dir.join(CASSETTE_FILE_NAME).into());
+        args.push(cassette.into());
     }
     args.push("--output-format".into());
     args.push("json".into());
@@ -204,7 +218,12 @@ impl HarnessExecutor {
 
     /// Builds the child command: cleared environment, empty cwd, piped output, own session.
     /// With a guard, the child is the guard and its stdin is the pipe it watches.
-    fn command(&self, args: &[OsString], work_dir: &Path) -> Command {
+    fn command(&self, args: &[OsString], dirs: &ChildDirs<'_>) -> Command {
+        let ChildDirs {
+            work_dir,
+            bundle_dir,
+            tmpdir,
+        } = *dirs;
         let program = &self.config.program;
         // A bare name is looked up on PATH; a relative path with a directory part would be
         // ambiguous once the cwd is the work dir, so it is made absolute against ours.
@@ -241,24 +260,136 @@ impl HarnessExecutor {
                 command.env(name, value);
             }
         }
+        // The CLI stages only git-tracked skill and plugin files when they lie in a git work
+        // tree, and refuses a dir with none. The bundle cache gives each unpacked bundle an
+        // index of its own (`bundle_cache::index_with_git`); a bundle without one (git was
+        // missing) may lie inside the user's tree, where git would see it as untracked, so git
+        // mode is switched off for it, unless the operator set the variable themselves.
+        if std::env::var_os(GITSET_VAR).is_none() && !bundle_dir.join(".git").is_dir() {
+            command.env(GITSET_VAR, "0");
+        }
         for (name, value) in &self.config.extra_env {
             command.env(name, value);
         }
+        // Each job's own temp dir (see `job_temp`): set last, so nothing shares it.
+        command.env("TMPDIR", tmpdir);
         start_new_session(&mut command);
         command
     }
 
+    /// The `PATH` the harness gets: an extra variable, else the worker's own when it is
+    /// passed through.
+    pub fn child_path(&self) -> Option<OsString> {
+        if let Some((_, value)) = self
+            .config
+            .extra_env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+        {
+            return Some(OsString::from(value));
+        }
+        self.config
+            .passthrough_env
+            .iter()
+            .any(|name| name == "PATH")
+            .then(|| std::env::var_os("PATH"))
+            .flatten()
+    }
+
     async fn run(&self, ctx: &JobContext, cancel: &CancellationToken) -> ExecOutput {
+        let parent = std::env::temp_dir();
+        let temp = match JobTemp::create(&parent).await {
+            Ok(temp) => temp,
+            Err(err) => {
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: format!(
+                        "cannot create the job's temp dir in {}: {err}",
+                        parent.display()
+                    ),
+                });
+            }
+        };
+        let oom_kills_before = oom_kills();
+        let mut output = self.run_in(ctx, cancel, &temp).await;
+        if let Classified::Error { message, .. } = &mut output.classified
+            && output.exit_code.is_none()
+            && output.spawned
+            && message.starts_with("killed by signal")
+        {
+            let stderr_tail = output
+                .artifacts
+                .iter()
+                .find(|artifact| artifact.name == "harness.stderr.log")
+                .and_then(|artifact| match &artifact.source {
+                    ArtifactSource::Bytes(bytes) => Some(last_lines(bytes, STDERR_TAIL_LINES)),
+                    ArtifactSource::File(_) => None,
+                })
+                .unwrap_or_default();
+            let oom = matches!((oom_kills_before, oom_kills()), (Some(before), Some(after)) if after > before);
+            *message = describe_signal_death(&SignalDeath {
+                message,
+                tier: ctx.job.tier,
+                agent_on_path: find_on_path(AGENT_BINARY, self.child_path().as_deref()).is_some(),
+                stderr_tail: &stderr_tail,
+                oom,
+            });
+        }
+        let removed = temp.remove().await;
+        note_removed(&mut output, &ctx.job, &removed);
+        output
+    }
+
+    /// The job inside its temp root: a `record` job runs on its own copy of the bundle.
+    async fn run_in(
+        &self,
+        ctx: &JobContext,
+        cancel: &CancellationToken,
+        temp: &JobTemp,
+    ) -> ExecOutput {
+        let staged = if ctx.job.command == JobCommand::Record {
+            let (from, to) = (ctx.bundle_dir.clone(), temp.bundle_copy());
+            let copied = tokio::task::spawn_blocking(move || {
+                copy_tree(&from, &to)?;
+                ignore_new_cassettes(&to)
+            })
+            .await;
+            if let Err(err) = copied
+                .map_err(|err| err.to_string())
+                .and_then(|copied| copied.map_err(|err| err.to_string()))
+            {
+                return not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: format!(
+                        "cannot copy bundle {} for the record job: {err}",
+                        ctx.bundle_dir.display()
+                    ),
+                });
+            }
+            let bundle_dir = temp.bundle_copy();
+            Some(Staged {
+                cassette: cassette_in_copy(&bundle_dir, &ctx.job.scenario_file),
+                bundle_dir,
+            })
+        } else {
+            None
+        };
         let Launch {
             work_dir,
-            bundle_dir: _,
+            bundle_dir,
             args,
-        } = match Launch::prepare(ctx, cancel, "the harness").await {
+        } = match Launch::prepare(ctx, cancel, "the harness", staged.as_ref()).await {
             Ok(launch) => launch,
             Err(not_run) => return *not_run,
         };
         let job = &ctx.job;
-        let mut child = match self.command(&args, &work_dir).spawn() {
+        let tmpdir = temp.tmpdir();
+        let dirs = ChildDirs {
+            work_dir: &work_dir,
+            bundle_dir: &bundle_dir,
+            tmpdir: &tmpdir,
+        };
+        let mut child = match self.command(&args, &dirs).spawn() {
             Ok(child) => child,
             Err(err) => {
                 let message = match &self.config.guard {
@@ -306,6 +437,16 @@ impl HarnessExecutor {
                 class: InfraClass::Spawn,
                 message,
             });
+        }
+        if let Some(staged) = &staged {
+            // The copy is removed with the temp root; the cassette is kept where the upload
+            // looks for it.
+            let kept = work_dir.join(CASSETTE_FILE_NAME);
+            if let Err(err) = tokio::fs::copy(&staged.cassette, &kept).await
+                && err.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!(job_id = %job.job_id, error = %err, "keeping the recorded cassette failed");
+            }
         }
         self.finish(job, &work_dir, finished).await
     }
@@ -496,6 +637,25 @@ pub(crate) fn not_started(classified: Classified) -> ExecOutput {
     }
 }
 
+/// The directories a harness process is started with.
+#[derive(Clone, Copy, Debug)]
+struct ChildDirs<'a> {
+    /// Its cwd.
+    work_dir: &'a Path,
+    /// The bundle it reads (decides its git mode).
+    bundle_dir: &'a Path,
+    /// Its `TMPDIR`.
+    tmpdir: &'a Path,
+}
+
+/// A job's own inputs, when they are not the shared bundle: a `record` job's copy of the
+/// bundle and where its cassette goes inside it (see `job_temp`).
+#[derive(Debug)]
+pub(crate) struct Staged {
+    pub(crate) bundle_dir: PathBuf,
+    pub(crate) cassette: PathBuf,
+}
+
 /// What both process executors need before they start the harness: the job's work and bundle
 /// dirs as absolute paths (the child runs in the work dir, a container mounts them at the same
 /// paths, and the CLI's `outDir` is checked against the runs root) and the harness's
@@ -514,6 +674,7 @@ impl Launch {
         ctx: &JobContext,
         cancel: &CancellationToken,
         what: &str,
+        staged: Option<&Staged>,
     ) -> Result<Launch, Box<ExecOutput>> {
         let refuse = |classified| Err(Box::new(not_started(classified)));
         if cancel.is_cancelled() {
@@ -522,9 +683,10 @@ impl Launch {
                 format!("job was cancelled before {what} started"),
             ));
         }
+        let source_bundle = staged.map_or(&ctx.bundle_dir, |staged| &staged.bundle_dir);
         let (work_dir, bundle_dir) = match (
             std::path::absolute(&ctx.work_dir),
-            std::path::absolute(&ctx.bundle_dir),
+            std::path::absolute(source_bundle),
         ) {
             (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
             (Err(err), _) | (_, Err(err)) => {
@@ -538,7 +700,11 @@ impl Launch {
                 });
             }
         };
-        let args = match harness_args(&ctx.job, &bundle_dir, &work_dir) {
+        let cassette = staged.map_or_else(
+            || work_dir.join(CASSETTE_FILE_NAME),
+            |staged| staged.cassette.clone(),
+        );
+        let args = match harness_args(&ctx.job, &bundle_dir, &work_dir, &cassette) {
             Ok(args) => args,
             Err(err) => return refuse(Classified::error(ErrorCategory::Usage, err.to_string())),
         };
@@ -569,6 +735,102 @@ fn guard_spawn_failure(finished: &Finished) -> Option<String> {
         "cannot start harness program {}",
         message.lines().next().unwrap_or_default()
     ))
+}
+
+/// What is known about a harness that died by a signal before it printed an envelope.
+struct SignalDeath<'a> {
+    /// The classifier's message (`killed by signal N`).
+    message: &'a str,
+    tier: Tier,
+    /// Whether the agent binary the CLI spawns at protocol is on the harness's `PATH`.
+    agent_on_path: bool,
+    /// The last lines of its stderr.
+    stderr_tail: &'a str,
+    /// Whether the kernel's OOM killer acted in this process's cgroup during the job.
+    oom: bool,
+}
+
+/// A message that says what is known about a death by signal, never only its number.
+fn describe_signal_death(death: &SignalDeath<'_>) -> String {
+    let mut parts = vec![format!("{} before it printed an envelope", death.message)];
+    if death.tier == Tier::Protocol && !death.agent_on_path {
+        parts.push(format!(
+            "the agent binary `{AGENT_BINARY}` is not on the PATH the harness gets: at fidelity \
+             protocol cowork-harness spawns it from PATH and, when it cannot, kills its own \
+             process group"
+        ));
+    }
+    if death.oom {
+        parts.push(
+            "the kernel's out-of-memory killer killed a process of this worker's cgroup meanwhile"
+                .to_owned(),
+        );
+    }
+    if death.stderr_tail.is_empty() {
+        parts.push("it wrote nothing to stderr".to_owned());
+    } else {
+        parts.push(format!("last stderr: {}", death.stderr_tail));
+    }
+    parts.join("; ")
+}
+
+/// The last `n` non-empty lines of `bytes`, joined with ` | `.
+fn last_lines(bytes: &[u8], n: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with("[cowork-fleet:"))
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// The `oom_kill` count of this process's cgroup (v2), when the system exposes it.
+fn oom_kills() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cgroup.lines().find_map(|line| line.strip_prefix("0::"))?;
+    let events = std::fs::read_to_string(
+        Path::new("/sys/fs/cgroup")
+            .join(path.trim_start_matches('/'))
+            .join("memory.events"),
+    )
+    .ok()?;
+    events
+        .lines()
+        .find_map(|line| line.strip_prefix("oom_kill "))
+        .and_then(|count| count.trim().parse().ok())
+}
+
+/// Reports what was removed with the job's temp root: in the log, and, when the harness left
+/// something there, in the job's stored `harness.stderr.log`.
+fn note_removed(output: &mut ExecOutput, job: &JobSpec, removed: &Removed) {
+    if let Some(error) = &removed.error {
+        tracing::warn!(job_id = %job.job_id, dir = %removed.root.display(), error, "removing the job's temp dir failed");
+    }
+    if removed.leftovers.is_empty() {
+        tracing::debug!(job_id = %job.job_id, dir = %removed.root.display(), "removed the job's temp dir");
+        return;
+    }
+    tracing::info!(job_id = %job.job_id, dir = %removed.root.display(), left = ?removed.leftovers, "removed what the harness left in its temp dir");
+    let note = format!(
+        "\n[cowork-fleet: removed the job's TMPDIR {}, where the harness left: {}]\n",
+        removed.root.join("tmp").display(),
+        removed.leftovers.join(", ")
+    );
+    match output
+        .artifacts
+        .iter_mut()
+        .find(|artifact| artifact.name == "harness.stderr.log")
+    {
+        Some(Artifact {
+            source: ArtifactSource::Bytes(bytes),
+            ..
+        }) => bytes.extend_from_slice(note.as_bytes()),
+        _ => output.artifacts.push(Artifact {
+            name: "harness.stderr.log".to_owned(),
+            source: ArtifactSource::Bytes(note.trim_start().as_bytes().to_vec()),
+        }),
+    }
 }
 
 /// `harness.stderr.log`: the CLI's own stderr, with a note when it was cut.
@@ -875,9 +1137,15 @@ fn collect(request: &CollectRequest) -> Collected {
             }
             Want::Diagnostics => {}
         }
+        let mut named: Vec<PathBuf> = collected
+            .result
+            .iter()
+            .map(|(path, _)| path.clone())
+            .collect();
         for name in RUN_DIR_ARTIFACTS {
             let path = run_dir.join(name);
             if is_regular_file(&path) {
+                named.push(path.clone());
                 collected.artifacts.push(Artifact {
                     name: (*name).to_owned(),
                     source: ArtifactSource::File(path),
@@ -885,8 +1153,23 @@ fn collect(request: &CollectRequest) -> Collected {
             }
         }
         if let Some(path) = highest_turn_file(run_dir, "trace.json") {
+            named.push(path.clone());
             collected.artifacts.push(Artifact {
                 name: "trace.json".to_owned(),
+                source: ArtifactSource::File(path),
+            });
+        }
+        // Every other file the CLI wrote into the run dir (timeline, mounts, per-turn run
+        // logs, its agent config, staged work files, …) is kept under `run/` at its place in
+        // the run dir: it is what a person debugging a run opens.
+        let mut rest = Vec::new();
+        run_dir_files(run_dir, Path::new(""), &mut rest);
+        for (relative, path) in rest {
+            if named.contains(&path) {
+                continue;
+            }
+            collected.artifacts.push(Artifact {
+                name: format!("{RUN_DIR_PREFIX}{relative}"),
                 source: ArtifactSource::File(path),
             });
         }
@@ -900,6 +1183,43 @@ fn collect(request: &CollectRequest) -> Collected {
         });
     }
     collected
+}
+
+/// Every regular file below `dir`, with its `/`-separated path relative to the run dir, sorted;
+/// symlinks are not followed and names a store key cannot hold are skipped.
+fn run_dir_files(dir: &Path, relative: &Path, out: &mut Vec<(String, PathBuf)>) {
+    for path in sorted_entries(dir) {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+            continue;
+        };
+        if name.contains('\\') {
+            continue;
+        }
+        let relative = relative.join(name);
+        if meta.is_dir() {
+            run_dir_files(&path, &relative, out);
+        } else if meta.is_file()
+            && let Some(key) = relative.to_str()
+        {
+            out.push((key.to_owned(), path));
+        }
+    }
+}
+
+/// The entries of `dir`, sorted; empty when unreadable.
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .collect();
+    paths.sort();
+    paths
 }
 
 /// The run dir: the envelope's `outDir` when it lies inside our runs root, else the last run dir
@@ -1015,6 +1335,7 @@ mod tests {
             &job(command, scenario, flags),
             Path::new("/bundle"),
             Path::new("/work"),
+            Path::new("/work/cassette.json"),
         );
         let got = got.ok().map(|args| {
             args.iter()
@@ -1063,6 +1384,7 @@ mod tests {
             &job(JobCommand::Run, "../x.yaml", &[]),
             Path::new("/b"),
             Path::new("/w"),
+            Path::new("/w/cassette.json"),
         )
         .expect_err("a parent path escapes the bundle");
         assert_eq!(

@@ -10,6 +10,8 @@
 //! - [`harness`]: the real `cowork-harness` CLI as a child process in its own session.
 //! - [`guard`]: the optional supervisor process between the worker and one harness that kills
 //!   the harness's process group when the worker dies.
+//! - [`job_temp`]: a job's private temp root (the harness's `TMPDIR`, a `record` job's copy
+//!   of its bundle), removed after the job whatever its end.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
@@ -19,6 +21,7 @@ pub mod classify;
 pub mod container;
 pub mod guard;
 pub mod harness;
+pub mod job_temp;
 pub mod sim;
 
 use std::path::PathBuf;

@@ -108,9 +108,17 @@ async fn record_uploads_the_cassette() {
         artifact_json(&output, "cassette.json")["generator"],
         "cowork-harness"
     );
+    // The job records into its own copy of the bundle, at the CLI's default place relative
+    // to the bundle root, so the cassette names its session relative to that root; the copy
+    // is gone after the job, the cassette kept in the work dir for the upload.
     let envelope = artifact_json(&output, "envelope.json");
-    let cassette = dirs.work().join("cassette.json");
-    assert_eq!(envelope["cassette"], cassette.to_string_lossy().as_ref());
+    let written = envelope["cassette"].as_str().unwrap_or_default();
+    assert!(
+        written.ends_with("/bundle/cassettes/smoke.cassette.json"),
+        "{written}"
+    );
+    assert!(!Path::new(written).exists(), "the bundle copy is removed");
+    assert!(dirs.work().join("cassette.json").is_file());
 }
 
 #[tokio::test]
@@ -332,14 +340,26 @@ async fn environment_is_cleared_and_rebuilt() {
 
     let seen: Value = serde_json::from_slice(&std::fs::read(&report).expect("env report written"))
         .expect("env report is json");
-    let env: BTreeMap<String, String> =
+    let mut env: BTreeMap<String, String> =
         serde_json::from_value(seen["env"].clone()).expect("env is a string map");
+    // Each job has a TMPDIR of its own, removed after the job.
+    let tmpdir = env.remove("TMPDIR").expect("the harness gets a TMPDIR");
+    assert!(
+        tmpdir.contains("/cowork-job-") && tmpdir.ends_with("/tmp"),
+        "{tmpdir}"
+    );
+    assert!(!Path::new(&tmpdir).exists(), "the job's TMPDIR is removed");
     let mut expect: BTreeMap<String, String> = BTreeMap::new();
     for name in PASSTHROUGH {
         if let Ok(value) = std::env::var(name) {
             expect.insert(name.to_owned(), value);
         }
     }
+    expect.remove("TMPDIR");
+    // The test bundle has no git index of its own, so git mode is off for it.
+    expect
+        .entry("COWORK_HARNESS_GITSET".to_owned())
+        .or_insert_with(|| "0".to_owned());
     for (name, value) in executor.config().extra_env.iter() {
         expect.insert(name.clone(), value.clone());
     }
