@@ -97,6 +97,20 @@ for crate, module in sorted(set(re.findall(r"`cowork_([a-z]+)::([a-z_0-9]+)", te
         lib = open(os.path.join(src, "lib.rs"), encoding="utf-8").read() if os.path.exists(os.path.join(src, "lib.rs")) else ""
         if not re.search(r"\b(fn|struct|enum|trait|type|const|use)\b[^\n]*\b" + re.escape(module) + r"\b", lib):
             missing.append(f"cowork_{crate}::{module}")
+# Test names cited as the check of an invariant (snake_case with four or more words) must be
+# functions somewhere in the workspace.
+names = set(re.findall(r"`([a-z0-9]+(?:_[a-z0-9]+){3,})`", text))
+if names:
+    defined = set()
+    for top in tops:
+        for dirpath, _, filenames in os.walk(top.rstrip("/")):
+            if "/target" in dirpath:
+                continue
+            for filename in filenames:
+                if filename.endswith(".rs"):
+                    source = open(os.path.join(dirpath, filename), encoding="utf-8", errors="replace").read()
+                    defined.update(re.findall(r"\bfn ([a-z0-9_]+)", source))
+    missing.extend(f"fn {name}" for name in sorted(names - defined))
 print("\n".join(missing))
 PY
 )"
