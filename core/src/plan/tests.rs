@@ -228,7 +228,7 @@ fn layout_of(batch: &PreparedBatch) -> PlanLayout {
 #[test]
 fn tc_35_matrix_file_validation() {
     // The file-content cases are in cowork-schema (`matrix::tests`) and the IO cases (missing
-    // file, two scenario files, missing candidate, local_plugins count) in `prepare::tests`.
+    // file, two scenario files, missing candidate, local_plugins count) in `intake::files` tests.
     // Here: a plan never expands a matrix over more than one scenario.
     let mut batch = matrix_batch(simple_scenario(), "{models: [x]}", &[]);
     batch
