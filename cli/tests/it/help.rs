@@ -75,12 +75,19 @@ fn rollup_help_mentions_its_judging_flags() {
 fn help_at(columns: &str, args: &[&str]) -> crate::support::Output {
     let sandbox = Sandbox::empty();
     let program = env!("CARGO_BIN_EXE_cowork");
-    let output = std::process::Command::new(program)
+    let mut command = std::process::Command::new(program);
+    command
         .args(args)
         .current_dir(sandbox.path())
-        .env("COLUMNS", columns)
-        .output()
-        .expect("cowork runs");
+        .env("COLUMNS", columns);
+    // Help shows each flag's variable with its value when set (`[env: COWORK_…=…]`): the
+    // test's own environment (CI sets COWORK_HARNESS_BIN) must not change what it measures.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("COWORK_") {
+            command.env_remove(name);
+        }
+    }
+    let output = command.output().expect("cowork runs");
     let out = crate::support::Output::new(
         format!("COLUMNS={columns} cowork {}", args.join(" ")),
         sandbox.path().to_path_buf(),
