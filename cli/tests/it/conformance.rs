@@ -1061,3 +1061,72 @@ fn the_fleet_replays_like_cowork_run_and_the_cli() {
         fleet.logs()
     );
 }
+
+#[test]
+fn cancel_with_kill_running_on_the_fleet_leaves_no_replay_temp_dir() {
+    let Some(cli) = real_cli() else { return };
+    let repo = Repo::new(&cli);
+    let harness = leaking_harness(&repo).to_string_lossy().into_owned();
+    let tmp = repo.tmp.to_string_lossy().into_owned();
+    let mut fleet = Fleet::start_with_env(&[("TMPDIR", tmp.as_str())]);
+    fleet.spawn(
+        "w1",
+        &[
+            "worker",
+            "--executor",
+            "harness",
+            "--harness-bin",
+            &harness,
+            "--tiers",
+            "replay",
+            "--slots",
+            "1",
+            "--worker-id",
+            "w1",
+            "--cache-dir",
+            "w1/cache",
+            "--work-dir",
+            "w1/work",
+        ],
+    );
+    let batch = fleet.submit_detached(
+        &repo.root,
+        &[
+            "--replay",
+            "examples/replays/example-pdf-skill.cassette.json",
+        ],
+    );
+    // Waits for the harness to have leaked its temp dir and started to hang: a file the
+    // harness writes, polled, not a guess at how long that takes.
+    let started = repo.root.join("../started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the harness never started\n{}",
+            fleet.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cancel = fleet.cowork(&repo.root, &["cancel", batch.as_str(), "--kill-running"]);
+    assert_eq!(cancel.code(), 0, "{}\n{}", cancel.context(), fleet.logs());
+    // `watch` of a cancelled batch ends with exit 1 and no verdict, once its running job ended.
+    let watched = fleet.watch(&repo.root, &batch);
+    assert_eq!(watched.code(), 1, "{}\n{}", watched.context(), fleet.logs());
+    watched.expect_stderr("cancelled");
+    repo.expect_tmp_clean(&watched);
+    // What the killed harness left is named in the job's stored log.
+    let logs: Vec<String> = fleet
+        .object_keys()
+        .into_iter()
+        .filter(|key| key.ends_with("harness.stderr.log"))
+        .collect();
+    let named = logs
+        .iter()
+        .any(|key| String::from_utf8_lossy(&fleet.object(key)).contains("cwh-replay-"));
+    assert!(
+        named,
+        "no stored harness.stderr.log names the removed temp dir: {logs:?}\n{}",
+        fleet.logs()
+    );
+}
