@@ -267,7 +267,10 @@ fn run_case(root: &Root, case: &Case) -> Ran {
         .env("HOME", root.root.join("home"));
     if let Some(env) = case.json["env"].as_object() {
         for (name, value) in env {
-            command.env(name, root.expand(&case.name, value.as_str().unwrap_or_default()));
+            command.env(
+                name,
+                root.expand(&case.name, value.as_str().unwrap_or_default()),
+            );
         }
     }
     let signal = case.json["signal"].as_str().map(str::to_owned);
@@ -429,20 +432,25 @@ fn differences(root: &Root, case: &Case, ran: &Ran) -> Vec<String> {
             ));
         }
     } else if ran.status.code().map(i64::from) != Some(expected_exit) {
-        found.push(format!("exit {expected_exit} expected, got {:?}", ran.status));
+        found.push(format!(
+            "exit {expected_exit} expected, got {:?}",
+            ran.status
+        ));
     }
 
     let stdout = case.text("stdout");
     if let Some(envelope) = case.json.get("envelope") {
-        let last = ran.stdout.lines().rev().find(|line| !line.trim().is_empty());
+        let last = ran
+            .stdout
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty());
         match last.map(serde_json::from_str::<Value>) {
             Some(Ok(ours)) => {
                 let want = expected_outline(root, envelope);
                 let got = envelope_outline(root, &ours);
                 if want != got {
-                    found.push(format!(
-                        "envelope differs\n  want: {want}\n  got:  {got}"
-                    ));
+                    found.push(format!("envelope differs\n  want: {want}\n  got:  {got}"));
                 }
             }
             _ => found.push("no JSON envelope on the last stdout line".to_owned()),
@@ -454,7 +462,11 @@ fn differences(root: &Root, case: &Case, ran: &Ran) -> Vec<String> {
     // Without an envelope the answer is on stderr: its first line, and its last on a failure.
     if case.json.get("envelope").is_none() {
         let stderr = case.text("stderr");
-        let ours: Vec<String> = ran.stderr.lines().map(|line| root.normalise(line)).collect();
+        let ours: Vec<String> = ran
+            .stderr
+            .lines()
+            .map(|line| root.normalise(line))
+            .collect();
         let mut wanted: Vec<String> = stderr.lines().take(1).map(blank_ids).collect();
         if expected_exit != 0 {
             wanted.extend(stderr.lines().last().map(blank_ids));
@@ -474,7 +486,9 @@ fn differences(root: &Root, case: &Case, ran: &Ran) -> Vec<String> {
     want_tmp.sort();
     let got_tmp = left_names(root, &root.root.join("tmp"));
     if want_tmp != got_tmp {
-        found.push(format!("TMPDIR left {want_tmp:?} expected, got {got_tmp:?}"));
+        found.push(format!(
+            "TMPDIR left {want_tmp:?} expected, got {got_tmp:?}"
+        ));
     }
 
     if let Some(left) = case.json["left_files"].as_object() {
@@ -514,7 +528,10 @@ fn case_files() -> Vec<PathBuf> {
 #[test]
 fn every_transcript_of_the_real_cli_is_answered_alike_by_the_strict_double() {
     let files = case_files();
-    assert!(files.len() >= 30, "the cases dir lost transcripts: {files:?}");
+    assert!(
+        files.len() >= 30,
+        "the cases dir lost transcripts: {files:?}"
+    );
     let mut failures = BTreeMap::new();
     let mut checked = Vec::new();
     for file in &files {
@@ -543,7 +560,11 @@ fn every_transcript_of_the_real_cli_is_answered_alike_by_the_strict_double() {
         }
         checked.push(case.name);
     }
-    eprintln!("strict double: {} cases checked: {}", checked.len(), checked.join(", "));
+    eprintln!(
+        "strict double: {} cases checked: {}",
+        checked.len(),
+        checked.join(", ")
+    );
     for (name, why) in NOT_REPRODUCIBLE {
         eprintln!("strict double: not reproducible: {name}: {why}");
     }
@@ -567,7 +588,10 @@ fn every_case_listed_as_not_reproducible_or_run_first_exists() {
         .map(|file| Case::load(file).name)
         .collect();
     for (name, why) in NOT_REPRODUCIBLE {
-        assert!(names.contains(&name.to_string()), "listed case {name} is gone");
+        assert!(
+            names.contains(&name.to_string()),
+            "listed case {name} is gone"
+        );
         assert!(!why.is_empty(), "case {name} is listed without a reason");
     }
     for (name, before) in RUN_BEFORE {
