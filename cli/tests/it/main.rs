@@ -14,7 +14,8 @@
 //! `cowork resume` of the local store), `limits` (batch budget and model limits on three
 //! workers), `budget` (per-unit budget and speculation bound with parallel slots),
 //! `capabilities` (workers serve only the tiers their host can), `conformance` (against the
-//! real cowork-harness CLI: replay, run, record, staging, signals, the fleet), `secrets` (a canary
+//! real cowork-harness CLI: replay, run, record, staging, signals, the fleet), `strict_double` (every
+//! transcript of the real CLI answered alike by the strict double `strict-harness`), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
 //! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
 //! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
@@ -53,4 +54,5 @@ mod rollup;
 mod run;
 mod secrets;
 mod spend;
+mod strict_double;
 mod telemetry;
