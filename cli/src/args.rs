@@ -734,6 +734,10 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: TableFormat,
+    /// List every unit. Past 40 units the text and Markdown tables list only the units that
+    /// changed or are flaky, then one line counting the rest; JSON always lists every unit.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -749,6 +753,10 @@ pub struct TrendArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: TableFormat,
+    /// List every unit. Past 40 units the text and Markdown tables list only the flaky units,
+    /// then one line counting the steady ones; JSON always lists every unit.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]

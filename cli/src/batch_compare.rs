@@ -3,7 +3,9 @@
 //! (`cowork_core::trend`); this module finds the batches and prints the tables.
 
 use cowork_coordinator::catalog::{BatchOverview, overview};
-use cowork_core::trend::{BatchCounts, CompareRow, UnitCounts, compare, counts_from_stats};
+use std::fmt::Write as _;
+
+use cowork_core::trend::{BatchCounts, Change, CompareRow, UnitCounts, compare, counts_from_stats};
 use serde_json::{Value, json};
 
 use crate::args::{DiffArgs, TableFormat};
@@ -84,7 +86,7 @@ pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
         )));
     }
     let rows = compare(&then, &now);
-    print!("{}", render_diff(&then, &now, &rows, args.format));
+    print!("{}", render_diff(&then, &now, &rows, args.format, args.all));
     let mut tally: Vec<(cowork_core::trend::Change, usize)> = Vec::new();
     for row in &rows {
         match tally.iter_mut().find(|(change, _)| *change == row.change) {
@@ -105,6 +107,7 @@ fn render_diff(
     now: &BatchCounts,
     rows: &[CompareRow],
     format: TableFormat,
+    all: bool,
 ) -> String {
     if format == TableFormat::Json {
         let units: Vec<Value> = rows
@@ -132,7 +135,15 @@ fn render_diff(
         now.batch_id,
         when(&now.batch_id)
     );
-    let cells: Vec<Vec<String>> = rows
+    // A sweep of a thousand cells would print a thousand rows, nearly all unchanged: past
+    // `crate::text::LISTED_UNITS` the table keeps what changed and counts the rest.
+    let unchanged = |row: &&CompareRow| matches!(row.change, Change::Passing | Change::Failing);
+    let compact = !all && rows.len() > crate::text::LISTED_UNITS;
+    let shown: Vec<&CompareRow> = rows
+        .iter()
+        .filter(|row| !compact || !unchanged(row))
+        .collect();
+    let cells: Vec<Vec<String>> = shown
         .iter()
         .map(|row| {
             vec![
@@ -143,7 +154,26 @@ fn render_diff(
             ]
         })
         .collect();
-    let body = table(&["unit", "then", "now", "change"], &cells, &[1, 2], format);
+    let mut body = if cells.is_empty() {
+        String::new()
+    } else {
+        table(&["unit", "then", "now", "change"], &cells, &[1, 2], format)
+    };
+    if compact {
+        let count = |change| rows.iter().filter(|row| row.change == change).count() as u64;
+        let _ = writeln!(
+            body,
+            "{}{} not listed: {} failing both times, {} passing both times (--all lists every unit)",
+            if format == TableFormat::Markdown {
+                "\n"
+            } else {
+                ""
+            },
+            crate::text::count((rows.len() - shown.len()) as u64, "unchanged unit"),
+            count(Change::Failing),
+            count(Change::Passing),
+        );
+    }
     if format == TableFormat::Markdown {
         format!("**{header}**\n\n{body}")
     } else {

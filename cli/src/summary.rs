@@ -120,7 +120,25 @@ fn unit_budget_line(fleet: &Value) -> Option<String> {
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
-    let mut out = table(&rows(envelope, &summary.judging));
+    let all_rows = rows(envelope, &summary.judging);
+    // A 1,000-cell sweep would print a thousand rows: past `LISTED_UNITS` the table keeps the
+    // units that did not pass and one line counts the rest (the envelope has every unit).
+    let mut out = if all_rows.len() > crate::text::LISTED_UNITS {
+        let n_units = all_rows.len();
+        let shown: Vec<Row> = all_rows
+            .into_iter()
+            .filter(|row| !row.verdict.starts_with("PASS"))
+            .collect();
+        let mut out = table(&shown);
+        out.push_str(&format!(
+            "{} of {} not listed: they passed\n",
+            crate::text::count((n_units - shown.len()) as u64, "unit"),
+            n_units
+        ));
+        out
+    } else {
+        table(&all_rows)
+    };
     out.push_str(&notes(envelope));
     out.push_str(&format!(
         "verdict: {} (exit {})\n",

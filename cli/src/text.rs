@@ -5,6 +5,11 @@ use std::fmt::Write as _;
 
 use crate::args::TableFormat;
 
+/// Units a terminal table lists one by one; past this many, tables list what needs a reader's
+/// attention (failing, changed, flaky) and count the rest in one line, so a 1,000-cell sweep
+/// does not print a thousand rows.
+pub const LISTED_UNITS: usize = 40;
+
 /// `1 job`, `2 jobs`: a count with its noun in the right number (regular plurals).
 pub fn count(n: u64, noun: &str) -> String {
     count_of(n, noun, &format!("{noun}s"))

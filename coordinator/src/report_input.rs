@@ -156,6 +156,89 @@ async fn read_optional(
     }
 }
 
+/// The stored envelope at `key` without its `results[]` (the report reads none of them; a big
+/// batch's would not fit in memory): copied to a local file and parsed as a stream, every
+/// result skipped. `None` when it is not stored.
+async fn read_envelope_head(
+    store: &dyn ArtifactStore,
+    key: &str,
+) -> Result<Option<Envelope>, ReportError> {
+    let spool = tempfile::NamedTempFile::new().map_err(|error| ReportError::Malformed {
+        key: key.to_owned(),
+        what: "envelope",
+        message: format!("no local spool file: {error}"),
+    })?;
+    let path = spool.into_temp_path();
+    match store.get_file(key, &path).await {
+        Ok(_) => {}
+        Err(ArtifactError::NotFound { .. }) => return Ok(None),
+        Err(source) => {
+            return Err(ReportError::Store {
+                key: key.to_owned(),
+                source,
+            });
+        }
+    }
+    let owned_key = key.to_owned();
+    // Parsing a big envelope takes seconds of CPU: off the async runtime.
+    let head = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::open(&path)?;
+        let head = envelope_head(std::io::BufReader::new(file));
+        drop(path);
+        Ok::<_, std::io::Error>(head)
+    })
+    .await
+    .map_err(|error| ReportError::Malformed {
+        key: owned_key.clone(),
+        what: "envelope",
+        message: error.to_string(),
+    })?
+    .map_err(|error| ReportError::Malformed {
+        key: owned_key.clone(),
+        what: "envelope",
+        message: error.to_string(),
+    })?;
+    head.map(Some).map_err(|message| ReportError::Malformed {
+        key: owned_key,
+        what: "envelope",
+        message,
+    })
+}
+
+/// Parses an envelope from `reader`, skipping each entry of `results[]` as it streams by.
+fn envelope_head(reader: impl std::io::Read) -> Result<Envelope, String> {
+    struct Head;
+    impl<'de> serde::de::Visitor<'de> for Head {
+        type Value = serde_json::Map<String, Value>;
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("an envelope object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut head = serde_json::Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "results" {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    head.insert(key, Value::Array(Vec::new()));
+                } else {
+                    let value = map.next_value::<Value>()?;
+                    head.insert(key, value);
+                }
+            }
+            Ok(head)
+        }
+    }
+    use serde::Deserializer as _;
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    let head = deserializer
+        .deserialize_map(Head)
+        .map_err(|error| error.to_string())?;
+    deserializer.end().map_err(|error| error.to_string())?;
+    serde_json::from_value(Value::Object(head)).map_err(|error| error.to_string())
+}
+
 /// The batch's wall time: `stats.json`'s `wallMs`, else the envelope's `fleet.wallMs` (or
 /// `fleet.timing.wallMs`). A `stats.json` that does not read is passed over: the wall time is
 /// then simply unknown.
@@ -206,10 +289,7 @@ pub async fn load_report_input(
         None => None,
     };
     let envelope_key = format!("{prefix}envelope.json");
-    let envelope: Option<Envelope> = match read_optional(store, &envelope_key).await? {
-        Some(bytes) => Some(parse(&bytes, &envelope_key, "envelope")?),
-        None => None,
-    };
+    let envelope = read_envelope_head(store, &envelope_key).await?;
     let (mut runs, outcomes) = read_jobs(store, batch_id).await?;
     let wall_ms = wall_ms(store, &prefix, envelope.as_ref()).await?;
     let Some(rollup) = rollup else {

@@ -50,6 +50,11 @@ pub struct ArtifactLocation {
 pub struct StoredJob {
     /// The generation whose record this is.
     pub generation: u32,
+    /// The delivery attempt whose files the record names (0 for the bare shape written before
+    /// job records, whose files are in the job's own directory).
+    pub attempt: u32,
+    /// The harness version the attempt reported, when its record says.
+    pub harness_version: Option<String>,
     pub outcome: JobOutcome,
     /// The completed run's `result.json`, when the outcome is a completed run.
     pub result: Option<ArtifactLocation>,
@@ -82,6 +87,8 @@ async fn read_generation(
                 });
             return Ok(Some(StoredJob {
                 generation,
+                attempt: record.attempt,
+                harness_version: record.harness_version,
                 outcome: record.outcome,
                 result,
             }));
@@ -95,6 +102,8 @@ async fn read_generation(
     });
     Ok(Some(StoredJob {
         generation,
+        attempt: 0,
+        harness_version: None,
         outcome,
         result,
     }))

@@ -76,6 +76,21 @@ pub trait ArtifactStore: Send + Sync {
     }
     /// Reads the object under `key`.
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError>;
+    /// Copies the object under `key` into the file at `path`; returns its size. For documents
+    /// too large to hold in memory (a big batch's envelope), read back with a streaming parser:
+    /// stores that can copy without holding the object (a directory copy) do so; the default
+    /// reads it whole with [`ArtifactStore::get`] and writes it.
+    async fn get_file(&self, key: &str, path: &std::path::Path) -> Result<u64, ArtifactError> {
+        let bytes = self.get(key).await?;
+        let size = bytes.len() as u64;
+        tokio::fs::write(path, bytes)
+            .await
+            .map_err(|error| ArtifactError::Failed {
+                key: key.to_owned(),
+                message: format!("writing {}: {error}", path.display()),
+            })?;
+        Ok(size)
+    }
     /// `true` if an object exists under `key`.
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError>;
     /// Every key that starts with `prefix`, sorted.

@@ -97,6 +97,7 @@ async fn compare(args: &ReportArgs, then: &str, now: &str) -> Result<i32, CliErr
         now: now.to_owned(),
         source: args.source.clone(),
         format,
+        all: false,
     })
     .await
 }

@@ -4,8 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cowork_coordinator::catalog::stored_batch;
-use cowork_coordinator::rejudge::{Rejudged, rejudge_runs, rejudge_stored, view_of_result};
-use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
+use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
+use cowork_coordinator::supervisor::{
+    ENVELOPE_FILE, EnvelopeHead, StoredEnvelope, build_envelope, copy_envelope, rollup_bytes,
+    spool_envelope,
+};
 use cowork_core::plan::flags::js_number;
 use cowork_core::reduce::{Judging, StopRules};
 use cowork_core::verdict::{Lane, with_rederived_verdict};
@@ -209,20 +212,10 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
         .await
         .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
     let flags = judged_flags(args, Some(&stored.spec.flags))?;
-    let Rejudged {
-        reduction,
-        never_ran,
-    } = rejudge_stored(store.as_ref(), &stored, &flags)
+    let rejudged = rejudge_stored(store.as_ref(), &stored, &flags)
         .await
         .map_err(|e| CliError::Failed(e.into()))?;
-    let results = collect_results(
-        store.as_ref(),
-        &stored.batch_id,
-        stored.plan.kind,
-        &reduction,
-    )
-    .await
-    .map_err(|e| CliError::Failed(e.into()))?;
+    let never_ran = &rejudged.never_ran;
     let mut fleet = json!({
         "batchId": stored.batch_id.as_str(),
         "rejudged": true,
@@ -239,25 +232,35 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
             .collect();
     }
     let command = stored.spec.mode.envelope_command();
-    // The harness version is not part of the reduction; take it from the batch's envelope.
-    let version = store
-        .get(&batch_key(&batch_id, "envelope.json"))
+    // The version the batch's envelope names, by the same rule, from the job records rather
+    // than from the stored envelope, which holds every result; a batch that never stored an
+    // envelope (it was interrupted) names none.
+    let has_envelope = store
+        .exists(&batch_key(&batch_id, ENVELOPE_FILE))
         .await
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .and_then(|envelope| {
-            envelope
-                .get("version")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
-    let envelope = build_envelope(&reduction, &version, command, results, fleet);
-    if never_ran.is_empty() {
-        return finish(args, &reduction, &envelope);
+        .unwrap_or(false);
+    let version = if has_envelope {
+        rejudged.envelope_version()
+    } else {
+        "unknown".to_owned()
+    };
+    let locate = |job| rejudged.result_location(&stored, job);
+    let envelope = spool_envelope(
+        &store,
+        &locate,
+        &rejudged.reduction,
+        EnvelopeHead {
+            version: &version,
+            command,
+            fleet,
+        },
+    )
+    .await
+    .map_err(|e| CliError::Failed(e.into()))?;
+    let code = finish_spooled(args, &rejudged.reduction, &envelope)?;
+    if !never_ran.is_empty() {
+        eprint!("{}", incomplete_note(stored.plan.n_jobs, never_ran));
     }
-    let code = finish(args, &reduction, &envelope)?;
-    eprint!("{}", incomplete_note(stored.plan.n_jobs, &never_ran));
     Ok(code)
 }
 
@@ -283,15 +286,54 @@ fn incomplete_note(n_jobs: u64, never_ran: &[cowork_schema::ids::JobId]) -> Stri
     )
 }
 
+/// [`finish`] for an envelope spooled to a file: the summary from its head, the whole
+/// envelope copied from the spool.
+fn finish_spooled(
+    args: &RollupArgs,
+    reduction: &cowork_core::reduce::BatchReduction,
+    envelope: &StoredEnvelope,
+) -> Result<i32, CliError> {
+    write_rollup(args, reduction, &envelope.head.command)?;
+    // The summary counts simulated runs from the fleet key, or else from the results, which
+    // the head does not hold: the reduction's count of folded simulated runs is that count.
+    let mut head = envelope.head.clone();
+    if head.fleet.get("simulatedRuns").is_none()
+        && let Some(fleet) = head.fleet.as_object_mut()
+    {
+        fleet.insert(
+            "simulatedRuns".to_owned(),
+            Value::from(reduction.simulated_runs),
+        );
+    }
+    eprint!(
+        "{}",
+        crate::summary::render(&crate::summary::Summary::new(&head, reduction.exit_code))
+    );
+    if args.output_format == OutputFormat::Json {
+        let stdout = std::io::stdout();
+        copy_envelope(&envelope.spool, &mut stdout.lock()).context("writing the envelope")?;
+    }
+    Ok(reduction.exit_code)
+}
+
+fn write_rollup(
+    args: &RollupArgs,
+    reduction: &cowork_core::reduce::BatchReduction,
+    command: &str,
+) -> Result<(), CliError> {
+    if let Some(out) = &args.rollup_out {
+        std::fs::write(out, rollup_bytes(reduction, command))
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
+
 fn finish(
     args: &RollupArgs,
     reduction: &cowork_core::reduce::BatchReduction,
     envelope: &cowork_schema::envelope::Envelope,
 ) -> Result<i32, CliError> {
-    if let Some(out) = &args.rollup_out {
-        std::fs::write(out, rollup_bytes(reduction, &envelope.command))
-            .with_context(|| format!("writing {}", out.display()))?;
-    }
+    write_rollup(args, reduction, &envelope.command)?;
     eprint!(
         "{}",
         crate::summary::render(&crate::summary::Summary::new(envelope, reduction.exit_code))

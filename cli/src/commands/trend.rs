@@ -120,7 +120,7 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     let rows = cowork_core::trend::trend(&batches, &|scenario| {
         names.iter().any(|name| name == scenario)
     });
-    print!("{}", render_trend(&batches, &rows, args.format));
+    print!("{}", render_trend(&batches, &rows, args.format, args.all));
     let flaky = rows.iter().filter(|row| row.flaky()).count();
     eprintln!(
         "{} over the last {}; {flaky} flaky across batches",
@@ -130,7 +130,12 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn render_trend(batches: &[BatchCounts], rows: &[TrendRow], format: TableFormat) -> String {
+fn render_trend(
+    batches: &[BatchCounts],
+    rows: &[TrendRow],
+    format: TableFormat,
+    all: bool,
+) -> String {
     if format == TableFormat::Json {
         let units: Vec<Value> = rows
             .iter()
@@ -179,7 +184,11 @@ fn render_trend(batches: &[BatchCounts], rows: &[TrendRow], format: TableFormat)
     let mut header: Vec<&str> = vec!["unit"];
     header.extend(columns.iter().map(String::as_str));
     header.extend(["all runs", "cost/run", "flaky"]);
-    let cells: Vec<Vec<String>> = rows
+    // Past `crate::text::LISTED_UNITS` units the table keeps the flaky ones (what a reader
+    // looks at after a nightly sweep) and counts the steady rest.
+    let compact = !all && rows.len() > crate::text::LISTED_UNITS;
+    let shown: Vec<&TrendRow> = rows.iter().filter(|row| !compact || row.flaky()).collect();
+    let cells: Vec<Vec<String>> = shown
         .iter()
         .map(|row| {
             let mut cells = vec![row.label.clone()];
@@ -203,7 +212,28 @@ fn render_trend(batches: &[BatchCounts], rows: &[TrendRow], format: TableFormat)
         })
         .collect();
     let right: Vec<usize> = (1..=batches.len() + 2).collect();
-    let mut out = table(&header, &cells, &right, format);
+    let mut out = if cells.is_empty() {
+        String::new()
+    } else {
+        table(&header, &cells, &right, format)
+    };
+    if compact {
+        let steady: Vec<&TrendRow> = rows.iter().filter(|row| !row.flaky()).collect();
+        let failing = steady.iter().filter(|row| row.batches_failed > 0).count();
+        let _ = writeln!(
+            out,
+            "{}{} not listed: {} failing in every batch, {} passing in every batch (--all lists \
+             every unit)",
+            if format == TableFormat::Markdown {
+                "\n"
+            } else {
+                ""
+            },
+            crate::text::count(steady.len() as u64, "steady unit"),
+            failing,
+            steady.len() - failing,
+        );
+    }
     let ids: Vec<&str> = batches
         .iter()
         .map(|batch| batch.batch_id.as_str())

@@ -101,12 +101,56 @@ pub async fn store_envelope(
     fleet: &FleetMeta,
 ) -> Result<StoredEnvelope, SuperviseError> {
     let fleet = serde_json::to_value(fleet).expect("the fleet key always serializes");
+    let locate = |job: JobRef| admission.result_location(job);
+    let envelope = spool_envelope(
+        store,
+        &locate,
+        reduction,
+        EnvelopeHead {
+            version: &admission.envelope_version(),
+            command,
+            fleet,
+        },
+    )
+    .await?;
+    let key = batch_key(admission.batch_id(), ENVELOPE_FILE);
+    store
+        .put_file(&key, &envelope.spool)
+        .await
+        .map_err(|source| SuperviseError::Store { key, source })?;
+    Ok(envelope)
+}
+
+/// What an envelope says besides its results and what the reduction gives.
+pub struct EnvelopeHead<'a> {
+    /// The harness version the envelope names.
+    pub version: &'a str,
+    /// The envelope's `command`.
+    pub command: &'a str,
+    /// The envelope's `fleet` key.
+    pub fleet: Value,
+}
+
+/// Where a folded run's `result.json` is and the digest it must have, by job: the folded
+/// `finished` events' (`Admission::result_location`) for a batch just decided, the job
+/// records' ([`cowork_core::admission::ResultIndex`]) for a re-judged one.
+pub type LocateResult<'a> = dyn Fn(JobRef) -> Option<ResultLocation> + Sync + 'a;
+
+/// Assembles an envelope into a local spool file, reading each folded run's `result.json`
+/// once (a few at a time, in the reduction's order) from where `locate` says it is and
+/// checking its digest. Nothing holds every result: memory is that of the reads in flight.
+pub async fn spool_envelope(
+    store: &Arc<dyn ArtifactStore>,
+    locate: &LocateResult<'_>,
+    reduction: &BatchReduction,
+    head: EnvelopeHead<'_>,
+) -> Result<StoredEnvelope, SuperviseError> {
     let mut head = build_envelope(
         reduction,
-        &admission.envelope_version(),
-        command,
+        head.version,
+        head.command,
         Vec::new(),
-        fleet,
+        head.fleet,
     );
     let line = head.to_line();
     // The first `"results":[]` is the key: only `tool`, `version`, `command` and `ok` come
@@ -137,7 +181,7 @@ pub async fn store_envelope(
             && let Some(&(unit, repeat_index)) = reduction.results.get(next)
         {
             next += 1;
-            let location = admission.result_location(JobRef { unit, repeat_index });
+            let location = locate(JobRef { unit, repeat_index });
             let store = Arc::clone(store);
             reads.push_back(async move { read_result(store.as_ref(), location).await });
         }
@@ -162,11 +206,6 @@ pub async fn store_envelope(
     writer.write_all(b"\n").await.map_err(spool_error)?;
     writer.flush().await.map_err(spool_error)?;
     drop(writer);
-    let key = batch_key(admission.batch_id(), ENVELOPE_FILE);
-    store
-        .put_file(&key, &spool)
-        .await
-        .map_err(|source| SuperviseError::Store { key, source })?;
     Ok(StoredEnvelope { head, spool })
 }
 

@@ -34,7 +34,7 @@ use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::fleet::FleetMeta;
-use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use cowork_schema::ids::{JobId, UnitRef};
 
 use crate::stored_job::StoredJobError;
 use futures::StreamExt;
@@ -43,8 +43,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use cowork_core::admission::{DEFAULT_DEADLINE_GRACE, DEFAULT_SPECULATION};
 pub use documents::{
-    ENVELOPE_FILE, ROLLUP_FILE, build_envelope, copy_envelope, decorated_result, rollup_bytes,
-    store_rollup,
+    ENVELOPE_FILE, EnvelopeHead, LocateResult, ROLLUP_FILE, StoredEnvelope, build_envelope,
+    copy_envelope, decorated_result, rollup_bytes, spool_envelope, store_rollup,
 };
 
 /// Ports the supervisor uses.
@@ -753,33 +753,4 @@ async fn expected_run_ms(
                 .and_then(|estimate| estimate.run_ms)
         })
         .collect()
-}
-
-/// Reads the stored `result.json` of every folded run, decorated for the envelope, in the
-/// reduction's results order (harness-behaviour.md#choice-c3), from the job directories of a stored
-/// batch (`cowork rollup`). A live batch's envelope reads each result by the digest its event
-/// recorded.
-pub async fn collect_results(
-    store: &dyn ArtifactStore,
-    batch_id: &BatchId,
-    kind: PlanKindName,
-    reduction: &BatchReduction,
-) -> Result<Vec<serde_json::Value>, SuperviseError> {
-    use cowork_fabric::artifacts::PARALLEL_READS;
-    use futures::StreamExt;
-    let jobs = reduction.results.iter().map(|(unit_idx, repeat_index)| {
-        JobId::new(batch_id, unit_ref(kind, *unit_idx), *repeat_index)
-    });
-    let reads = jobs.map(|job_id| async move {
-        // Through the job's record: attempts store their files under their own keys, and the
-        // record names (and checks) the one that was folded.
-        let (key, bytes) = crate::stored_job::read_result(store, &job_id).await?;
-        decorated_result(&key, &bytes)
-    });
-    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
-    let mut results = Vec::with_capacity(reduction.results.len());
-    while let Some(result) = stream.next().await {
-        results.push(result?);
-    }
-    Ok(results)
 }

@@ -59,13 +59,12 @@ pub use jobs::{BitSet, JobGrid};
 pub use ledger::SAMPLES_PER_UNIT;
 pub use order::UnitOrder;
 pub use pauses::TierPauses;
-pub use results::{RESULT_FILE, ResultLocation, sha256_hex};
+pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
 
 use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
 use crate::reduce::{BatchReducer, BatchReduction, BatchShape, NotComplete, Offer, ShapeError};
 use ledger::Ledger;
-use results::ResultIndex;
 
 /// Jobs of one unit admitted beyond the lowest index its fold waits for, with an early-stop
 /// rule: enough to keep a unit's runs overlapping, few enough that a stop discards at most this

@@ -143,10 +143,56 @@ pub fn render_markdown(input: &ReportInput) -> String {
     out
 }
 
+/// Units past which the table lists the worst first, and only as many as fit
+/// [`TABLE_BYTES`]: a CI job summary is refused past 1 MiB.
+const ORDERED_UNITS: usize = 200;
+/// The most bytes the units table may take (a row is ~100 bytes: ~5,000 rows), leaving room
+/// under the 1 MiB job-summary limit for the header, the failure reasons and the stops.
+const TABLE_BYTES: usize = 512 * 1024;
+
+/// The order of the units table: plan order, or for a big batch the units that did not pass
+/// first, the furthest below the bar first, then flaky passing units, then the rest.
+fn table_order<'s, 'a>(summary: &'s super::Summary<'a>) -> Vec<&'s super::UnitReport<'a>> {
+    let mut units: Vec<&super::UnitReport<'_>> = summary.units.iter().collect();
+    if units.len() > ORDERED_UNITS {
+        let rank = |unit: &super::UnitReport<'_>| match unit.status {
+            UnitStatus::Passed if unit.flaky() => 1,
+            UnitStatus::Passed => 2,
+            UnitStatus::NotRun => 3,
+            _ => 0,
+        };
+        // A stable sort keeps plan order among equals.
+        units.sort_by(|a, b| {
+            rank(a).cmp(&rank(b)).then(
+                a.pass_rate
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.pass_rate.unwrap_or(0.0)),
+            )
+        });
+    }
+    units
+}
+
 /// One table row per unit, and the cells `--max-cells` cut.
 fn units_table(out: &mut String, summary: &super::Summary<'_>) {
     out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
-    for unit in &summary.units {
+    let start = out.len();
+    let order = table_order(summary);
+    let n_units = order.len();
+    for (listed, unit) in order.iter().enumerate() {
+        if out.len() - start > TABLE_BYTES {
+            let not_shown = n_units - listed;
+            let passed = order[listed..]
+                .iter()
+                .filter(|unit| unit.status == UnitStatus::Passed)
+                .count();
+            let _ = writeln!(
+                out,
+                "\n{not_shown} more unit(s) not shown ({passed} of them passed): the table \
+                 lists the worst first, and the HTML report lists every unit."
+            );
+            break;
+        }
         let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
         let flaky = if unit.flaky() { " (flaky)" } else { "" };
         let mut verdict = unit.verdict_text();

@@ -249,6 +249,13 @@ impl ArtifactStore for DirArtifactStore {
         .await
     }
 
+    async fn get_file(&self, key: &str, to: &Path) -> Result<u64, ArtifactError> {
+        let path = self.path_of(key)?;
+        tokio::fs::copy(&path, to)
+            .await
+            .map_err(|error| io_error(key, &error))
+    }
+
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
         let path = self.path_of(key)?;
         Ok(tokio::fs::try_exists(&path).await.unwrap_or(false))
