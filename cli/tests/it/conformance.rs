@@ -375,6 +375,31 @@ fn replay_of_the_cli_cassettes_equals_its_own_replay_at_no_cost() {
     out.expect_stderr("$0.0000\n");
     let list = repo.output(env!("CARGO_BIN_EXE_cowork").as_ref(), &["batches"]);
     assert!(list.stdout.contains("$0.0000"), "{}", list.context());
+    // So do the reports: the batch's cost is $0, the recorded cost labelled beside it, in
+    // every format that shows a cost.
+    for format in ["markdown", "html"] {
+        let report = repo.output(
+            env!("CARGO_BIN_EXE_cowork").as_ref(),
+            &["report", "latest", "--format", format],
+        );
+        assert!(
+            report.stdout.contains("$0.0000 (recorded $0.7182)")
+                && report.stdout.contains("$0.0000 (recorded $0.2908)")
+                && !report.stdout.contains("cost of folded runs $0.7182"),
+            "{format}: {}",
+            report.context()
+        );
+    }
+    let json = repo.output(
+        env!("CARGO_BIN_EXE_cowork").as_ref(),
+        &["report", "latest", "--format", "json"],
+    );
+    let document: Value = serde_json::from_str(&json.stdout).expect("the JSON report parses");
+    assert_eq!(document["totals"]["costUsd"], 0.0, "{}", json.context());
+    let recorded = document["totals"]["recordedCostUsd"]
+        .as_f64()
+        .unwrap_or_default();
+    assert!((recorded - 0.71816525).abs() < 1e-9, "{}", json.context());
     let dry = repo.cowork(&["run", "--replay", "examples/replays/", "--dry-run"]);
     dry.expect_code(0);
     assert!(

@@ -26,8 +26,8 @@ use cowork_schema::batch::{BatchMode, PlanKindName};
 use cowork_schema::registry::{BatchRecord, BatchState};
 
 use super::{
-    EvalArm, EvalSection, ReportInput, Summary, UnitReport, UnitStatus, js_number, percent,
-    seconds, summarize, usd,
+    EvalArm, EvalSection, ReportInput, Summary, UnitReport, UnitStatus, cost_text, js_number,
+    percent, seconds, summarize, usd,
 };
 
 pub use runs::ArtifactLinks;
@@ -504,7 +504,10 @@ fn facts(out: &mut String, summary: &Summary<'_>) {
             ),
         ));
     }
-    rows.push(("cost of folded runs", usd(summary.total_cost_usd)));
+    rows.push((
+        "cost of folded runs",
+        cost_text(summary.total_cost_usd, summary.recorded_cost_usd),
+    ));
     rows.push(("wall time", wall_time(input)));
     let (summed, n_timed) = summary.summed_run_ms;
     rows.push((
@@ -624,7 +627,7 @@ fn units_table(out: &mut String, summary: &Summary<'_>) {
             completed = unit.completed,
             requested = unit.requested,
             passes = unit.passes,
-            cost = usd(unit.cost_usd),
+            cost = cost_text(unit.cost_usd, unit.recorded_cost_usd),
             cost_per_run = usd(cost_per_run),
             mean = seconds(unit.mean_duration_ms()),
             total = seconds(unit.duration_ms),

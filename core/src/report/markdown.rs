@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use super::{EvalSection, ReportInput, UnitStatus, percent, seconds, summarize, usd};
+use super::{EvalSection, ReportInput, UnitStatus, cost_text, percent, seconds, summarize, usd};
 
 /// Failure reasons listed; the HTML report has all of them.
 const TOP_REASONS: usize = 10;
@@ -102,7 +102,7 @@ pub fn render_markdown(input: &ReportInput) -> String {
         percent(summary.judging.min_pass_rate),
         summary.total_passes,
         summary.total_runs,
-        usd(summary.total_cost_usd),
+        cost_text(summary.total_cost_usd, summary.recorded_cost_usd),
         seconds(summary.summed_run_ms.0),
     );
     units_table(&mut out, &summary);
@@ -209,7 +209,7 @@ fn units_table(out: &mut String, summary: &super::Summary<'_>) {
             escape_md(unit.label),
             unit.completed,
             unit.requested,
-            usd(unit.cost_usd),
+            cost_text(unit.cost_usd, unit.recorded_cost_usd),
             escape_md(&verdict),
         );
     }

@@ -329,7 +329,10 @@ pub(crate) struct UnitReport<'a> {
     /// The arm label of harness-behaviour.md#provenance (`""`, ` [ABLATED — control arm]`, ` [MIXED
     /// ARMS: …]`).
     pub(crate) arm_label: String,
+    /// What the unit spent: `$0` for a replay, which re-judges recordings.
     pub(crate) cost_usd: Option<f64>,
+    /// For a replay, what the recorded runs cost when they were recorded; `None` otherwise.
+    pub(crate) recorded_cost_usd: Option<f64>,
     pub(crate) tokens: Option<f64>,
     /// Sum of `durationMs` over the folded runs that have it.
     pub(crate) duration_ms: Option<f64>,
@@ -364,6 +367,7 @@ impl<'a> UnitReport<'a> {
             stopped_early: None,
             arm_label: String::new(),
             cost_usd: None,
+            recorded_cost_usd: None,
             tokens: None,
             duration_ms: None,
             models: Vec::new(),
@@ -491,7 +495,10 @@ pub(crate) struct Summary<'a> {
     pub(crate) judging: Judging,
     pub(crate) total_runs: u64,
     pub(crate) total_passes: u64,
+    /// What the folded runs spent: `$0` for a replay.
     pub(crate) total_cost_usd: Option<f64>,
+    /// For a replay, what its folded runs cost when they were recorded; `None` otherwise.
+    pub(crate) recorded_cost_usd: Option<f64>,
     pub(crate) total_duration_ms: Option<f64>,
     /// Runs that finished after their unit was decided, and what they cost.
     pub(crate) discarded: Discarded,
@@ -682,7 +689,17 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         || input.envelope.fleet.get("simulated") == Some(&Value::Bool(true));
     let total_runs = units.iter().map(|unit| u64::from(unit.completed)).sum();
     let total_passes = units.iter().map(|unit| u64::from(unit.passes)).sum();
+    // A replay spends nothing: the cost in its results is what the recorded runs cost, shown
+    // as such beside the $0 it spent (decisions.md#replay-spends-nothing).
+    let replay = input.stored.spec.mode.spends_nothing();
+    if replay {
+        for unit in &mut units {
+            unit.recorded_cost_usd = unit.cost_usd.take();
+            unit.cost_usd = Some(0.0);
+        }
+    }
     let total_cost_usd = sum_present(units.iter().map(|unit| unit.cost_usd));
+    let recorded_cost_usd = sum_present(units.iter().map(|unit| unit.recorded_cost_usd));
     let total_duration_ms = sum_present(units.iter().map(|unit| unit.duration_ms));
     Summary {
         input,
@@ -698,6 +715,7 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         total_runs,
         total_passes,
         total_cost_usd,
+        recorded_cost_usd,
         total_duration_ms,
         discarded: discarded_of(input),
         stored_runs: input.runs.len() as u64,
@@ -1135,6 +1153,14 @@ pub fn percent(rate: f64) -> String {
 }
 
 /// Dollars with four decimals, or `-`.
+/// A cost as every format shows it: `$0.0000 (recorded $0.2154)` for a replay, else [`usd`].
+pub(crate) fn cost_text(spent: Option<f64>, recorded: Option<f64>) -> String {
+    match recorded {
+        Some(_) => format!("{} (recorded {})", usd(spent), usd(recorded)),
+        None => usd(spent),
+    }
+}
+
 pub fn usd(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
 }
@@ -1232,6 +1258,7 @@ pub fn render_json(input: &ReportInput) -> String {
     totals.insert("runs".into(), Value::from(summary.total_runs));
     totals.insert("passes".into(), Value::from(summary.total_passes));
     opt_number(&mut totals, "costUsd", summary.total_cost_usd);
+    opt_number(&mut totals, "recordedCostUsd", summary.recorded_cost_usd);
     opt_number(&mut totals, "durationMs", summary.total_duration_ms);
     totals.insert("storedRuns".into(), Value::from(summary.stored_runs));
     totals.insert("discardedRuns".into(), Value::from(summary.discarded.runs));
@@ -1270,6 +1297,7 @@ pub fn render_json(input: &ReportInput) -> String {
                 object.insert("stoppedEarly".into(), Value::from(stop.as_str()));
             }
             opt_number(&mut object, "costUsd", unit.cost_usd);
+            opt_number(&mut object, "recordedCostUsd", unit.recorded_cost_usd);
             opt_number(&mut object, "durationMs", unit.duration_ms);
             if let UnitStatus::Error(error) = &unit.status {
                 object.insert("error".into(), Value::from(error.clone()));

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::{escape, query_value, verdict_badge};
 use crate::report::{
-    RunOutcome, RunState, StoredRun, Summary, UnitReport, UnitStatus, percent, seconds, usd,
+    RunOutcome, RunState, StoredRun, Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
+    usd,
 };
 
 /// Squares of a strip inside a heatmap cell before the rest are counted.
@@ -218,7 +219,7 @@ fn unit_section(
             "{} of {} run(s) folded, {} passed ({rate})",
             unit.completed, unit.requested, unit.passes
         ),
-        format!("cost {}", usd(unit.cost_usd)),
+        format!("cost {}", cost_text(unit.cost_usd, unit.recorded_cost_usd)),
     ];
     if let Some(stop) = unit.stopped_early {
         facts.push(format!("stopped early: {}", stop.as_str()));
@@ -250,7 +251,7 @@ fn shortened(text: &str) -> String {
 }
 
 /// The facts line of a run: model, cost, tokens, duration, result, fidelity.
-fn run_facts(result: &Value) -> Vec<String> {
+fn run_facts(result: &Value, replay: bool) -> Vec<String> {
     let mut facts = Vec::new();
     if result.is_null() {
         return facts;
@@ -259,10 +260,12 @@ fn run_facts(result: &Value) -> Vec<String> {
         "model {}",
         cowork_schema::run_result::provenance_model(result)
     ));
-    facts.push(format!(
-        "cost {}",
-        usd(cowork_schema::run_result::cost_usd(result))
-    ));
+    let cost = cowork_schema::run_result::cost_usd(result);
+    facts.push(if replay {
+        format!("cost {}", cost_text(Some(0.0), cost.or(Some(0.0))))
+    } else {
+        format!("cost {}", usd(cost))
+    });
     let usage = result.get("usage");
     let tokens_in = usage
         .and_then(|u| u.get("input_tokens"))
@@ -328,7 +331,9 @@ fn run_card(
         job = escape(&run.job_path()),
         unit_id = escape(&unit.id),
         badge = verdict_badge(state.as_str(), word),
-        facts = escape(&run_facts(&run.result).join(" · ")),
+        facts = escape(
+            &run_facts(&run.result, summary.input.stored.spec.mode.spends_nothing()).join(" · ")
+        ),
     );
     if run.discarded {
         out.push_str(
