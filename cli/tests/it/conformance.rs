@@ -1249,3 +1249,95 @@ fn a_corpus_replayed_in_packs_stores_what_each_cassette_alone_gives() {
         out.context()
     );
 }
+
+#[test]
+fn a_worker_killed_mid_pack_loses_no_replay_and_counts_none_twice() {
+    let Some(cli) = real_cli() else { return };
+    let repo = Repo::new(&cli);
+    let corpus = replay_corpus(&repo, 5, false);
+    let path = repo.path_with_agent().to_string_lossy().into_owned();
+    let tmp = repo.tmp.to_string_lossy().into_owned();
+    // A short ack deadline: the killed worker's deliveries come back soon.
+    let mut fleet = Fleet::start_with_env(&[
+        ("PATH", path.as_str()),
+        ("TMPDIR", tmp.as_str()),
+        ("COWORK_ACK_WAIT", "2s"),
+    ]);
+    // The first worker's harness hangs in its replays once it has said so, like a pack that
+    // is still running when its worker dies.
+    let started = repo.root.join("../started");
+    let hanging = repo.root.join("../hanging-harness");
+    std::fs::write(
+        &hanging,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *' replay '*) touch '{started}'; exec sleep 1000;; esac\n\
+             exec '{harness}' \"$@\"\n",
+            started = started.display(),
+            harness = repo.harness.display(),
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&hanging, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let worker = |name: &str, harness: &Path| -> Vec<String> {
+        [
+            "worker",
+            "--executor",
+            "harness",
+            "--harness-bin",
+            &harness.to_string_lossy(),
+            "--tiers",
+            "replay",
+            "--slots",
+            "2",
+            "--worker-id",
+            name,
+            "--cache-dir",
+            &format!("{name}/cache"),
+            "--work-dir",
+            &format!("{name}/work"),
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect()
+    };
+    let args = worker("w1", &hanging);
+    fleet.spawn("w1", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let batch = fleet.submit_detached(&repo.root, &["--replay", "examples/corpus/"]);
+    // Polls for the file the hanging harness writes, not a guess at how long a pull takes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "w1 never started a replay\n{}",
+            fleet.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    fleet.kill("w1");
+    let (harness, calls) = counting_harness(&repo);
+    let args = worker("w2", &harness);
+    fleet.spawn("w2", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = fleet.watch(&repo.root, &batch);
+    out.expect_code(0);
+    let envelope = out.envelope();
+    let results = array(&envelope, "results");
+    // Every job once: no job lost with the killed worker, none counted twice.
+    assert_eq!(results.len(), corpus.len(), "{}", out.context());
+    assert!(
+        results.iter().all(|result| result["verdict"]["pass"] == true),
+        "{}",
+        out.context()
+    );
+    let calls = std::fs::read_to_string(calls).unwrap_or_default();
+    assert!(
+        calls.lines().any(|line| line.contains("/view/")),
+        "w2 replayed in packs:\n{calls}"
+    );
+    let mut left = Vec::new();
+    collect_names(&repo.tmp, &mut left);
+    assert!(
+        !left.iter().any(|name| name.contains("cwh-replay-")),
+        "{left:?}\n{}",
+        fleet.logs()
+    );
+}
