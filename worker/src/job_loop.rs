@@ -418,15 +418,20 @@ fn deal(
                 &b.job.scenario_file,
             ))
     });
-    let n_units = n_units.min(deliveries.len()).max(1);
-    let n_jobs = deliveries.len();
-    let mut units = Vec::with_capacity(n_units);
     let mut rest = deliveries.into_iter();
-    for unit_idx in 0..n_units {
-        let size = n_jobs / n_units + usize::from(unit_idx < n_jobs % n_units);
-        units.push(rest.by_ref().take(size).collect());
-    }
-    units
+    unit_sizes(rest.len(), n_units)
+        .into_iter()
+        .map(|size| rest.by_ref().take(size).collect())
+        .collect()
+}
+
+/// The sizes of the units `n_jobs` jobs are dealt into on `n_units` free slots: as many units
+/// as slots (never more than jobs), sizes differing by at most one.
+fn unit_sizes(n_jobs: usize, n_units: usize) -> Vec<usize> {
+    let n_units = n_units.min(n_jobs).max(1);
+    (0..n_units)
+        .map(|unit_idx| n_jobs / n_units + usize::from(unit_idx < n_jobs % n_units))
+        .collect()
 }
 
 /// Resolves once no job has been running for `idle_exit` (measured from the later of the
@@ -447,5 +452,24 @@ async fn idle_for(mut running: tokio::sync::watch::Receiver<usize>, idle_exit: O
             // A job started or ended meanwhile: look again and restart the clock.
             _ = running.changed() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn units_are_near_equal_and_never_more_than_the_free_slots() {
+        let check = |n_jobs: usize, n_units: usize, expect: &[usize]| {
+            assert_eq!(
+                super::unit_sizes(n_jobs, n_units),
+                expect,
+                "{n_jobs} jobs on {n_units} slots"
+            );
+        };
+        check(128, 2, &[64, 64]);
+        check(31, 2, &[16, 15]);
+        check(1, 4, &[1]);
+        check(5, 3, &[2, 2, 1]);
+        check(0, 2, &[0]);
     }
 }

@@ -1324,7 +1324,9 @@ fn a_worker_killed_mid_pack_loses_no_replay_and_counts_none_twice() {
     // Every job once: no job lost with the killed worker, none counted twice.
     assert_eq!(results.len(), corpus.len(), "{}", out.context());
     assert!(
-        results.iter().all(|result| result["verdict"]["pass"] == true),
+        results
+            .iter()
+            .all(|result| result["verdict"]["pass"] == true),
         "{}",
         out.context()
     );

@@ -654,3 +654,118 @@ fn link_entries(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::harness::Captured;
+    use super::*;
+
+    fn finished(code: i32, results: &[Value], stderr: &str) -> Finished {
+        let envelope = serde_json::json!({
+            "tool": "cowork-harness", "version": "2.0.0", "command": "replay",
+            "ok": false, "results": results, "error": null,
+        });
+        Finished {
+            end: ProcessEnd::Exited(code),
+            stdout: Captured {
+                bytes: format!("{envelope}\n").into_bytes(),
+                ..Default::default()
+            },
+            stderr: Captured {
+                bytes: stderr.as_bytes().to_vec(),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn stub(path: &str) -> Value {
+        serde_json::json!({"scenario": path, "outDir": "", "verdict": {"pass": false, "exitCode": 1}})
+    }
+
+    fn replayed(name: &str, pass: bool) -> Value {
+        serde_json::json!({"scenario": name, "outDir": "(replay)", "verdict": {"pass": pass, "exitCode": i32::from(!pass)}})
+    }
+
+    #[test]
+    fn a_dir_replay_is_cut_into_each_cassettes_share() {
+        let markers = [
+            "/v/m0-1.cassette.json".to_owned(),
+            "/v/m1-1.cassette.json".to_owned(),
+        ];
+        let links = [
+            "/v/m0-0.cassette.json".to_owned(),
+            "/v/m1-0.cassette.json".to_owned(),
+        ];
+        let stderr = "warn a\nreplay: /v/m0-0.cassette.json: tampered\n\
+                      replay: /v/m0-1.cassette.json: unreadable / invalid cassette JSON: end\n\
+                      warn b\nreplay: /v/m1-1.cassette.json: unreadable / invalid cassette JSON: end\n";
+        let results = [
+            stub(&links[0]),
+            stub(&markers[0]),
+            replayed("b", true),
+            stub(&markers[1]),
+        ];
+        let shares = split(&finished(2, &results, stderr), &markers, &links).expect("split");
+        assert_eq!(shares.len(), 2);
+        assert_eq!(shares[0].exit_code, 2);
+        assert_eq!(
+            String::from_utf8_lossy(&shares[0].stderr),
+            "warn a\nreplay: /v/m0-0.cassette.json: tampered\n"
+        );
+        assert_eq!(shares[0].envelope["results"][0]["scenario"], links[0]);
+        assert_eq!(shares[0].envelope["ok"], false);
+        assert_eq!(shares[1].exit_code, 0);
+        assert_eq!(shares[1].envelope["ok"], true);
+        assert_eq!(
+            shares[1].envelope["results"],
+            serde_json::json!([replayed("b", true)])
+        );
+        assert_eq!(String::from_utf8_lossy(&shares[1].stderr), "warn b\n");
+        let failing = [
+            replayed("a", false),
+            stub(&markers[0]),
+            replayed("b", true),
+            stub(&markers[1]),
+        ];
+        let stderr = format!("replay: {}: x\nreplay: {}: x\n", markers[0], markers[1]);
+        let shares = split(&finished(1, &failing, &stderr), &markers, &links).expect("split");
+        assert_eq!(shares[0].exit_code, 1);
+    }
+
+    #[test]
+    fn output_that_does_not_match_the_markers_is_refused() {
+        let markers = ["/v/m0-1.cassette.json".to_owned()];
+        let links = ["/v/m0-0.cassette.json".to_owned()];
+        let line = format!("replay: {}: x\n", markers[0]);
+        let good = [replayed("a", true), stub(&markers[0])];
+        assert!(split(&finished(0, &good, &line), &markers, &links).is_ok());
+        // No marker line, a result missing, results swapped, a signal, lines after the last
+        // marker: each means the shares cannot be trusted.
+        assert!(split(&finished(0, &good, ""), &markers, &links).is_err());
+        assert!(split(&finished(0, &good[..1], &line), &markers, &links).is_err());
+        let swapped = [stub(&markers[0]), replayed("a", true)];
+        assert!(split(&finished(0, &swapped, &line), &markers, &links).is_err());
+        let mut killed = finished(0, &good, &line);
+        killed.end = ProcessEnd::Signaled(9);
+        assert!(split(&killed, &markers, &links).is_err());
+        let trailing = format!("{line}late\n");
+        assert!(split(&finished(0, &good, &trailing), &markers, &links).is_err());
+    }
+
+    #[test]
+    fn paths_of_the_view_are_put_back() {
+        let rewrites = [
+            (
+                "/t/view/c/m0-0.cassette.json".to_owned(),
+                "/b/c/x.cassette.json".to_owned(),
+            ),
+            ("/t/view".to_owned(), "/b".to_owned()),
+        ];
+        let mut value = serde_json::json!({"a": ["replay: /t/view/c/m0-0.cassette.json: x", "/t/view/sessions/s.yaml", 1]});
+        rewrite_strings(&mut value, &rewrites);
+        assert_eq!(
+            value,
+            serde_json::json!({"a": ["replay: /b/c/x.cassette.json: x", "/b/sessions/s.yaml", 1]})
+        );
+    }
+}
