@@ -537,11 +537,18 @@ fn split(finished: &Finished, markers: &[String], links: &[String]) -> Result<Ve
                 _ => 1,
             }
         };
-        let mut alone = envelope.value.clone();
-        if let Some(object) = alone.as_object_mut() {
-            object.insert("ok".to_owned(), Value::Bool(exit_code == 0 && pass));
-            object.insert("results".to_owned(), Value::Array(vec![result.clone()]));
+        // The pack's envelope, key order kept, with this cassette's result alone; built key
+        // by key, as cloning the whole envelope per cassette would copy every other result.
+        let mut alone = serde_json::Map::new();
+        for (key, value) in envelope.value.as_object().into_iter().flatten() {
+            let value = match key.as_str() {
+                "ok" => Value::Bool(exit_code == 0 && pass),
+                "results" => Value::Array(vec![result.clone()]),
+                _ => value.clone(),
+            };
+            alone.insert(key.clone(), value);
         }
+        let alone = Value::Object(alone);
         shares.push(Share {
             envelope: alone,
             stderr: stderr.into_bytes(),
