@@ -430,6 +430,10 @@ pub struct RunArgs {
     /// Jobs run at once in this process (the harness CLI's own local cap is 8).
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
+    /// Most replay jobs one slot gives one harness process, which replays them as one dir and
+    /// splits its output into one result per job (1: every replay in a process of its own).
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub replay_pack: u16,
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
@@ -905,6 +909,10 @@ pub struct WorkerArgs {
     /// Jobs run at once on this worker (the harness CLI's own local cap is 8).
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
+    /// Most replay jobs one slot gives one harness process, which replays them as one dir and
+    /// splits its output into one result per job (1: every replay in a process of its own).
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub replay_pack: u16,
     /// Executor for every job.
     #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
     pub executor: WorkerExecutorArg,

@@ -98,7 +98,10 @@ async fn read_history(
 
 fn minutes(ms: u64) -> String {
     let seconds = ms as f64 / 1000.0;
-    if seconds < 120.0 {
+    // A replay in a pack takes milliseconds of its process's time; "0 s" would hide it.
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if seconds < 120.0 {
         format!("{seconds:.0} s")
     } else if seconds < 7200.0 {
         format!("{:.1} min", seconds / 60.0)

@@ -126,6 +126,8 @@ pub struct EmbeddedRun {
     pub store_dir: PathBuf,
     pub harness_bin: PathBuf,
     pub slots: u16,
+    /// Most replay jobs one slot gives one harness process.
+    pub replay_pack: usize,
     pub window: Option<usize>,
     pub usage_pause: Duration,
     pub model_limits: Vec<ModelLimit>,
@@ -191,6 +193,7 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
         worker_id: format!("embedded-{}", std::process::id()),
         tiers: Tier::ALL.to_vec(),
         slots: usize::from(embedded.slots),
+        replay_pack: embedded.replay_pack,
         ack_wait: ACK_WAIT,
         max_deliver: MAX_DELIVER,
         cache_dir: embedded.store_dir.join("cache").join("bundles"),

@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     /// Jobs run at once (default 1; the CLI's own local cap is 8,
     /// harness-behaviour.md#matrix-concurrency).
     pub slots: usize,
+    /// Most replay jobs one slot runs with one harness process (harness-behaviour.md#replay-packs);
+    /// 1 runs every job alone. Default [`crate::executor::replay_pack::DEFAULT_REPLAY_PACK`].
+    pub replay_pack: usize,
     /// The queue's ack deadline; an in-progress ack is sent every third of it.
     pub ack_wait: Duration,
     /// Deliveries of one job before an infrastructure failure is final
@@ -261,8 +264,17 @@ async fn run_loop(
     let (running_tx, running_rx) = tokio::sync::watch::channel(0usize);
     let running_tx = Arc::new(running_tx);
     // One standing pull for the worker's tiers: it watches every tier at once and hands out as
-    // many jobs as there are free slots.
-    let mut puller = ports.queue.puller(&config.tiers);
+    // many jobs as there are free slots. With replay packs, the replay tier has a pull of its
+    // own that takes up to `replay_pack` jobs per free slot.
+    let pack_replays = config.replay_pack > 1 && config.tiers.contains(&Tier::Replay);
+    let single_tiers: Vec<Tier> = config
+        .tiers
+        .iter()
+        .copied()
+        .filter(|tier| !(pack_replays && *tier == Tier::Replay))
+        .collect();
+    let mut puller = (!single_tiers.is_empty()).then(|| ports.queue.puller(&single_tiers));
+    let mut replay_puller = pack_replays.then(|| ports.queue.puller(&[Tier::Replay]));
     loop {
         // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
         let first = tokio::select! {
@@ -276,8 +288,10 @@ async fn run_loop(
         while let Ok(permit) = slots.clone().try_acquire_owned() {
             permits.push(permit);
         }
+        let n_free = permits.len();
         // Dropping a pull that has not returned loses no job: the puller keeps what arrives
-        // for its next call, and hands it back to the queue when it is dropped.
+        // for its next call, and hands it back to the queue when it is dropped. So the two
+        // pulls may race: the one that loses keeps what it got for the next round.
         let pulled = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
@@ -285,10 +299,11 @@ async fn run_loop(
                 tracing::info!(idle_s = idle_exit.map(|idle| idle.as_secs()), "idle for the configured time, exiting");
                 break;
             }
-            pulled = puller.pull_many(permits.len()) => pulled,
+            pulled = pull_from(puller.as_mut(), n_free) => pulled.map(|pulled| pulled.map(|deliveries| (deliveries, false))),
+            pulled = pull_from(replay_puller.as_mut(), n_free * config.replay_pack) => pulled.map(|pulled| pulled.map(|deliveries| (deliveries, true))),
         };
-        let deliveries = match pulled {
-            Ok(Some(deliveries)) => deliveries,
+        let (deliveries, packed) = match pulled {
+            Ok(Some(pulled)) => pulled,
             Ok(None) => break,
             Err(error) if error.is_transient() => {
                 pull_failures += 1;
@@ -297,47 +312,126 @@ async fn run_loop(
                 continue;
             }
             Err(error) => {
-                puller.close().await;
+                close_pullers(&mut puller, &mut replay_puller).await;
                 tracker.close();
                 tracker.wait().await;
                 return Err(error);
             }
         };
         pull_failures = 0;
-        // The puller never returns more than asked for; permits left over go back here.
-        for (delivery, permit) in deliveries.into_iter().zip(permits) {
-            let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
-            cowork_fabric::trace_context::continue_trace(
-                &span,
-                delivery.job.traceparent.as_deref(),
-            );
-            let job = crate::job_run::JobRun {
-                config: config.clone(),
-                ports: ports.clone(),
-                cache: cache.clone(),
-                stats: stats.clone(),
-                kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
+        // Each slot gets one unit: a single job, or with packs an even share of the replay jobs
+        // pulled (so the last, smaller pulls still keep every free slot busy). The puller never
+        // returns more than asked for; permits left over go back here.
+        let units = if packed {
+            deal(deliveries, n_free)
+        } else {
+            deliveries
+                .into_iter()
+                .map(|delivery| vec![delivery])
+                .collect()
+        };
+        for (unit, permit) in units.into_iter().zip(permits) {
+            let permit = Arc::new(permit);
+            let mut seats = if unit.len() > 1 {
+                crate::pack::Pack::seats(ports.executor.clone(), unit.len())
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            } else {
+                vec![None]
             };
-            running_tx.send_modify(|running| *running += 1);
-            let running = Arc::clone(&running_tx);
-            tracker.spawn(
-                async move {
-                    job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
-                    let stats = job.stats.clone();
-                    job.run(delivery).await;
-                    stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
-                    running.send_modify(|running| *running -= 1);
-                    drop(permit);
-                }
-                .instrument(span),
-            );
+            for (delivery, seat) in unit.into_iter().zip(seats.drain(..)) {
+                let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
+                cowork_fabric::trace_context::continue_trace(
+                    &span,
+                    delivery.job.traceparent.as_deref(),
+                );
+                let job = crate::job_run::JobRun {
+                    config: config.clone(),
+                    ports: ports.clone(),
+                    cache: cache.clone(),
+                    stats: stats.clone(),
+                    kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
+                    seat: std::sync::Mutex::new(seat),
+                };
+                running_tx.send_modify(|running| *running += 1);
+                let running = Arc::clone(&running_tx);
+                // The slot is free again once every job of its unit is settled.
+                let permit = Arc::clone(&permit);
+                tracker.spawn(
+                    async move {
+                        job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
+                        let stats = job.stats.clone();
+                        job.run(delivery).await;
+                        stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
+                        running.send_modify(|running| *running -= 1);
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
+            }
         }
     }
     // Stop pulling before the drain: the puller hands back what it holds at once.
-    puller.close().await;
+    close_pullers(&mut puller, &mut replay_puller).await;
     tracker.close();
     tracker.wait().await;
     Ok(())
+}
+
+type Puller<'a> = Box<dyn cowork_fabric::queue::JobPuller + 'a>;
+
+/// Pulls up to `max` jobs; never resolves without a puller.
+async fn pull_from(
+    puller: Option<&mut Puller<'_>>,
+    max: usize,
+) -> Result<Option<Vec<cowork_fabric::Delivery>>, cowork_fabric::QueueError> {
+    match puller {
+        Some(puller) => puller.pull_many(max).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn close_pullers<'a>(first: &mut Option<Puller<'a>>, second: &mut Option<Puller<'a>>) {
+    for puller in [first, second].into_iter().flatten() {
+        puller.close().await;
+    }
+}
+
+/// Deals `deliveries` into at most `n_units` units of near-equal size, jobs of one batch,
+/// bundle and cassette dir side by side (they can share a process).
+fn deal(
+    mut deliveries: Vec<cowork_fabric::Delivery>,
+    n_units: usize,
+) -> Vec<Vec<cowork_fabric::Delivery>> {
+    deliveries.sort_by(|a, b| {
+        (
+            a.job.batch_id.as_str(),
+            a.job.generation,
+            &a.job.bundle_sha256,
+            &a.job.scenario_file,
+        )
+            .cmp(&(
+                b.job.batch_id.as_str(),
+                b.job.generation,
+                &b.job.bundle_sha256,
+                &b.job.scenario_file,
+            ))
+    });
+    let mut rest = deliveries.into_iter();
+    unit_sizes(rest.len(), n_units)
+        .into_iter()
+        .map(|size| rest.by_ref().take(size).collect())
+        .collect()
+}
+
+/// The sizes of the units `n_jobs` jobs are dealt into on `n_units` free slots: as many units
+/// as slots (never more than jobs), sizes differing by at most one.
+fn unit_sizes(n_jobs: usize, n_units: usize) -> Vec<usize> {
+    let n_units = n_units.min(n_jobs).max(1);
+    (0..n_units)
+        .map(|unit_idx| n_jobs / n_units + usize::from(unit_idx < n_jobs % n_units))
+        .collect()
 }
 
 /// Resolves once no job has been running for `idle_exit` (measured from the later of the
@@ -358,5 +452,24 @@ async fn idle_for(mut running: tokio::sync::watch::Receiver<usize>, idle_exit: O
             // A job started or ended meanwhile: look again and restart the clock.
             _ = running.changed() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn units_are_near_equal_and_never_more_than_the_free_slots() {
+        let check = |n_jobs: usize, n_units: usize, expect: &[usize]| {
+            assert_eq!(
+                super::unit_sizes(n_jobs, n_units),
+                expect,
+                "{n_jobs} jobs on {n_units} slots"
+            );
+        };
+        check(128, 2, &[64, 64]);
+        check(31, 2, &[16, 15]);
+        check(1, 4, &[1]);
+        check(5, 3, &[2, 2, 1]);
+        check(0, 2, &[0]);
     }
 }

@@ -48,6 +48,9 @@ pub(crate) struct JobRun {
     pub(crate) stats: Arc<WorkerStats>,
     /// Cancelled when the job's batch is cancelled with `--kill-running`.
     pub(crate) kill: CancellationToken,
+    /// The job's place in its slot's pack, when it shares the slot with others; taken when the
+    /// job runs, given up when it is settled without running.
+    pub(crate) seat: std::sync::Mutex<Option<crate::pack::Seat>>,
 }
 
 /// The delivery being settled; its acker is shared with the lease.
@@ -141,6 +144,14 @@ impl JobRun {
         drop(lease);
     }
 
+    fn take_seat(&self) -> Option<crate::pack::Seat> {
+        // Only a take happens under the lock; a poisoned one still holds a valid option.
+        self.seat
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
     fn renew_every(&self) -> Duration {
         self.config
             .renew_every
@@ -231,12 +242,20 @@ impl JobRun {
             work_dir: work_dir.clone(),
             attempt: held.attempt,
         };
-        let output = self
-            .ports
-            .executor
-            .execute(&context, self.kill.clone())
-            .instrument(tracing::info_span!("run"))
-            .await;
+        let output = match self.take_seat() {
+            Some(seat) => {
+                seat.execute(context, self.kill.clone())
+                    .instrument(tracing::info_span!("run"))
+                    .await
+            }
+            None => {
+                self.ports
+                    .executor
+                    .execute(&context, self.kill.clone())
+                    .instrument(tracing::info_span!("run"))
+                    .await
+            }
+        };
         self.stats
             .job_run_ms_total
             .fetch_add(output.run_ms, Ordering::Relaxed);
@@ -302,6 +321,8 @@ impl JobRun {
     /// in that order. The first attempt whose record is stored owns the job: a later one
     /// publishes that record instead of its own.
     async fn store_and_report(&self, held: &Held, ended: Ended) {
+        // A job settled without running frees its pack to run without it.
+        drop(self.take_seat());
         let store = self.ports.store.as_ref();
         let policy = self.retry_policy();
         let keys = held.keys();

@@ -8,6 +8,8 @@
 //!   `finished` → ack (decisions.md#wire-protocol), idempotent redeliveries, retries of
 //!   infrastructure failures before spend (harness-behaviour.md#choice-c8), never a second run
 //!   after spend.
+//! - `pack`: the jobs of one slot run with one executor call (replay packs), each still
+//!   settled by its own task.
 //! - [`lease`]: the delivery's ack deadline, renewed from pull to ack.
 //! - [`executor`]: the `Executor` trait and its implementations (`harness`, `container`, `sim`),
 //!   the outcome classification shared by the process executors, and the guard process that
@@ -26,6 +28,7 @@ pub mod heartbeat;
 pub mod job_loop;
 mod job_run;
 pub mod lease;
+mod pack;
 pub mod upload;
 
 pub use job_loop::{

@@ -240,6 +240,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
             worker_id: format!("bench-w{index}"),
             tiers: fleet.tiers.clone(),
             slots: bench.slots,
+            replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
             ack_wait: nats.ack_wait,
             max_deliver: 5,
             cache_dir: scratch.join(format!("w{index}/cache")),

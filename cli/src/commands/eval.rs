@@ -82,6 +82,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
         slots: args.slots,
+        replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
         window: args.window,
         usage_pause: crate::connect::duration_arg("--usage-limit-pause", &args.usage_limit_pause)?,
         model_limits: Vec::new(),

@@ -70,6 +70,7 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
         store_dir: store_dir.to_path_buf(),
         harness_bin: args.harness_bin.clone(),
         slots: args.slots,
+        replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
         window: args.window,
         usage_pause: admission.usage_pause,
         model_limits: admission.model_limits,

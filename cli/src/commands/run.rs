@@ -67,6 +67,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
         slots: args.slots,
+        replay_pack: usize::from(args.replay_pack),
         window: args.window,
         usage_pause: admission.usage_pause,
         model_limits: admission.model_limits,

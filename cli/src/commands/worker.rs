@@ -371,6 +371,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         worker_id: worker_id.clone(),
         tiers: tiers.clone(),
         slots: usize::from(args.slots),
+        replay_pack: usize::from(args.replay_pack),
         ack_wait: nats.ack_wait,
         max_deliver: u32::try_from(nats.max_deliver).unwrap_or(5).max(1),
         cache_dir: args.cache_dir.clone(),

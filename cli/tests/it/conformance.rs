@@ -1155,3 +1155,285 @@ fn cancel_with_kill_running_on_the_fleet_leaves_no_replay_temp_dir() {
         fleet.logs()
     );
 }
+
+/// A corpus beside `examples/replays/` (so each cassette's session paths resolve as they do
+/// from there): `copies` copies of each of the CLI's three example cassettes, plus one
+/// tampered cassette when `tampered` is set. Returns the corpus's cassette names, sorted.
+fn replay_corpus(repo: &Repo, copies: usize, tampered: bool) -> Vec<String> {
+    let replays = repo.root.join("examples/replays");
+    let corpus = repo.root.join("examples/corpus");
+    std::fs::create_dir_all(&corpus).expect("corpus dir");
+    let mut names = Vec::new();
+    for original in [
+        "example-multiselect-gate",
+        "example-pdf-skill",
+        "hostloop-computer-links",
+    ] {
+        for copy in 0..copies {
+            let name = format!("c{copy:03}-{original}.cassette.json");
+            std::fs::copy(
+                replays.join(format!("{original}.cassette.json")),
+                corpus.join(&name),
+            )
+            .expect("copy cassette");
+            names.push(name);
+        }
+    }
+    if tampered {
+        let name = "c050-tampered.cassette.json".to_owned();
+        tamper(
+            &replays.join("example-pdf-skill.cassette.json"),
+            &corpus.join(&name),
+        );
+        names.push(name);
+    }
+    names.sort();
+    repo.commit_all();
+    names
+}
+
+/// A wrapper of the case's harness that logs every invocation's arguments (one line each) to
+/// `<repo>/../harness-calls` before it runs the CLI.
+fn counting_harness(repo: &Repo) -> (PathBuf, PathBuf) {
+    let calls = repo.root.join("../harness-calls");
+    let script = repo.root.join("../counting-harness");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{calls}'\nexec '{harness}' \"$@\"\n",
+            calls = calls.display(),
+            harness = repo.harness.display(),
+        ),
+    )
+    .expect("write wrapper");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (script, calls)
+}
+
+/// The stderr lines of the CLI itself in a stored `harness.stderr.log` (cowork's own notes
+/// about the temp dir it removed left out).
+fn cli_stderr_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|line| !line.is_empty() && !line.starts_with("[cowork-fleet:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Checks every job of a stored replay batch against the CLI's replay of that cassette alone:
+/// result, envelope, exit code and stderr lines.
+fn expect_each_job_as_alone(repo: &Repo, batch: &Path, corpus: &[String]) {
+    let mut alone: std::collections::BTreeMap<String, (Value, i32, Vec<String>)> =
+        Default::default();
+    let jobs = batch.join("jobs");
+    let mut n_jobs = 0;
+    for entry in std::fs::read_dir(&jobs).expect("jobs dir").flatten() {
+        n_jobs += 1;
+        let dir = entry.path();
+        let outcome = read_json(&dir.join("outcome.json"));
+        let envelope = read_json(&dir.join("envelope.json"));
+        let result = &array(&envelope, "results")[0];
+        // The job's cassette: the stub of a corrupt one names it; a replayed one names its
+        // scenario, which is the same for every copy of one original.
+        let scenario = result["scenario"].as_str().unwrap_or_default().to_owned();
+        let cassette = match scenario.as_str() {
+            "smoke-multiselect" => "examples/replays/example-multiselect-gate.cassette.json",
+            "example-pdf-skill" => "examples/replays/example-pdf-skill.cassette.json",
+            "hostloop-computer-links" => "examples/replays/hostloop-computer-links.cassette.json",
+            path => path,
+        }
+        .to_owned();
+        let (theirs, code, lines) = alone.entry(cassette.clone()).or_insert_with(|| {
+            let out = repo.cli(
+                &repo.root.join("cli-runs"),
+                &["replay", &cassette, "--output-format", "json"],
+            );
+            let code = out.code();
+            (cli_envelope(&out), code, cli_stderr_lines(&out.stderr))
+        });
+        let what = format!("{} ({cassette})", dir.display());
+        expect_same(&what, &envelope, theirs);
+        // A corrupt cassette's job fails with no result.json (the CLI exits 2 for it), as
+        // alone.
+        if *code == 2 {
+            assert!(!dir.join("result.json").exists(), "{what}");
+        } else {
+            expect_same(
+                &what,
+                &read_json(&dir.join("result.json")),
+                &array(theirs, "results")[0],
+            );
+        }
+        // The stub of a corrupt cassette names it by the path the CLI was given: the job's
+        // own, never the pack's.
+        assert_eq!(
+            result["scenario"],
+            array(theirs, "results")[0]["scenario"],
+            "{what}"
+        );
+        assert_eq!(outcome["exitCode"], *code, "{what}");
+        let log = std::fs::read_to_string(dir.join("harness.stderr.log")).unwrap_or_default();
+        assert_eq!(&cli_stderr_lines(&log), lines, "{what}: stderr");
+    }
+    assert_eq!(n_jobs, corpus.len());
+}
+
+#[test]
+fn a_corpus_replayed_in_packs_stores_what_each_cassette_alone_gives() {
+    let Some(cli) = real_cli() else { return };
+    let repo = Repo::new(&cli);
+    let corpus = replay_corpus(&repo, 10, true);
+    let (harness, calls) = counting_harness(&repo);
+    let out = repo.output(
+        env!("CARGO_BIN_EXE_cowork").as_ref(),
+        &[
+            "run",
+            "--replay",
+            "examples/corpus/",
+            "--slots",
+            "2",
+            "--executor",
+            "harness",
+            "--harness-bin",
+            &harness.to_string_lossy(),
+        ],
+    );
+    // Checked before the CLI's own calls below, which leak into the same TMPDIR.
+    repo.expect_tmp_clean(&out);
+    // The CLI's own dir replay of the same corpus: one tampered cassette fails the call with 2.
+    let theirs = repo.cli(
+        &repo.root.join("cli-runs"),
+        &["replay", "examples/corpus", "--output-format", "json"],
+    );
+    theirs.expect_code(2);
+    let ok = cli_envelope(&theirs)["ok"].clone();
+    assert_eq!(ok, false);
+    // The tampered job fails and no other: every other job's stored outcome is a pass.
+    let batch = only_batch_dir(&repo.store());
+    let mut failed = Vec::new();
+    for entry in std::fs::read_dir(batch.join("jobs"))
+        .expect("jobs")
+        .flatten()
+    {
+        let envelope = read_json(&entry.path().join("envelope.json"));
+        if envelope["ok"] != true {
+            failed.push(array(&envelope, "results")[0]["scenario"].clone());
+        }
+    }
+    assert_eq!(failed.len(), 1, "{failed:?}\n{}", out.context());
+    assert!(
+        failed[0]
+            .as_str()
+            .is_some_and(|path| path.ends_with("examples/corpus/c050-tampered.cassette.json")),
+        "{failed:?}\n{}",
+        out.context()
+    );
+    assert_ne!(out.code(), 0, "{}", out.context());
+    expect_each_job_as_alone(&repo, &batch, &corpus);
+    // Many to one process: 31 jobs on 2 slots took a handful of harness processes (one per
+    // slot when every job was queued before the first pull), each a dir replay.
+    let calls = std::fs::read_to_string(&calls).unwrap_or_default();
+    let replays: Vec<&str> = calls
+        .lines()
+        .filter(|line| line.contains(" replay "))
+        .collect();
+    assert!(
+        !replays.is_empty() && replays.len() <= 4,
+        "{} harness replay calls:\n{calls}\n{}",
+        replays.len(),
+        out.context()
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_pack_loses_no_replay_and_counts_none_twice() {
+    let Some(cli) = real_cli() else { return };
+    let repo = Repo::new(&cli);
+    let corpus = replay_corpus(&repo, 5, false);
+    let path = repo.path_with_agent().to_string_lossy().into_owned();
+    let tmp = repo.tmp.to_string_lossy().into_owned();
+    // A short ack deadline: the killed worker's deliveries come back soon.
+    let mut fleet = Fleet::start_with_env(&[
+        ("PATH", path.as_str()),
+        ("TMPDIR", tmp.as_str()),
+        ("COWORK_ACK_WAIT", "2s"),
+    ]);
+    // The first worker's harness hangs in its replays once it has said so, like a pack that
+    // is still running when its worker dies.
+    let started = repo.root.join("../started");
+    let hanging = repo.root.join("../hanging-harness");
+    std::fs::write(
+        &hanging,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in *' replay '*) touch '{started}'; exec sleep 1000;; esac\n\
+             exec '{harness}' \"$@\"\n",
+            started = started.display(),
+            harness = repo.harness.display(),
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&hanging, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let worker = |name: &str, harness: &Path| -> Vec<String> {
+        [
+            "worker",
+            "--executor",
+            "harness",
+            "--harness-bin",
+            &harness.to_string_lossy(),
+            "--tiers",
+            "replay",
+            "--slots",
+            "2",
+            "--worker-id",
+            name,
+            "--cache-dir",
+            &format!("{name}/cache"),
+            "--work-dir",
+            &format!("{name}/work"),
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect()
+    };
+    let args = worker("w1", &hanging);
+    fleet.spawn("w1", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let batch = fleet.submit_detached(&repo.root, &["--replay", "examples/corpus/"]);
+    // Polls for the file the hanging harness writes, not a guess at how long a pull takes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "w1 never started a replay\n{}",
+            fleet.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    fleet.kill("w1");
+    let (harness, calls) = counting_harness(&repo);
+    let args = worker("w2", &harness);
+    fleet.spawn("w2", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = fleet.watch(&repo.root, &batch);
+    out.expect_code(0);
+    let envelope = out.envelope();
+    let results = array(&envelope, "results");
+    // Every job once: no job lost with the killed worker, none counted twice.
+    assert_eq!(results.len(), corpus.len(), "{}", out.context());
+    assert!(
+        results
+            .iter()
+            .all(|result| result["verdict"]["pass"] == true),
+        "{}",
+        out.context()
+    );
+    let calls = std::fs::read_to_string(calls).unwrap_or_default();
+    assert!(
+        calls.lines().any(|line| line.contains("/view/")),
+        "w2 replayed in packs:\n{calls}"
+    );
+    let mut left = Vec::new();
+    collect_names(&repo.tmp, &mut left);
+    assert!(
+        !left.iter().any(|name| name.contains("cwh-replay-")),
+        "{left:?}\n{}",
+        fleet.logs()
+    );
+}

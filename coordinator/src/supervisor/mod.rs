@@ -87,6 +87,20 @@ pub const DEFAULT_USAGE_PAUSE_MAX: Duration = Duration::from_secs(600);
 /// Default number of earlier batches read for scheduling.
 pub const DEFAULT_HISTORY_BATCHES: usize = 20;
 
+/// Jobs of a replay batch outstanding at least, whatever the configured window: a worker
+/// replays many cassettes with one harness process (harness-behaviour.md#replay-packs), so its
+/// slots need whole packs in the queue, and a replay spends nothing a window could hold back.
+pub const REPLAY_MIN_WINDOW: usize = 1024;
+
+/// The admission window of a batch: the configured one, widened for replays.
+fn admission_window(options: &SuperviseOptions) -> usize {
+    if options.command == "replay" {
+        options.window.max(REPLAY_MIN_WINDOW)
+    } else {
+        options.window
+    }
+}
+
 impl SuperviseOptions {
     /// Options with the default pauses, speculation, grace and history.
     pub fn new(window: usize, command: &str) -> SuperviseOptions {
@@ -409,7 +423,7 @@ impl<'a> Supervised<'a> {
             source,
         };
         let config = AdmissionConfig {
-            window: options.window,
+            window: admission_window(options),
             speculation: options.speculation,
             usage_pause: options.usage_pause,
             usage_pause_max: options.usage_pause_max,

@@ -186,7 +186,7 @@ pub fn harness_args(
 
 /// Joins a `/`-separated bundle-relative path onto the bundle root; `None` when it is empty,
 /// absolute or climbs out with `..`.
-fn bundle_path(bundle_dir: &Path, relative: &str) -> Option<PathBuf> {
+pub(crate) fn bundle_path(bundle_dir: &Path, relative: &str) -> Option<PathBuf> {
     let relative = Path::new(relative);
     let mut n_normal = 0;
     for component in relative.components() {
@@ -218,7 +218,7 @@ impl HarnessExecutor {
 
     /// Builds the child command: cleared environment, empty cwd, piped output, own session.
     /// With a guard, the child is the guard and its stdin is the pipe it watches.
-    fn command(&self, args: &[OsString], dirs: &ChildDirs<'_>) -> Command {
+    pub(crate) fn command(&self, args: &[OsString], dirs: &ChildDirs<'_>) -> Command {
         let ChildDirs {
             work_dir,
             bundle_dir,
@@ -452,7 +452,7 @@ impl HarnessExecutor {
     }
 
     /// Waits for the process under the timeout and the cancel token while both pipes are read.
-    async fn supervise_and_capture(
+    pub(crate) async fn supervise_and_capture(
         &self,
         child: &mut Child,
         job: &JobSpec,
@@ -623,6 +623,10 @@ impl Executor for HarnessExecutor {
         output.run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         output
     }
+
+    async fn execute_many(&self, jobs: &[(JobContext, CancellationToken)]) -> Vec<ExecOutput> {
+        super::replay_pack::execute_many(self, jobs).await
+    }
 }
 
 /// An output for a job whose CLI never started: nothing was spent.
@@ -639,13 +643,13 @@ pub(crate) fn not_started(classified: Classified) -> ExecOutput {
 
 /// The directories a harness process is started with.
 #[derive(Clone, Copy, Debug)]
-struct ChildDirs<'a> {
+pub(crate) struct ChildDirs<'a> {
     /// Its cwd.
-    work_dir: &'a Path,
+    pub(crate) work_dir: &'a Path,
     /// The bundle it reads (decides its git mode).
-    bundle_dir: &'a Path,
+    pub(crate) bundle_dir: &'a Path,
     /// Its `TMPDIR`.
-    tmpdir: &'a Path,
+    pub(crate) tmpdir: &'a Path,
 }
 
 /// A job's own inputs, when they are not the shared bundle: a `record` job's copy of the
@@ -725,7 +729,7 @@ impl Launch {
 
 /// The guard's message when it could not start the harness (the harness never ran), else
 /// `None`.
-fn guard_spawn_failure(finished: &Finished) -> Option<String> {
+pub(crate) fn guard_spawn_failure(finished: &Finished) -> Option<String> {
     if finished.end != ProcessEnd::Exited(super::guard::SPAWN_FAILED_EXIT_CODE) {
         return None;
     }
@@ -803,7 +807,7 @@ fn oom_kills() -> Option<u64> {
 
 /// Reports what was removed with the job's temp root: in the log, and, when the harness left
 /// something there, in the job's stored `harness.stderr.log`.
-fn note_removed(output: &mut ExecOutput, job: &JobSpec, removed: &Removed) {
+pub(crate) fn note_removed(output: &mut ExecOutput, job: &JobSpec, removed: &Removed) {
     if let Some(error) = &removed.error {
         tracing::warn!(job_id = %job.job_id, dir = %removed.root.display(), error, "removing the job's temp dir failed");
     }

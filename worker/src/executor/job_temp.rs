@@ -68,6 +68,11 @@ impl JobTemp {
         self.root.join("tmp")
     }
 
+    /// Where a replay pack's view of its bundle goes (see `replay_pack`).
+    pub fn pack_view(&self) -> PathBuf {
+        self.root.join("view")
+    }
+
     /// Where a `record` job's copy of its bundle goes.
     pub fn bundle_copy(&self) -> PathBuf {
         self.root.join("bundle")

@@ -16,12 +16,15 @@
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
+//! - [`replay_pack`]: many replay jobs through one harness process (the CLI's own dir replay),
+//!   split back into one output per job.
 
 pub mod classify;
 pub mod container;
 pub mod guard;
 pub mod harness;
 pub mod job_temp;
+pub mod replay_pack;
 pub mod sim;
 
 use std::path::PathBuf;
@@ -48,6 +51,18 @@ pub trait Executor: Send + Sync {
     /// When `cancel` fires, the job is stopped at once (for the harness: the whole process
     /// group is killed) and the outcome is `Error { category: "cancelled", .. }`.
     async fn execute(&self, ctx: &JobContext, cancel: CancellationToken) -> ExecOutput;
+
+    /// Runs the jobs of one slot, each with its own cancellation token, one output per job in
+    /// the order given. The default runs them one after the other with [`Executor::execute`];
+    /// the harness executor runs the replay jobs among them many to one process
+    /// ([`replay_pack`]).
+    async fn execute_many(&self, jobs: &[(JobContext, CancellationToken)]) -> Vec<ExecOutput> {
+        let mut outputs = Vec::with_capacity(jobs.len());
+        for (ctx, cancel) in jobs {
+            outputs.push(self.execute(ctx, cancel.clone()).await);
+        }
+        outputs
+    }
 }
 
 /// Everything an executor needs to run one job.

@@ -280,6 +280,8 @@ impl Fixture {
 
     fn config(&self) -> WorkerConfig {
         WorkerConfig {
+            // One job per process, as these tests count processes and deliveries per job.
+            replay_pack: 1,
             worker_id: "w-test".to_owned(),
             tiers: vec![Tier::Protocol],
             slots: 1,

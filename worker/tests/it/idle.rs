@@ -69,6 +69,8 @@ impl Fixture {
 
     fn config(&self) -> WorkerConfig {
         WorkerConfig {
+            // One job per process, as these tests count processes and deliveries per job.
+            replay_pack: 1,
             worker_id: "idle-test".to_owned(),
             tiers: vec![Tier::Protocol],
             slots: 2,
