@@ -14,8 +14,8 @@ use bytes::Bytes;
 use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
 use cowork_schema::api::{
-    ApiError, BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
-    WorkerStatus,
+    ApiError, BatchEnd, BatchStatus, FabricStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS,
+    SubmitResponse, WorkerStatus,
 };
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
@@ -217,6 +217,13 @@ impl CoordinatorClient {
     /// Every live worker.
     pub async fn workers(&self) -> Result<Vec<WorkerStatus>, ClientError> {
         let url = self.url("v1/workers")?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// The queue's streams and buckets as the coordinator last checked them (what stalls,
+    /// since when, what runs short of replicas).
+    pub async fn fabric(&self) -> Result<FabricStatus, ClientError> {
+        let url = self.url("v1/fabric")?;
         self.call_json(url.clone(), self.http.get(url)).await
     }
 

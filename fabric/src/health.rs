@@ -38,6 +38,13 @@ pub enum ObjectState {
         replicas: usize,
         unavailable: Vec<String>,
     },
+    /// It has a leader that no longer reaches a majority of its replicas: a write waits for
+    /// acknowledgements that cannot come. The leader steps down some seconds later.
+    NoQuorum {
+        leader: String,
+        replicas: usize,
+        unavailable: Vec<String>,
+    },
     /// It did not answer in time (its only replica is down, or the cluster lost its meta
     /// leader), or the server refused the check.
     Unanswered { error: String },
@@ -72,6 +79,16 @@ impl ObjectHealth {
                     unavailable.join(", ")
                 )
             }),
+            ObjectState::NoQuorum {
+                leader,
+                replicas,
+                unavailable,
+            } => Some(format!(
+                "has no quorum: its leader {leader} reaches {} of {} other replicas ({} unavailable)",
+                replicas.saturating_sub(1).saturating_sub(unavailable.len()),
+                replicas.saturating_sub(1),
+                unavailable.join(", ")
+            )),
             ObjectState::Unanswered { error } => Some(format!("does not answer: {error}")),
         }
     }
@@ -164,6 +181,15 @@ mod tests {
                 unavailable: vec!["n2".to_owned(), "n3".to_owned()],
             },
             Some("has no leader: 2 of 3 replicas unavailable (n2, n3)"),
+            None,
+        );
+        check(
+            ObjectState::NoQuorum {
+                leader: "n1".to_owned(),
+                replicas: 3,
+                unavailable: vec!["n2".to_owned(), "n3".to_owned()],
+            },
+            Some("has no quorum: its leader n1 reaches 0 of 2 other replicas (n2, n3 unavailable)"),
             None,
         );
         check(

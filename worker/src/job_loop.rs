@@ -91,6 +91,8 @@ pub struct WorkerStats {
     /// Jobs that ended in error, by class other than `infra` (the error category, or
     /// `unanswered`).
     pub failed_by_class: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Failure streaks of the queue under way, each logged once (`outage`).
+    pub outages: crate::outage::Outages,
 }
 
 impl WorkerStats {
@@ -290,7 +292,7 @@ async fn run_loop(
             Ok(None) => break,
             Err(error) if error.is_transient() => {
                 pull_failures += 1;
-                tracing::warn!(error = %error, "pulling jobs failed, retrying");
+                stats.outages.failed("pulling jobs", &error);
                 tokio::time::sleep(config.backoff.delay(pull_failures)).await;
                 continue;
             }
@@ -302,6 +304,7 @@ async fn run_loop(
             }
         };
         pull_failures = 0;
+        stats.outages.succeeded("pulling jobs");
         // The puller never returns more than asked for; permits left over go back here.
         for (delivery, permit) in deliveries.into_iter().zip(permits) {
             let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use cowork_core::verdict::view_with_rederived_verdict;
 use cowork_fabric::Delivery;
 use cowork_fabric::queue::Acker;
 use cowork_schema::event::{
@@ -28,7 +29,6 @@ use cowork_schema::event::{
 };
 use cowork_schema::job::{JobSpec, PROTOCOL_VERSION};
 use cowork_schema::registry::{BatchRecord, BatchState};
-use cowork_core::verdict::view_with_rederived_verdict;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -553,13 +553,16 @@ impl JobRun {
         loop {
             attempt += 1;
             match self.ports.events.publish(&event).await {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.stats.outages.succeeded("publishing an event");
+                    return true;
+                }
                 Err(error) if error.is_transient() => {
                     let Some(wait) = policy.next_wait(attempt) else {
                         tracing::error!(error = %error, attempt, "publishing an event failed until the deadline");
                         return false;
                     };
-                    tracing::warn!(error = %error, attempt, "publishing an event failed, retrying");
+                    self.stats.outages.failed("publishing an event", &error);
                     tokio::time::sleep(wait).await;
                 }
                 Err(error) => {

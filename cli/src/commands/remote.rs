@@ -89,9 +89,13 @@ pub async fn follow(
     let mut events = std::pin::pin!(events);
     let mut progress = ProgressLine::new(std::time::Instant::now());
     let mut end = None;
+    let mut stalls = Vec::new();
     while let Some(event) = events.next().await {
         match event.map_err(|e| client_error(e, "watching the batch"))? {
             WatchEvent::Progress(snapshot) => {
+                // A stall is said once when it starts and once when it ends, also with
+                // --quiet: it is why the batch does not move.
+                note_stalls(&mut stalls, &snapshot.fabric_stalls);
                 if !quiet {
                     progress.show(&snapshot, false);
                 }
@@ -115,6 +119,33 @@ pub async fn follow(
             "the coordinator closed the watch of batch {batch} before it ended"
         ))
     })
+}
+
+/// Prints each stall of `now` that `seen` lacks, and the end of each of `seen` that `now`
+/// lacks, then remembers `now`.
+fn note_stalls(
+    seen: &mut Vec<cowork_schema::api::FabricStall>,
+    now: &[cowork_schema::api::FabricStall],
+) {
+    let same = |a: &cowork_schema::api::FabricStall, b: &cowork_schema::api::FabricStall| {
+        a.kind == b.kind && a.name == b.name
+    };
+    for stall in now
+        .iter()
+        .filter(|stall| !seen.iter().any(|s| same(s, stall)))
+    {
+        eprintln!(
+            "queue stalled: {}",
+            stall.describe(crate::progress::now_ms())
+        );
+    }
+    for ended in seen
+        .iter()
+        .filter(|s| !now.iter().any(|stall| same(s, stall)))
+    {
+        eprintln!("queue serves again: {} {}", ended.kind, ended.name);
+    }
+    *seen = now.to_vec();
 }
 
 /// Follows a batch to its end, then prints the summary (and the envelope with JSON output) and
@@ -188,6 +219,9 @@ pub async fn status(
         );
         for unserved in &progress.unserved_tiers {
             println!("waiting  {}", unserved.describe());
+        }
+        for stall in &progress.fabric_stalls {
+            println!("stalled  {}", stall.describe(crate::progress::now_ms()));
         }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
@@ -323,6 +357,17 @@ pub async fn results(
 /// `cowork workers`: the live fleet.
 pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i32, CliError> {
     let client = client(client_args)?;
+    // Read first and from the coordinator's memory, so it is said even when the workers'
+    // bucket is what stalls. A coordinator without the route is older: nothing to say.
+    let fabric = client.fabric().await.unwrap_or_default();
+    if output != OutputFormat::Json {
+        for stall in &fabric.stalls {
+            eprintln!("stalled  {}", stall.describe(crate::progress::now_ms()));
+        }
+        for shortfall in &fabric.shortfalls {
+            eprintln!("short    {shortfall}");
+        }
+    }
     let workers = client
         .workers()
         .await

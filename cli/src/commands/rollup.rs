@@ -8,11 +8,11 @@ use cowork_coordinator::rejudge::{Rejudged, rejudge_runs, rejudge_stored, view_o
 use cowork_coordinator::supervisor::{build_envelope, collect_results, rollup_bytes};
 use cowork_core::plan::flags::js_number;
 use cowork_core::reduce::{Judging, StopRules};
+use cowork_core::verdict::{Lane, with_rederived_verdict};
 use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
 use cowork_schema::layout::batch_key;
 use cowork_schema::run_result::RunView;
-use cowork_core::verdict::{Lane, with_rederived_verdict};
 use serde_json::{Value, json};
 
 use crate::args::{OutputFormat, RollupArgs};

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use cowork_core::admission::{Admission, JobRef, ResultLocation, sha256_hex};
 use cowork_core::reduce::BatchReduction;
+use cowork_core::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
 use cowork_fabric::ArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::fleet::FleetMeta;
 use cowork_schema::history::BATCH_STATS_FILE;
 use cowork_schema::layout::batch_key;
-use cowork_core::verdict::{Lane, view_with_rederived_verdict, with_rederived_verdict};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;

@@ -235,9 +235,7 @@ pub enum SuperviseError {
 impl From<StoredJobError> for SuperviseError {
     fn from(error: StoredJobError) -> Self {
         match error {
-            StoredJobError::Store { key, source } => {
-                SuperviseError::Store { key, source }
-            }
+            StoredJobError::Store { key, source } => SuperviseError::Store { key, source },
             StoredJobError::Unreadable { key, message } => {
                 SuperviseError::BadResult { key, message }
             }

@@ -101,6 +101,7 @@ impl Fleet {
             store: Arc::new(self.store.clone()),
             batches: Arc::new(self.batches.clone()),
             workers: Arc::new(self.workers.clone()),
+            health: None,
         }
     }
 

@@ -85,6 +85,12 @@ impl NatsHealth {
     }
 }
 
+/// A replica its leader has not heard from for this long is counted as unavailable. Healthy
+/// replicas are heard from about every second; the server itself marks a silent replica as
+/// not current only after about ten, and its leader keeps leading until then, while every
+/// write already waits.
+const SILENT_REPLICA: Duration = Duration::from_secs(3);
+
 /// The state a stream's info describes.
 pub(crate) fn state_of(info: &stream::Info) -> ObjectState {
     let replicas = info.config.num_replicas.max(1);
@@ -100,11 +106,20 @@ pub(crate) fn state_of(info: &stream::Info) -> ObjectState {
     let unavailable: Vec<String> = cluster
         .replicas
         .iter()
-        .filter(|peer| peer.offline || !peer.current)
+        .filter(|peer| peer.offline || !peer.current || peer.active > SILENT_REPLICA)
         .filter(|peer| cluster.leader.as_deref() != Some(peer.name.as_str()))
         .map(|peer| peer.name.clone())
         .collect();
+    // The leader and the replicas it hears from must be a majority for a write to commit.
+    let reachable = replicas.saturating_sub(unavailable.len());
     match &cluster.leader {
+        Some(leader) if !leader.is_empty() && reachable < replicas / 2 + 1 => {
+            ObjectState::NoQuorum {
+                leader: leader.clone(),
+                replicas,
+                unavailable,
+            }
+        }
         Some(leader) if !leader.is_empty() => ObjectState::Serving {
             replicas,
             unavailable,

@@ -177,12 +177,20 @@ pub fn redact_url(url: &str) -> String {
         .join(",")
 }
 
+/// How often the client pings its server (see `connect_options`).
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The client options of `config`; built anew for every connect attempt.
 async fn connect_options(config: &NatsConfig) -> Result<ConnectOptions, NatsError> {
     let mut options = ConnectOptions::new()
         .name(&config.client_name)
         // Unlimited reconnects: a worker or coordinator outlives a restart of the server.
         .max_reconnects(None)
+        // A ping every 10 s (the client's default is 60 s): a connection to a node that went
+        // away without closing it (a partition, a lost host) is found dead after two missed
+        // pongs, about 20 s, and the client moves to another node of the cluster well inside
+        // the default ack wait (60 s), so the jobs it holds are not delivered again.
+        .ping_interval(PING_INTERVAL)
         .require_tls(config.tls_required);
     if let Some(ca_file) = &config.tls_ca_file {
         options = options.add_root_certificates(ca_file.clone());

@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
+use cowork_core::verdict::view_with_rederived_verdict;
 use cowork_fabric::nats::{NatsEventLog, NatsJobQueue};
 use cowork_fabric::queue::Delivery;
 use cowork_fabric::{ArtifactStore, EventLog, EventSubscription, JobQueue};
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome, JobRecord};
 use cowork_schema::job::{JobSpec, PROTOCOL_VERSION, Tier};
 use cowork_schema::layout::{artifact_key, job_record_key};
-use cowork_core::verdict::view_with_rederived_verdict;
 use cowork_worker::executor::sim::{SimOutcome, simulate_scenario};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
