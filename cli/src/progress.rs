@@ -159,6 +159,14 @@ fn human_duration(seconds: f64) -> String {
     }
 }
 
+/// The wall clock in milliseconds since the epoch, for how long a stall has lasted.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,12 +228,4 @@ mod tests {
                 .starts_with("[####################] 3/3 jobs")
         );
     }
-}
-
-/// The wall clock in milliseconds since the epoch, for how long a stall has lasted.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
 }

@@ -169,9 +169,21 @@ async fn a_stall_without_quorum_is_named_in_status_and_the_batch_ends_when_it_he
         let mut follower = EventFollower::new(&fleet.nats_url, &batch).await;
         follower.until_finished(&fleet, 30).await;
     }
+    let cwd = workspace_root();
+    // A watch that follows the batch through the stall (`submit --watch` follows the same way).
+    let watcher = {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"));
+        fleet.env(&mut command);
+        command
+            .args(["watch", batch.as_str(), "--quiet"])
+            .args(["--coordinator", &fleet.coordinator_url()])
+            .current_dir(&cwd)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command.spawn().expect("starting cowork watch")
+    };
     fleet.nats_node(1).kill();
     fleet.nats_node(2).kill();
-    let cwd = workspace_root();
     // The acceptance bound: status names the stall within 10 s of the quorum's loss.
     until_stall_shown(&fleet, "cowork status", Duration::from_secs(10), || {
         stdout_and_stderr(&fleet.cowork(&cwd, &["status", batch.as_str()]))
@@ -189,6 +201,24 @@ async fn a_stall_without_quorum_is_named_in_status_and_the_batch_ends_when_it_he
     fleet.wait_nats_healthy(&[0, 1, 2]);
     let fleet_key = finish_and_check_of(&fleet, &batch, REPEAT, RUN_MS).await;
     check_once_each(&fleet, &batch, &fleet_key).await;
+    let watched = watcher
+        .wait_with_output()
+        .expect("waiting for cowork watch");
+    let watch_stderr = String::from_utf8_lossy(&watched.stderr);
+    assert!(
+        watch_stderr.contains("queue stalled: stream COWORK_JOBS ")
+            && watch_stderr.contains("queue serves again: stream COWORK_JOBS"),
+        "cowork watch named the stall once and its end:\n{watch_stderr}"
+    );
+    // Once per stall, not once per progress event (a stall that ends during the elections and
+    // starts again is a new one).
+    assert!(
+        watch_stderr
+            .matches("queue stalled: stream COWORK_JOBS")
+            .count()
+            <= 2,
+        "{watch_stderr}"
+    );
     let after = readyz(&fleet);
     assert!(
         after.contains(" 200 "),

@@ -103,7 +103,7 @@ impl ClusterLab {
         let s3_port = S3_PORT.to_string();
         lab.run(
             "s3",
-            &["--publish", &format!("127.0.0.1::{S3_PORT}")],
+            &[],
             &[
                 "/s3s-fs",
                 "--host",
@@ -128,12 +128,7 @@ impl ClusterLab {
             let monitor = MONITOR_PORT.to_string();
             lab.run(
                 node,
-                &[
-                    "--publish",
-                    &format!("127.0.0.1::{NATS_PORT}"),
-                    "--publish",
-                    &format!("127.0.0.1::{MONITOR_PORT}"),
-                ],
+                &[],
                 &[
                     "/nats-server",
                     "-a",
@@ -157,17 +152,35 @@ impl ClusterLab {
                 ],
             );
         }
-        let s3_address = lab.published("s3", S3_PORT);
-        lab.wait_serving("s3", s3_address, b"GET / HTTP/1.0\r\n\r\n", b"HTTP/1.");
         let cluster = ClusterLab { lab, main };
+        let s3_address = cluster.address("s3", &cluster.main, S3_PORT);
+        cluster
+            .lab
+            .wait_serving("s3", s3_address, b"GET / HTTP/1.0\r\n\r\n", b"HTTP/1.");
         cluster.wait_healthy();
         cluster
+    }
+
+    /// The address of `port` of `role` on `network`, as the host reaches it. The host routes to
+    /// the containers of a bridge network directly; a published port would not do, since
+    /// Docker may move a container's port mapping when its networks change.
+    fn address(&self, role: &str, network: &str, port: u16) -> SocketAddr {
+        let name = self.lab.container_name(role);
+        let format = format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}");
+        let ip = crate::multihost::docker(&["inspect", "--format", &format, &name], &|| {
+            self.lab.logs()
+        });
+        let ip: std::net::IpAddr = ip
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{role} on {network}: address {ip:?}: {e}"));
+        SocketAddr::new(ip, port)
     }
 
     /// Waits until every node answers `/healthz` with 200 (a meta leader, streams current).
     fn wait_healthy(&self) {
         for node in NODES {
-            let address = self.lab.published(node, MONITOR_PORT);
+            let address = self.address(node, &self.main, MONITOR_PORT);
             self.lab.wait_serving(
                 node,
                 address,
@@ -181,7 +194,7 @@ impl ClusterLab {
     fn host_nats_url(&self) -> String {
         NODES
             .iter()
-            .map(|node| format!("nats://{}", self.lab.published(node, NATS_PORT)))
+            .map(|node| format!("nats://{}", self.address(node, &self.main, NATS_PORT)))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -189,8 +202,7 @@ impl ClusterLab {
     /// Starts the coordinator (first on `network`) and waits until it is ready; returns its
     /// API's base URL on the host.
     fn start_coordinator(&mut self, network: &str, nats_url: &str) -> String {
-        let mut args = fleet_env(nats_url);
-        args.extend(["--publish".to_owned(), format!("127.0.0.1::{API_PORT}")]);
+        let args = fleet_env(nats_url);
         let listen = format!("0.0.0.0:{API_PORT}");
         self.lab.run_on(
             network,
@@ -208,7 +220,7 @@ impl ClusterLab {
                 "coordinator",
             ],
         );
-        let address = self.lab.published("coordinator", API_PORT);
+        let address = self.address("coordinator", network, API_PORT);
         self.wait_ready(address);
         format!("http://{address}")
     }
@@ -285,7 +297,7 @@ impl ClusterLab {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             for node in NODES {
-                let address = self.lab.published(node, MONITOR_PORT);
+                let address = self.address(node, &self.main, MONITOR_PORT);
                 let Ok(mut stream) =
                     std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))
                 else {
@@ -340,25 +352,32 @@ impl ClusterLab {
             Some(JOBS),
             "{fleet_key}"
         );
-        for (counter, expected) in [
-            ("planned", JOBS),
-            ("finished", JOBS),
-            ("lost", 0),
-            ("duplicates", 0),
-        ] {
-            assert_eq!(
-                fleet_key["jobs"][counter], expected,
-                "fleet.jobs.{counter}: {fleet_key}"
-            );
-        }
         let mut s3_config = S3Config::new(BUCKET, ACCESS_KEY, Secret::new(SECRET_KEY));
-        s3_config.endpoint = Some(format!("http://{}", self.lab.published("s3", S3_PORT)));
+        s3_config.endpoint = Some(format!(
+            "http://{}",
+            self.address("s3", &self.main, S3_PORT)
+        ));
         let store = S3ArtifactStore::connect(&s3_config)
             .await
             .expect("connecting to the containerized s3 server from the host");
         let mut started: BTreeMap<String, usize> = BTreeMap::new();
         let mut finished: BTreeMap<String, usize> = BTreeMap::new();
-        for event in all_events(&self.host_nats_url(), batch).await {
+        let events = all_events(&self.host_nats_url(), batch).await;
+        let reports = |job: &str| -> Vec<String> {
+            events
+                .iter()
+                .filter(|event| event.job_id.to_string() == job)
+                .map(|event| {
+                    format!(
+                        "{:?} attempt {} on {}",
+                        std::mem::discriminant(&event.event),
+                        event.attempt,
+                        event.worker_id
+                    )
+                })
+                .collect()
+        };
+        for event in &events {
             match &event.event {
                 JobEventKind::Started => {
                     *started.entry(event.job_id.to_string()).or_default() += 1;
@@ -381,9 +400,24 @@ impl ClusterLab {
             }
         }
         for (what, counts) in [("started", &started), ("finished", &finished)] {
-            let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+            let twice: Vec<_> = counts
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(job, _)| (job.clone(), reports(job)))
+                .collect();
             assert!(twice.is_empty(), "jobs {what} more than once: {twice:?}");
             assert_eq!(counts.len(), JOBS, "every job {what}");
+        }
+        for (counter, expected) in [
+            ("planned", JOBS),
+            ("finished", JOBS),
+            ("lost", 0),
+            ("duplicates", 0),
+        ] {
+            assert_eq!(
+                fleet_key["jobs"][counter], expected,
+                "fleet.jobs.{counter}: {fleet_key}"
+            );
         }
         let rollup = store
             .get(&format!("batches/{batch}/rollup.json"))
@@ -462,8 +496,7 @@ async fn the_coordinator_cut_off_from_the_meta_leader_costs_nothing() {
         links.insert(node, link);
     }
     let coordinator_url = {
-        let mut args = fleet_env(ALL_NODES_URL);
-        args.extend(["--publish".to_owned(), format!("127.0.0.1::{API_PORT}")]);
+        let args = fleet_env(ALL_NODES_URL);
         let listen = format!("0.0.0.0:{API_PORT}");
         cluster.lab.run_on(
             &store,
@@ -484,7 +517,7 @@ async fn the_coordinator_cut_off_from_the_meta_leader_costs_nothing() {
         for link in links.values() {
             cluster.lab.connect(link, "coordinator", &[]);
         }
-        let address = cluster.lab.published("coordinator", API_PORT);
+        let address = cluster.address("coordinator", &store, API_PORT);
         cluster.wait_ready(address);
         format!("http://{address}")
     };

@@ -91,7 +91,9 @@ pub(crate) fn reference_rollup(duration_ms: u64) -> Vec<u8> {
 /// without sleeping (the time scale changes when runs end, never what they produce). Computed
 /// once per repeat and profile duration.
 pub(crate) fn reference_rollup_of(repeat: usize, duration_ms: u64) -> Vec<u8> {
-    static CACHE: OnceLock<Mutex<HashMap<(usize, u64), Vec<u8>>>> = OnceLock::new();
+    /// Rollup bytes by (repeat, run length).
+    type Cache = Mutex<HashMap<(usize, u64), Vec<u8>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut cache = cache
         .lock()

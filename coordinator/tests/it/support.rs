@@ -470,6 +470,7 @@ pub fn kind(error: &ClientError) -> &'static str {
         ClientError::NotFound { .. } => "not-found",
         ClientError::Conflict { .. } => "conflict",
         ClientError::Unavailable { .. } => "unavailable",
+        ClientError::CannotServe { .. } => "cannot-serve",
         ClientError::Server { .. } => "server",
         ClientError::Protocol { .. } => "protocol",
         ClientError::InvalidUrl { .. } => "invalid-url",

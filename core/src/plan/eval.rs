@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::verdict::view_with_rederived_verdict;
 use cowork_schema::batch::{BatchFlags, BatchMode, EvalSpec, ExecutorKind, REPEAT_MAX, REPEAT_MIN};
 use cowork_schema::ids::{BatchId, UnitRef};
 use cowork_schema::job::CellAxes;
-use crate::verdict::view_with_rederived_verdict;
 
 use super::flags::{FlagError, RawFlags, js_number, validate_flags};
 use super::materialize::materialize_cell;

@@ -6,6 +6,8 @@
 //! are offline or behind. A stream whose only replica is down, or a cluster without a meta
 //! leader, may not answer at all: the check then gives up after [`CHECK_TIMEOUT`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::Context;
@@ -27,7 +29,15 @@ pub struct NatsHealth {
     /// (kind, name shown, stream name) of every object checked.
     objects: Vec<(ObjectKind, String, String)>,
     replicas: usize,
+    /// Checks in a row in which nothing answered at all (see `check`).
+    silent_checks: Arc<AtomicU32>,
 }
+
+/// Checks in a row with no answer from any stream after which the connection itself is taken
+/// for dead and the client moves to another node. A node without quorum still answers stream
+/// info (with no leader), so total silence means the node we talk to is gone without closing
+/// the connection (a partition, a lost host); the client's pings would find out only later.
+const SILENT_CHECKS_BEFORE_RECONNECT: u32 = 2;
 
 impl NatsHealth {
     /// Checks for the streams and buckets `config` names, which the fleet asks `replicas` of.
@@ -58,6 +68,7 @@ impl NatsHealth {
             jetstream: jetstream.clone(),
             objects,
             replicas,
+            silent_checks: Arc::new(AtomicU32::new(0)),
         }
     }
 
@@ -134,11 +145,31 @@ pub(crate) fn state_of(info: &stream::Info) -> ObjectState {
 #[async_trait]
 impl FabricHealth for NatsHealth {
     async fn check(&self) -> Vec<ObjectHealth> {
-        futures::future::join_all(
+        let checked = futures::future::join_all(
             self.objects
                 .iter()
                 .map(|(kind, name, stream_name)| self.check_one(*kind, name, stream_name)),
         )
-        .await
+        .await;
+        let silent = checked
+            .iter()
+            .all(|object| matches!(object.state, ObjectState::Unanswered { .. }));
+        // Relaxed: a counter of this one task's checks; nothing else is ordered by it.
+        if !silent {
+            self.silent_checks.store(0, Ordering::Relaxed);
+            return checked;
+        }
+        let in_a_row = self.silent_checks.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row >= SILENT_CHECKS_BEFORE_RECONNECT {
+            self.silent_checks.store(0, Ordering::Relaxed);
+            tracing::warn!(
+                checks = in_a_row,
+                "no stream answers through this connection; moving to another node"
+            );
+            if let Err(error) = self.jetstream.client().force_reconnect().await {
+                tracing::warn!(error = %error, "reconnecting to another node failed");
+            }
+        }
+        checked
     }
 }
