@@ -192,7 +192,12 @@ impl ClusterLab {
 
     /// The nodes' client ports as the host reaches them, as one NATS URL.
     fn host_nats_url(&self) -> String {
-        NODES
+        self.host_nats_url_of(&NODES)
+    }
+
+    /// [`ClusterLab::host_nats_url`] of some nodes only.
+    fn host_nats_url_of(&self, nodes: &[&str]) -> String {
+        nodes
             .iter()
             .map(|node| format!("nats://{}", self.address(node, &self.main, NATS_PORT)))
             .collect::<Vec<_>>()
@@ -449,7 +454,9 @@ async fn a_20_second_partition_of_one_node_and_its_worker_costs_nothing() {
     cluster.lab.connect(&island, "w1", &["w1"]);
     let batch = cluster.submit(&coordinator_url);
 
-    let mut follower = Follower::new(&cluster.host_nats_url(), &batch).await;
+    // The test watches from the majority side: a client on n3 would see nothing until its
+    // pings found the connection dead.
+    let mut follower = Follower::new(&cluster.host_nats_url_of(&["n1", "n2"]), &batch).await;
     follower
         .until(&cluster.lab, |state, _| state.finished_by.len() >= 30)
         .await;
@@ -462,17 +469,11 @@ async fn a_20_second_partition_of_one_node_and_its_worker_costs_nothing() {
     cluster.lab.disconnect(&main, "n3");
     cluster.lab.disconnect(&main, "w1");
     eprintln!("partitioned n3 and w1 from n1 and n2");
-    // The majority side keeps going: jobs finish on w0 while the island is cut off.
-    let before = follower.finished_by.len();
-    follower
-        .until(&cluster.lab, |state, event| {
-            event.worker_id == "w0" && state.finished_by.len() >= before + 8
-        })
-        .await;
-    // The partition's length is the fault itself, not a synchronization.
-    if let Some(rest) = PARTITION.checked_sub(cut_at.elapsed()) {
-        tokio::time::sleep(rest).await;
-    }
+    // The partition's length is the fault itself, not a synchronization. The majority side
+    // goes on once it has elected leaders for what n3 led (election timeouts are 4 to 9 s, and
+    // the workers' retries back off meanwhile), so it is not asserted to progress inside the
+    // 20 s.
+    tokio::time::sleep(PARTITION).await;
     cluster.lab.connect(&main, "n3", &["n3"]);
     cluster.lab.connect(&main, "w1", &["w1"]);
     eprintln!("healed after {:?}", cut_at.elapsed());
