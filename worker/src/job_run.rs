@@ -523,10 +523,35 @@ impl JobRun {
     }
 
     async fn ack(&self, held: &Held) {
-        if let Err(error) = held.acker.ack().await {
-            // The outcome is durable; a redelivery finds the record (or the event) and reports
-            // it again without running the job.
-            tracing::warn!(error = %error, "ack failed after the finished event was stored");
+        // An ack lost to a leader election of the queue would bring the job back after
+        // `ack_wait`, to be reported a second time: it is retried, with the lease still
+        // renewing, for at most one `ack_wait` (an ack is idempotent).
+        let policy = RetryPolicy {
+            backoff: self.config.backoff,
+            deadline: tokio::time::Instant::now() + self.config.ack_wait,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match held.acker.ack().await {
+                Ok(()) => {
+                    self.stats.outages.succeeded("acking a job");
+                    return;
+                }
+                Err(error) => error,
+            };
+            match policy.next_wait(attempt) {
+                Some(wait) if error.is_transient() => {
+                    self.stats.outages.failed("acking a job", &error);
+                    tokio::time::sleep(wait).await;
+                }
+                _ => {
+                    // The outcome is durable; a redelivery finds the record (or the event) and
+                    // reports it again without running the job.
+                    tracing::warn!(error = %error, attempt, "ack failed after the finished event was stored");
+                    return;
+                }
+            }
         }
     }
 
