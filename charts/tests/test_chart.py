@@ -369,9 +369,21 @@ def test_chart_secrets_hold_given_values_and_model_credentials_stay_with_workers
     assert set(secrets[f"{FULLNAME}-harness"]["data"]) == {"ANTHROPIC_API_KEY"}
     config = one(docs, "ConfigMap", FULLNAME)["data"]
     assert config["COWORK_NATS_URL"] == f"nats://{RELEASE}-nats:4222"
+    # The bundled NATS is a three-node JetStream cluster and the fleet asks R3 of it.
+    assert config["COWORK_NATS_REPLICAS"] == "3"
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    cluster = defaults["nats"]["config"]["cluster"]
+    assert cluster["enabled"] is True and cluster["replicas"] == 3
     assert config["COWORK_S3_ENDPOINT"] == f"http://{RELEASE}-minio:9000"
     scaled = one(docs, "ScaledObject", f"{FULLNAME}-worker")
     assert scaled["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"] == f"{RELEASE}-nats.{NAMESPACE}.svc:8222"
+
+
+def test_an_external_nats_leaves_replicas_to_the_fleet_unless_pinned() -> None:
+    config = one(objects(EXTERNAL_ENDPOINTS), "ConfigMap", FULLNAME)["data"]
+    assert "COWORK_NATS_REPLICAS" not in config, "found from the server at start"
+    pinned = merged(EXTERNAL_ENDPOINTS, {"fleet": {"natsReplicas": 5}})
+    assert one(objects(pinned), "ConfigMap", FULLNAME)["data"]["COWORK_NATS_REPLICAS"] == "5"
 
 
 def test_worker_grace_period_covers_the_longest_job_and_the_drain() -> None:

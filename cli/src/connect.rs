@@ -34,6 +34,7 @@ pub fn nats_config(args: &NatsArgs) -> Result<NatsConfig, CliError> {
         Err(problem) => problems.push(format!("--ack-wait: {problem}")),
     }
     config.max_deliver = args.max_deliver;
+    config.replicas = args.nats_replicas;
     for entry in &args.tier_cap {
         let parsed = entry.split_once('=').and_then(|(tier, cap)| {
             Some((Tier::parse(tier.trim())?, cap.trim().parse::<i64>().ok()?))
@@ -90,11 +91,22 @@ pub fn s3_config(args: &S3Args) -> Result<S3Config, CliError> {
     }
 }
 
-/// Connects to NATS (creating or checking streams, consumers and buckets).
+/// Connects to NATS (creating or checking streams, consumers and buckets, each with the
+/// fleet's replicas; a stream left short of them is logged).
 pub async fn connect_nats(config: &NatsConfig) -> Result<NatsFabric, CliError> {
-    cowork_fabric::nats::connect(config).await.map_err(|error| {
-        CliError::Failed(anyhow!(error).context(format!("connecting to NATS at {}", config.url)))
-    })
+    let fabric = cowork_fabric::nats::connect(config)
+        .await
+        .map_err(|error| {
+            CliError::Failed(
+                anyhow!(error).context(format!("connecting to NATS at {}", config.url)),
+            )
+        })?;
+    tracing::info!(
+        replicas = fabric.replicas.count,
+        from_cluster_size = !fabric.replicas.explicit,
+        "streams and buckets of the queue ready"
+    );
+    Ok(fabric)
 }
 
 /// Connects to the S3 store (creating the bucket when asked).

@@ -30,6 +30,11 @@ pub struct NatsArgs {
     /// Refuse to talk to NATS without TLS.
     #[arg(long, env = "COWORK_NATS_TLS_REQUIRED")]
     pub nats_tls_required: bool,
+    /// Replicas of every stream and bucket the fleet creates (1 to 5); an existing one is moved
+    /// to this count in place. Default: the cluster's size capped at 3 (1 on a single server),
+    /// found from the server at start, and then streams are only ever scaled up.
+    #[arg(long, env = "COWORK_NATS_REPLICAS", value_name = "N")]
+    pub nats_replicas: Option<usize>,
     /// Ack deadline of a delivered job (workers renew it every third), e.g. 60s.
     #[arg(
         long,

@@ -124,6 +124,12 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     for unserved in &progress.unserved_tiers {
         line.push_str(&format!("  {}", unserved.describe()));
     }
+    for stall in &progress.fabric_stalls {
+        line.push_str(&format!(
+            "  STALLED: {} {} {}",
+            stall.kind, stall.name, stall.reason
+        ));
+    }
     if !progress.paused_tiers.is_empty() {
         let tiers: Vec<&str> = progress
             .paused_tiers
@@ -151,6 +157,14 @@ fn human_duration(seconds: f64) -> String {
         60..3600 => format!("{}m{:02}s", seconds / 60, seconds % 60),
         _ => format!("{}h{:02}m", seconds / 3600, (seconds / 60) % 60),
     }
+}
+
+/// The wall clock in milliseconds since the epoch, for how long a stall has lasted.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

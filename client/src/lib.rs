@@ -14,8 +14,8 @@ use bytes::Bytes;
 use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
 use cowork_schema::api::{
-    ApiError, BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse,
-    WorkerStatus,
+    ApiError, BatchEnd, BatchStatus, FabricStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS,
+    SubmitResponse, WorkerStatus,
 };
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
@@ -46,9 +46,13 @@ pub enum ClientError {
     /// `409`: the request conflicts with the batch's state (e.g. cancelling a final batch).
     #[error("{message}")]
     Conflict { message: String },
-    /// The coordinator could not be reached, or answered 502/503/504; a retry may succeed.
+    /// The coordinator could not be reached, or answered 502/504; a retry may succeed.
     #[error("the coordinator at {url} is unavailable: {message}")]
     Unavailable { url: String, message: String },
+    /// The coordinator answered 503: it runs, but what it needs does not answer now (the
+    /// queue stalls, the store is down); the message says what. A retry may succeed.
+    #[error("the coordinator at {url} cannot serve now: {message}")]
+    CannotServe { url: String, message: String },
     /// Any other error status.
     #[error("the coordinator failed with status {status}: {message}")]
     Server { status: u16, message: String },
@@ -63,11 +67,17 @@ pub enum ClientError {
 impl ClientError {
     /// `true` when retrying the same call may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ClientError::Unavailable { .. })
+        matches!(
+            self,
+            ClientError::Unavailable { .. } | ClientError::CannotServe { .. }
+        )
     }
 }
 
 /// One event of a watched batch.
+// A watch handles one event at a time and most of its events are progress: boxing the large
+// variant would cost an allocation per event and save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent {
     Progress(ProgressSnapshot),
@@ -220,6 +230,13 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// The queue's streams and buckets as the coordinator last checked them (what stalls,
+    /// since when, what runs short of replicas).
+    pub async fn fabric(&self) -> Result<FabricStatus, ClientError> {
+        let url = self.url("v1/fabric")?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
     /// Watches a batch: progress events while it runs, then one [`WatchEvent::End`], after
     /// which the stream ends. A stream that closes before the end yields an `Unavailable`
     /// error last.
@@ -309,9 +326,11 @@ impl CoordinatorClient {
             }
             StatusCode::NOT_FOUND => ClientError::NotFound { message },
             StatusCode::CONFLICT => ClientError::Conflict { message },
-            StatusCode::BAD_GATEWAY
-            | StatusCode::SERVICE_UNAVAILABLE
-            | StatusCode::GATEWAY_TIMEOUT => ClientError::Unavailable {
+            StatusCode::SERVICE_UNAVAILABLE => ClientError::CannotServe {
+                url: url.to_string(),
+                message,
+            },
+            StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => ClientError::Unavailable {
                 url: url.to_string(),
                 message,
             },

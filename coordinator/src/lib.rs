@@ -18,6 +18,8 @@
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - `fleet_view`: the live workers against the live batches' tiers (unserved tiers, workers
 //!   refused for their protocol version).
+//! - `fabric_view`: the queue's streams and buckets checked every few seconds (which one has
+//!   no leader, since when; which runs short of replicas), for status, watch and `/readyz`.
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: `/metrics` in OpenMetrics text (prometheus-client), and its grammar check.
@@ -28,6 +30,7 @@
 pub mod api;
 pub mod catalog;
 pub mod eval;
+mod fabric_view;
 mod fleet_view;
 pub mod history;
 pub mod intake;

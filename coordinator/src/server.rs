@@ -161,6 +161,9 @@ pub struct FleetPorts {
     pub store: Arc<dyn ArtifactStore>,
     pub batches: Arc<dyn BatchRegistry>,
     pub workers: Arc<dyn WorkerRegistry>,
+    /// Checks of the queue's streams and buckets, shown while one stalls; `None` for ports
+    /// that cannot stall that way (the embedded ones).
+    pub health: Option<Arc<dyn cowork_fabric::FabricHealth>>,
 }
 
 impl FleetPorts {
@@ -175,6 +178,7 @@ impl FleetPorts {
             store,
             batches: Arc::new(fabric.batches.clone()),
             workers: Arc::new(fabric.workers.clone()),
+            health: Some(Arc::new(fabric.health.clone())),
         }
     }
 
@@ -237,6 +241,10 @@ pub async fn run(
     service
         .tracker
         .spawn(async move { crate::fleet_view::watch_fleet(fleet_view).await });
+    let fabric_view = Arc::clone(&service);
+    service
+        .tracker
+        .spawn(async move { crate::fabric_view::watch_fabric(fabric_view).await });
     tracing::info!(%addr, tls = tls.is_some(), "coordinator api listening");
     let served = match tls {
         Some(tls) => crate::tls::serve(listener, router, tls, shutdown.clone()).await,
@@ -283,6 +291,9 @@ pub(crate) struct Service {
     live: Mutex<HashMap<BatchId, Arc<LiveBatch>>>,
     /// Set once the batches found at start-up have been resumed.
     resumed: AtomicBool,
+    /// The queue's streams and buckets as last checked (`fabric_view`): what stalls, since
+    /// when, and what runs short of replicas.
+    pub(crate) fabric: watch::Sender<cowork_schema::api::FabricStatus>,
     /// Per-model admission limits, shared by every batch this process supervises.
     model_limits: Arc<crate::supervisor::SharedModelLimits>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
@@ -307,6 +318,7 @@ impl Service {
             tracker: TaskTracker::new(),
             live: Mutex::new(HashMap::new()),
             resumed: AtomicBool::new(false),
+            fabric: watch::Sender::new(cowork_schema::api::FabricStatus::default()),
             model_limits,
             token_digests,
         }

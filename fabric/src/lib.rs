@@ -8,6 +8,7 @@
 //! - [`artifacts`]: the `ArtifactStore` port — bundles, results and rollups under the keys of
 //!   decisions.md#storage.
 //! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
+//! - [`health`]: the `FabricHealth` port — whether each stream and bucket can serve now.
 //! - [`backoff`]: the one retry schedule (exponential, capped, jittered).
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
 //! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
@@ -23,6 +24,7 @@ pub mod backoff;
 pub mod bundle;
 pub mod embedded;
 pub mod events;
+pub mod health;
 pub mod nats;
 pub mod queue;
 pub mod registry;
@@ -32,6 +34,7 @@ pub mod trace_context;
 
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};
+pub use health::{FabricHealth, ObjectHealth, ObjectKind, ObjectState};
 pub use queue::{
     Delivery, JobPuller, JobQueue, LostJob, LostJobs, LostReason, Published, QueueError,
 };

@@ -87,6 +87,67 @@ pub struct ProgressSnapshot {
     /// batch cannot progress on those until a worker of that tier joins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unserved_tiers: Vec<UnservedTier>,
+    /// Streams and buckets of the queue that cannot serve now (no leader, no answer): every
+    /// batch waits on them, whatever its progress says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fabric_stalls: Vec<FabricStall>,
+}
+
+/// A stream or bucket the fleet needs that cannot serve now: while it lasts, jobs, events or
+/// batch records that live in it can be neither written nor read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FabricStall {
+    /// `stream` or `bucket`.
+    pub kind: String,
+    pub name: String,
+    /// Why, as the end of a sentence that starts with the kind and name: `has no leader: 2 of 3
+    /// replicas unavailable (n2, n3)`, `does not answer: no answer within 3s`.
+    pub reason: String,
+    /// When the coordinator first saw it stall, in milliseconds since the Unix epoch.
+    pub since_ms: u64,
+}
+
+impl FabricStall {
+    /// One line for people, given the reader's clock: `stream COWORK_JOBS has no leader: … —
+    /// since 10:17:30 UTC (12s)`.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let seconds = now_ms.saturating_sub(self.since_ms) / 1000;
+        format!(
+            "{} {} {} — since {} ({seconds}s)",
+            self.kind,
+            self.name,
+            self.reason,
+            utc_clock(self.since_ms)
+        )
+    }
+}
+
+/// `HH:MM:SS UTC` of a time in milliseconds since the Unix epoch.
+fn utc_clock(ms: u64) -> String {
+    let seconds = (ms / 1000) % 86_400;
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+/// `GET /v1/fabric`: the queue's streams and buckets as the coordinator last checked them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FabricStatus {
+    /// Replicas asked of every stream and bucket; absent for the embedded fabric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Those that cannot serve now.
+    #[serde(default)]
+    pub stalls: Vec<FabricStall>,
+    /// Those that serve with less redundancy than asked, one line each (`stream COWORK_JOBS
+    /// has 1 replica, 3 asked`).
+    #[serde(default)]
+    pub shortfalls: Vec<String>,
 }
 
 /// A tier with queued jobs and no live worker that serves it.
@@ -204,6 +265,32 @@ mod tests {
         .expect("serializes");
         assert!(
             text.ends_with(r#""unservedTiers":[{"tier":"microvm","waiting":2}]}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fabric_stalls_read_as_a_sentence_with_their_start() {
+        let stall = FabricStall {
+            kind: "stream".to_owned(),
+            name: "COWORK_JOBS".to_owned(),
+            reason: "has no leader".to_owned(),
+            // 1970-01-02 10:17:30 UTC.
+            since_ms: (86_400 + 10 * 3600 + 17 * 60 + 30) * 1000,
+        };
+        assert_eq!(
+            stall.describe(stall.since_ms + 12_500),
+            "stream COWORK_JOBS has no leader — since 10:17:30 UTC (12s)"
+        );
+        // A reader whose clock is behind the coordinator's sees 0s, not a wrapped number.
+        assert!(stall.describe(0).ends_with("(0s)"));
+        let text = serde_json::to_string(&ProgressSnapshot {
+            fabric_stalls: vec![stall],
+            ..ProgressSnapshot::default()
+        })
+        .expect("serializes");
+        assert!(
+            text.contains(r#""fabricStalls":[{"kind":"stream","name":"COWORK_JOBS""#),
             "{text}"
         );
     }

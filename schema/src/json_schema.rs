@@ -64,6 +64,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             "api-worker-status.schema.json",
             render::<crate::api::WorkerStatus>(),
         ),
+        (
+            "api-fabric-status.schema.json",
+            render::<crate::api::FabricStatus>(),
+        ),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! Test support for integration tests that need real servers.
 //!
 //! - [`NatsServer`]: a `nats-server` with JetStream on a loopback port, storing in a temp dir.
+//! - [`NatsCluster`]: three (or n) of them clustered on loopback, for replicated streams.
 //! - [`S3Server`]: an `s3s-fs` S3-compatible server on a loopback port, storing in a temp dir.
 //!
 //! Each server is a child process owned by its handle: dropping the handle kills it. A missing
@@ -386,6 +387,154 @@ impl NatsServer {
     pub fn resume(&self) {
         self.process.signal("CONT");
     }
+}
+
+/// A JetStream cluster of `nats-server` processes on loopback ports, each with its own store,
+/// routes to every other node and a monitoring port for readiness. Nodes are named `n1`,
+/// `n2`, …; [`NatsCluster::node`] gives a node's handle to kill, restart or freeze it.
+pub struct NatsCluster {
+    nodes: Vec<NatsServer>,
+    /// Monitoring port of each node (`/healthz`).
+    monitor_ports: Vec<u16>,
+}
+
+impl NatsCluster {
+    /// Starts `n_nodes` clustered JetStream servers and waits until every one reports healthy
+    /// (a meta leader elected and its streams current).
+    pub fn start(n_nodes: usize) -> NatsCluster {
+        let cluster_ports: Vec<u16> = (0..n_nodes).map(|_| free_port()).collect();
+        let monitor_ports: Vec<u16> = (0..n_nodes).map(|_| free_port()).collect();
+        let routes = cluster_ports
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = (0..n_nodes)
+            .map(|idx| {
+                NatsServer::start_with(NatsOptions {
+                    extra_args: vec![
+                        "-n".to_owned(),
+                        format!("n{}", idx + 1),
+                        "--cluster_name".to_owned(),
+                        "cowork-test".to_owned(),
+                        "--cluster".to_owned(),
+                        format!("nats://127.0.0.1:{}", cluster_ports[idx]),
+                        "--routes".to_owned(),
+                        routes.clone(),
+                        "-m".to_owned(),
+                        monitor_ports[idx].to_string(),
+                    ],
+                    ..NatsOptions::default()
+                })
+            })
+            .collect();
+        let cluster = NatsCluster {
+            nodes,
+            monitor_ports,
+        };
+        let every: Vec<usize> = (0..n_nodes).collect();
+        cluster.wait_healthy(&every);
+        cluster
+    }
+
+    /// Every node's URL, comma-separated, as a client of the cluster is configured.
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The node `idx` (0-based; its server name is `n<idx + 1>`).
+    pub fn node(&mut self, idx: usize) -> &mut NatsServer {
+        &mut self.nodes[idx]
+    }
+
+    /// How many nodes the cluster has (running or not).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Waits until each node of `nodes` answers `/healthz` with 200, or panics after 60 s with
+    /// the last answers and the logs. A readiness probe with a deadline, not a sleep.
+    pub fn wait_healthy(&self, nodes: &[usize]) {
+        self.probe().wait_healthy(nodes);
+    }
+
+    /// The readiness probe of the nodes, to keep after [`NatsCluster::into_parts`].
+    pub fn probe(&self) -> ClusterProbe {
+        ClusterProbe {
+            monitor_ports: self.monitor_ports.clone(),
+            logs: self.nodes.iter().map(NatsServer::log_path).collect(),
+        }
+    }
+
+    /// The nodes and their readiness probe, for a caller that owns the nodes itself (a fleet
+    /// whose first node is its `nats`).
+    pub fn into_parts(self) -> (Vec<NatsServer>, ClusterProbe) {
+        let probe = self.probe();
+        (self.nodes, probe)
+    }
+}
+
+/// Readiness of a [`NatsCluster`]'s nodes through their monitoring ports.
+#[derive(Clone, Debug)]
+pub struct ClusterProbe {
+    monitor_ports: Vec<u16>,
+    logs: Vec<PathBuf>,
+}
+
+impl ClusterProbe {
+    /// Waits until each node of `nodes` answers `/healthz` with 200, or panics after 60 s with
+    /// the last answers and the logs. A readiness probe with a deadline, not a sleep.
+    pub fn wait_healthy(&self, nodes: &[usize]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let answers: Vec<(usize, Option<String>)> = nodes
+                .iter()
+                .map(|idx| (*idx, healthz(self.monitor_ports[*idx])))
+                .collect();
+            if answers
+                .iter()
+                .all(|(_, answer)| answer.as_deref().is_some_and(|a| a.contains(" 200 ")))
+            {
+                return;
+            }
+            if Instant::now() > deadline {
+                let logs: Vec<String> = nodes
+                    .iter()
+                    .map(|idx| std::fs::read_to_string(&self.logs[*idx]).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "the nats cluster was not healthy within 60 s: {answers:?}\n{}",
+                    logs.join("\n---\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The status line and body of `GET /healthz` on a monitoring port, or `None` when nothing
+/// answers.
+fn healthz(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500)).ok()?;
+    // A short deadline bounds one probe; the caller's loop owns the overall deadline.
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    Some(reply)
 }
 
 /// How to start an [`S3Server`]. Set the fields you need and take the rest from

@@ -70,8 +70,9 @@ pub async fn heartbeat_loop(
     let started_at_ms = now_ms();
     loop {
         let info = worker_info(&identity, &stats, started_at_ms, draining.is_cancelled());
-        if let Err(error) = registry.heartbeat(&info).await {
-            tracing::warn!(error = %error, "heartbeat failed");
+        match registry.heartbeat(&info).await {
+            Ok(()) => stats.outages.succeeded("heartbeat"),
+            Err(error) => stats.outages.failed("heartbeat", &error),
         }
         // Either wake-up is fine to abandon: the next iteration sends a fresh record.
         tokio::select! {

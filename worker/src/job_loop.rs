@@ -96,6 +96,8 @@ pub struct WorkerStats {
     /// Jobs that ended in error, by class other than `infra` (the error category, or
     /// `unanswered`).
     pub failed_by_class: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Failure streaks of the queue under way, each logged once (`outage`).
+    pub outages: crate::outage::Outages,
 }
 
 impl WorkerStats {
@@ -307,7 +309,7 @@ async fn run_loop(
             Ok(None) => break,
             Err(error) if error.is_transient() => {
                 pull_failures += 1;
-                tracing::warn!(error = %error, "pulling jobs failed, retrying");
+                stats.outages.failed("pulling jobs", &error);
                 tokio::time::sleep(config.backoff.delay(pull_failures)).await;
                 continue;
             }
@@ -319,6 +321,7 @@ async fn run_loop(
             }
         };
         pull_failures = 0;
+        stats.outages.succeeded("pulling jobs");
         // Each slot gets one unit: a single job, or with packs an even share of the replay jobs
         // pulled (so the last, smaller pulls still keep every free slot busy). The puller never
         // returns more than asked for; permits left over go back here.

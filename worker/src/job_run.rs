@@ -550,10 +550,35 @@ impl JobRun {
     }
 
     async fn ack(&self, held: &Held) {
-        if let Err(error) = held.acker.ack().await {
-            // The outcome is durable; a redelivery finds the record (or the event) and reports
-            // it again without running the job.
-            tracing::warn!(error = %error, "ack failed after the finished event was stored");
+        // An ack lost to a leader election of the queue would bring the job back after
+        // `ack_wait`, to be reported a second time: it is retried, with the lease still
+        // renewing, for at most one `ack_wait` (an ack is idempotent).
+        let policy = RetryPolicy {
+            backoff: self.config.backoff,
+            deadline: tokio::time::Instant::now() + self.config.ack_wait,
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match held.acker.ack().await {
+                Ok(()) => {
+                    self.stats.outages.succeeded("acking a job");
+                    return;
+                }
+                Err(error) => error,
+            };
+            match policy.next_wait(attempt) {
+                Some(wait) if error.is_transient() => {
+                    self.stats.outages.failed("acking a job", &error);
+                    tokio::time::sleep(wait).await;
+                }
+                _ => {
+                    // The outcome is durable; a redelivery finds the record (or the event) and
+                    // reports it again without running the job.
+                    tracing::warn!(error = %error, attempt, "ack failed after the finished event was stored");
+                    return;
+                }
+            }
         }
     }
 
@@ -580,13 +605,16 @@ impl JobRun {
         loop {
             attempt += 1;
             match self.ports.events.publish(&event).await {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.stats.outages.succeeded("publishing an event");
+                    return true;
+                }
                 Err(error) if error.is_transient() => {
                     let Some(wait) = policy.next_wait(attempt) else {
                         tracing::error!(error = %error, attempt, "publishing an event failed until the deadline");
                         return false;
                     };
-                    tracing::warn!(error = %error, attempt, "publishing an event failed, retrying");
+                    self.stats.outages.failed("publishing an event", &error);
                     tokio::time::sleep(wait).await;
                 }
                 Err(error) => {

@@ -15,6 +15,8 @@
 //!   the outcome classification shared by the process executors, and the guard process that
 //!   takes a harness's process group down with `cowork`.
 //! - [`heartbeat`]: the worker's record in the workers registry.
+//! - [`outage`]: a failing queue said once per streak, not once per retry, and the stream
+//!   that stalls named once per stall.
 //! - [`capabilities`]: the start-up probe of the host (OS, arch, `limactl`, Docker, harness
 //!   version) and the pure choice of the tiers this worker can serve.
 //! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
@@ -28,6 +30,7 @@ pub mod heartbeat;
 pub mod job_loop;
 mod job_run;
 pub mod lease;
+pub mod outage;
 mod pack;
 pub mod upload;
 

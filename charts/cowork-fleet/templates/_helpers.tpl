@@ -55,6 +55,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- end -}}
 
+{{/* Replicas of the fleet's streams: fleet.natsReplicas, else the bundled cluster's size, else
+none (the fleet finds it from the server). */}}
+{{- define "cowork-fleet.natsReplicas" -}}
+{{- if .Values.fleet.natsReplicas -}}
+{{- .Values.fleet.natsReplicas -}}
+{{- else if and .Values.nats.enabled .Values.nats.config.cluster.enabled -}}
+{{- .Values.nats.config.cluster.replicas -}}
+{{- else if .Values.nats.enabled -}}
+1
+{{- end -}}
+{{- end -}}
+
 {{- define "cowork-fleet.natsMonitoringEndpoint" -}}
 {{- if .Values.natsConnection.monitoringEndpoint -}}
 {{- .Values.natsConnection.monitoringEndpoint -}}

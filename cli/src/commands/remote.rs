@@ -77,6 +77,9 @@ pub async fn status(
         for unserved in &progress.unserved_tiers {
             println!("waiting  {}", unserved.describe());
         }
+        for stall in &progress.fabric_stalls {
+            println!("stalled  {}", stall.describe(crate::progress::now_ms()));
+        }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
         println!(
@@ -192,6 +195,17 @@ pub async fn results(
 /// `cowork workers`: the live fleet.
 pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i32, CliError> {
     let client = client(client_args)?;
+    // Read first and from the coordinator's memory, so it is said even when the workers'
+    // bucket is what stalls. A coordinator without the route is older: nothing to say.
+    let fabric = client.fabric().await.unwrap_or_default();
+    if output != OutputFormat::Json {
+        for stall in &fabric.stalls {
+            eprintln!("stalled  {}", stall.describe(crate::progress::now_ms()));
+        }
+        for shortfall in &fabric.shortfalls {
+            eprintln!("short    {shortfall}");
+        }
+    }
     let workers = client
         .workers()
         .await

@@ -414,6 +414,12 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         drain.clone(),
         stop_heartbeat.clone(),
     ));
+    // Names a stalled stream of the queue once per stall; stopped and awaited with the
+    // heartbeat below.
+    let fabric_watch = tokio::spawn(cowork_worker::outage::watch_fabric(
+        Arc::new(fabric.health.clone()),
+        stop_heartbeat.clone(),
+    ));
     eprintln!(
         "worker {worker_id}: serving {} with {} slot(s), executor {executor_name}",
         tiers
@@ -432,6 +438,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     };
     stop_heartbeat.cancel();
     let _ = heartbeat.await;
+    let _ = fabric_watch.await;
     result.map_err(|error| CliError::Failed(anyhow::anyhow!(error).context("pulling jobs")))?;
     eprintln!(
         "worker {worker_id}: drained after {} job(s)",

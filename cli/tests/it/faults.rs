@@ -58,14 +58,18 @@ pub fn profile_file(duration_ms: u64, time_scale: f64) -> PathBuf {
     path
 }
 
-/// The batch arguments (without the profile).
-fn batch_args(profile: &Path) -> Vec<String> {
+/// Runs per matrix cell of the fault batch: 4 cells × 50 = [`JOBS`].
+const REPEAT: usize = 50;
+
+/// The batch arguments (without the profile): the demo matrix's 4 cells × `repeat` runs.
+fn batch_args(profile: &Path, repeat: usize) -> Vec<String> {
+    let repeat = repeat.to_string();
     [
         "examples/demo/scenarios/csv-report.yaml",
         "--matrix",
         "examples/demo/matrix.yaml",
         "--repeat",
-        "50",
+        &repeat,
         "--executor",
         "sim",
         "--seed",
@@ -78,20 +82,28 @@ fn batch_args(profile: &Path) -> Vec<String> {
     .collect()
 }
 
-/// The rollup of the undisturbed batch, run embedded without sleeping (the time scale changes
-/// when runs end, never what they produce). Computed once per profile duration.
+/// The rollup of the undisturbed fault batch (see [`reference_rollup_of`]).
 pub(crate) fn reference_rollup(duration_ms: u64) -> Vec<u8> {
-    static CACHE: OnceLock<Mutex<HashMap<u64, Vec<u8>>>> = OnceLock::new();
+    reference_rollup_of(REPEAT, duration_ms)
+}
+
+/// The rollup of the undisturbed batch of `repeat` runs per cell, run embedded by `cowork run`
+/// without sleeping (the time scale changes when runs end, never what they produce). Computed
+/// once per repeat and profile duration.
+pub(crate) fn reference_rollup_of(repeat: usize, duration_ms: u64) -> Vec<u8> {
+    /// Rollup bytes by (repeat, run length).
+    type Cache = Mutex<HashMap<(usize, u64), Vec<u8>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut cache = cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(bytes) = cache.get(&duration_ms) {
+    if let Some(bytes) = cache.get(&(repeat, duration_ms)) {
         return bytes.clone();
     }
     let store = tempfile::tempdir().expect("temp dir");
     let mut args = vec!["run".to_owned()];
-    args.extend(batch_args(&profile_file(duration_ms, 0.0)));
+    args.extend(batch_args(&profile_file(duration_ms, 0.0), repeat));
     args.extend([
         "--store".to_owned(),
         store.path().display().to_string(),
@@ -115,7 +127,7 @@ pub(crate) fn reference_rollup(duration_ms: u64) -> Vec<u8> {
         .collect();
     assert_eq!(batches.len(), 1);
     let bytes = std::fs::read(batches[0].join("rollup.json")).expect("rollup.json");
-    cache.insert(duration_ms, bytes.clone());
+    cache.insert((repeat, duration_ms), bytes.clone());
     bytes
 }
 
@@ -187,14 +199,31 @@ pub(crate) fn fault_fleet(extra_env: &[(&str, &str)], worker_flags: &[&str]) -> 
 
 /// Submits the fault batch (without waiting).
 pub(crate) fn submit(fleet: &Fleet, duration_ms: u64) -> BatchId {
-    let args = batch_args(&profile_file(duration_ms, 1.0));
+    submit_of(fleet, REPEAT, duration_ms)
+}
+
+/// Submits the batch of `repeat` runs per cell (without waiting).
+pub(crate) fn submit_of(fleet: &Fleet, repeat: usize, duration_ms: u64) -> BatchId {
+    let args = batch_args(&profile_file(duration_ms, 1.0), repeat);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     fleet.submit_detached(&workspace_root(), &args)
 }
 
-/// Follows the batch to its end through the coordinator, and checks the three end conditions.
-/// Returns the envelope's `fleet` key.
+/// Follows the fault batch to its end and checks the three end conditions (see
+/// [`finish_and_check_of`]).
 pub(crate) async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms: u64) -> Value {
+    finish_and_check_of(fleet, batch, REPEAT, duration_ms).await
+}
+
+/// Follows the batch of `repeat` runs per cell to its end through the coordinator, and checks
+/// the three end conditions. Returns the envelope's `fleet` key.
+pub(crate) async fn finish_and_check_of(
+    fleet: &Fleet,
+    batch: &BatchId,
+    repeat: usize,
+    duration_ms: u64,
+) -> Value {
+    let n_jobs = 4 * repeat;
     let out: Output = fleet.watch(&workspace_root(), batch);
     let envelope = out.envelope();
     assert!(
@@ -208,11 +237,11 @@ pub(crate) async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms
     // 1. Every planned job is counted exactly once.
     assert_eq!(
         envelope["results"].as_array().map(Vec::len),
-        Some(JOBS),
+        Some(n_jobs),
         "one result per planned job\n{fleet_key}"
     );
-    assert_eq!(fleet_key["jobs"]["finished"], JOBS, "{fleet_key}");
-    assert_eq!(fleet_key["jobs"]["planned"], JOBS, "{fleet_key}");
+    assert_eq!(fleet_key["jobs"]["finished"], n_jobs, "{fleet_key}");
+    assert_eq!(fleet_key["jobs"]["planned"], n_jobs, "{fleet_key}");
 
     // 2. Every job's result.json is stored with the sha256 of every `finished` event of it.
     let events = fleet.events(batch).await;
@@ -249,7 +278,7 @@ pub(crate) async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms
     }
     assert_eq!(
         with_result.len(),
-        JOBS,
+        n_jobs,
         "every job's result.json is stored and recorded"
     );
     // A duplicate delivery may still finish after the batch was decided, so the envelope can
@@ -264,7 +293,7 @@ pub(crate) async fn finish_and_check(fleet: &Fleet, batch: &BatchId, duration_ms
     let rollup = fleet.object(&format!("batches/{batch}/rollup.json"));
     assert_eq!(
         String::from_utf8_lossy(&rollup),
-        String::from_utf8_lossy(&reference_rollup(duration_ms)),
+        String::from_utf8_lossy(&reference_rollup_of(repeat, duration_ms)),
         "rollup of the disturbed batch vs the undisturbed one"
     );
     fleet_key

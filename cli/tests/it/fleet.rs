@@ -11,7 +11,7 @@ use cowork_fabric::EventLog;
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::BatchId;
 use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind};
-use cowork_testkit::{NatsServer, S3Server, free_port};
+use cowork_testkit::{ClusterProbe, NatsCluster, NatsServer, S3Server, free_port};
 
 use crate::support::Output;
 
@@ -20,7 +20,14 @@ pub const TOKEN: &str = "it-token-7f3a";
 
 /// A fleet: servers plus coordinator and worker processes, all killed on drop.
 pub struct Fleet {
+    /// The NATS server, or the first node of a cluster (`n1`).
     pub nats: NatsServer,
+    /// The other nodes of a cluster (`n2`, `n3`, …); empty for a single server.
+    pub other_nats: Vec<NatsServer>,
+    /// What every process is given as its NATS URL (every node of a cluster).
+    pub nats_url: String,
+    /// Readiness of a cluster's nodes.
+    pub nats_probe: Option<ClusterProbe>,
     pub s3: S3Server,
     pub api_port: u16,
     pub dir: tempfile::TempDir,
@@ -42,14 +49,58 @@ impl Fleet {
         Fleet::with_servers(nats, s3, env)
     }
 
+    /// Servers and a coordinator on a JetStream cluster of `n_nodes` loopback nodes, every
+    /// process given every node's URL.
+    pub fn on_cluster(n_nodes: usize, env: &[(&str, &str)]) -> Fleet {
+        let (mut nodes, probe) = NatsCluster::start(n_nodes).into_parts();
+        let url = nodes
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",");
+        let first = nodes.remove(0);
+        let mut fleet = Fleet::without_coordinator(first, S3Server::start(), env);
+        fleet.other_nats = nodes;
+        fleet.nats_url = url;
+        fleet.nats_probe = Some(probe);
+        fleet.spawn_coordinator();
+        fleet
+    }
+
+    /// Node `idx` of the cluster (0 is `n1`, the fleet's `nats`).
+    pub fn nats_node(&mut self, idx: usize) -> &mut NatsServer {
+        if idx == 0 {
+            &mut self.nats
+        } else {
+            &mut self.other_nats[idx - 1]
+        }
+    }
+
+    /// Waits until the cluster nodes `nodes` report healthy (a meta leader, streams current).
+    pub fn wait_nats_healthy(&self, nodes: &[usize]) {
+        self.nats_probe
+            .as_ref()
+            .expect("a fleet on a cluster")
+            .wait_healthy(nodes);
+    }
+
     /// A fleet on servers the caller started (e.g. bound where a network namespace reaches).
     pub fn with_servers(nats: NatsServer, s3: S3Server, env: &[(&str, &str)]) -> Fleet {
+        let mut fleet = Fleet::without_coordinator(nats, s3, env);
+        fleet.spawn_coordinator();
+        fleet
+    }
+
+    fn without_coordinator(nats: NatsServer, s3: S3Server, env: &[(&str, &str)]) -> Fleet {
         let dir = tempfile::Builder::new()
             .prefix("cowork-fleet-")
             .tempdir()
             .expect("temp dir");
-        let mut fleet = Fleet {
+        Fleet {
+            nats_url: nats.url(),
             nats,
+            other_nats: Vec::new(),
+            nats_probe: None,
             s3,
             api_port: free_port(),
             dir,
@@ -58,9 +109,7 @@ impl Fleet {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-        };
-        fleet.spawn_coordinator();
-        fleet
+        }
     }
 
     /// The coordinator's base URL.
@@ -77,7 +126,7 @@ impl Fleet {
             }
         }
         command
-            .env("COWORK_NATS_URL", self.nats.url())
+            .env("COWORK_NATS_URL", &self.nats_url)
             .env("COWORK_S3_ENDPOINT", self.s3.endpoint())
             .env("COWORK_S3_BUCKET", BUCKET)
             .env("COWORK_S3_ACCESS_KEY_ID", &self.s3.access_key)
@@ -303,7 +352,7 @@ impl Fleet {
 
     /// Every event of `batch` stored so far, in order.
     pub async fn events(&self, batch: &BatchId) -> Vec<JobEvent> {
-        let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats.url()))
+        let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats_url))
             .await
             .expect("connecting to nats");
         let last = fabric

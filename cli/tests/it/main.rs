@@ -17,7 +17,10 @@
 //! real cowork-harness CLI: replay, run, record, staging, signals, the fleet), `strict_double` (every
 //! transcript of the real CLI answered alike by the strict double `strict-harness`), `secrets` (a canary
 //! secret reaches only the harness), `multihost` (the fleet as Docker containers on a test
-//! network, a worker killed and one disconnected), `eval` (A/B batches embedded and on the
+//! network, a worker killed and one disconnected), `cluster` (the fleet on a three-node NATS
+//! cluster on loopback: a node lost for good, a rolling restart, a lost quorum named in
+//! `status`), `cluster_docker` (the same cluster in containers: a partition of one node and its
+//! worker, the coordinator cut off from the leader), `eval` (A/B batches embedded and on the
 //! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
 //! a worker killed between upload and ack, plain cancel, unserved tiers, refused workers,
 //! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium
@@ -34,6 +37,8 @@ mod bad_input;
 mod browser;
 mod budget;
 mod capabilities;
+mod cluster;
+mod cluster_docker;
 mod conformance;
 mod distributed;
 mod eval;

@@ -40,31 +40,31 @@ use crate::support::{Output, workspace_root};
 /// rollup this test compares against).
 const JOBS: usize = 200;
 /// Must equal the seed `faults::reference_rollup` runs with.
-const SEED: &str = "4242";
+pub(crate) const SEED: &str = "4242";
 /// Simulated run length: about one second of real time (±50%).
 const RUN_MS: u64 = 1000;
 /// Ack deadline on every container: short, so the jobs of the killed and of the cut-off worker
 /// come back quickly.
 const ACK_WAIT: &str = "3s";
-const BUCKET: &str = "cowork-multihost";
-const ACCESS_KEY: &str = "multihost-access";
-const SECRET_KEY: &str = "multihost-secret-key";
-const API_TOKEN: &str = "multihost-token-5c1e";
+pub(crate) const BUCKET: &str = "cowork-multihost";
+pub(crate) const ACCESS_KEY: &str = "multihost-access";
+pub(crate) const SECRET_KEY: &str = "multihost-secret-key";
+pub(crate) const API_TOKEN: &str = "multihost-token-5c1e";
 /// Ports the servers listen on inside their containers; the host reaches them through the
 /// loopback ports Docker publishes.
-const NATS_PORT: u16 = 4222;
-const S3_PORT: u16 = 9000;
-const API_PORT: u16 = 8700;
+pub(crate) const NATS_PORT: u16 = 4222;
+pub(crate) const S3_PORT: u16 = 9000;
+pub(crate) const API_PORT: u16 = 8700;
 /// Workers and their slots.
 const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
 const SLOTS: &str = "4";
 /// Upper bound for any one awaited event or readiness: generous for a 2-core machine shared by
 /// several builds; a healthy run needs a few seconds.
-const WAIT_LIMIT: Duration = Duration::from_secs(180);
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(180);
 
 /// Runs `docker <args>` and returns its stdout, or panics with the command, its stderr and
 /// `context` (typically the containers' logs).
-fn docker(args: &[&str], context: &dyn Fn() -> String) -> String {
+pub(crate) fn docker(args: &[&str], context: &dyn Fn() -> String) -> String {
     let out = Command::new("docker")
         .args(args)
         .output()
@@ -81,7 +81,7 @@ fn docker(args: &[&str], context: &dyn Fn() -> String) -> String {
 }
 
 /// Fails the test, loudly, when no Docker engine answers: this test never skips.
-fn require_docker() {
+pub(crate) fn require_docker() {
     let out = Command::new("docker")
         .args(["version", "--format", "{{.Server.Version}}"])
         .output();
@@ -101,12 +101,16 @@ fn require_docker() {
 }
 
 /// Everything the test creates in Docker, removed on drop (also when the test panics): its
-/// containers, its network and its image.
-struct DockerLab {
+/// containers, its networks and its image.
+pub(crate) struct DockerLab {
     /// Unique prefix of every name this run gives out.
-    prefix: String,
+    pub(crate) prefix: String,
     image: Option<String>,
-    network: Option<String>,
+    pub(crate) network: Option<String>,
+    /// Networks made by [`DockerLab::create_named_network`], removed on drop.
+    extra_networks: Vec<String>,
+    /// `COWORK_ACK_WAIT` of every container (default [`ACK_WAIT`]).
+    pub(crate) ack_wait: String,
     /// Container names, in start order.
     containers: Vec<String>,
     /// Build context of the image (a temp dir, removed on drop).
@@ -114,7 +118,7 @@ struct DockerLab {
 }
 
 impl DockerLab {
-    fn new() -> DockerLab {
+    pub(crate) fn new() -> DockerLab {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -127,17 +131,19 @@ impl DockerLab {
             prefix: format!("cowork-mh-{}-{nanos:x}", std::process::id()),
             image: None,
             network: None,
+            extra_networks: Vec::new(),
+            ack_wait: ACK_WAIT.to_owned(),
             containers: Vec::new(),
             context_dir,
         }
     }
 
-    fn container_name(&self, role: &str) -> String {
+    pub(crate) fn container_name(&self, role: &str) -> String {
         format!("{}-{role}", self.prefix)
     }
 
     /// Every container's log, for failure messages.
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut text = String::new();
         for name in &self.containers {
             let out = Command::new("docker")
@@ -157,7 +163,7 @@ impl DockerLab {
 
     /// Builds the `FROM scratch` image holding `cowork`, `nats-server`, `s3s-fs` and their
     /// shared libraries, and checks that `cowork` runs in it.
-    fn build_image(&mut self) -> String {
+    pub(crate) fn build_image(&mut self) -> String {
         let root = self.context_dir.path().to_path_buf();
         let binaries = [
             ("cowork", PathBuf::from(env!("CARGO_BIN_EXE_cowork"))),
@@ -214,20 +220,57 @@ impl DockerLab {
         tag
     }
 
-    fn create_network(&mut self) -> String {
+    pub(crate) fn create_network(&mut self) -> String {
         let name = format!("{}-net", self.prefix);
         docker(&["network", "create", &name], &String::new);
         self.network = Some(name.clone());
         name
     }
 
+    /// Creates a further network `<prefix>-<suffix>`, removed on drop, and returns its name.
+    pub(crate) fn create_named_network(&mut self, suffix: &str) -> String {
+        let name = format!("{}-{suffix}", self.prefix);
+        docker(&["network", "create", &name], &String::new);
+        self.extra_networks.push(name.clone());
+        name
+    }
+
+    /// Attaches the container of `role` to `network`, reachable there as each of `aliases`.
+    pub(crate) fn connect(&self, network: &str, role: &str, aliases: &[&str]) {
+        let name = self.container_name(role);
+        let mut args = vec!["network", "connect"];
+        for alias in aliases {
+            args.extend(["--alias", alias]);
+        }
+        args.extend([network, name.as_str()]);
+        docker(&args, &|| self.logs());
+    }
+
+    /// Detaches the container of `role` from `network`.
+    pub(crate) fn disconnect(&self, network: &str, role: &str) {
+        let name = self.container_name(role);
+        docker(&["network", "disconnect", network, &name], &|| self.logs());
+    }
+
     /// Starts a detached container `role` on the test network, reachable there as `role`, with
     /// `docker_args` (env, ports, mounts) before the image and `command` after it.
-    fn run(&mut self, role: &str, docker_args: &[&str], command: &[&str]) -> String {
+    pub(crate) fn run(&mut self, role: &str, docker_args: &[&str], command: &[&str]) -> String {
+        let network = self.network.clone().expect("the network is created first");
+        self.run_on(&network, role, docker_args, command)
+    }
+
+    /// [`DockerLab::run`] on `network` (reachable there as `role`).
+    pub(crate) fn run_on(
+        &mut self,
+        network: &str,
+        role: &str,
+        docker_args: &[&str],
+        command: &[&str],
+    ) -> String {
         let name = self.container_name(role);
         let image = self.image.clone().expect("the image is built first");
-        let network = self.network.clone().expect("the network is created first");
-        let ack_wait = format!("COWORK_ACK_WAIT={ACK_WAIT}");
+        let network = network.to_owned();
+        let ack_wait = format!("COWORK_ACK_WAIT={}", self.ack_wait);
         let mut args = vec![
             "run",
             "--detach",
@@ -250,7 +293,7 @@ impl DockerLab {
     }
 
     /// The host address Docker published for `container_port` of `role` (`127.0.0.1:<port>`).
-    fn published(&self, role: &str, container_port: u16) -> SocketAddr {
+    pub(crate) fn published(&self, role: &str, container_port: u16) -> SocketAddr {
         let name = self.container_name(role);
         let port = container_port.to_string();
         let text = docker(&["port", &name, &port], &|| self.logs());
@@ -264,7 +307,13 @@ impl DockerLab {
     /// `expected` to `request`. Docker's port proxy accepts connections before the server in
     /// the container does, so a mere TCP connect proves nothing. A readiness probe with a
     /// deadline, not a sleep standing in for synchronization.
-    fn wait_serving(&self, role: &str, address: SocketAddr, request: &[u8], expected: &[u8]) {
+    pub(crate) fn wait_serving(
+        &self,
+        role: &str,
+        address: SocketAddr,
+        request: &[u8],
+        expected: &[u8],
+    ) {
         let deadline = Instant::now() + WAIT_LIMIT;
         loop {
             if probe(address, request, expected) {
@@ -298,7 +347,7 @@ impl Drop for DockerLab {
             args.extend(self.containers.iter().map(String::as_str));
             let _ = Command::new("docker").args(&args).output();
         }
-        if let Some(network) = &self.network {
+        for network in self.network.iter().chain(&self.extra_networks) {
             let _ = Command::new("docker")
                 .args(["network", "rm", network])
                 .output();
@@ -359,7 +408,7 @@ fn shared_libraries(binary: &Path) -> Vec<PathBuf> {
 }
 
 /// One readiness attempt: connects, sends `request`, and checks the reply's first bytes.
-fn probe(address: SocketAddr, request: &[u8], expected: &[u8]) -> bool {
+pub(crate) fn probe(address: SocketAddr, request: &[u8], expected: &[u8]) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(1)) else {
         return false;
     };
@@ -376,16 +425,16 @@ fn probe(address: SocketAddr, request: &[u8], expected: &[u8]) -> bool {
 }
 
 /// The batch's events as they are stored, read from the host through NATS's published port.
-struct Follower {
+pub(crate) struct Follower {
     subscription: Box<dyn EventSubscription>,
     /// Job id → worker ids with a `finished` event for it.
-    finished_by: BTreeMap<String, BTreeSet<String>>,
+    pub(crate) finished_by: BTreeMap<String, BTreeSet<String>>,
     /// Jobs each worker started and has not finished (by its own events).
-    running_on: BTreeMap<String, BTreeSet<String>>,
+    pub(crate) running_on: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Follower {
-    async fn new(nats_url: &str, batch: &BatchId) -> Follower {
+    pub(crate) async fn new(nats_url: &str, batch: &BatchId) -> Follower {
         let fabric = cowork_fabric::nats::connect(&NatsConfig::new(nats_url))
             .await
             .expect("connecting to the containerized nats from the host");
@@ -403,7 +452,7 @@ impl Follower {
 
     /// Waits for the next event that satisfies `wanted` (given the follower's state after the
     /// event), and returns it.
-    async fn until(
+    pub(crate) async fn until(
         &mut self,
         lab: &DockerLab,
         wanted: impl Fn(&Follower, &JobEvent) -> bool,
@@ -440,7 +489,7 @@ impl Follower {
 }
 
 /// Every event of `batch` stored so far, in order.
-async fn all_events(nats_url: &str, batch: &BatchId) -> Vec<JobEvent> {
+pub(crate) async fn all_events(nats_url: &str, batch: &BatchId) -> Vec<JobEvent> {
     let fabric = cowork_fabric::nats::connect(&NatsConfig::new(nats_url))
         .await
         .expect("connecting to nats");
@@ -469,7 +518,7 @@ async fn all_events(nats_url: &str, batch: &BatchId) -> Vec<JobEvent> {
 }
 
 /// `cowork <args…> --coordinator <url>` from the workspace root, as a client on the host.
-fn cowork_client(coordinator_url: &str, args: &[&str]) -> Output {
+pub(crate) fn cowork_client(coordinator_url: &str, args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("COWORK_") {

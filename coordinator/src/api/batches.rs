@@ -192,7 +192,9 @@ pub(crate) async fn status(
 ) -> Result<Json<BatchStatus>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
-    let progress = service.live(&batch_id).map(|live| live_progress(&live));
+    let progress = service
+        .live(&batch_id)
+        .map(|live| live_progress(&service, &live));
     let rollup = if record.state == BatchState::Done {
         read_rollup(&service, &batch_id).await
     } else {
@@ -205,10 +207,12 @@ pub(crate) async fn status(
     }))
 }
 
-/// The progress of a batch supervised here, with the fleet view's unserved tiers.
-fn live_progress(live: &LiveBatch) -> ProgressSnapshot {
+/// The progress of a batch supervised here, with the fleet view's unserved tiers and the
+/// fabric view's stalls.
+fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
     ProgressSnapshot {
         unserved_tiers: live.unserved.borrow().clone(),
+        fabric_stalls: service.fabric.borrow().stalls.clone(),
         ..live.progress.borrow().clone()
     }
 }
@@ -254,7 +258,7 @@ pub(crate) async fn events(
             let end = end_of(&record, None);
             stream::once(async move { Ok(end_event(&end)) }).boxed()
         }
-        Some(live) => live_stream(live, service.shutdown.clone()),
+        Some(live) => live_stream(live, &service),
         None => remote_stream(Arc::clone(&service), batch_id),
     };
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
@@ -269,16 +273,19 @@ struct LiveWatch {
     live: Arc<LiveBatch>,
     progress: watch::Receiver<ProgressSnapshot>,
     unserved: watch::Receiver<Vec<UnservedTier>>,
+    fabric: watch::Receiver<cowork_schema::api::FabricStatus>,
     end: watch::Receiver<Option<BatchEnd>>,
     last: Option<ProgressSnapshot>,
     shutdown: CancellationToken,
     done: bool,
 }
 
-fn live_stream(live: Arc<LiveBatch>, shutdown: CancellationToken) -> EventStream {
+fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
+    let shutdown = service.shutdown.clone();
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
+        fabric: service.fabric.subscribe(),
         end: live.end.subscribe(),
         live,
         last: None,
@@ -300,6 +307,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
     loop {
         let snapshot = ProgressSnapshot {
             unserved_tiers: state.unserved.borrow_and_update().clone(),
+            fabric_stalls: state.fabric.borrow_and_update().stalls.clone(),
             ..state.progress.borrow_and_update().clone()
         };
         if state.last.as_ref() != Some(&snapshot) {
@@ -324,6 +332,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
                 debug_assert!(changed.is_ok());
             }
             changed = state.unserved.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+            // The service, which holds the sender, outlives every watch it serves.
+            changed = state.fabric.changed() => {
                 debug_assert!(changed.is_ok());
             }
         }
@@ -499,16 +511,48 @@ pub(crate) async fn record_of(
     service: &Service,
     batch_id: &BatchId,
 ) -> Result<BatchRecord, ApiFailure> {
-    match service.ports.batches.get(batch_id).await {
+    // While the queue stalls, a read that does not answer at once will not answer soon: the
+    // caller gets the stalls after a second rather than after the client's full timeout.
+    let stalls = service.fabric.borrow().stalls.clone();
+    let read = service.ports.batches.get(batch_id);
+    let found = if stalls.is_empty() {
+        read.await
+    } else {
+        match tokio::time::timeout(STALLED_READ_TIMEOUT, read).await {
+            Ok(found) => found,
+            Err(_) => return Err(stalled_failure("reading the batch record", &stalls)),
+        }
+    };
+    match found {
         Ok(Some((record, _))) => Ok(record),
         Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
         Err(error) => {
             let transient = error.is_transient();
-            Err(ApiFailure::port(
-                "reading the batch record",
-                &error,
-                transient,
-            ))
+            // A record that cannot be read usually means its bucket stalls: say which.
+            let stalls = service.fabric.borrow().stalls.clone();
+            let what = with_stalls("reading the batch record", &stalls);
+            Err(ApiFailure::port(&what, &error, transient))
         }
     }
+}
+
+/// How long a registry read may take while the fabric view reports a stall (see `record_of`).
+const STALLED_READ_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `what`, followed by every stall, each with its start.
+fn with_stalls(what: &str, stalls: &[cowork_schema::api::FabricStall]) -> String {
+    let now_ms = crate::fabric_view::now_ms();
+    let mut text = what.to_owned();
+    for stall in stalls {
+        text.push_str("; ");
+        text.push_str(&stall.describe(now_ms));
+    }
+    text
+}
+
+/// A 503 that names the stalls.
+fn stalled_failure(what: &str, stalls: &[cowork_schema::api::FabricStall]) -> ApiFailure {
+    let text = with_stalls(what, stalls);
+    tracing::warn!(error = %text, "request refused while the queue stalls");
+    ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, &text)
 }

@@ -16,20 +16,34 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: `200` once start-up resumed the batches it found and the batch registry
+/// `GET /readyz`: `200` once start-up resumed the batches it found, no stream or bucket of
+/// the queue stalls (the body names each that does, and since when) and the batch registry
 /// answers a read, else `503`.
-pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, &'static str) {
+pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, String) {
     if !service.is_resumed() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "resuming batches\n");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "resuming batches\n".to_owned(),
+        );
+    }
+    let stalls = service.fabric.borrow().stalls.clone();
+    if !stalls.is_empty() {
+        let now_ms = crate::fabric_view::now_ms();
+        let mut body = String::from("queue stalled\n");
+        for stall in &stalls {
+            body.push_str(&stall.describe(now_ms));
+            body.push('\n');
+        }
+        return (StatusCode::SERVICE_UNAVAILABLE, body);
     }
     let probe = BatchId::new("readyz-probe").expect("a literal valid batch id");
     match service.ports.batches.get(&probe).await {
-        Ok(_) => (StatusCode::OK, "ready\n"),
+        Ok(_) => (StatusCode::OK, "ready\n".to_owned()),
         Err(error) => {
             tracing::warn!(error = %error, "readiness probe: batch registry unavailable");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "batch registry unavailable\n",
+                "batch registry unavailable\n".to_owned(),
             )
         }
     }

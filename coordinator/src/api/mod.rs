@@ -3,7 +3,7 @@
 //! Modules:
 //! - [`batches`]: submit, list, status, watch (SSE), cancel, report and stored artifacts of
 //!   batches.
-//! - [`workers`]: the worker registry.
+//! - [`workers`]: the worker registry, and the fabric view (`/v1/fabric`).
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
 //! - [`pages`]: `GET /v1/batches/{id}/report?format=…`, a stored artifact
 //!   `GET /v1/batches/{id}/artifacts/<path>` and the batch list `GET /v1/ui`, for browsers:
@@ -57,6 +57,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
         .route("/v1/workers", get(workers::list))
+        .route("/v1/fabric", get(workers::fabric))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&service),
             require_bearer,

@@ -1,12 +1,13 @@
 //! `/v1/workers`: the workers with a live heartbeat, from the worker registry, each marked
-//! refused when it speaks another protocol version than this coordinator.
+//! refused when it speaks another protocol version than this coordinator; and `/v1/fabric`:
+//! the queue's streams and buckets as last checked (stalls, replica shortfalls).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use cowork_core::fleet::refusal;
-use cowork_schema::api::WorkerStatus;
+use cowork_schema::api::{FabricStatus, WorkerStatus};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use super::ApiFailure;
@@ -30,4 +31,11 @@ pub(crate) async fn list(
             })
             .collect(),
     ))
+}
+
+/// `GET /v1/fabric`: the fabric view (answered from memory, so it works while the queue
+/// stalls).
+#[tracing::instrument(skip_all)]
+pub(crate) async fn fabric(State(service): State<Arc<Service>>) -> Json<FabricStatus> {
+    Json(service.fabric.borrow().clone())
 }

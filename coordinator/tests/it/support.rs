@@ -101,6 +101,7 @@ impl Fleet {
             store: Arc::new(self.store.clone()),
             batches: Arc::new(self.batches.clone()),
             workers: Arc::new(self.workers.clone()),
+            health: None,
         }
     }
 
@@ -469,6 +470,7 @@ pub fn kind(error: &ClientError) -> &'static str {
         ClientError::NotFound { .. } => "not-found",
         ClientError::Conflict { .. } => "conflict",
         ClientError::Unavailable { .. } => "unavailable",
+        ClientError::CannotServe { .. } => "cannot-serve",
         ClientError::Server { .. } => "server",
         ClientError::Protocol { .. } => "protocol",
         ClientError::InvalidUrl { .. } => "invalid-url",

@@ -95,9 +95,11 @@ pub struct NatsConfig {
     /// must beat more often than this. Default `30s`.
     #[serde(default = "default_worker_ttl", with = "cowork_schema::duration::text")]
     pub worker_ttl: Duration,
-    /// Replicas of every stream and bucket (1 for a single server, 3 for a cluster). Default 1.
-    #[serde(default = "default_replicas")]
-    pub replicas: usize,
+    /// Replicas of every stream and bucket, 1 to 5. Default none: the cluster's size capped at
+    /// 3, found from the server at connect (1 on a single server), and an existing stream is
+    /// then only ever scaled up. A number given here is applied exactly, also downwards.
+    #[serde(default)]
+    pub replicas: Option<usize>,
     /// How long one pull request waits on the server before the puller checks its other tiers
     /// (and its shutdown). Default `2s`.
     #[serde(
@@ -143,9 +145,6 @@ fn default_tier_caps() -> BTreeMap<Tier, i64> {
 fn default_worker_ttl() -> Duration {
     Duration::from_secs(30)
 }
-fn default_replicas() -> usize {
-    1
-}
 fn default_pull_expiry() -> Duration {
     Duration::from_secs(2)
 }
@@ -180,7 +179,7 @@ impl NatsConfig {
             duplicate_window: default_duplicate_window(),
             tier_caps: default_tier_caps(),
             worker_ttl: default_worker_ttl(),
-            replicas: default_replicas(),
+            replicas: None,
             pull_expiry: default_pull_expiry(),
         }
     }
@@ -266,8 +265,10 @@ impl NatsConfig {
         if self.worker_ttl < Duration::from_secs(1) {
             bad("worker_ttl", "must be at least 1s".to_owned());
         }
-        if self.replicas == 0 || self.replicas > 5 {
-            bad("replicas", format!("must be 1 to 5, not {}", self.replicas));
+        if let Some(replicas) = self.replicas
+            && !(1..=5).contains(&replicas)
+        {
+            bad("replicas", format!("must be 1 to 5, not {replicas}"));
         }
         if self.pull_expiry < Duration::from_millis(10) {
             bad("pull_expiry", "must be at least 10ms".to_owned());
@@ -384,7 +385,8 @@ mod tests {
             },
             &["tier_caps"],
         );
-        check_invalid(|c| c.replicas = 0, &["replicas"]);
+        check_invalid(|c| c.replicas = Some(0), &["replicas"]);
+        check_invalid(|c| c.replicas = Some(6), &["replicas"]);
         check_invalid(
             |c| c.worker_ttl = Duration::from_millis(10),
             &["worker_ttl"],

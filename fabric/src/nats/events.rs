@@ -121,6 +121,7 @@ impl EventLog for NatsEventLog {
         Ok(Box::new(NatsSubscription {
             batch: batch.clone(),
             messages,
+            last_seq: 0,
         }))
     }
 
@@ -143,6 +144,10 @@ impl EventLog for NatsEventLog {
 struct NatsSubscription {
     batch: BatchId,
     messages: Ordered,
+    /// The stream sequence of the last event yielded: an ordered consumer that recovers (after
+    /// a reconnect, a leader change) may hand the same message out again, and a caller must
+    /// never see an event twice.
+    last_seq: u64,
 }
 
 #[async_trait]
@@ -175,6 +180,11 @@ impl EventSubscription for NatsSubscription {
                     }));
                 }
             };
+            if seq <= self.last_seq {
+                tracing::debug!(batch_id = %self.batch, seq, last_seq = self.last_seq, "skipping an event delivered again");
+                continue;
+            }
+            self.last_seq = seq;
             return Some(
                 serde_json::from_slice::<JobEvent>(&message.payload)
                     .map(|event| (seq, event))

@@ -4,7 +4,8 @@
 //! - [`config`]: `NatsConfig` (server, credentials, stream and bucket names, tuning) and the
 //!   redacting `Secret`.
 //! - [`setup`]: `ensure_streams`, which creates or checks the streams, the tier consumers and
-//!   the buckets at start-up.
+//!   the buckets at start-up, each with the fleet's replica count (`Replicas`).
+//! - [`health`]: `NatsHealth`, the `FabricHealth` port: which stream or bucket has no leader.
 //! - [`queue`]: `NatsJobQueue` on the `COWORK_JOBS` work queue: publishing (pipelined for many
 //!   jobs) and single pulls.
 //! - `puller`: the worker's standing pull on all of its tiers at once.
@@ -19,6 +20,7 @@
 pub mod bench;
 pub mod config;
 pub mod events;
+pub mod health;
 pub mod lost;
 mod puller;
 pub mod queue;
@@ -34,9 +36,10 @@ use cowork_schema::job::Tier;
 
 pub use config::{InvalidConfig, NatsConfig, Secret};
 pub use events::NatsEventLog;
+pub use health::NatsHealth;
 pub use queue::NatsJobQueue;
 pub use registry::{NatsBatchRegistry, NatsWorkerRegistry, check_worker_id};
-pub use setup::ensure_streams;
+pub use setup::{Replicas, SetupReport, ensure_streams};
 
 /// Subjects of the jobs stream: `cowork.jobs.<tier>.<batch>`.
 pub const JOBS_SUBJECTS: &str = "cowork.jobs.>";
@@ -174,12 +177,20 @@ pub fn redact_url(url: &str) -> String {
         .join(",")
 }
 
+/// How often the client pings its server (see `connect_options`).
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The client options of `config`; built anew for every connect attempt.
 async fn connect_options(config: &NatsConfig) -> Result<ConnectOptions, NatsError> {
     let mut options = ConnectOptions::new()
         .name(&config.client_name)
         // Unlimited reconnects: a worker or coordinator outlives a restart of the server.
         .max_reconnects(None)
+        // A ping every 10 s (the client's default is 60 s): a connection to a node that went
+        // away without closing it (a partition, a lost host) is found dead after two missed
+        // pongs, about 20 s, and the client moves to another node of the cluster well inside
+        // the default ack wait (60 s), so the jobs it holds are not delivered again.
+        .ping_interval(PING_INTERVAL)
         .require_tls(config.tls_required);
     if let Some(ca_file) = &config.tls_ca_file {
         options = options.add_root_certificates(ca_file.clone());
@@ -255,18 +266,35 @@ pub struct NatsFabric {
     pub batches: NatsBatchRegistry,
     /// The `WorkerRegistry` on the workers bucket.
     pub workers: NatsWorkerRegistry,
+    /// The `FabricHealth` checks of the streams and buckets above.
+    pub health: NatsHealth,
+    /// The replicas asked of every stream and bucket.
+    pub replicas: Replicas,
+    /// What the set-up could not make as asked (streams left with fewer replicas).
+    pub setup: SetupReport,
 }
 
-/// Connects, runs [`ensure_streams`] and binds the ports.
+/// Connects, finds the replica count ([`Replicas::resolve`]), runs [`ensure_streams`] and
+/// binds the ports.
 ///
 /// Every process (coordinator and workers) may call this: the set-up is idempotent. Processes
 /// should share one config, since each one tunes the consumers to its own `ack_wait`,
-/// `max_deliver` and tier caps.
+/// `max_deliver` and tier caps. Without a configured replica count no process ever scales a
+/// stream down, so a worker started while a node is away leaves the streams as they are.
 pub async fn connect(config: &NatsConfig) -> Result<NatsFabric, NatsError> {
     let client = connect_client(config).await?;
     let jetstream = async_nats::jetstream::new(client.clone());
-    ensure_streams(&jetstream, config).await?;
+    let replicas = Replicas::resolve(config, &client.server_info());
+    tracing::debug!(
+        replicas = replicas.count,
+        explicit = replicas.explicit,
+        "replicas of the fleet's streams"
+    );
+    let setup = ensure_streams(&jetstream, config, replicas).await?;
     Ok(NatsFabric {
+        health: NatsHealth::new(&jetstream, config, replicas.count),
+        replicas,
+        setup,
         queue: NatsJobQueue::open(&jetstream, config).await?,
         events: NatsEventLog::open(&jetstream, config).await?,
         batches: NatsBatchRegistry::open(&jetstream, config).await?,

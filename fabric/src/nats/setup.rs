@@ -7,6 +7,13 @@
 //! object, the field, both values and the fix: we never silently rebuild a stream, because
 //! that would drop its messages. Fields that are tuning (`max_ack_pending`, `ack_wait`,
 //! `max_deliver`, the duplicate window, a bucket's `max_age`, replicas) are updated in place.
+//!
+//! Replicas: the fleet asks R of every stream and bucket ([`Replicas`]), the operator's number
+//! or, by default, the cluster's size capped at 3. An existing stream with another count is
+//! moved to R in place (JetStream copies it to the new peers and moves its consumers along);
+//! by default a stream is only ever scaled up, so a process started while a node is down
+//! never shrinks it. A stream the server will not move (too few nodes up) keeps what it has
+//! and is reported in the [`SetupReport`], never an error: the fleet works on fewer replicas.
 
 use std::time::Duration;
 
@@ -19,13 +26,68 @@ use cowork_schema::job::Tier;
 
 use cowork_schema::duration::format_duration;
 
+/// The most replicas the default asks for: three nodes survive the loss of one, and more only
+/// make every write wait for more acknowledgements.
+pub const DEFAULT_MAX_REPLICAS: usize = 3;
+
+/// How many replicas the fleet asks of every stream and bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replicas {
+    pub count: usize,
+    /// The operator gave the number: it is applied exactly, also downwards. Otherwise it was
+    /// found from the server and an existing stream is only scaled up.
+    pub explicit: bool,
+}
+
+impl Replicas {
+    /// The replicas of `config` against the server that sent `info`: the configured number,
+    /// or the cluster's size capped at [`DEFAULT_MAX_REPLICAS`] (1 outside a cluster).
+    ///
+    /// The cluster's size is the number of servers whose client URLs the server advertises
+    /// (its own among them); a server configured not to advertise them falls back to the URLs
+    /// the client was given. A node down at this moment is not counted.
+    pub fn resolve(config: &NatsConfig, info: &async_nats::ServerInfo) -> Replicas {
+        if let Some(count) = config.replicas {
+            return Replicas {
+                count,
+                explicit: true,
+            };
+        }
+        let count = if info.cluster.is_none() {
+            1
+        } else {
+            let mut advertised: Vec<&str> = info.connect_urls.iter().map(String::as_str).collect();
+            advertised.sort_unstable();
+            advertised.dedup();
+            let n_servers = if advertised.is_empty() {
+                config.server_urls().len()
+            } else {
+                advertised.len()
+            };
+            n_servers.clamp(1, DEFAULT_MAX_REPLICAS)
+        };
+        Replicas {
+            count,
+            explicit: false,
+        }
+    }
+}
+
+/// What `ensure_streams` could not make as asked, for the operator; the fleet runs anyway.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetupReport {
+    /// One line per stream or bucket left with fewer replicas than asked, naming it, both
+    /// counts and the server's refusal.
+    pub short_of_replicas: Vec<String>,
+}
+
 use crate::nats::config::NatsConfig;
 use crate::nats::{
     EVENTS_SUBJECTS, JOBS_SUBJECTS, Mismatch, NatsError, consumer_name, tier_filter,
 };
 
 /// The jobs stream we need.
-fn jobs_stream_config(config: &NatsConfig) -> stream::Config {
+fn jobs_stream_config(config: &NatsConfig, replicas: usize) -> stream::Config {
     stream::Config {
         name: config.jobs_stream.clone(),
         description: Some("cowork fleet jobs, one subject per tier and batch".to_owned()),
@@ -33,21 +95,21 @@ fn jobs_stream_config(config: &NatsConfig) -> stream::Config {
         retention: RetentionPolicy::WorkQueue,
         storage: StorageType::File,
         duplicate_window: config.duplicate_window,
-        num_replicas: config.replicas,
+        num_replicas: replicas,
         ..stream::Config::default()
     }
 }
 
 /// The events stream we need. Its duplicate window stays at JetStream's default (2 min): it
 /// only has to cover a worker retrying a publish whose acknowledgement it lost.
-fn events_stream_config(config: &NatsConfig) -> stream::Config {
+fn events_stream_config(config: &NatsConfig, replicas: usize) -> stream::Config {
     stream::Config {
         name: config.events_stream.clone(),
         description: Some("cowork fleet job events, one subject per batch".to_owned()),
         subjects: vec![EVENTS_SUBJECTS.to_owned()],
         retention: RetentionPolicy::Limits,
         storage: StorageType::File,
-        num_replicas: config.replicas,
+        num_replicas: replicas,
         ..stream::Config::default()
     }
 }
@@ -68,13 +130,13 @@ fn tier_consumer_config(config: &NatsConfig, tier: Tier) -> pull::Config {
     }
 }
 
-fn bucket_config(config: &NatsConfig, bucket: &str, max_age: Duration) -> kv::Config {
+fn bucket_config(bucket: &str, max_age: Duration, replicas: usize) -> kv::Config {
     kv::Config {
         bucket: bucket.to_owned(),
         history: 1,
         max_age,
         storage: StorageType::File,
-        num_replicas: config.replicas,
+        num_replicas: replicas,
         ..kv::Config::default()
     }
 }
@@ -121,15 +183,31 @@ fn storage_name(storage: StorageType) -> &'static str {
     }
 }
 
-/// Compares a found stream with the wanted one. `kind` and `fix` name the object in errors;
-/// `tune_max_age` says whether `max_age` is ours to set (buckets) or the operator's (streams).
-fn check_stream(
+/// How `check_stream` treats what it finds.
+#[derive(Clone, Copy, Debug)]
+struct CheckRules<'a> {
+    /// Names the object in errors (`stream`, `bucket`).
     kind: &'static str,
+    /// What the operator can do about a mismatch.
+    fix: &'a str,
+    /// `max_age` is ours to set (buckets) rather than the operator's (streams).
+    tune_max_age: bool,
+    /// The wanted replicas are applied exactly; otherwise a stream is only scaled up.
+    exact_replicas: bool,
+}
+
+/// Compares a found stream with the wanted one.
+fn check_stream(
     found: &stream::Config,
     wanted: &stream::Config,
-    fix: &str,
-    tune_max_age: bool,
+    rules: CheckRules<'_>,
 ) -> Result<StreamCheck, NatsError> {
+    let CheckRules {
+        kind,
+        fix,
+        tune_max_age,
+        exact_replicas,
+    } = rules;
     let name = &wanted.name;
     if found.retention != wanted.retention {
         return Err(mismatch(
@@ -177,7 +255,11 @@ fn check_stream(
             tuned.duplicate_window = tuned.max_age;
         }
     }
-    tuned.num_replicas = wanted.num_replicas;
+    tuned.num_replicas = if exact_replicas {
+        wanted.num_replicas
+    } else {
+        wanted.num_replicas.max(found.num_replicas)
+    };
     if tuned == *found {
         Ok(StreamCheck::Same)
     } else {
@@ -277,13 +359,65 @@ async fn find_stream(jetstream: &Context, name: &str) -> Result<Option<stream::C
     }
 }
 
+/// Applies `tuned` to the existing stream `name`. When the server refuses only the new
+/// replica count (too few nodes up to place them), the other tuning is applied on the replicas
+/// the stream has, and the shortfall is written into `report`.
+async fn update_stream(
+    jetstream: &Context,
+    found: &stream::Config,
+    tuned: stream::Config,
+    what: &str,
+    report: &mut SetupReport,
+) -> Result<(), NatsError> {
+    let name = tuned.name.clone();
+    let wanted_replicas = tuned.num_replicas;
+    let error = match jetstream.update_stream(tuned.clone()).await {
+        Ok(_) => {
+            if wanted_replicas != found.num_replicas {
+                tracing::info!(stream = %name, from = found.num_replicas, to = wanted_replicas, "moved stream to new replica count");
+            }
+            return Ok(());
+        }
+        Err(error) => error,
+    };
+    if wanted_replicas == found.num_replicas {
+        return Err(jetstream_error(
+            "updating",
+            &format!("{what} {name}"),
+            error,
+        ));
+    }
+    let reason = crate::error_chain(&error);
+    let kept = stream::Config {
+        num_replicas: found.num_replicas,
+        ..tuned
+    };
+    if kept != *found {
+        jetstream
+            .update_stream(kept)
+            .await
+            .map_err(|error| jetstream_error("updating", &format!("{what} {name}"), error))?;
+    }
+    let noun = if found.num_replicas == 1 {
+        "replica"
+    } else {
+        "replicas"
+    };
+    let line = format!(
+        "{what} {name} has {} {noun}, {wanted_replicas} asked: the server refused to move it ({reason})",
+        found.num_replicas
+    );
+    tracing::warn!(stream = %name, replicas = found.num_replicas, asked = wanted_replicas, error = %reason, "stream has fewer replicas than asked");
+    report.short_of_replicas.push(line);
+    Ok(())
+}
+
 /// Creates the stream, or checks and tunes the existing one.
 async fn ensure_stream(
     jetstream: &Context,
     wanted: stream::Config,
-    kind: &'static str,
-    fix: &str,
-    tune_max_age: bool,
+    rules: CheckRules<'_>,
+    report: &mut SetupReport,
 ) -> Result<(), NatsError> {
     let name = wanted.name.clone();
     let Some(found) = find_stream(jetstream, &name).await? else {
@@ -294,13 +428,10 @@ async fn ensure_stream(
         tracing::info!(stream = %name, "created stream");
         return Ok(());
     };
-    match check_stream(kind, &found, &wanted, fix, tune_max_age)? {
+    match check_stream(&found, &wanted, rules)? {
         StreamCheck::Same => {}
         StreamCheck::Update(tuned) => {
-            jetstream
-                .update_stream(*tuned)
-                .await
-                .map_err(|error| jetstream_error("updating stream", &name, error))?;
+            update_stream(jetstream, &found, *tuned, "stream", report).await?;
             tracing::info!(stream = %name, "updated stream settings");
         }
     }
@@ -308,7 +439,12 @@ async fn ensure_stream(
 }
 
 /// Creates the bucket, or checks and tunes the existing one.
-async fn ensure_bucket(jetstream: &Context, wanted: kv::Config) -> Result<(), NatsError> {
+async fn ensure_bucket(
+    jetstream: &Context,
+    wanted: kv::Config,
+    exact_replicas: bool,
+    report: &mut SetupReport,
+) -> Result<(), NatsError> {
     let bucket = wanted.bucket.clone();
     let stream_name = format!("KV_{bucket}");
     let Some(found) = find_stream(jetstream, &stream_name).await? else {
@@ -333,33 +469,47 @@ async fn ensure_bucket(jetstream: &Context, wanted: kv::Config) -> Result<(), Na
     let fix = format!(
         "delete it (nats kv rm {bucket}) so it is created again, or name another bucket in the config"
     );
-    match check_stream("bucket", &found, &wanted_stream, &fix, true)? {
+    let rules = CheckRules {
+        kind: "bucket",
+        fix: &fix,
+        tune_max_age: true,
+        exact_replicas,
+    };
+    match check_stream(&found, &wanted_stream, rules)? {
         StreamCheck::Same => {}
         StreamCheck::Update(tuned) => {
-            jetstream
-                .update_stream(*tuned)
-                .await
-                .map_err(|error| jetstream_error("updating bucket", &bucket, error))?;
+            update_stream(jetstream, &found, *tuned, "bucket", report).await?;
             tracing::info!(bucket = %bucket, max_age = %format_duration(wanted.max_age), "updated bucket settings");
         }
     }
     Ok(())
 }
 
-/// Creates or checks everything of decisions.md#wire-protocol: the jobs and events streams, one
-/// durable pull consumer per tier and the batches and workers buckets. Safe to run from every
-/// process and any number of times.
-pub async fn ensure_streams(jetstream: &Context, config: &NatsConfig) -> Result<(), NatsError> {
+/// Creates or checks everything the fleet needs: the jobs and events streams, one durable pull
+/// consumer per tier and the batches and workers buckets, each with `replicas`. Safe to run
+/// from every process and any number of times. The tier consumers inherit the jobs stream's
+/// replicas (JetStream moves them along when the stream is moved).
+pub async fn ensure_streams(
+    jetstream: &Context,
+    config: &NatsConfig,
+    replicas: Replicas,
+) -> Result<SetupReport, NatsError> {
+    let mut report = SetupReport::default();
     let jobs_fix = format!(
         "delete it (nats stream rm {}, which drops its queued jobs) or set jobs_stream to another name",
         config.jobs_stream
     );
+    let stream_rules = |fix| CheckRules {
+        kind: "stream",
+        fix,
+        tune_max_age: false,
+        exact_replicas: replicas.explicit,
+    };
     ensure_stream(
         jetstream,
-        jobs_stream_config(config),
-        "stream",
-        &jobs_fix,
-        false,
+        jobs_stream_config(config, replicas.count),
+        stream_rules(&jobs_fix),
+        &mut report,
     )
     .await?;
     let events_fix = format!(
@@ -368,10 +518,9 @@ pub async fn ensure_streams(jetstream: &Context, config: &NatsConfig) -> Result<
     );
     ensure_stream(
         jetstream,
-        events_stream_config(config),
-        "stream",
-        &events_fix,
-        false,
+        events_stream_config(config, replicas.count),
+        stream_rules(&events_fix),
+        &mut report,
     )
     .await?;
 
@@ -410,15 +559,19 @@ pub async fn ensure_streams(jetstream: &Context, config: &NatsConfig) -> Result<
 
     ensure_bucket(
         jetstream,
-        bucket_config(config, &config.batches_bucket, Duration::ZERO),
+        bucket_config(&config.batches_bucket, Duration::ZERO, replicas.count),
+        replicas.explicit,
+        &mut report,
     )
     .await?;
     ensure_bucket(
         jetstream,
-        bucket_config(config, &config.workers_bucket, config.worker_ttl),
+        bucket_config(&config.workers_bucket, config.worker_ttl, replicas.count),
+        replicas.explicit,
+        &mut report,
     )
     .await?;
-    Ok(())
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -429,12 +582,21 @@ mod tests {
         NatsConfig::new("nats://127.0.0.1:4222")
     }
 
+    fn rules(kind: &'static str, tune_max_age: bool, exact_replicas: bool) -> CheckRules<'static> {
+        CheckRules {
+            kind,
+            fix: "delete it",
+            tune_max_age,
+            exact_replicas,
+        }
+    }
+
     /// `Ok(true)` = same, `Ok(false)` = needs an update, `Err(field)` = mismatch on field.
     fn check(edit_found: impl FnOnce(&mut stream::Config), expected: Result<bool, &str>) {
-        let wanted = jobs_stream_config(&config());
+        let wanted = jobs_stream_config(&config(), 1);
         let mut found = wanted.clone();
         edit_found(&mut found);
-        let got = match check_stream("stream", &found, &wanted, "delete it", false) {
+        let got = match check_stream(&found, &wanted, rules("stream", false, true)) {
             Ok(StreamCheck::Same) => Ok(true),
             Ok(StreamCheck::Update(tuned)) => {
                 assert_eq!(tuned.duplicate_window, wanted.duplicate_window);
@@ -473,14 +635,86 @@ mod tests {
         check(|found| found.storage = StorageType::Memory, Err("storage"));
     }
 
+    /// The replica count `check_stream` settles on for a stream found with `found` replicas.
+    fn settled_replicas(found: usize, wanted: usize, exact: bool) -> usize {
+        let wanted = jobs_stream_config(&config(), wanted);
+        let found = stream::Config {
+            num_replicas: found,
+            ..wanted.clone()
+        };
+        match check_stream(&found, &wanted, rules("stream", false, exact)) {
+            Ok(StreamCheck::Same) => found.num_replicas,
+            Ok(StreamCheck::Update(tuned)) => tuned.num_replicas,
+            Err(error) => panic!("unexpected error {error}"),
+        }
+    }
+
+    #[test]
+    fn found_replicas_are_raised_by_default_and_set_exactly_when_given() {
+        // (found, wanted, exact) -> settled
+        for (found, wanted, exact, settled) in [
+            (1, 3, false, 3),
+            (3, 3, false, 3),
+            (3, 2, false, 3),
+            (3, 1, true, 1),
+            (1, 3, true, 3),
+        ] {
+            assert_eq!(
+                settled_replicas(found, wanted, exact),
+                settled,
+                "found {found}, wanted {wanted}, exact {exact}"
+            );
+        }
+    }
+
+    #[test]
+    fn default_replicas_follow_the_cluster_size_capped_at_three() {
+        let check = |cluster: Option<&str>, advertised: &[&str], urls: &str, expected: usize| {
+            let info = async_nats::ServerInfo {
+                cluster: cluster.map(str::to_owned),
+                connect_urls: advertised.iter().map(|url| (*url).to_owned()).collect(),
+                ..async_nats::ServerInfo::default()
+            };
+            let replicas = Replicas::resolve(&NatsConfig::new(urls), &info);
+            assert_eq!(
+                replicas,
+                Replicas {
+                    count: expected,
+                    explicit: false
+                },
+                "{cluster:?} {advertised:?} {urls}"
+            );
+        };
+        check(None, &[], "nats://a:4222", 1);
+        check(None, &["a:4222"], "nats://a:4222,nats://b:4222", 1);
+        check(Some("c"), &["a:1", "b:1", "c:1"], "nats://a:1", 3);
+        check(Some("c"), &["a:1", "b:1", "a:1"], "nats://a:1", 2);
+        check(
+            Some("c"),
+            &["a:1", "b:1", "c:1", "d:1", "e:1"],
+            "nats://a:1",
+            3,
+        );
+        check(Some("c"), &[], "nats://a:1,nats://b:1", 2);
+        let mut config = NatsConfig::new("nats://a:1");
+        config.replicas = Some(5);
+        assert_eq!(
+            Replicas::resolve(&config, &async_nats::ServerInfo::default()),
+            Replicas {
+                count: 5,
+                explicit: true
+            }
+        );
+    }
+
     #[test]
     fn a_mismatch_names_the_stream_the_field_both_values_and_the_fix() {
-        let wanted = jobs_stream_config(&config());
+        let wanted = jobs_stream_config(&config(), 1);
         let found = stream::Config {
             retention: RetentionPolicy::Limits,
             ..wanted.clone()
         };
-        let error = check_stream("stream", &found, &wanted, "delete it", false)
+        let error = check_stream(&found, &wanted, rules("stream", false, true))
             .expect_err("retention differs");
         assert_eq!(
             error.to_string(),
@@ -502,7 +736,8 @@ mod tests {
             duplicate_window: Duration::from_secs(120),
             ..wanted.clone()
         };
-        let Ok(StreamCheck::Update(tuned)) = check_stream("bucket", &found, &wanted, "", true)
+        let Ok(StreamCheck::Update(tuned)) =
+            check_stream(&found, &wanted, rules("bucket", true, true))
         else {
             panic!("max_age differs, so the bucket needs an update");
         };
