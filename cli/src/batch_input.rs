@@ -34,15 +34,23 @@ pub async fn prepare_batch(
         sim,
         batch_id: crate::embedded::new_batch_id(),
     };
-    let (notes, intake) = tokio::task::spawn_blocking(move || {
+    take_in(move |notes| intake::batch(&request, notes)).await
+}
+
+/// Runs one of intake's (blocking) entry points off the async threads, prints the notes it
+/// made, also when it refused the batch, and maps its refusal to the CLI's error.
+pub async fn take_in<T: Send + 'static>(
+    intake: impl FnOnce(&mut Vec<String>) -> Result<T, IntakeError> + Send + 'static,
+) -> Result<T, CliError> {
+    let (notes, taken) = tokio::task::spawn_blocking(move || {
         let mut notes = Vec::new();
-        let intake = intake::batch(&request, &mut notes);
-        (notes, intake)
+        let taken = intake(&mut notes);
+        (notes, taken)
     })
     .await
     .context("input validation task failed")?;
     print_notes(&notes);
-    intake.map_err(intake_error)
+    taken.map_err(intake_error)
 }
 
 /// The directory relative paths are read from.

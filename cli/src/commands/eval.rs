@@ -32,9 +32,7 @@ use cowork_schema::batch::BatchMode;
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, FailOnArg, OutputFormat};
-use crate::batch_input::{
-    current_dir, executor_and_sim, harness_preflight, intake_error, print_notes,
-};
+use crate::batch_input::{current_dir, executor_and_sim, harness_preflight, take_in};
 use crate::connect::{client, client_error};
 use crate::embedded::remove_empty_scratch_dirs;
 use crate::embedded::{EmbeddedRun, new_batch_id, run_stored, store_batch};
@@ -300,15 +298,7 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
         seed: args.executor.seed,
         batch_id: new_batch_id(),
     };
-    let (notes, intake) = tokio::task::spawn_blocking(move || {
-        let mut notes = Vec::new();
-        let intake = intake::eval(&request, &mut notes);
-        (notes, intake)
-    })
-    .await
-    .context("input validation task failed")?;
-    print_notes(&notes);
-    intake.map_err(intake_error)
+    take_in(move |notes| intake::eval(&request, notes)).await
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row
