@@ -64,27 +64,53 @@ async fn jobs_leader(fleet: &Fleet) -> usize {
         .unwrap_or_else(|| panic!("a node name n<k>: {leader}"))
 }
 
-/// The end conditions beyond `finish_and_check_of`: nothing lost, no duplicate, every job
-/// started and finished exactly once according to the stored events.
+/// The end conditions beyond `finish_and_check_of`: nothing lost, and every job started exactly
+/// once according to the stored events. A job may be *reported* again: when a consumer's
+/// leader changes, JetStream can lose an ack and deliver a finished job once more; that
+/// delivery finds the job's stored record and reports the same stored run without running it
+/// (docs/operations.md, "NATS topology"). Such a report must repeat the first one's artifacts
+/// exactly, and the fold counts at most those as duplicates.
 async fn check_once_each(fleet: &Fleet, batch: &BatchId, fleet_key: &Value) {
     assert_eq!(fleet_key["jobs"]["lost"], 0, "{fleet_key}");
-    assert_eq!(fleet_key["jobs"]["duplicates"], 0, "{fleet_key}");
     let mut started: BTreeMap<String, usize> = BTreeMap::new();
-    let mut finished: BTreeMap<String, usize> = BTreeMap::new();
+    let mut first_report: BTreeMap<String, Vec<cowork_schema::event::ArtifactRef>> =
+        BTreeMap::new();
+    let mut reported_again = 0u64;
     for event in fleet.events(batch).await {
-        let counter = match event.event {
-            JobEventKind::Started => &mut started,
-            JobEventKind::Finished { .. } => &mut finished,
-            _ => continue,
-        };
-        *counter.entry(event.job_id.to_string()).or_default() += 1;
+        match &event.event {
+            JobEventKind::Started => {
+                *started.entry(event.job_id.to_string()).or_default() += 1;
+            }
+            JobEventKind::Finished { artifacts, .. } => {
+                match first_report.get(event.job_id.as_str()) {
+                    None => {
+                        first_report.insert(event.job_id.to_string(), artifacts.clone());
+                    }
+                    Some(first) => {
+                        assert_eq!(
+                            first, artifacts,
+                            "a later report of {} is another run, not the stored one",
+                            event.job_id
+                        );
+                        reported_again += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
     }
     let twice: Vec<_> = started.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "jobs started more than once: {twice:?}");
-    let twice: Vec<_> = finished.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "jobs finished more than once: {twice:?}");
     assert_eq!(started.len(), JOBS, "every job started");
-    assert_eq!(finished.len(), JOBS, "every job finished");
+    assert_eq!(first_report.len(), JOBS, "every job finished");
+    let duplicates = fleet_key["jobs"]["duplicates"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        duplicates <= reported_again,
+        "the fold's duplicates are re-reports of stored runs ({reported_again}): {fleet_key}"
+    );
+    if reported_again > 0 {
+        eprintln!("{reported_again} job(s) reported again from their stored runs");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
