@@ -30,10 +30,10 @@ use cowork_schema::BatchId;
 use cowork_schema::event::JobEventKind;
 use serde_json::Value;
 
-use crate::faults::{profile_file, reference_rollup_of};
+use crate::faults::{batch_args, profile_file, reference_rollup_of};
 use crate::multihost::{
     ACCESS_KEY, API_PORT, API_TOKEN, BUCKET, DockerLab, Follower, NATS_PORT, S3_PORT, SECRET_KEY,
-    SEED, all_events, cowork_client, require_docker,
+    all_events, cowork_client, require_docker,
 };
 
 /// Runs per matrix cell: 4 cells × 30 = 120 jobs.
@@ -221,6 +221,14 @@ impl ClusterLab {
     /// Starts the coordinator (first on `network`) and waits until it is ready; returns its
     /// API's base URL on the host.
     fn start_coordinator(&mut self, network: &str, nats_url: &str) -> String {
+        self.run_coordinator(network, nats_url);
+        let address = self.address("coordinator", network, API_PORT);
+        self.wait_ready(address);
+        format!("http://{address}")
+    }
+
+    /// Starts the coordinator's container on `network`, without waiting for it.
+    fn run_coordinator(&mut self, network: &str, nats_url: &str) {
         let args = fleet_env(nats_url);
         let listen = format!("0.0.0.0:{API_PORT}");
         self.lab.run_on(
@@ -239,9 +247,6 @@ impl ClusterLab {
                 "coordinator",
             ],
         );
-        let address = self.address("coordinator", network, API_PORT);
-        self.wait_ready(address);
-        format!("http://{address}")
     }
 
     fn wait_ready(&self, address: SocketAddr) {
@@ -281,25 +286,10 @@ impl ClusterLab {
 
     /// Submits the 120-job batch from the host; returns its id.
     fn submit(&self, coordinator_url: &str) -> BatchId {
-        let profile = profile_file(RUN_MS, 1.0).display().to_string();
-        let repeat = REPEAT.to_string();
-        let submitted = cowork_client(
-            coordinator_url,
-            &[
-                "submit",
-                "examples/demo/scenarios/csv-report.yaml",
-                "--matrix",
-                "examples/demo/matrix.yaml",
-                "--repeat",
-                &repeat,
-                "--executor",
-                "sim",
-                "--seed",
-                SEED,
-                "--sim-profile",
-                &profile,
-            ],
-        );
+        // The batch `reference_rollup_of` judges: same seed, matrix and profile.
+        let mut args = vec!["submit".to_owned()];
+        args.extend(batch_args(&profile_file(RUN_MS, 1.0), REPEAT));
+        let submitted = cowork_client(coordinator_url, &as_strs(&args));
         assert_eq!(
             submitted.code(),
             0,
@@ -546,24 +536,7 @@ async fn the_coordinator_cut_off_from_the_meta_leader_costs_nothing() {
         links.insert(node, link);
     }
     let coordinator_url = {
-        let args = fleet_env(ALL_NODES_URL);
-        let listen = format!("0.0.0.0:{API_PORT}");
-        cluster.lab.run_on(
-            &store,
-            "coordinator",
-            &as_strs(&args),
-            &[
-                "/cowork",
-                "coordinator",
-                "--listen",
-                &listen,
-                "--s3-create-bucket",
-                "--scratch-dir",
-                "/tmp/scratch",
-                "--coordinator-id",
-                "coordinator",
-            ],
-        );
+        cluster.run_coordinator(&store, ALL_NODES_URL);
         for link in links.values() {
             cluster.lab.connect(link, "coordinator", &[]);
         }

@@ -62,7 +62,7 @@ pub fn profile_file(duration_ms: u64, time_scale: f64) -> PathBuf {
 const REPEAT: usize = 50;
 
 /// The batch arguments (without the profile): the demo matrix's 4 cells × `repeat` runs.
-fn batch_args(profile: &Path, repeat: usize) -> Vec<String> {
+pub(crate) fn batch_args(profile: &Path, repeat: usize) -> Vec<String> {
     let repeat = repeat.to_string();
     [
         "examples/demo/scenarios/csv-report.yaml",

@@ -33,14 +33,12 @@ use cowork_schema::BatchId;
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome};
 use serde_json::Value;
 
-use crate::faults::{profile_file, reference_rollup};
+use crate::faults::{batch_args, profile_file, reference_rollup};
 use crate::support::{Output, workspace_root};
 
 /// Planned jobs: the demo matrix's 4 cells × 50 runs (the batch of `faults.rs`, whose reference
 /// rollup this test compares against).
 const JOBS: usize = 200;
-/// Must equal the seed `faults::reference_rollup` runs with.
-pub(crate) const SEED: &str = "4242";
 /// Simulated run length: about one second of real time (±50%).
 const RUN_MS: u64 = 1000;
 /// Ack deadline on every container: short, so the jobs of the killed and of the cut-off worker
@@ -654,26 +652,13 @@ async fn a_fleet_in_containers_survives_a_killed_and_a_disconnected_worker() {
         );
     }
 
-    // The batch of `faults.rs` (same seed, matrix and repeat), submitted from the host.
+    // The batch of `faults.rs` (its own arguments: same seed, matrix and repeat), submitted from
+    // the host.
     let coordinator_url = format!("http://{api_address}");
-    let profile = profile_file(RUN_MS, 1.0).display().to_string();
-    let submitted = cowork_client(
-        &coordinator_url,
-        &[
-            "submit",
-            "examples/demo/scenarios/csv-report.yaml",
-            "--matrix",
-            "examples/demo/matrix.yaml",
-            "--repeat",
-            "50",
-            "--executor",
-            "sim",
-            "--seed",
-            SEED,
-            "--sim-profile",
-            &profile,
-        ],
-    );
+    let mut args = vec!["submit".to_owned()];
+    args.extend(batch_args(&profile_file(RUN_MS, 1.0), 50));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let submitted = cowork_client(&coordinator_url, &args);
     assert_eq!(
         submitted.code(),
         0,
