@@ -10,7 +10,6 @@ use serde_json::Value;
 use super::{escape, query_value, verdict_badge};
 use crate::report::{
     RunOutcome, RunState, StoredRun, Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
-    usd,
 };
 
 /// Squares of a strip inside a heatmap cell before the rest are counted.
@@ -260,12 +259,14 @@ fn run_facts(result: &Value, replay: bool) -> Vec<String> {
         "model {}",
         cowork_schema::run_result::provenance_model(result)
     ));
+    // A replay spent nothing; the cost its result carries is the recorded run's.
     let cost = cowork_schema::run_result::cost_usd(result);
-    facts.push(if replay {
-        format!("cost {}", cost_text(Some(0.0), cost.or(Some(0.0))))
+    let (spent, recorded) = if replay {
+        (Some(0.0), cost)
     } else {
-        format!("cost {}", usd(cost))
-    });
+        (cost, None)
+    };
+    facts.push(format!("cost {}", cost_text(spent, recorded)));
     let usage = result.get("usage");
     let tokens_in = usage
         .and_then(|u| u.get("input_tokens"))
