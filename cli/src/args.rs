@@ -112,22 +112,25 @@ not done. --compare THEN NOW is `cowork diff THEN NOW`."
 (<store>/batches/<id>), `latest` (the newest batch) or `latest~N` (N batches before it)."
     )]
     Batches(BatchesArgs),
-    /// Compare two batches unit by unit: pass rate then and now, newly failing, newly
-    /// passing, flaky (passed and failed runs in both).
+    /// Compare two batches unit by unit: verdict and pass rate then and now, the change
+    /// (newly failing, newly passing, failing, passing, new, gone), and a flaky flag.
     #[command(
         after_help = "Units are matched by their label (the scenario name, plus the axes \
 of a matrix cell). A unit passes when its pass rate reaches the min pass rate its batch was \
-judged with. Rows: newly failing (passed then, fails now), newly passing, flaky (passed and \
-failed runs in both batches), failing, passing, new (only now), gone (only then)."
+judged with; each side shows PASS or FAIL and its runs. Change: newly failing (passed then, \
+fails now), newly passing, failing, passing, new (only now), gone (only then). Flaky: some of \
+the unit's runs passed and some failed (here over both batches) — the same rule as `cowork \
+trend` and the reports, shown beside the verdict, never instead of it."
     )]
     Diff(DiffArgs),
     /// Pass rate and cost per unit over the last N batches that ran these scenarios, with a
-    /// flaky flag that looks across batches.
+    /// flaky flag.
     #[command(
         after_help = "<scenarios> is a scenario file, a directory of them, or a scenario \
-name. A unit is flagged flaky when it passed in some of the batches and failed in others (each \
-batch judged at its own min pass rate): the unit to look at first after a nightly sweep. History \
-comes from each batch's stats.json, or its rollup.json for batches without one."
+name. Columns b1, b2, … are the batches, oldest first, named in the legend below the table. \
+Flaky: some of the unit's runs passed and some failed (here over every batch shown) — the \
+same rule as `cowork diff` and the reports: the unit to look at first after a nightly sweep. \
+History comes from each batch's stats.json, or its rollup.json for batches without one."
     )]
     Trend(TrendArgs),
     /// List the live workers of the fleet.
@@ -677,12 +680,12 @@ pub struct ReportArgs {
     #[arg(required_unless_present = "compare")]
     pub batch: Option<String>,
     /// Compare two batches instead (the same as `cowork diff THEN NOW`): a text table, or
-    /// --format markdown or json.
+    /// --format markdown or json (there is no HTML or JUnit comparison: exit 2).
     #[arg(long, num_args = 2, value_names = ["THEN", "NOW"], conflicts_with = "batch")]
     pub compare: Option<Vec<String>>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "html")]
-    pub format: ReportFormatArg,
+    /// Output format [default: html; with --compare, a text table].
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormatArg>,
     /// Write the report to this file instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,

@@ -4,6 +4,9 @@
 
 use cowork_coordinator::catalog::{BatchOverview, overview};
 use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
 
 use cowork_core::trend::{BatchCounts, Change, CompareRow, UnitCounts, compare, counts_from_stats};
 use serde_json::{Value, json};
@@ -13,16 +16,26 @@ use crate::batch_source::{Resolved, Source, resolve, when};
 use crate::exit::CliError;
 use crate::text::table;
 
-/// `4/5 80%`, or `-` when the unit did not run.
-fn runs_cell(unit: Option<&UnitCounts>) -> String {
+/// `PASS 4/5 80%`: the unit's verdict at its batch's `min_pass_rate` and its runs, or `-` when
+/// the unit did not run.
+fn runs_cell(unit: Option<&UnitCounts>, min_pass_rate: f64) -> String {
     match unit.filter(|unit| unit.runs > 0) {
         Some(unit) => format!(
-            "{}/{} {:.0}%",
+            "{} {}/{} {:.0}%",
+            verdict_word(unit.passed(min_pass_rate)),
             unit.passes,
             unit.runs,
             unit.pass_rate().unwrap_or(0.0) * 100.0
         ),
         None => "-".to_owned(),
+    }
+}
+
+fn verdict_word(passed: Option<bool>) -> &'static str {
+    match passed {
+        Some(true) => "PASS",
+        Some(false) => "FAIL",
+        None => "-",
     }
 }
 
@@ -67,8 +80,14 @@ pub fn counts_of(batch: &BatchOverview) -> Option<BatchCounts> {
     ))
 }
 
-/// `cowork diff THEN NOW` (and `cowork report --compare THEN NOW`).
+/// `cowork diff THEN NOW`.
 pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
+    diff_to(args, None).await
+}
+
+/// `cowork diff THEN NOW` with its table written to `output` (stdout when `None`), as
+/// `cowork report --compare THEN NOW [-o FILE]` asks.
+pub async fn diff_to(args: DiffArgs, output: Option<&Path>) -> Result<i32, CliError> {
     let source = Source::from_args(&args.source)?;
     let (then, then_replay) = decided_counts(&args.then, &source).await?;
     let (now, now_replay) = decided_counts(&args.now, &source).await?;
@@ -86,7 +105,20 @@ pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
         )));
     }
     let rows = compare(&then, &now);
-    print!("{}", render_diff(&then, &now, &rows, args.format, args.all));
+    let text = render_diff(&then, &now, &rows, args.format, args.all);
+    match output {
+        Some(path) => {
+            std::fs::write(path, text.as_bytes())
+                .with_context(|| format!("writing the comparison to {}", path.display()))?;
+            eprintln!(
+                "wrote the comparison of {} and {} to {}",
+                then.batch_id,
+                now.batch_id,
+                path.display()
+            );
+        }
+        None => print!("{text}"),
+    }
     let mut tally: Vec<(cowork_core::trend::Change, usize)> = Vec::new();
     for row in &rows {
         match tally.iter_mut().find(|(change, _)| *change == row.change) {
@@ -98,7 +130,12 @@ pub async fn diff(args: DiffArgs) -> Result<i32, CliError> {
         .iter()
         .map(|(change, n)| format!("{n} {}", change.as_str()))
         .collect();
-    eprintln!("{} units: {}", rows.len(), tally.join(", "));
+    let n_flaky = rows.iter().filter(|row| row.flaky).count();
+    eprintln!(
+        "{} units: {}; {n_flaky} flaky (some runs passed, some failed)",
+        rows.len(),
+        tally.join(", ")
+    );
     Ok(0)
 }
 
@@ -113,11 +150,19 @@ fn render_diff(
         let units: Vec<Value> = rows
             .iter()
             .map(|row| {
+                let side = |unit: Option<&UnitCounts>, min_pass_rate: f64| {
+                    let mut value = unit_json(unit);
+                    if let (Some(object), Some(unit)) = (value.as_object_mut(), unit) {
+                        object.insert("passed".into(), json!(unit.passed(min_pass_rate)));
+                    }
+                    value
+                };
                 json!({
                     "label": row.label,
                     "change": row.change.as_str(),
-                    "then": unit_json(row.then.as_ref()),
-                    "now": unit_json(row.now.as_ref()),
+                    "flaky": row.flaky,
+                    "then": side(row.then.as_ref(), then.min_pass_rate),
+                    "now": side(row.now.as_ref(), now.min_pass_rate),
                 })
             })
             .collect();
@@ -137,7 +182,8 @@ fn render_diff(
     );
     // A sweep of a thousand cells would print a thousand rows, nearly all unchanged: past
     // `crate::text::LISTED_UNITS` the table keeps what changed and counts the rest.
-    let unchanged = |row: &&CompareRow| matches!(row.change, Change::Passing | Change::Failing);
+    let unchanged =
+        |row: &&CompareRow| !row.flaky && matches!(row.change, Change::Passing | Change::Failing);
     let compact = !all && rows.len() > crate::text::LISTED_UNITS;
     let shown: Vec<&CompareRow> = rows
         .iter()
@@ -148,19 +194,29 @@ fn render_diff(
         .map(|row| {
             vec![
                 row.label.clone(),
-                runs_cell(row.then.as_ref()),
-                runs_cell(row.now.as_ref()),
+                runs_cell(row.then.as_ref(), then.min_pass_rate),
+                runs_cell(row.now.as_ref(), now.min_pass_rate),
                 row.change.as_str().to_owned(),
+                if row.flaky { "FLAKY" } else { "" }.to_owned(),
             ]
         })
         .collect();
     let mut body = if cells.is_empty() {
         String::new()
     } else {
-        table(&["unit", "then", "now", "change"], &cells, &[1, 2], format)
+        table(
+            &["unit", "then", "now", "change", "flaky"],
+            &cells,
+            &[1, 2],
+            format,
+        )
     };
     if compact {
-        let count = |change| rows.iter().filter(|row| row.change == change).count() as u64;
+        let count = |change| {
+            rows.iter()
+                .filter(|row| row.change == change && !row.flaky)
+                .count() as u64
+        };
         let _ = writeln!(
             body,
             "{}{} not listed: {} failing both times, {} passing both times (--all lists every unit)",

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use cowork_coordinator::catalog::{HistoryScope, decided_history};
-use cowork_core::history::estimates;
+use cowork_core::history::{RunKind, estimates, history_applies};
 use cowork_core::plan::Plan;
 use cowork_core::preflight::{Preflight, preflight};
 use cowork_schema::history::BatchStats;
@@ -38,7 +38,11 @@ pub async fn print(
 ) -> Result<i32, CliError> {
     let labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
     let replay = plan.mode.spends_nothing();
-    let (history, history_note) = match read_history(source, &labels, replay).await {
+    let planned = RunKind {
+        executor: plan.executor,
+        spends_nothing: replay,
+    };
+    let (history, history_note) = match read_history(source, &labels, planned).await {
         Ok(history) => (history, None),
         // History is a hint: the plan is still worth printing without it.
         Err(error) => (Vec::new(), Some(error)),
@@ -72,7 +76,7 @@ pub async fn print(
 async fn read_history(
     source: &Source,
     labels: &BTreeSet<&str>,
-    replay: bool,
+    planned: RunKind,
 ) -> Result<Vec<BatchStats>, String> {
     let ids = source.batch_ids().await.map_err(|error| match error {
         CliError::Usage(problems) => problems.join("; "),
@@ -80,9 +84,13 @@ async fn read_history(
         CliError::Cancelled => "cancelled".to_owned(),
     })?;
     let store_of = |batch_id: &cowork_schema::BatchId| source.store_of(batch_id);
-    // Replays and live runs never estimate each other: a replay spends nothing.
+    // Replays and live runs never estimate each other, nor simulated and real runs.
     let ran_one = |batch: &cowork_coordinator::catalog::BatchOverview| {
-        batch.stored.spec.mode.spends_nothing() == replay
+        let earlier = RunKind {
+            executor: batch.stored.spec.executor,
+            spends_nothing: batch.stored.spec.mode.spends_nothing(),
+        };
+        history_applies(planned, earlier)
             && batch.stats.as_ref().is_some_and(|stats| {
                 stats
                     .units
@@ -181,9 +189,17 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
             );
         }
         None => {
+            // Simulated and real batches never estimate each other
+            // (`cowork_core::history::history_applies`): say which kind was looked for.
+            let (kind, other) = if plan.executor == cowork_schema::batch::ExecutorKind::Sim {
+                ("simulated", "real")
+            } else {
+                ("real", "simulated")
+            };
             let _ = writeln!(
                 out,
-                "estimated cost: no history (no earlier batch ran these units)"
+                "estimated cost: no history (no earlier {kind} batch ran these units; {other} \
+                 ones never count)"
             );
         }
     }

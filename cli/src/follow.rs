@@ -19,7 +19,7 @@ pub async fn follow(
     batch: &BatchId,
     quiet: bool,
 ) -> Result<cowork_schema::api::BatchEnd, CliError> {
-    let mut progress = ProgressLine::new(std::time::Instant::now());
+    let mut progress = ProgressLine::joining();
     let mut end = None;
     let mut stalls = Vec::new();
     // Since when the coordinator answers 503 (it runs, its queue does not): the watch says so
@@ -47,7 +47,7 @@ pub async fn follow(
                             // with --quiet: it is why the batch does not move.
                             note_stalls(&mut stalls, &snapshot.fabric_stalls);
                             if !quiet {
-                                progress.show(&snapshot, false);
+                                progress.show(&snapshot);
                             }
                         }
                         WatchEvent::End(batch_end) => {
@@ -85,7 +85,7 @@ pub async fn follow(
         if let Ok(status) = client.status(batch).await
             && let Some(snapshot) = status.progress
         {
-            progress.show(&snapshot, true);
+            progress.show_last(&snapshot);
         }
         progress.finish();
     }

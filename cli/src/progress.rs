@@ -1,18 +1,23 @@
 //! The progress line on stderr: done/running/pass/fail, cost so far and an ETA.
+//!
+//! The ETA is `cowork_core::eta`: the jobs left at the rate jobs finished while this line was
+//! watching (a watch joined late counts only what it saw finish), and none on the last line.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use cowork_core::eta::{EtaInput, eta};
 use cowork_schema::api::ProgressSnapshot;
+use cowork_schema::registry::{BatchRecord, BatchState};
 use tokio::sync::watch;
 
 /// Renders progress until the sender is dropped (`cowork run`).
 pub async fn render(mut updates: watch::Receiver<ProgressSnapshot>, started: Instant) {
-    let mut line = ProgressLine::new(started);
+    let mut line = ProgressLine::from_start(started);
     while updates.changed().await.is_ok() {
-        line.show(&updates.borrow_and_update().clone(), false);
+        line.show(&updates.borrow_and_update().clone());
     }
-    line.show(&updates.borrow().clone(), true);
+    line.show_last(&updates.borrow().clone());
     line.finish();
 }
 
@@ -21,24 +26,44 @@ pub async fn render(mut updates: watch::Receiver<ProgressSnapshot>, started: Ins
 /// otherwise a line is printed at most every five seconds, so CI logs stay short.
 pub struct ProgressLine {
     tty: bool,
-    started: Instant,
+    /// Jobs finished when the ETA's observation window began, and when that was; `None` until
+    /// the first snapshot of a joined batch.
+    baseline: Option<(u64, Instant)>,
     last_draw: Option<Instant>,
     last_line: String,
 }
 
 impl ProgressLine {
-    /// A line whose ETA counts from `started`.
-    pub fn new(started: Instant) -> ProgressLine {
+    /// A line for a batch that started at `started` with nothing finished (`cowork run`).
+    pub fn from_start(started: Instant) -> ProgressLine {
+        ProgressLine {
+            baseline: Some((0, started)),
+            ..ProgressLine::joining()
+        }
+    }
+
+    /// A line for a batch already under way (`cowork watch`): the ETA's window begins at the
+    /// first snapshot, so jobs finished before it are not counted as if just seen.
+    pub fn joining() -> ProgressLine {
         ProgressLine {
             tty: std::io::stderr().is_terminal(),
-            started,
+            baseline: None,
             last_draw: None,
             last_line: String::new(),
         }
     }
 
-    /// Shows `snapshot` unless a line was drawn too recently (`force` draws anyway).
-    pub fn show(&mut self, snapshot: &ProgressSnapshot, force: bool) {
+    /// Shows `snapshot` unless a line was drawn too recently.
+    pub fn show(&mut self, snapshot: &ProgressSnapshot) {
+        self.show_with(snapshot, false);
+    }
+
+    /// Shows the batch's last snapshot, whatever the gap, with no ETA: the batch has ended.
+    pub fn show_last(&mut self, snapshot: &ProgressSnapshot) {
+        self.show_with(snapshot, true);
+    }
+
+    fn show_with(&mut self, snapshot: &ProgressSnapshot, last: bool) {
         // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI
         // log readable.
         let min_gap = if self.tty {
@@ -46,10 +71,19 @@ impl ProgressLine {
         } else {
             Duration::from_secs(5)
         };
-        if !force && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+        let (finished_before, since) = *self
+            .baseline
+            .get_or_insert_with(|| (snapshot.finished, Instant::now()));
+        if !last && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
             return;
         }
-        let line = format_line(snapshot, self.started.elapsed());
+        let left = eta(&EtaInput {
+            open: !last,
+            remaining: remaining(snapshot),
+            finished_in_window: snapshot.finished.saturating_sub(finished_before),
+            window: since.elapsed(),
+        });
+        let line = format_line(snapshot, left);
         if line != self.last_line {
             draw(&line, self.tty);
             self.last_line = line;
@@ -86,22 +120,41 @@ fn draw(line: &str, tty: bool) {
     let _ = stderr.flush();
 }
 
-/// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`.
-pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
+/// The ETA `cowork status` shows from one snapshot. One snapshot shows no rate; the batch's
+/// own age does: what finished since it was submitted, over that time (`now_ms` is the wall
+/// clock). None once it stops admitting (stopping, cancelled, done).
+pub fn status_eta(
+    record: &BatchRecord,
+    progress: &ProgressSnapshot,
+    now_ms: u64,
+) -> Option<Duration> {
+    eta(&EtaInput {
+        open: matches!(record.state, BatchState::Planned | BatchState::Running),
+        remaining: remaining(progress),
+        finished_in_window: progress.finished,
+        window: Duration::from_millis(now_ms.saturating_sub(record.created_at_ms)),
+    })
+}
+
+/// The jobs of `progress` that will still run: planned, minus skipped, minus finished.
+pub fn remaining(progress: &ProgressSnapshot) -> u64 {
+    progress
+        .planned
+        .saturating_sub(progress.skipped)
+        .saturating_sub(progress.finished)
+}
+
+/// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`,
+/// with the ETA given (none: no ETA shown).
+pub fn format_line(progress: &ProgressSnapshot, eta: Option<Duration>) -> String {
     let expected = progress.planned.saturating_sub(progress.skipped).max(1);
     let done = progress.finished.min(expected);
     let width = 20u64;
     let filled = (done * width / expected) as usize;
     let bar: String = "#".repeat(filled) + &".".repeat(width as usize - filled);
-    let eta = if done == 0 || done >= expected {
-        String::new()
-    } else {
-        let per_job = elapsed.as_secs_f64() / done as f64;
-        format!(
-            "  ETA {}",
-            human_duration(per_job * (expected - done) as f64)
-        )
-    };
+    let eta = eta.map_or_else(String::new, |left| {
+        format!("  ETA {}", human_duration(left.as_secs_f64()))
+    });
     let mut line = format!(
         "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{eta}",
         progress.running, progress.passed, progress.failed, progress.errored, progress.cost_usd
@@ -183,10 +236,63 @@ mod tests {
             cost_usd: 1.23456,
             ..ProgressSnapshot::default()
         };
-        let line = format_line(&progress, Duration::from_secs(10));
+        let line = format_line(&progress, Some(Duration::from_secs(10)));
         assert_eq!(
             line,
             "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s"
+        );
+    }
+
+    #[test]
+    fn status_estimates_from_the_batch_age_and_not_for_an_ended_batch() {
+        let record = |state| BatchRecord {
+            batch_id: cowork_schema::BatchId::new("20261201-000000-abcdef").expect("a batch id"),
+            state,
+            spec_sha256: String::new(),
+            n_jobs: 80,
+            created_at_ms: 1_000_000,
+            updated_at_ms: 1_000_000,
+            ok: None,
+            exit_code: None,
+            owner: None,
+            generation: 0,
+            kill_running: false,
+        };
+        let progress = ProgressSnapshot {
+            planned: 80,
+            finished: 8,
+            running: 4,
+            ..ProgressSnapshot::default()
+        };
+        // 8 of 80 finished in the 40 s since submission: 72 left at 0.2 a second is 6 minutes
+        // (this said "ETA 0s").
+        let now_ms = 1_040_000;
+        assert_eq!(
+            status_eta(&record(BatchState::Running), &progress, now_ms),
+            Some(Duration::from_secs(360))
+        );
+        let line = format_line(
+            &progress,
+            status_eta(&record(BatchState::Running), &progress, now_ms),
+        );
+        assert!(line.ends_with("ETA 6m00s"), "{line}");
+        for ended in [
+            BatchState::Cancelled,
+            BatchState::Stopping,
+            BatchState::Done,
+        ] {
+            let left = status_eta(&record(ended), &progress, now_ms);
+            assert_eq!(left, None, "{ended:?}");
+            assert!(!format_line(&progress, left).contains("ETA"));
+        }
+        // Nothing finished yet: no rate, no figure.
+        let fresh = ProgressSnapshot {
+            finished: 0,
+            ..progress
+        };
+        assert_eq!(
+            status_eta(&record(BatchState::Running), &fresh, now_ms),
+            None
         );
     }
 
@@ -206,7 +312,7 @@ mod tests {
             held_by: Some("model limit claude-sonnet=2".into()),
             ..ProgressSnapshot::default()
         };
-        let line = format_line(&progress, Duration::from_secs(1));
+        let line = format_line(&progress, None);
         assert!(
             line.ends_with(
                 "retries 2  redelivered 1  duplicates 1  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
@@ -223,9 +329,6 @@ mod tests {
             finished: 3,
             ..ProgressSnapshot::default()
         };
-        assert!(
-            format_line(&progress, Duration::from_secs(1))
-                .starts_with("[####################] 3/3 jobs")
-        );
+        assert!(format_line(&progress, None).starts_with("[####################] 3/3 jobs"));
     }
 }

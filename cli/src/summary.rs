@@ -45,7 +45,7 @@ fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging) -> Row {
 fn error_row(unit: String, error: &str) -> Row {
     Row {
         unit,
-        runs: "0".into(),
+        runs: "0/1".into(),
         pass_rate: "-".into(),
         verdict: format!("ERROR: {error}"),
         cost: "-".into(),
@@ -59,6 +59,9 @@ pub struct Summary<'a> {
     pub envelope: &'a Envelope,
     pub judging: Judging,
     pub exit_code: i32,
+    /// The verdict word when the batch is judged otherwise than by its rollup (an eval, by its
+    /// A/B comparison); `None`: PASS or FAIL from the envelope.
+    pub verdict: Option<String>,
 }
 
 impl<'a> Summary<'a> {
@@ -84,6 +87,17 @@ impl<'a> Summary<'a> {
             envelope,
             judging,
             exit_code,
+            verdict: None,
+        }
+    }
+
+    /// The same summary ending in `verdict` and `exit_code` instead of the rollup's: an eval
+    /// batch is judged by its A/B comparison, not by its arms' pass rates.
+    pub fn judged_as(self, verdict: String, exit_code: i32) -> Summary<'a> {
+        Summary {
+            verdict: Some(verdict),
+            exit_code,
+            ..self
         }
     }
 }
@@ -140,25 +154,69 @@ pub fn render(summary: &Summary<'_>) -> String {
         table(&all_rows)
     };
     out.push_str(&notes(envelope));
+    let verdict = match &summary.verdict {
+        Some(verdict) => verdict.as_str(),
+        None if envelope.ok => "PASS",
+        None => "FAIL",
+    };
     out.push_str(&format!(
-        "verdict: {} (exit {})\n",
-        if envelope.ok { "PASS" } else { "FAIL" },
+        "verdict: {verdict} (exit {})\n",
         summary.exit_code
     ));
     out
+}
+
+/// A matrix cell's unit name as every other view (dry run, diff, trend, reports) spells it:
+/// `<scenario> [<axes>]`, from the batch's scenario name; `c<index> <axes>` only when no
+/// result names the scenario.
+fn cell_unit(scenario: Option<&str>, index: u32, axes: &str) -> String {
+    match scenario {
+        Some(name) => format!("{name} [{axes}]"),
+        None => format!("c{index} {axes}"),
+    }
+}
+
+/// The scenario name of a matrix batch: a cell rollup's label without its axes, or a result's
+/// `scenario`.
+fn matrix_scenario(envelope: &Envelope) -> Option<String> {
+    let from_rollup = envelope.matrix_repeat.as_ref().and_then(|matrix| {
+        matrix
+            .cells
+            .iter()
+            .find_map(|cell| cell.rollup.as_ref())
+            .map(|rollup| rollup.scenario.clone())
+    });
+    let from_result = || {
+        envelope
+            .results
+            .iter()
+            .find_map(|result| result.get("scenario").and_then(Value::as_str))
+            .map(str::to_owned)
+    };
+    let label = from_rollup.or_else(from_result)?;
+    // A cell label is `<scenario> [<axes>]`; keep the scenario.
+    Some(match label.split_once(" [") {
+        Some((name, _)) => name.to_owned(),
+        None => label,
+    })
 }
 
 /// One row per unit: each file's or cell's rollup, a plain matrix's cells, or a plain run's
 /// results.
 fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
     let mut rows = Vec::new();
+    let scenario = matrix_scenario(envelope);
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
             rows.push(repeat_row(rollup.scenario.clone(), rollup, judging));
         }
     } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
-            let unit = format!("c{} {}", cell.index, cell.axes.label());
+            let unit = match &cell.rollup {
+                // The rollup's own label is the one the history, diff and trend use.
+                Some(rollup) => rollup.scenario.clone(),
+                None => cell_unit(scenario.as_deref(), cell.index, &cell.axes.label()),
+            };
             match (&cell.rollup, &cell.error) {
                 (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging)),
                 (None, Some(error)) => rows.push(error_row(unit, error)),
@@ -167,14 +225,14 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
         }
     } else if let Some(matrix) = &envelope.matrix {
         for cell in &matrix.cells {
-            let unit = format!("c{} {}", cell.index, cell.axes.label());
+            let unit = cell_unit(scenario.as_deref(), cell.index, &cell.axes.label());
             if let Some(error) = &cell.error {
                 rows.push(error_row(unit, error));
                 continue;
             }
             rows.push(Row {
                 unit,
-                runs: "1".into(),
+                runs: "1/1".into(),
                 pass_rate: if cell.pass {
                     "100%".into()
                 } else {
@@ -198,7 +256,7 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
                 .to_owned();
             rows.push(Row {
                 unit,
-                runs: "1".into(),
+                runs: "1/1".into(),
                 pass_rate: if pass { "100%".into() } else { "0%".into() },
                 verdict: if pass { "PASS".into() } else { "FAIL".into() },
                 cost: run_cost(&envelope.command, result),
@@ -222,37 +280,30 @@ fn run_cost(command: &str, result: &Value) -> String {
 }
 
 /// The rows under a header, columns aligned; nothing without rows.
+/// The units table, at most 100 columns wide like every table (`crate::text::table`: a long
+/// unit name gets a line of its own).
 fn table(rows: &[Row]) -> String {
-    let mut out = String::new();
     if rows.is_empty() {
-        return out;
+        return String::new();
     }
-    let headers = Row {
-        unit: "unit".into(),
-        runs: "runs".into(),
-        pass_rate: "pass rate".into(),
-        verdict: "verdict".into(),
-        cost: "cost".into(),
-    };
-    let width =
-        |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).chain([f(&headers)]).max().unwrap_or(0);
-    let w_unit = width(&|r| r.unit.chars().count());
-    let w_runs = width(&|r| r.runs.len());
-    let w_rate = width(&|r| r.pass_rate.len());
-    let w_cost = width(&|r| r.cost.len());
-    for row in std::iter::once(&headers).chain(rows.iter()) {
-        let pad = w_unit.saturating_sub(row.unit.chars().count());
-        out.push_str(&format!(
-            "{}{}  {:>w_runs$}  {:>w_rate$}  {:>w_cost$}  {}\n",
-            row.unit,
-            " ".repeat(pad),
-            row.runs,
-            row.pass_rate,
-            row.cost,
-            row.verdict,
-        ));
-    }
-    out
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.unit.clone(),
+                row.runs.clone(),
+                row.pass_rate.clone(),
+                row.cost.clone(),
+                row.verdict.clone(),
+            ]
+        })
+        .collect();
+    crate::text::table(
+        &["unit", "runs", "pass rate", "cost", "verdict"],
+        &cells,
+        &[1, 2, 3],
+        crate::args::TableFormat::Text,
+    )
 }
 
 /// The lines under the table: truncation, the error, discarded runs and their spend, the
@@ -319,6 +370,38 @@ mod tests {
         envelope.ok = true;
         envelope.fleet = fleet;
         render(&Summary::new(&envelope, 0))
+    }
+
+    #[test]
+    fn matrix_cells_are_named_as_every_other_view_names_them_and_one_run_reads_1_of_1() {
+        let mut envelope = Envelope::new("2.0.0", "run");
+        envelope.ok = true;
+        envelope.results = vec![json!({"scenario": "csv-report", "verdict": {"pass": true}})];
+        envelope.matrix = Some(
+            serde_json::from_value(json!({
+                "cells": [{"index": 0, "axes": {"model": "m1"}, "pass": true,
+                           "failedAssertions": [], "signals": []}],
+                "requested": 1, "ranCells": 1, "truncated": false, "anyFail": false,
+            }))
+            .expect("a matrix rollup"),
+        );
+        let text = render(&Summary::new(&envelope, 0));
+        let row = text
+            .lines()
+            .find(|line| line.contains("PASS"))
+            .unwrap_or_else(|| panic!("no row in\n{text}"));
+        assert!(row.starts_with("csv-report [model=m1]"), "{text}");
+        assert!(row.contains("1/1"), "{text}");
+        // A plain run: one result, one run of one.
+        let mut plain = Envelope::new("2.0.0", "run");
+        plain.ok = true;
+        plain.results = vec![json!({"scenario": "csv-report", "verdict": {"pass": true}})];
+        let text = render(&Summary::new(&plain, 0));
+        assert!(
+            text.lines()
+                .any(|line| line.starts_with("csv-report") && line.contains("1/1")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@ use cowork_schema::history::{BATCH_STATS_FILE, BatchStats};
 use cowork_schema::layout::batch_key;
 use cowork_schema::rollup::RollupDoc;
 
+use cowork_core::eval::{EvalDocument, EvalGate, EvalVerdict, eval_document_key, eval_exit_code};
 use cowork_core::trend::stats_from_rollup;
+use cowork_schema::batch::BatchMode;
 
 /// Why a batch could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -51,9 +53,31 @@ pub struct BatchOverview {
     pub rollup: Option<RollupDoc>,
     /// The per-unit history of a decided batch (from `stats.json` or its rollup).
     pub stats: Option<BatchStats>,
+    /// An eval batch's A/B report (`eval.json`), once decided: an eval is judged by it, not by
+    /// its arms' rollups.
+    pub eval: Option<EvalDocument>,
 }
 
 impl BatchOverview {
+    /// How the batch is judged once decided: an eval by its A/B verdict and the exit code
+    /// `cowork eval` gives it with the default gate (`--fail-on b-worse`); any other batch by
+    /// its rollup. `None` while it runs or when it was interrupted.
+    pub fn verdict(&self) -> Option<(String, i32)> {
+        if self.stored.spec.mode == BatchMode::Eval {
+            let eval = self.eval.as_ref()?;
+            let code = eval_exit_code(&eval.report, EvalGate::default());
+            let word = match eval.report.overall.verdict {
+                EvalVerdict::NoDetectableDifference => "no difference",
+                EvalVerdict::BWorse => "B worse",
+                EvalVerdict::BBetter => "B better",
+            };
+            return Some((word.to_owned(), code));
+        }
+        let rollup = self.rollup.as_ref()?;
+        let word = if rollup.ok { "PASS" } else { "FAIL" };
+        Some((word.to_owned(), rollup.exit_code))
+    }
+
     /// Cost of the batch's folded runs, when any run reported one.
     pub fn cost_usd(&self) -> Option<f64> {
         let stats = self.stats.as_ref()?;
@@ -128,10 +152,16 @@ pub async fn overview(
         Some(rollup) => Some(unit_history(store, &stored, rollup).await?),
         None => None,
     };
+    let eval = if stored.spec.mode == BatchMode::Eval {
+        read_optional(store, &eval_document_key(batch_id)).await?
+    } else {
+        None
+    };
     Ok(BatchOverview {
         stored,
         rollup,
         stats,
+        eval,
     })
 }
 

@@ -6,7 +6,27 @@
 
 use std::collections::BTreeMap;
 
+use cowork_schema::batch::ExecutorKind;
 use cowork_schema::history::BatchStats;
+
+/// What kind of runs a batch makes, as far as estimates from history care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunKind {
+    /// The executor its jobs ran on.
+    pub executor: ExecutorKind,
+    /// The batch spends nothing (a replay).
+    pub spends_nothing: bool,
+}
+
+/// Whether an `earlier` batch's history may feed the estimate of a `planned` one. Replays and
+/// live runs never estimate each other (a replay spends nothing), and neither do simulated and
+/// real runs: a sim run's cost and time are made up, and a real run's would make a simulated
+/// batch look expensive. The harness and container executors run the same CLI, so they
+/// estimate each other.
+pub fn history_applies(planned: RunKind, earlier: RunKind) -> bool {
+    let simulated = |kind: RunKind| kind.executor == ExecutorKind::Sim;
+    planned.spends_nothing == earlier.spends_nothing && simulated(planned) == simulated(earlier)
+}
 
 /// What history says about one unit (keyed by its rollup label).
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +154,25 @@ mod tests {
             (1, None, Some(5))
         );
         assert!(!estimates.contains_key("c"));
+    }
+
+    #[test]
+    fn simulated_history_never_estimates_real_runs() {
+        let kind = |executor, spends_nothing| RunKind {
+            executor,
+            spends_nothing,
+        };
+        let harness = kind(ExecutorKind::Harness, false);
+        let container = kind(ExecutorKind::Container, false);
+        let sim = kind(ExecutorKind::Sim, false);
+        let replay = kind(ExecutorKind::Harness, true);
+        // The dry run: a harness plan estimated from a sim demo batch.
+        assert!(!history_applies(harness, sim));
+        assert!(!history_applies(sim, harness));
+        assert!(!history_applies(harness, replay));
+        assert!(history_applies(harness, container));
+        assert!(history_applies(sim, sim));
+        assert!(history_applies(replay, replay));
     }
 
     #[test]

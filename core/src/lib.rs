@@ -14,8 +14,9 @@
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
 //! - [`preflight`]: the plan and estimate `--dry-run` prints.
-//! - [`eval`]: A/B statistics — exact McNemar, the exact interval of the paired difference,
-//!   arm summaries, verdict.
+//! - [`eta`]: the time a running batch still needs, from the rate its jobs were seen to finish.
+//! - [`eval`]: A/B statistics — McNemar's test, Tango's score interval of the paired
+//!   difference, arm summaries, verdict.
 //! - [`sim_rules`]: which jobs a `--sim-profile` rule selects.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //!
@@ -24,6 +25,7 @@
 //! (`scripts/check-core-deps.sh`, run by CI).
 
 pub mod admission;
+pub mod eta;
 pub mod eval;
 pub mod fleet;
 pub mod history;

@@ -1,5 +1,6 @@
 //! Batches side by side: two batches compared unit by unit (`cowork diff`), and units followed
-//! over many batches (`cowork trend`), with a flaky rule that looks across batches.
+//! over many batches (`cowork trend`), with the one definition of flaky every view shares
+//! ([`flaky`]: some runs passed and some failed).
 //!
 //! The input is each batch's per-unit counts ([`BatchCounts`]): from its `stats.json`
 //! ([`counts_from_stats`]) or, for a batch written without one, from its `rollup.json` and
@@ -46,9 +47,9 @@ impl UnitCounts {
         self.pass_rate().map(|rate| rate >= min_pass_rate)
     }
 
-    /// Some runs passed and some failed, in this one batch.
+    /// Some runs passed and some failed, in this one batch ([`flaky`]).
     pub fn mixed(&self) -> bool {
-        self.passes > 0 && self.passes < self.runs
+        flaky(self.passes, self.runs)
     }
 
     /// Mean cost of a priced run; `None` when no run reported a cost.
@@ -270,6 +271,15 @@ pub fn counts_from_rollup(
     )
 }
 
+/// The one definition of flaky, shared by `cowork diff`, `cowork trend` and the reports: some of
+/// a unit's runs passed and some failed (`passes` of `runs`, over whatever runs the view
+/// counts: one batch, two compared batches, or every batch a trend shows). Flaky says nothing
+/// about the verdict: a unit passing at a min pass rate of 0.8 with 4 of 5 runs is flaky and
+/// passing, and the views show both.
+pub fn flaky(passes: u32, runs: u32) -> bool {
+    passes > 0 && passes < runs
+}
+
 /// How a unit changed between two batches. The order is the order of the `diff` table: what
 /// needs attention first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -278,8 +288,6 @@ pub enum Change {
     NewlyFailing,
     /// Failed then, passes now.
     NewlyPassing,
-    /// Passing and failing runs in both batches.
-    Flaky,
     /// Failed both times.
     Failing,
     /// Ran now only.
@@ -296,7 +304,6 @@ impl Change {
         match self {
             Change::NewlyFailing => "newly failing",
             Change::NewlyPassing => "newly passing",
-            Change::Flaky => "flaky",
             Change::Failing => "failing",
             Change::New => "new",
             Change::Gone => "gone",
@@ -312,11 +319,14 @@ pub struct CompareRow {
     pub then: Option<UnitCounts>,
     pub now: Option<UnitCounts>,
     pub change: Change,
+    /// Some of the unit's runs in the two batches together passed and some failed ([`flaky`]).
+    pub flaky: bool,
 }
 
-/// Compares two batches unit by unit. Each batch judges its units at its own min pass rate. A
-/// change of verdict wins over flakiness, because a unit that just started failing is what a
-/// reader must see first; units that produced no run in a batch count as absent from it. Rows
+/// Compares two batches unit by unit. Each batch judges its units at its own min pass rate; the
+/// change is the change of verdict, and [`CompareRow::flaky`] says apart from it whether the
+/// runs of both batches together passed and failed. Units that produced no run in a batch
+/// count as absent from it. Rows
 /// come in [`Change`] order, and in the later batch's unit order (then the earlier's) within one.
 pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
     let mut labels: Vec<&str> = now.units.iter().map(|unit| unit.label.as_str()).collect();
@@ -339,17 +349,23 @@ pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
                     match (passed_then, passes_now) {
                         (true, false) => Change::NewlyFailing,
                         (false, true) => Change::NewlyPassing,
-                        _ if before.mixed() && after.mixed() => Change::Flaky,
                         (false, false) => Change::Failing,
                         (true, true) => Change::Passing,
                     }
                 }
             };
+            let (passes, runs) = [before, after]
+                .into_iter()
+                .flatten()
+                .fold((0, 0), |(passes, runs), unit| {
+                    (passes + unit.passes, runs + unit.runs)
+                });
             CompareRow {
                 label: label.to_owned(),
                 then: then.unit(label).cloned(),
                 now: now.unit(label).cloned(),
                 change,
+                flaky: flaky(passes, runs),
             }
         })
         .collect();
@@ -376,10 +392,13 @@ pub struct TrendRow {
 }
 
 impl TrendRow {
-    /// The flaky rule across batches: the unit passed in some batches and failed in others.
-    /// Runs that pass and fail inside one batch do not make it flaky here; the batch's own
-    /// report shows those.
+    /// Some of the unit's runs over every batch shown passed and some failed ([`flaky`]).
     pub fn flaky(&self) -> bool {
+        flaky(self.passes, self.runs)
+    }
+
+    /// The verdict changed between the batches shown: it passed in some and failed in others.
+    pub fn verdict_changed(&self) -> bool {
         self.batches_passed > 0 && self.batches_failed > 0
     }
 

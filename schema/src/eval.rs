@@ -112,13 +112,14 @@ pub struct Comparison {
     pub pairs: u64,
     /// Pairs left out because either arm did not complete.
     pub excluded_pairs: u64,
-    /// Pass rate of B minus pass rate of A over the complete pairs, with its exact interval at
+    /// Pass rate of B minus pass rate of A over the complete pairs, with its interval at
     /// the report's `confidenceLevel` (see the report's `intervalMethod`); `null` when there is no
     /// complete pair.
     pub diff: Option<Interval>,
     /// The discordant complete pairs.
     pub discordant: Discordant,
-    /// The exact two-sided McNemar p-value of `discordant`.
+    /// The two-sided McNemar p-value of `discordant` (the method is in the report's
+    /// `decisionRule`: the score test since this version, the exact test before).
     pub mcnemar_p: f64,
     /// The verdict at the report's alpha.
     pub verdict: EvalVerdict,

@@ -30,9 +30,11 @@ struct Row {
 impl Row {
     fn of(batch: &BatchOverview, state: Option<BatchState>) -> Row {
         let stored = &batch.stored;
-        let verdict = match &batch.rollup {
-            Some(rollup) if rollup.ok => "PASS".to_owned(),
-            Some(rollup) => format!("FAIL ({})", rollup.exit_code),
+        // An eval is listed by its A/B verdict and the exit `cowork eval` gave it, not by its
+        // arms' rollup (which judges arm B at the min pass rate).
+        let verdict = match batch.verdict() {
+            Some((word, 0)) => word,
+            Some((word, code)) => format!("{word} ({code})"),
             None => "-".to_owned(),
         };
         let state = match (state, &batch.rollup) {
@@ -126,30 +128,35 @@ fn render(rows: &[Row], format: TableFormat) -> String {
             .collect();
         return format!("{}\n", json!({ "batches": batches }));
     }
-    let header = [
-        "batch",
-        "when (UTC)",
-        "target",
-        "units",
-        "jobs",
-        "verdict",
-        "cost",
-        "state",
-    ];
+    // The text table leaves out the time, which the id starts with (`20261201-142047-…`), so
+    // a target keeps more of its name within 100 columns; Markdown has room for it.
+    let with_time = format == TableFormat::Markdown;
+    let mut header = vec!["batch"];
+    if with_time {
+        header.push("when (UTC)");
+    }
+    header.extend(["target", "units", "jobs", "verdict", "cost", "state"]);
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
-            vec![
-                row.batch_id.to_string(),
-                when(&row.batch_id),
+            let mut cells = vec![row.batch_id.to_string()];
+            if with_time {
+                cells.push(when(&row.batch_id));
+            }
+            cells.extend([
                 row.target.clone(),
                 row.units.to_string(),
                 row.jobs.to_string(),
                 row.verdict.clone(),
                 usd(row.cost_usd),
                 row.state.clone(),
-            ]
+            ]);
+            cells
         })
         .collect();
-    crate::text::table(&header, &cells, &[3, 4, 6], format)
+    let right: Vec<usize> = [2, 3, 5]
+        .iter()
+        .map(|column| column + usize::from(with_time))
+        .collect();
+    crate::text::table(&header, &cells, &right, format)
 }

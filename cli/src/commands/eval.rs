@@ -17,8 +17,8 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
-use cowork_core::eval::Comparison;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
+use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
     EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalGate, eval_document,
     eval_document_key, eval_exit_code, nothing_to_compare,
@@ -324,10 +324,12 @@ fn render_human(document: &EvalDocument) -> String {
         );
     }
     let interval_header = format!(
-        "B - A, points [{}% CI]",
+        "B-A points [{}% CI]",
         // Rounded to a millionth of a percent so 1 - 0.05 prints as 95, not 94.99999999999999.
         (report.confidence_level * 100.0 * 1e6).round() / 1e6
     );
+    // Nine columns of an eval were ~150 characters wide: the costs go on a line of their own
+    // (JSON has them per scenario) and the verdict is said briefly, so the table fits 100.
     let header = [
         "scenario",
         "arm A pass",
@@ -335,36 +337,27 @@ fn render_human(document: &EvalDocument) -> String {
         interval_header.as_str(),
         "p",
         "detects ≥",
-        "arm A cost",
-        "arm B cost",
         "verdict",
     ];
-    let mut rows: Vec<[String; 9]> = Vec::with_capacity(report.scenarios.len() + 1);
+    let mut rows: Vec<Vec<String>> = Vec::with_capacity(report.scenarios.len() + 1);
     for scenario in &report.scenarios {
         rows.push(row(&scenario.scenario, &scenario.comparison));
     }
     rows.push(row("overall", &report.overall));
-    let mut widths = header.map(|cell| cell.chars().count());
-    for cells in &rows {
-        for (width, cell) in widths.iter_mut().zip(cells) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |out: &mut String, cells: &[&str]| {
-        let mut text = String::new();
-        for (index, (cell, width)) in cells.iter().zip(&widths).enumerate() {
-            if index > 0 {
-                text.push_str("  ");
-            }
-            let _ = write!(text, "{cell:<width$}");
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(&mut out, &header);
-    for cells in &rows {
-        let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
-        line(&mut out, &cells);
-    }
+    out.push_str(&crate::text::table(
+        &header,
+        &rows,
+        &[],
+        crate::args::TableFormat::Text,
+    ));
+    let [arm_a, arm_b] = &report.overall.arms;
+    let cost = |cost: Option<f64>| cost.map_or("unknown".to_owned(), |usd| format!("${usd:.2}"));
+    let _ = writeln!(
+        out,
+        "cost: arm A {}, arm B {}",
+        cost(arm_a.cost_usd),
+        cost(arm_b.cost_usd)
+    );
     let excluded = report.overall.excluded_pairs;
     if excluded > 0 {
         let _ = writeln!(
@@ -386,8 +379,8 @@ fn render_human(document: &EvalDocument) -> String {
 }
 
 /// One table row: pass counts and rates per arm, the difference and its interval in points,
-/// p, the smallest detectable difference, costs and the verdict.
-fn row(scope: &str, comparison: &Comparison) -> [String; 9] {
+/// p, the smallest detectable difference and the verdict in brief.
+fn row(scope: &str, comparison: &Comparison) -> Vec<String> {
     let [a, b] = &comparison.arms;
     let pass = |passes: u64, completed: u64, rate: f64| {
         format!("{passes}/{completed} ({})", percent(rate))
@@ -404,17 +397,19 @@ fn row(scope: &str, comparison: &Comparison) -> [String; 9] {
     let detects = comparison
         .min_detectable_diff
         .map_or_else(|| "nothing".to_owned(), points);
-    let cost = |cost: Option<f64>| cost.map_or("unknown".to_owned(), |usd| format!("${usd:.2}"));
-    [
+    let verdict = match comparison.verdict {
+        EvalVerdict::NoDetectableDifference => "no difference",
+        EvalVerdict::BWorse => "B worse",
+        EvalVerdict::BBetter => "B better",
+    };
+    vec![
         scope.to_owned(),
         pass(a.passes, a.completed, a.pass_rate),
         pass(b.passes, b.completed, b.pass_rate),
         diff,
         format_p(comparison.mcnemar_p),
         detects,
-        cost(a.cost_usd),
-        cost(b.cost_usd),
-        comparison.verdict.label().to_owned(),
+        verdict.to_owned(),
     ]
 }
 

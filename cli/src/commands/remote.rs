@@ -70,10 +70,8 @@ pub async fn status(
         println!("owner    {owner}");
     }
     if let Some(progress) = &status.progress {
-        println!(
-            "progress {}",
-            crate::progress::format_line(progress, std::time::Duration::ZERO)
-        );
+        let left = crate::progress::status_eta(record, progress, crate::progress::now_ms());
+        println!("progress {}", crate::progress::format_line(progress, left));
         for unserved in &progress.unserved_tiers {
             println!("waiting  {}", unserved.describe());
         }

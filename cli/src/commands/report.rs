@@ -36,6 +36,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
             "a batch (or --compare THEN NOW) is required",
         ));
     };
+    let format = args.format.unwrap_or(ReportFormatArg::Html);
     let (input, store_root) = load(&args, batch).await?;
     let options = HtmlOptions {
         links: store_root.map_or(ArtifactLinks::None, |root| {
@@ -51,7 +52,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
             incomplete.never_ran.len()
         );
     }
-    let text = match args.format {
+    let text = match format {
         ReportFormatArg::Html => render_html(&input, &options),
         ReportFormatArg::Junit => render_junit(&input),
         ReportFormatArg::Markdown => render_markdown(&input),
@@ -64,7 +65,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
                 .with_context(|| format!("writing the report to {}", path.display()))?;
             eprintln!(
                 "wrote the {} report of batch {batch_id} to {}",
-                format_name(args.format),
+                format_name(format),
                 path.display()
             );
         }
@@ -80,25 +81,31 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
 }
 
 /// `cowork report --compare THEN NOW`: `cowork diff`, as a text table unless --format asks
-/// for markdown or json.
+/// for markdown or json, written to `-o` when given. A format the comparison has no rendering
+/// for is refused before anything is read or written.
 async fn compare(args: &ReportArgs, then: &str, now: &str) -> Result<i32, CliError> {
     let format = match args.format {
-        ReportFormatArg::Html => TableFormat::Text,
-        ReportFormatArg::Markdown => TableFormat::Markdown,
-        ReportFormatArg::Json => TableFormat::Json,
-        ReportFormatArg::Junit => {
-            return Err(CliError::usage(
-                "--compare: prints a text table, or --format markdown or json",
-            ));
+        None => TableFormat::Text,
+        Some(ReportFormatArg::Markdown) => TableFormat::Markdown,
+        Some(ReportFormatArg::Json) => TableFormat::Json,
+        Some(refused @ (ReportFormatArg::Html | ReportFormatArg::Junit)) => {
+            return Err(CliError::usage(format!(
+                "--compare has no {} rendering: use --format markdown or --format json, or leave \
+                 --format out for a text table (nothing written)",
+                format_name(refused)
+            )));
         }
     };
-    crate::batch_compare::diff(DiffArgs {
-        then: then.to_owned(),
-        now: now.to_owned(),
-        source: args.source.clone(),
-        format,
-        all: false,
-    })
+    crate::batch_compare::diff_to(
+        DiffArgs {
+            then: then.to_owned(),
+            now: now.to_owned(),
+            source: args.source.clone(),
+            format,
+            all: false,
+        },
+        args.output.as_deref(),
+    )
     .await
 }
 

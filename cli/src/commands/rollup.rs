@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cowork_coordinator::catalog::stored_batch;
+use cowork_coordinator::catalog::{overview, stored_batch};
 use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
 use cowork_coordinator::supervisor::{
     ENVELOPE_FILE, EnvelopeHead, StoredEnvelope, build_envelope, copy_envelope, rollup_bytes,
@@ -257,7 +257,27 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
     )
     .await
     .map_err(|e| CliError::Failed(e.into()))?;
-    let code = finish_spooled(args, &rejudged.reduction, &envelope)?;
+    // An eval batch is re-judged as an eval: its verdict and exit are its A/B comparison's
+    // (stored as eval.json when it was decided), not its arms' rollup, which judges arm B at
+    // the min pass rate.
+    let eval_verdict = if stored.spec.mode == cowork_schema::batch::BatchMode::Eval {
+        let batch = overview(store.as_ref(), &batch_id)
+            .await
+            .map_err(|e| CliError::Failed(e.into()))?;
+        match batch.verdict() {
+            Some((word, code)) => Some((format!("{word} (eval, A/B comparison)"), code)),
+            None => {
+                eprintln!(
+                    "note: eval batch {batch_id} has no eval.json (it never finished): the \
+                     verdict below is its arms' rollup, not an A/B comparison"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let code = finish_spooled(args, &rejudged.reduction, &envelope, eval_verdict)?;
     if !never_ran.is_empty() {
         eprint!("{}", incomplete_note(stored.plan.n_jobs, never_ran));
     }
@@ -292,6 +312,7 @@ fn finish_spooled(
     args: &RollupArgs,
     reduction: &cowork_core::reduce::BatchReduction,
     envelope: &StoredEnvelope,
+    judged_as: Option<(String, i32)>,
 ) -> Result<i32, CliError> {
     write_rollup(args, reduction, &envelope.head.command)?;
     // The summary counts simulated runs from the fleet key, or else from the results, which
@@ -305,15 +326,17 @@ fn finish_spooled(
             Value::from(reduction.simulated_runs),
         );
     }
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(&head, reduction.exit_code))
-    );
+    let summary = crate::summary::Summary::new(&head, reduction.exit_code);
+    let (summary, code) = match judged_as {
+        Some((verdict, code)) => (summary.judged_as(verdict, code), code),
+        None => (summary, reduction.exit_code),
+    };
+    eprint!("{}", crate::summary::render(&summary));
     if args.output_format == OutputFormat::Json {
         let stdout = std::io::stdout();
         copy_envelope(&envelope.spool, &mut stdout.lock()).context("writing the envelope")?;
     }
-    Ok(reduction.exit_code)
+    Ok(code)
 }
 
 fn write_rollup(

@@ -94,8 +94,11 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     };
     // A replay batch re-judges recordings: mixed with live batches it would make a unit look
     // flaky (or steady) for reasons no live run showed, so trends follow live batches only.
+    // An eval batch's units are arms of two skill versions, not runs of the scenario as it
+    // stands: its rows would mix with the ordinary ones, so trends leave evals out too.
     let ran_them = |batch: &BatchOverview| {
         !batch.stored.spec.mode.spends_nothing()
+            && batch.stored.spec.mode != cowork_schema::batch::BatchMode::Eval
             && batch.stats.as_ref().is_some_and(|stats| {
                 stats
                     .units
@@ -123,7 +126,7 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     print!("{}", render_trend(&batches, &rows, args.format, args.all));
     let flaky = rows.iter().filter(|row| row.flaky()).count();
     eprintln!(
-        "{} over the last {}; {flaky} flaky across batches",
+        "{} over the last {}; {flaky} flaky (some runs passed, some failed)",
         crate::text::count(rows.len() as u64, "unit"),
         crate::text::count_of(batches.len() as u64, "batch", "batches"),
     );
@@ -160,27 +163,10 @@ fn render_trend(
             .collect();
         return format!("{}\n", json!({ "batches": ids, "units": units }));
     }
-    // Columns are headed by when each batch ran (`12-01 00:59`); batches run in the same
-    // minute are told apart by their ids.
-    let short = |batch: &BatchCounts| when(&batch.batch_id).get(5..).unwrap_or("-").to_owned();
-    let unique = {
-        let shorts: Vec<String> = batches.iter().map(short).collect();
-        shorts
-            .iter()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            == shorts.len()
-    };
-    let columns: Vec<String> = batches
-        .iter()
-        .map(|batch| {
-            if unique {
-                short(batch)
-            } else {
-                batch.batch_id.to_string()
-            }
-        })
-        .collect();
+    // Columns are headed b1, b2, … (oldest first) and a legend below names each batch: a batch
+    // id (22 characters) or even its time per column would push five batches past 100
+    // columns, and batches run in the same minute need their ids anyway.
+    let columns: Vec<String> = (1..=batches.len()).map(|n| format!("b{n}")).collect();
     let mut header: Vec<&str> = vec!["unit"];
     header.extend(columns.iter().map(String::as_str));
     header.extend(["all runs", "cost/run", "flaky"]);
@@ -234,19 +220,21 @@ fn render_trend(
             steady.len() - failing,
         );
     }
-    let ids: Vec<&str> = batches
-        .iter()
-        .map(|batch| batch.batch_id.as_str())
-        .collect();
-    let _ = writeln!(
-        out,
-        "{}batches, oldest first: {}",
-        if format == TableFormat::Markdown {
-            "\n"
-        } else {
-            ""
-        },
-        ids.join(", ")
-    );
+    if format == TableFormat::Markdown {
+        out.push('\n');
+    }
+    for (column, batch) in columns.iter().zip(batches) {
+        let _ = writeln!(
+            out,
+            "{}{column} = {} ({})",
+            if format == TableFormat::Markdown {
+                "- "
+            } else {
+                ""
+            },
+            batch.batch_id,
+            when(&batch.batch_id)
+        );
+    }
     out
 }

@@ -79,11 +79,6 @@ impl DemoBatch {
         let (completed, passes, _) = self.cells[label];
         f64::from(passes) / f64::from(completed) >= MIN_PASS_RATE
     }
-
-    fn mixed(&self, label: &str) -> bool {
-        let (completed, passes, _) = self.cells[label];
-        passes > 0 && passes < completed
-    }
 }
 
 /// A store with the three demo batches, oldest first.
@@ -141,14 +136,47 @@ fn existing(store: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// The change `cowork diff` documents for a unit between two decided batches.
+/// The change `cowork diff` documents for a unit between two decided batches: the change of
+/// verdict (flaky is a flag beside it, [`expected_flaky`]).
 fn expected_change(then: &DemoBatch, now: &DemoBatch, label: &str) -> &'static str {
     match (then.passed(label), now.passed(label)) {
         (true, false) => "newly failing",
         (false, true) => "newly passing",
-        _ if then.mixed(label) && now.mixed(label) => "flaky",
         (false, false) => "failing",
         (true, true) => "passing",
+    }
+}
+
+/// The one flaky rule `diff`, `trend` and the reports document: some of the unit's runs in the
+/// batches looked at passed and some failed.
+fn expected_flaky(batches: &[&DemoBatch], label: &str) -> bool {
+    let (runs, passes) = batches.iter().fold((0, 0), |(runs, passes), batch| {
+        let (completed, passed, _) = batch.cells[label];
+        (runs + completed, passes + passed)
+    });
+    passes > 0 && passes < runs
+}
+
+/// `label → flaky` from `cowork diff --format json`.
+fn flaky_flags(diff: &Value) -> BTreeMap<String, bool> {
+    array(diff, "units")
+        .iter()
+        .map(|unit| {
+            (
+                unit["label"].as_str().expect("a label").to_owned(),
+                unit["flaky"].as_bool().expect("a flaky flag"),
+            )
+        })
+        .collect()
+}
+
+/// Fails unless every line of `out`'s stdout fits a terminal of 100 columns.
+fn fits_100_columns(out: &Output) {
+    if let Some(line) = out.stdout.lines().find(|line| line.chars().count() > 100) {
+        out.fail(&format!(
+            "a line is {} columns wide: {line}",
+            line.chars().count()
+        ));
     }
 }
 
@@ -225,6 +253,23 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
             .map(|label| (label.clone(), expected_change(then, now, label).to_owned()))
             .collect();
         assert_eq!(changes(&diff), expected, "diff {a} {b}");
+        let flags: BTreeMap<String, bool> = now
+            .cells
+            .keys()
+            .map(|label| (label.clone(), expected_flaky(&[then, now], label)))
+            .collect();
+        assert_eq!(flaky_flags(&diff), flags, "diff {a} {b}");
+        for side in ["then", "now"] {
+            for unit in array(&diff, "units") {
+                assert!(unit[side]["passed"].is_boolean(), "{side} verdict: {unit}");
+            }
+        }
+        let text = history.cowork(&["diff", a, b]);
+        text.expect_code(0);
+        fits_100_columns(&text);
+        if !text.stdout.contains("PASS ") && !text.stdout.contains("FAIL ") {
+            text.fail("the diff table shows each side's verdict");
+        }
         seen.extend(expected.into_values());
     }
     assert!(
@@ -234,16 +279,60 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
     );
     let compare = history.cowork(&["report", "--compare", "latest", "latest~2"]);
     compare.expect_code(0);
+    fits_100_columns(&compare);
+    // The text table may cut long labels to fit; the Markdown one keeps them whole.
+    let compare = history.cowork(&[
+        "report",
+        "--compare",
+        "latest",
+        "latest~2",
+        "--format",
+        "markdown",
+    ]);
+    compare.expect_code(0);
     for label in third.cells.keys() {
         let change = expected_change(third, first, label);
         let row = compare
             .stdout
             .lines()
-            .find(|line| line.starts_with(label.as_str()))
+            .find(|line| line.starts_with(&format!("| {label} |")))
             .unwrap_or_else(|| compare.fail(&format!("no row for {label}")));
-        if !row.trim_end().ends_with(change) {
+        if !row.contains(&format!("| {change} |")) {
             compare.fail(&format!("{label} should be {change}"));
         }
+    }
+    // `-o` writes the comparison in the format asked; a format it has no rendering for
+    // (HTML) is refused with exit 2 and writes nothing.
+    let compare_to = |format: &str, file: &Path| {
+        let path = file.to_str().expect("UTF-8");
+        history.cowork(&[
+            "report",
+            "--compare",
+            "latest",
+            "latest~2",
+            "--format",
+            format,
+            "-o",
+            path,
+        ])
+    };
+    let markdown_file = history.sandbox.path().join("cmp.md");
+    let markdown_path = markdown_file.display();
+    let to_file = compare_to("markdown", &markdown_file);
+    to_file.expect_code(0);
+    let written = std::fs::read_to_string(&markdown_file)
+        .unwrap_or_else(|e| to_file.fail(&format!("{markdown_path} not written: {e}")));
+    if !written.contains("| unit") || to_file.stdout.contains("| unit") {
+        to_file.fail(&format!(
+            "the Markdown table goes to the file, not stdout:\n{written}"
+        ));
+    }
+    let html_file = history.sandbox.path().join("cmp.html");
+    let html = compare_to("html", &html_file);
+    html.expect_code(2)
+        .expect_stderr("--compare has no html rendering");
+    if html_file.exists() || !html.stdout.is_empty() {
+        html.fail("a refused --compare writes nothing");
     }
 
     // `cowork trend`: every cell, one column per batch, flaky when it passed in some batches
@@ -261,9 +350,8 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
     let mut flaky_units = 0;
     for unit in array(&trend, "units") {
         let label = unit["label"].as_str().expect("a label");
-        let passed: Vec<bool> = history.batches.iter().map(|b| b.passed(label)).collect();
-        let flaky = passed.contains(&true) && passed.contains(&false);
-        assert_eq!(unit["flaky"], flaky, "{label}: passed per batch {passed:?}");
+        let flaky = expected_flaky(&[first, second, third], label);
+        assert_eq!(unit["flaky"], flaky, "{label}");
         flaky_units += usize::from(flaky);
         let runs: u32 = history.batches.iter().map(|b| b.cells[label].0).sum();
         let passes: u32 = history.batches.iter().map(|b| b.cells[label].1).sum();
@@ -276,8 +364,26 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
     assert_eq!(array(&trend, "units").len(), 4);
     assert!(
         flaky_units > 0,
-        "the demo's draws must make a unit flaky across batches"
+        "the demo's draws must make a unit flaky (some runs passed, some failed)"
     );
+    // The text table heads its batch columns b1.. and names them below: it fits 100 columns
+    // (batch ids as headers made it ~230 wide).
+    let trend_text = history.cowork(&[
+        "trend",
+        "examples/demo/scenarios/csv-report.yaml",
+        "--last",
+        "3",
+    ]);
+    trend_text.expect_code(0);
+    fits_100_columns(&trend_text);
+    for (column, batch) in ["b1", "b2", "b3"].iter().zip([first, second, third]) {
+        if !trend_text
+            .stdout
+            .contains(&format!("{column} = {}", batch.id))
+        {
+            trend_text.fail(&format!("the legend names {column}"));
+        }
+    }
     let by_name = history.json(&["trend", "csv-report", "--last", "2"]);
     assert_eq!(
         by_name["batches"],
@@ -296,12 +402,19 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
         before,
         "a dry run writes nothing"
     );
+    let lines: Vec<&str> = dry.stdout.lines().collect();
     for label in third.cells.keys() {
-        let row = dry
-            .stdout
-            .lines()
-            .find(|line| line.starts_with(label.as_str()))
+        // A label too long for one line of 100 columns has a line of its own, its row's cells
+        // on the next.
+        let at = lines
+            .iter()
+            .position(|line| line.starts_with(label.as_str()))
             .unwrap_or_else(|| dry.fail(&format!("no plan row for {label}")));
+        let row = if lines[at].trim_end() == label.as_str() {
+            lines.get(at + 1).copied().unwrap_or_default()
+        } else {
+            lines[at]
+        };
         if !row.ends_with("3 batches") {
             dry.fail(&format!("{label}: the estimate should draw on 3 batches"));
         }
@@ -326,6 +439,30 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
         if !dry.stdout.contains(fragment) {
             dry.fail(&format!("the dry run does not say {fragment:?}"));
         }
+    }
+    fits_100_columns(&dry);
+    // The same plan on the harness executor: the simulated history never estimates real runs
+    // (it printed "estimated cost: $2.01 (median cost per run in 1 earlier batch)").
+    let real_args: Vec<&str> = demo_args("4")
+        .into_iter()
+        .filter(|arg| {
+            !["--executor", "sim", "--sim-profile"].contains(arg)
+                && !arg.ends_with("sim-profile.yaml")
+        })
+        .chain(["--dry-run"])
+        .collect();
+    let mut args = vec!["run"];
+    args.extend(real_args);
+    let real = history.cowork(&args);
+    real.expect_code(0);
+    if !real
+        .stdout
+        .contains("estimated cost: no history (no earlier real batch")
+    {
+        real.fail("a harness dry run estimates from the simulated batches");
+    }
+    if real.stdout.contains("3 batches") {
+        real.fail("a harness plan row draws on simulated batches");
     }
 }
 

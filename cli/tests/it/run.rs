@@ -124,9 +124,10 @@ fn demo_batch_prints_one_envelope_and_exits_by_its_verdict() {
         } else {
             "verdict: FAIL (exit 1)"
         });
-    for index in 0..4 {
-        let row = format!("\nc{index} ");
-        out.expect_stderr(&row);
+    // Each cell is named as the dry run, diff, trend and reports name it (it was `c0 …`).
+    for cell in cells {
+        let label = cell["rollup"]["scenario"].as_str().expect("a cell label");
+        out.expect_stderr(&format!("\n{label}"));
     }
     assert_eq!(envelope["fleet"]["executor"], "sim");
     assert_eq!(envelope["fleet"]["simulated"], true);

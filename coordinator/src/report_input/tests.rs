@@ -1297,6 +1297,15 @@ async fn an_eval_report_leads_with_the_ab_result_and_judges_arms_as_arms() {
         .filter(|case| case.children_named("failure").next().is_some())
         .count();
     assert_eq!(failing, usize::from(overall.verdict == "B worse"));
+    // Markdown: two scenarios in two arms are two scenarios (it said "4 scenario(s)"), and the
+    // arms are not judged at a min pass rate.
+    let markdown = render_markdown(&input);
+    let runs = input.stored.plan.repeat.unwrap_or(1);
+    assert_contains(
+        &markdown,
+        &format!(" · 2 scenario(s) × 2 arms × {runs} run(s) · "),
+    );
+    assert!(!markdown.contains("min pass rate"), "{markdown}");
 }
 
 /// The file cell of a heatmap row of an eval report.

@@ -614,7 +614,7 @@ impl Admission {
             unit.spent_usd += cost;
             unit.price.observe(cost);
         }
-        self.ledger.units[finished.unit as usize].observe(cost, finished.run_ms);
+        self.ledger.units[finished.unit as usize].observe(cost, run_time_ms(finished));
         self.progress.finished += 1;
     }
 
@@ -702,6 +702,19 @@ impl Drop for Admission {
             }
         }
     }
+}
+
+/// The run time a finished job adds to its unit's history (`stats.json`, the dry run's
+/// time/run): the run's own `durationMs`, the time every report shows, when its result has one;
+/// else the time the worker measured around the job. They differ most for the sim executor,
+/// whose results carry simulated durations while the job itself takes milliseconds.
+fn run_time_ms(finished: &Finished) -> u64 {
+    let reported = match &finished.outcome {
+        JobOutcome::Completed { run } => run.duration_ms.filter(|ms| ms.is_finite() && *ms >= 0.0),
+        JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => None,
+    };
+    // `as` saturates for a finite non-negative f64 beyond u64::MAX.
+    reported.map_or(finished.run_ms, |ms| ms.round() as u64)
 }
 
 /// A first look at a `finished` event, located in the plan.

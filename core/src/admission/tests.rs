@@ -801,3 +801,28 @@ fn plain_units_publish_without_a_repeat_index_and_record_their_stats() {
         .collect();
     assert_eq!(units, [(1, 1, 1, Some(0.2)), (1, 1, 0, None)]);
 }
+
+#[test]
+fn a_units_run_time_is_the_runs_own_duration_as_the_reports_show_it() {
+    // A sim run reports a simulated `durationMs` while its job takes milliseconds (`run_ms` 5
+    // here): the history must say what the report says, or a dry run promises "about 0 s".
+    let plan = plan_of(
+        &[unit(Tier::Container), unit(Tier::Container)],
+        BatchFlags::default(),
+    );
+    let (mut admission, t0) = start(&plan, config(4));
+    assert_eq!(published(&admission.next(t0)), [job(0, None), job(1, None)]);
+    let mut timed = completed(true, Some(0.2), false);
+    if let JobOutcome::Completed { run } = &mut timed {
+        run.duration_ms = Some(42_000.0);
+    }
+    let input = finished_with(&admission, job(0, None), timed);
+    admission.apply(input, t0);
+    // A result without a duration falls back on the time the worker measured.
+    let input = finished_with(&admission, job(1, None), completed(true, None, false));
+    admission.apply(input, t0);
+    let reduction = admission.finish().expect("decided");
+    let stats = admission.batch_stats(&reduction, 7, t0 + Duration::from_secs(3));
+    let times: Vec<Option<u64>> = stats.units.iter().map(|u| u.median_run_ms).collect();
+    assert_eq!(times, [Some(42_000), Some(5)]);
+}

@@ -159,7 +159,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         });
     }
     let pairs = paired_outcomes(plan, input.folded, input.results)?;
-    // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; the exact
+    // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; Tango's
     // interval needs neither (the seed still drives the sim executor).
     let options = EvalOptions {
         alpha: input.settings.alpha,

@@ -1,5 +1,5 @@
-//! Eval A/B statistics: per-arm summaries, the paired difference with its exact interval, the
-//! exact McNemar test, the test's sensitivity and a verdict, per scenario and overall (design
+//! Eval A/B statistics: per-arm summaries, the paired difference with Tango's score interval,
+//! McNemar's test, the test's sensitivity and a verdict, per scenario and overall (design
 //! decisions.md#eval-design).
 //!
 //! An eval runs the same scenarios in two arms, A and B (two versions of a skill or plugin), and
@@ -13,8 +13,8 @@
 //! excludes 0 exactly when the verdict is not "no detectable difference".
 //!
 //! Modules:
-//! - [`stats`]: the exact McNemar p-value, the exact conditional (Clopper–Pearson) interval of
-//!   the paired difference, and the sensitivity of the test (minimum detectable difference,
+//! - [`stats`]: McNemar's p-value, Tango's unconditional score interval of the paired
+//!   difference, and the sensitivity of the test (minimum detectable difference,
 //!   pairs needed for a target difference).
 //! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
 //!   difference).
@@ -45,40 +45,42 @@ pub use gate::{
     EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, eval_exit_code, nothing_to_compare,
 };
 pub use stats::{
-    TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact, min_detectable_difference,
-    min_discordant_pairs, paired_difference_interval, pairs_to_detect,
+    TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact, mcnemar_score,
+    min_detectable_difference, min_discordant_pairs, paired_difference_interval, pairs_to_detect,
 };
 
 /// The significance level used when none is given (`--alpha`).
 pub const DEFAULT_ALPHA: f64 = 0.05;
 /// Written into `spec.eval.resamples` by clients. The statistics no longer resample (the
-/// interval is exact), but coordinators of the previous version validate the field, so a spec
+/// interval is Tango's score interval), but coordinators of the previous version validate the field, so a spec
 /// keeps a valid value for them.
 pub const DEFAULT_RESAMPLES: u32 = 10_000;
 
 /// The decision rule, stated in every report because it is this project's own: the harness
 /// defines no A/B decision rule.
 pub const DECISION_RULE: &str = "cowork-fleet's own rule (the harness defines no A/B \
-decision rule). Exact two-sided McNemar test on the complete pairs: b = aPassBFail (A passed, \
-B failed), c = aFailBPass (A failed, B passed), p = min(1, 2·P[X ≤ min(b, c)]) with \
-X ~ Binomial(b + c, 1/2), p = 1 when b + c = 0. Verdict: bWorse when p < alpha and b > c; \
+decision rule). Two-sided McNemar test (the score test, no continuity correction) on the \
+complete pairs: b = aPassBFail (A passed, B failed), c = aFailBPass (A failed, B passed), \
+z = (c − b)/√(b + c), p = P[|N(0, 1)| ≥ |z|], p = 1 when b + c = 0. It is the test the interval \
+inverts, so the verdict and the interval always agree. Verdict: bWorse when p < alpha and b > c; \
 bBetter when p < alpha and c > b; otherwise noDetectableDifference. Per-scenario verdicts are \
 not corrected for multiple comparisons; the overall verdict pools every scenario's pairs. \
 A pair where either arm did not complete (error or unanswered) is left out of the paired \
 statistics and counted in excludedPairs.";
 
 /// How the interval of the difference is computed, stated in every report.
-pub const INTERVAL_METHOD: &str = "exact conditional interval: the Clopper–Pearson interval \
-(as R's binom.test) of π = c/(b + c), the share of disagreeing pairs in which B passed, at \
-level 1 − alpha, mapped to the difference of pass rates by Δ = (b + c)/n · (2π − 1) over the \
-n complete pairs. It is the inversion of the exact McNemar test, so the interval excludes 0 \
-exactly when p < alpha and the verdict is bBetter or bWorse. With no disagreeing pair the \
-interval is [0, 0].";
+pub const INTERVAL_METHOD: &str = "Tango's score interval (Tango 1998, Statistics in \
+Medicine 17:891–908) of Δ = (c − b)/n, the pass rate of B minus that of A over the n complete \
+pairs, at level 1 − alpha: every Δ whose score statistic Z(Δ) = (c − b − nΔ)/√(n(2q + \
+Δ(1 − Δ))), q the constrained maximum-likelihood share of pairs where only A passed, lies \
+within ±z(1 − alpha/2). It is unconditional (the number of disagreeing pairs is random too), \
+and at Δ = 0 the statistic is McNemar's, so the interval excludes 0 exactly when p < alpha and \
+the verdict is bBetter or bWorse. With no disagreeing pair it is not [0, 0].";
 
 /// How the sensitivity figures are computed, stated in every report.
 pub const SENSITIVITY_METHOD: &str = "minDetectableDiff = k/n, where k = minDiscordantPairs is \
-the fewest disagreeing pairs the exact test can call at alpha (all in one direction: \
-2·2^−k < alpha) and n the comparison's complete pairs: a smaller observed difference cannot be \
+the fewest disagreeing pairs McNemar's test can call at alpha (all in one direction: \
+p at z = √k below alpha) and n the comparison's complete pairs: a smaller observed difference cannot be \
 significant, whatever the outcomes. pairsForTarget is the fewest complete pairs n with \
 P[Binomial(n, targetDiff) ≥ k] ≥ targetPower: the chance of detecting a true difference of \
 targetDiff in the most favourable case, where every disagreement favours the better arm; \
@@ -131,7 +133,7 @@ pub fn decide_verdict(discordant: Discordant, mcnemar_p: f64, alpha: f64) -> Eva
     }
 }
 
-/// The sensitivity of the exact test at `alpha` (see [`SENSITIVITY_METHOD`]).
+/// The sensitivity of McNemar's test at `alpha` (see [`SENSITIVITY_METHOD`]).
 pub fn sensitivity_at(alpha: f64) -> Sensitivity {
     Sensitivity {
         method: SENSITIVITY_METHOD.to_owned(),
@@ -255,7 +257,7 @@ impl ComparisonContext<'_> {
     /// The comparison of the arms' `tallies` and `paired` outcomes.
     fn compare(&self, tallies: &[ArmTally; 2], paired: &PairedCounts) -> Comparison {
         let discordant = paired.discordant();
-        let mcnemar_p = mcnemar_exact(discordant.a_pass_b_fail, discordant.a_fail_b_pass);
+        let mcnemar_p = mcnemar_score(discordant.a_pass_b_fail, discordant.a_fail_b_pass);
         let n_pairs = paired.complete.len() as u64;
         let diff = paired_difference_interval(
             discordant.a_pass_b_fail,

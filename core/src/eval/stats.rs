@@ -1,10 +1,15 @@
-//! The statistics of an eval A/B: the exact McNemar test, the exact conditional interval of the
-//! paired difference, and how sensitive the test is at a number of pairs.
+//! The statistics of an eval A/B: McNemar's test, Tango's score interval of the paired
+//! difference, and how sensitive the test is at a number of pairs.
 //!
-//! The interval is the inversion of the test: the Clopper–Pearson interval of the share of
-//! discordant pairs that favour B, mapped to the difference of pass rates. Both come from the
-//! same binomial tails, so a verdict never contradicts the interval shown beside it: the
-//! interval excludes 0 exactly when the test is significant.
+//! The interval is the inversion of a score test whose statistic at a difference of 0 is
+//! McNemar's, so a verdict never contradicts the interval shown beside it: the interval
+//! excludes 0 exactly when the test is significant. The interval is unconditional: unlike the
+//! exact conditional interval this module used before (Clopper–Pearson on the disagreeing
+//! pairs), it counts the uncertainty in how many pairs disagree, so a handful of runs gives a
+//! wide interval and no disagreement is not the point `[0, 0]`.
+//!
+//! The exact McNemar p-value and the Clopper–Pearson interval stay here for reference and for
+//! readers of reports written by the previous version; the verdict no longer uses them.
 //!
 //! Everything here is a pure, deterministic function of its arguments: no randomness, no
 //! iteration count that depends on anything but the inputs.
@@ -399,17 +404,22 @@ pub fn clopper_pearson(successes: u64, trials: u64, alpha: f64) -> (f64, f64) {
     )
 }
 
-/// The difference `pass rate(B) − pass rate(A)` over `pairs` complete pairs, with its exact
-/// conditional interval at level `1 − alpha`; `None` when there is no pair.
+/// The difference `pass rate(B) − pass rate(A)` over `pairs` complete pairs, with Tango's
+/// score interval at level `1 − alpha`; `None` when there is no pair.
 ///
-/// `a_pass_b_fail` is McNemar's `b` and `a_fail_b_pass` its `c`. Given the `m = b + c` pairs
-/// whose arms disagree, `c ~ Binomial(m, π)` where `π` is the share of disagreements that favour
-/// B, and the difference is `Δ = m/n · (2π − 1)`. The interval is the Clopper–Pearson interval
-/// of `π` mapped through that line. Clopper–Pearson is the inversion of the exact binomial test
-/// McNemar's exact test is, so `0 ∉ interval` exactly when `p < alpha`: the side of 1/2 each
-/// bound lies on is taken from [`mcnemar_exact`] itself, so rounding can never split them.
-/// With no disagreeing pair the interval is the single point 0: conditional on the pairs seen,
-/// nothing differed.
+/// `a_pass_b_fail` is McNemar's `b` and `a_fail_b_pass` its `c`; the estimate is
+/// `Δ = (c − b)/n`. The interval is every `Δ` that the score test of Tango (1998, "Equivalence
+/// test and confidence interval for the difference in proportions for the paired-sample
+/// design", Stat Med 17:891–908) does not reject: `|Z(Δ)| ≤ z` with `z` the two-sided normal
+/// quantile at `alpha` and `Z` from [`tango_statistic`]. It is unconditional: it treats the
+/// number of disagreeing pairs as random, so one disagreement in 10 pairs gives about
+/// `[−0.21, +0.40]`, not `[−0.1, +0.1]`, and no disagreement in 10 pairs about `±0.28`, not
+/// `[0, 0]`.
+///
+/// At `Δ = 0` Tango's statistic is McNemar's `(c − b)/√(b + c)`, so the interval excludes 0
+/// exactly when [`mcnemar_score`] is below `alpha`. Which side of 0 each bound lies on is taken
+/// from that p-value itself, so rounding can never split the verdict from the interval. The
+/// estimate lies strictly inside unless it is −1 or 1.
 pub fn paired_difference_interval(
     a_pass_b_fail: u64,
     a_fail_b_pass: u64,
@@ -419,42 +429,183 @@ pub fn paired_difference_interval(
     if pairs == 0 {
         return None;
     }
-    let n_discordant = a_pass_b_fail + a_fail_b_pass;
-    let n = pairs as f64;
-    let estimate = (a_fail_b_pass as f64 - a_pass_b_fail as f64) / n;
-    if n_discordant == 0 {
-        return Some(Interval {
-            estimate,
-            low: 0.0,
-            high: 0.0,
-        });
-    }
-    let significant = mcnemar_exact(a_pass_b_fail, a_fail_b_pass) < alpha;
-    let side_if = |condition: bool| {
-        if significant && condition {
-            Side::BeyondHalf
-        } else {
-            Side::AtMostHalf
-        }
+    let counts = PairedTable {
+        favour_b: a_fail_b_pass as f64,
+        favour_a: a_pass_b_fail as f64,
+        pairs: pairs as f64,
     };
-    let pi_low = clopper_pearson_lower(
-        a_fail_b_pass,
-        n_discordant,
-        alpha,
-        side_if(a_fail_b_pass > a_pass_b_fail),
-    );
-    let pi_high = clopper_pearson_upper(
-        a_fail_b_pass,
-        n_discordant,
-        alpha,
-        side_if(a_fail_b_pass < a_pass_b_fail),
-    );
-    let scale = n_discordant as f64 / n;
+    let estimate = (counts.favour_b - counts.favour_a) / counts.pairs;
+    let critical = normal_critical_value(alpha);
+    let significant = mcnemar_score(a_pass_b_fail, a_fail_b_pass) < alpha;
+    // Z(Δ) falls as Δ grows; the lower bound is where it comes down to +critical, the upper
+    // where it reaches −critical. A bound is searched on the side of 0 the test puts it.
+    let lower_bracket = if significant && estimate > 0.0 {
+        (0.0, estimate)
+    } else {
+        (-1.0, estimate.min(0.0))
+    };
+    let upper_bracket = if significant && estimate < 0.0 {
+        (estimate, 0.0)
+    } else {
+        (estimate.max(0.0), 1.0)
+    };
+    let low = if counts.statistic(-1.0) <= critical {
+        -1.0
+    } else {
+        // Keeps Z(low end) > critical ≥ Z(high end) and returns the high end.
+        bisect(lower_bracket, |delta| counts.statistic(delta) > critical).1
+    };
+    let high = if counts.statistic(1.0) >= -critical {
+        1.0
+    } else {
+        // Keeps Z(low end) ≥ −critical > Z(high end) and returns the low end.
+        bisect(upper_bracket, |delta| counts.statistic(delta) >= -critical).0
+    };
     Some(Interval {
         estimate,
-        low: scale * (2.0 * pi_low - 1.0),
-        high: scale * (2.0 * pi_high - 1.0),
+        low,
+        high,
     })
+}
+
+/// The counts Tango's statistic needs: the disagreeing pairs each way and all complete pairs.
+struct PairedTable {
+    /// Pairs where only B passed (McNemar's `c`).
+    favour_b: f64,
+    /// Pairs where only A passed (McNemar's `b`).
+    favour_a: f64,
+    /// Complete pairs `n`.
+    pairs: f64,
+}
+
+impl PairedTable {
+    /// Tango's score statistic at the difference `delta` ([`tango_statistic`]).
+    fn statistic(&self, delta: f64) -> f64 {
+        tango_statistic(self.favour_b, self.favour_a, self.pairs, delta)
+    }
+}
+
+/// Tango's (1998) score statistic for the paired difference `Δ = (x − y)/n`, where `x` pairs
+/// favour one arm, `y` the other, of `n`: `Z(Δ) = (x − y − nΔ) / √(n·(2q + Δ(1 − Δ)))`, with
+/// `q` the maximum-likelihood share of `y`-pairs under the constraint `Δ`, the positive root of
+/// `2n·q² + (−x − y + (2n − x + y)Δ)·q − yΔ(1 − Δ) = 0` (Tango's equation (6)). Where the
+/// variance vanishes (at `Δ = ±1`), the statistic is the sign of its numerator times infinity,
+/// or 0 when the numerator is 0 too.
+pub(crate) fn tango_statistic(x: f64, y: f64, n: f64, delta: f64) -> f64 {
+    let quadratic = 2.0 * n;
+    let linear = -x - y + (2.0 * n - x + y) * delta;
+    let constant = -y * delta * (1.0 - delta);
+    let discriminant = (linear * linear - 4.0 * quadratic * constant).max(0.0);
+    let share = (discriminant.sqrt() - linear) / (2.0 * quadratic);
+    let numerator = x - y - n * delta;
+    let variance = n * (2.0 * share + delta * (1.0 - delta));
+    if variance <= 0.0 {
+        return if numerator > 0.0 {
+            f64::INFINITY
+        } else if numerator < 0.0 {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        };
+    }
+    numerator / variance.sqrt()
+}
+
+/// Bisects `(low, high)` where `below(low)` holds and `below(high)` does not, until the
+/// midpoint stops moving; returns the final bracket, whose ends keep those properties.
+fn bisect(bracket: (f64, f64), below: impl Fn(f64) -> bool) -> (f64, f64) {
+    let (mut low, mut high) = bracket;
+    for _ in 0..BISECTION_STEPS {
+        let mid = 0.5 * (low + high);
+        if mid <= low || mid >= high {
+            break;
+        }
+        if below(mid) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    (low, high)
+}
+
+// ---------------------------------------------------------------------------------------------
+// McNemar's score test and the normal distribution.
+
+/// The two-sided p-value of McNemar's test (the score test, without continuity correction):
+/// `P[|N(0, 1)| ≥ |c − b|/√(b + c)]`, and exactly `1` with no discordant pair.
+///
+/// `a_pass_b_fail` is `b`, `a_fail_b_pass` is `c`. This is the test Tango's interval inverts
+/// ([`paired_difference_interval`]), so `p < alpha` exactly when the interval excludes 0.
+pub fn mcnemar_score(a_pass_b_fail: u64, a_fail_b_pass: u64) -> f64 {
+    let n_discordant = a_pass_b_fail + a_fail_b_pass;
+    if n_discordant == 0 {
+        return 1.0;
+    }
+    let difference = a_fail_b_pass as f64 - a_pass_b_fail as f64;
+    normal_two_sided_p(difference / (n_discordant as f64).sqrt())
+}
+
+/// `P[|N(0, 1)| ≥ |z|] = erfc(|z|/√2)`.
+pub(crate) fn normal_two_sided_p(z: f64) -> f64 {
+    erfc(z.abs() / std::f64::consts::SQRT_2)
+}
+
+/// The `z` with `P[|N(0, 1)| ≥ z] = alpha`, by bisection on [`normal_two_sided_p`] itself, so
+/// the critical value and the p-value can never disagree about which side of it a statistic
+/// lies. `alpha` is strictly between 0 and 1.
+pub(crate) fn normal_critical_value(alpha: f64) -> f64 {
+    // erfc(40/√2) is about 1e-349, below every f64 alpha: the root is inside [0, 40].
+    bisect((0.0, 40.0), |z| normal_two_sided_p(z) > alpha).1
+}
+
+/// The complementary error function for `x ≥ 0`, to about 1e-13 relative: below 2 as
+/// `1 − erf(x)` from the all-positive series `erf(x) = 2x/√π · e^(−x²) · Σ (2x²)^k / (2k+1)!!`
+/// (no cancellation inside the sum), from 2 up by the continued fraction
+/// `erfc(x) = e^(−x²)/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + …))))`, evaluated by Lentz's
+/// method (both Abramowitz and Stegun 7.1.6 and 7.1.14).
+fn erfc(x: f64) -> f64 {
+    if x < 2.0 {
+        let x_squared = x * x;
+        let mut term = 1.0;
+        let mut sum = NeumaierSum::new(1.0);
+        // The terms grow until k ≈ x² (at most 4 here) and then fall faster than 2x²/(2k+1);
+        // 200 terms are far more than the 60 the worst case x = 2 needs.
+        for k in 1..200_u32 {
+            term *= 2.0 * x_squared / f64::from(2 * k + 1);
+            sum.add(term);
+            if term < sum.total() * 1e-17 {
+                break;
+            }
+        }
+        let erf = 2.0 * x / PI.sqrt() * (-x_squared).exp() * sum.total();
+        return 1.0 - erf;
+    }
+    // Lentz's method for b0 + a1/(b1 + a2/(b2 + …)) with b_k = x and a_k = k/2.
+    let tiny = 1e-300;
+    let mut fraction = x;
+    let mut c = x;
+    let mut d = 0.0;
+    // At x ≥ 2 the fraction converges to 1e-16 within about 60 terms; the bound only guards
+    // against a non-terminating loop.
+    for k in 1..500_u32 {
+        let a = f64::from(k) / 2.0;
+        d = x + a * d;
+        if d.abs() < tiny {
+            d = tiny;
+        }
+        c = x + a / c;
+        if c.abs() < tiny {
+            c = tiny;
+        }
+        d = 1.0 / d;
+        let step = c * d;
+        fraction *= step;
+        if (step - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    (-x * x).exp() / PI.sqrt() / fraction
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -465,20 +616,21 @@ pub const TARGET_DIFFERENCE: f64 = 0.2;
 /// The probability of detecting it that [`pairs_to_detect`] asks for: 4 times in 5.
 pub const TARGET_POWER: f64 = 0.8;
 
-/// The fewest disagreeing pairs the exact test can call significant at `alpha`: the smallest
-/// `k` with `p(0, k) = 2·2^−k < alpha`, i.e. when every disagreement goes the same way. Fewer
-/// disagreements can never be significant, whatever their direction.
+/// The fewest disagreeing pairs McNemar's test can call significant at `alpha`: the smallest
+/// `k` with `p(0, k) < alpha`, where every disagreement goes the same way and the statistic is
+/// `√k`. Fewer disagreements can never be significant, whatever their direction (`|c − b|/√(b
+/// + c)` is at most `√(b + c)`), and the count does not depend on the number of pairs.
 pub fn min_discordant_pairs(alpha: f64) -> u64 {
     let mut k = 1_u64;
-    // p(0, k) halves with every k and reaches 0 below the smallest f64 (k ≈ 1075), so the loop
+    // p(0, k) falls with every k and reaches 0 below the smallest f64 (k ≈ 1500), so the loop
     // ends for any alpha > 0; the bound only guards a NaN.
-    while k < 2000 && mcnemar_exact(0, k) >= alpha {
+    while k < 4000 && mcnemar_score(0, k) >= alpha {
         k += 1;
     }
     k
 }
 
-/// The smallest difference of pass rates the exact test can detect at `alpha` with `pairs`
+/// The smallest difference of pass rates McNemar's test can detect at `alpha` with `pairs`
 /// complete pairs: [`min_discordant_pairs`] over `pairs`. A smaller observed difference cannot
 /// be told from noise. `None` when even a difference of 100 points could not be detected.
 pub fn min_detectable_difference(pairs: u64, alpha: f64) -> Option<f64> {
@@ -486,7 +638,7 @@ pub fn min_detectable_difference(pairs: u64, alpha: f64) -> Option<f64> {
     (pairs > 0 && k <= pairs).then(|| k as f64 / pairs as f64)
 }
 
-/// The fewest pairs with which the exact test detects a true difference `difference` with
+/// The fewest pairs with which McNemar's test detects a true difference `difference` with
 /// probability `power`, in the most favourable case: every disagreement favours the better
 /// arm, so disagreements occur in a share `difference` of the pairs and the test calls it once
 /// there are [`min_discordant_pairs`] of them. The probability of that,

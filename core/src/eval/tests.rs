@@ -1,5 +1,6 @@
-//! Tests of the eval statistics: McNemar against hand-computed and independently computed
-//! values, the exact interval against published worked examples, the property that the verdict
+//! Tests of the eval statistics: McNemar (exact and score) against hand-computed and
+//! independently computed values, Tango's interval and Clopper–Pearson against published worked
+//! examples, the property that the verdict
 //! never contradicts the interval, the sensitivity figures against hand calculations, and the
 //! report on acceptance-shaped synthetic batches. The seeded generator that draws the random
 //! tables and synthetic runs is written out here, checked against its published reference
@@ -118,7 +119,7 @@ fn saddle_point_tail_agrees_with_exact_integer_tail() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The exact interval.
+// Intervals: Tango's score interval of the paired difference, Clopper–Pearson for reference.
 
 /// The seed of every random draw in these tests.
 const SEED: u64 = 20_240_611;
@@ -167,53 +168,154 @@ fn clopper_pearson_agrees_with_high_precision_inversion() {
     }
 }
 
+/// Checks Tango's interval of `b` (A only) and `c` (B only) of `n` pairs at `level` against
+/// `expected`, to `digits` decimals.
+fn check_tango(b: u64, c: u64, n: u64, level: f64, expected: (f64, f64), digits: i32) {
+    let interval = paired_difference_interval(b, c, n, 1.0 - level).expect("pairs");
+    let tolerance = 0.5 * 10f64.powi(-digits);
+    assert!(
+        (interval.low - expected.0).abs() <= tolerance
+            && (interval.high - expected.1).abs() <= tolerance,
+        "b = {b}, c = {c}, n = {n} at {level}: {interval:?}, expected {expected:?}"
+    );
+}
+
 #[test]
-fn the_paired_interval_maps_the_discordant_share_to_the_difference() {
-    // b = 10 (A only), c = 2 (B only) of n = 20 pairs: binom.test(2, 12) above, so
-    // π ∈ [0.02086253, 0.48413775] and Δ = 12/20 · (2π − 1) ∈ [−0.574965, −0.019035];
-    // the estimate is (2 − 10)/20 = −0.4, and p = 0.03857 < 0.05: B worse, 0 outside.
-    let interval = paired_difference_interval(10, 2, 20, 0.05).expect("pairs");
-    assert_eq!(interval.estimate, -0.4);
-    assert!((interval.low - (0.6 * (2.0 * 0.020_862_53 - 1.0))).abs() < 1e-8);
-    assert!((interval.high - (0.6 * (2.0 * 0.484_137_75 - 1.0))).abs() < 1e-8);
-    assert!(interval.high < 0.0);
-    assert!((mcnemar_exact(10, 2) - 0.038_574_218_75).abs() < 1e-15);
+fn tango_interval_matches_published_worked_examples() {
+    // Published paired 2×2 tables (n11, n12, n21, n22) with Tango's score interval for the
+    // difference (n12 − n21)/n, as printed; here c = n12 (only the new arm passed) and
+    // b = n21. The values, and which publication each comes from, as collected in the
+    // published-example tests of the ratesci R package (tests/testthat/test3.R). Each was also
+    // recomputed from Tango's formulas alone (Python, constrained MLE and bisection, normal
+    // quantile from statistics.NormalDist), agreeing to the digits printed.
+    //
+    // Tango (1998), Stat Med 17:891–908, worked examples: (4, 9, 3, 16) at 95%, and
+    // (43, 0, 1, 0) at 90%.
+    check_tango(3, 9, 32, 0.95, (-0.027, 0.390), 3);
+    check_tango(1, 0, 44, 0.90, (-0.096, 0.037), 3);
+    // Fagerland, Lydersen and Laake (2014), Stat Methods Med Res 23:1–22, Table V, on the data
+    // of their Table II, (1, 1, 7, 12): −0.517 to −0.026.
+    check_tango(7, 1, 21, 0.95, (-0.517, -0.026), 3);
+    // Agresti and Min (2005), Stat Med 24:729–740, (53, 16, 8, 9): −0.020 to 0.207.
+    check_tango(8, 16, 86, 0.95, (-0.020, 0.207), 3);
+    // Tang, Li and Tang (2010), (8, 3, 1, 2): −0.1670 to 0.4327.
+    check_tango(1, 3, 14, 0.95, (-0.1670, 0.4327), 4);
+}
+
+#[test]
+fn tango_interval_agrees_with_an_independent_computation() {
+    // Bounds from the Python script described above (independent of this code), to 1e-9.
+    let cases = [
+        // (b, c, n, low, high)
+        (
+            10,
+            2,
+            20,
+            -0.646_423_285_854_260_3,
+            -0.066_307_605_784_852_87,
+        ),
+        (1, 0, 10, -0.404_150_026_795_238_3, 0.205_286_079_849_178_07),
+        (0, 0, 10, -0.277_532_799_862_889_1, 0.277_532_799_862_889_1),
+        (0, 4, 10, 0.011_454_080_191_955_191, 0.687_326_230_266_341_7),
+        (
+            21,
+            3,
+            30,
+            -0.782_168_727_826_275_8,
+            -0.305_843_663_046_624_86,
+        ),
+        (
+            7,
+            1,
+            10,
+            -0.858_858_316_789_244_4,
+            -0.048_924_231_575_685_04,
+        ),
+    ];
+    for (b, c, n, low, high) in cases {
+        let interval = paired_difference_interval(b, c, n, 0.05).expect("pairs");
+        assert!(
+            (interval.low - low).abs() < 1e-9 && (interval.high - high).abs() < 1e-9,
+            "b = {b}, c = {c}, n = {n}: {interval:?}, expected [{low}, {high}]"
+        );
+    }
+}
+
+#[test]
+fn the_paired_interval_is_unconditional() {
+    // The issue's example: one disagreement in 10 pairs. The conditional interval was
+    // [−0.1, +0.1] (the point estimate on its edge); Tango's is about [−0.40, +0.21], wide
+    // enough for the 30-point drop the data allow, and the estimate lies strictly inside.
+    let one = paired_difference_interval(1, 0, 10, 0.05).expect("pairs");
+    assert_eq!(one.estimate, -0.1);
+    assert!(one.low < -0.3 && one.high > 0.2, "{one:?}");
+    // No disagreeing pair: still an interval, symmetric around 0, not the point [0, 0].
+    let none = paired_difference_interval(0, 0, 7, 0.05).expect("pairs");
+    assert_eq!(none.estimate, 0.0);
+    assert!(none.low < -0.3 && none.high > 0.3, "{none:?}");
+    assert!((none.low + none.high).abs() < 1e-12, "{none:?}");
     // Mirrored: the same interval with its sign flipped.
+    let interval = paired_difference_interval(10, 2, 20, 0.05).expect("pairs");
     let mirrored = paired_difference_interval(2, 10, 20, 0.05).expect("pairs");
-    assert_eq!(mirrored.estimate, 0.4);
     assert!((mirrored.low + interval.high).abs() < 1e-12);
     assert!((mirrored.high + interval.low).abs() < 1e-12);
-    // No disagreeing pair: nothing differed, the interval is the point 0.
-    assert_eq!(
-        paired_difference_interval(0, 0, 7, 0.05),
-        Some(Interval {
-            estimate: 0.0,
-            low: 0.0,
-            high: 0.0
-        })
-    );
+    // Every pair disagreeing one way: the estimate is the bound 1 itself.
+    let all = paired_difference_interval(0, 10, 10, 0.05).expect("pairs");
+    assert_eq!((all.estimate, all.high), (1.0, 1.0));
+    assert!(all.low > 0.0 && all.low < 1.0, "{all:?}");
     assert_eq!(paired_difference_interval(0, 0, 0, 0.05), None);
 }
 
 #[test]
 fn the_readme_demo_interval_agrees_with_its_verdict() {
     // The eval demo's csv-report scenario: A passed 8 of 10, B 3 of 10, with 6 pairs where only
-    // A passed and 1 where only B did. The exact test gives p = 2·(1 + 7)/128 = 0.125, and the
-    // interval now spans 0 instead of the bootstrap's [−90%, −10%] that contradicted it.
+    // A passed and 1 where only B did. z = −5/√7, p = 0.0588 ≥ 0.05, and the interval spans 0.
     let interval = paired_difference_interval(6, 1, 10, 0.05).expect("pairs");
-    assert_eq!(mcnemar_exact(6, 1), 0.125);
+    assert!((mcnemar_score(6, 1) - 0.058_781_721_355_358_91).abs() < 1e-12);
     assert_eq!(interval.estimate, -0.5);
     assert!(interval.low < 0.0 && interval.high > 0.0, "{interval:?}");
-    // π ∈ Clopper–Pearson(1, 7) = [0.00361030, 0.57872320] (mpmath), Δ = 0.7 · (2π − 1).
-    assert!((interval.low - 0.7 * (2.0 * 0.003_610_297 - 1.0)).abs() < 1e-8);
-    assert!((interval.high - 0.7 * (2.0 * 0.578_723_197 - 1.0)).abs() < 1e-8);
+}
+
+#[test]
+fn mcnemar_score_matches_the_normal_tail() {
+    // p = erfc(|c − b|/√(2(b + c))), from Python's math.erfc (independent of this code).
+    let cases = [
+        (0, 0, 1.0),
+        (0, 4, 0.045_500_263_896_358_44),
+        (0, 6, 0.014_305_878_435_429_655),
+        (10, 2, 0.020_921_335_337_794_028),
+        (7, 1, 0.033_894_853_524_689_3),
+        (21, 3, 0.000_238_563_454_028_709_8),
+        (1, 0, 0.317_310_507_862_914_15),
+        (5, 5, 1.0),
+    ];
+    for (b, c, expected) in cases {
+        for (first, second) in [(b, c), (c, b)] {
+            let actual = mcnemar_score(first, second);
+            assert!(
+                ((actual - expected) / expected).abs() < 1e-12,
+                "mcnemar_score({first}, {second}) = {actual:e}, expected {expected:e}"
+            );
+        }
+    }
+    // The critical values against Python's statistics.NormalDist().inv_cdf(alpha / 2), negated
+    // (the lower tail, so that 1 − alpha/2 does not round away the digits of a small alpha).
+    for (alpha, expected) in [
+        (0.05, 1.959_963_984_540_053_6),
+        (0.01, 2.575_829_303_548_9),
+        (1e-10, 6.466_951_087_240_515),
+    ] {
+        let actual = stats::normal_critical_value(alpha);
+        assert!((actual - expected).abs() < 1e-10, "z({alpha}) = {actual}");
+    }
 }
 
 #[test]
 fn the_verdict_never_contradicts_the_interval_on_random_tables() {
     // 20 000 random 2×2 tables of paired outcomes (seeded): the interval excludes 0 exactly when
-    // the verdict is a difference, on the side the verdict names; each bound is the true
-    // Clopper–Pearson root (its binomial tail is alpha/2); the estimate lies inside.
+    // the verdict is a difference, on the side the verdict names; each bound is a root of
+    // Tango's statistic at ±z (or an end of [−1, 1]); the estimate lies strictly inside unless
+    // it is an end of [−1, 1]; no interval is a single point.
     let mut generator = Xoshiro256StarStar::from_seed(SEED);
     let alphas = [0.05, 0.01, 0.1, 0.2, 0.001, 0.5];
     for case in 0..20_000 {
@@ -226,7 +328,7 @@ fn the_verdict_never_contradicts_the_interval_on_random_tables() {
             a_pass_b_fail,
             a_fail_b_pass,
         };
-        let p = mcnemar_exact(a_pass_b_fail, a_fail_b_pass);
+        let p = mcnemar_score(a_pass_b_fail, a_fail_b_pass);
         let verdict = decide_verdict(discordant, p, alpha);
         let interval = paired_difference_interval(a_pass_b_fail, a_fail_b_pass, n_pairs, alpha)
             .expect("at least one pair");
@@ -241,39 +343,36 @@ fn the_verdict_never_contradicts_the_interval_on_random_tables() {
                 assert!(interval.low <= 0.0 && interval.high >= 0.0, "{context}");
             }
         }
+        let estimate = interval.estimate;
         assert!(
-            interval.low <= interval.estimate && interval.estimate <= interval.high,
+            (interval.low < estimate || estimate == -1.0)
+                && (estimate < interval.high || estimate == 1.0),
             "{context}"
         );
-        check_bounds_are_roots(a_fail_b_pass, n_discordant, alpha, &context);
-    }
-}
-
-/// The Clopper–Pearson bounds of `x` of `n` make the binomial tails alpha/2 (to 1e-9 relative;
-/// at an open end the bound is 0 or 1).
-fn check_bounds_are_roots(x: u64, n: u64, alpha: f64, context: &str) {
-    if n == 0 {
-        return;
-    }
-    let (low, high) = clopper_pearson(x, n, alpha);
-    let target = alpha / 2.0;
-    if x > 0 {
-        let tail = stats::binomial_upper_tail(x as f64, n as f64, low);
-        assert!(
-            ((tail - target) / target).abs() < 1e-9,
-            "P[X ≥ {x}] at {low} is {tail}: {context}"
-        );
-    } else {
-        assert_eq!(low, 0.0, "{context}");
-    }
-    if x < n {
-        let tail = stats::binomial_lower_tail(x as f64, n as f64, high);
-        assert!(
-            ((tail - target) / target).abs() < 1e-9,
-            "P[X ≤ {x}] at {high} is {tail}: {context}"
-        );
-    } else {
-        assert_eq!(high, 1.0, "{context}");
+        assert!(interval.low < interval.high, "{context}");
+        let critical = stats::normal_critical_value(alpha);
+        let statistic = |delta: f64| {
+            stats::tango_statistic(
+                a_fail_b_pass as f64,
+                a_pass_b_fail as f64,
+                n_pairs as f64,
+                delta,
+            )
+        };
+        if interval.low > -1.0 {
+            let at_low = statistic(interval.low);
+            assert!(
+                (at_low - critical).abs() < 1e-6,
+                "Z(low) = {at_low}: {context}"
+            );
+        }
+        if interval.high < 1.0 {
+            let at_high = statistic(interval.high);
+            assert!(
+                (at_high + critical).abs() < 1e-6,
+                "Z(high) = {at_high}: {context}"
+            );
+        }
     }
 }
 
@@ -313,33 +412,57 @@ fn binomial_tails_agree_with_exact_sums() {
 
 #[test]
 fn the_minimum_detectable_difference_matches_the_hand_calculation() {
-    // With every disagreement one way, p(0, k) = 2·2^−k: 2^−4 = 0.0625 ≥ 0.05 at k = 5 and
-    // 2^−5 = 0.03125 < 0.05 at k = 6, so 6 disagreeing pairs is the floor at alpha 0.05.
-    assert_eq!(min_discordant_pairs(0.05), 6);
-    // alpha 0.01: 2^−7 = 0.0078 < 0.01 ≤ 2^−6 = 0.0156, so k = 8.
-    assert_eq!(min_discordant_pairs(0.01), 8);
-    // alpha 0.1: 2^−4 = 0.0625 < 0.1 ≤ 2^−3, so k = 5.
-    assert_eq!(min_discordant_pairs(0.1), 5);
-    // alpha exactly 2^−4: p must be below it, so 2^−5 at k = 6.
-    assert_eq!(min_discordant_pairs(0.0625), 6);
-    // 10 runs per arm: 6/10 = 60 points; 20 pairs: 30 points; 5 pairs: never.
-    assert_eq!(min_detectable_difference(10, 0.05), Some(0.6));
-    assert_eq!(min_detectable_difference(20, 0.05), Some(0.3));
-    assert_eq!(min_detectable_difference(5, 0.05), None);
+    // With every disagreement one way, z = √k: p(0, 3) = 0.083 ≥ 0.05 and p(0, 4) = 0.0455 <
+    // 0.05 (Python's math.erfc), so 4 disagreeing pairs is the floor at alpha 0.05.
+    assert_eq!(min_discordant_pairs(0.05), 4);
+    // alpha 0.01: p(0, 6) = 0.0143 ≥ 0.01 > p(0, 7) = 0.0082, so k = 7.
+    assert_eq!(min_discordant_pairs(0.01), 7);
+    // alpha 0.1: p(0, 2) = 0.157 ≥ 0.1 > p(0, 3) = 0.083, so k = 3.
+    assert_eq!(min_discordant_pairs(0.1), 3);
+    // 10 runs per arm: 4/10 = 40 points; 20 pairs: 20 points; 3 pairs: never.
+    assert_eq!(min_detectable_difference(10, 0.05), Some(0.4));
+    assert_eq!(min_detectable_difference(20, 0.05), Some(0.2));
+    assert_eq!(min_detectable_difference(3, 0.05), None);
     assert_eq!(min_detectable_difference(0, 0.05), None);
+}
+
+#[test]
+fn the_minimum_detectable_difference_is_where_the_interval_leaves_zero() {
+    // "Detects ≥ N points" and the interval say the same: at k = minDiscordantPairs
+    // disagreements all one way the interval excludes 0, at k − 1 it does not, and no split
+    // of fewer disagreements excludes it either, for every n up to 120.
+    for alpha in [0.05, 0.01, 0.1] {
+        let k = min_discordant_pairs(alpha);
+        for n in 1..=120_u64 {
+            if k <= n {
+                let at_floor = paired_difference_interval(0, k, n, alpha).expect("pairs");
+                assert!(at_floor.low > 0.0, "k = {k}, n = {n}: {at_floor:?}");
+            }
+            for n_discordant in 0..k.min(n + 1) {
+                for c in 0..=n_discordant {
+                    let interval =
+                        paired_difference_interval(n_discordant - c, c, n, alpha).expect("pairs");
+                    assert!(
+                        interval.low <= 0.0 && interval.high >= 0.0,
+                        "{n_discordant} disagreements ({c} for B) of {n} at {alpha}: {interval:?}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]
 fn the_pairs_needed_for_20_points_match_the_hand_calculation() {
     // The most favourable case: disagreements in 20% of pairs, all one way, so the test calls
-    // it once there are 6 of them (alpha 0.05). P[Binomial(n, 0.2) ≥ 6], by exact sums
-    // (Python `fractions`): n = 38 gives 0.7996…, n = 39 gives 0.8200…: 39 pairs.
-    assert_eq!(pairs_to_detect(0.2, 0.8, 0.05), 39);
-    // alpha 0.01 needs 8 of them: n = 49 gives 0.7909…, n = 50 gives 0.8096…: 50 pairs.
-    assert_eq!(pairs_to_detect(0.2, 0.8, 0.01), 50);
+    // it once there are 4 of them (alpha 0.05). P[Binomial(n, 0.2) ≥ 4], by exact sums
+    // (Python `fractions`): n = 26 gives 0.7932…, n = 27 gives 0.8177…: 27 pairs.
+    assert_eq!(pairs_to_detect(0.2, 0.8, 0.05), 27);
+    // alpha 0.01 needs 7 of them: n = 43 gives 0.7842…, n = 44 gives 0.8044…: 44 pairs.
+    assert_eq!(pairs_to_detect(0.2, 0.8, 0.01), 44);
     let sensitivity = sensitivity_at(0.05);
-    assert_eq!(sensitivity.min_discordant_pairs, 6);
-    assert_eq!(sensitivity.pairs_for_target, 39);
+    assert_eq!(sensitivity.min_discordant_pairs, 4);
+    assert_eq!(sensitivity.pairs_for_target, 27);
     assert_eq!(
         (sensitivity.target_diff, sensitivity.target_power),
         (0.2, 0.8)
@@ -368,14 +491,14 @@ fn p_values_and_sensitivity_read_in_plain_words() {
     );
     assert_eq!(
         words::p_value_sentence(overall),
-        "p = 0.125: a difference at least this large would appear by chance 12.5% of the time \
+        "p = 0.059: a difference at least this large would appear by chance 5.9% of the time \
          if A and B passed equally often"
     );
     assert_eq!(
         words::sensitivity_sentence(&report, 10).as_deref(),
         Some(
-            "with 10 runs per arm a difference under 60 points cannot be told from noise in one \
-             scenario; at least ~39 runs per arm would detect 20 points 4 times in 5"
+            "with 10 runs per arm a difference under 40 points cannot be told from noise in one \
+             scenario; at least ~27 runs per arm would detect 20 points 4 times in 5"
         )
     );
 }
@@ -589,8 +712,8 @@ fn report(outcomes: &[PairedOutcome]) -> EvalReport {
 fn acceptance_b_made_worse_is_reported_worse() {
     // 3 scenarios × 10 runs per arm; A passes 9 of 10, B 3 of 10. B's passes fall on repeats
     // 7–9 and A's failure on repeat 9, so each scenario has b = 7 (A pass, B fail on 0–6) and
-    // c = 1 (repeat 9): p = 18/256 per scenario, too few pairs to call. Pooled, b = 21 and
-    // c = 3: p = 4650/2^24 ≈ 2.8e-4, so B is worse overall.
+    // c = 1 (repeat 9): z = −6/√8, p = 0.0339 per scenario. Pooled, b = 21 and c = 3:
+    // z = −18/√24, p ≈ 2.4e-4, so B is worse overall (p from Python's math.erfc).
     let a_runs = passing_at(10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     let b_runs = passing_at(10, &[7, 8, 9]);
     let outcomes: Vec<PairedOutcome> = ["alpha", "beta", "gamma"]
@@ -602,7 +725,7 @@ fn acceptance_b_made_worse_is_reported_worse() {
     let overall = &report.overall;
     assert_eq!(overall.verdict, EvalVerdict::BWorse);
     assert!(overall.mcnemar_p < 0.05);
-    assert_eq!(overall.mcnemar_p, 4650.0 / 16_777_216.0);
+    assert!((overall.mcnemar_p - 0.000_238_563_454_028_709_8).abs() < 1e-15);
     assert_eq!(
         overall.discordant,
         Discordant {
@@ -620,15 +743,14 @@ fn acceptance_b_made_worse_is_reported_worse() {
 
     assert_eq!(report.scenarios.len(), 3);
     for scenario in &report.scenarios {
-        assert_eq!(
-            scenario.comparison.mcnemar_p,
-            18.0 / 256.0,
+        assert!(
+            (scenario.comparison.mcnemar_p - 0.033_894_853_524_689_3).abs() < 1e-14,
             "{}",
             scenario.scenario
         );
         assert_eq!(
             scenario.comparison.verdict,
-            EvalVerdict::NoDetectableDifference,
+            EvalVerdict::BWorse,
             "{}",
             scenario.scenario
         );
@@ -673,25 +795,23 @@ fn acceptance_identical_arms_show_no_difference() {
         assert_eq!(comparison.verdict, EvalVerdict::NoDetectableDifference);
         assert_eq!(comparison.mcnemar_p, 1.0);
         assert_eq!(comparison.discordant, Discordant::default());
-        assert_eq!(
-            comparison.diff,
-            Some(Interval {
-                estimate: 0.0,
-                low: 0.0,
-                high: 0.0
-            })
+        let diff = comparison.diff.expect("pairs");
+        assert_eq!(diff.estimate, 0.0);
+        assert!(
+            diff.low < 0.0 && diff.high > 0.0,
+            "not the point 0: {diff:?}"
         );
     }
 }
 
 #[test]
 fn b_made_better_is_reported_better() {
-    // Mirror image of the worse case, in one scenario: b = 0, c = 6, p = 2/64.
+    // Mirror image of the worse case, in one scenario: b = 0, c = 6, z = √6, p = 0.0143.
     let a_runs = passing_at(10, &[0, 1, 2]);
     let b_runs = passing_at(10, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
     let report = report(&scenario_pairs("alpha", &a_runs, &b_runs));
     assert_eq!(report.overall.verdict, EvalVerdict::BBetter);
-    assert_eq!(report.overall.mcnemar_p, 0.031_25);
+    assert!((report.overall.mcnemar_p - 0.014_305_878_435_429_655).abs() < 1e-15);
     assert!(report.overall.diff.expect("pairs").low > 0.0);
 }
 
@@ -874,9 +994,9 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
         "excludedPairs": 0,
         "diff": diff,
         "discordant": {"aPassBFail": 1, "aFailBPass": 0},
-        "mcnemarP": 1.0,
+        "mcnemarP": actual["overall"]["mcnemarP"].clone(),
         "verdict": "noDetectableDifference",
-        // 6 disagreeing pairs are the least alpha 0.05 can call; 2 pairs cannot hold them.
+        // 4 disagreeing pairs are the least alpha 0.05 can call; 2 pairs cannot hold them.
         "minDetectableDiff": null,
     });
     let mut overall = json!({"arms": arms});
@@ -892,10 +1012,10 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
         "confidenceLevel": 0.95,
         "sensitivity": {
             "method": SENSITIVITY_METHOD,
-            "minDiscordantPairs": 6,
+            "minDiscordantPairs": 4,
             "targetDiff": 0.2,
             "targetPower": 0.8,
-            "pairsForTarget": 39,
+            "pairsForTarget": 27,
         },
         "arms": [
             {"arm": "A", "source": "skills/answer-v1"},

@@ -90,16 +90,28 @@ pub fn render_markdown(input: &ReportInput) -> String {
             usd(summary.discarded.cost_usd)
         );
     }
+    let runs_per_unit = input.stored.plan.repeat.unwrap_or(1);
+    // An eval's units are the two arms of each scenario, judged by the A/B comparison: one
+    // scenario in two arms is one scenario, and no min pass rate applies.
+    let shape = if summary.is_eval() {
+        format!(
+            "{} scenario(s) × 2 arms × {runs_per_unit} run(s)",
+            summary.units.len() / 2
+        )
+    } else {
+        format!(
+            "{} {}(s) × {runs_per_unit} run(s) · min pass rate {}",
+            summary.units.len(),
+            summary.unit_noun(),
+            percent(summary.judging.min_pass_rate)
+        )
+    };
     let _ = writeln!(
         out,
-        "command `{}` · executor `{}` · {} {}(s) × {} run(s) · min pass rate {} · {} of {} runs \
-         passed · cost of folded runs {}{discarded} · wall time {wall} · summed run time {}\n",
+        "command `{}` · executor `{}` · {shape} · {} of {} runs passed · cost of folded runs \
+         {}{discarded} · wall time {wall} · summed run time {}\n",
         input.rollup.command,
         input.stored.spec.executor.as_str(),
-        summary.units.len(),
-        summary.unit_noun(),
-        input.stored.plan.repeat.unwrap_or(1),
-        percent(summary.judging.min_pass_rate),
         summary.total_passes,
         summary.total_runs,
         cost_text(summary.total_cost_usd, summary.recorded_cost_usd),

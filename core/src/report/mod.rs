@@ -379,9 +379,10 @@ impl<'a> UnitReport<'a> {
 }
 
 impl UnitReport<'_> {
-    /// Runs that both passed and failed: the unit is flaky.
+    /// Runs that both passed and failed: the unit is flaky (`crate::trend::flaky`, the one
+    /// definition every view shares).
     pub(crate) fn flaky(&self) -> bool {
-        self.passes > 0 && self.passes < self.completed
+        crate::trend::flaky(self.passes, self.completed)
     }
 
     /// Mean duration of a folded run, in milliseconds.

@@ -24,15 +24,15 @@ fn batch(id: &str, min_pass_rate: f64, units: Vec<UnitCounts>) -> BatchCounts {
     }
 }
 
-/// Compares `then` with `now` and checks each row's label and change, in order.
-fn check_compare(then: &BatchCounts, now: &BatchCounts, expect: &[(&str, Change)]) {
-    let got: Vec<(String, Change)> = compare(then, now)
+/// Compares `then` with `now` and checks each row's label, change and flaky flag, in order.
+fn check_compare(then: &BatchCounts, now: &BatchCounts, expect: &[(&str, Change, bool)]) {
+    let got: Vec<(String, Change, bool)> = compare(then, now)
         .into_iter()
-        .map(|row| (row.label, row.change))
+        .map(|row| (row.label, row.change, row.flaky))
         .collect();
-    let expect: Vec<(String, Change)> = expect
+    let expect: Vec<(String, Change, bool)> = expect
         .iter()
-        .map(|(label, change)| ((*label).to_owned(), *change))
+        .map(|(label, change, flaky)| ((*label).to_owned(), *change, *flaky))
         .collect();
     assert_eq!(got, expect);
 }
@@ -69,15 +69,16 @@ fn compare_names_every_kind_of_change_most_urgent_first() {
         &then,
         &now,
         &[
-            ("broke", Change::NewlyFailing),
-            ("fixed", Change::NewlyPassing),
-            ("wobbly", Change::Flaky),
-            ("bad", Change::Failing),
-            ("added", Change::New),
+            // Flaky is said beside the change of verdict, never instead of it.
+            ("broke", Change::NewlyFailing, true),
+            ("fixed", Change::NewlyPassing, true),
+            ("wobbly", Change::Failing, true),
+            ("bad", Change::Failing, false),
+            ("added", Change::New, false),
             // A unit that produced no run then is new now, not a change of verdict.
-            ("errored", Change::New),
-            ("dropped", Change::Gone),
-            ("steady", Change::Passing),
+            ("errored", Change::New, true),
+            ("dropped", Change::Gone, false),
+            ("steady", Change::Passing, false),
         ],
     );
 }
@@ -87,15 +88,29 @@ fn compare_judges_each_batch_at_its_own_bar() {
     // 4/5 fails at 1.0 and passes at 0.8: the verdict changed although the runs did not.
     let then = batch("b1", 1.0, vec![unit("s", 5, 4)]);
     let now = batch("b2", 0.8, vec![unit("s", 5, 4)]);
-    check_compare(&then, &now, &[("s", Change::NewlyPassing)]);
-    // Mixed runs in both batches, and no change of verdict: flaky.
+    check_compare(&then, &now, &[("s", Change::NewlyPassing, true)]);
+    // Two identical batches with mixed runs (the "4 units: 4 flaky" with no verdict):
+    // passing both times, and flaky.
     let now = batch("b2", 0.5, vec![unit("s", 5, 3)]);
     let then = batch("b1", 0.5, vec![unit("s", 5, 4)]);
-    check_compare(&then, &now, &[("s", Change::Flaky)]);
+    check_compare(&then, &now, &[("s", Change::Passing, true)]);
+    // Every run passed in one batch and every run failed in the other: flaky over the two.
+    let then = batch("b1", 0.5, vec![unit("s", 5, 5)]);
+    let now = batch("b2", 0.5, vec![unit("s", 5, 0)]);
+    check_compare(&then, &now, &[("s", Change::NewlyFailing, true)]);
 }
 
 #[test]
-fn trend_flags_units_that_pass_in_some_batches_and_fail_in_others() {
+fn diff_trend_and_the_report_share_one_definition_of_flaky() {
+    // Some runs passed and some failed, in whatever runs the view counts.
+    assert!(flaky(1, 2) && flaky(4, 5));
+    assert!(!flaky(0, 5) && !flaky(5, 5) && !flaky(0, 0));
+    let one = unit("s", 5, 4);
+    assert_eq!(one.mixed(), flaky(4, 5));
+}
+
+#[test]
+fn trend_flags_units_whose_runs_passed_and_failed() {
     let batches = [
         batch(
             "b1",
@@ -118,16 +133,18 @@ fn trend_flags_units_that_pass_in_some_batches_and_fail_in_others() {
         .iter()
         .map(|row| (row.label.as_str(), row.flaky(), row.passes, row.runs))
         .collect();
-    // `a` passed in b1 and b3 and failed in b2: flaky across batches. `b` failed in every
-    // batch (with mixed runs inside each): not flaky here. `c` was not run by b2.
+    // `a` passed in b1 and b3 and failed in b2, `b` failed in every batch with mixed runs:
+    // both flaky (some runs passed, some failed), whatever their verdicts. `c` passed every
+    // run; b2 did not run it.
     assert_eq!(
         got,
         [
             ("a", true, 14, 15),
-            ("b", false, 11, 15),
+            ("b", true, 11, 15),
             ("c", false, 10, 10)
         ]
     );
+    assert!(rows[0].verdict_changed() && !rows[1].verdict_changed());
     let c = &rows[2];
     assert_eq!(
         c.cells.iter().map(Option::is_some).collect::<Vec<_>>(),
