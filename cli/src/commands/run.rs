@@ -66,6 +66,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         store,
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
+        harness: crate::harness_process::HarnessProcess::from_args(&args.harness)?,
         slots: args.slots,
         replay_pack: usize::from(args.replay_pack),
         window: args.window,

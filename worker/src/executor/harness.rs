@@ -10,9 +10,11 @@
 //! environment is cleared and rebuilt from an allow-list, so secrets reach only the harness, and
 //! its cwd is the job's empty work dir, so no stray `./.env` can supply credentials.
 //!
-//! The job's hard timeout (harness-behaviour.md#choice-c13) and cancellation both kill the whole
-//! process group at once; the group is also killed after the leader exits, so no grandchild
-//! outlives the job. With [`HarnessConfig::guard`] set, the process is the harness guard
+//! The job's hard timeout (harness-behaviour.md#choice-c13) and cancellation stop the harness
+//! the way the CLI expects: SIGTERM first (its handler removes its proxy container and Docker
+//! networks, which SIGKILL would leak), up to [`HarnessConfig::stop_grace`] for that cleanup,
+//! then SIGKILL of the whole process group; the job's `harness.stderr.log` says which it took.
+//! The group is also killed after the leader exits, so no grandchild outlives the job. With [`HarnessConfig::guard`] set, the process is the harness guard
 //! ([`super::guard`]), which also kills the group when this process dies, so no harness outlives
 //! the worker. Stdout and stderr are read concurrently and bounded, so a chatty child can neither
 //! deadlock on a full pipe nor exhaust memory. Classification itself is the pure
@@ -49,22 +51,83 @@ pub const CASSETTE_FILE_NAME: &str = "cassette.json";
 /// typically tens of kilobytes; anything near this size is a runaway process.
 pub const DEFAULT_STDOUT_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
-/// Environment variables copied from the worker by default: what the CLI needs to find its
-/// tools and Docker, and the credentials of harness-behaviour.md#worker-credentials.
+/// Environment variables copied from the worker by default: every variable cowork-harness
+/// 2.0.0 reads for the tiers a worker serves (operations.md#harness-environment lists what each
+/// does), grouped as the CLI uses them. Not here on purpose: `COWORK_HARNESS_OUTPUT_FORMAT` and
+/// `COWORK_HARNESS_RUNS_DIR` (the executor passes `--output-format` and `--run-dir`, which
+/// must win), `COWORK_HARNESS_DEBUG` (it adds lines to stderr) and `COWORK_HARNESS_MODEL` /
+/// `COWORK_HARNESS_FIDELITY` (read only by `skill` and `chat`). More names come from
+/// `--harness-env`.
 pub const DEFAULT_PASSTHROUGH_ENV: &[&str] = &[
+    // The process itself: where its tools, its home (`~/.cowork-harness`) and its locale are.
     "PATH",
     "HOME",
     "USER",
     "LANG",
     "TMPDIR",
-    "DOCKER_HOST",
+    // Model credentials (the secret set: scrubbed from everything stored). Which of them reach
+    // the agent depends on the tier (operations.md#harness-environment).
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    // The docker client the CLI spawns inherits its environment.
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    // Images, binaries and tiers.
     "COWORK_AGENT_IMAGE",
+    "COWORK_CONTAINER_RUNTIME",
+    "COWORK_PROXY_IMAGE",
     "COWORK_AGENT_BINARY",
+    "COWORK_HARNESS_VERIFY_AGENT_SHA",
+    "COWORK_HARNESS_ALLOW_AGENT_FALLBACK",
+    "COWORK_HOST_AGENT_BINARY",
+    "COWORK_LIMACTL",
+    "COWORK_LIMA_INSTANCE",
+    "COWORK_VM_GATEWAY",
+    "COWORK_VM_PROXY_PORT",
+    "COWORK_LOCKDOWN",
+    "COWORK_SKIP_CAPABILITY_PROBE",
+    "CLAUDE_FORCE_HOST_LOOP",
+    // Deciders and judges.
+    "COWORK_HARNESS_DECIDER_MODEL",
+    "COWORK_HARNESS_JUDGE_MODEL",
+    "COWORK_HARNESS_CLAUDE_BIN",
+    "COWORK_HARNESS_LLM_TIMEOUT_MS",
+    "COWORK_HARNESS_LLM_MAX_BYTES",
+    "COWORK_HARNESS_LLM_RETRIES",
+    "COWORK_HARNESS_DIALOG_TIMEOUT_MS",
+    "COWORK_HARNESS_DECIDER_DIR_TIMEOUT_MS",
+    "COWORK_HARNESS_DECIDER_DIR_POLL_MS",
+    "COWORK_HARNESS_DECIDER_CMD_TIMEOUT_MS",
+    // Scrubbing, redaction and staging.
+    "COWORK_HARNESS_SCRUB_KEYS",
+    "COWORK_HARNESS_SCRUB_VALUES",
+    "COWORK_HARNESS_REDACT_PATTERNS",
+    "COWORK_HARNESS_REDACT_KEYS",
+    "COWORK_HARNESS_MAX_ARTIFACT_BYTES",
+    "COWORK_HARNESS_SOFT_MISSING",
     "COWORK_HARNESS_GITSET",
 ];
+
+/// Allow-listed variables whose values are credentials: scrubbed from the envelope, the stored
+/// stderr and every uploaded run-dir file before anything reaches the store (the CLI itself
+/// never scrubs its stdout, stderr or several run-dir files).
+pub const SECRET_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+];
+
+/// Default for [`HarnessConfig::stop_grace`]: 30 s. On SIGTERM the CLI runs `docker rm -f` of
+/// its agent container and its proxy and removes two networks, one blocking call after another
+/// with no timeout of their own; on a healthy daemon that takes a few seconds, so 30 s leaves
+/// room for a loaded one while a hung daemon still cannot hold a slot for long.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// After the process group was killed, how long the pipes are still read. Only a process that
 /// left the group (its own `setsid`) can keep them open that long; its output is then given up
@@ -115,6 +178,9 @@ pub struct HarnessConfig {
     /// process dies, even by SIGKILL. Default none: the harness is started directly and is
     /// killed only on timeout, cancel or a clean shutdown.
     pub guard: Option<PathBuf>,
+    /// How long a harness sent SIGTERM (timeout, cancel, the worker's death) may take to exit
+    /// before its process group is killed. Default [`DEFAULT_STOP_GRACE`].
+    pub stop_grace: Duration,
 }
 
 impl HarnessConfig {
@@ -138,6 +204,7 @@ impl Default for HarnessConfig {
             extra_env: Vec::new(),
             stdout_limit_bytes: DEFAULT_STDOUT_LIMIT_BYTES,
             guard: None,
+            stop_grace: DEFAULT_STOP_GRACE,
         }
     }
 }
@@ -240,10 +307,17 @@ impl HarnessExecutor {
             }
             Some(guard) => {
                 let mut command = Command::new(guard);
-                command
-                    .arg(super::guard::GUARD_SUBCOMMAND)
-                    .arg(program)
-                    .stdin(Stdio::piped());
+                command.arg(super::guard::GUARD_SUBCOMMAND).arg(format!(
+                    "{}{}",
+                    super::guard::GRACE_OPTION,
+                    self.config.stop_grace.as_millis()
+                ));
+                if let Some(temp_root) = tmpdir.parent() {
+                    let mut option = OsString::from(super::guard::TEMP_ROOT_OPTION);
+                    option.push(temp_root);
+                    command.arg(option);
+                }
+                command.arg(program).stdin(Stdio::piped());
                 command
             }
         };
@@ -474,8 +548,8 @@ impl HarnessExecutor {
             .take()
             .expect("stderr was configured as piped and not taken before");
         let limit = self.config.stdout_limit_bytes;
-        let (end, stdout, stderr) = tokio::join!(
-            group.supervise(child, job.timeout_ms, cancel),
+        let (end, stdout, mut stderr) = tokio::join!(
+            group.supervise(child, job.timeout_ms, cancel, self.config.stop_grace),
             capture(
                 &mut stdout,
                 Capture::new(limit, Keep::Tail),
@@ -495,6 +569,15 @@ impl HarnessExecutor {
                 tracing::warn!(job_id = %job.job_id, stream, error = %err, "reading harness output failed");
             }
         }
+        let end = end.map(|(end, stop_note)| {
+            if let Some(note) = stop_note {
+                tracing::info!(job_id = %job.job_id, note, "stopped the harness");
+                stderr
+                    .bytes
+                    .extend_from_slice(format!("\n[cowork-fleet: {note}]\n").as_bytes());
+            }
+            end
+        });
         match end {
             Ok(end) => Ok(Finished {
                 end,
@@ -884,21 +967,27 @@ fn start_new_session(command: &mut Command) {
 
 /// Sends SIGKILL to every process of the group `pgid`. A group that is already gone (ESRCH) is
 /// not an error.
-#[allow(unsafe_code)]
 fn kill_group(pgid: libc::pid_t) {
-    // A pgid of 0 or 1 would address our own group or every process; the child's pid is
-    // neither, but a wrong call here would be disastrous, so refuse outright.
-    if pgid <= 1 {
+    send_signal(-pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` to `target`: a pid, or a process group as its negated pgid. A target that is
+/// already gone (ESRCH) is not an error.
+#[allow(unsafe_code)]
+fn send_signal(target: libc::pid_t, signal: libc::c_int) {
+    // A target of 0, 1 or -1 would address our own group, init or every process; the child's
+    // pid is none of them, but a wrong call here would be disastrous, so refuse outright.
+    if target.unsigned_abs() <= 1 {
         return;
     }
     // SAFETY: kill(2) takes plain integers and has no memory-safety preconditions. The pid of
-    // the group leader stays reserved while any member of its group lives, so a negative pgid
-    // addresses only the job's own processes.
-    let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    // the group leader stays reserved while any member of its group lives (and the leader is
+    // not reaped before this call), so the target is only the job's own processes.
+    let rc = unsafe { libc::kill(target, signal) };
     if rc == -1 {
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(pgid, error = %err, "killing the harness process group failed");
+            tracing::warn!(target, signal, error = %err, "signalling the harness failed");
         }
     }
 }
@@ -921,30 +1010,66 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Waits for the leader under the timeout and cancel token, then kills the whole group so
-    /// no grandchild outlives the job, and tells the pipe readers that the leader is gone.
+    /// Waits for the leader under the timeout and cancel token (stopping it with
+    /// [`ProcessGroup::stop`] when either fires), then kills the whole group so no grandchild
+    /// outlives the job, and tells the pipe readers that the leader is gone. Returns how it
+    /// ended and, when it was stopped, a note saying how.
     async fn supervise(
         &self,
         child: &mut Child,
         timeout_ms: u64,
         cancel: &CancellationToken,
-    ) -> io::Result<ProcessEnd> {
+        grace: Duration,
+    ) -> io::Result<(ProcessEnd, Option<String>)> {
         // `Child::wait` is cancel-safe: when the timer or the token wins, nothing is lost by
-        // dropping it, and the process is killed and reaped in that branch.
+        // dropping it, and the process is stopped and reaped in that branch.
         let end = tokio::select! {
-            status = child.wait() => status.map(process_end),
+            status = child.wait() => status.map(|status| (process_end(status), None)),
             () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
-                kill_group(self.pgid);
-                child.wait().await.map(|_| ProcessEnd::TimedOut { timeout_ms })
+                let why = format!("the job's timeout of {timeout_ms} ms passed");
+                self.stop(child, grace, &why)
+                    .await
+                    .map(|note| (ProcessEnd::TimedOut { timeout_ms }, Some(note)))
             }
             () = cancel.cancelled() => {
-                kill_group(self.pgid);
-                child.wait().await.map(|_| ProcessEnd::Cancelled)
+                self.stop(child, grace, "the job was cancelled")
+                    .await
+                    .map(|note| (ProcessEnd::Cancelled, Some(note)))
             }
         };
         kill_group(self.pgid);
         self.leader_gone.cancel();
         end
+    }
+
+    /// Stops the leader the way the CLI expects (real-cli facts, signals): SIGTERM, then at
+    /// most `grace` for its Docker cleanup, then SIGKILL of the group. Returns what happened,
+    /// in words for the job's log.
+    async fn stop(&self, child: &mut Child, grace: Duration, why: &str) -> io::Result<String> {
+        // Only the leader: the CLI's handler kills its own `docker run` client and removes the
+        // containers itself; a guard forwards the signal to the harness.
+        send_signal(self.pgid, libc::SIGTERM);
+        let sent = Instant::now();
+        let grace_text = format!("{} ms grace (--harness-grace)", grace.as_millis());
+        match tokio::time::timeout(grace, child.wait()).await {
+            Ok(status) => {
+                status?;
+                Ok(format!(
+                    "{why}: sent SIGTERM to the harness, which exited after {} ms of its \
+                     {grace_text}; then its process group was killed",
+                    sent.elapsed().as_millis()
+                ))
+            }
+            Err(_) => {
+                kill_group(self.pgid);
+                child.wait().await?;
+                Ok(format!(
+                    "{why}: sent SIGTERM to the harness, which did not exit within its \
+                     {grace_text}; its process group was killed with SIGKILL, so Docker \
+                     containers and networks it made may be left (the worker removes them)"
+                ))
+            }
+        }
     }
 }
 

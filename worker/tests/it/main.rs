@@ -8,10 +8,13 @@
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
+//! - [`stopping`]: timeout and cancel stop the strict double `tests/fixtures/strict-harness`
+//!   with SIGTERM and a grace, so its sidecar is cleaned up; a cleanup past the grace is cut.
 
 mod container;
 mod delivery;
 mod harness;
 mod idle;
 mod sim;
+mod stopping;
 mod support;
