@@ -18,6 +18,8 @@
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 //! - [`replay_pack`]: many replay jobs through one harness process (the CLI's own dir replay),
 //!   split back into one output per job.
+//! - [`seal`]: what a harness job's artifacts become before the store: credential values
+//!   scrubbed from every one, diagnostic files size-capped with a note.
 
 pub mod classify;
 pub mod container;
@@ -25,6 +27,7 @@ pub mod guard;
 pub mod harness;
 pub mod job_temp;
 pub mod replay_pack;
+pub mod seal;
 pub mod sim;
 
 use std::path::PathBuf;

@@ -7,6 +7,8 @@
 //!   of cancelled batches and of other protocol versions.
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
+//! - [`seal`]: a canary credential the strict double leaks is in no artifact; a file past the
+//!   upload limit is cut with a note.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
 //! - [`stopping`]: timeout and cancel stop the strict double `tests/fixtures/strict-harness`
 //!   with SIGTERM and a grace, so its sidecar is cleaned up; a cleanup past the grace is cut.
@@ -15,6 +17,7 @@ mod container;
 mod delivery;
 mod harness;
 mod idle;
+mod seal;
 mod sim;
 mod stopping;
 mod support;
