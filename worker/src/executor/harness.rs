@@ -630,6 +630,10 @@ impl HarnessExecutor {
             want: match &classified {
                 Classified::Completed { .. } => Want::Result,
                 Classified::Unanswered { .. } => Want::PartialResult,
+                // A failed `record` may still have paid for a whole run: its result is kept.
+                Classified::Error { .. } if job.command == JobCommand::Record => {
+                    Want::PartialResult
+                }
                 Classified::Error { .. } | Classified::Infra { .. } => Want::Diagnostics,
             },
         };
@@ -643,6 +647,18 @@ impl HarnessExecutor {
             }
         };
 
+        let mut collected = collected;
+        // `record` ran the scenario to the end and refused to freeze a cassette of a failing
+        // verdict: the run is a sample like any other, judged by its on-disk result.
+        if matches!(&classified, Classified::Error { category, .. }
+            if category.as_str() == super::classify::RECORD_VERDICT_FAIL)
+            && let Some((path, on_disk)) = collected.result.take()
+        {
+            classified = Classified::Completed {
+                result: on_disk.clone(),
+            };
+            collected.result = Some((path, on_disk));
+        }
         let mut artifacts = Vec::new();
         if let Some(envelope) = &envelope {
             artifacts.push(Artifact {

@@ -7,6 +7,8 @@
 //!   of cancelled batches and of other protocol versions.
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
+//! - [`record`]: a `record` exit 1 classified by what it says; a refused failing run keeps its
+//!   result.
 //! - [`seal`]: a canary credential the strict double leaks is in no artifact; a file past the
 //!   upload limit is cut with a note.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
@@ -17,6 +19,7 @@ mod container;
 mod delivery;
 mod harness;
 mod idle;
+mod record;
 mod seal;
 mod sim;
 mod stopping;
