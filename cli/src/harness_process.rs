@@ -40,14 +40,18 @@ impl HarnessProcess {
             .collect();
         if !bad.is_empty() {
             return Err(CliError::usage(format!(
-                "--harness-env (or COWORK_HARNESS_ENV): {} {} not an environment variable name \
-                 (letters, digits and _, not starting with a digit); pass one name per flag, \
-                 without a value: the harness gets the worker's own value",
+                "--harness-env (or COWORK_HARNESS_ENV): {} {} (letters, digits and _, not \
+                 starting with a digit); pass one name per flag, without a value: the harness \
+                 gets the worker's own value",
                 bad.iter()
                     .map(|name| format!("{name:?}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                if bad.len() == 1 { "is" } else { "are" }
+                if bad.len() == 1 {
+                    "is not an environment variable name"
+                } else {
+                    "are not environment variable names"
+                }
             )));
         }
         Ok(HarnessProcess {

@@ -82,14 +82,14 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
         ProcessEnd::Cancelled => {
             return Classified::error(
                 ErrorCategory::Cancelled,
-                "job was cancelled; the harness process group was killed".to_owned(),
+                "job was cancelled; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)".to_owned(),
             );
         }
         ProcessEnd::TimedOut { timeout_ms } => {
             return Classified::error(
                 ErrorCategory::Timeout,
                 format!(
-                    "job exceeded its timeout of {timeout_ms} ms; the harness process group was killed"
+                    "job exceeded its timeout of {timeout_ms} ms; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)"
                 ),
             );
         }
@@ -442,7 +442,7 @@ mod tests {
             Some(envelope.clone()),
             error(
                 "timeout",
-                "job exceeded its timeout of 250 ms; the harness process group was killed",
+                "job exceeded its timeout of 250 ms; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)",
             ),
         );
         check(
@@ -450,7 +450,7 @@ mod tests {
             None,
             error(
                 "cancelled",
-                "job was cancelled; the harness process group was killed",
+                "job was cancelled; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)",
             ),
         );
     }
