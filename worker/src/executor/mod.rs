@@ -12,6 +12,8 @@
 //!   the harness's process group when the worker dies.
 //! - [`job_temp`]: a job's private temp root (the harness's `TMPDIR`, a `record` job's copy
 //!   of its bundle), removed after the job whatever its end.
+//! - [`leftovers`]: the CLI's containers and networks a job left in Docker, chosen by their
+//!   names and their mounts below the job's work dir.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
@@ -26,6 +28,7 @@ pub mod container;
 pub mod guard;
 pub mod harness;
 pub mod job_temp;
+pub mod leftovers;
 pub mod replay_pack;
 pub mod seal;
 pub mod sim;

@@ -20,12 +20,14 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A harness executor running the strict double with its sidecar in `sidecars`, whose
 /// SIGTERM handler takes `cleanup_ms`, stopped with `grace`.
-fn strict_executor(sidecars: &Path, cleanup_ms: u64, grace: Duration) -> HarnessExecutor {
+fn strict_executor(sidecars: Option<&Path>, cleanup_ms: u64, grace: Duration) -> HarnessExecutor {
     let mut extra_env = base_extra_env();
-    extra_env.push((
-        "STRICT_HARNESS_SIDECAR_DIR".to_owned(),
-        sidecars.display().to_string(),
-    ));
+    if let Some(sidecars) = sidecars {
+        extra_env.push((
+            "STRICT_HARNESS_SIDECAR_DIR".to_owned(),
+            sidecars.display().to_string(),
+        ));
+    }
     extra_env.push((
         "STRICT_HARNESS_CLEANUP_MS".to_owned(),
         cleanup_ms.to_string(),
@@ -92,7 +94,7 @@ fn category(output: &ExecOutput) -> &str {
 #[tokio::test]
 async fn timeout_sends_sigterm_and_the_sidecar_is_cleaned_up_within_the_grace() {
     let (dirs, sidecars) = container_job_dirs();
-    let executor = strict_executor(&sidecars, 300, Duration::from_secs(60));
+    let executor = strict_executor(Some(&sidecars), 300, Duration::from_secs(60));
     let mut job = job(
         JobCommand::Run,
         "scenarios/smoke.yaml",
@@ -123,7 +125,7 @@ async fn cancel_once_the_sidecar_runs(
     grace: Duration,
 ) -> (ExecOutput, Vec<String>) {
     let (dirs, sidecars) = container_job_dirs();
-    let executor = strict_executor(&sidecars, cleanup_ms, grace);
+    let executor = strict_executor(Some(&sidecars), cleanup_ms, grace);
     let mut job = job(
         JobCommand::Run,
         "scenarios/smoke.yaml",
@@ -167,4 +169,107 @@ async fn a_cleanup_longer_than_the_grace_is_cut_short_and_the_log_says_so() {
     // SIGKILL leaves the sidecar, as it leaves the CLI's proxy container.
     assert_eq!(markers.len(), 1, "{log}");
     assert!(!tmpdir.exists(), "{} is left", tmpdir.display());
+}
+
+/// Runs `docker <args>` and returns its trimmed stdout; panics with its stderr when it fails.
+fn docker(args: &[&str]) -> String {
+    let output = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("running docker");
+    assert!(
+        output.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Whether Docker has a container or network of this name.
+fn docker_has(kind: &str, name: &str) -> bool {
+    std::process::Command::new("docker")
+        .args([kind, "inspect", name])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+#[tokio::test]
+async fn the_cli_containers_and_networks_a_job_left_in_docker_are_removed_after_it() {
+    let (dirs, _sidecars) = container_job_dirs();
+    // An image with no files: the containers are only created, never started, which is all
+    // the sweep looks at (names and mounts).
+    let empty = dirs.root.path().join("empty.tar");
+    let status = std::process::Command::new("tar")
+        .args([
+            "cf",
+            &empty.display().to_string(),
+            "--files-from",
+            "/dev/null",
+        ])
+        .status()
+        .expect("running tar");
+    assert!(status.success());
+    docker(&[
+        "import",
+        &empty.display().to_string(),
+        "cowork-fleet-test-empty:1",
+    ]);
+    let token = format!("rt{}", std::process::id());
+    let proxy_dir = dirs.work().join("runs/smoke/local_x/proxy");
+    std::fs::create_dir_all(&proxy_dir).expect("creating the proxy dir");
+    let mount = format!("{}:/proxy", proxy_dir.display());
+    let proxy = format!("cowork-proxy-{token}");
+    // Another job's proxy on the same engine: it mounts a dir outside this job's work dir.
+    let other = format!("cowork-proxy-{token}other");
+    let other_mount = format!("{}:/proxy", dirs.root.path().join("elsewhere").display());
+    docker(&[
+        "create",
+        "--name",
+        &proxy,
+        "-v",
+        &mount,
+        "cowork-fleet-test-empty:1",
+        "/none",
+    ]);
+    docker(&[
+        "create",
+        "--name",
+        &other,
+        "-v",
+        &other_mount,
+        "cowork-fleet-test-empty:1",
+        "/none",
+    ]);
+    let networks = [format!("cowork-int-{token}"), format!("cowork-out-{token}")];
+    for network in &networks {
+        docker(&["network", "create", network]);
+    }
+
+    let executor = strict_executor(None, 0, Duration::from_secs(30));
+    let mut job = job(
+        JobCommand::Run,
+        "scenarios/smoke.yaml",
+        ExecutorKind::Harness,
+    );
+    job.tier = Tier::Container;
+    // Without a sidecar the double fails as on a host whose Docker build failed; the sweep
+    // runs after every job all the same.
+    let output = executor
+        .execute(&dirs.context(job), CancellationToken::new())
+        .await;
+    let log = String::from_utf8_lossy(&artifact_bytes(&output, "harness.stderr.log")).into_owned();
+    let other_left = docker_has("container", &other);
+    docker(&["rm", "-f", &other]);
+    assert!(!docker_has("container", &proxy), "{proxy} is left\n{log}");
+    for network in &networks {
+        assert!(!docker_has("network", network), "{network} is left\n{log}");
+    }
+    assert!(other_left, "another job's container was removed\n{log}");
+    assert!(
+        log.contains(&format!(
+            "removed what the harness left in Docker: container {proxy}, network {}, network {}",
+            networks[0], networks[1]
+        )),
+        "{log}"
+    );
 }
