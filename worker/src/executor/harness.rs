@@ -421,6 +421,7 @@ impl HarnessExecutor {
         if output.spawned && leaves_docker_resources(&ctx.job) {
             self.remove_docker_leftovers(&mut output, ctx).await;
         }
+        note_quarantined(&mut output, &ctx.work_dir.join(RUNS_DIR_NAME));
         let removed = temp.remove().await;
         note_removed(&mut output, &ctx.job, &removed);
         output
@@ -1173,6 +1174,28 @@ fn oom_kills() -> Option<u64> {
         .lines()
         .find_map(|line| line.strip_prefix("oom_kill "))
         .and_then(|count| count.trim().parse().ok())
+}
+
+/// Says so when the CLI quarantined a recording (it carries host inventory and its target was
+/// repo-visible): the quarantined file is never stored, since host inventory is what the
+/// quarantine keeps from spreading, and it goes with the job's work dir.
+fn note_quarantined(output: &mut ExecOutput, runs_root: &Path) {
+    let names: Vec<String> = sorted_entries(&runs_root.join("quarantine"))
+        .iter()
+        .filter_map(|path| path.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    append_stderr_note(
+        output,
+        &format!(
+            "[cowork-fleet: the harness quarantined {} (a recording carrying host inventory); \
+             not stored, and removed with the job's work dir]",
+            names.join(", ")
+        ),
+    );
 }
 
 /// Reports what was removed with the job's temp root: in the log, and, when the harness left

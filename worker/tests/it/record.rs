@@ -9,10 +9,14 @@ use cowork_schema::job::{JobCommand, Tier};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, HarnessConfig, HarnessExecutor};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{JobDirs, artifact_json, base_extra_env, child_path, fixtures_dir, job};
+use crate::support::{
+    JobDirs, artifact_bytes, artifact_json, artifact_names, base_extra_env, child_path,
+    fixtures_dir, job,
+};
 
-/// A `record` job of a scenario at `fidelity`, with a stand-in `claude` on the double's PATH.
-async fn record_job(fidelity: &str) -> ExecOutput {
+/// A `record` job of a scenario at `fidelity`, with a stand-in `claude` on the double's PATH
+/// and `more_env` set for the double.
+async fn record_job(fidelity: &str, more_env: &[(&str, &str)]) -> ExecOutput {
     let dirs = JobDirs::new("unused");
     std::fs::write(
         dirs.bundle().join("scenarios/smoke.yaml"),
@@ -36,6 +40,11 @@ async fn record_job(fidelity: &str) -> ExecOutput {
         "ANTHROPIC_API_KEY".to_owned(),
         "sk-ant-test-key-0000".to_owned(),
     ));
+    extra_env.extend(
+        more_env
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
+    );
     let executor = HarnessExecutor::new(HarnessConfig {
         program: fixtures_dir().join("strict-harness"),
         passthrough_env: vec!["HOME".to_owned()],
@@ -59,7 +68,7 @@ async fn record_job(fidelity: &str) -> ExecOutput {
 
 #[tokio::test]
 async fn a_recording_refused_for_its_failing_verdict_is_a_judged_sample_with_its_result() {
-    let output = record_job("protocol").await;
+    let output = record_job("protocol", &[]).await;
     assert_eq!(output.exit_code, Some(1));
     match &output.classified {
         Classified::Completed { result } => {
@@ -74,7 +83,7 @@ async fn a_recording_refused_for_its_failing_verdict_is_a_judged_sample_with_its
 
 #[tokio::test]
 async fn a_recording_that_failed_in_docker_is_internal_not_usage() {
-    let output = record_job("container").await;
+    let output = record_job("container", &[]).await;
     assert_eq!(output.exit_code, Some(1));
     match &output.classified {
         Classified::Error { category, message } => {
@@ -83,4 +92,26 @@ async fn a_recording_that_failed_in_docker_is_internal_not_usage() {
         }
         other => panic!("expected an internal error, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_quarantined_recording_is_named_in_the_log_and_never_stored() {
+    let output = record_job("protocol", &[("STRICT_HARNESS_HOST_INVENTORY", "1")]).await;
+    assert_eq!(output.exit_code, Some(1));
+    let names = artifact_names(&output);
+    assert!(
+        !names
+            .iter()
+            .any(|name| name.contains("quarantine") || name.ends_with(".cassette.json")),
+        "{names:?}"
+    );
+    let log = String::from_utf8_lossy(&artifact_bytes(&output, "harness.stderr.log")).into_owned();
+    assert!(
+        log.contains("[cowork-fleet: the harness quarantined smoke-")
+            && log.contains("not stored, and removed with the job's work dir]"),
+        "{log}\n{names:?}\n{:?}",
+        output.classified
+    );
+    // The paid run's result is kept all the same.
+    assert!(names.contains(&"partial-result.json"), "{names:?}");
 }
