@@ -392,6 +392,32 @@ pub struct ExecutorArgs {
     pub sim_profile: Option<PathBuf>,
 }
 
+/// How the harness process is started and stopped (the harness executor; the container
+/// executor keeps its own environment rules).
+#[derive(Debug, Args)]
+pub struct HarnessProcessArgs {
+    /// How long a harness sent SIGTERM (job timeout, cancel --kill-running, the second Ctrl-C,
+    /// cowork's own death) may take to remove its Docker containers and networks before its
+    /// process group is killed (e.g. 30s, 2m).
+    #[arg(
+        long,
+        env = "COWORK_HARNESS_GRACE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub harness_grace: String,
+    /// Another worker environment variable passed to the harness, beside the default
+    /// allow-list (repeatable; COWORK_HARNESS_ENV takes names separated by commas). Its value
+    /// is scrubbed from everything stored when it looks like a secret.
+    #[arg(
+        long,
+        env = "COWORK_HARNESS_ENV",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub harness_env: Vec<String>,
+}
+
 /// Record and replay: the two harness modes CI lives on.
 #[derive(Debug, Args)]
 pub struct ModeArgs {
@@ -440,6 +466,8 @@ pub struct RunArgs {
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
+    #[command(flatten)]
+    pub harness: HarnessProcessArgs,
     /// Local store: where batches are written (<store>/batches/<id>/). Default: .cowork in the
     /// current directory.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
@@ -624,6 +652,8 @@ pub struct ResumeArgs {
     /// The cowork-harness program for the harness executor (batch of the local store).
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
+    #[command(flatten)]
+    pub harness: HarnessProcessArgs,
     /// Jobs of the batch admitted ahead of results (default: 2 × slots; batch of the local
     /// store).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -942,6 +972,8 @@ pub struct WorkerArgs {
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
     pub harness_bin: PathBuf,
+    #[command(flatten)]
+    pub harness: HarnessProcessArgs,
     /// Id shown in events and `cowork workers` (default <hostname>-<pid>).
     #[arg(long, env = "COWORK_WORKER_ID")]
     pub worker_id: Option<String>,

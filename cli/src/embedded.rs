@@ -125,6 +125,8 @@ pub struct EmbeddedRun {
     pub store: Arc<DirArtifactStore>,
     pub store_dir: PathBuf,
     pub harness_bin: PathBuf,
+    /// `--harness-grace` and `--harness-env`.
+    pub harness: crate::harness_process::HarnessProcess,
     pub slots: u16,
     /// Most replay jobs one slot gives one harness process.
     pub replay_pack: usize,
@@ -181,10 +183,12 @@ fn executor_for(embedded: &EmbeddedRun, plan: &Plan) -> Result<Arc<dyn Executor>
     }
     let guard = std::env::current_exe()
         .context("finding the cowork executable, which guards every harness process")?;
-    Ok(Arc::new(HarnessExecutor::new(HarnessConfig {
-        guard: Some(guard),
-        ..HarnessConfig::new(&embedded.harness_bin)
-    })))
+    Ok(Arc::new(HarnessExecutor::new(embedded.harness.apply(
+        HarnessConfig {
+            guard: Some(guard),
+            ..HarnessConfig::new(&embedded.harness_bin)
+        },
+    ))))
 }
 
 /// The worker of an embedded run: every tier, `slots` slots, scratch space under the store.

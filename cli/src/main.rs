@@ -29,6 +29,7 @@ mod embedded;
 mod exit;
 mod fleet_args;
 mod follow;
+mod harness_process;
 mod interrupts;
 mod progress;
 mod summary;

@@ -79,6 +79,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         store: store.clone(),
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
+        harness: crate::harness_process::HarnessProcess::default(),
         slots: args.slots,
         replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
         window: args.window,

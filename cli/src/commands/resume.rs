@@ -69,6 +69,7 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
         store: store.clone(),
         store_dir: store_dir.to_path_buf(),
         harness_bin: args.harness_bin.clone(),
+        harness: crate::harness_process::HarnessProcess::from_args(&args.harness)?,
         slots: args.slots,
         replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
         window: args.window,

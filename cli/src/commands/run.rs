@@ -20,6 +20,7 @@ use crate::text::count;
 /// `cowork run`.
 pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     let started = Instant::now();
+    let harness = crate::harness_process::HarnessProcess::from_args(&args.harness)?;
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
     let (executor_kind, sim) = executor_and_sim(&args.executor)?;
     let (preflight, prepared) = tokio::join!(
@@ -66,6 +67,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         store,
         store_dir: args.store.clone(),
         harness_bin: args.harness_bin.clone(),
+        harness,
         slots: args.slots,
         replay_pack: usize::from(args.replay_pack),
         window: args.window,

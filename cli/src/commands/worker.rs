@@ -229,10 +229,11 @@ async fn build_executor(
             // Every harness runs under a guard (this binary, `cowork __harness-guard`) that
             // kills its process group if this worker dies, even by SIGKILL or the OOM killer:
             // a dead worker's jobs are delivered again, so its harnesses must not keep spending.
-            let config = HarnessConfig {
+            let process = crate::harness_process::HarnessProcess::from_args(&args.harness)?;
+            let config = process.apply(HarnessConfig {
                 guard: std::env::current_exe().ok(),
                 ..HarnessConfig::new(&args.harness_bin)
-            };
+            });
             (Arc::new(HarnessExecutor::new(config)), "harness", version)
         }
     };

@@ -3,7 +3,12 @@
 //! every harness process with it, and `cowork resume` of the local store finishes an
 //! interrupted batch with the rollup of an undisturbed run.
 //!
-//! The harness is the stand-in `fake-harness`: scenario `a-pass` passes at once, scenario
+//! The stopping tests at the end run the strict double `strict-harness` at container tier
+//! instead: its egress sidecar (a marker file only its SIGINT/SIGTERM handler removes, as the
+//! real CLI's handler removes its proxy container and networks) and the job's temp dir must be
+//! gone after the second Ctrl-C, `kill -9` of `cowork` and a job timeout.
+//!
+//! Otherwise the harness is the stand-in `fake-harness`: scenario `a-pass` passes at once, scenario
 //! `b-hang` (behaviour `hangwhile`) starts a grandchild `sleep 1000` and hangs while the
 //! sandbox's marker file exists, and passes once the test removes it. Every wait below is on a
 //! condition (a stderr line, a file, the process table), bounded by a deadline that only turns
@@ -16,7 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Output, Sandbox, cowork, fake_harness, only_batch_dir, read_bytes, read_json,
+    Output, Sandbox, cowork, fake_harness, only_batch_dir, read_bytes, read_json, workspace_root,
 };
 
 /// How long a condition may take before the test fails. Generous: the machine is shared.
@@ -80,6 +85,11 @@ struct Running {
 impl Running {
     /// Starts `cowork <args>` in `cwd` with a clean `COWORK_*` environment.
     fn start(cwd: &Path, args: &[String]) -> Running {
+        Running::start_with(cwd, args, &[])
+    }
+
+    /// [`Running::start`] with `env` set in cowork's environment.
+    fn start_with(cwd: &Path, args: &[String], env: &[(&str, &Path)]) -> Running {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
         command
             .current_dir(cwd)
@@ -91,6 +101,9 @@ impl Running {
             if name.to_string_lossy().starts_with("COWORK_") {
                 command.env_remove(name);
             }
+        }
+        for (name, value) in env {
+            command.env(name, value);
         }
         let mut child = command.spawn().expect("starting cowork");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -527,4 +540,167 @@ fn inode(path: &Path) -> u64 {
     std::fs::metadata(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
         .ino()
+}
+
+/// How `cowork run` of a held container job is ended in a stopping test.
+#[derive(Clone, Copy, Debug)]
+enum StopBy {
+    CtrlCTwice,
+    Kill9,
+    JobTimeout,
+}
+
+/// A sandbox with one container-tier scenario that the strict double holds with its sidecar
+/// started; its sidecar dir and the `TMPDIR` cowork runs with.
+fn sidecar_sandbox() -> (Sandbox, PathBuf, PathBuf) {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "scenarios/hold.yaml",
+        "name: hold\nfidelity: container\nsession: (inline)\nprompt: Say hello.\n\
+         assert:\n  - result: success\n",
+    );
+    let sidecars = sandbox.path().join("sidecars");
+    let tmp = sandbox.path().join("tmp");
+    for dir in [&sidecars, &tmp] {
+        std::fs::create_dir(dir).expect("creating a test dir");
+    }
+    (sandbox, sidecars, tmp)
+}
+
+/// The names in `dir` (the sidecar markers, or what cowork's temp dir still holds).
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn stop_a_held_container_job(stop_by: StopBy) {
+    let (sandbox, sidecars, tmp) = sidecar_sandbox();
+    let store = sandbox.store();
+    let strict = workspace_root().join("worker/tests/fixtures/strict-harness");
+    let mut args: Vec<String> = [
+        "run",
+        "scenarios/hold.yaml",
+        "--executor",
+        "harness",
+        "--harness-bin",
+        &strict.display().to_string(),
+        "--store",
+        &store.display().to_string(),
+        "--harness-env",
+        "STRICT_HARNESS_SIDECAR_DIR",
+        "--harness-env",
+        "STRICT_HARNESS_CLEANUP_MS",
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    if matches!(stop_by, StopBy::JobTimeout) {
+        // Long enough for the double to start its sidecar; its stored log proves it did.
+        args.extend(["--job-timeout".to_owned(), "5s".to_owned()]);
+    }
+    let cleanup = Path::new("300");
+    let mut running = Running::start_with(
+        sandbox.path(),
+        &args,
+        &[
+            ("STRICT_HARNESS_SIDECAR_DIR", sidecars.as_path()),
+            ("STRICT_HARNESS_CLEANUP_MS", cleanup),
+            ("TMPDIR", tmp.as_path()),
+        ],
+    );
+    let deadline = Instant::now() + PATIENCE;
+    while names_in(&sidecars).is_empty() {
+        if Instant::now() > deadline {
+            let context = running.context();
+            panic!("the double never started its sidecar\n{context}");
+        }
+        std::thread::sleep(POLL);
+    }
+    assert!(
+        names_in(&tmp)
+            .iter()
+            .any(|name| name.starts_with("cowork-job-")),
+        "the job's temp dir is not in cowork's TMPDIR: {:?}",
+        names_in(&tmp)
+    );
+    match stop_by {
+        StopBy::CtrlCTwice => {
+            running.signal("INT");
+            running.line_with("stopping: waiting for ");
+            running.signal("INT");
+            assert_eq!(
+                running.exit_within(PATIENCE),
+                Some(130),
+                "{}",
+                running.context()
+            );
+        }
+        StopBy::Kill9 => {
+            running.signal("KILL");
+            assert_eq!(running.exit_within(PATIENCE), None, "killed by the signal");
+            // The guard, left alone, stops the harness and removes the temp dir on its own.
+            let deadline = Instant::now() + PATIENCE;
+            while !names_in(&sidecars).is_empty()
+                || names_in(&tmp)
+                    .iter()
+                    .any(|name| name.starts_with("cowork-job-"))
+            {
+                if Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(POLL);
+            }
+        }
+        StopBy::JobTimeout => {
+            running.exit_within(PATIENCE);
+        }
+    }
+    let context = running.context();
+    assert_eq!(
+        names_in(&sidecars),
+        Vec::<String>::new(),
+        "sidecar left\n{context}"
+    );
+    let left: Vec<String> = names_in(&tmp)
+        .into_iter()
+        .filter(|name| name.starts_with("cowork-job-"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "temp dir left\n{context}");
+    let expected = match stop_by {
+        StopBy::CtrlCTwice => {
+            "the job was cancelled: sent SIGTERM to the harness, which exited after"
+        }
+        StopBy::JobTimeout => {
+            "the job's timeout of 5000 ms passed: sent SIGTERM to the harness, which exited after"
+        }
+        // cowork died: nothing was stored for the job.
+        StopBy::Kill9 => return,
+    };
+    let log = std::fs::read_to_string(only_batch_dir(&store).join("jobs/f0/harness.stderr.log"))
+        .unwrap_or_else(|err| panic!("the job's stored log: {err}\n{context}"));
+    assert!(
+        log.contains(expected) && log.contains("ms grace (--harness-grace)"),
+        "{log}\n{context}"
+    );
+}
+
+#[test]
+fn the_second_ctrl_c_stops_the_harness_with_sigterm_and_leaves_no_sidecar_or_temp_dir() {
+    stop_a_held_container_job(StopBy::CtrlCTwice);
+}
+
+#[test]
+fn kill_9_of_cowork_stops_the_harness_with_sigterm_and_leaves_no_sidecar_or_temp_dir() {
+    stop_a_held_container_job(StopBy::Kill9);
+}
+
+#[test]
+fn a_job_timeout_stops_the_harness_with_sigterm_and_leaves_no_sidecar_or_temp_dir() {
+    stop_a_held_container_job(StopBy::JobTimeout);
 }

@@ -82,14 +82,14 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
         ProcessEnd::Cancelled => {
             return Classified::error(
                 ErrorCategory::Cancelled,
-                "job was cancelled; the harness process group was killed".to_owned(),
+                "job was cancelled; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)".to_owned(),
             );
         }
         ProcessEnd::TimedOut { timeout_ms } => {
             return Classified::error(
                 ErrorCategory::Timeout,
                 format!(
-                    "job exceeded its timeout of {timeout_ms} ms; the harness process group was killed"
+                    "job exceeded its timeout of {timeout_ms} ms; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)"
                 ),
             );
         }
@@ -111,7 +111,14 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
     match code {
         0 | 1 => {
             if let Some(error) = error {
-                // `record` reports its own failures with exit 1 and an error envelope.
+                // `record` reports its own failures with exit 1 and an error envelope, nearly
+                // all of them as `usage`: what it says decides what they are.
+                if code == 1
+                    && envelope.value.get("command").and_then(Value::as_str) == Some("record")
+                    && error.category.as_deref() == Some("usage")
+                {
+                    return classify_record_failure(&error);
+                }
                 return Classified::error(error.category_or(ErrorCategory::Internal), error.text());
             }
             let results = envelope.value.get("results").and_then(Value::as_array);
@@ -169,6 +176,45 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
             )
         }
     }
+}
+
+/// The start of the message of `record` refusing to keep a cassette of a run whose verdict
+/// failed: the run was paid for and its result is on disk.
+pub const RECORD_FAILING_RUN: &str = "refusing to freeze a failing run";
+
+/// Category of a `record` job whose run completed with a failing verdict and was not frozen;
+/// the executor replaces it with the on-disk result when it finds one.
+pub const RECORD_VERDICT_FAIL: &str = "verdict_fail";
+
+/// A `record` exit 1 that the CLI labelled `usage`, classified by its message (real-cli facts,
+/// exit codes): an unanswered gate, a boundary error, a failing run it refused to freeze, an
+/// internal failure (Docker, a binary, git), or, for anything else, usage as it said.
+fn classify_record_failure(error: &EnvelopeError) -> Classified {
+    let message = error.message_or_default();
+    let lower = message.to_lowercase();
+    let category = if lower.contains("unanswered question") {
+        return Classified::Unanswered {
+            message,
+            hint: error.hint.clone(),
+        };
+    } else if lower.contains(RECORD_FAILING_RUN) {
+        ErrorCategory::Other(RECORD_VERDICT_FAIL.to_owned())
+    } else if lower.contains("git-tracked files")
+        || lower.contains("boundary")
+        || lower.contains("escapes")
+    {
+        ErrorCategory::Boundary
+    } else if lower.contains("docker")
+        || lower.contains("egress-proxy")
+        || lower.contains("staged agent binary")
+        || lower.contains("git ls-files")
+        || lower.contains("spawn")
+    {
+        ErrorCategory::Internal
+    } else {
+        ErrorCategory::Usage
+    };
+    Classified::error(category, error.text())
 }
 
 /// The `error` object of an envelope (harness-behaviour.md#envelope-error).
@@ -396,7 +442,7 @@ mod tests {
             Some(envelope.clone()),
             error(
                 "timeout",
-                "job exceeded its timeout of 250 ms; the harness process group was killed",
+                "job exceeded its timeout of 250 ms; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)",
             ),
         );
         check(
@@ -404,7 +450,7 @@ mod tests {
             None,
             error(
                 "cancelled",
-                "job was cancelled; the harness process group was killed",
+                "job was cancelled; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)",
             ),
         );
     }
@@ -469,5 +515,58 @@ mod tests {
         let versioned = find_envelope(br#"{"tool":"cowork-harness","version":"2.0.0"}"#)
             .expect("an envelope line");
         assert_eq!(versioned.version().as_deref(), Some("2.0.0"));
+    }
+}
+
+#[cfg(test)]
+mod record_failure_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record_exit_1(message: &str) -> Classified {
+        let line = json!({
+            "tool": "cowork-harness", "version": "2.0.0", "command": "record", "ok": false,
+            "results": [], "error": {"category": "usage", "message": message}
+        })
+        .to_string();
+        let envelope = find_envelope(line.as_bytes()).expect("one envelope line");
+        classify(ProcessEnd::Exited(1), Some(&envelope), line.as_bytes())
+    }
+
+    fn category(classified: &Classified) -> &str {
+        match classified {
+            Classified::Error { category, .. } => category.as_str(),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_record_failure_is_classified_by_what_it_says() {
+        assert_eq!(
+            category(&record_exit_1(
+                "refusing to freeze a failing run of s.yaml (pass --allow-failing to keep it)"
+            )),
+            RECORD_VERDICT_FAIL
+        );
+        assert_eq!(
+            category(&record_exit_1(
+                "skills.local[0] has 0 git-tracked files — staging delivers tracked files only"
+            )),
+            "boundary"
+        );
+        assert_eq!(
+            category(&record_exit_1(
+                "failed to build cowork-egress-proxy:5 (docker exited 1)"
+            )),
+            "internal"
+        );
+        assert_eq!(
+            category(&record_exit_1("record: ENOENT: no such file")),
+            "usage"
+        );
+        assert!(matches!(
+            record_exit_1("`s.yaml`: unanswered question (on_unanswered=fail)"),
+            Classified::Unanswered { .. }
+        ));
     }
 }

@@ -14,7 +14,12 @@
 //!   the same signal.
 //! - A thread of the guard reads its stdin. The kernel closes the write end when the worker
 //!   exits for any reason, including SIGKILL; the read then returns end-of-file and the guard
-//!   kills its whole process group, itself included.
+//!   stops the job the way the worker would have: SIGTERM to the harness (the real CLI removes
+//!   its proxy container and Docker networks only on SIGINT/SIGTERM), a bounded grace for that
+//!   cleanup (`--grace-ms=N`, given by the executor), then SIGKILL of its whole process group,
+//!   itself included.
+//! - SIGTERM and SIGINT sent to the guard (the executor stops a job by signalling the group's
+//!   leader) are forwarded to the harness, so the harness, not the guard, decides how to end.
 //!
 //! A parent-death signal (`prctl(PR_SET_PDEATHSIG)`) was not used: it is Linux-only, it fires
 //! when the *thread* that spawned the child exits (tokio retires idle blocking threads), and it
@@ -23,7 +28,10 @@
 use std::ffi::OsString;
 use std::io::{self, Read};
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// The hidden first argument that turns the `cowork` binary into a guard.
 pub const GUARD_SUBCOMMAND: &str = "__harness-guard";
@@ -35,22 +43,63 @@ pub const SPAWN_FAILED_EXIT_CODE: i32 = 127;
 /// back to report a harness that never started (nothing was spent).
 pub const SPAWN_FAILED_PREFIX: &str = "cowork harness guard: cannot start ";
 
-/// Runs the guard with the arguments after [`GUARD_SUBCOMMAND`]: the harness program and its
-/// arguments. Never returns: the process ends as the harness ended.
-pub fn run_guard(mut args: impl Iterator<Item = OsString>) -> ! {
+/// The guard's option naming how long the harness gets between SIGTERM and SIGKILL when the
+/// worker died: `--grace-ms=<milliseconds>`, before the program.
+pub const GRACE_OPTION: &str = "--grace-ms=";
+
+/// The guard's option naming the job's temp root (see `job_temp`), which it removes when the
+/// worker died and cannot: `--temp-root=<dir>`, before the program. Only a directory named
+/// like a job temp root is removed.
+pub const TEMP_ROOT_OPTION: &str = "--temp-root=";
+
+/// Grace when the executor gave none (a guard started by hand).
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// Set once the worker is gone: the harness was sent SIGTERM and, when it exits, the guard
+/// kills what is left of the group instead of reporting to a parent that is not there.
+static PARENT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Runs the guard with the arguments after [`GUARD_SUBCOMMAND`]: optionally
+/// [`GRACE_OPTION`], then the harness program and its arguments. Never returns: the process
+/// ends as the harness ended.
+pub fn run_guard(args: impl Iterator<Item = OsString>) -> ! {
+    let mut args = args.peekable();
+    let mut grace = DEFAULT_GRACE;
+    let mut temp_root = None;
+    while let Some(option) = args.peek().and_then(|arg| arg.to_str()) {
+        if let Some(value) = option.strip_prefix(GRACE_OPTION) {
+            let Ok(grace_ms) = value.parse::<u64>() else {
+                eprintln!(
+                    "cowork harness guard: {GRACE_OPTION} takes whole milliseconds (got {value:?})"
+                );
+                std::process::exit(2);
+            };
+            grace = Duration::from_millis(grace_ms);
+        } else if let Some(value) = option.strip_prefix(TEMP_ROOT_OPTION) {
+            temp_root = Some(PathBuf::from(value));
+        } else {
+            break;
+        }
+        args.next();
+    }
     let Some(program) = args.next() else {
         eprintln!(
-            "usage: cowork {GUARD_SUBCOMMAND} <program> [args…] (started by the harness executor, not by hand)"
+            "usage: cowork {GUARD_SUBCOMMAND} [{GRACE_OPTION}<ms>] [{TEMP_ROOT_OPTION}<dir>] <program> [args…] (started by the harness executor, not by hand)"
         );
         std::process::exit(2);
     };
+    // Blocked before any thread starts, so every thread inherits the mask and only the
+    // forwarding thread below receives them. A child inherits the mask too, so the harness
+    // unblocks them before it execs (`unblock_in_child`): the CLI must see SIGTERM.
+    let stop_signals = block_stop_signals();
     // The harness inherits the guard's environment, working directory, stdout and stderr (the
     // executor prepared all four) and its process group; only the pipe on stdin is the guard's.
-    let mut harness = match Command::new(&program)
-        .args(args)
-        .stdin(Stdio::null())
-        .spawn()
-    {
+    let mut harness_command = Command::new(&program);
+    harness_command.args(args).stdin(Stdio::null());
+    if let Some(stop_signals) = stop_signals {
+        unblock_in_child(&mut harness_command, stop_signals);
+    }
+    let mut harness = match harness_command.spawn() {
         Ok(child) => child,
         Err(error) => {
             eprintln!(
@@ -61,18 +110,108 @@ pub fn run_guard(mut args: impl Iterator<Item = OsString>) -> ! {
         }
     };
     let harness_pid = harness.id();
+    if let Some(stop_signals) = stop_signals {
+        // Detached: it waits for signals for the guard's whole life.
+        std::thread::spawn(move || forward_stop_signals(&stop_signals, harness_pid));
+    }
     // Detached on purpose: the thread blocks on stdin for the guard's whole life and ends with
     // the process; if it fires, it ends the process itself.
+    let orphan_temp_root = temp_root.clone();
     std::thread::spawn(move || {
         wait_for_parent_exit(&mut io::stdin().lock());
+        PARENT_GONE.store(true, Ordering::SeqCst);
+        signal_harness(harness_pid, libc::SIGTERM);
+        // Sleeping is the grace itself: the harness's own exit ends the wait early (the main
+        // thread then kills the group), else the group is killed when it runs out.
+        std::thread::sleep(grace);
+        remove_temp_root(orphan_temp_root.as_deref());
         kill_job(harness_pid);
     });
     match harness.wait() {
+        // With the worker gone nobody reads the status, removes the job's temp root or kills
+        // the group: the harness has cleaned up, so its temp root and what is left of its
+        // group (docker clients, agents) go now. The root goes first, as the guard dies with
+        // its group.
+        Ok(_) if PARENT_GONE.load(Ordering::SeqCst) => {
+            remove_temp_root(temp_root.as_deref());
+            kill_job(harness_pid)
+        }
         Ok(status) => exit_like(status),
         Err(error) => {
             eprintln!("cowork harness guard: waiting for the harness failed: {error}");
             kill_job(harness_pid)
         }
+    }
+}
+
+/// Removes the job's temp root, if it is named like one (a guard given another dir by mistake
+/// removes nothing).
+fn remove_temp_root(root: Option<&Path>) {
+    let Some(root) = root else { return };
+    let named_like_one = root
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.starts_with(super::job_temp::JOB_TEMP_PREFIX));
+    if named_like_one && let Err(error) = std::fs::remove_dir_all(root) {
+        eprintln!(
+            "cowork harness guard: removing the job's temp root {} failed: {error}",
+            root.display()
+        );
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in the calling thread (and every thread it starts later); the
+/// blocked set, for `sigwait`, or `None` when blocking failed (signals then act as usual).
+#[allow(unsafe_code)]
+fn block_stop_signals() -> Option<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises before any other use;
+    // sigaddset and pthread_sigmask only read and write the set we pass by pointer.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        (libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0).then_some(set)
+    }
+}
+
+/// Makes `command`'s child unblock `set` between fork and exec.
+#[allow(unsafe_code)]
+fn unblock_in_child(command: &mut Command, set: libc::sigset_t) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child between fork and exec and calls only
+    // sigprocmask(2), which is async-signal-safe, on a set copied into the closure; it
+    // allocates nothing and touches no state shared with the parent.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Waits for the blocked stop signals forever and sends each to the harness.
+#[allow(unsafe_code)]
+fn forward_stop_signals(set: &libc::sigset_t, harness_pid: u32) {
+    loop {
+        let mut signal: libc::c_int = 0;
+        // SAFETY: sigwait reads the set and writes one int, both owned by this frame.
+        if unsafe { libc::sigwait(set, &mut signal) } == 0 {
+            signal_harness(harness_pid, signal);
+        }
+    }
+}
+
+/// Sends `signal` to the harness alone (not its group: the CLI's own handler decides what
+/// its children get).
+#[allow(unsafe_code)]
+fn signal_harness(harness_pid: u32, signal: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(harness_pid) {
+        // SAFETY: kill(2) takes plain integers; `pid` is our own child's. Once the child is
+        // reaped the guard exits at once, so the pid is never another process's.
+        unsafe { libc::kill(pid, signal) };
     }
 }
 

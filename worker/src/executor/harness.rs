@@ -10,9 +10,11 @@
 //! environment is cleared and rebuilt from an allow-list, so secrets reach only the harness, and
 //! its cwd is the job's empty work dir, so no stray `./.env` can supply credentials.
 //!
-//! The job's hard timeout (harness-behaviour.md#choice-c13) and cancellation both kill the whole
-//! process group at once; the group is also killed after the leader exits, so no grandchild
-//! outlives the job. With [`HarnessConfig::guard`] set, the process is the harness guard
+//! The job's hard timeout (harness-behaviour.md#choice-c13) and cancellation stop the harness
+//! the way the CLI expects: SIGTERM first (its handler removes its proxy container and Docker
+//! networks, which SIGKILL would leak), up to [`HarnessConfig::stop_grace`] for that cleanup,
+//! then SIGKILL of the whole process group; the job's `harness.stderr.log` says which it took.
+//! The group is also killed after the leader exits, so no grandchild outlives the job. With [`HarnessConfig::guard`] set, the process is the harness guard
 //! ([`super::guard`]), which also kills the group when this process dies, so no harness outlives
 //! the worker. Stdout and stderr are read concurrently and bounded, so a chatty child can neither
 //! deadlock on a full pipe nor exhaust memory. Classification itself is the pure
@@ -49,22 +51,87 @@ pub const CASSETTE_FILE_NAME: &str = "cassette.json";
 /// typically tens of kilobytes; anything near this size is a runaway process.
 pub const DEFAULT_STDOUT_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
-/// Environment variables copied from the worker by default: what the CLI needs to find its
-/// tools and Docker, and the credentials of harness-behaviour.md#worker-credentials.
+/// Environment variables copied from the worker by default: every variable cowork-harness
+/// 2.0.0 reads for the tiers a worker serves (operations.md#harness-environment lists what each
+/// does), grouped as the CLI uses them. Not here on purpose: `COWORK_HARNESS_OUTPUT_FORMAT` and
+/// `COWORK_HARNESS_RUNS_DIR` (the executor passes `--output-format` and `--run-dir`, which
+/// must win), `COWORK_HARNESS_DEBUG` (it adds lines to stderr) and `COWORK_HARNESS_MODEL` /
+/// `COWORK_HARNESS_FIDELITY` (read only by `skill` and `chat`). More names come from
+/// `--harness-env`.
 pub const DEFAULT_PASSTHROUGH_ENV: &[&str] = &[
+    // The process itself: where its tools, its home (`~/.cowork-harness`) and its locale are.
     "PATH",
     "HOME",
     "USER",
     "LANG",
     "TMPDIR",
-    "DOCKER_HOST",
+    // Model credentials (the secret set: scrubbed from everything stored). Which of them reach
+    // the agent depends on the tier (operations.md#harness-environment).
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    // The docker client the CLI spawns inherits its environment.
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    // Images, binaries and tiers.
     "COWORK_AGENT_IMAGE",
+    "COWORK_CONTAINER_RUNTIME",
+    "COWORK_PROXY_IMAGE",
     "COWORK_AGENT_BINARY",
+    "COWORK_HARNESS_VERIFY_AGENT_SHA",
+    "COWORK_HARNESS_ALLOW_AGENT_FALLBACK",
+    "COWORK_HOST_AGENT_BINARY",
+    "COWORK_LIMACTL",
+    "COWORK_LIMA_INSTANCE",
+    "COWORK_VM_GATEWAY",
+    "COWORK_VM_PROXY_PORT",
+    "COWORK_LOCKDOWN",
+    "COWORK_SKIP_CAPABILITY_PROBE",
+    "CLAUDE_FORCE_HOST_LOOP",
+    // Deciders and judges.
+    "COWORK_HARNESS_DECIDER_MODEL",
+    "COWORK_HARNESS_JUDGE_MODEL",
+    "COWORK_HARNESS_CLAUDE_BIN",
+    "COWORK_HARNESS_LLM_TIMEOUT_MS",
+    "COWORK_HARNESS_LLM_MAX_BYTES",
+    "COWORK_HARNESS_LLM_RETRIES",
+    "COWORK_HARNESS_DIALOG_TIMEOUT_MS",
+    "COWORK_HARNESS_DECIDER_DIR_TIMEOUT_MS",
+    "COWORK_HARNESS_DECIDER_DIR_POLL_MS",
+    "COWORK_HARNESS_DECIDER_CMD_TIMEOUT_MS",
+    // Scrubbing, redaction and staging.
+    "COWORK_HARNESS_SCRUB_KEYS",
+    "COWORK_HARNESS_SCRUB_VALUES",
+    "COWORK_HARNESS_REDACT_PATTERNS",
+    "COWORK_HARNESS_REDACT_KEYS",
+    "COWORK_HARNESS_MAX_ARTIFACT_BYTES",
+    "COWORK_HARNESS_SOFT_MISSING",
     "COWORK_HARNESS_GITSET",
 ];
+
+/// Allow-listed variables whose values are credentials: scrubbed from the envelope, the stored
+/// stderr and every uploaded run-dir file before anything reaches the store (the CLI itself
+/// never scrubs its stdout, stderr or several run-dir files).
+pub const SECRET_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_CUSTOM_HEADERS",
+];
+
+/// Default for [`HarnessConfig::upload_limit_bytes`]: 16 MiB, far above a normal run's logs
+/// (kilobytes to a few megabytes) and small enough that a runaway log cannot fill the store.
+pub const DEFAULT_UPLOAD_LIMIT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Default for [`HarnessConfig::stop_grace`]: 30 s. On SIGTERM the CLI runs `docker rm -f` of
+/// its agent container and its proxy and removes two networks, one blocking call after another
+/// with no timeout of their own; on a healthy daemon that takes a few seconds, so 30 s leaves
+/// room for a loaded one while a hung daemon still cannot hold a slot for long.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// After the process group was killed, how long the pipes are still read. Only a process that
 /// left the group (its own `setsid`) can keep them open that long; its output is then given up
@@ -115,6 +182,13 @@ pub struct HarnessConfig {
     /// process dies, even by SIGKILL. Default none: the harness is started directly and is
     /// killed only on timeout, cancel or a clean shutdown.
     pub guard: Option<PathBuf>,
+    /// How long a harness sent SIGTERM (timeout, cancel, the worker's death) may take to exit
+    /// before its process group is killed. Default [`DEFAULT_STOP_GRACE`].
+    pub stop_grace: Duration,
+    /// Most bytes of each diagnostic artifact stored (logs and run-dir files; never the
+    /// result, envelope or cassette); a longer one is cut with a note. Default
+    /// [`DEFAULT_UPLOAD_LIMIT_BYTES`].
+    pub upload_limit_bytes: usize,
 }
 
 impl HarnessConfig {
@@ -138,6 +212,8 @@ impl Default for HarnessConfig {
             extra_env: Vec::new(),
             stdout_limit_bytes: DEFAULT_STDOUT_LIMIT_BYTES,
             guard: None,
+            stop_grace: DEFAULT_STOP_GRACE,
+            upload_limit_bytes: DEFAULT_UPLOAD_LIMIT_BYTES,
         }
     }
 }
@@ -240,10 +316,17 @@ impl HarnessExecutor {
             }
             Some(guard) => {
                 let mut command = Command::new(guard);
-                command
-                    .arg(super::guard::GUARD_SUBCOMMAND)
-                    .arg(program)
-                    .stdin(Stdio::piped());
+                command.arg(super::guard::GUARD_SUBCOMMAND).arg(format!(
+                    "{}{}",
+                    super::guard::GRACE_OPTION,
+                    self.config.stop_grace.as_millis()
+                ));
+                if let Some(temp_root) = tmpdir.parent() {
+                    let mut option = OsString::from(super::guard::TEMP_ROOT_OPTION);
+                    option.push(temp_root);
+                    command.arg(option);
+                }
+                command.arg(program).stdin(Stdio::piped());
                 command
             }
         };
@@ -335,6 +418,10 @@ impl HarnessExecutor {
                 oom,
             });
         }
+        if output.spawned && leaves_docker_resources(&ctx.job) {
+            self.remove_docker_leftovers(&mut output, ctx).await;
+        }
+        note_quarantined(&mut output, &ctx.work_dir.join(RUNS_DIR_NAME));
         let removed = temp.remove().await;
         note_removed(&mut output, &ctx.job, &removed);
         output
@@ -474,8 +561,8 @@ impl HarnessExecutor {
             .take()
             .expect("stderr was configured as piped and not taken before");
         let limit = self.config.stdout_limit_bytes;
-        let (end, stdout, stderr) = tokio::join!(
-            group.supervise(child, job.timeout_ms, cancel),
+        let (end, stdout, mut stderr) = tokio::join!(
+            group.supervise(child, job.timeout_ms, cancel, self.config.stop_grace),
             capture(
                 &mut stdout,
                 Capture::new(limit, Keep::Tail),
@@ -495,6 +582,15 @@ impl HarnessExecutor {
                 tracing::warn!(job_id = %job.job_id, stream, error = %err, "reading harness output failed");
             }
         }
+        let end = end.map(|(end, stop_note)| {
+            if let Some(note) = stop_note {
+                tracing::info!(job_id = %job.job_id, note, "stopped the harness");
+                stderr
+                    .bytes
+                    .extend_from_slice(format!("\n[cowork-fleet: {note}]\n").as_bytes());
+            }
+            end
+        });
         match end {
             Ok(end) => Ok(Finished {
                 end,
@@ -538,6 +634,10 @@ impl HarnessExecutor {
             want: match &classified {
                 Classified::Completed { .. } => Want::Result,
                 Classified::Unanswered { .. } => Want::PartialResult,
+                // A failed `record` may still have paid for a whole run: its result is kept.
+                Classified::Error { .. } if job.command == JobCommand::Record => {
+                    Want::PartialResult
+                }
                 Classified::Error { .. } | Classified::Infra { .. } => Want::Diagnostics,
             },
         };
@@ -551,6 +651,18 @@ impl HarnessExecutor {
             }
         };
 
+        let mut collected = collected;
+        // `record` ran the scenario to the end and refused to freeze a cassette of a failing
+        // verdict: the run is a sample like any other, judged by its on-disk result.
+        if matches!(&classified, Classified::Error { category, .. }
+            if category.as_str() == super::classify::RECORD_VERDICT_FAIL)
+            && let Some((path, on_disk)) = collected.result.take()
+        {
+            classified = Classified::Completed {
+                result: on_disk.clone(),
+            };
+            collected.result = Some((path, on_disk));
+        }
         let mut artifacts = Vec::new();
         if let Some(envelope) = &envelope {
             artifacts.push(Artifact {
@@ -621,11 +733,270 @@ impl Executor for HarnessExecutor {
         let started = Instant::now();
         let mut output = self.run(ctx, &cancel).await;
         output.run_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        output
+        self.seal(output).await
     }
 
     async fn execute_many(&self, jobs: &[(JobContext, CancellationToken)]) -> Vec<ExecOutput> {
-        super::replay_pack::execute_many(self, jobs).await
+        let outputs = super::replay_pack::execute_many(self, jobs).await;
+        let mut sealed = Vec::with_capacity(outputs.len());
+        for output in outputs {
+            sealed.push(self.seal(output).await);
+        }
+        sealed
+    }
+}
+
+impl HarnessExecutor {
+    /// The credential values this worker passes to the harness (see [`SECRET_ENV`]).
+    fn secret_values(&self) -> Vec<String> {
+        SECRET_ENV
+            .iter()
+            .filter(|name| self.config.passthrough_env.iter().any(|kept| kept == *name))
+            .filter_map(|name| std::env::var(name).ok())
+            .chain(
+                self.config
+                    .extra_env
+                    .iter()
+                    .filter(|(name, _)| SECRET_ENV.contains(&name.as_str()))
+                    .map(|(_, value)| value.clone()),
+            )
+            .collect()
+    }
+
+    /// `output` as it may reach the store ([`super::seal`]): every artifact read into memory
+    /// scrubbed of this worker's credential values, diagnostic ones cut at the upload limit,
+    /// and the result value scrubbed alike.
+    async fn seal(&self, mut output: ExecOutput) -> ExecOutput {
+        let forms = super::seal::secret_forms(&self.secret_values());
+        let limit = self.config.upload_limit_bytes;
+        let artifacts = std::mem::take(&mut output.artifacts);
+        let sealed = tokio::task::spawn_blocking(move || {
+            let mut n_scrubbed = 0;
+            let artifacts: Vec<Artifact> = artifacts
+                .into_iter()
+                .map(|artifact| {
+                    let (artifact, n_replaced) = seal_artifact(artifact, &forms, limit);
+                    n_scrubbed += n_replaced;
+                    artifact
+                })
+                .collect();
+            (artifacts, n_scrubbed, forms)
+        })
+        .await;
+        let forms = match sealed {
+            Ok((artifacts, n_scrubbed, forms)) => {
+                if n_scrubbed > 0 {
+                    tracing::info!(
+                        n_scrubbed,
+                        "scrubbed credential values from the job's artifacts"
+                    );
+                }
+                output.artifacts = artifacts;
+                forms
+            }
+            Err(err) => {
+                // Nothing unscrubbed may be stored: without the sealed copies, nothing is.
+                tracing::error!(error = %err, "sealing the job's artifacts failed; none are stored");
+                return output;
+            }
+        };
+        if let Classified::Completed { result } = &mut output.classified
+            && !forms.is_empty()
+        {
+            let bytes =
+                serde_json::to_vec(result).expect("serializing a json value to memory cannot fail");
+            let (scrubbed, n_replaced) = super::seal::scrub(&bytes, &forms);
+            if n_replaced > 0
+                && let Ok(value) = serde_json::from_slice(&scrubbed)
+            {
+                *result = value;
+            }
+        }
+        output
+    }
+}
+
+/// One artifact as it may be stored: in memory, scrubbed and, unless the fleet parses it back,
+/// cut at `limit` bytes. An unreadable file is stored as a note saying why.
+fn seal_artifact(artifact: Artifact, forms: &[Vec<u8>], limit: usize) -> (Artifact, usize) {
+    let cuttable = !super::seal::NEVER_CUT.contains(&artifact.name.as_str());
+    let (bytes, total) = match artifact.source {
+        ArtifactSource::Bytes(bytes) => {
+            let total = bytes.len() as u64;
+            (bytes, total)
+        }
+        ArtifactSource::File(path) => match read_head(&path, cuttable.then_some(limit)) {
+            Ok(read) => read,
+            Err(err) => (
+                format!(
+                    "[cowork-fleet: {} could not be read: {err}]\n",
+                    path.display()
+                )
+                .into_bytes(),
+                0,
+            ),
+        },
+    };
+    let (bytes, n_replaced) = if forms.is_empty() {
+        (bytes, 0)
+    } else {
+        super::seal::scrub(&bytes, forms)
+    };
+    let bytes = if cuttable {
+        super::seal::cut(bytes, limit, total)
+    } else {
+        bytes
+    };
+    (
+        Artifact {
+            name: artifact.name,
+            source: ArtifactSource::Bytes(bytes),
+        },
+        n_replaced,
+    )
+}
+
+/// The first `limit` bytes of the file (all of it without a limit) and its length.
+fn read_head(path: &Path, limit: Option<usize>) -> io::Result<(Vec<u8>, u64)> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let total = file.metadata()?.len();
+    let mut bytes = Vec::new();
+    match limit {
+        Some(limit) => {
+            file.take(limit as u64).read_to_end(&mut bytes)?;
+        }
+        None => {
+            let mut file = file;
+            file.read_to_end(&mut bytes)?;
+        }
+    }
+    Ok((bytes, total))
+}
+
+/// Whether the job's tier starts Docker containers and networks the CLI may leave behind.
+fn leaves_docker_resources(job: &JobSpec) -> bool {
+    job.command != JobCommand::Replay && matches!(job.tier, Tier::Container | Tier::Hostloop)
+}
+
+/// How long one `docker` call of the leftover sweep may take before it is given up (a hung
+/// daemon must not hold the slot).
+const DOCKER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl HarnessExecutor {
+    /// Removes the CLI's containers and networks that mount this job's work dir (see
+    /// `leftovers`), and says what it removed in the log and the job's `harness.stderr.log`.
+    async fn remove_docker_leftovers(&self, output: &mut ExecOutput, ctx: &JobContext) {
+        let Ok(work_dir) = std::path::absolute(&ctx.work_dir) else {
+            return;
+        };
+        let Some(docker) = find_on_path("docker", self.child_path().as_deref()) else {
+            return;
+        };
+        let mut list = vec!["ps".to_owned(), "-aq".to_owned()];
+        for prefix in super::leftovers::CONTAINER_PREFIXES {
+            list.extend(["--filter".to_owned(), format!("name={prefix}")]);
+        }
+        let Some(ids) = self.docker(&docker, &list).await else {
+            return;
+        };
+        let ids: Vec<String> = ids.split_whitespace().map(str::to_owned).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let mut inspect = vec![
+            "inspect".to_owned(),
+            "--format".to_owned(),
+            "{{.Name}} {{range .Mounts}}{{.Source}} {{end}}".to_owned(),
+        ];
+        inspect.extend(ids);
+        let Some(lines) = self.docker(&docker, &inspect).await else {
+            return;
+        };
+        let leftovers = super::leftovers::select(&lines, &work_dir);
+        if leftovers.containers.is_empty() {
+            return;
+        }
+        let mut removed = Vec::new();
+        let mut rm = vec!["rm".to_owned(), "-f".to_owned()];
+        rm.extend(leftovers.containers.iter().cloned());
+        if self.docker(&docker, &rm).await.is_some() {
+            removed.extend(
+                leftovers
+                    .containers
+                    .iter()
+                    .map(|name| format!("container {name}")),
+            );
+        }
+        for network in &leftovers.networks {
+            let rm_network = vec!["network".to_owned(), "rm".to_owned(), network.clone()];
+            if self.docker(&docker, &rm_network).await.is_some() {
+                removed.push(format!("network {network}"));
+            }
+        }
+        if removed.is_empty() {
+            return;
+        }
+        tracing::info!(job_id = %ctx.job.job_id, removed = ?removed, "removed what the harness left in Docker");
+        append_stderr_note(
+            output,
+            &format!(
+                "[cowork-fleet: removed what the harness left in Docker: {}]",
+                removed.join(", ")
+            ),
+        );
+    }
+
+    /// Runs `docker <args>` with the harness's environment; its stdout when it succeeded.
+    async fn docker(&self, docker: &Path, args: &[String]) -> Option<String> {
+        let mut command = Command::new(docker);
+        command
+            .args(args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        for name in &self.config.passthrough_env {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        for (name, value) in &self.config.extra_env {
+            command.env(name, value);
+        }
+        match tokio::time::timeout(DOCKER_CALL_TIMEOUT, command.output()).await {
+            Ok(Ok(out)) if out.status.success() => {
+                Some(String::from_utf8_lossy(&out.stdout).into_owned())
+            }
+            Ok(Ok(_)) => None,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "running docker for the leftover sweep failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(args = ?args, "docker did not answer within 30 s; leftovers not removed");
+                None
+            }
+        }
+    }
+}
+
+/// Appends `note` as its own line to the job's `harness.stderr.log`, creating it if needed.
+fn append_stderr_note(output: &mut ExecOutput, note: &str) {
+    match output
+        .artifacts
+        .iter_mut()
+        .find(|artifact| artifact.name == "harness.stderr.log")
+    {
+        Some(Artifact {
+            source: ArtifactSource::Bytes(bytes),
+            ..
+        }) => bytes.extend_from_slice(format!("\n{note}\n").as_bytes()),
+        _ => output.artifacts.push(Artifact {
+            name: "harness.stderr.log".to_owned(),
+            source: ArtifactSource::Bytes(format!("{note}\n").into_bytes()),
+        }),
     }
 }
 
@@ -805,6 +1176,28 @@ fn oom_kills() -> Option<u64> {
         .and_then(|count| count.trim().parse().ok())
 }
 
+/// Says so when the CLI quarantined a recording (it carries host inventory and its target was
+/// repo-visible): the quarantined file is never stored, since host inventory is what the
+/// quarantine keeps from spreading, and it goes with the job's work dir.
+fn note_quarantined(output: &mut ExecOutput, runs_root: &Path) {
+    let names: Vec<String> = sorted_entries(&runs_root.join("quarantine"))
+        .iter()
+        .filter_map(|path| path.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    append_stderr_note(
+        output,
+        &format!(
+            "[cowork-fleet: the harness quarantined {} (a recording carrying host inventory); \
+             not stored, and removed with the job's work dir]",
+            names.join(", ")
+        ),
+    );
+}
+
 /// Reports what was removed with the job's temp root: in the log, and, when the harness left
 /// something there, in the job's stored `harness.stderr.log`.
 pub(crate) fn note_removed(output: &mut ExecOutput, job: &JobSpec, removed: &Removed) {
@@ -817,24 +1210,11 @@ pub(crate) fn note_removed(output: &mut ExecOutput, job: &JobSpec, removed: &Rem
     }
     tracing::info!(job_id = %job.job_id, dir = %removed.root.display(), left = ?removed.leftovers, "removed what the harness left in its temp dir");
     let note = format!(
-        "\n[cowork-fleet: removed the job's TMPDIR {}, where the harness left: {}]\n",
+        "[cowork-fleet: removed the job's TMPDIR {}, where the harness left: {}]",
         removed.root.join("tmp").display(),
         removed.leftovers.join(", ")
     );
-    match output
-        .artifacts
-        .iter_mut()
-        .find(|artifact| artifact.name == "harness.stderr.log")
-    {
-        Some(Artifact {
-            source: ArtifactSource::Bytes(bytes),
-            ..
-        }) => bytes.extend_from_slice(note.as_bytes()),
-        _ => output.artifacts.push(Artifact {
-            name: "harness.stderr.log".to_owned(),
-            source: ArtifactSource::Bytes(note.trim_start().as_bytes().to_vec()),
-        }),
-    }
+    append_stderr_note(output, &note);
 }
 
 /// `harness.stderr.log`: the CLI's own stderr, with a note when it was cut.
@@ -884,21 +1264,27 @@ fn start_new_session(command: &mut Command) {
 
 /// Sends SIGKILL to every process of the group `pgid`. A group that is already gone (ESRCH) is
 /// not an error.
-#[allow(unsafe_code)]
 fn kill_group(pgid: libc::pid_t) {
-    // A pgid of 0 or 1 would address our own group or every process; the child's pid is
-    // neither, but a wrong call here would be disastrous, so refuse outright.
-    if pgid <= 1 {
+    send_signal(-pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` to `target`: a pid, or a process group as its negated pgid. A target that is
+/// already gone (ESRCH) is not an error.
+#[allow(unsafe_code)]
+fn send_signal(target: libc::pid_t, signal: libc::c_int) {
+    // A target of 0, 1 or -1 would address our own group, init or every process; the child's
+    // pid is none of them, but a wrong call here would be disastrous, so refuse outright.
+    if target.unsigned_abs() <= 1 {
         return;
     }
     // SAFETY: kill(2) takes plain integers and has no memory-safety preconditions. The pid of
-    // the group leader stays reserved while any member of its group lives, so a negative pgid
-    // addresses only the job's own processes.
-    let rc = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    // the group leader stays reserved while any member of its group lives (and the leader is
+    // not reaped before this call), so the target is only the job's own processes.
+    let rc = unsafe { libc::kill(target, signal) };
     if rc == -1 {
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(pgid, error = %err, "killing the harness process group failed");
+            tracing::warn!(target, signal, error = %err, "signalling the harness failed");
         }
     }
 }
@@ -921,30 +1307,66 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Waits for the leader under the timeout and cancel token, then kills the whole group so
-    /// no grandchild outlives the job, and tells the pipe readers that the leader is gone.
+    /// Waits for the leader under the timeout and cancel token (stopping it with
+    /// [`ProcessGroup::stop`] when either fires), then kills the whole group so no grandchild
+    /// outlives the job, and tells the pipe readers that the leader is gone. Returns how it
+    /// ended and, when it was stopped, a note saying how.
     async fn supervise(
         &self,
         child: &mut Child,
         timeout_ms: u64,
         cancel: &CancellationToken,
-    ) -> io::Result<ProcessEnd> {
+        grace: Duration,
+    ) -> io::Result<(ProcessEnd, Option<String>)> {
         // `Child::wait` is cancel-safe: when the timer or the token wins, nothing is lost by
-        // dropping it, and the process is killed and reaped in that branch.
+        // dropping it, and the process is stopped and reaped in that branch.
         let end = tokio::select! {
-            status = child.wait() => status.map(process_end),
+            status = child.wait() => status.map(|status| (process_end(status), None)),
             () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
-                kill_group(self.pgid);
-                child.wait().await.map(|_| ProcessEnd::TimedOut { timeout_ms })
+                let why = format!("the job's timeout of {timeout_ms} ms passed");
+                self.stop(child, grace, &why)
+                    .await
+                    .map(|note| (ProcessEnd::TimedOut { timeout_ms }, Some(note)))
             }
             () = cancel.cancelled() => {
-                kill_group(self.pgid);
-                child.wait().await.map(|_| ProcessEnd::Cancelled)
+                self.stop(child, grace, "the job was cancelled")
+                    .await
+                    .map(|note| (ProcessEnd::Cancelled, Some(note)))
             }
         };
         kill_group(self.pgid);
         self.leader_gone.cancel();
         end
+    }
+
+    /// Stops the leader the way the CLI expects (real-cli facts, signals): SIGTERM, then at
+    /// most `grace` for its Docker cleanup, then SIGKILL of the group. Returns what happened,
+    /// in words for the job's log.
+    async fn stop(&self, child: &mut Child, grace: Duration, why: &str) -> io::Result<String> {
+        // Only the leader: the CLI's handler kills its own `docker run` client and removes the
+        // containers itself; a guard forwards the signal to the harness.
+        send_signal(self.pgid, libc::SIGTERM);
+        let sent = Instant::now();
+        let grace_text = format!("{} ms grace (--harness-grace)", grace.as_millis());
+        match tokio::time::timeout(grace, child.wait()).await {
+            Ok(status) => {
+                status?;
+                Ok(format!(
+                    "{why}: sent SIGTERM to the harness, which exited after {} ms of its \
+                     {grace_text}; then its process group was killed",
+                    sent.elapsed().as_millis()
+                ))
+            }
+            Err(_) => {
+                kill_group(self.pgid);
+                child.wait().await?;
+                Ok(format!(
+                    "{why}: sent SIGTERM to the harness, which did not exit within its \
+                     {grace_text}; its process group was killed with SIGKILL, so Docker \
+                     containers and networks it made may be left (the worker removes them)"
+                ))
+            }
+        }
     }
 }
 

@@ -12,19 +12,25 @@
 //!   the harness's process group when the worker dies.
 //! - [`job_temp`]: a job's private temp root (the harness's `TMPDIR`, a `record` job's copy
 //!   of its bundle), removed after the job whatever its end.
+//! - [`leftovers`]: the CLI's containers and networks a job left in Docker, chosen by their
+//!   names and their mounts below the job's work dir.
 //! - [`container`]: the same CLI inside one container per job, through the Docker Engine API.
 //! - [`classify`]: the pure mapping from exit status and stdout to an outcome
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 //! - [`replay_pack`]: many replay jobs through one harness process (the CLI's own dir replay),
 //!   split back into one output per job.
+//! - [`seal`]: what a harness job's artifacts become before the store: credential values
+//!   scrubbed from every one, diagnostic files size-capped with a note.
 
 pub mod classify;
 pub mod container;
 pub mod guard;
 pub mod harness;
 pub mod job_temp;
+pub mod leftovers;
 pub mod replay_pack;
+pub mod seal;
 pub mod sim;
 
 use std::path::PathBuf;

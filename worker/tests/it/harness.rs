@@ -268,7 +268,7 @@ async fn timeout_kills_the_whole_group() {
         output.classified,
         Classified::Error {
             category: "timeout".into(),
-            message: "job exceeded its timeout of 3000 ms; the harness process group was killed"
+            message: "job exceeded its timeout of 3000 ms; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)"
                 .to_owned(),
         }
     );
@@ -309,7 +309,7 @@ async fn cancel_kills_the_whole_group() {
         output.classified,
         Classified::Error {
             category: "cancelled".into(),
-            message: "job was cancelled; the harness process group was killed".to_owned(),
+            message: "job was cancelled; the harness was stopped (SIGTERM, its grace, then SIGKILL of its process group)".to_owned(),
         }
     );
     assert_gone(pid);

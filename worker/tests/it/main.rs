@@ -7,11 +7,20 @@
 //!   of cancelled batches and of other protocol versions.
 //! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
 //!   that follows the documented command line and envelope contract.
+//! - [`record`]: a `record` exit 1 classified by what it says; a refused failing run keeps its
+//!   result.
+//! - [`seal`]: a canary credential the strict double leaks is in no artifact; a file past the
+//!   upload limit is cut with a note.
 //! - [`sim`]: the simulator's determinism, statistics and schema validity.
+//! - [`stopping`]: timeout and cancel stop the strict double `tests/fixtures/strict-harness`
+//!   with SIGTERM and a grace, so its sidecar is cleaned up; a cleanup past the grace is cut.
 
 mod container;
 mod delivery;
 mod harness;
 mod idle;
+mod record;
+mod seal;
 mod sim;
+mod stopping;
 mod support;

@@ -90,6 +90,7 @@ pub fn fake_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> H
         extra_env: env,
         stdout_limit_bytes,
         guard: None,
+        ..HarnessConfig::default()
     })
 }
 
