@@ -117,6 +117,51 @@ fn unit_budget_line(fleet: &Value) -> Option<String> {
     ))
 }
 
+/// Prints the summary on stderr, its verdicts coloured on a terminal (never in a pipe, never
+/// with `NO_COLOR`).
+pub fn print(summary: &Summary<'_>) {
+    let text = render(summary);
+    if crate::telemetry::stderr_may_colour() {
+        eprint!("{}", colour_verdicts(&text));
+    } else {
+        eprint!("{text}");
+    }
+}
+
+/// ANSI escapes for the verdict words of a rendered summary: PASS green, FAIL and ERROR red,
+/// SIMULATED yellow, each only as a whole word (a unit named `PASSWORD-reset` stays plain).
+fn colour_verdicts(text: &str) -> String {
+    const WORDS: [(&str, &str); 4] = [
+        ("PASS", "\x1b[32m"),
+        ("FAIL", "\x1b[31m"),
+        ("ERROR", "\x1b[31m"),
+        ("SIMULATED", "\x1b[33m"),
+    ];
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut word_start = None;
+    let flush = |out: &mut String, word: &str| match WORDS.iter().find(|(w, _)| *w == word) {
+        Some((_, colour)) => out.push_str(&format!("{colour}\x1b[1m{word}\x1b[0m")),
+        None => out.push_str(word),
+    };
+    for (idx, ch) in text.char_indices() {
+        let in_word = ch.is_alphanumeric() || ch == '_' || ch == '-';
+        match (in_word, word_start) {
+            (true, None) => word_start = Some(idx),
+            (false, Some(start)) => {
+                flush(&mut out, &text[start..idx]);
+                word_start = None;
+                out.push(ch);
+            }
+            (false, None) => out.push(ch),
+            (true, Some(_)) => {}
+        }
+    }
+    if let Some(start) = word_start {
+        flush(&mut out, &text[start..]);
+    }
+    out
+}
+
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
@@ -272,6 +317,7 @@ fn notes(envelope: &Envelope) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
+    out.push_str(&stop_error_lines(&envelope.fleet));
     let discarded = discarded_spend(&envelope.fleet);
     if let Some((runs, spend)) = discarded
         && runs > 0
@@ -290,6 +336,61 @@ fn notes(envelope: &Envelope) -> String {
         ));
     }
     out
+}
+
+/// Why each unit stopped by a run without a result stopped (the fleet key's `stopErrors`), one
+/// line per distinct reason naming its units, so "FAIL (stopped: error)" never stands alone.
+/// Past [`STOP_REASONS_LISTED`] reasons one line counts the rest (`cowork report` has them all).
+pub fn stop_error_lines(fleet: &Value) -> String {
+    let Some(errors) = fleet.get("stopErrors").and_then(Value::as_array) else {
+        return String::new();
+    };
+    // Reasons in first-seen order, each with its units: twenty cells failing for one cause
+    // read as one line.
+    let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
+    for error in errors {
+        let (Some(unit), Some(message)) = (
+            error.get("unit").and_then(Value::as_str),
+            error.get("message").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let generic = generic_reason(message);
+        match reasons.iter_mut().find(|(reason, _)| *reason == generic) {
+            Some((_, units)) => units.push(unit),
+            None => reasons.push((generic, vec![unit])),
+        }
+    }
+    let mut out = String::new();
+    for (reason, units) in reasons.iter().take(STOP_REASONS_LISTED) {
+        let named = match units.as_slice() {
+            [one] => (*one).to_owned(),
+            many => crate::text::count(many.len() as u64, "unit"),
+        };
+        out.push_str(&format!("stopped by an error ({named}): {reason}\n"));
+    }
+    if reasons.len() > STOP_REASONS_LISTED {
+        out.push_str(&format!(
+            "… and {} more reason(s) (`cowork report` lists every one)\n",
+            reasons.len() - STOP_REASONS_LISTED
+        ));
+    }
+    out
+}
+
+/// Distinct stop reasons listed under the summary, at most.
+const STOP_REASONS_LISTED: usize = 5;
+
+/// A reason without the job it names (`job b1/c0/r0 uses …` → `a job uses …`), so that one
+/// cause across many units reads as one line.
+fn generic_reason(message: &str) -> String {
+    match message
+        .strip_prefix("job ")
+        .and_then(|rest| rest.split_once(' '))
+    {
+        Some((job, rest)) if job.contains('/') => format!("a job {rest}"),
+        _ => message.to_owned(),
+    }
 }
 
 /// Runs the simulator made: the folded ones the fleet key counts, plus the discarded ones when
@@ -319,6 +420,38 @@ mod tests {
         envelope.ok = true;
         envelope.fleet = fleet;
         render(&Summary::new(&envelope, 0))
+    }
+
+    #[test]
+    fn stop_errors_are_said_under_the_table_once_per_reason() {
+        let no_spec = |unit: &str, job: &str| json!({"unit": unit, "message": format!("job {job} uses the sim executor but carries no sim spec")});
+        let text = render_fleet(json!({
+            "stopErrors": [
+                no_spec("csv-report [model=a]", "b1/c0/r0"),
+                no_spec("csv-report [model=b]", "b1/c1/r0"),
+                {"unit": "triggers", "message": "harness exited 3"},
+            ],
+        }));
+        assert!(
+            text.contains(
+                "stopped by an error (2 units): a job uses the sim executor but carries no sim spec\n\
+                 stopped by an error (triggers): harness exited 3\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn verdict_words_are_coloured_whole() {
+        assert_eq!(
+            colour_verdicts("csv  1/1  PASS\nPASSWORD-reset  FAIL\nverdict: FAIL (exit 1)\n"),
+            "csv  1/1  \x1b[32m\x1b[1mPASS\x1b[0m\nPASSWORD-reset  \x1b[31m\x1b[1mFAIL\x1b[0m\n\
+             verdict: \x1b[31m\x1b[1mFAIL\x1b[0m (exit 1)\n"
+        );
+        assert_eq!(
+            colour_verdicts("ERROR: x"),
+            "\x1b[31m\x1b[1mERROR\x1b[0m: x"
+        );
     }
 
     #[test]

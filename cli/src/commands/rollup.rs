@@ -305,10 +305,7 @@ fn finish_spooled(
             Value::from(reduction.simulated_runs),
         );
     }
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(&head, reduction.exit_code))
-    );
+    crate::summary::print(&crate::summary::Summary::new(&head, reduction.exit_code));
     if args.output_format == OutputFormat::Json {
         let stdout = std::io::stdout();
         copy_envelope(&envelope.spool, &mut stdout.lock()).context("writing the envelope")?;
@@ -334,10 +331,7 @@ fn finish(
     envelope: &cowork_schema::envelope::Envelope,
 ) -> Result<i32, CliError> {
     write_rollup(args, reduction, &envelope.command)?;
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(envelope, reduction.exit_code))
-    );
+    crate::summary::print(&crate::summary::Summary::new(envelope, reduction.exit_code));
     if args.output_format == OutputFormat::Json {
         println!("{}", envelope.to_line());
     }

@@ -325,3 +325,37 @@ fn the_release_binary_carries_no_debug_info() {
         "[profile.release] keeps debug info:\n{release}"
     );
 }
+
+/// `cowork run <args>` under `script`, so its stderr is a terminal; everything it printed.
+fn run_on_a_terminal(sandbox: &Sandbox, args: &[&str], no_color: bool) -> String {
+    let mut line = vec![env!("CARGO_BIN_EXE_cowork").to_owned(), "run".to_owned()];
+    line.extend(args.iter().map(|arg| (*arg).to_owned()));
+    line.extend(["--store".to_owned(), sandbox.store().display().to_string()]);
+    let mut command = std::process::Command::new("script");
+    command
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .current_dir(sandbox.path())
+        .env_remove("NO_COLOR");
+    if no_color {
+        command.env("NO_COLOR", "1");
+    }
+    let output = command.output().expect("running cowork under script");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_summary_is_coloured_on_a_terminal_unless_no_color_is_set() {
+    let sandbox = Sandbox::with_project();
+    let args = ["scenarios/report.yaml", "--executor", "sim"];
+    let coloured = run_on_a_terminal(&sandbox, &args, false);
+    assert!(
+        coloured.contains("\x1b[32m\x1b[1mPASS\x1b[0m"),
+        "no green PASS on a terminal:\n{coloured:?}"
+    );
+    let plain = run_on_a_terminal(&sandbox, &args, true);
+    assert!(
+        plain.contains("PASS") && !plain.contains("\x1b[32m"),
+        "colour despite NO_COLOR:\n{plain:?}"
+    );
+}
