@@ -57,6 +57,24 @@ async fn a_first_fleet_refuses_what_it_cannot_run_and_says_why_it_waits() {
         text.contains("2 worker(s)")
     });
 
+    // No token set: the error says none was sent, not that one was refused.
+    let mut no_token = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut no_token);
+    let output = no_token
+        .args(["workers", "--coordinator", &fleet.coordinator_url()])
+        .env_remove("COWORK_API_TOKEN")
+        .current_dir(&root)
+        .output()
+        .expect("running cowork workers");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.code() == Some(2)
+            && stderr.contains("the coordinator asks for an API token and none was sent")
+            && !stderr.contains("refused the API token"),
+        "exit {:?}: {stderr}",
+        output.status.code()
+    );
+
     // Item 4: the demo without --executor sim is a harness batch; sim workers answer each of
     // its jobs with an error. Refused before anything is sent.
     let refused = fleet.cowork(
