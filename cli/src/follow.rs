@@ -157,6 +157,7 @@ const WATCH_RETRY: cowork_fabric::backoff::Backoff = cowork_fabric::backoff::Bac
 struct Waits {
     unserved: Vec<(cowork_schema::api::UnservedTier, std::time::Instant)>,
     held_by: Option<String>,
+    lost_workers: Vec<String>,
 }
 
 impl Waits {
@@ -187,6 +188,25 @@ impl Waits {
                 seen.waiting = latest.waiting;
             }
         }
+        for lost in &snapshot.lost_workers {
+            if !self.lost_workers.contains(&lost.worker_id) {
+                crate::progress::note(&lost.describe(crate::progress::now_ms()));
+            }
+        }
+        for gone in self
+            .lost_workers
+            .iter()
+            .filter(|id| !snapshot.lost_workers.iter().any(|l| &l.worker_id == *id))
+        {
+            crate::progress::note(&format!(
+                "worker {gone}: no longer listed as lost (it beats again, or its entry expired)"
+            ));
+        }
+        self.lost_workers = snapshot
+            .lost_workers
+            .iter()
+            .map(|lost| lost.worker_id.clone())
+            .collect();
         if snapshot.held_by != self.held_by {
             if let Some(why) = &snapshot.held_by {
                 crate::progress::note(&format!("waiting: {why}"));

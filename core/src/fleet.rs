@@ -9,7 +9,7 @@
 //!
 //! **Invariant:** pure — the caller reads the heartbeats and the queue and passes them in.
 
-use cowork_schema::api::UnservedTier;
+use cowork_schema::api::{LostWorker, UnservedTier};
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::WorkerInfo;
@@ -152,6 +152,22 @@ pub fn heartbeat_late_s(worker: &WorkerInfo, now_ms: u64) -> Option<u64> {
     (age_ms > every_ms + every_ms / 2).then_some(age_ms / 1000)
 }
 
+/// The workers among `workers` whose heartbeat is late at `now_ms` while they were running
+/// jobs: what a watch names as lost, with what waits on them. In worker id order.
+pub fn lost_workers(workers: &[WorkerInfo], now_ms: u64) -> Vec<LostWorker> {
+    let mut lost: Vec<LostWorker> = workers
+        .iter()
+        .filter(|worker| worker.busy > 0 && heartbeat_late_s(worker, now_ms).is_some())
+        .map(|worker| LostWorker {
+            worker_id: worker.worker_id.clone(),
+            busy: worker.busy,
+            heartbeat_at_ms: worker.heartbeat_at_ms,
+        })
+        .collect();
+    lost.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+    lost
+}
+
 /// The beat of a worker that does not say its own: a third of the registry's default 30 s TTL.
 const DEFAULT_HEARTBEAT_EVERY_MS: u64 = 10_000;
 
@@ -263,6 +279,37 @@ mod tests {
             fit.warnings[0].starts_with("no live worker yet"),
             "{:?}",
             fit.warnings
+        );
+    }
+
+    #[test]
+    fn a_busy_worker_with_a_late_heartbeat_is_lost() {
+        let beating = |id: &str, busy: u32, at_ms: u64| WorkerInfo {
+            busy,
+            heartbeat_at_ms: at_ms,
+            heartbeat_every_ms: 10_000,
+            ..worker(id, &[Tier::Container], 2, false)
+        };
+        let workers = [
+            beating("w2", 2, 100_000),
+            beating("w1", 1, 119_000),
+            beating("idle", 0, 100_000),
+        ];
+        let lost = lost_workers(&workers, 120_000);
+        assert_eq!(
+            lost,
+            vec![LostWorker {
+                worker_id: "w2".to_owned(),
+                busy: 2,
+                heartbeat_at_ms: 100_000,
+            }]
+        );
+        assert!(
+            lost[0].describe(120_000).starts_with(
+                "worker w2 lost: no heartbeat since 00:01:40 UTC (20s); the 2 jobs it was running wait for redelivery"
+            ),
+            "{}",
+            lost[0].describe(120_000)
         );
     }
 

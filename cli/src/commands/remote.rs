@@ -114,6 +114,9 @@ pub async fn status(
         for stall in &progress.fabric_stalls {
             println!("stalled  {}", stall.describe(crate::progress::now_ms()));
         }
+        for lost in &progress.lost_workers {
+            println!("lost     {}", lost.describe(crate::progress::now_ms()));
+        }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
         println!(

@@ -172,3 +172,70 @@ async fn a_first_fleet_refuses_what_it_cannot_run_and_says_why_it_waits() {
     );
     assert!(text.contains("1 lost (heartbeat late"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_names_a_worker_killed_mid_batch_and_what_waits_on_it() {
+    let fleet = crate::faults::fault_fleet(&[], &[]);
+    let root = workspace_root();
+    // Runs of about 20 s: the batch is still running when the kill is noticed.
+    let batch = crate::faults::submit_of(&fleet, 10, 20_000);
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut watch);
+    let mut watch = watch
+        .args([
+            "watch",
+            batch.as_str(),
+            "--coordinator",
+            &fleet.coordinator_url(),
+        ])
+        .current_dir(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting cowork watch");
+    let stderr = watch.stderr.take().expect("piped stderr");
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    // Reaped when the watch is killed below: its stderr then ends.
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut fleet = fleet;
+    workers_until(&fleet, &root, "w0 running jobs", |text| {
+        text.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.first() == Some(&"w0") && fields.get(3).is_some_and(|busy| *busy != "0")
+        })
+    });
+    fleet.kill("w0");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let named = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains("worker w0 lost: no heartbeat since") => break line,
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = watch.kill();
+                panic!(
+                    "the watch never named the lost worker:\n{}\n{}",
+                    seen.join("\n"),
+                    fleet.logs()
+                );
+            }
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        named.contains("it was running wait for redelivery"),
+        "{named}"
+    );
+}
