@@ -62,14 +62,31 @@ pub async fn follow(
                     // Without an unserved tier there is no deadline: the stream's own next
                     // event (or its end) is all there is to wait for. Dropping `next()` at the
                     // deadline is safe: the stream is not read again.
-                    let next = match waits.deadline(options.unserved_timeout) {
+                    // The next event, or the first of two moments: the unserved tier's
+                    // deadline, and when a progress line skipped for coming too soon is due
+                    // (without it, a pipe would never show the state a quiet batch waits in).
+                    // Dropping `next()` at either is safe: the stream keeps its place.
+                    let unserved = waits.deadline(options.unserved_timeout);
+                    let due = progress.pending_due().filter(|_| !quiet);
+                    let wake = match (&unserved, due) {
+                        (Some((deadline, _)), Some(due)) => Some((*deadline).min(due)),
+                        (Some((deadline, _)), None) => Some(*deadline),
+                        (None, due) => due,
+                    };
+                    let next = match wake {
                         None => events.next().await,
-                        Some((deadline, tier)) => {
-                            match tokio::time::timeout_at(deadline.into(), events.next()).await {
+                        Some(wake) => {
+                            match tokio::time::timeout_at(wake.into(), events.next()).await {
                                 Ok(next) => next,
                                 Err(_) => {
-                                    progress.finish();
-                                    return Err(unserved_for_too_long(batch, &tier, options));
+                                    if let Some((deadline, tier)) = &unserved
+                                        && std::time::Instant::now() >= *deadline
+                                    {
+                                        progress.finish();
+                                        return Err(unserved_for_too_long(batch, tier, options));
+                                    }
+                                    progress.flush_pending();
+                                    continue;
                                 }
                             }
                         }

@@ -24,6 +24,10 @@ pub struct ProgressLine {
     started: Instant,
     last_draw: Option<Instant>,
     last_line: String,
+    /// The latest snapshot skipped for coming too soon after a draw: drawn by
+    /// [`ProgressLine::flush_pending`] once the gap has passed, so the last state before a
+    /// quiet stretch is never left unprinted in a pipe.
+    pending: Option<ProgressSnapshot>,
 }
 
 impl ProgressLine {
@@ -34,6 +38,7 @@ impl ProgressLine {
             started,
             last_draw: None,
             last_line: String::new(),
+            pending: None,
         }
     }
 
@@ -47,13 +52,33 @@ impl ProgressLine {
             Duration::from_secs(5)
         };
         if !force && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+            self.pending = Some(snapshot.clone());
             return;
         }
+        self.pending = None;
         let line = format_line(snapshot, self.started.elapsed());
         if line != self.last_line {
             draw(&line, self.tty);
             self.last_line = line;
             self.last_draw = Some(Instant::now());
+        }
+    }
+
+    /// When a skipped snapshot waits to be drawn: the moment its gap has passed.
+    pub fn pending_due(&self) -> Option<Instant> {
+        let min_gap = if self.tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
+        };
+        self.pending.as_ref()?;
+        Some(self.last_draw.map_or_else(Instant::now, |at| at + min_gap))
+    }
+
+    /// Draws the skipped snapshot, if any.
+    pub fn flush_pending(&mut self) {
+        if let Some(snapshot) = self.pending.take() {
+            self.show(&snapshot, true);
         }
     }
 
@@ -213,6 +238,40 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_snapshot_skipped_for_coming_too_soon_is_drawn_once_due() {
+        let mut line = ProgressLine {
+            tty: false,
+            started: Instant::now(),
+            last_draw: None,
+            last_line: String::new(),
+            pending: None,
+        };
+        let at = |finished: u64| ProgressSnapshot {
+            planned: 8,
+            finished,
+            ..ProgressSnapshot::default()
+        };
+        line.show(&at(0), false);
+        assert_eq!(line.pending_due(), None);
+        // Within the pipe's five seconds: kept, not drawn, and due when the gap has passed.
+        line.show(&at(4), false);
+        assert!(
+            line.last_line.starts_with("[....................] 0/8"),
+            "{}",
+            line.last_line
+        );
+        let due = line.pending_due().expect("a snapshot waits");
+        assert!(due > Instant::now());
+        line.flush_pending();
+        assert!(
+            line.last_line.starts_with("[##########..........] 4/8"),
+            "{}",
+            line.last_line
+        );
+        assert_eq!(line.pending_due(), None);
     }
 
     #[test]
