@@ -23,7 +23,21 @@ fn cost(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
 }
 
-fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging) -> Row {
+/// Whether the fleet key says `unit` was stopped by a run killed on request (`cancel
+/// --kill-running`, a second Ctrl-C): its stop is then said as `killed`, not `error`.
+fn killed_on_request(fleet: &Value, unit: &str) -> bool {
+    fleet
+        .get("stopErrors")
+        .and_then(Value::as_array)
+        .is_some_and(|errors| {
+            errors.iter().any(|error| {
+                error.get("unit").and_then(Value::as_str) == Some(unit)
+                    && error.get("category").and_then(Value::as_str) == Some("cancelled")
+            })
+        })
+}
+
+fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging, fleet: &Value) -> Row {
     let mut verdict = if rollup_passes(rollup, judging) {
         "PASS".to_owned()
     } else {
@@ -31,7 +45,12 @@ fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging) -> Row {
     };
     verdict.push_str(&arm_label(rollup));
     if let Some(stop) = rollup.stopped_early {
-        verdict.push_str(&format!(" (stopped: {})", stop.as_str()));
+        let stop = if killed_on_request(fleet, &rollup.scenario) {
+            "killed"
+        } else {
+            stop.as_str()
+        };
+        verdict.push_str(&format!(" (stopped: {stop})"));
     }
     Row {
         unit,
@@ -199,13 +218,18 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
     let mut rows = Vec::new();
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
-            rows.push(repeat_row(rollup.scenario.clone(), rollup, judging));
+            rows.push(repeat_row(
+                rollup.scenario.clone(),
+                rollup,
+                judging,
+                &envelope.fleet,
+            ));
         }
     } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
             let unit = format!("c{} {}", cell.index, cell.axes.label());
             match (&cell.rollup, &cell.error) {
-                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging)),
+                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, &envelope.fleet)),
                 (None, Some(error)) => rows.push(error_row(unit, error)),
                 (None, None) => {}
             }
@@ -347,7 +371,7 @@ pub fn stop_error_lines(fleet: &Value) -> String {
     };
     // Reasons in first-seen order, each with its units: twenty cells failing for one cause
     // read as one line.
-    let mut reasons: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut reasons: Vec<((&str, String), Vec<&str>)> = Vec::new();
     for error in errors {
         let (Some(unit), Some(message)) = (
             error.get("unit").and_then(Value::as_str),
@@ -355,7 +379,13 @@ pub fn stop_error_lines(fleet: &Value) -> String {
         ) else {
             continue;
         };
-        let generic = generic_reason(message);
+        // A run killed on request (`cancel --kill-running`, a second Ctrl-C) is no fault.
+        let how = if error.get("category").and_then(Value::as_str) == Some("cancelled") {
+            "killed on request"
+        } else {
+            "stopped by an error"
+        };
+        let generic = (how, generic_reason(message));
         match reasons.iter_mut().find(|(reason, _)| *reason == generic) {
             Some((_, units)) => units.push(unit),
             None => reasons.push((generic, vec![unit])),
@@ -367,7 +397,8 @@ pub fn stop_error_lines(fleet: &Value) -> String {
             [one] => (*one).to_owned(),
             many => crate::text::count(many.len() as u64, "unit"),
         };
-        out.push_str(&format!("stopped by an error ({named}): {reason}\n"));
+        let (how, why) = reason;
+        out.push_str(&format!("{how} ({named}): {why}\n"));
     }
     if reasons.len() > STOP_REASONS_LISTED {
         out.push_str(&format!(
@@ -439,6 +470,25 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_unit_stopped_by_a_run_killed_on_request_says_killed() {
+        let mut envelope = Envelope::new("2.0.0", "run");
+        let rollup: RepeatRollup = serde_json::from_value(json!({
+            "scenario": "csv", "requested": 3, "completed": 0, "stoppedEarly": "error",
+            "passes": 0, "passRate": 0, "signalHistogram": {}, "perAssertion": [],
+            "nonDeterministicRuns": 0, "provenance": {"models": [], "skills": [], "ablatedRuns": 0}
+        }))
+        .expect("a rollup");
+        envelope.rollups = Some(vec![rollup]);
+        envelope.fleet = json!({"stopErrors": [{"unit": "csv", "category": "cancelled",
+            "message": "job was cancelled while the simulated run was in progress"}]});
+        let text = render(&Summary::new(&envelope, 1));
+        assert!(text.contains("FAIL (stopped: killed)"), "{text}");
+        envelope.fleet["stopErrors"][0]["category"] = json!("runtime");
+        let text = render(&Summary::new(&envelope, 1));
+        assert!(text.contains("FAIL (stopped: error)"), "{text}");
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub struct StopError {
     pub unit: String,
     /// Why the run ended without a result (the executor's or the harness's message).
     pub message: String,
+    /// The error's category as stored (`runtime`, `timeout`, `cancelled` for a run killed on
+    /// request, …); `unanswered` for an unanswered question.
+    #[serde(default)]
+    pub category: String,
 }
 
 /// Job counts of a batch.

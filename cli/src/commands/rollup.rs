@@ -224,6 +224,15 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
         "foldOrder": "index",
         "resultsOrder": "index",
     });
+    let stop_errors: Vec<Value> = rejudged
+        .reduction
+        .stop_errors
+        .iter()
+        .map(|(unit, category, message)| json!({"unit": unit, "message": message, "category": category}))
+        .collect();
+    if !stop_errors.is_empty() {
+        fleet["stopErrors"] = Value::Array(stop_errors);
+    }
     if !never_ran.is_empty() {
         fleet["incomplete"] = Value::Bool(true);
         fleet["neverRan"] = never_ran

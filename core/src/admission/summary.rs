@@ -132,9 +132,10 @@ impl Admission {
             stop_errors: reduction
                 .stop_errors
                 .iter()
-                .map(|(unit, message)| StopError {
+                .map(|(unit, category, message)| StopError {
                     unit: unit.clone(),
                     message: message.clone(),
+                    category: category.clone(),
                 })
                 .collect(),
         }

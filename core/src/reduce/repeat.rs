@@ -75,7 +75,7 @@ pub struct RepeatFold {
     stop: Option<StopReason>,
     /// Why the run the fold stopped at ended without a result, when it did (a stop for an
     /// error or an unanswered question): the rollup has no place for it, the summary does.
-    stop_message: Option<String>,
+    stop_message: Option<(String, String)>,
     /// Set once the fold is final: the index at which the loop left.
     decided: Option<u32>,
     is_final: bool,
@@ -164,11 +164,14 @@ impl RepeatFold {
             // Step 1 of harness-behaviour.md#repeat-loop: a throwing iteration is not folded and
             // its spend is not counted.
             JobOutcome::Unanswered { message, .. } => {
-                self.stop_message = Some(format!("unanswered question: {message}"));
+                self.stop_message = Some((
+                    "unanswered".to_owned(),
+                    format!("unanswered question: {message}"),
+                ));
                 Some(StopReason::Unanswered)
             }
-            JobOutcome::Error { message, .. } => {
-                self.stop_message = Some(message);
+            JobOutcome::Error { category, message } => {
+                self.stop_message = Some((category.to_string(), message));
                 Some(StopReason::Error)
             }
             JobOutcome::Completed { run } => self.fold(index, run),
@@ -351,9 +354,12 @@ impl RepeatFold {
         0..self.tally.completed
     }
 
-    /// Why the run the fold stopped at had no result (an error or an unanswered question).
-    pub fn stop_message(&self) -> Option<&str> {
-        self.stop_message.as_deref()
+    /// Why the run the fold stopped at had no result (an error or an unanswered question):
+    /// its category and message.
+    pub fn stop_message(&self) -> Option<(&str, &str)> {
+        self.stop_message
+            .as_ref()
+            .map(|(category, message)| (category.as_str(), message.as_str()))
     }
 
     /// Folded runs made by the `sim` executor.
