@@ -101,8 +101,9 @@ finished in this process, like `cowork run`; any other batch is resumed by the c
 `latest`, or with --coordinator a batch fetched through the coordinator's API (token from \
 COWORK_API_TOKEN or --token-file). The HTML report is one self-contained file: inline CSS, no \
 script, nothing loaded from the network. Simulated runs are always flagged as such. Exit 0 once \
-the report is written (whatever the batch's verdict), 2 for an unknown batch or a batch that is \
-not done. --compare THEN NOW is `cowork diff THEN NOW`."
+the report is written, whatever the batch's verdict; a batch that never finished (interrupted or \
+cancelled) is reported too, with a note on stderr counting the jobs that never ran. Exit 2 for an \
+unknown batch. --compare THEN NOW is `cowork diff THEN NOW`."
     )]
     Report(ReportArgs),
     /// List the batches of a local store or a coordinator: id, when, target, units, verdict,
@@ -159,23 +160,23 @@ pub fn examples(subcommand: &str) -> Option<&'static str> {
         "run" => {
             "cowork run examples/demo/scenarios --repeat 5 --executor sim
 cowork run examples/demo/scenarios/csv-report.yaml --repeat 5 --matrix examples/demo/matrix.yaml --executor sim --sim-profile examples/demo/sim-profile.yaml
-cowork run scenarios/ --repeat 3 --min-pass-rate 0.66 --output-format json > envelope.json
-cowork run scenarios/ --repeat 10 --job-timeout 45m --dry-run"
+cowork run examples/demo/scenarios --repeat 3 --min-pass-rate 0.66 --executor sim --output-format json > envelope.json
+cowork run examples/demo/scenarios --repeat 10 --job-timeout 45m --dry-run"
         }
         "eval" => {
             "cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml
-cowork eval --a skills/before/report --b skills/after/report scenarios/ --runs 20 --model claude-sonnet-4-5 --output-format json -o eval.json"
+cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/skills/v2/csv-report examples/demo/scenarios --runs 20 --executor sim --output-format json -o eval.json"
         }
         "rollup" => {
             "cowork rollup latest --min-pass-rate 0.8
 cowork rollup 20261130-101500-a1b2c3 --store .cowork
 cowork rollup .cowork/batches/20261130-101500-a1b2c3 --rollup-out rollup.json
-cowork rollup runs/r0/result.json runs/r1/result.json runs/r2/result.json"
+cowork rollup .cowork/batches/20261130-101500-a1b2c3/jobs/c0/r0/result.json .cowork/batches/20261130-101500-a1b2c3/jobs/c0/r1/result.json"
         }
         "submit" => {
             "cowork submit examples/demo/scenarios/csv-report.yaml --matrix examples/demo/matrix.yaml --repeat 5 --executor sim --coordinator http://coordinator:8700 --watch
-cowork submit --replay cassettes/ --coordinator http://coordinator:8700 --watch --output-format json
-cowork submit scenarios/ --repeat 10 --coordinator http://coordinator:8700 --dry-run"
+cowork submit --replay examples/demo/cassettes --coordinator http://coordinator:8700 --watch --output-format json
+cowork submit examples/demo/scenarios --repeat 10 --coordinator http://coordinator:8700 --dry-run"
         }
         "cancel" => {
             "cowork cancel 20261130-101500-a1b2c3
@@ -195,7 +196,7 @@ cowork report --compare latest~1 latest"
         }
         "batches" => {
             "cowork batches
-cowork batches --store /var/lib/cowork/store --limit 50
+cowork batches --store .cowork --limit 50
 cowork batches --coordinator http://coordinator:8700 --format json"
         }
         "diff" => {
@@ -204,7 +205,7 @@ cowork diff 20261130-101500-a1b2c3 20261201-101500-d4e5f6 --format markdown >> \
         }
         "trend" => {
             "cowork trend examples/demo/scenarios/csv-report.yaml --last 7
-cowork trend scenarios/ --last 30 --coordinator http://coordinator:8700
+cowork trend examples/demo/scenarios --last 30 --coordinator http://coordinator:8700
 cowork trend csv-report --format json"
         }
         "coordinator" => {
@@ -609,6 +610,10 @@ pub struct SubmitArgs {
     /// No progress line while watching.
     #[arg(long, short)]
     pub quiet: bool,
+    /// With --watch: give up (exit 2, naming the tier) once a tier of the batch has had waiting
+    /// jobs and no live worker for this long (e.g. 5m). The batch keeps running. Default: wait.
+    #[arg(long, value_name = "DURATION", requires = "watch")]
+    pub unserved_timeout: Option<String>,
     /// Validate and plan, then print the plan and the cost and time the coordinator's earlier
     /// batches suggest; submit nothing.
     #[arg(long)]
@@ -677,6 +682,10 @@ pub struct BatchRefArgs {
     /// No progress line (watch).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Watch: give up (exit 2, naming the tier) once a tier of the batch has had waiting jobs
+    /// and no live worker for this long (e.g. 5m). The batch keeps running. Default: wait.
+    #[arg(long, value_name = "DURATION")]
+    pub unserved_timeout: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -729,8 +738,9 @@ pub struct BatchSourceArgs {
     /// Local store the batches are read from.
     #[arg(long, env = "COWORK_STORE", default_value = ".cowork")]
     pub store: PathBuf,
-    /// Read the batches through this coordinator's API instead of a local store.
-    #[arg(long, value_name = "URL")]
+    /// Read the batches through this coordinator's API instead of a local store (like
+    /// `status`, `workers` and `resume`, this honours COWORK_COORDINATOR).
+    #[arg(long, env = "COWORK_COORDINATOR", value_name = "URL")]
     pub coordinator: Option<String>,
     /// File holding the API bearer token (or set COWORK_API_TOKEN); used with --coordinator.
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]

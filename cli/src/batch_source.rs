@@ -190,18 +190,32 @@ pub async fn resolve(text: &str, source: &Source) -> Result<Resolved, CliError> 
     if let Source::Local(dir) = source {
         let key = format!("batches/{batch_id}/spec.json");
         if !dir.join(&key).is_file() {
-            return Err(CliError::usage(format!(
-                "batch {batch_id} not found: {key} does not exist (in store {}; `cowork batches \
-                 --store {}` lists the batches there)",
-                dir.display(),
-                dir.display()
-            )));
+            let known = source.batch_ids().await.unwrap_or_default();
+            return Err(CliError::usage(not_found_locally(&batch_id, dir, &known)));
         }
     }
     Ok(Resolved {
         batch_id,
         source: source.clone(),
     })
+}
+
+/// Why `batch_id` is not in the local store `dir` holding `known`, and what to try instead: the
+/// stored id it is closest to (a typo), and `--coordinator` (a batch run on a fleet lives in
+/// the fleet's store, not here).
+fn not_found_locally(batch_id: &BatchId, dir: &Path, known: &[BatchId]) -> String {
+    let known: Vec<&str> = known.iter().map(BatchId::as_str).collect();
+    let hint = match cowork_schema::load::closest_key(batch_id.as_str(), &known) {
+        Some(closest) => format!("did you mean {closest}? "),
+        None => String::new(),
+    };
+    format!(
+        "batch {batch_id} not found in store {}: {hint}`cowork batches --store {}` lists the \
+         batches there; a batch submitted to a fleet is read with --coordinator URL (or \
+         COWORK_COORDINATOR)",
+        dir.display(),
+        dir.display()
+    )
 }
 
 /// The id of the batch `text` names on a coordinator (`status`, `watch`, `cancel`, …).
@@ -242,6 +256,22 @@ mod tests {
         assert!(matches!(latest_offset("latest~x"), Some(Err(_))));
         assert_eq!(latest_offset("20261201-000000-aaaaaa"), None);
         assert_eq!(latest_offset("latestish"), None);
+    }
+
+    #[test]
+    fn a_missing_batch_suggests_the_closest_id_and_the_coordinator() {
+        let id = |text: &str| BatchId::new(text).expect("valid id");
+        let known = [id("20261201-005934-153d94"), id("20261201-010000-aaaaaa")];
+        let message =
+            not_found_locally(&id("20261201-005934-153d95"), Path::new(".cowork"), &known);
+        assert_eq!(
+            message,
+            "batch 20261201-005934-153d95 not found in store .cowork: did you mean \
+             20261201-005934-153d94? `cowork batches --store .cowork` lists the batches there; a \
+             batch submitted to a fleet is read with --coordinator URL (or COWORK_COORDINATOR)"
+        );
+        let far = not_found_locally(&id("20250101-000000-zzzzzz"), Path::new(".cowork"), &known);
+        assert!(!far.contains("did you mean"), "{far}");
     }
 
     #[test]

@@ -173,8 +173,13 @@ pub fn client_error(error: ClientError, doing: &str) -> CliError {
         ClientError::BadRequest { problems, .. } if !problems.is_empty() => {
             CliError::Usage(problems)
         }
+        ClientError::Unauthorized {
+            token_sent: false, ..
+        } => CliError::usage(format!(
+            "{doing}: the coordinator asks for an API token and none was sent (set COWORK_API_TOKEN or --token-file)"
+        )),
         ClientError::Unauthorized { .. } => CliError::usage(format!(
-            "{doing}: the coordinator refused the API token (set COWORK_API_TOKEN or --token-file)"
+            "{doing}: the coordinator refused the API token (check COWORK_API_TOKEN or --token-file)"
         )),
         other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
     }

@@ -446,13 +446,10 @@ pub fn print_local_outcome(
     batch_id: &cowork_schema::BatchId,
     output_format: OutputFormat,
 ) -> Result<i32, CliError> {
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(
-            &outcome.envelope_head,
-            outcome.exit_code
-        ))
-    );
+    crate::summary::print(&crate::summary::Summary::new(
+        &outcome.envelope_head,
+        outcome.exit_code,
+    ));
     eprintln!(
         "results: {}",
         store_dir.join("batches").join(batch_id.as_str()).display()

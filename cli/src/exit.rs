@@ -53,6 +53,9 @@ pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> E
     }
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
+        // The reader of stdout is gone (`cowork report latest | head -1`): nobody is left to
+        // tell, so the command ends quietly, like one whose `println!` met a closed pipe.
+        Err(CliError::Failed(error)) if is_closed_stdout(&error) => ExitCode::SUCCESS,
         Err(CliError::Usage(problems)) => {
             for problem in &problems {
                 eprintln!("error: {problem}");
@@ -71,4 +74,13 @@ pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> E
             ExitCode::from(130)
         }
     }
+}
+
+/// Whether `error` was caused by writing to a pipe whose reader is gone.
+fn is_closed_stdout(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -12,16 +12,43 @@ use crate::connect::client_error;
 use crate::exit::CliError;
 use crate::progress::ProgressLine;
 
+/// How a batch is followed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FollowOptions {
+    /// No progress line (the lines saying why the batch waits are still printed).
+    pub quiet: bool,
+    /// Give up once a tier of the batch has had waiting jobs and no live worker for this long.
+    pub unserved_timeout: Option<std::time::Duration>,
+}
+
+impl FollowOptions {
+    /// The options of `--quiet` and `--unserved-timeout`, or a usage error naming the flag.
+    pub fn from_flags(
+        quiet: bool,
+        unserved_timeout: Option<&str>,
+    ) -> Result<FollowOptions, CliError> {
+        Ok(FollowOptions {
+            quiet,
+            unserved_timeout: unserved_timeout
+                .map(|text| crate::connect::duration_arg("--unserved-timeout", text))
+                .transpose()?,
+        })
+    }
+}
+
 /// Follows a batch's event stream to its end, showing the progress line unless `quiet`; the
-/// end event, or an error when the stream closed before it.
+/// end event, or an error when the stream closed before it (or a tier stayed unserved past
+/// `unserved_timeout`).
 pub async fn follow(
     client: &CoordinatorClient,
     batch: &BatchId,
-    quiet: bool,
+    options: FollowOptions,
 ) -> Result<cowork_schema::api::BatchEnd, CliError> {
+    let quiet = options.quiet;
     let mut progress = ProgressLine::joining();
     let mut end = None;
     let mut stalls = Vec::new();
+    let mut waits = Waits::default();
     // Since when the coordinator answers 503 (it runs, its queue does not): the watch says so
     // once and waits, for at most `CANNOT_SERVE_FOR`; any other failure ends it as before.
     let mut cannot_serve_since: Option<std::time::Instant> = None;
@@ -31,7 +58,40 @@ pub async fn follow(
             Ok(events) => {
                 let mut events = std::pin::pin!(events);
                 let mut failure = None;
-                while let Some(event) = events.next().await {
+                loop {
+                    // Without an unserved tier there is no deadline: the stream's own next
+                    // event (or its end) is all there is to wait for. Dropping `next()` at the
+                    // deadline is safe: the stream is not read again.
+                    // The next event, or the first of two moments: the unserved tier's
+                    // deadline, and when a progress line skipped for coming too soon is due
+                    // (without it, a pipe would never show the state a quiet batch waits in).
+                    // Dropping `next()` at either is safe: the stream keeps its place.
+                    let unserved = waits.deadline(options.unserved_timeout);
+                    let due = progress.pending_due().filter(|_| !quiet);
+                    let wake = match (&unserved, due) {
+                        (Some((deadline, _)), Some(due)) => Some((*deadline).min(due)),
+                        (Some((deadline, _)), None) => Some(*deadline),
+                        (None, due) => due,
+                    };
+                    let next = match wake {
+                        None => events.next().await,
+                        Some(wake) => {
+                            match tokio::time::timeout_at(wake.into(), events.next()).await {
+                                Ok(next) => next,
+                                Err(_) => {
+                                    if let Some((deadline, tier)) = &unserved
+                                        && std::time::Instant::now() >= *deadline
+                                    {
+                                        progress.finish();
+                                        return Err(unserved_for_too_long(batch, tier, options));
+                                    }
+                                    progress.flush_pending();
+                                    continue;
+                                }
+                            }
+                        }
+                    };
+                    let Some(event) = next else { break };
                     let event = match event {
                         Ok(event) => event,
                         Err(error) => {
@@ -46,6 +106,9 @@ pub async fn follow(
                             // A stall is said once when it starts and once when it ends, also
                             // with --quiet: it is why the batch does not move.
                             note_stalls(&mut stalls, &snapshot.fabric_stalls);
+                            // Why the batch waits, as lines of their own: a pipe (CI) shows
+                            // only every fifth second's progress line, a terminal redraws it.
+                            waits.note(&snapshot);
                             if !quiet {
                                 progress.show(&snapshot);
                             }
@@ -105,6 +168,99 @@ const WATCH_RETRY: cowork_fabric::backoff::Backoff = cowork_fabric::backoff::Bac
     std::time::Duration::from_secs(5),
 );
 
+/// The reasons a followed batch waits, as last printed: the tiers no live worker serves
+/// (with when each was first seen) and what holds admission.
+#[derive(Default)]
+struct Waits {
+    unserved: Vec<(cowork_schema::api::UnservedTier, std::time::Instant)>,
+    held_by: Option<String>,
+    lost_workers: Vec<String>,
+}
+
+impl Waits {
+    /// Prints each reason to wait that starts or ends in `snapshot`, once.
+    fn note(&mut self, snapshot: &cowork_schema::api::ProgressSnapshot) {
+        let now = &snapshot.unserved_tiers;
+        for unserved in now {
+            if self
+                .unserved
+                .iter()
+                .any(|(seen, _)| seen.tier == unserved.tier)
+            {
+                continue;
+            }
+            crate::progress::note(&format!("waiting: {}", unserved.describe()));
+            self.unserved
+                .push((unserved.clone(), std::time::Instant::now()));
+        }
+        self.unserved.retain(|(seen, _)| {
+            let still = now.iter().any(|u| u.tier == seen.tier);
+            if !still {
+                crate::progress::note(&format!("tier {} is served again", seen.tier.as_str()));
+            }
+            still
+        });
+        for (seen, _) in &mut self.unserved {
+            if let Some(latest) = now.iter().find(|u| u.tier == seen.tier) {
+                seen.waiting = latest.waiting;
+            }
+        }
+        for lost in &snapshot.lost_workers {
+            if !self.lost_workers.contains(&lost.worker_id) {
+                crate::progress::note(&lost.describe(crate::progress::now_ms()));
+            }
+        }
+        for gone in self
+            .lost_workers
+            .iter()
+            .filter(|id| !snapshot.lost_workers.iter().any(|l| &l.worker_id == *id))
+        {
+            crate::progress::note(&format!(
+                "worker {gone}: no longer listed as lost (it beats again, or its entry expired)"
+            ));
+        }
+        self.lost_workers = snapshot
+            .lost_workers
+            .iter()
+            .map(|lost| lost.worker_id.clone())
+            .collect();
+        if snapshot.held_by != self.held_by {
+            if let Some(why) = &snapshot.held_by {
+                crate::progress::note(&format!("waiting: {why}"));
+            }
+            self.held_by.clone_from(&snapshot.held_by);
+        }
+    }
+
+    /// When the longest-unserved tier runs out of `limit`, and that tier.
+    fn deadline(
+        &self,
+        limit: Option<std::time::Duration>,
+    ) -> Option<(std::time::Instant, cowork_schema::api::UnservedTier)> {
+        let limit = limit?;
+        self.unserved
+            .iter()
+            .min_by_key(|(_, since)| *since)
+            .map(|(tier, since)| (*since + limit, tier.clone()))
+    }
+}
+
+/// The error of a watch that gave up on an unserved tier: which tier, for how long, and what
+/// to do (the batch itself keeps running).
+fn unserved_for_too_long(
+    batch: &BatchId,
+    tier: &cowork_schema::api::UnservedTier,
+    options: FollowOptions,
+) -> CliError {
+    let limit = options.unserved_timeout.unwrap_or_default();
+    CliError::Failed(anyhow!(
+        "tier {tier_name} of batch {batch} had no live worker for {limit:?} (--unserved-timeout; {waiting} job(s) waiting): \
+         start a worker with --tiers {tier_name}, or `cowork cancel {batch}`; the batch keeps running",
+        tier_name = tier.tier.as_str(),
+        waiting = tier.waiting,
+    ))
+}
+
 /// Prints each stall of `now` that `seen` lacks, and the end of each of `seen` that `now`
 /// lacks, then remembers `now`.
 fn note_stalls(
@@ -138,9 +294,9 @@ pub async fn watch_to_end(
     client: &CoordinatorClient,
     batch: &BatchId,
     output: OutputFormat,
-    quiet: bool,
+    options: FollowOptions,
 ) -> Result<i32, CliError> {
-    let end = follow(client, batch, quiet).await?;
+    let end = follow(client, batch, options).await?;
     match end.state {
         BatchState::Done => {
             let envelope = client
@@ -148,10 +304,7 @@ pub async fn watch_to_end(
                 .await
                 .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
             let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
-            eprint!(
-                "{}",
-                crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
-            );
+            crate::summary::print(&crate::summary::Summary::new(&envelope, exit_code));
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
                 println!("{}", envelope.to_line());

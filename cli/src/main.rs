@@ -52,6 +52,7 @@ fn main() -> ExitCode {
     {
         cowork_worker::executor::guard::run_guard(raw_args);
     }
+    quiet_on_closed_stdout();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return parse_failed(&error),
@@ -95,10 +96,7 @@ fn main() -> ExitCode {
             Command::Status(args) => {
                 commands::remote::status(&args.client, &args.batch, args.output_format).await
             }
-            Command::Watch(args) => {
-                commands::remote::watch(&args.client, &args.batch, args.output_format, args.quiet)
-                    .await
-            }
+            Command::Watch(args) => commands::remote::watch(&args).await,
             Command::Cancel(args) => {
                 commands::remote::cancel(&args.client, &args.batch, args.kill_running).await
             }
@@ -118,6 +116,23 @@ fn main() -> ExitCode {
     });
     telemetry.shutdown();
     exit::exit_code(result, json_command)
+}
+
+/// Makes a closed stdout (`cowork run --help | head -1`) end the process quietly with exit 0,
+/// as `cat` or `rg` do, instead of a "Broken pipe" panic, exit 101 and a backtrace. Every
+/// command prints with `println!`, which panics when stdout is gone; one hook here covers them
+/// all, so no command needs to thread a writer through. Any other panic is reported as before.
+fn quiet_on_closed_stdout() {
+    let report_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let closed_stdout = info.payload_as_str().is_some_and(|message| {
+            message.starts_with("failed printing to stdout") && message.contains("Broken pipe")
+        });
+        if closed_stdout {
+            std::process::exit(0);
+        }
+        report_panic(info);
+    }));
 }
 
 /// Prints clap's message for arguments that did not parse, or the help that was asked for,

@@ -31,6 +31,10 @@ pub struct ProgressLine {
     baseline: Option<(u64, Instant)>,
     last_draw: Option<Instant>,
     last_line: String,
+    /// The latest snapshot skipped for coming too soon after a draw: drawn by
+    /// [`ProgressLine::flush_pending`] once the gap has passed, so the last state before a
+    /// quiet stretch is never left unprinted in a pipe.
+    pending: Option<ProgressSnapshot>,
 }
 
 impl ProgressLine {
@@ -50,20 +54,22 @@ impl ProgressLine {
             baseline: None,
             last_draw: None,
             last_line: String::new(),
+            pending: None,
         }
     }
 
     /// Shows `snapshot` unless a line was drawn too recently.
     pub fn show(&mut self, snapshot: &ProgressSnapshot) {
-        self.show_with(snapshot, false);
+        self.show_with(snapshot, false, false);
     }
 
     /// Shows the batch's last snapshot, whatever the gap, with no ETA: the batch has ended.
     pub fn show_last(&mut self, snapshot: &ProgressSnapshot) {
-        self.show_with(snapshot, true);
+        self.show_with(snapshot, true, true);
     }
 
-    fn show_with(&mut self, snapshot: &ProgressSnapshot, last: bool) {
+    /// `force` draws even if a line was drawn too recently; `last` also drops the ETA.
+    fn show_with(&mut self, snapshot: &ProgressSnapshot, force: bool, last: bool) {
         // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI
         // log readable.
         let min_gap = if self.tty {
@@ -74,9 +80,11 @@ impl ProgressLine {
         let (finished_before, since) = *self
             .baseline
             .get_or_insert_with(|| (snapshot.finished, Instant::now()));
-        if !last && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+        if !force && self.last_draw.is_some_and(|at| at.elapsed() < min_gap) {
+            self.pending = Some(snapshot.clone());
             return;
         }
+        self.pending = None;
         let left = eta(&EtaInput {
             open: !last,
             remaining: remaining(snapshot),
@@ -88,6 +96,24 @@ impl ProgressLine {
             draw(&line, self.tty);
             self.last_line = line;
             self.last_draw = Some(Instant::now());
+        }
+    }
+
+    /// When a skipped snapshot waits to be drawn: the moment its gap has passed.
+    pub fn pending_due(&self) -> Option<Instant> {
+        let min_gap = if self.tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
+        };
+        self.pending.as_ref()?;
+        Some(self.last_draw.map_or_else(Instant::now, |at| at + min_gap))
+    }
+
+    /// Draws the skipped snapshot, if any.
+    pub fn flush_pending(&mut self) {
+        if let Some(snapshot) = self.pending.take() {
+            self.show_with(&snapshot, true, false);
         }
     }
 
@@ -319,6 +345,37 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_snapshot_skipped_for_coming_too_soon_is_drawn_once_due() {
+        let mut line = ProgressLine {
+            tty: false,
+            ..ProgressLine::from_start(Instant::now())
+        };
+        let at = |finished: u64| ProgressSnapshot {
+            planned: 8,
+            finished,
+            ..ProgressSnapshot::default()
+        };
+        line.show(&at(0));
+        assert_eq!(line.pending_due(), None);
+        // Within the pipe's five seconds: kept, not drawn, and due when the gap has passed.
+        line.show(&at(4));
+        assert!(
+            line.last_line.starts_with("[....................] 0/8"),
+            "{}",
+            line.last_line
+        );
+        let due = line.pending_due().expect("a snapshot waits");
+        assert!(due > Instant::now());
+        line.flush_pending();
+        assert!(
+            line.last_line.starts_with("[##########..........] 4/8"),
+            "{}",
+            line.last_line
+        );
+        assert_eq!(line.pending_due(), None);
     }
 
     #[test]

@@ -23,7 +23,21 @@ fn cost(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
 }
 
-fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging) -> Row {
+/// Whether the fleet key says `unit` was stopped by a run killed on request (`cancel
+/// --kill-running`, a second Ctrl-C): its stop is then said as `killed`, not `error`.
+fn killed_on_request(fleet: &Value, unit: &str) -> bool {
+    fleet
+        .get("stopErrors")
+        .and_then(Value::as_array)
+        .is_some_and(|errors| {
+            errors.iter().any(|error| {
+                error.get("unit").and_then(Value::as_str) == Some(unit)
+                    && error.get("category").and_then(Value::as_str) == Some("cancelled")
+            })
+        })
+}
+
+fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging, fleet: &Value) -> Row {
     let mut verdict = if rollup_passes(rollup, judging) {
         "PASS".to_owned()
     } else {
@@ -31,7 +45,12 @@ fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging) -> Row {
     };
     verdict.push_str(&arm_label(rollup));
     if let Some(stop) = rollup.stopped_early {
-        verdict.push_str(&format!(" (stopped: {})", stop.as_str()));
+        let stop = if killed_on_request(fleet, &rollup.scenario) {
+            "killed"
+        } else {
+            stop.as_str()
+        };
+        verdict.push_str(&format!(" (stopped: {stop})"));
     }
     Row {
         unit,
@@ -131,6 +150,51 @@ fn unit_budget_line(fleet: &Value) -> Option<String> {
     ))
 }
 
+/// Prints the summary on stderr, its verdicts coloured on a terminal (never in a pipe, never
+/// with `NO_COLOR`).
+pub fn print(summary: &Summary<'_>) {
+    let text = render(summary);
+    if crate::telemetry::stderr_may_colour() {
+        eprint!("{}", colour_verdicts(&text));
+    } else {
+        eprint!("{text}");
+    }
+}
+
+/// ANSI escapes for the verdict words of a rendered summary: PASS green, FAIL and ERROR red,
+/// SIMULATED yellow, each only as a whole word (a unit named `PASSWORD-reset` stays plain).
+fn colour_verdicts(text: &str) -> String {
+    const WORDS: [(&str, &str); 4] = [
+        ("PASS", "\x1b[32m"),
+        ("FAIL", "\x1b[31m"),
+        ("ERROR", "\x1b[31m"),
+        ("SIMULATED", "\x1b[33m"),
+    ];
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut word_start = None;
+    let flush = |out: &mut String, word: &str| match WORDS.iter().find(|(w, _)| *w == word) {
+        Some((_, colour)) => out.push_str(&format!("{colour}\x1b[1m{word}\x1b[0m")),
+        None => out.push_str(word),
+    };
+    for (idx, ch) in text.char_indices() {
+        let in_word = ch.is_alphanumeric() || ch == '_' || ch == '-';
+        match (in_word, word_start) {
+            (true, None) => word_start = Some(idx),
+            (false, Some(start)) => {
+                flush(&mut out, &text[start..idx]);
+                word_start = None;
+                out.push(ch);
+            }
+            (false, None) => out.push(ch),
+            (true, Some(_)) => {}
+        }
+    }
+    if let Some(start) = word_start {
+        flush(&mut out, &text[start..]);
+    }
+    out
+}
+
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
@@ -208,7 +272,12 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
     let scenario = matrix_scenario(envelope);
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
-            rows.push(repeat_row(rollup.scenario.clone(), rollup, judging));
+            rows.push(repeat_row(
+                rollup.scenario.clone(),
+                rollup,
+                judging,
+                &envelope.fleet,
+            ));
         }
     } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
@@ -218,7 +287,7 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
                 None => cell_unit(scenario.as_deref(), cell.index, &cell.axes.label()),
             };
             match (&cell.rollup, &cell.error) {
-                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging)),
+                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, &envelope.fleet)),
                 (None, Some(error)) => rows.push(error_row(unit, error)),
                 (None, None) => {}
             }
@@ -323,6 +392,7 @@ fn notes(envelope: &Envelope) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
+    out.push_str(&stop_error_lines(&envelope.fleet));
     let discarded = discarded_spend(&envelope.fleet);
     if let Some((runs, spend)) = discarded
         && runs > 0
@@ -341,6 +411,68 @@ fn notes(envelope: &Envelope) -> String {
         ));
     }
     out
+}
+
+/// Why each unit stopped by a run without a result stopped (the fleet key's `stopErrors`), one
+/// line per distinct reason naming its units, so "FAIL (stopped: error)" never stands alone.
+/// Past [`STOP_REASONS_LISTED`] reasons one line counts the rest (`cowork report` has them all).
+pub fn stop_error_lines(fleet: &Value) -> String {
+    let Some(errors) = fleet.get("stopErrors").and_then(Value::as_array) else {
+        return String::new();
+    };
+    // Reasons in first-seen order, each with its units: twenty cells failing for one cause
+    // read as one line.
+    let mut reasons: Vec<((&str, String), Vec<&str>)> = Vec::new();
+    for error in errors {
+        let (Some(unit), Some(message)) = (
+            error.get("unit").and_then(Value::as_str),
+            error.get("message").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        // A run killed on request (`cancel --kill-running`, a second Ctrl-C) is no fault.
+        let how = if error.get("category").and_then(Value::as_str) == Some("cancelled") {
+            "killed on request"
+        } else {
+            "stopped by an error"
+        };
+        let generic = (how, generic_reason(message));
+        match reasons.iter_mut().find(|(reason, _)| *reason == generic) {
+            Some((_, units)) => units.push(unit),
+            None => reasons.push((generic, vec![unit])),
+        }
+    }
+    let mut out = String::new();
+    for (reason, units) in reasons.iter().take(STOP_REASONS_LISTED) {
+        let named = match units.as_slice() {
+            [one] => (*one).to_owned(),
+            many => crate::text::count(many.len() as u64, "unit"),
+        };
+        let (how, why) = reason;
+        out.push_str(&format!("{how} ({named}): {why}\n"));
+    }
+    if reasons.len() > STOP_REASONS_LISTED {
+        out.push_str(&format!(
+            "… and {} more reason(s) (`cowork report` lists every one)\n",
+            reasons.len() - STOP_REASONS_LISTED
+        ));
+    }
+    out
+}
+
+/// Distinct stop reasons listed under the summary, at most.
+const STOP_REASONS_LISTED: usize = 5;
+
+/// A reason without the job it names (`job b1/c0/r0 uses …` → `a job uses …`), so that one
+/// cause across many units reads as one line.
+fn generic_reason(message: &str) -> String {
+    match message
+        .strip_prefix("job ")
+        .and_then(|rest| rest.split_once(' '))
+    {
+        Some((job, rest)) if job.contains('/') => format!("a job {rest}"),
+        _ => message.to_owned(),
+    }
 }
 
 /// Runs the simulator made: the folded ones the fleet key counts, plus the discarded ones when
@@ -401,6 +533,57 @@ mod tests {
             text.lines()
                 .any(|line| line.starts_with("csv-report") && line.contains("1/1")),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn stop_errors_are_said_under_the_table_once_per_reason() {
+        let no_spec = |unit: &str, job: &str| json!({"unit": unit, "message": format!("job {job} uses the sim executor but carries no sim spec")});
+        let text = render_fleet(json!({
+            "stopErrors": [
+                no_spec("csv-report [model=a]", "b1/c0/r0"),
+                no_spec("csv-report [model=b]", "b1/c1/r0"),
+                {"unit": "triggers", "message": "harness exited 3"},
+            ],
+        }));
+        assert!(
+            text.contains(
+                "stopped by an error (2 units): a job uses the sim executor but carries no sim spec\n\
+                 stopped by an error (triggers): harness exited 3\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_unit_stopped_by_a_run_killed_on_request_says_killed() {
+        let mut envelope = Envelope::new("2.0.0", "run");
+        let rollup: RepeatRollup = serde_json::from_value(json!({
+            "scenario": "csv", "requested": 3, "completed": 0, "stoppedEarly": "error",
+            "passes": 0, "passRate": 0, "signalHistogram": {}, "perAssertion": [],
+            "nonDeterministicRuns": 0, "provenance": {"models": [], "skills": [], "ablatedRuns": 0}
+        }))
+        .expect("a rollup");
+        envelope.rollups = Some(vec![rollup]);
+        envelope.fleet = json!({"stopErrors": [{"unit": "csv", "category": "cancelled",
+            "message": "job was cancelled while the simulated run was in progress"}]});
+        let text = render(&Summary::new(&envelope, 1));
+        assert!(text.contains("FAIL (stopped: killed)"), "{text}");
+        envelope.fleet["stopErrors"][0]["category"] = json!("runtime");
+        let text = render(&Summary::new(&envelope, 1));
+        assert!(text.contains("FAIL (stopped: error)"), "{text}");
+    }
+
+    #[test]
+    fn verdict_words_are_coloured_whole() {
+        assert_eq!(
+            colour_verdicts("csv  1/1  PASS\nPASSWORD-reset  FAIL\nverdict: FAIL (exit 1)\n"),
+            "csv  1/1  \x1b[32m\x1b[1mPASS\x1b[0m\nPASSWORD-reset  \x1b[31m\x1b[1mFAIL\x1b[0m\n\
+             verdict: \x1b[31m\x1b[1mFAIL\x1b[0m (exit 1)\n"
+        );
+        assert_eq!(
+            colour_verdicts("ERROR: x"),
+            "\x1b[31m\x1b[1mERROR\x1b[0m: x"
         );
     }
 

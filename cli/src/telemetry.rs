@@ -91,6 +91,16 @@ fn stderr_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -
     stderr_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
+/// Whether this process may colour what it prints on stderr (the log, the summary): the same
+/// rule for both.
+pub fn stderr_may_colour() -> bool {
+    use std::io::IsTerminal as _;
+    stderr_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
+}
+
 fn otlp_provider(
     service_name: &'static str,
 ) -> Result<SdkTracerProvider, opentelemetry_otlp::ExporterBuildError> {

@@ -33,7 +33,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum ClientError {
     /// `401`: no token, or a token the coordinator does not accept.
     #[error("the coordinator refused the request: {message} (check the api token)")]
-    Unauthorized { message: String },
+    Unauthorized {
+        message: String,
+        /// Whether this client sent a token: without one, the fix is to set one, not to
+        /// check it.
+        token_sent: bool,
+    },
     /// `400` or `413`: the request was refused; `problems` lists every problem found.
     #[error("the coordinator refused the request: {message}")]
     BadRequest {
@@ -320,7 +325,10 @@ impl CoordinatorClient {
             ),
         };
         Err(match status {
-            StatusCode::UNAUTHORIZED => ClientError::Unauthorized { message },
+            StatusCode::UNAUTHORIZED => ClientError::Unauthorized {
+                message,
+                token_sent: self.token.is_some(),
+            },
             StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => {
                 ClientError::BadRequest { message, problems }
             }

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cowork_core::fleet::{refusal, unserved_tiers};
+use cowork_core::fleet::{lost_workers, refusal, unserved_tiers};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use crate::server::Service;
@@ -35,6 +35,30 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
                 continue;
             }
         };
+        // Wall clock: heartbeats carry the workers' wall-clock times.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let lost = lost_workers(&workers, now_ms);
+        service.lost_workers.send_if_modified(|current| {
+            if *current == lost {
+                return false;
+            }
+            for worker in lost
+                .iter()
+                .filter(|w| !current.iter().any(|c| c.worker_id == w.worker_id))
+            {
+                tracing::warn!(
+                    worker_id = %worker.worker_id,
+                    busy = worker.busy,
+                    "a worker running jobs stopped beating; its jobs wait for redelivery"
+                );
+            }
+            *current = lost;
+            true
+        });
         for worker in &workers {
             if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
                 && refused_logged.insert((worker.worker_id.clone(), worker.protocol))

@@ -294,6 +294,9 @@ pub(crate) struct Service {
     /// The queue's streams and buckets as last checked (`fabric_view`): what stalls, since
     /// when, and what runs short of replicas.
     pub(crate) fabric: watch::Sender<cowork_schema::api::FabricStatus>,
+    /// Workers whose heartbeat is late while they ran jobs (`fleet_view`), merged into every
+    /// batch's progress like the stalls.
+    pub(crate) lost_workers: watch::Sender<Vec<cowork_schema::api::LostWorker>>,
     /// Per-model admission limits, shared by every batch this process supervises.
     model_limits: Arc<crate::supervisor::SharedModelLimits>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
@@ -319,6 +322,7 @@ impl Service {
             live: Mutex::new(HashMap::new()),
             resumed: AtomicBool::new(false),
             fabric: watch::Sender::new(cowork_schema::api::FabricStatus::default()),
+            lost_workers: watch::Sender::new(Vec::new()),
             model_limits,
             token_digests,
         }

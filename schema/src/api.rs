@@ -91,6 +91,37 @@ pub struct ProgressSnapshot {
     /// batch waits on them, whatever its progress says.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fabric_stalls: Vec<FabricStall>,
+    /// Workers whose heartbeat is late while they were running jobs (killed, cut off): the
+    /// jobs they held wait for redelivery.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_workers: Vec<LostWorker>,
+}
+
+/// A worker that stopped beating while it ran jobs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LostWorker {
+    pub worker_id: String,
+    /// Jobs it was running at its last heartbeat.
+    pub busy: u32,
+    /// Its last heartbeat, in milliseconds since the Unix epoch.
+    pub heartbeat_at_ms: u64,
+}
+
+impl LostWorker {
+    /// One line for people, given the reader's clock: `worker w2 lost: no heartbeat since
+    /// 10:17:30 UTC (17s); the 2 jobs it was running wait for redelivery (one ack wait after
+    /// they were last renewed, 60 s by default)`.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let seconds = now_ms.saturating_sub(self.heartbeat_at_ms) / 1000;
+        let jobs = if self.busy == 1 { "job" } else { "jobs" };
+        format!(
+            "worker {} lost: no heartbeat since {} ({seconds}s); the {} {jobs} it was running wait for redelivery (one ack wait after their last renewal, 60s by default)",
+            self.worker_id,
+            utc_clock(self.heartbeat_at_ms),
+            self.busy
+        )
+    }
 }
 
 /// A stream or bucket the fleet needs that cannot serve now: while it lasts, jobs, events or

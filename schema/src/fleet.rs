@@ -59,6 +59,24 @@ pub struct FleetMeta {
     /// How jobs were admitted.
     #[serde(default)]
     pub admission: AdmissionMeta,
+    /// Units stopped by a run that ended without a result, and why (the rollups say only
+    /// `stopped: error`), in unit order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_errors: Vec<StopError>,
+}
+
+/// A unit stopped by a run that ended without a result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StopError {
+    /// The unit's label (the rollup's `scenario`).
+    pub unit: String,
+    /// Why the run ended without a result (the executor's or the harness's message).
+    pub message: String,
+    /// The error's category as stored (`runtime`, `timeout`, `cancelled` for a run killed on
+    /// request, …); `unanswered` for an unanswered question.
+    #[serde(default)]
+    pub category: String,
 }
 
 /// Job counts of a batch.
@@ -239,6 +257,7 @@ mod tests {
                 unit_order: "plan".into(),
                 ..AdmissionMeta::default()
             },
+            stop_errors: Vec::new(),
         };
         let text = serde_json::to_string(&meta).expect("serializes");
         assert!(

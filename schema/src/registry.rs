@@ -103,6 +103,10 @@ pub struct WorkerInfo {
     pub started_at_ms: u64,
     /// Time of this heartbeat, milliseconds since the Unix epoch.
     pub heartbeat_at_ms: u64,
+    /// How often the worker beats, in milliseconds (0 from a worker that does not say): a
+    /// heartbeat older than one beat and a half means the worker is probably gone.
+    #[serde(default)]
+    pub heartbeat_every_ms: u64,
     /// `true` once the worker is draining (SIGTERM): it pulls no new jobs.
     #[serde(default)]
     pub draining: bool,

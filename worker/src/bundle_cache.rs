@@ -131,7 +131,13 @@ fn fill(
     if !ignore.exists() {
         std::fs::write(&ignore, "*\n").map_err(|e| io(&ignore, e))?;
     }
-    let temp = dir.join(format!(".tmp-{sha256}-{}", std::process::id()));
+    // Unique per fill: workers sharing one cache dir (two `cowork worker` in one directory, or
+    // several workers of one process) may unpack the same bundle at the same moment.
+    let temp = dir.join(format!(
+        ".tmp-{sha256}-{}-{}",
+        std::process::id(),
+        FILL_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     if temp.exists() {
         std::fs::remove_dir_all(&temp).map_err(|e| io(&temp, e))?;
     }
@@ -146,9 +152,24 @@ fn fill(
     }
     index_with_git(&temp, sha256);
     let ready = dir.join(sha256);
-    std::fs::rename(&temp, &ready).map_err(|e| io(&ready, e))?;
-    Ok(())
+    match std::fs::rename(&temp, &ready) {
+        Ok(()) => Ok(()),
+        // Another worker sharing this cache dir unpacked the same bundle first. Its tree is as
+        // complete as ours (renamed into place whole, digest checked), so ours is dropped.
+        Err(_) if ready.is_dir() => {
+            let _ = std::fs::remove_dir_all(&temp);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            Err(io(&ready, e))
+        }
+    }
 }
+
+/// Numbers the fills of this process, so that no two share a temporary directory. `Relaxed`:
+/// only uniqueness matters, not order against other memory.
+static FILL_SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Makes the unpacked bundle a git work tree of its own with every file in its index.
 ///
@@ -180,5 +201,42 @@ fn index_with_git(dir: &Path, sha256: &str) {
             "git could not index the unpacked bundle; its skill dirs are staged without git"
         );
         let _ = std::fs::remove_dir_all(dir.join(".git"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bundle of one file, as bytes, and its digest.
+    fn one_file_bundle(dir: &Path) -> (Vec<u8>, String) {
+        let source = dir.join("source");
+        std::fs::create_dir_all(&source).expect("creating the bundle source");
+        std::fs::write(source.join("scenario.yaml"), "name: x\n").expect("writing a file");
+        let files = std::collections::BTreeSet::from(["scenario.yaml".to_owned()]);
+        let bytes = cowork_fabric::bundle::pack(&source, &files, &[])
+            .expect("packing the bundle")
+            .bytes;
+        let sha256 = sha256_hex(&bytes);
+        (bytes, sha256)
+    }
+
+    // Two workers in one directory share `.cowork-worker/cache`: the one that unpacks second
+    // finds the bundle already in place. That is success, not "Directory not empty".
+    #[test]
+    fn a_bundle_another_worker_unpacked_first_is_ready() {
+        let scratch = tempfile::tempdir().expect("temp dir");
+        let (bytes, sha256) = one_file_bundle(scratch.path());
+        let cache = scratch.path().join("cache");
+        let limits = UnpackLimits::default();
+        fill(&cache, &sha256, &bytes, &limits).expect("the first fill");
+        fill(&cache, &sha256, &bytes, &limits).expect("the second fill of the same bundle");
+        assert!(cache.join(&sha256).join("scenario.yaml").is_file());
+        let leftovers: Vec<_> = std::fs::read_dir(&cache)
+            .expect("listing the cache")
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "temporary dirs left: {leftovers:?}");
     }
 }

@@ -52,6 +52,8 @@ pub fn worker_info(
         jobs_finished: stats.jobs_finished.load(Ordering::Relaxed),
         started_at_ms,
         heartbeat_at_ms: now_ms(),
+        // Set by the loop that sends it, which knows its beat.
+        heartbeat_every_ms: 0,
         draining,
     }
 }
@@ -69,7 +71,8 @@ pub async fn heartbeat_loop(
 ) {
     let started_at_ms = now_ms();
     loop {
-        let info = worker_info(&identity, &stats, started_at_ms, draining.is_cancelled());
+        let mut info = worker_info(&identity, &stats, started_at_ms, draining.is_cancelled());
+        info.heartbeat_every_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
         match registry.heartbeat(&info).await {
             Ok(()) => stats.outages.succeeded("heartbeat"),
             Err(error) => stats.outages.failed("heartbeat", &error),

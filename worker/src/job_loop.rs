@@ -144,7 +144,10 @@ impl KillSwitch {
             .or_default()
             .clone();
         if !token.is_cancelled() {
-            tracing::warn!(batch_id = %batch_id, generation, "killing the running jobs of a cancelled batch");
+            // Info, not a warning: the kill was asked for (`cancel --kill-running`, a second
+            // Ctrl-C), and whoever asked is told in words; at the default `warn` level a raw
+            // log line would only repeat that in the middle of `cowork run`'s output.
+            tracing::info!(batch_id = %batch_id, generation, "killing the running jobs of a cancelled batch");
             token.cancel();
         }
     }

@@ -251,7 +251,11 @@ async fn follow_to_end(
     batch: &BatchId,
     quiet: bool,
 ) -> Result<(), CliError> {
-    let end = follow(client, batch, quiet).await?;
+    let options = crate::follow::FollowOptions {
+        quiet,
+        unserved_timeout: None,
+    };
+    let end = follow(client, batch, options).await?;
     match end.state {
         BatchState::Done if end.message.is_none() => Ok(()),
         BatchState::Cancelled => Err(CliError::Failed(anyhow!(

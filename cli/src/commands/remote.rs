@@ -9,7 +9,7 @@ use crate::batch_source::resolve_remote;
 use crate::connect::{client, client_error};
 use crate::exit::CliError;
 use crate::fleet_args::ClientArgs;
-use crate::follow::watch_to_end;
+use crate::follow::{FollowOptions, watch_to_end};
 use crate::text::count;
 
 /// `cowork submit`.
@@ -24,6 +24,7 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
         return crate::dry_run::print(&prepared.plan, &source, None, None).await;
     }
     let n_jobs = prepared.plan.n_jobs();
+    check_fleet_fit(&client, &prepared.plan, executor).await?;
     let response = client
         .submit(&prepared.spec, prepared.bundle.bytes)
         .await
@@ -40,7 +41,40 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
         println!("{}", response.batch_id);
         return Ok(0);
     }
-    watch_to_end(&client, &response.batch_id, args.output_format, args.quiet).await
+    let options = FollowOptions::from_flags(args.quiet, args.unserved_timeout.as_deref())?;
+    watch_to_end(&client, &response.batch_id, args.output_format, options).await
+}
+
+/// Refuses a batch no live worker can run (exit 2, before anything is sent) and warns about
+/// the tiers of the batch no live worker serves, so a batch never fails or waits in silence.
+/// A coordinator that cannot list its workers (older, or its registry stalls) is not asked.
+async fn check_fleet_fit(
+    client: &cowork_client::CoordinatorClient,
+    plan: &cowork_core::plan::Plan,
+    executor: cowork_schema::batch::ExecutorKind,
+) -> Result<(), CliError> {
+    let Ok(workers) = client.workers().await else {
+        return Ok(());
+    };
+    let workers: Vec<_> = workers.into_iter().map(|status| status.info).collect();
+    let mut tiers: Vec<_> = plan.units.iter().map(|unit| unit.tier).collect();
+    tiers.sort_unstable();
+    tiers.dedup();
+    let fit = cowork_core::fleet::batch_fit(
+        executor,
+        &tiers,
+        &workers,
+        cowork_schema::job::PROTOCOL_VERSION,
+    );
+    if let Some(refusal) = fit.refusal {
+        return Err(CliError::usage(format!(
+            "refusing to submit: {refusal} (`cowork workers` lists the live workers)"
+        )));
+    }
+    for warning in &fit.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 /// `cowork status <batch>`.
@@ -78,26 +112,29 @@ pub async fn status(
         for stall in &progress.fabric_stalls {
             println!("stalled  {}", stall.describe(crate::progress::now_ms()));
         }
+        for lost in &progress.lost_workers {
+            println!("lost     {}", lost.describe(crate::progress::now_ms()));
+        }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
         println!(
             "verdict  {} (exit {code})",
             if ok { "PASS" } else { "FAIL" }
         );
+        // Why units stopped is in the envelope only; a status without it still stands.
+        if let Ok(envelope) = client.report(&batch).await {
+            print!("{}", crate::summary::stop_error_lines(&envelope.fleet));
+        }
     }
     Ok(0)
 }
 
 /// `cowork watch <batch>`.
-pub async fn watch(
-    client_args: &ClientArgs,
-    id: &str,
-    output: OutputFormat,
-    quiet: bool,
-) -> Result<i32, CliError> {
-    let client = client(client_args)?;
-    let batch = resolve_remote(id, &client).await?;
-    watch_to_end(&client, &batch, output, quiet).await
+pub async fn watch(args: &crate::args::BatchRefArgs) -> Result<i32, CliError> {
+    let options = FollowOptions::from_flags(args.quiet, args.unserved_timeout.as_deref())?;
+    let client = client(&args.client)?;
+    let batch = resolve_remote(&args.batch, &client).await?;
+    watch_to_end(&client, &batch, args.output_format, options).await
 }
 
 /// `cowork cancel <batch>`.
@@ -150,10 +187,7 @@ pub async fn results(
         .record
         .exit_code
         .unwrap_or(if envelope.ok { 0 } else { 1 });
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(&envelope, exit_code))
-    );
+    crate::summary::print(&crate::summary::Summary::new(&envelope, exit_code));
     if let Some(dir) = download {
         let keys = client
             .artifacts(&batch)
@@ -219,6 +253,7 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
         "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}",
         "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished"
     );
+    let now_ms = crate::progress::now_ms();
     for status in &workers {
         let worker = &status.info;
         let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
@@ -227,8 +262,13 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
             .as_deref()
             .map(|reason| format!("  REFUSED: {reason}"))
             .unwrap_or_default();
+        let lost = cowork_core::fleet::heartbeat_late_s(worker, now_ms)
+            .map(|age_s| {
+                format!("  LOST: no heartbeat for {age_s}s (its running jobs are redelivered)")
+            })
+            .unwrap_or_default();
         println!(
-            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}{refused}",
+            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}{refused}{lost}",
             worker.worker_id,
             tiers.join(","),
             worker.slots,
@@ -241,13 +281,21 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
         );
     }
     let n_refused = workers.iter().filter(|w| w.refused.is_some()).count();
+    let n_lost = workers
+        .iter()
+        .filter(|w| cowork_core::fleet::heartbeat_late_s(&w.info, now_ms).is_some())
+        .count();
+    let mut tally = format!("{} worker(s)", workers.len());
     if n_refused > 0 {
-        eprintln!(
-            "{} worker(s), {n_refused} refused (they get no jobs of this coordinator)",
-            workers.len()
-        );
-    } else {
-        eprintln!("{} worker(s)", workers.len());
+        tally.push_str(&format!(
+            ", {n_refused} refused (they get no jobs of this coordinator)"
+        ));
     }
+    if n_lost > 0 {
+        tally.push_str(&format!(
+            ", {n_lost} lost (heartbeat late; listed until their entry expires)"
+        ));
+    }
+    eprintln!("{tally}");
     Ok(0)
 }

@@ -14,7 +14,7 @@ use crate::args::ResumeArgs;
 use crate::batch_source::resolve_remote;
 use crate::connect::{client, client_error};
 use crate::exit::CliError;
-use crate::follow::watch_to_end;
+use crate::follow::{FollowOptions, watch_to_end};
 
 /// The store searched when `--store` is not given.
 const DEFAULT_STORE: &str = ".cowork";
@@ -106,7 +106,11 @@ async fn resume_remote(args: ResumeArgs) -> Result<i32, CliError> {
         record.batch_id, record.generation
     );
     if args.watch {
-        return watch_to_end(&client, &batch, args.output_format, args.quiet).await;
+        let options = FollowOptions {
+            quiet: args.quiet,
+            unserved_timeout: None,
+        };
+        return watch_to_end(&client, &batch, args.output_format, options).await;
     }
     println!("{}", record.batch_id);
     Ok(0)

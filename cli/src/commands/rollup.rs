@@ -224,6 +224,15 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
         "foldOrder": "index",
         "resultsOrder": "index",
     });
+    let stop_errors: Vec<Value> = rejudged
+        .reduction
+        .stop_errors
+        .iter()
+        .map(|(unit, category, message)| json!({"unit": unit, "message": message, "category": category}))
+        .collect();
+    if !stop_errors.is_empty() {
+        fleet["stopErrors"] = Value::Array(stop_errors);
+    }
     if !never_ran.is_empty() {
         fleet["incomplete"] = Value::Bool(true);
         fleet["neverRan"] = never_ran
@@ -331,7 +340,7 @@ fn finish_spooled(
         Some((verdict, code)) => (summary.judged_as(verdict, code), code),
         None => (summary, reduction.exit_code),
     };
-    eprint!("{}", crate::summary::render(&summary));
+    crate::summary::print(&summary);
     if args.output_format == OutputFormat::Json {
         let stdout = std::io::stdout();
         copy_envelope(&envelope.spool, &mut stdout.lock()).context("writing the envelope")?;
@@ -357,10 +366,7 @@ fn finish(
     envelope: &cowork_schema::envelope::Envelope,
 ) -> Result<i32, CliError> {
     write_rollup(args, reduction, &envelope.command)?;
-    eprint!(
-        "{}",
-        crate::summary::render(&crate::summary::Summary::new(envelope, reduction.exit_code))
-    );
+    crate::summary::print(&crate::summary::Summary::new(envelope, reduction.exit_code));
     if args.output_format == OutputFormat::Json {
         println!("{}", envelope.to_line());
     }

@@ -197,3 +197,165 @@ fn notes_for_subfolders_unmatched_sim_rules_and_the_same_arm_twice() {
     );
     out.expect_stderr("--a and --b are the same directory");
 }
+
+/// `cowork <args>` run with its stdout a pipe whose reader is already gone (`… | head -1`
+/// after `head` exited): exit code and stderr.
+fn with_closed_stdout(cwd: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("COWORK_COORDINATOR")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("running cowork");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let sandbox = Sandbox::with_project();
+    let store = sandbox.store().display().to_string();
+    let run = sandbox.run_batch(&["scenarios/report.yaml", "--executor", "sim", "--quiet"]);
+    run.expect_code(0);
+    for args in [
+        vec!["run", "--help"],
+        vec!["report", "--help"],
+        vec!["batches", "--store", &store],
+        vec![
+            "report", "latest", "--store", &store, "--format", "markdown",
+        ],
+    ] {
+        let (code, stderr) = with_closed_stdout(sandbox.path(), &args);
+        assert!(
+            code == Some(0) && !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "cowork {args:?} with a closed stdout: exit {code:?}, stderr:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn repeat_one_says_to_leave_the_flag_out() {
+    let sandbox = Sandbox::with_project();
+    sandbox
+        .run_batch(&[
+            "scenarios/report.yaml",
+            "--executor",
+            "sim",
+            "--repeat",
+            "1",
+        ])
+        .expect_code(2)
+        .expect_stderr("for a single run leave --repeat out");
+}
+
+#[test]
+fn history_commands_honour_cowork_coordinator_and_a_missing_batch_names_the_way_out() {
+    let sandbox = Sandbox::with_project();
+    let store = sandbox.store().display().to_string();
+    sandbox
+        .run_batch(&["scenarios/report.yaml", "--executor", "sim", "--quiet"])
+        .expect_code(0);
+    // A coordinator nobody listens on: a command that honours the variable fails to reach it;
+    // one that ignores it reads the local store and succeeds.
+    let unreachable = "http://127.0.0.1:9";
+    for args in [
+        vec!["batches", "--store", &store],
+        vec!["report", "latest", "--store", &store, "--format", "json"],
+        vec!["diff", "latest", "latest", "--store", &store],
+        vec!["trend", "scenarios/report.yaml", "--store", &store],
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"));
+        command
+            .args(&args)
+            .current_dir(sandbox.path())
+            .env("COWORK_COORDINATOR", unreachable);
+        let output = command.output().expect("running cowork");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.code() == Some(2) && stderr.contains("127.0.0.1:9"),
+            "cowork {args:?} with COWORK_COORDINATOR={unreachable}: exit {:?}, stderr:\n{stderr}",
+            output.status.code()
+        );
+    }
+    // A fleet batch's id looked up in the local store: the error points at --coordinator,
+    // and a typo of a stored id gets the id it is closest to.
+    let listed = cowork(
+        sandbox.path(),
+        &["batches", "--store", &store, "--format", "json"],
+    );
+    listed.expect_code(0);
+    let stored: String = listed
+        .stdout
+        .split('"')
+        .find(|part| part.len() == 22 && part.as_bytes().get(8) == Some(&b'-'))
+        .unwrap_or_else(|| listed.fail("no batch id in the listing"))
+        .to_owned();
+    let mut typo = stored.clone();
+    let last = if typo.ends_with('0') { '1' } else { '0' };
+    typo.pop();
+    typo.push(last);
+    cowork(sandbox.path(), &["report", &typo, "--store", &store])
+        .expect_code(2)
+        .expect_stderr(&format!("did you mean {stored}?"))
+        .expect_stderr("--coordinator URL (or COWORK_COORDINATOR)");
+}
+
+#[test]
+fn the_release_binary_carries_no_debug_info() {
+    let manifest = std::fs::read_to_string(crate::support::workspace_root().join("Cargo.toml"))
+        .expect("reading the workspace manifest");
+    let release = manifest
+        .split("\n[profile.release]\n")
+        .nth(1)
+        .expect("a [profile.release] section")
+        .split("\n[")
+        .next()
+        .unwrap_or_default();
+    assert!(
+        release.lines().any(|line| line.trim() == "debug = false")
+            && release
+                .lines()
+                .any(|line| line.trim() == "strip = \"debuginfo\""),
+        "[profile.release] keeps debug info:\n{release}"
+    );
+}
+
+/// `cowork run <args>` under `script`, so its stderr is a terminal; everything it printed.
+fn run_on_a_terminal(sandbox: &Sandbox, args: &[&str], no_color: bool) -> String {
+    let mut line = vec![env!("CARGO_BIN_EXE_cowork").to_owned(), "run".to_owned()];
+    line.extend(args.iter().map(|arg| (*arg).to_owned()));
+    line.extend(["--store".to_owned(), sandbox.store().display().to_string()]);
+    let mut command = std::process::Command::new("script");
+    command
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .current_dir(sandbox.path())
+        .env_remove("NO_COLOR");
+    if no_color {
+        command.env("NO_COLOR", "1");
+    }
+    let output = command.output().expect("running cowork under script");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_summary_is_coloured_on_a_terminal_unless_no_color_is_set() {
+    let sandbox = Sandbox::with_project();
+    let args = ["scenarios/report.yaml", "--executor", "sim"];
+    let coloured = run_on_a_terminal(&sandbox, &args, false);
+    assert!(
+        coloured.contains("\x1b[32m\x1b[1mPASS\x1b[0m"),
+        "no green PASS on a terminal:\n{coloured:?}"
+    );
+    let plain = run_on_a_terminal(&sandbox, &args, true);
+    assert!(
+        plain.contains("PASS") && !plain.contains("\x1b[32m"),
+        "colour despite NO_COLOR:\n{plain:?}"
+    );
+}

@@ -132,6 +132,14 @@ fn usage_errors_and_crashes_stop_the_rollup_as_error_and_the_batch_finishes() {
             assert!(batch.join(file).is_file(), "{mode}: no {file}");
         }
         out.expect_stderr("verdict: FAIL (exit 1)");
+        // Why it stopped reaches the summary and the envelope, not only the job's outcome.
+        out.expect_stderr(&format!("stopped by an error ({mode}): "));
+        let reason = &envelope["fleet"]["stopErrors"][0];
+        assert_eq!(reason["unit"], mode, "{mode}: {}", envelope["fleet"]);
+        assert!(
+            reason["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{mode}: {reason}"
+        );
     };
     check("usage");
     check("crash");

@@ -206,3 +206,74 @@ fn help_cites_no_spec_a_user_cannot_read() {
         }
     }
 }
+
+/// The files and directories an example reads, by its tokens: every argument with a `/` or a
+/// file extension, except URLs, outputs (`-o`, `>`, `--rollup-out`, `--download`), the store
+/// (`--store`, `.cowork/…`, written by an earlier `cowork run`) and `KEY=value` settings.
+fn example_inputs(line: &str) -> Vec<&str> {
+    let mut inputs = Vec::new();
+    let mut previous = "";
+    for token in line.split_whitespace() {
+        let output = matches!(
+            previous,
+            "-o" | ">" | ">>" | "--output" | "--rollup-out" | "--download" | "--store"
+        );
+        let path_like = token.contains('/')
+            || [".yaml", ".json", ".csv"]
+                .iter()
+                .any(|extension| token.ends_with(extension));
+        if path_like
+            && !output
+            && !token.contains("://")
+            && !token.contains('=')
+            && !token.starts_with(".cowork/")
+            && !token.starts_with('"')
+        {
+            inputs.push(token);
+        }
+        previous = token;
+    }
+    inputs
+}
+
+#[test]
+fn every_help_example_reads_only_files_a_clone_has() {
+    let root = crate::support::workspace_root();
+    for command in [
+        "run",
+        "eval",
+        "rollup",
+        "submit",
+        "cancel",
+        "resume",
+        "report",
+        "batches",
+        "diff",
+        "trend",
+        "coordinator",
+        "worker",
+    ] {
+        let out = help_at("100", &[command, "--help"]);
+        for line in example_lines(&out.stdout) {
+            for input in example_inputs(line) {
+                if !root.join(input).exists() {
+                    out.fail(&format!(
+                        "the example {line:?} reads {input}, which a clone does not have"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn report_help_says_an_unfinished_batch_is_reported_with_a_note() {
+    let out = help_at("100", &["report", "--help"]);
+    let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.contains("a batch that is not done") {
+        out.fail("report --help still says a batch that is not done exits 2");
+    }
+    if !text.contains("a batch that never finished (interrupted or cancelled) is reported too") {
+        out.fail("report --help does not say how an unfinished batch is reported");
+    }
+}

@@ -404,6 +404,8 @@ fn stop_in_two_stages(signal: &str, check_lock: bool) {
         context.contains(&format!("`cowork resume {batch}")),
         "{context}"
     );
+    // The kill was asked for: it is said in words, not as a raw timestamped log line.
+    assert!(!context.contains(" WARN "), "{context}");
     // Every process cowork started (the guards) and everything below them is gone.
     assert!(
         tree.iter().any(|p| p.ppid == running.pid()),

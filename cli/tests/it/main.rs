@@ -26,7 +26,8 @@
 //! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium
 //! on a generated report and on the coordinator's pages), `telemetry` (OTLP traces of a run
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
-//! things a first run trips on), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
+//! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
+//! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
 //! README's own text).
 
@@ -43,6 +44,7 @@ mod conformance;
 mod distributed;
 mod eval;
 mod faults;
+mod first_fleet;
 mod first_run;
 mod harness;
 mod help;

@@ -275,10 +275,8 @@ fn report_of_an_unknown_batch_exits_2_with_a_clear_message() {
         &["20000101-000000-000000", "--store", &store],
     )
     .expect_code(2)
-    .expect_stderr(
-        "error: batch 20000101-000000-000000 not found: batches/20000101-000000-000000/spec.json \
-         does not exist (in store",
-    );
+    .expect_stderr("error: batch 20000101-000000-000000 not found in store")
+    .expect_stderr("--coordinator URL (or COWORK_COORDINATOR)");
     report(sandbox.path(), &["no/such/dir"])
         .expect_code(2)
         .expect_stderr("\"no/such/dir\" is neither a stored batch dir nor a batch id");

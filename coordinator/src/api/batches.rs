@@ -213,6 +213,7 @@ fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
     ProgressSnapshot {
         unserved_tiers: live.unserved.borrow().clone(),
         fabric_stalls: service.fabric.borrow().stalls.clone(),
+        lost_workers: service.lost_workers.borrow().clone(),
         ..live.progress.borrow().clone()
     }
 }
@@ -274,6 +275,7 @@ struct LiveWatch {
     progress: watch::Receiver<ProgressSnapshot>,
     unserved: watch::Receiver<Vec<UnservedTier>>,
     fabric: watch::Receiver<cowork_schema::api::FabricStatus>,
+    lost_workers: watch::Receiver<Vec<cowork_schema::api::LostWorker>>,
     end: watch::Receiver<Option<BatchEnd>>,
     last: Option<ProgressSnapshot>,
     shutdown: CancellationToken,
@@ -286,6 +288,7 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
         fabric: service.fabric.subscribe(),
+        lost_workers: service.lost_workers.subscribe(),
         end: live.end.subscribe(),
         live,
         last: None,
@@ -308,6 +311,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
         let snapshot = ProgressSnapshot {
             unserved_tiers: state.unserved.borrow_and_update().clone(),
             fabric_stalls: state.fabric.borrow_and_update().stalls.clone(),
+            lost_workers: state.lost_workers.borrow_and_update().clone(),
             ..state.progress.borrow_and_update().clone()
         };
         if state.last.as_ref() != Some(&snapshot) {
@@ -336,6 +340,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
             }
             // The service, which holds the sender, outlives every watch it serves.
             changed = state.fabric.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+            // As above: the service holds the sender.
+            changed = state.lost_workers.changed() => {
                 debug_assert!(changed.is_ok());
             }
         }

@@ -414,6 +414,7 @@ pub fn worker_info() -> WorkerInfo {
         jobs_finished: 0,
         started_at_ms: 1,
         heartbeat_at_ms: 2,
+        heartbeat_every_ms: 0,
         draining: false,
     }
 }

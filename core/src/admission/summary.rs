@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use cowork_schema::fleet::{
     AdmissionMeta, BATCH_BUDGET_SCOPE, BatchBudgetMeta, DiscardedRunMeta, DiscardedTotal,
-    FleetJobs, FleetMeta, ModelLimitMeta, UsageLimitPauses, WorkerMeta,
+    FleetJobs, FleetMeta, ModelLimitMeta, StopError, UsageLimitPauses, WorkerMeta,
 };
 use cowork_schema::history::{BatchStats, UnitStats};
 use cowork_schema::rollup::{FoldOrder, RepeatRollup};
@@ -129,6 +129,15 @@ impl Admission {
                         .fold(0.0, f64::max)
                 }),
             },
+            stop_errors: reduction
+                .stop_errors
+                .iter()
+                .map(|(unit, category, message)| StopError {
+                    unit: unit.clone(),
+                    message: message.clone(),
+                    category: category.clone(),
+                })
+                .collect(),
         }
     }
 

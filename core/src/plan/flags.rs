@@ -97,6 +97,13 @@ fn check_repeat_flags(raw: &RawFlags, checked: &mut Checked) {
     if let Some(text) = &raw.repeat {
         match integer_in(text, f64::from(REPEAT_MIN), f64::from(REPEAT_MAX)) {
             Some(n) => checked.flags.repeat = Some(n as u32),
+            // One run is what a batch without --repeat does; say so rather than only refuse.
+            None if js_number(text) == 1.0 => checked.error(
+                "--repeat",
+                format!(
+                    "must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {text:?}; for a single run leave --repeat out"
+                ),
+            ),
             None => checked.error(
                 "--repeat",
                 format!("must be an integer from {REPEAT_MIN} to {REPEAT_MAX}, got {text:?}"),

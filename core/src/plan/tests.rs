@@ -652,7 +652,7 @@ fn tc_38_flag_validation() {
     };
     check_flags(
         repeat("1"),
-        "--repeat: must be an integer from 2 to 10000, got \"1\"",
+        "--repeat: must be an integer from 2 to 10000, got \"1\"; for a single run leave --repeat out",
     );
     // Fleet deviation: the CLI caps --repeat at 100; the fleet accepts up to REPEAT_MAX.
     check_flags(repeat("101"), "ok");

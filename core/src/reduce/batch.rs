@@ -157,6 +157,9 @@ pub struct BatchReduction {
     pub error: Option<EnvelopeError>,
     /// Folded runs made by the `sim` executor.
     pub simulated_runs: u64,
+    /// (unit label, category, why) of every repeat unit stopped by a run that ended without
+    /// a result, in unit order.
+    pub stop_errors: Vec<(String, String, String)>,
     /// Labels of units whose budget stop was disabled by a run without `cost.usd`.
     pub budget_telemetry_missing: Vec<String>,
     pub rules: StopRules,
@@ -444,6 +447,7 @@ impl BatchReducer {
             discarded: Vec::new(),
             error: None,
             simulated_runs: 0,
+            stop_errors: Vec::new(),
             budget_telemetry_missing: Vec::new(),
             rules: self.shape.rules,
             judging: self.shape.judging,
@@ -482,6 +486,13 @@ impl BatchReducer {
             discarded.sort_by_key(|job| job.repeat_index);
             reduction.discarded.extend(discarded);
             reduction.simulated_runs += u64::from(fold.simulated_runs());
+            if let Some((category, message)) = fold.stop_message() {
+                reduction.stop_errors.push((
+                    fold.label().to_owned(),
+                    category.to_owned(),
+                    message.to_owned(),
+                ));
+            }
             if fold.telemetry_missing_warned() {
                 reduction
                     .budget_telemetry_missing

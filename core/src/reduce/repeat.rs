@@ -73,6 +73,9 @@ pub struct RepeatFold {
     /// Outcomes offered above `next`, waiting for the gap to close.
     buffered: BTreeMap<u32, JobOutcome>,
     stop: Option<StopReason>,
+    /// Why the run the fold stopped at ended without a result, when it did (a stop for an
+    /// error or an unanswered question): the rollup has no place for it, the summary does.
+    stop_message: Option<(String, String)>,
     /// Set once the fold is final: the index at which the loop left.
     decided: Option<u32>,
     is_final: bool,
@@ -92,6 +95,7 @@ impl RepeatFold {
             next: 0,
             buffered: BTreeMap::new(),
             stop: None,
+            stop_message: None,
             decided: None,
             // Zero iterations need no outcome (the planner never asks for it, but it must not
             // wait forever).
@@ -159,8 +163,17 @@ impl RepeatFold {
         let stop = match outcome {
             // Step 1 of harness-behaviour.md#repeat-loop: a throwing iteration is not folded and
             // its spend is not counted.
-            JobOutcome::Unanswered { .. } => Some(StopReason::Unanswered),
-            JobOutcome::Error { .. } => Some(StopReason::Error),
+            JobOutcome::Unanswered { message, .. } => {
+                self.stop_message = Some((
+                    "unanswered".to_owned(),
+                    format!("unanswered question: {message}"),
+                ));
+                Some(StopReason::Unanswered)
+            }
+            JobOutcome::Error { category, message } => {
+                self.stop_message = Some((category.to_string(), message));
+                Some(StopReason::Error)
+            }
             JobOutcome::Completed { run } => self.fold(index, run),
         };
         if stop.is_some() || self.next == self.requested {
@@ -339,6 +352,14 @@ impl RepeatFold {
     /// and stops at the first throwing iteration, so they are always `0..completed`.
     pub fn folded_indices(&self) -> Range<u32> {
         0..self.tally.completed
+    }
+
+    /// Why the run the fold stopped at had no result (an error or an unanswered question):
+    /// its category and message.
+    pub fn stop_message(&self) -> Option<(&str, &str)> {
+        self.stop_message
+            .as_ref()
+            .map(|(category, message)| (category.as_str(), message.as_str()))
     }
 
     /// Folded runs made by the `sim` executor.

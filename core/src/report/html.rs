@@ -443,6 +443,29 @@ fn wall_time(input: &ReportInput) -> String {
     }
 }
 
+/// What delivering the batch's jobs took, from the envelope's `fleet` key: redeliveries (a
+/// worker lost, an ack wait passed), retries, jobs lost for good, jobs a cancel took back, and
+/// resumes. Always shown, so "nothing of the kind" is said too.
+fn deliveries(fleet: &serde_json::Value) -> String {
+    let jobs = |key: &str| {
+        fleet
+            .pointer(&format!("/jobs/{key}"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    let resumes = fleet
+        .get("generation")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    format!(
+        "{} redelivered, {} retried, {} lost, {} withdrawn by a cancel, resumed {resumes} time(s)",
+        jobs("redelivered"),
+        jobs("retries"),
+        jobs("lost"),
+        jobs("withdrawn"),
+    )
+}
+
 fn facts(out: &mut String, summary: &Summary<'_>) {
     let input = summary.input;
     let spec = &input.stored.spec;
@@ -494,6 +517,7 @@ fn facts(out: &mut String, summary: &Summary<'_>) {
             }
         ),
     ));
+    rows.push(("deliveries", deliveries(&input.envelope.fleet)));
     if summary.discarded.runs > 0 {
         rows.push((
             "discarded runs",
@@ -1044,6 +1068,23 @@ mod tests {
         assert_eq!(
             escape("<img src='http://x/a.png'> & \"b\""),
             "&lt;img src&#61;&#39;http&#58;//x/a.png&#39;&gt; &amp; &quot;b&quot;"
+        );
+    }
+
+    #[test]
+    fn the_header_says_redeliveries_retries_losses_cancels_and_resumes() {
+        let fleet = serde_json::json!({
+            "generation": 1,
+            "jobs": {"redelivered": 4, "retries": 1, "lost": 0, "withdrawn": 3},
+        });
+        assert_eq!(
+            deliveries(&fleet),
+            "4 redelivered, 1 retried, 0 lost, 3 withdrawn by a cancel, resumed 1 time(s)"
+        );
+        // An envelope without a fleet key (a re-judged batch) says nothing happened.
+        assert_eq!(
+            deliveries(&serde_json::Value::Null),
+            "0 redelivered, 0 retried, 0 lost, 0 withdrawn by a cancel, resumed 0 time(s)"
         );
     }
 

@@ -482,6 +482,7 @@ fn worker(worker_id: &str) -> WorkerInfo {
         jobs_finished: 0,
         started_at_ms: 1,
         heartbeat_at_ms: 1,
+        heartbeat_every_ms: 0,
         draining: false,
     }
 }
