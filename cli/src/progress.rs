@@ -115,6 +115,9 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     if progress.duplicates > 0 {
         line.push_str(&format!("  duplicates {}", progress.duplicates));
     }
+    if progress.reacked > 0 {
+        line.push_str(&format!("  re-acked {}", progress.reacked));
+    }
     if progress.discarded > 0 {
         line.push_str(&format!("  discarded {}", progress.discarded));
     }
