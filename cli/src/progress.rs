@@ -202,6 +202,7 @@ mod tests {
             retries: 2,
             redelivered: 1,
             duplicates: 1,
+            reacked: 2,
             pauses: 3,
             paused_tiers: vec![cowork_schema::job::Tier::Container],
             generation: 1,
@@ -212,7 +213,7 @@ mod tests {
         let line = format_line(&progress, Duration::from_secs(1));
         assert!(
             line.ends_with(
-                "retries 2  redelivered 1  duplicates 1  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
+                "retries 2  redelivered 1  duplicates 1  re-acked 2  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
             ),
             "{line}"
         );
