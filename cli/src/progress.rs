@@ -194,6 +194,9 @@ pub fn format_line(progress: &ProgressSnapshot, eta: Option<Duration>) -> String
     if progress.duplicates > 0 {
         line.push_str(&format!("  duplicates {}", progress.duplicates));
     }
+    if progress.reacked > 0 {
+        line.push_str(&format!("  re-acked {}", progress.reacked));
+    }
     if progress.discarded > 0 {
         line.push_str(&format!("  discarded {}", progress.discarded));
     }
@@ -331,6 +334,7 @@ mod tests {
             retries: 2,
             redelivered: 1,
             duplicates: 1,
+            reacked: 2,
             pauses: 3,
             paused_tiers: vec![cowork_schema::job::Tier::Container],
             generation: 1,
@@ -341,7 +345,7 @@ mod tests {
         let line = format_line(&progress, None);
         assert!(
             line.ends_with(
-                "retries 2  redelivered 1  duplicates 1  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
+                "retries 2  redelivered 1  duplicates 1  re-acked 2  usage-limit pauses 3  paused: container  generation 1  budget $0.0000/$2.00  waiting: model limit claude-sonnet=2"
             ),
             "{line}"
         );

@@ -293,6 +293,7 @@ async fn work(queue: Arc<ChannelQueue>, events: Arc<PassEventLog>) {
                 exit_code: Some(0),
                 run_ms: 1200,
                 unstored_outcome: None,
+                from_record_of_attempt: None,
             },
         };
         if events.publish(&event).await.is_err() {

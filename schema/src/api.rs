@@ -45,8 +45,12 @@ pub struct ProgressSnapshot {
     pub skipped: u64,
     /// Finished jobs whose unit was already decided (overshoot, harness-behaviour.md#choice-c4).
     pub discarded: u64,
-    /// Finished events seen more than once for the same job (redeliveries).
+    /// Jobs reported again by a second run, or by a report that differs from the folded one.
     pub duplicates: u64,
+    /// Finished jobs delivered again after a lost ack and reported from their stored record
+    /// without running (the same run again, not a duplicate).
+    #[serde(default)]
+    pub reacked: u64,
     /// Attempts handed back for retry (harness-behaviour.md#choice-c8).
     pub retries: u64,
     /// Finished jobs that needed more than one delivery.

@@ -183,6 +183,13 @@ pub enum JobEventKind {
         /// spent. Absent otherwise; a reader that does not know the field ignores it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         unstored_outcome: Option<JobOutcome>,
+        /// Present when this delivery did not run the job: it found the job's record, stored by
+        /// this earlier attempt, and reports that record again. That happens when the earlier
+        /// attempt's ack was lost (JetStream can lose one in a leader election) or its event
+        /// could not be published. A fold that already holds this very run counts the report
+        /// as a re-ack, not as a duplicate; absent on a report of a run this delivery made.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_record_of_attempt: Option<u32>,
     },
     /// The attempt failed for an infrastructure reason (harness-behaviour.md#choice-c8).
     Failed {
@@ -232,7 +239,22 @@ impl JobRecord {
             exit_code: self.exit_code,
             run_ms: self.run_ms,
             unstored_outcome: None,
+            from_record_of_attempt: None,
         }
+    }
+
+    /// The `finished` event of a delivery that found this record and did not run the job:
+    /// [`JobRecord::finished_event`] marked with the attempt that stored the record.
+    pub fn reported_again_event(&self) -> JobEventKind {
+        let mut event = self.finished_event();
+        if let JobEventKind::Finished {
+            from_record_of_attempt,
+            ..
+        } = &mut event
+        {
+            *from_record_of_attempt = Some(self.attempt);
+        }
+        event
     }
 
     /// The stored artifact called `name` (`result.json`, …), if the attempt stored one.

@@ -95,8 +95,13 @@ pub struct FleetJobs {
     pub retries: u64,
     /// Finished jobs that needed more than one delivery.
     pub redelivered: u64,
-    /// Finished events seen more than once for the same job.
+    /// Jobs reported again by a second run, or by a report that differs from the folded one.
     pub duplicates: u64,
+    /// Finished jobs delivered again (their ack was lost, as in a leader election of the
+    /// queue) and reported from their stored record without running: the same run again, so
+    /// not a duplicate.
+    #[serde(default)]
+    pub reacked: u64,
     /// Outcomes of an earlier generation set aside because `cowork resume` runs the job again.
     pub rerun_on_resume: u64,
     /// Items of the event log that could not be decoded; skipped.

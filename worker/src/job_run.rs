@@ -369,14 +369,15 @@ impl JobRun {
                 return;
             }
         };
-        self.report_record(held, &record).await;
+        self.report_record(held, record.finished_event()).await;
     }
 
-    /// Publishes the `finished` event of a stored record, then acks. When the event cannot be
-    /// published, the delivery is left to expire: the next one finds the record and publishes
-    /// it without running the job again.
-    async fn report_record(&self, held: &Held, record: &JobRecord) {
-        if !self.publish(held, record.finished_event()).await {
+    /// Publishes the `finished` event of a stored record (`JobRecord::finished_event`, or
+    /// `reported_again_event` from a delivery that did not run the job), then acks. When the
+    /// event cannot be published, the delivery is left to expire: the next one finds the
+    /// record and publishes it without running the job again.
+    async fn report_record(&self, held: &Held, event: JobEventKind) {
+        if !self.publish(held, event).await {
             tracing::error!(
                 "the finished event could not be published; the job's record is stored, so its next delivery reports it without running it"
             );
@@ -422,6 +423,7 @@ impl JobRun {
             exit_code: ended.exit_code,
             run_ms: ended.run_ms,
             unstored_outcome: Some(ended.outcome),
+            from_record_of_attempt: None,
         };
         if self.publish(held, event).await {
             self.ack(held).await;
@@ -438,6 +440,7 @@ impl JobRun {
             exit_code: None,
             run_ms: 0,
             unstored_outcome: None,
+            from_record_of_attempt: None,
         };
         if self.publish(held, event).await {
             self.ack(held).await;
@@ -518,7 +521,10 @@ impl JobRun {
                     stored_worker_id = %record.worker_id,
                     "an earlier attempt already stored this job: reporting it without running it again"
                 );
-                self.report_record(held, &record).await;
+                // Marked, so that a fold which holds this run already (the earlier attempt's
+                // ack was lost, not its event) counts a re-ack rather than a duplicate.
+                self.report_record(held, record.reported_again_event())
+                    .await;
                 true
             }
             Ok(None) => false,

@@ -299,6 +299,89 @@ pub(crate) async fn finish_and_check_of(
     fleet_key
 }
 
+/// The end conditions of a batch that must cost nothing (the cluster tests): nothing lost, no
+/// duplicate, every one of `n_jobs` jobs started exactly once and finished. A job may be
+/// *reported* again: after a leader election JetStream can lose an ack and deliver a finished
+/// job once more; that delivery finds the job's record and reports the stored run without
+/// running it, marked with the attempt that stored it, and the fold counts it as a re-ack.
+/// Every such report must name the first report's run exactly. Returns the re-reports seen.
+pub(crate) fn check_each_ran_once(events: &[JobEvent], n_jobs: usize, fleet_key: &Value) -> u64 {
+    assert_eq!(jobs_counter(fleet_key, "lost"), 0, "{fleet_key}");
+    assert_eq!(
+        jobs_counter(fleet_key, "duplicates"),
+        0,
+        "no job was reported by a second run or with another result: {fleet_key}"
+    );
+    let mut started: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    let mut first_report: BTreeMap<&str, &JobEvent> = BTreeMap::new();
+    let mut reported_again = 0u64;
+    for event in events {
+        match &event.event {
+            JobEventKind::Started => started
+                .entry(event.job_id.as_str())
+                .or_default()
+                .push(event.attempt),
+            JobEventKind::Finished {
+                outcome,
+                artifacts,
+                from_record_of_attempt,
+                ..
+            } => {
+                let Some(first) = first_report.get(event.job_id.as_str()) else {
+                    first_report.insert(event.job_id.as_str(), event);
+                    continue;
+                };
+                let JobEventKind::Finished {
+                    outcome: first_outcome,
+                    artifacts: first_artifacts,
+                    from_record_of_attempt: first_from,
+                    ..
+                } = &first.event
+                else {
+                    unreachable!("only finished events are kept");
+                };
+                let stored_attempt = first_from.unwrap_or(first.attempt);
+                assert_eq!(
+                    *from_record_of_attempt,
+                    Some(stored_attempt),
+                    "a later report of {} (attempt {} on {}) is not the stored run of attempt {stored_attempt} reported again",
+                    event.job_id,
+                    event.attempt,
+                    event.worker_id
+                );
+                assert_eq!(
+                    (first_outcome, first_artifacts),
+                    (outcome, artifacts),
+                    "a later report of {} names another run",
+                    event.job_id
+                );
+                reported_again += 1;
+            }
+            JobEventKind::Failed { .. } => {}
+        }
+    }
+    let twice: Vec<_> = started
+        .iter()
+        .filter(|(_, starts)| starts.len() > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "jobs started more than once (job, attempts): {twice:?}"
+    );
+    assert_eq!(started.len(), n_jobs, "every job started");
+    assert_eq!(first_report.len(), n_jobs, "every job finished");
+    // A re-report that arrives after the batch was decided is in the log but not in the fold.
+    let reacked = jobs_counter(fleet_key, "reacked");
+    assert!(
+        reacked <= reported_again,
+        "the fold's re-acks are re-reports of the log ({reported_again}): {fleet_key}"
+    );
+    if reported_again > 0 {
+        eprintln!("{reported_again} job(s) reported again from their stored runs (re-acked)");
+    }
+    reported_again
+}
+
 fn jobs_counter(fleet_key: &Value, name: &str) -> u64 {
     fleet_key["jobs"][name]
         .as_u64()

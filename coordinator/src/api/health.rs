@@ -78,6 +78,7 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         jobs.skipped += progress.skipped;
         jobs.discarded += progress.discarded;
         jobs.duplicates += progress.duplicates;
+        jobs.reacked += progress.reacked;
         jobs.retries += progress.retries;
         jobs.cost_usd += progress.cost_usd;
     }

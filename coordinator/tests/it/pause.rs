@@ -105,6 +105,7 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
                         exit_code: Some(i32::from(index == 0)),
                         run_ms: 1,
                         unstored_outcome: None,
+                        from_record_of_attempt: None,
                     },
                 })
                 .await

@@ -388,6 +388,7 @@ async fn run_job(
             exit_code: Some(i32::from(!pass)),
             run_ms: 5,
             unstored_outcome: None,
+            from_record_of_attempt: None,
         }))
         .await
         .expect("publishing finished");
@@ -522,6 +523,7 @@ pub async fn finished_event(store: &dyn ArtifactStore, job: &JobSpec, attempt: u
             exit_code: Some(0),
             run_ms: 1,
             unstored_outcome: None,
+            from_record_of_attempt: None,
         },
     }
 }

@@ -38,6 +38,7 @@ mod jobs;
 mod ledger;
 mod order;
 mod pauses;
+mod reacks;
 mod results;
 mod round;
 mod summary;
@@ -65,6 +66,7 @@ use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
 use crate::reduce::{BatchReducer, BatchReduction, BatchShape, NotComplete, Offer, ShapeError};
 use ledger::Ledger;
+use reacks::{Report, UnsampledReports};
 
 /// Jobs of one unit admitted beyond the lowest index its fold waits for, with an early-stop
 /// rule: enough to keep a unit's runs overlapping, few enough that a stop discards at most this
@@ -288,6 +290,8 @@ pub struct Admission {
     progress: ProgressSnapshot,
     ledger: Ledger,
     results: ResultIndex,
+    /// What the folded outcomes that are not samples were, to tell a re-ack from a duplicate.
+    unsampled: UnsampledReports,
 }
 
 impl Admission {
@@ -343,6 +347,7 @@ impl Admission {
             },
             ledger: Ledger::new(units.len()),
             results: ResultIndex::new(units.len()),
+            unsampled: UnsampledReports::default(),
             units,
             flags: plan.flags.clone(),
         })
@@ -448,6 +453,7 @@ impl Admission {
                 harness_version,
                 run_ms,
                 unstored_outcome,
+                from_record_of_attempt,
                 ..
             } => {
                 let unstored_cost = match unstored_outcome {
@@ -466,6 +472,7 @@ impl Admission {
                     harness_version,
                     run_ms,
                     unstored_cost,
+                    from_record_of_attempt,
                 };
                 self.apply_finished(finished, now);
             }
@@ -534,9 +541,24 @@ impl Admission {
             return;
         }
         if !self.finished.insert(ordinal) {
-            self.progress.duplicates += 1;
+            let report = Report {
+                unit: finished.unit,
+                run: finished.run,
+                ordinal,
+                job_id: &finished.job_id,
+                outcome: &finished.outcome,
+                artifacts: &finished.artifacts,
+                from_record_of_attempt: finished.from_record_of_attempt,
+            };
+            if self.unsampled.is_reack(&self.results, &report) {
+                self.progress.reacked += 1;
+            } else {
+                self.progress.duplicates += 1;
+            }
             return;
         }
+        self.unsampled
+            .folded(ordinal, &finished.outcome, &finished.artifacts);
         self.settle(ordinal);
         self.progress.running = self
             .progress
@@ -688,6 +710,7 @@ impl Admission {
                 exit_code: None,
                 run_ms: 0,
                 unstored_outcome: None,
+                from_record_of_attempt: None,
             },
         }
     }
@@ -732,6 +755,8 @@ struct Finished {
     /// The price of a run that was paid but whose result could not be stored (an
     /// `infra_after_spend` error carries the run's own outcome inline): spend, never a sample.
     unstored_cost: Option<f64>,
+    /// Set when the reporting delivery did not run the job (see [`reacks`]).
+    from_record_of_attempt: Option<u32>,
 }
 
 fn unit_admission(unit: &crate::plan::PlanUnit) -> UnitAdmission {

@@ -139,6 +139,28 @@ impl ResultIndex {
             KeyShape::Other => self.other_keys.get(&(unit, run)).cloned(),
         }
     }
+
+    /// Whether the result recorded for run `run` of `unit` (job `job`) is the one `artifacts`
+    /// name: the same `result.json` key and sha256, or no `result.json` in either.
+    pub fn holds(&self, (unit, run): (u32, u32), job: &JobId, artifacts: &[ArtifactRef]) -> bool {
+        let Some(recorded) = self.location((unit, run), job) else {
+            return false;
+        };
+        let reported = match artifacts
+            .iter()
+            .find(|artifact| artifact.key.rsplit('/').next() == Some(RESULT_FILE))
+        {
+            Some(result) => ResultLocation {
+                key: result.key.clone(),
+                sha256: parse_sha256(&result.sha256),
+            },
+            None => ResultLocation {
+                key: format!("{}/{RESULT_FILE}", layout::job_dir(job)),
+                sha256: None,
+            },
+        };
+        recorded == reported
+    }
 }
 
 /// Lowercase or uppercase hex of 32 bytes.

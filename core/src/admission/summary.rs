@@ -60,6 +60,7 @@ impl Admission {
                 retries: progress.retries,
                 redelivered: progress.redelivered,
                 duplicates: progress.duplicates,
+                reacked: progress.reacked,
                 rerun_on_resume: self.ledger.superseded,
                 malformed_events: progress.malformed_events,
                 republished: progress.republished,

@@ -179,6 +179,7 @@ fn finished_with(admission: &Admission, job: JobRef, outcome: JobOutcome) -> Inp
             exit_code: Some(0),
             run_ms: 5,
             unstored_outcome: None,
+            from_record_of_attempt: None,
         },
     )
 }
@@ -729,6 +730,7 @@ fn a_paid_run_whose_result_was_not_stored_counts_as_spend_not_as_a_sample() {
             exit_code: Some(0),
             run_ms: 5,
             unstored_outcome: Some(completed(true, Some(0.25), false)),
+            from_record_of_attempt: None,
         },
     );
     admission.apply(lost_after_spend, t0);
@@ -825,4 +827,126 @@ fn a_units_run_time_is_the_runs_own_duration_as_the_reports_show_it() {
     let stats = admission.batch_stats(&reduction, 7, t0 + Duration::from_secs(3));
     let times: Vec<Option<u64>> = stats.units.iter().map(|u| u.median_run_ms).collect();
     assert_eq!(times, [Some(42_000), Some(5)]);
+}
+
+/// A `finished` event of `job` by delivery `attempt`, reporting `outcome` with `artifacts`;
+/// `from_record_of_attempt` marks a delivery that did not run the job.
+fn report(
+    admission: &Admission,
+    job: JobRef,
+    attempt: u32,
+    (outcome, artifacts): (JobOutcome, Vec<ArtifactRef>),
+    from_record_of_attempt: Option<u32>,
+) -> Input {
+    Input::Event(JobEvent {
+        protocol: PROTOCOL_VERSION,
+        batch_id: BatchId::new("b1").expect("valid literal"),
+        job_id: admission.job_id(job),
+        attempt,
+        generation: 0,
+        worker_id: format!("w{attempt}"),
+        event: JobEventKind::Finished {
+            outcome,
+            artifacts,
+            harness_version: Some("2.0.0".into()),
+            exit_code: Some(0),
+            run_ms: 5,
+            unstored_outcome: None,
+            from_record_of_attempt,
+        },
+    })
+}
+
+#[test]
+fn a_stored_run_reported_again_is_a_reack_and_a_second_run_or_another_result_a_duplicate() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(3));
+    let (mut admission, t0) = start(&plan, config(3));
+    assert_eq!(published(&admission.next(t0)), [r(0, 0), r(0, 1), r(0, 2)]);
+    let job_ids: Vec<JobId> = (0..3).map(|index| admission.job_id(r(0, index))).collect();
+    let artifact = |job: JobRef, attempt: u32, name: &str, sha: char| ArtifactRef {
+        key: cowork_schema::layout::artifact_key(
+            &job_ids[job.repeat_index.unwrap_or(0) as usize],
+            0,
+            attempt,
+            name,
+        ),
+        size: 10,
+        sha256: sha.to_string().repeat(64),
+    };
+    let counts = |admission: &Admission| {
+        let progress = admission.progress();
+        (progress.finished, progress.reacked, progress.duplicates)
+    };
+
+    // r0/0 completed on attempt 1; its ack was lost, attempt 2 reports the stored run.
+    let run = (
+        completed(true, Some(0.1), false),
+        vec![artifact(r(0, 0), 1, RESULT_FILE, 'a')],
+    );
+    admission.apply(report(&admission, r(0, 0), 1, run.clone(), None), t0);
+    admission.apply(report(&admission, r(0, 0), 2, run.clone(), Some(1)), t0);
+    assert_eq!(
+        counts(&admission),
+        (1, 1, 0),
+        "the same run again is a re-ack"
+    );
+    // A delivery that ran the job as well and found the record taken reports the same stored
+    // run unmarked: the job ran twice.
+    admission.apply(report(&admission, r(0, 0), 3, run.clone(), None), t0);
+    assert_eq!(counts(&admission), (1, 1, 1), "a second run is a duplicate");
+    // Marked, but another result than the folded one.
+    let other = (
+        completed(true, Some(0.1), false),
+        vec![artifact(r(0, 0), 1, RESULT_FILE, 'b')],
+    );
+    admission.apply(report(&admission, r(0, 0), 4, other, Some(1)), t0);
+    assert_eq!(
+        counts(&admission),
+        (1, 1, 2),
+        "another result is a duplicate"
+    );
+
+    // r0/1 ended in an error (no result, a log): the same comparison by digest.
+    let crashed = |message: &str| {
+        (
+            JobOutcome::Error {
+                category: ErrorCategory::Crashed,
+                message: message.to_owned(),
+            },
+            vec![artifact(r(0, 1), 1, "stderr.log", 'c')],
+        )
+    };
+    admission.apply(report(&admission, r(0, 1), 1, crashed("killed"), None), t0);
+    admission.apply(
+        report(&admission, r(0, 1), 2, crashed("killed"), Some(1)),
+        t0,
+    );
+    assert_eq!(counts(&admission), (2, 2, 2));
+    admission.apply(
+        report(&admission, r(0, 1), 3, crashed("other"), Some(1)),
+        t0,
+    );
+    assert_eq!(counts(&admission), (2, 2, 3));
+
+    // r0/2 was declared lost (an infra error the coordinator folded); the stored run a
+    // worker reports later is another result than the folded one.
+    let lost = (
+        JobOutcome::Error {
+            category: ErrorCategory::Infra,
+            message: "lost".into(),
+        },
+        Vec::new(),
+    );
+    admission.apply(report(&admission, r(0, 2), 1, lost, None), t0);
+    let late = (
+        completed(true, Some(0.1), false),
+        vec![artifact(r(0, 2), 1, RESULT_FILE, 'd')],
+    );
+    admission.apply(report(&admission, r(0, 2), 2, late, Some(1)), t0);
+    assert_eq!(counts(&admission), (3, 2, 4));
+    assert_eq!(admission.next(t0).end, Some(End::Decided));
+    let fleet = admission
+        .fleet_meta(&admission.finish().expect("decided"))
+        .jobs;
+    assert_eq!((fleet.reacked, fleet.duplicates), (2, 4));
 }

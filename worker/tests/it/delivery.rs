@@ -597,10 +597,22 @@ async fn a_redelivered_job_whose_record_is_stored_is_reported_without_running() 
     assert_eq!(started(&events), 1, "only the first delivery started a run");
     let finished = finished(&events);
     assert_eq!(finished.len(), 2);
+    // The second is the stored record, marked as reported again from attempt 1's record, so
+    // a fold that holds attempt 1's run counts it as a re-ack and not as a duplicate.
+    let mut reported_again = finished[0].event.clone();
+    let JobEventKind::Finished {
+        from_record_of_attempt,
+        ..
+    } = &mut reported_again
+    else {
+        unreachable!("filtered to finished events");
+    };
     assert_eq!(
-        finished[0].event, finished[1].event,
-        "the second is the stored record"
+        *from_record_of_attempt, None,
+        "the first delivery ran the job"
     );
+    *from_record_of_attempt = Some(1);
+    assert_eq!(finished[1].event, reported_again);
     assert_eq!(
         finished[1].attempt,
         again.attempt_of(1),
@@ -649,13 +661,19 @@ async fn an_attempt_that_finds_another_attempts_record_reports_that_one() {
     let events = fixture.events(&job.batch_id).await;
     let finished = finished(&events);
     let JobEventKind::Finished {
-        artifacts, run_ms, ..
+        artifacts,
+        run_ms,
+        from_record_of_attempt,
+        ..
     } = &finished[0].event
     else {
         unreachable!("filtered to finished events");
     };
     assert_eq!(artifacts, &vec![theirs], "the first stored record wins");
     assert_eq!(*run_ms, 7);
+    // This delivery ran the job too: its report is not a re-ack, so a fold holding the
+    // other attempt's report counts it as a duplicate.
+    assert_eq!(*from_record_of_attempt, None);
     // This attempt's own artifacts stay, unreferenced.
     assert!(fixture.stored("batches/b1/jobs/f0/result.json").is_some());
 }

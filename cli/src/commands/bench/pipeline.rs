@@ -329,6 +329,7 @@ impl PipelineWorker {
                 exit_code: Some(simulated.exit_code),
                 run_ms: 0,
                 unstored_outcome: None,
+                from_record_of_attempt: None,
             },
         )
         .await?;
