@@ -801,3 +801,5 @@ fn plain_units_publish_without_a_repeat_index_and_record_their_stats() {
         .collect();
     assert_eq!(units, [(1, 1, 1, Some(0.2)), (1, 1, 0, None)]);
 }
+
+mod controls;
