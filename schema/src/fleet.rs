@@ -59,6 +59,10 @@ pub struct FleetMeta {
     /// How jobs were admitted.
     #[serde(default)]
     pub admission: AdmissionMeta,
+    /// Every change people made to the batch's controls while it ran (pause, resume of
+    /// dispatch, adjusted limits), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_changes: Vec<crate::registry::ControlChange>,
 }
 
 /// Job counts of a batch.
@@ -239,6 +243,7 @@ mod tests {
                 unit_order: "plan".into(),
                 ..AdmissionMeta::default()
             },
+            control_changes: Vec::new(),
         };
         let text = serde_json::to_string(&meta).expect("serializes");
         assert!(

@@ -129,6 +129,20 @@ async fn pause_restart_resume_loses_nothing_counts_and_pays_nothing_twice_with_t
         "{fleet_key}"
     );
 
+    // The report shows them too.
+    let (status, _, page) = http_get(
+        fleet.api_port,
+        &format!("/v1/batches/{batch}/report?format=html"),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Changes of the controls")
+            && page.contains("<td>it</td><td>dispatch</td><td>running</td><td>paused</td>")
+            && page.contains("<td>it</td><td>dispatch</td><td>paused</td><td>running</td>"),
+        "the report lists the changes"
+    );
+
     // A decided batch, an unknown one and a negative budget: a clear error, exit 2, nothing
     // changed.
     for (args, says) in [

@@ -90,6 +90,7 @@ impl Admission {
             self.dispatch.paused = false;
         }
         self.dispatch.epoch = self.dispatch.epoch.max(controls.dispatch_epoch);
+        self.control_changes.clone_from(&controls.changes);
         let budget = controls.batch_budget_usd.or(self.submitted_budget_usd);
         self.flags.batch_budget_usd = budget;
         self.progress.batch_budget_usd = budget;

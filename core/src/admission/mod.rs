@@ -273,6 +273,8 @@ pub struct Admission {
     /// The batch budget it was submitted with, before any `adjust`.
     submitted_budget_usd: Option<f64>,
     dispatch: controls::Dispatch,
+    /// The changes of the batch's controls so far (for the envelope's `fleet` key).
+    control_changes: Vec<cowork_schema::registry::ControlChange>,
     speculation: Option<u32>,
     unit_budget_usd: Option<f64>,
     deadline_grace: Duration,
@@ -334,6 +336,7 @@ impl Admission {
             configured_window: config.window.max(1),
             submitted_budget_usd: plan.flags.batch_budget_usd,
             dispatch: controls::Dispatch::default(),
+            control_changes: Vec::new(),
             speculation: (repeat && plan.flags.stop_on_diverge).then_some(config.speculation),
             unit_budget_usd: plan.flags.max_budget_usd.filter(|_| repeat),
             deadline_grace: config.deadline_grace,

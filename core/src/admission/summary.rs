@@ -129,6 +129,7 @@ impl Admission {
                         .fold(0.0, f64::max)
                 }),
             },
+            control_changes: self.control_changes.clone(),
         }
     }
 

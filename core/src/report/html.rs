@@ -943,6 +943,7 @@ pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
     units_table(&mut out, &summary);
     failures_table(&mut out, &summary);
     stops_section(&mut out, &summary);
+    control_changes_section(&mut out, input);
     runs::unit_sections(&mut out, &summary, &runs, &options.links);
     let _ = writeln!(
         out,
@@ -979,6 +980,54 @@ pub(crate) fn query_value(value: &str) -> String {
 /// cancelled batch has a report too (marked incomplete).
 pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String {
     render_batch_list_live(records, &std::collections::BTreeMap::new(), token)
+}
+
+/// The changes people made to the batch's controls while it ran (pause, resume of dispatch,
+/// adjusted limits): who, when, what, from and to. Nothing when there were none.
+fn control_changes_section(out: &mut String, input: &ReportInput) {
+    let Some(changes) = input
+        .envelope
+        .fleet
+        .get("controlChanges")
+        .and_then(|changes| changes.as_array())
+        .filter(|changes| !changes.is_empty())
+    else {
+        return;
+    };
+    out.push_str(
+        "<section id=\"control-changes\"><h2>Changes of the controls while it ran</h2>\n\
+         <table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>before</th>\
+         <th>after</th></tr></thead><tbody>\n",
+    );
+    for change in changes {
+        let text = |key: &str| {
+            change
+                .get(key)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let at_ms = change.get("atMs").and_then(|v| v.as_u64()).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&utc_time(at_ms)),
+            escape(&text("by")),
+            escape(&text("control")),
+            escape(&text("old")),
+            escape(&text("new"))
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// `YYYY-MM-DD HH:MM:SS` of a time in milliseconds since the Unix epoch (UTC).
+fn utc_time(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let days = (seconds / 86_400) as i64;
+    let (hh, mm, ss) = ((seconds / 3600) % 24, (seconds / 60) % 60, seconds % 60);
+    let (year, month, day) = cowork_schema::ids::civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02} {hh:02}:{mm:02}:{ss:02}")
 }
 
 /// What the batch list shows of a batch that runs now.
