@@ -82,6 +82,7 @@ async fn pause_restart_resume_loses_nothing_counts_and_pays_nothing_twice_with_t
     let finished_at_pause = drained["progress"]["finished"].as_u64().expect("finished");
     assert!(finished_at_pause < 200, "paused mid-batch: {drained}");
     let started_at_pause = started_events(&fleet.events(&batch).await);
+    check_pages_of_a_paused_batch(&fleet, &batch);
 
     fleet.kill("coordinator");
     fleet.spawn_coordinator();
@@ -166,5 +167,69 @@ async fn pause_restart_resume_loses_nothing_counts_and_pays_nothing_twice_with_t
     assert_eq!(
         again["record"], record["record"],
         "refusals changed nothing"
+    );
+}
+
+/// The live page, its script, the batch list and the controls' guard, on a paused batch.
+fn check_pages_of_a_paused_batch(fleet: &Fleet, batch: &BatchId) {
+    let port = fleet.api_port;
+    let (status, head, page) = http_get(
+        port,
+        &format!("/v1/batches/{batch}/live.html?token={TOKEN}"),
+        None,
+    );
+    assert_eq!(status, 200, "{page}");
+    let csp = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-security-policy:"))
+        .unwrap_or_else(|| panic!("a policy: {head}"));
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert!(page.contains(r#"<script src="/assets/live.js" defer></script>"#));
+    assert_eq!(
+        http_get(port, &format!("/v1/batches/{batch}/live.html"), None).0,
+        401,
+        "same auth as the other pages"
+    );
+    let (status, head, script) = http_get(port, "/assets/live.js", None);
+    assert_eq!(status, 200);
+    assert!(head.contains("text/javascript") && script.contains("EventSource"));
+    let (status, _, list) = http_get(port, &format!("/v1/ui?token={TOKEN}"), None);
+    assert_eq!(status, 200);
+    assert!(
+        list.contains(&format!("batches/{batch}/live.html?token")) && list.contains("(paused)"),
+        "the batch list links the live page and says paused: {list}"
+    );
+    assert!(list.contains("SIMULATED"), "{list}");
+    let (status, head, _) = http_get(port, &format!("/?token={TOKEN}"), None);
+    assert!((300..400).contains(&status), "{head}");
+    assert!(
+        head.contains(&format!("location: /v1/ui?token={TOKEN}")),
+        "{head}"
+    );
+    let (status, _, strip) = http_get(
+        port,
+        &format!("/v1/batches/{batch}/live/units/0"),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200, "{strip}");
+    let strip: Value = serde_json::from_str(&strip).expect("strip json");
+    assert_eq!(strip["runs"].as_array().map(Vec::len), Some(50), "{strip}");
+    // A control sent from another site is refused, whatever token it carries.
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    let request = format!(
+        "POST /v1/batches/{batch}/resume-dispatch HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://evil.example\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).expect("sending");
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut answer).expect("reading");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let (_, _, live) = http_get(port, &format!("/v1/batches/{batch}/live"), Some(TOKEN));
+    let live: Value = serde_json::from_str(&live).expect("live json");
+    assert_eq!(
+        live["dispatch"]["paused"], true,
+        "the refused control changed nothing"
     );
 }
