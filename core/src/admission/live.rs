@@ -183,7 +183,10 @@ impl Admission {
                 discarded: progress.discarded,
                 skipped: progress.skipped,
                 per_minute: per_second.map(|rate| round2(rate * 60.0)),
-                eta_s: per_second.map(|rate| (remaining as f64 / rate).ceil() as u64),
+                // No ETA while dispatch is paused: nothing new starts until someone resumes.
+                eta_s: per_second
+                    .filter(|_| !self.dispatch.is_paused())
+                    .map(|rate| (remaining as f64 / rate).ceil() as u64),
             },
             cost: LiveCost {
                 spent_usd: progress.cost_usd,

@@ -81,6 +81,8 @@ fn drive(plan: &Plan, pause_after: Option<usize>) -> (RollupDoc, Vec<(JobRef, u3
                 admission.progress().held_by.as_deref(),
                 Some("dispatch paused")
             );
+            let view = admission.live_snapshot(t0 + Duration::from_secs(60));
+            assert_eq!((view.state.as_str(), view.progress.eta_s), ("paused", None));
             admission.apply(resumed(1), t0);
             continue;
         }
