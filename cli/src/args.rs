@@ -84,6 +84,21 @@ batch's running jobs (their whole process groups) and skip its queued ones. Eith
 ends `cancelled`; `cowork resume` runs what is missing later."
     )]
     Cancel(CancelArgs),
+    /// Pause a running batch's dispatch fleet-wide: no new job of it starts on any worker;
+    /// running jobs finish and count.
+    #[command(
+        after_help = "Queued jobs of the batch are taken back from the queue; the ones already running finish, are stored and counted. `cowork resume-dispatch` goes on from exactly where each unit stopped: the batch ends with the rollup an undisturbed run gives, no job run or paid twice. A paused batch stays paused when its coordinator restarts. The live page (`/v1/batches/<id>/live.html`) has the same button."
+    )]
+    Pause(SteerArgs),
+    /// Resume the dispatch of a paused batch.
+    #[command(name = "resume-dispatch")]
+    ResumeDispatch(SteerArgs),
+    /// Change a running batch's batch-wide budget or its cap on jobs running at once;
+    /// admission obeys at once.
+    #[command(
+        after_help = "--max-budget-usd here is the batch-wide budget (`--batch-budget-usd` of the submit): admission stops when one more job would not fit. The per-run and per-unit `--max-budget-usd` of the submit is part of each unit's verdict and stays as submitted. --max-running caps the batch's jobs outstanding (queued or running) at once. Every change is recorded in the batch (who, when, old, new) and shown on its live page and in its report."
+    )]
+    Adjust(AdjustArgs),
     /// Resume a done, cancelled or interrupted batch: run again only the jobs with no stored
     /// result, a killed run or an infrastructure failure; finished jobs are kept as they are.
     #[command(
@@ -181,6 +196,19 @@ cowork submit examples/demo/scenarios --repeat 10 --coordinator http://coordinat
         "cancel" => {
             "cowork cancel 20261130-101500-a1b2c3
 cowork cancel latest --kill-running"
+        }
+        "pause" => {
+            "cowork pause 20261130-101500-a1b2c3
+cowork pause latest --coordinator http://coordinator:8700 --by ann"
+        }
+        "resume-dispatch" => {
+            "cowork resume-dispatch 20261130-101500-a1b2c3
+cowork resume-dispatch latest --coordinator http://coordinator:8700"
+        }
+        "adjust" => {
+            "cowork adjust 20261130-101500-a1b2c3 --max-budget-usd 40
+cowork adjust latest --max-running 8
+cowork adjust latest --max-budget-usd 25.5 --max-running 16 --by ann"
         }
         "resume" => {
             "cowork resume 20261130-101500-a1b2c3 --watch
@@ -629,6 +657,34 @@ pub struct CancelArgs {
     /// Also kill the batch's in-flight jobs and skip its queued ones.
     #[arg(long)]
     pub kill_running: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// The batch id (printed by `cowork submit`), `latest` or `latest~N`.
+    pub batch: String,
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// Who asks, recorded with the change. Default: `$USER@<host>`.
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AdjustArgs {
+    #[command(flatten)]
+    pub steer: SteerArgs,
+    /// The new batch-wide budget in US dollars (0 or more).
+    #[arg(
+        long,
+        alias = "batch-budget-usd",
+        value_name = "USD",
+        allow_hyphen_values = true
+    )]
+    pub max_budget_usd: Option<f64>,
+    /// The new cap on the batch's jobs outstanding (queued or running) at once (1 or more).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub max_running: Option<i64>,
 }
 
 #[derive(Debug, Args)]

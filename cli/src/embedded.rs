@@ -263,6 +263,7 @@ impl Stopper<'_> {
                     owner: None,
                     generation: self.plan.generation,
                     kill_running: true,
+                    controls: Default::default(),
                 };
                 // The in-process registry cannot fail to store a record of a new batch.
                 if let Err(error) = self.kills.create(&record).await {

@@ -101,6 +101,9 @@ fn main() -> ExitCode {
                 commands::remote::cancel(&args.client, &args.batch, args.kill_running).await
             }
             Command::Resume(args) => commands::resume::run(args).await,
+            Command::Pause(args) => commands::steer::pause(&args).await,
+            Command::ResumeDispatch(args) => commands::steer::resume_dispatch(&args).await,
+            Command::Adjust(args) => commands::steer::adjust(&args).await,
             Command::Results(args) => {
                 commands::remote::results(&args.client, &args.batch, args.download.as_deref()).await
             }

@@ -286,6 +286,7 @@ mod tests {
             owner: None,
             generation: 0,
             kill_running: false,
+            controls: Default::default(),
         };
         let progress = ProgressSnapshot {
             planned: 80,

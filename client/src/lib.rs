@@ -195,6 +195,28 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.post(url)).await
     }
 
+    /// Changes a running batch's controls: `pause`, `resume-dispatch` or `adjust` (with the
+    /// new limits in `request`). Returns the record as changed.
+    pub async fn control(
+        &self,
+        batch_id: &BatchId,
+        control: &str,
+        request: &cowork_schema::api::ControlRequest,
+    ) -> Result<BatchRecord, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/{control}"))?;
+        self.call_json(url.clone(), self.http.post(url).json(request))
+            .await
+    }
+
+    /// The live view of a batch.
+    pub async fn live(
+        &self,
+        batch_id: &BatchId,
+    ) -> Result<cowork_schema::live::LiveSnapshot, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/live"))?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
     /// Resumes a done or cancelled batch: jobs without a result, or whose run ended in an
     /// infrastructure failure, run again.
     pub async fn resume(&self, batch_id: &BatchId) -> Result<BatchRecord, ClientError> {

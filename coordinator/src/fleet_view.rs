@@ -59,6 +59,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             *current = lost;
             true
         });
+        service.workers_seen.send_replace(workers.clone());
         for worker in &workers {
             if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
                 && refused_logged.insert((worker.worker_id.clone(), worker.protocol))

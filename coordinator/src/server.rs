@@ -280,6 +280,42 @@ pub(crate) struct LiveBatch {
     /// `Some` once the batch reached a final state (set after the record was updated).
     pub(crate) end: watch::Sender<Option<BatchEnd>>,
     pub(crate) cancel: CancellationToken,
+    /// The batch's controls as its record says them (sent after each change is stored).
+    pub(crate) controls: watch::Sender<cowork_schema::registry::BatchControls>,
+    /// The supervisor's latest live view (at most every `LIVE_EVERY`).
+    pub(crate) snapshot: Arc<crate::supervisor::LiveSnapshotSender>,
+    /// Strip requests of the live page, answered by the supervisor.
+    pub(crate) unit_requests: tokio::sync::mpsc::Sender<crate::supervisor::UnitRunsRequest>,
+    unit_receiver:
+        Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<crate::supervisor::UnitRunsRequest>>>,
+}
+
+impl LiveBatch {
+    fn new(progress: ProgressSnapshot, tiers: Vec<cowork_schema::job::Tier>) -> LiveBatch {
+        // A few strip requests queue at most; more wait in the API (each page asks for one
+        // strip at a time).
+        let (unit_requests, unit_receiver) = tokio::sync::mpsc::channel(16);
+        LiveBatch {
+            progress: watch::Sender::new(progress),
+            tiers,
+            unserved: watch::Sender::new(Vec::new()),
+            end: watch::Sender::new(None),
+            cancel: CancellationToken::new(),
+            controls: watch::Sender::new(Default::default()),
+            snapshot: Arc::new(watch::Sender::new(None)),
+            unit_requests,
+            unit_receiver: Arc::new(tokio::sync::Mutex::new(unit_receiver)),
+        }
+    }
+
+    /// What connects the batch's supervisor to its live page.
+    fn link(&self) -> crate::supervisor::LiveLink {
+        crate::supervisor::LiveLink {
+            controls: Some(self.controls.subscribe()),
+            snapshot: Some(Arc::clone(&self.snapshot)),
+            unit_requests: Some(Arc::clone(&self.unit_receiver)),
+        }
+    }
 }
 
 /// The state the API handlers share.
@@ -297,6 +333,8 @@ pub(crate) struct Service {
     /// Workers whose heartbeat is late while they ran jobs (`fleet_view`), merged into every
     /// batch's progress like the stalls.
     pub(crate) lost_workers: watch::Sender<Vec<cowork_schema::api::LostWorker>>,
+    /// The workers registry as the fleet view last read it (the live pages show it).
+    pub(crate) workers_seen: watch::Sender<Vec<cowork_schema::registry::WorkerInfo>>,
     /// Per-model admission limits, shared by every batch this process supervises.
     model_limits: Arc<crate::supervisor::SharedModelLimits>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
@@ -323,6 +361,7 @@ impl Service {
             resumed: AtomicBool::new(false),
             fabric: watch::Sender::new(cowork_schema::api::FabricStatus::default()),
             lost_workers: watch::Sender::new(Vec::new()),
+            workers_seen: watch::Sender::new(Vec::new()),
             model_limits,
             token_digests,
         }
@@ -423,6 +462,7 @@ impl Service {
             owner: Some(self.config.coordinator_id.clone()),
             generation: 0,
             kill_running: false,
+            controls: Default::default(),
         };
         self.ports
             .batches
@@ -450,16 +490,13 @@ impl Service {
         let live = {
             let mut map = self.lock_live();
             Arc::clone(map.entry(plan.batch_id.clone()).or_insert_with(|| {
-                Arc::new(LiveBatch {
-                    progress: watch::Sender::new(ProgressSnapshot {
+                Arc::new(LiveBatch::new(
+                    ProgressSnapshot {
                         planned: plan.n_jobs(),
                         ..ProgressSnapshot::default()
-                    }),
-                    tiers: plan.units.iter().map(|unit| unit.tier).collect(),
-                    unserved: watch::Sender::new(Vec::new()),
-                    end: watch::Sender::new(None),
-                    cancel: CancellationToken::new(),
-                })
+                    },
+                    plan.units.iter().map(|unit| unit.tier).collect(),
+                ))
             }))
         };
         let service = Arc::clone(self);
@@ -517,6 +554,8 @@ impl Service {
         if record.state == BatchState::Stopping {
             live.cancel.cancel();
         }
+        // A paused batch stays paused across a restart: its controls are in its record.
+        live.controls.send_replace(record.controls.clone());
         Some(record)
     }
 
@@ -541,6 +580,7 @@ impl Service {
             let signals = SuperviseSignals {
                 shutdown: self.shutdown.child_token(),
                 cancel: live.cancel.clone(),
+                live: live.link(),
             };
             match supervise(&ports, plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
@@ -667,6 +707,68 @@ impl Service {
         }
         tracing::info!(batch_id = %batch_id, kill_running, "batch cancel requested");
         Ok(Some(record))
+    }
+
+    /// Changes a running batch's controls (`cowork pause`, `resume-dispatch`, `adjust`): the
+    /// change is checked against the record, stored in it by compare-and-set with who asked and
+    /// when, and passed to the batch's supervisor when it runs here. Returns the updated record;
+    /// `Ok(None)` if there is no such batch. Nothing changes when the change is refused.
+    pub(crate) async fn control(
+        &self,
+        batch_id: &BatchId,
+        change: &ControlAsk,
+        by: &str,
+    ) -> Result<Option<BatchRecord>, ControlError> {
+        let Some((record, _)) = self
+            .ports
+            .batches
+            .get(batch_id)
+            .await
+            .map_err(ControlError::Registry)?
+        else {
+            return Ok(None);
+        };
+        let at_ms = now_ms();
+        let submitted = self.submitted_budget_usd(batch_id).await;
+        // Checked once before the write, so a refusal names the record as it was read; the
+        // compare-and-set below checks again against whatever it finds.
+        cowork_core::controls::apply(&mut record.clone(), change, by, at_ms, submitted)
+            .map_err(ControlError::Refused)?;
+        let refused = std::sync::Mutex::new(None);
+        let record = self
+            .transition(batch_id, |record| {
+                match cowork_core::controls::apply(record, change, by, at_ms, submitted) {
+                    Ok(()) => true,
+                    Err(refusal) => {
+                        *refused
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(refusal);
+                        false
+                    }
+                }
+            })
+            .await
+            .map_err(ControlError::Registry)?;
+        if let Some(refusal) = refused
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            return Err(ControlError::Refused(refusal));
+        }
+        if let Some(live) = self.live(batch_id) {
+            live.controls.send_replace(record.controls.clone());
+        }
+        tracing::info!(batch_id = %batch_id, change = ?change, by, "batch controls changed");
+        Ok(Some(record))
+    }
+
+    /// The batch budget a batch was submitted with, from its stored spec (`None` when it had
+    /// none, or the spec cannot be read: the change record then says `none`).
+    async fn submitted_budget_usd(&self, batch_id: &BatchId) -> Option<f64> {
+        let key = format!("batches/{batch_id}/spec.json");
+        let bytes = self.ports.store.get(&key).await.ok()?;
+        let stored: StoredBatch = serde_json::from_slice(&bytes).ok()?;
+        stored.spec.flags.batch_budget_usd
     }
 
     /// Resumes a final batch (`cowork resume`): its generation goes up by one, and supervision
@@ -855,6 +957,18 @@ pub(crate) enum ResumeError {
     NotFinal(BatchState),
     #[error("the batch cannot be planned again: {0}")]
     Load(String),
+    #[error("batch registry")]
+    Registry(#[source] RegistryError),
+}
+
+/// A change of a running batch's controls, as asked.
+pub(crate) use cowork_core::controls::ControlAsk;
+
+/// Why a change of the controls was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ControlError {
+    #[error("{0}")]
+    Refused(cowork_core::controls::ControlRefusal),
     #[error("batch registry")]
     Registry(#[source] RegistryError),
 }

@@ -10,6 +10,7 @@
 //! - [`limits`]: per-model admission limits (`MODEL=N[/PERIOD]`), with the clock passed in.
 //! - [`admission`]: which jobs go to the queue and when, and what the batch's events mean — the
 //!   supervisor's decisions as a state machine with the clock passed in.
+//! - [`controls`]: pause, resume of dispatch and adjusted limits as changes of a batch record.
 //! - [`history`]: estimates (cost and time per run) from earlier batches' `stats.json`.
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
@@ -26,6 +27,7 @@
 
 pub mod admission;
 pub mod eta;
+pub mod controls;
 pub mod eval;
 pub mod fleet;
 pub mod history;

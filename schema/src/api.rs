@@ -245,6 +245,22 @@ pub struct BatchEnd {
     pub message: Option<String>,
 }
 
+/// The body of `POST /v1/batches/{id}/pause`, `/resume-dispatch` and `/adjust`: who asks, and
+/// for `adjust` the new limits (at least one).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ControlRequest {
+    /// Who asks, recorded with the change (`cowork` sends `user@host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The new batch-wide budget in USD (0 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_budget_usd: Option<f64>,
+    /// The new cap on the batch's jobs outstanding (queued or running) at once (1 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
+}
+
 /// The body of every refused request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

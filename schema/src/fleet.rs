@@ -63,6 +63,10 @@ pub struct FleetMeta {
     /// `stopped: error`), in unit order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_errors: Vec<StopError>,
+    /// Every change people made to the batch's controls while it ran (pause, resume of
+    /// dispatch, adjusted limits), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_changes: Vec<crate::registry::ControlChange>,
 }
 
 /// A unit stopped by a run that ended without a result.
@@ -263,6 +267,7 @@ mod tests {
                 ..AdmissionMeta::default()
             },
             stop_errors: Vec::new(),
+            control_changes: Vec::new(),
         };
         let text = serde_json::to_string(&meta).expect("serializes");
         assert!(

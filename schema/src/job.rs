@@ -178,6 +178,12 @@ pub struct JobSpec {
     /// publications never share an artifact key.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub republished: u32,
+    /// The batch's dispatch epoch when the job was published
+    /// ([`crate::registry::BatchControls::dispatch_epoch`]). It is part of the queue's message
+    /// id, so a job taken back by a pause and published again after `resume-dispatch` is not
+    /// dropped as a duplicate; a worker that still holds the older publication skips it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dispatch_epoch: u32,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -191,7 +197,8 @@ pub const ATTEMPTS_PER_PUBLICATION: u32 = 1000;
 
 impl JobSpec {
     /// The queue's deduplication id (`Nats-Msg-Id`): the job id, plus `@g<n>` for a resumed
-    /// generation, plus `+r<n>` for a re-publication.
+    /// generation, plus `+r<n>` for a re-publication, plus `+p<n>` for a publication after the `n`th
+    /// `resume-dispatch`.
     pub fn message_id(&self) -> String {
         let mut id = self.job_id.to_string();
         if self.generation != 0 {
@@ -199,6 +206,9 @@ impl JobSpec {
         }
         if self.republished != 0 {
             id.push_str(&format!("+r{}", self.republished));
+        }
+        if self.dispatch_epoch != 0 {
+            id.push_str(&format!("+p{}", self.dispatch_epoch));
         }
         id
     }
@@ -241,6 +251,7 @@ mod tests {
             generation: 0,
             traceparent: None,
             republished: 0,
+            dispatch_epoch: 0,
         };
         assert_eq!(
             (job.message_id().as_str(), job.attempt_of(2)),

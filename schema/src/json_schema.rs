@@ -68,6 +68,22 @@ pub fn documents() -> Vec<(&'static str, String)> {
             "api-fabric-status.schema.json",
             render::<crate::api::FabricStatus>(),
         ),
+        (
+            "api-control-request.schema.json",
+            render::<crate::api::ControlRequest>(),
+        ),
+        (
+            "api-live-snapshot.schema.json",
+            render::<crate::live::LiveSnapshot>(),
+        ),
+        (
+            "api-live-delta.schema.json",
+            render::<crate::live::LiveDelta>(),
+        ),
+        (
+            "api-live-unit-runs.schema.json",
+            render::<crate::live::LiveUnitRuns>(),
+        ),
     ]
 }
 

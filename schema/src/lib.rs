@@ -19,6 +19,7 @@
 //! - [`eval`]: the eval document (`eval.json`), an A/B batch's comparison and verdict.
 //! - [`fleet`]: the typed `fleet` key of a supervised batch's envelope.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
+//! - [`live`]: the live view of a running batch and its deltas.
 //! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
 //! - [`json_schema`]: JSON Schemas generated from these types.
 //!
@@ -37,6 +38,7 @@ pub mod job;
 pub mod json_number;
 pub mod json_schema;
 pub mod layout;
+pub mod live;
 pub mod load;
 pub mod matrix;
 pub mod registry;

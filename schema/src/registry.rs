@@ -70,6 +70,57 @@ pub struct BatchRecord {
     /// its queued ones.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kill_running: bool,
+    /// What people changed while the batch ran (`cowork pause`, `resume-dispatch`, `adjust`).
+    /// Kept in the record so a restarted coordinator, and every worker, sees it.
+    #[serde(default, skip_serializing_if = "BatchControls::is_untouched")]
+    pub controls: BatchControls,
+}
+
+/// The controls of a running batch: its dispatch pause, its adjusted limits and every change.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchControls {
+    /// `true` while dispatch is paused: nothing new is admitted and queued jobs are taken back;
+    /// workers start no job of the batch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// +1 per `resume-dispatch`. Jobs carry the epoch they were published in
+    /// ([`crate::job::JobSpec::dispatch_epoch`]); a worker starts no job of an older epoch
+    /// (one taken back by a pause and published again since).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dispatch_epoch: u32,
+    /// The batch-wide budget in USD as last adjusted; `None`: the submitted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_budget_usd: Option<f64>,
+    /// Jobs of the batch outstanding (queued or running) at most, as last adjusted; `None`:
+    /// the coordinator's window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
+    /// Every change, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ControlChange>,
+}
+
+impl BatchControls {
+    /// `true` when nobody touched the batch's controls.
+    pub fn is_untouched(&self) -> bool {
+        *self == BatchControls::default()
+    }
+}
+
+/// One change of a batch's controls: who, when, what, from and to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlChange {
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Who asked, as the client said (`cowork` sends `user@host`; the live page `live page`).
+    pub by: String,
+    /// `dispatch`, `batch-budget-usd` or `max-running`.
+    pub control: String,
+    /// Before and after, as text (`running`/`paused`, `$2.5`, `none`, `16`).
+    pub old: String,
+    pub new: String,
 }
 
 fn is_zero(value: &u32) -> bool {

@@ -106,6 +106,15 @@ impl Ended {
     }
 }
 
+/// What a job's batch record says about starting it.
+enum BatchSays {
+    Run,
+    /// Settle it as not run (`finished` with a cancelled outcome).
+    Skip(&'static str),
+    /// Do not start it and report nothing ([`dispatch_hold`]).
+    Hold(&'static str),
+}
+
 /// Why a job of `generation` must not run, judging by its batch's record; `None` when it may.
 /// A decided batch needs no more runs; a cancelled one (plain or `--kill-running`) runs
 /// nothing new of the generation that was cancelled — a later `cowork resume` publishes its
@@ -120,6 +129,23 @@ pub(crate) fn skip_reason(record: &BatchRecord, generation: u32) -> Option<&'sta
         | BatchState::Running
         | BatchState::Stopping
         | BatchState::Cancelled => None,
+    }
+}
+
+/// Why a job must not start now although its batch runs: its dispatch is paused, or the job
+/// is a publication a pause took back (the coordinator published it again under a later
+/// dispatch epoch). Such a delivery is acked without any event: the coordinator counts the
+/// job as not started and admits it again.
+pub(crate) fn dispatch_hold(record: &BatchRecord, job: &JobSpec) -> Option<&'static str> {
+    if record.generation != job.generation || record.state.is_final() {
+        return None;
+    }
+    if record.controls.paused {
+        Some("its batch's dispatch is paused")
+    } else if job.dispatch_epoch < record.controls.dispatch_epoch {
+        Some("a pause took this publication back; the job was published again since")
+    } else {
+        None
     }
 }
 
@@ -179,9 +205,20 @@ impl JobRun {
         let skip = if self.kill.is_cancelled() {
             Some("the batch was cancelled with --kill-running before this job started".to_owned())
         } else {
-            self.batch_skip_reason(held)
-                .await
-                .map(|reason| format!("not run: {reason}"))
+            match self.batch_skip_reason(held).await {
+                BatchSays::Run => None,
+                BatchSays::Skip(reason) => Some(format!("not run: {reason}")),
+                BatchSays::Hold(reason) => {
+                    tracing::info!(
+                        reason,
+                        "not starting the job: dispatch of its batch is held"
+                    );
+                    // The queue may have purged it already (then the ack is refused, which
+                    // changes nothing).
+                    let _ = held.acker.ack().await;
+                    return;
+                }
+            }
         };
         if let Some(message) = skip {
             self.stats.jobs_killed.fetch_add(1, Ordering::Relaxed);
@@ -543,14 +580,24 @@ impl JobRun {
     /// Why the job's batch says not to run it, read from the batch record right before the
     /// job starts. A direct read (not a cached watch) so that a cancel recorded before this
     /// moment is always seen; an unreadable record does not stop the job.
-    async fn batch_skip_reason(&self, held: &Held) -> Option<&'static str> {
-        let batches = self.ports.batches.as_ref()?;
+    async fn batch_skip_reason(&self, held: &Held) -> BatchSays {
+        let Some(batches) = self.ports.batches.as_ref() else {
+            return BatchSays::Run;
+        };
         match batches.get(&held.job.batch_id).await {
-            Ok(Some((record, _))) => skip_reason(&record, held.job.generation),
-            Ok(None) => None,
+            Ok(Some((record, _))) => {
+                if let Some(reason) = skip_reason(&record, held.job.generation) {
+                    BatchSays::Skip(reason)
+                } else if let Some(reason) = dispatch_hold(&record, &held.job) {
+                    BatchSays::Hold(reason)
+                } else {
+                    BatchSays::Run
+                }
+            }
+            Ok(None) => BatchSays::Run,
             Err(error) => {
                 tracing::warn!(error = %error, "reading the batch record failed; running the job");
-                None
+                BatchSays::Run
             }
         }
     }
@@ -650,6 +697,7 @@ mod tests {
             owner: None,
             generation,
             kill_running: false,
+            controls: Default::default(),
         }
     }
 

@@ -10,5 +10,6 @@ pub mod report;
 pub mod resume;
 pub mod rollup;
 pub mod run;
+pub mod steer;
 pub mod trend;
 pub mod worker;

@@ -61,5 +61,6 @@ mod rollup;
 mod run;
 mod secrets;
 mod spend;
+mod steer;
 mod strict_double;
 mod telemetry;

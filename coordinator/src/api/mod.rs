@@ -5,6 +5,8 @@
 //!   batches.
 //! - [`workers`]: the worker registry, and the fabric view (`/v1/fabric`).
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
+//! - [`live`]: the live view of a running batch (JSON, SSE deltas, the page and its script)
+//!   and its controls (pause, resume of dispatch, adjust).
 //! - [`pages`]: `GET /v1/batches/{id}/report?format=…`, a stored artifact
 //!   `GET /v1/batches/{id}/artifacts/<path>` and the batch list `GET /v1/ui`, for browsers:
 //!   these routes also accept the token as `?token=` (see [`pages`]).
@@ -16,6 +18,7 @@
 
 pub mod batches;
 pub mod health;
+pub mod live;
 pub mod pages;
 pub mod workers;
 
@@ -56,6 +59,14 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
+        .route("/v1/batches/{id}/pause", post(live::pause))
+        .route(
+            "/v1/batches/{id}/resume-dispatch",
+            post(live::resume_dispatch),
+        )
+        .route("/v1/batches/{id}/adjust", post(live::adjust))
+        .route("/v1/batches/{id}/live", get(live::snapshot))
+        .route("/v1/batches/{id}/live/units/{unit}", get(live::unit_runs))
         .route("/v1/workers", get(workers::list))
         .route("/v1/fabric", get(workers::fabric))
         .route_layer(middleware::from_fn_with_state(
@@ -68,6 +79,8 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/report", get(batches::report))
         .route("/v1/batches/{id}/artifacts/{*path}", get(pages::artifact))
         .route("/v1/ui", get(pages::ui))
+        .route("/v1/batches/{id}/live.html", get(live::page))
+        .route("/v1/batches/{id}/live/events", get(live::events))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&service),
             pages::require_bearer_or_query_token,
@@ -76,8 +89,12 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/", get(pages::root))
+        .route("/assets/live.js", get(live::script))
         .merge(v1)
         .merge(browser_pages)
+        // Before the token check, so a cross-site POST is refused whatever it carries.
+        .layer(middleware::from_fn(live::refuse_cross_site))
         .with_state(service)
 }
 

@@ -29,8 +29,8 @@ use super::{ApiFailure, bearer_token};
 use crate::report_input::load_report_input;
 use crate::server::Service;
 use cowork_core::report::{
-    ArtifactLinks, HtmlOptions, render_batch_list, render_html, render_json, render_junit,
-    render_markdown,
+    ArtifactLinks, BatchListLive, HtmlOptions, render_batch_list_live, render_html, render_json,
+    render_junit, render_markdown,
 };
 
 /// The content security policy of the HTML pages: inline style only, nothing loaded.
@@ -107,6 +107,15 @@ fn page_response(content_type: &'static str, body: String) -> Response {
 }
 
 fn page_bytes(content_type: &'static str, body: Vec<u8>) -> Response {
+    page_bytes_with_policy(content_type, body, PAGE_CSP)
+}
+
+/// A page answer under content security policy `csp`, with the headers of every page.
+pub(crate) fn page_bytes_with_policy(
+    content_type: &'static str,
+    body: Vec<u8>,
+    csp: &'static str,
+) -> Response {
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -116,7 +125,7 @@ fn page_bytes(content_type: &'static str, body: Vec<u8>) -> Response {
     );
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(PAGE_CSP),
+        HeaderValue::from_static(csp),
     );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -236,6 +245,15 @@ fn artifact_content_type(path: &str) -> &'static str {
     }
 }
 
+/// `GET /`: the batch list, with the query kept (a `?token=` goes along).
+pub(crate) async fn root(request: Request) -> Response {
+    let target = match request.uri().query() {
+        Some(query) => format!("/v1/ui?{query}"),
+        None => "/v1/ui".to_owned(),
+    };
+    axum::response::Redirect::to(&target).into_response()
+}
+
 /// `GET /v1/ui`: the batch list page, with links to each done batch's reports.
 #[tracing::instrument(skip_all)]
 pub(crate) async fn ui(
@@ -248,8 +266,32 @@ pub(crate) async fn ui(
     })?;
     // Links carry the token only when the page was opened with one: a page opened with a
     // bearer header is read by a client that sends the header again.
-    let body = render_batch_list(&records, query.token.as_deref());
+    let mut live = std::collections::BTreeMap::new();
+    for record in records.iter().filter(|record| !record.state.is_final()) {
+        let snapshot = super::live::decorated(&service, Some(record), &record.batch_id);
+        let target = read_target(&service, &record.batch_id).await;
+        live.insert(
+            record.batch_id.to_string(),
+            BatchListLive {
+                finished: snapshot.progress.finished,
+                planned: snapshot.progress.planned,
+                cost_usd: snapshot.cost.spent_usd,
+                simulated: snapshot.simulated,
+                paused: snapshot.dispatch.paused || record.controls.paused,
+                target,
+            },
+        );
+    }
+    let body = render_batch_list_live(&records, &live, query.token.as_deref());
     Ok(page_response(ReportFormat::Html.content_type(), body))
+}
+
+/// The target a batch was submitted for (its spec's `targetDisplay`), when it can be read.
+async fn read_target(service: &Service, batch_id: &BatchId) -> Option<String> {
+    let key = format!("batches/{batch_id}/spec.json");
+    let bytes = service.ports.store.get(&key).await.ok()?;
+    let stored: cowork_schema::batch::StoredBatch = serde_json::from_slice(&bytes).ok()?;
+    Some(stored.spec.target_display)
 }
 
 #[cfg(test)]

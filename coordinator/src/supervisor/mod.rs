@@ -15,8 +15,13 @@
 //! and the result is [`SuperviseEnd::Cancelled`]); `shutdown` stops the process (supervision
 //! returns [`SuperviseError::Cancelled`] at once and the batch stays `running` for the next
 //! coordinator to resume).
+//!
+//! A [`LiveLink`] connects a supervised batch to the people watching it: the controls of its
+//! record come in (pause, resume of dispatch, adjusted limits), and its live view goes out, at
+//! most every [`LIVE_EVERY`], never per event.
 
 mod documents;
+mod live;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,6 +51,7 @@ pub use documents::{
     ENVELOPE_FILE, EnvelopeHead, LocateResult, ROLLUP_FILE, StoredEnvelope, build_envelope,
     copy_envelope, decorated_result, rollup_bytes, spool_envelope, store_rollup,
 };
+pub use live::{LIVE_EVERY, LiveLink, LiveSnapshotSender, UnitRunsRequest};
 
 /// Ports the supervisor uses.
 #[derive(Clone)]
@@ -159,6 +165,8 @@ pub struct SuperviseSignals {
     /// (harness-behaviour.md#choice-c4), and supervision returns [`SuperviseEnd::Cancelled`] unless
     /// the batch was decided anyway.
     pub cancel: CancellationToken,
+    /// The batch's controls in, its live view out (all optional).
+    pub live: LiveLink,
 }
 
 /// What a supervised batch produced.
@@ -317,10 +325,19 @@ pub async fn supervise(
     signals: SuperviseSignals,
 ) -> Result<SuperviseEnd, SuperviseError> {
     let mut batch = Supervised::start(ports, plan, options).await?;
+    let mut live = live::LiveFeed::new(signals.live.clone());
+    if let Some(controls) = live.controls_now() {
+        batch.admission.apply(Input::Controls(controls), now());
+    }
+    // The strip requests of the live page are answered only by this supervision; the lock is
+    // held across the whole of it (every await below), and a later supervision of the same
+    // batch takes it once this one returned.
+    let mut unit_requests = live.lock_unit_requests().await;
     // A dropped supervision (error, shutdown) gives its model slots back; other batches
     // waiting for one must hear of it.
     let _wake_others = WakeOnDrop(Arc::clone(&options.model_limits));
     batch.catch_up(&signals.shutdown).await?;
+    live.publish(&batch.admission, now());
     let end = loop {
         if signals.cancel.is_cancelled() && !batch.cancel_seen {
             batch.cancel_seen = true;
@@ -335,11 +352,20 @@ pub async fn supervise(
             break end;
         }
         progress_tx.send_replace(batch.admission.progress().clone());
-        if let Some(input) = batch.next_input(&decision, &signals).await? {
+        live.publish_if_due(&batch.admission, now());
+        let waits = Waits {
+            decision: &decision,
+            signals: &signals,
+            live: &mut live,
+            unit_requests: unit_requests.as_deref_mut(),
+        };
+        if let Some(input) = batch.next_input(waits).await? {
             batch.fold(input);
+            live.touch();
         }
     };
     progress_tx.send_replace(batch.admission.progress().clone());
+    live.publish(&batch.admission, now());
     match end {
         End::Cancelled => Ok(SuperviseEnd::Cancelled {
             progress: Box::new(batch.admission.progress().clone()),
@@ -368,6 +394,14 @@ impl Drop for WakeOnDrop {
     fn drop(&mut self) {
         self.0.notify_released();
     }
+}
+
+/// What [`Supervised::next_input`] waits on.
+struct Waits<'w> {
+    decision: &'w Decision,
+    signals: &'w SuperviseSignals,
+    live: &'w mut live::LiveFeed,
+    unit_requests: Option<&'w mut tokio::sync::mpsc::Receiver<UnitRunsRequest>>,
 }
 
 /// One batch under supervision.
@@ -561,6 +595,7 @@ impl<'a> Supervised<'a> {
                 let unit = &self.plan.units[publish.job.unit as usize];
                 let mut job = self.plan.job(unit, publish.job.repeat_index);
                 job.republished = publish.republished;
+                job.dispatch_epoch = self.admission.dispatch_epoch();
                 cowork_fabric::trace_context::admit_traced(job)
             })
             .collect();
@@ -613,13 +648,24 @@ impl<'a> Supervised<'a> {
         Ok(true)
     }
 
-    /// Waits for what comes next: an event, a cancel, a lost job, a released model slot or
-    /// the decision's wake-up (`None`: decide again).
-    async fn next_input(
-        &mut self,
-        decision: &Decision,
-        signals: &SuperviseSignals,
-    ) -> Result<Option<Input>, SuperviseError> {
+    /// Waits for what comes next: an event, a cancel, a lost job, a released model slot, the
+    /// decision's wake-up, a change of the controls, a strip request or the live view's
+    /// next turn (`None`: decide again).
+    async fn next_input(&mut self, waits: Waits<'_>) -> Result<Option<Input>, SuperviseError> {
+        let Waits {
+            decision,
+            signals,
+            live,
+            unit_requests,
+        } = waits;
+        let live_due = live.due_at();
+        let controls_changed = live.controls_changed();
+        let unit_request = async {
+            match unit_requests {
+                Some(requests) => requests.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         let wake_at = decision.wake_at.map(tokio::time::Instant::from_std);
         let lost = async {
             match self.lost.as_mut() {
@@ -644,6 +690,17 @@ impl<'a> Supervised<'a> {
             _ = self.options.model_limits.released(), if decision.wait_for_release => Ok(None),
             lost = lost => Ok(self.lost_job(lost)),
             next = self.subscription.next() => self.read(next).map(|(_, input)| Some(input)),
+            // People changed the batch's controls: admission takes them at once.
+            controls = controls_changed => Ok(controls.map(Input::Controls)),
+            // The live page asks for one unit's runs.
+            request = unit_request => {
+                if let Some(request) = request {
+                    request.answer(&self.admission);
+                }
+                Ok(None)
+            }
+            // Outcomes arrived since the live view was last sent: its turn came.
+            _ = tokio::time::sleep_until(live_due.unwrap_or_else(tokio::time::Instant::now)), if live_due.is_some() => Ok(None),
         }
     }
 

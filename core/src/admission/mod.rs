@@ -22,6 +22,10 @@
 //! - **tier pauses**: a `usage_limit` result pauses its tier's dispatch with doubling pauses
 //!   ([`pauses`]).
 //! - **cancel**: admits nothing more, withdraws the queued jobs, ends when the started ones end.
+//! - **dispatch pause** (`cowork pause`): admits nothing more and withdraws the queued jobs,
+//!   which go back to their units' cursors; started jobs finish and count; `resume-dispatch`
+//!   admits from where each unit stopped, under the next dispatch epoch ([`controls`]).
+//! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once.
 //! - **deadlines**: a started job that does not report back within its timeout plus a grace is
 //!   published once more; if it stays silent again it is folded as an infrastructure error.
 //! - **job lost**: a job the queue gave up on is folded as an infrastructure error, once.
@@ -34,8 +38,10 @@
 //! their model slots and deadlines) is kept in maps.
 
 mod budget;
+mod controls;
 mod jobs;
 mod ledger;
+mod live;
 mod order;
 mod pauses;
 mod reacks;
@@ -58,6 +64,7 @@ use cowork_schema::job::{CellAxes, PROTOCOL_VERSION, Tier};
 pub use budget::PriceEstimate;
 pub use jobs::{BitSet, JobGrid};
 pub use ledger::SAMPLES_PER_UNIT;
+pub use live::{LIVE_CELLS_MAX, LIVE_FAILURES_MAX, live_delta};
 pub use order::UnitOrder;
 pub use pauses::TierPauses;
 pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
@@ -114,8 +121,12 @@ pub enum Input {
     JobLost(JobId),
     /// The batch was cancelled: admit nothing more.
     Cancel,
-    /// The queue took back the batch's queued jobs (after a cancel); `jobs` it removed.
+    /// The queue took back the batch's queued jobs (after a cancel or a pause); `jobs` it
+    /// removed.
     Withdrawn { jobs: u64 },
+    /// The batch's controls as its record now says (a pause, a resume of dispatch, an
+    /// adjusted budget or window).
+    Controls(cowork_schema::registry::BatchControls),
 }
 
 /// One job of the plan.
@@ -259,6 +270,13 @@ pub struct Admission {
     generation: u32,
     interleave: bool,
     window: usize,
+    /// The window the batch was configured with, before any `adjust --max-running`.
+    configured_window: usize,
+    /// The batch budget it was submitted with, before any `adjust`.
+    submitted_budget_usd: Option<f64>,
+    dispatch: controls::Dispatch,
+    /// The changes of the batch's controls so far (for the envelope's `fleet` key).
+    control_changes: Vec<cowork_schema::registry::ControlChange>,
     speculation: Option<u32>,
     unit_budget_usd: Option<f64>,
     deadline_grace: Duration,
@@ -287,6 +305,9 @@ pub struct Admission {
     notes: Vec<Note>,
     released_slots: bool,
     first_admission: Option<Instant>,
+    /// Finished jobs whose run passed, by ordinal (the live page's strips).
+    passed: BitSet,
+    live: live::LiveTally,
     progress: ProgressSnapshot,
     ledger: Ledger,
     results: ResultIndex,
@@ -316,6 +337,10 @@ impl Admission {
             generation: plan.generation,
             interleave: plan.interleave,
             window: config.window.max(1),
+            configured_window: config.window.max(1),
+            submitted_budget_usd: plan.flags.batch_budget_usd,
+            dispatch: controls::Dispatch::default(),
+            control_changes: Vec::new(),
             speculation: (repeat && plan.flags.stop_on_diverge).then_some(config.speculation),
             unit_budget_usd: plan.flags.max_budget_usd.filter(|_| repeat),
             deadline_grace: config.deadline_grace,
@@ -339,6 +364,8 @@ impl Admission {
             notes: Vec::new(),
             released_slots: false,
             first_admission: None,
+            passed: BitSet::new(grid.n_ordinals()),
+            live: live::LiveTally::new(units.len()),
             progress: ProgressSnapshot {
                 planned: plan.n_jobs(),
                 generation: plan.generation,
@@ -421,7 +448,9 @@ impl Admission {
                 }
             }
             Input::Cancel => self.cancelling = true,
-            Input::Withdrawn { jobs } => self.withdrawn(jobs),
+            Input::Withdrawn { jobs } if self.cancelling => self.withdrawn(jobs),
+            Input::Withdrawn { jobs } => self.withdrawn_for_pause(jobs),
+            Input::Controls(controls) => self.apply_controls(&controls),
         }
     }
 
@@ -492,12 +521,16 @@ impl Admission {
         if self.started.insert(ordinal) {
             self.progress.running += 1;
         }
-        if !self.outstanding.contains_key(&ordinal)
-            && self.cancelling
-            && self.withdrawal == Withdrawal::Done
-        {
-            // A worker took it just before the withdrawal: it runs, so the batch waits for it.
+        let withdrawn = (self.cancelling && self.withdrawal == Withdrawal::Done)
+            || self.dispatch.withdrew_any();
+        if !self.outstanding.contains_key(&ordinal) && withdrawn {
+            // A worker took it just before the withdrawal: it runs, so the batch waits for it
+            // (and a resumed dispatch does not publish it again).
             self.track(unit, run, None);
+            if !self.cancelling {
+                // The pause's withdrawal had taken it off the admitted count.
+                self.progress.admitted += 1;
+            }
         }
         let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
         self.set_deadline(ordinal, Some(deadline));
@@ -613,6 +646,8 @@ impl Admission {
                 }
                 if run.pass {
                     self.progress.passed += 1;
+                    self.passed
+                        .insert(self.grid.ordinal(finished.unit, finished.run));
                 } else {
                     self.progress.failed += 1;
                 }
@@ -637,6 +672,12 @@ impl Admission {
             unit.price.observe(cost);
         }
         self.ledger.units[finished.unit as usize].observe(cost, run_time_ms(finished));
+        self.live.observe(
+            finished,
+            &self.units[finished.unit as usize],
+            cost,
+            self.catching_up,
+        );
         self.progress.finished += 1;
     }
 
@@ -678,15 +719,18 @@ impl Admission {
     fn withdrawn(&mut self, jobs: u64) {
         self.withdrawal = Withdrawal::Done;
         self.progress.withdrawn += jobs;
-        let unstarted: Vec<u64> = self
-            .outstanding
+        for ordinal in self.unstarted_outstanding() {
+            self.settle(ordinal);
+        }
+    }
+
+    /// Ordinals of the outstanding jobs no worker started (the ones a withdrawal takes back).
+    fn unstarted_outstanding(&self) -> Vec<u64> {
+        self.outstanding
             .keys()
             .copied()
             .filter(|ordinal| !self.started.contains(*ordinal))
-            .collect();
-        for ordinal in unstarted {
-            self.settle(ordinal);
-        }
+            .collect()
     }
 
     /// The `finished` event that folds a silent job as an infrastructure error.

@@ -78,6 +78,14 @@ impl UnitOrder {
         }
     }
 
+    /// Opens every rank again (after a pause took jobs back from units that had admitted
+    /// their last run); ranks with nothing left close again on their next look.
+    pub fn reopen_all(&mut self) {
+        for (rank, next) in self.next.iter_mut().enumerate() {
+            *next = rank as u32;
+        }
+    }
+
     /// `true` when every unit is done.
     pub fn all_closed(&mut self) -> bool {
         self.open_from(0).is_none()

@@ -73,10 +73,13 @@ impl Admission {
         }
         self.declare_given_up(&mut decision);
         if self.cancelling && self.withdrawal == Withdrawal::NotAsked {
-            self.ask_withdrawal(&mut decision);
+            self.withdrawal = self.ask_withdrawal(&mut decision);
+        } else if !self.cancelling && self.dispatch.wants_withdrawal() {
+            let asked = self.ask_withdrawal(&mut decision);
+            self.dispatch.withdrawal_asked(asked == Withdrawal::Done);
         }
         let mut waits = Waits::default();
-        if !self.cancelling && self.budget_stopped.is_none() {
+        if !self.cancelling && self.budget_stopped.is_none() && !self.dispatch.is_paused() {
             if self.interleave {
                 self.round_interleaved(now, &mut decision, &mut waits);
             } else {
@@ -151,8 +154,9 @@ impl Admission {
         }
     }
 
-    /// After a cancel: the tiers holding this batch's jobs that no worker started.
-    fn ask_withdrawal(&mut self, decision: &mut Decision) {
+    /// After a cancel or a pause: the tiers holding this batch's jobs that no worker started.
+    /// Returns `Done` when there are none (nothing to wait for), else `Asked`.
+    fn ask_withdrawal(&self, decision: &mut Decision) -> Withdrawal {
         let mut tiers: Vec<_> = self
             .outstanding
             .iter()
@@ -162,10 +166,10 @@ impl Admission {
         tiers.sort();
         tiers.dedup();
         if tiers.is_empty() {
-            self.withdrawal = Withdrawal::Done;
+            Withdrawal::Done
         } else {
-            self.withdrawal = Withdrawal::Asked;
             decision.withdraw = tiers;
+            Withdrawal::Asked
         }
     }
 
@@ -247,7 +251,12 @@ impl Admission {
             return NextRun::Done;
         }
         let mut run = self.units[unit as usize].cursor;
-        while run < runs && self.finished.contains(self.grid.ordinal(unit, run)) {
+        // Outstanding runs are passed over too: after a pause the cursor goes back to the
+        // first run taken back, and runs above it may be running.
+        while run < runs && {
+            let ordinal = self.grid.ordinal(unit, run);
+            self.finished.contains(ordinal) || self.outstanding.contains_key(&ordinal)
+        } {
             run += 1;
         }
         self.units[unit as usize].cursor = run;
@@ -414,10 +423,15 @@ impl Admission {
     fn conclude(&mut self, now: Instant, waits: Waits, decision: &mut Decision) {
         self.progress.pauses = self.pauses.count();
         self.progress.paused_tiers = self.pauses.paused_tiers(now);
-        let admitting =
-            !self.cancelling && self.budget_stopped.is_none() && !self.order.all_closed();
+        let open = !self.cancelling && self.budget_stopped.is_none() && !self.order.all_closed();
+        let paused = open && self.dispatch.is_paused();
+        let admitting = open && !paused;
         let window_open = self.outstanding.len() < self.window;
-        self.progress.held_by = waits.first.filter(|_| admitting && window_open);
+        self.progress.held_by = if paused {
+            Some("dispatch paused".to_owned())
+        } else {
+            waits.first.filter(|_| admitting && window_open)
+        };
         if admitting {
             decision.wake_at = waits.wake_at;
             decision.wait_for_release = waits.wait_for_release;
@@ -429,8 +443,11 @@ impl Admission {
         decision.released_slots = std::mem::take(&mut self.released_slots);
         let quiet = decision.publish.is_empty()
             && decision.lost.is_empty()
-            && self.withdrawal != Withdrawal::Asked;
-        if self.outstanding.is_empty() && !admitting && quiet {
+            && self.withdrawal != Withdrawal::Asked
+            && !self.dispatch.withdrawing();
+        // A paused batch that is not decided waits for `resume-dispatch`, however quiet.
+        let waits_for_resume = paused && !self.reducer.is_complete();
+        if self.outstanding.is_empty() && !admitting && quiet && !waits_for_resume {
             decision.end = Some(if self.cancelling && !self.reducer.is_complete() {
                 End::Cancelled
             } else {

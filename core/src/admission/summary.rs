@@ -139,6 +139,7 @@ impl Admission {
                     category: category.clone(),
                 })
                 .collect(),
+            control_changes: self.control_changes.clone(),
         }
     }
 

@@ -950,3 +950,5 @@ fn a_stored_run_reported_again_is_a_reack_and_a_second_run_or_another_result_a_d
         .jobs;
     assert_eq!((fleet.reacked, fleet.duplicates), (2, 4));
 }
+
+mod controls;

@@ -545,6 +545,7 @@ impl Plan {
             generation: self.generation,
             traceparent: None,
             republished: 0,
+            dispatch_epoch: 0,
         }
     }
 

@@ -967,6 +967,7 @@ pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
     units_table(&mut out, &summary);
     failures_table(&mut out, &summary);
     stops_section(&mut out, &summary);
+    control_changes_section(&mut out, input);
     runs::unit_sections(&mut out, &summary, &runs, &options.links);
     let _ = writeln!(
         out,
@@ -1002,6 +1003,76 @@ pub(crate) fn query_value(value: &str) -> String {
 /// with `?token=`, the links carry the same token so that they open in a browser too. A
 /// cancelled batch has a report too (marked incomplete).
 pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String {
+    render_batch_list_live(records, &std::collections::BTreeMap::new(), token)
+}
+
+/// The changes people made to the batch's controls while it ran (pause, resume of dispatch,
+/// adjusted limits): who, when, what, from and to. Nothing when there were none.
+fn control_changes_section(out: &mut String, input: &ReportInput) {
+    let Some(changes) = input
+        .envelope
+        .fleet
+        .get("controlChanges")
+        .and_then(|changes| changes.as_array())
+        .filter(|changes| !changes.is_empty())
+    else {
+        return;
+    };
+    out.push_str(
+        "<section id=\"control-changes\"><h2>Changes of the controls while it ran</h2>\n\
+         <table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>before</th>\
+         <th>after</th></tr></thead><tbody>\n",
+    );
+    for change in changes {
+        let text = |key: &str| {
+            change
+                .get(key)
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let at_ms = change.get("atMs").and_then(|v| v.as_u64()).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&utc_time(at_ms)),
+            escape(&text("by")),
+            escape(&text("control")),
+            escape(&text("old")),
+            escape(&text("new"))
+        );
+    }
+    out.push_str("</tbody></table></section>\n");
+}
+
+/// `YYYY-MM-DD HH:MM:SS` of a time in milliseconds since the Unix epoch (UTC).
+fn utc_time(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let days = (seconds / 86_400) as i64;
+    let (hh, mm, ss) = ((seconds / 3600) % 24, (seconds / 60) % 60, seconds % 60);
+    let (year, month, day) = cowork_schema::ids::civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02} {hh:02}:{mm:02}:{ss:02}")
+}
+
+/// What the batch list shows of a batch that runs now.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchListLive {
+    pub finished: u64,
+    pub planned: u64,
+    pub cost_usd: f64,
+    pub simulated: bool,
+    pub paused: bool,
+    /// The batch's target as the user named it.
+    pub target: Option<String>,
+}
+
+/// The batch list, with the progress, target, cost and SIMULATED mark of the batches in
+/// `live` (by batch id) and a link to every unfinished batch's live page.
+pub fn render_batch_list_live(
+    records: &[BatchRecord],
+    live: &std::collections::BTreeMap<String, BatchListLive>,
+    token: Option<&str>,
+) -> String {
     let mut out = String::with_capacity(4096);
     page_start(&mut out, "cowork coordinator batches");
     let _ = writeln!(
@@ -1012,7 +1083,8 @@ pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String
     );
     out.push_str(
         "<table class=\"batches\">\n<thead><tr><th>batch</th><th>state</th><th>verdict</th>\
-         <th class=\"num\">jobs</th><th>reports</th></tr></thead>\n<tbody>\n",
+         <th class=\"num\">jobs</th><th>progress</th><th>target</th><th class=\"num\">cost</th>\
+         <th>reports</th></tr></thead>\n<tbody>\n",
     );
     let token_suffix = token.map_or_else(String::new, |token| {
         format!("&token={}", query_value(token))
@@ -1029,6 +1101,31 @@ pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String
         let exit = record
             .exit_code
             .map_or_else(String::new, |code| format!(" exit {code}"));
+        let token_query = token.map_or_else(String::new, |token| {
+            format!("?token={}", query_value(token))
+        });
+        let live_link = format!(
+            "<a href=\"{}\" class=\"live\">live</a>",
+            escape(&format!("batches/{id}/live.html{token_query}"))
+        );
+        let now = live.get(id);
+        let progress = match now {
+            Some(now) => format!(
+                "{}/{}{}",
+                now.finished,
+                now.planned,
+                if now.paused { " (paused)" } else { "" }
+            ),
+            None if record.state.is_final() => String::new(),
+            None => format!("0/{}", record.n_jobs),
+        };
+        let target = now.and_then(|now| now.target.clone()).unwrap_or_default();
+        let cost = now.map_or_else(String::new, |now| format!("${:.2}", now.cost_usd));
+        let simulated = if now.is_some_and(|now| now.simulated) {
+            " <span class=\"badge simulated\">SIMULATED</span>"
+        } else {
+            ""
+        };
         let reports = if matches!(record.state, BatchState::Done | BatchState::Cancelled) {
             ["html", "junit", "markdown", "json"]
                 .iter()
@@ -1042,16 +1139,20 @@ pub fn render_batch_list(records: &[BatchRecord], token: Option<&str>) -> String
                 .collect::<Vec<_>>()
                 .join(" · ")
         } else {
-            "<span class=\"muted\">not done</span>".to_owned()
+            format!("{live_link} <span class=\"muted\">· reports once done</span>")
         };
         let _ = writeln!(
             out,
             "<tr data-batch=\"{id}\" data-state=\"{state}\"><td><code>{id}</code></td>\
-             <td>{state}</td><td>{verdict}{exit}</td><td class=\"num\">{jobs}</td>\
+             <td>{state}{simulated}</td><td>{verdict}{exit}</td><td class=\"num\">{jobs}</td>\
+             <td class=\"progress\">{progress}</td><td>{target}</td><td class=\"num\">{cost}</td>\
              <td>{reports}</td></tr>",
             id = escape(id),
             state = escape(state),
             jobs = record.n_jobs,
+            progress = escape(&progress),
+            target = escape(&target),
+            cost = escape(&cost),
         );
     }
     out.push_str("</tbody>\n</table>\n");

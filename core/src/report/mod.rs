@@ -11,6 +11,7 @@
 //!   and per run, reachable from the heatmap, with links to the run's stored artifacts) and the
 //!   coordinator's batch list page.
 //! - [`junit`]: [`render_junit`], one `<testsuite>` per batch, one `<testcase>` per unit.
+//! - [`live`]: the live page of a running batch, a static shell and its script (`live.js`).
 //! - [`markdown`]: [`render_markdown`], a CI job summary or PR comment.
 //!
 //! Reading a stored batch into a [`ReportInput`] is the coordinator's `report` module.
@@ -32,6 +33,7 @@
 
 pub mod html;
 pub mod junit;
+pub mod live;
 pub mod markdown;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -46,8 +48,12 @@ use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key};
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
-pub use html::{ArtifactLinks, HtmlOptions, render_batch_list, render_html};
+pub use html::{
+    ArtifactLinks, BatchListLive, HtmlOptions, render_batch_list, render_batch_list_live,
+    render_html,
+};
 pub use junit::render_junit;
+pub use live::{LIVE_PAGE_SCRIPT, render_live_page};
 pub use markdown::render_markdown;
 
 use crate::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};

@@ -304,6 +304,7 @@ mod tests {
             generation: 0,
             traceparent: None,
             republished: 0,
+            dispatch_epoch: 0,
         }
     }
 

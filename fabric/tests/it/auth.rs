@@ -85,6 +85,7 @@ fn job(batch_id: &str) -> JobSpec {
         generation: 0,
         traceparent: None,
         republished: 0,
+        dispatch_epoch: 0,
     }
 }
 

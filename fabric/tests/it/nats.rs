@@ -65,6 +65,7 @@ pub(crate) fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
         generation: 0,
         traceparent: None,
         republished: 0,
+        dispatch_epoch: 0,
     }
 }
 
@@ -464,6 +465,7 @@ fn record(batch_id: &str, state: BatchState) -> BatchRecord {
         owner: None,
         generation: 0,
         kill_running: false,
+        controls: Default::default(),
     }
 }
 

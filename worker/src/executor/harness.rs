@@ -1753,6 +1753,7 @@ mod tests {
             generation: 0,
             traceparent: None,
             republished: 0,
+            dispatch_epoch: 0,
         }
     }
 

@@ -724,6 +724,7 @@ async fn a_job_of_a_cancelled_batch_is_settled_without_starting() {
             owner: None,
             generation: 0,
             kill_running: false,
+            controls: Default::default(),
         })
         .await
         .expect("creating the record");

@@ -117,6 +117,7 @@ pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> 
         generation: 0,
         traceparent: None,
         republished: 0,
+        dispatch_epoch: 0,
     }
 }
 

@@ -30,6 +30,7 @@ fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
         generation: 0,
         traceparent: None,
         republished: 0,
+        dispatch_epoch: 0,
     }
 }
 
