@@ -26,8 +26,8 @@
 //! (`scripts/check-core-deps.sh`, run by CI).
 
 pub mod admission;
-pub mod eta;
 pub mod controls;
+pub mod eta;
 pub mod eval;
 pub mod fleet;
 pub mod history;
