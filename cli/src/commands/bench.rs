@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use cowork_coordinator::intake::files::{PrepareInput, prepare};
 use cowork_core::plan::{Plan, plan_units};
-use cowork_core::reduce::{BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape};
+use cowork_core::reduce::{
+    BatchReducer, BatchShape, FileErrors, Judging, ShapeKind, StopRules, UnitShape,
+};
 use cowork_schema::BatchId;
 use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
 use cowork_schema::event::JobOutcome;
@@ -571,6 +573,7 @@ fn bench_fold(n_outcomes: u64) -> Result<i32, CliError> {
             allow_budget_stop: false,
             allow_truncated_matrix: false,
         },
+        file_errors: FileErrors::AbortBatch,
     };
     let mut reducer = BatchReducer::new(shape)
         .map_err(|e| CliError::Failed(anyhow::anyhow!("bench shape: {e}")))?;
