@@ -431,8 +431,9 @@ pub struct RunArgs {
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
     /// Most replay jobs one slot gives one harness process, which replays them as one dir and
-    /// splits its output into one result per job (1: every replay in a process of its own).
-    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    /// splits its output into one result per job (1: every replay in a process of its own);
+    /// packs are cut to an even share of the queue across the replay slots.
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub replay_pack: u16,
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
@@ -910,8 +911,9 @@ pub struct WorkerArgs {
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
     /// Most replay jobs one slot gives one harness process, which replays them as one dir and
-    /// splits its output into one result per job (1: every replay in a process of its own).
-    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    /// splits its output into one result per job (1: every replay in a process of its own);
+    /// packs are cut to an even share of the queue across the replay slots.
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub replay_pack: u16,
     /// Executor for every job.
     #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]

@@ -259,6 +259,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
             store: Arc::new(worker_store),
             executor: Arc::new(cowork_worker::executor::sim::SimExecutor::new()),
             batches: None,
+            workers: None,
         };
         worker_tasks.push(tokio::spawn(cowork_worker::run(
             config,
