@@ -87,6 +87,8 @@ fn draw(line: &str, tty: bool) {
 }
 
 /// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`.
+/// At a job a second or faster (a replay corpus: its cost is $0 and its rate is the news) the
+/// rate comes before the ETA, e.g. `$0.0000  118 jobs/s  ETA 2s`.
 pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
     let expected = progress.planned.saturating_sub(progress.skipped).max(1);
     let done = progress.finished.min(expected);
@@ -102,8 +104,14 @@ pub fn format_line(progress: &ProgressSnapshot, elapsed: Duration) -> String {
             human_duration(per_job * (expected - done) as f64)
         )
     };
+    let per_s = done as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+    let rate = if done > 0 && per_s >= 1.0 {
+        format!("  {per_s:.0} jobs/s")
+    } else {
+        String::new()
+    };
     let mut line = format!(
-        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{eta}",
+        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{rate}{eta}",
         progress.running, progress.passed, progress.failed, progress.errored, progress.cost_usd
     );
     if progress.retries > 0 {
@@ -186,8 +194,11 @@ mod tests {
         let line = format_line(&progress, Duration::from_secs(10));
         assert_eq!(
             line,
-            "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s"
+            "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  5 jobs/s  ETA 10s"
         );
+        // Slower than a job a second: no rate.
+        let line = format_line(&progress, Duration::from_secs(100));
+        assert!(line.ends_with("$1.2346  ETA 1m40s"), "{line}");
     }
 
     #[test]
