@@ -1081,6 +1081,23 @@ pub enum BenchWhat {
         #[arg(long, value_name = "URL")]
         coordinator: Option<String>,
     },
+    /// A replay corpus against the CLI's own dir replay, side by side: --slots CLI processes
+    /// over even slices of --cassettes (the baseline), then `cowork run --replay --slots`
+    /// through this binary, --rounds times; prints both rates and their ratio.
+    Replay {
+        /// The corpus: a dir of `*.cassette.json` (its slices are laid beside it, so session
+        /// paths relative to it resolve the same).
+        #[arg(long, value_name = "DIR")]
+        cassettes: std::path::PathBuf,
+        /// The cowork-harness program both sides run.
+        #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+        harness_bin: std::path::PathBuf,
+        /// CLI processes of the baseline, and slots of `cowork run`.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+        slots: u16,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+    },
     /// The raw pipeline baseline: per job exactly the durable work the fleet does (publish,
     /// pull, the stores, the events, ack, events consumed, result read back), through the same
     /// clients, with --workers × --slots jobs in flight and no coordinator or worker logic.

@@ -4,6 +4,7 @@
 //! Not a test: numbers go to docs/benchmarks.md with the command that produced them.
 
 mod pipeline;
+mod replay;
 
 use std::time::Instant;
 
@@ -82,6 +83,20 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                     bench_fleet(&bench, fleet).await
                 }
             }
+        }
+        BenchWhat::Replay {
+            cassettes,
+            harness_bin,
+            slots,
+            rounds,
+        } => {
+            replay::run(&replay::ReplayBench {
+                cassettes,
+                harness_bin,
+                slots,
+                rounds,
+            })
+            .await
         }
         BenchWhat::Pipeline {
             nats,
