@@ -489,8 +489,9 @@ pub struct RunArgs {
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
     /// Most replay jobs one slot gives one harness process, which replays them as one dir and
-    /// splits its output into one result per job (1: every replay in a process of its own).
-    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    /// splits its output into one result per job (1: every replay in a process of its own);
+    /// packs are cut to an even share of the queue across the replay slots.
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub replay_pack: u16,
     /// The cowork-harness program for the harness executor.
     #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
@@ -1009,8 +1010,9 @@ pub struct WorkerArgs {
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
     /// Most replay jobs one slot gives one harness process, which replays them as one dir and
-    /// splits its output into one result per job (1: every replay in a process of its own).
-    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    /// splits its output into one result per job (1: every replay in a process of its own);
+    /// packs are cut to an even share of the queue across the replay slots.
+    #[arg(long, env = "COWORK_REPLAY_PACK", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     pub replay_pack: u16,
     /// Executor for every job.
     #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
@@ -1179,6 +1181,23 @@ pub enum BenchWhat {
         /// instead of starting one in process; waits until --workers workers are live.
         #[arg(long, value_name = "URL")]
         coordinator: Option<String>,
+    },
+    /// A replay corpus against the CLI's own dir replay, side by side: --slots CLI processes
+    /// over even slices of --cassettes (the baseline), then `cowork run --replay --slots`
+    /// through this binary, --rounds times; prints both rates and their ratio.
+    Replay {
+        /// The corpus: a dir of `*.cassette.json` (its slices are laid beside it, so session
+        /// paths relative to it resolve the same).
+        #[arg(long, value_name = "DIR")]
+        cassettes: std::path::PathBuf,
+        /// The cowork-harness program both sides run.
+        #[arg(long, env = "COWORK_HARNESS_BIN", default_value = "cowork-harness")]
+        harness_bin: std::path::PathBuf,
+        /// CLI processes of the baseline, and slots of `cowork run`.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+        slots: u16,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
     },
     /// The raw pipeline baseline: per job exactly the durable work the fleet does (publish,
     /// pull, the stores, the events, ack, events consumed, result read back), through the same

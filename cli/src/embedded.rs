@@ -307,6 +307,7 @@ async fn run_locked(
         store: embedded.store.clone() as Arc<dyn ArtifactStore>,
         executor: executor_for(embedded, plan)?,
         batches: Some(Arc::new(stopper.kills.clone()) as Arc<dyn BatchRegistry>),
+        workers: None,
     };
     // Reaped below, in every case: the worker ends once the queue is closed or it was told to
     // stop pulling, and only after its running jobs are stored.

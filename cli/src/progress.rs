@@ -91,7 +91,9 @@ impl ProgressLine {
             finished_in_window: snapshot.finished.saturating_sub(finished_before),
             window: since.elapsed(),
         });
-        let line = format_line(snapshot, left);
+        let seen = snapshot.finished.saturating_sub(finished_before);
+        let per_s = (seen > 0).then(|| seen as f64 / since.elapsed().as_secs_f64().max(1e-3));
+        let line = format_line_at(snapshot, left, per_s);
         if line != self.last_line {
             draw(&line, self.tty);
             self.last_line = line;
@@ -171,8 +173,19 @@ pub fn remaining(progress: &ProgressSnapshot) -> u64 {
 }
 
 /// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`,
-/// with the ETA given (none: no ETA shown).
+/// with the ETA given (none: no ETA shown) and no rate.
 pub fn format_line(progress: &ProgressSnapshot, eta: Option<Duration>) -> String {
+    format_line_at(progress, eta, None)
+}
+
+/// [`format_line`] with the rate jobs were seen to finish, in jobs a second. At a job a second
+/// or faster (a replay corpus: its cost is $0 and its rate is the news) the rate comes before
+/// the ETA, e.g. `$0.0000  118 jobs/s  ETA 2s`.
+pub fn format_line_at(
+    progress: &ProgressSnapshot,
+    eta: Option<Duration>,
+    per_s: Option<f64>,
+) -> String {
     let expected = progress.planned.saturating_sub(progress.skipped).max(1);
     let done = progress.finished.min(expected);
     let width = 20u64;
@@ -181,8 +194,12 @@ pub fn format_line(progress: &ProgressSnapshot, eta: Option<Duration>) -> String
     let eta = eta.map_or_else(String::new, |left| {
         format!("  ETA {}", human_duration(left.as_secs_f64()))
     });
+    let rate = match per_s {
+        Some(per_s) if done > 0 && per_s >= 1.0 => format!("  {per_s:.0} jobs/s"),
+        _ => String::new(),
+    };
     let mut line = format!(
-        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{eta}",
+        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{rate}{eta}",
         progress.running, progress.passed, progress.failed, progress.errored, progress.cost_usd
     );
     if progress.retries > 0 {
@@ -270,6 +287,11 @@ mod tests {
             line,
             "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s"
         );
+        let line = format_line_at(&progress, Some(Duration::from_secs(10)), Some(5.0));
+        assert!(line.ends_with("$1.2346  5 jobs/s  ETA 10s"), "{line}");
+        // Slower than a job a second: no rate.
+        let line = format_line_at(&progress, Some(Duration::from_secs(100)), Some(0.5));
+        assert!(line.ends_with("$1.2346  ETA 1m40s"), "{line}");
     }
 
     #[test]

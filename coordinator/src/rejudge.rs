@@ -16,7 +16,7 @@ use crate::stored_job::{StoredJobError, read_artifact, read_stored_job};
 use crate::supervisor::{shape_from_summary, unit_ref};
 use cowork_core::admission::{JobRef, ResultIndex, ResultLocation};
 use cowork_core::reduce::{
-    BatchReducer, BatchReduction, BatchShape, Judging, ShapeKind, StopRules, UnitShape,
+    BatchReducer, BatchReduction, BatchShape, FileErrors, Judging, ShapeKind, StopRules, UnitShape,
 };
 
 /// Why stored runs could not be re-judged.
@@ -303,6 +303,7 @@ pub fn rejudge_runs(
             truncated: false,
             rules,
             judging,
+            file_errors: FileErrors::AbortBatch,
         };
         let mut reducer = BatchReducer::new(shape).map_err(|error| RejudgeError::Shape {
             message: error.to_string(),

@@ -12,6 +12,69 @@ use cowork_schema::job::Tier;
 use crate::history::UnitEstimate;
 use crate::plan::Plan;
 
+/// About how long the CLI takes to start before a dir replay (node and the CLI loaded), paid
+/// once per replay pack (harness-behaviour.md#replay-packs).
+pub const REPLAY_PROCESS_START_MS: u64 = 400;
+
+/// About how long the CLI's dir replay takes per cassette once started, when no earlier replay
+/// batch says better (cowork-harness 2.0.0 on one core).
+pub const REPLAY_MS_PER_CASSETTE: u64 = 6;
+
+/// How long a replay corpus takes, from the replay rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayEstimate {
+    /// Wall time on the given slots.
+    pub wall_ms: u64,
+    /// Replay time per cassette, a process start's share included.
+    pub ms_per_replay: u64,
+    /// Harness processes the corpus takes (one per pack).
+    pub n_packs: u64,
+    /// `true` when the rate came from earlier replay batches, `false` for the CLI's own rate.
+    pub from_history: bool,
+}
+
+/// How long `n_jobs` replays take on `slots` slots in packs of at most `replay_pack`: each
+/// slot replays an even share of the corpus in `ceil(share / replay_pack)` processes. With
+/// `history_run_ms` (the run time earlier batches recorded for these replays, each job's
+/// share of its pack's process included) that rate is used; without it, a process start plus
+/// the CLI's rate per cassette.
+pub fn replay_estimate(
+    n_jobs: u64,
+    slots: u32,
+    replay_pack: u32,
+    history_run_ms: Option<u64>,
+) -> ReplayEstimate {
+    let slots = u64::from(slots.max(1));
+    let replay_pack = u64::from(replay_pack.max(1));
+    let share = n_jobs.div_ceil(slots);
+    let packs_per_slot = share.div_ceil(replay_pack);
+    let n_packs = n_jobs.div_ceil(share.div_ceil(packs_per_slot.max(1)).max(1));
+    match history_run_ms {
+        Some(run_ms) if n_jobs > 0 => {
+            let ms_per_replay = run_ms.div_ceil(n_jobs);
+            ReplayEstimate {
+                wall_ms: share * ms_per_replay,
+                ms_per_replay,
+                n_packs,
+                from_history: true,
+            }
+        }
+        _ => {
+            let wall_ms = packs_per_slot * REPLAY_PROCESS_START_MS + share * REPLAY_MS_PER_CASSETTE;
+            ReplayEstimate {
+                wall_ms,
+                ms_per_replay: if share == 0 {
+                    0
+                } else {
+                    wall_ms.div_ceil(share)
+                },
+                n_packs,
+                from_history: false,
+            }
+        }
+    }
+}
+
 /// One unit of the plan with its estimate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreflightRow {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use cowork_fabric::bundle::UnpackLimits;
 use std::collections::HashMap;
 
-use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue};
+use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
 use cowork_schema::BatchId;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::{BatchRecord, BatchState};
@@ -78,6 +78,9 @@ pub struct WorkerPorts {
     pub executor: Arc<dyn Executor>,
     /// The batch registry, followed for `cancel --kill-running`; `None` = never kill.
     pub batches: Option<Arc<dyn BatchRegistry>>,
+    /// The workers registry, read for the fleet's replay slots when replay packs are sized;
+    /// `None` = this worker is the whole fleet (`cowork run`).
+    pub workers: Option<Arc<dyn WorkerRegistry>>,
 }
 
 /// Counters of one worker, readable while it runs.
@@ -294,6 +297,12 @@ async fn run_loop(
             permits.push(permit);
         }
         let n_free = permits.len();
+        // Replay jobs are pulled by the pack: an even share of the queue per free slot
+        // (`pack::pack_share`), so the last packs of a corpus end together.
+        let replay_max = match &replay_puller {
+            Some(_) => n_free * replay_share(&config, &ports).await,
+            None => 0,
+        };
         // Dropping a pull that has not returned loses no job: the puller keeps what arrives
         // for its next call, and hands it back to the queue when it is dropped. So the two
         // pulls may race: the one that loses keeps what it got for the next round.
@@ -305,9 +314,9 @@ async fn run_loop(
                 break;
             }
             pulled = pull_from(puller.as_mut(), n_free) => pulled.map(|pulled| pulled.map(|deliveries| (deliveries, false))),
-            pulled = pull_from(replay_puller.as_mut(), n_free * config.replay_pack) => pulled.map(|pulled| pulled.map(|deliveries| (deliveries, true))),
+            pulled = pull_from(replay_puller.as_mut(), replay_max) => pulled.map(|pulled| pulled.map(|deliveries| (deliveries, true))),
         };
-        let (deliveries, packed) = match pulled {
+        let (mut deliveries, packed) = match pulled {
             Ok(Some(pulled)) => pulled,
             Ok(None) => break,
             Err(error) if error.is_transient() => {
@@ -325,6 +334,16 @@ async fn run_loop(
         };
         pull_failures = 0;
         stats.outages.succeeded("pulling jobs");
+        if packed {
+            top_up(
+                &config,
+                &ports,
+                replay_puller.as_mut(),
+                &mut deliveries,
+                n_free,
+            )
+            .await;
+        }
         // Each slot gets one unit: a single job, or with packs an even share of the replay jobs
         // pulled (so the last, smaller pulls still keep every free slot busy). The puller never
         // returns more than asked for; permits left over go back here.
@@ -337,14 +356,13 @@ async fn run_loop(
                 .collect()
         };
         for (unit, permit) in units.into_iter().zip(permits) {
-            let permit = Arc::new(permit);
-            let mut seats = if unit.len() > 1 {
-                crate::pack::Pack::seats(ports.executor.clone(), unit.len())
-                    .into_iter()
-                    .map(Some)
-                    .collect()
+            // A pack holds its slot until its harness process is done (see `pack`); a single
+            // job holds it until the job is settled.
+            let (mut seats, mut job_permit) = if unit.len() > 1 {
+                let seats = crate::pack::Pack::seats(ports.executor.clone(), unit.len(), permit);
+                (seats.into_iter().map(Some).collect(), None)
             } else {
-                vec![None]
+                (vec![None], Some(permit))
             };
             for (delivery, seat) in unit.into_iter().zip(seats.drain(..)) {
                 let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
@@ -362,8 +380,8 @@ async fn run_loop(
                 };
                 running_tx.send_modify(|running| *running += 1);
                 let running = Arc::clone(&running_tx);
-                // The slot is free again once every job of its unit is settled.
-                let permit = Arc::clone(&permit);
+                // A single job's unit has one delivery, so its one task takes the permit.
+                let held = job_permit.take();
                 tracker.spawn(
                     async move {
                         job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
@@ -371,7 +389,7 @@ async fn run_loop(
                         job.run(delivery).await;
                         stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
                         running.send_modify(|running| *running -= 1);
-                        drop(permit);
+                        drop(held);
                     }
                     .instrument(span),
                 );
@@ -386,6 +404,63 @@ async fn run_loop(
 }
 
 type Puller<'a> = Box<dyn cowork_fabric::queue::JobPuller + 'a>;
+
+/// How long a top-up pull may wait: the jobs it asks for were queued a moment ago, so it
+/// answers at once unless another worker took them meanwhile; then the pack runs with what it
+/// has rather than waiting for new work.
+const TOP_UP_WAIT: Duration = Duration::from_millis(200);
+
+/// Replay jobs one free slot takes now: a share of what is queued across the fleet's replay
+/// slots (`pack::pack_share`); with an empty queue (the pull is about to wait for a new
+/// batch) the smallest share, topped up once the batch's jobs are in.
+async fn replay_share(config: &WorkerConfig, ports: &WorkerPorts) -> usize {
+    let n_queued = match crate::pack::queued_replays(ports.queue.as_ref()).await {
+        None => return config.replay_pack,
+        Some(n_queued) => n_queued,
+    };
+    let fleet_slots = if n_queued == 0 {
+        config.slots
+    } else {
+        crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await
+    };
+    crate::pack::pack_share(n_queued, fleet_slots, config.replay_pack)
+}
+
+/// Tops a replay pull up to the free slots' share of the queue as it is now. The first pull of
+/// a batch wakes on its first job, when the queue held only part of it (or was sized for an
+/// empty queue), so without this the first packs would be small and the slots' packs uneven.
+async fn top_up(
+    config: &WorkerConfig,
+    ports: &WorkerPorts,
+    puller: Option<&mut Puller<'_>>,
+    deliveries: &mut Vec<cowork_fabric::Delivery>,
+    n_free: usize,
+) {
+    let Some(n_queued) = crate::pack::queued_replays(ports.queue.as_ref()).await else {
+        return;
+    };
+    if n_queued == 0 {
+        return;
+    }
+    let fleet_slots = crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await;
+    let n_known = n_queued + deliveries.len() as u64;
+    let target = n_free * crate::pack::pack_share(n_known, fleet_slots, config.replay_pack);
+    let wanted = target
+        .saturating_sub(deliveries.len())
+        .min(usize::try_from(n_queued).unwrap_or(usize::MAX));
+    if wanted == 0 {
+        return;
+    }
+    // Abandoning the pull at the bound loses no job (see the main pull); a failed one leaves
+    // the pack as it is, and the next round pulls again.
+    match tokio::time::timeout(TOP_UP_WAIT, pull_from(puller, wanted)).await {
+        Ok(Ok(Some(more))) => deliveries.extend(more),
+        Ok(Ok(None)) | Err(_) => {}
+        Ok(Err(error)) => {
+            tracing::debug!(error = %error, "topping up a replay pack failed");
+        }
+    }
+}
 
 /// Pulls up to `max` jobs; never resolves without a puller.
 async fn pull_from(

@@ -4,12 +4,15 @@
 //! Not a test: numbers go to docs/benchmarks.md with the command that produced them.
 
 mod pipeline;
+mod replay;
 
 use std::time::Instant;
 
 use cowork_coordinator::intake::files::{PrepareInput, prepare};
 use cowork_core::plan::{Plan, plan_units};
-use cowork_core::reduce::{BatchReducer, BatchShape, Judging, ShapeKind, StopRules, UnitShape};
+use cowork_core::reduce::{
+    BatchReducer, BatchShape, FileErrors, Judging, ShapeKind, StopRules, UnitShape,
+};
 use cowork_schema::BatchId;
 use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
 use cowork_schema::event::JobOutcome;
@@ -80,6 +83,20 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                     bench_fleet(&bench, fleet).await
                 }
             }
+        }
+        BenchWhat::Replay {
+            cassettes,
+            harness_bin,
+            slots,
+            rounds,
+        } => {
+            replay::run(&replay::ReplayBench {
+                cassettes,
+                harness_bin,
+                slots,
+                rounds,
+            })
+            .await
         }
         BenchWhat::Pipeline {
             nats,
@@ -257,6 +274,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
             store: Arc::new(worker_store),
             executor: Arc::new(cowork_worker::executor::sim::SimExecutor::new()),
             batches: None,
+            workers: None,
         };
         worker_tasks.push(tokio::spawn(cowork_worker::run(
             config,
@@ -571,6 +589,7 @@ fn bench_fold(n_outcomes: u64) -> Result<i32, CliError> {
             allow_budget_stop: false,
             allow_truncated_matrix: false,
         },
+        file_errors: FileErrors::AbortBatch,
     };
     let mut reducer = BatchReducer::new(shape)
         .map_err(|e| CliError::Failed(anyhow::anyhow!("bench shape: {e}")))?;

@@ -150,7 +150,11 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
             let harness =
                 (plan.executor == cowork_schema::batch::ExecutorKind::Harness).then_some(harness);
             let source = Source::Local(args.store.clone());
-            crate::dry_run::print(plan, &source, Some(args.slots), harness).await
+            let local = crate::dry_run::LocalSlots {
+                slots: args.slots,
+                replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
+            };
+            crate::dry_run::print(plan, &source, Some(local), harness).await
         }
     }
 }

@@ -32,7 +32,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         let plan = prepared?.plan;
         let source = crate::batch_source::Source::Local(args.store.clone());
         let harness = (executor_kind == ExecutorKind::Harness).then_some(preflight);
-        return crate::dry_run::print(&plan, &source, Some(args.slots), harness).await;
+        let local = crate::dry_run::LocalSlots {
+            slots: args.slots,
+            replay_pack: usize::from(args.replay_pack),
+        };
+        return crate::dry_run::print(&plan, &source, Some(local), harness).await;
     }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
     let Intake { plan, spec, bundle } = prepared;

@@ -389,6 +389,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         store: store as Arc<dyn ArtifactStore>,
         executor,
         batches: Some(Arc::new(fabric.batches.clone()) as Arc<dyn BatchRegistry>),
+        workers: Some(Arc::new(fabric.workers.clone()) as Arc<dyn WorkerRegistry>),
     };
     let identity = WorkerIdentity {
         worker_id: worker_id.clone(),

@@ -1277,6 +1277,20 @@ fn expect_each_job_as_alone(repo: &Repo, batch: &Path, corpus: &[String]) {
     assert_eq!(n_jobs, corpus.len());
 }
 
+/// Checks that the envelope `out` printed holds `n_results` results, every one passing.
+fn expect_passing_results(out: &Output, n_results: usize) {
+    let envelope = out.envelope();
+    let results = array(&envelope, "results");
+    assert_eq!(results.len(), n_results, "{}", out.context());
+    assert!(
+        results
+            .iter()
+            .all(|result| result["verdict"]["pass"] == true),
+        "{}",
+        out.context()
+    );
+}
+
 #[test]
 fn a_corpus_replayed_in_packs_stores_what_each_cassette_alone_gives() {
     let Some(cli) = real_cli() else { return };
@@ -1295,10 +1309,33 @@ fn a_corpus_replayed_in_packs_stores_what_each_cassette_alone_gives() {
             "harness",
             "--harness-bin",
             &harness.to_string_lossy(),
+            "--output-format",
+            "json",
         ],
     );
     // Checked before the CLI's own calls below, which leak into the same TMPDIR.
     repo.expect_tmp_clean(&out);
+    // As the CLI's dir replay: the tampered cassette does not stop the batch; every other
+    // cassette keeps its result in the envelope, which fails with exit 2 and no error.
+    out.expect_code(2);
+    let envelope = out.envelope();
+    assert_eq!(envelope["ok"], false, "{}", out.context());
+    assert!(envelope["error"].is_null(), "{}", out.context());
+    expect_passing_results(&out, corpus.len() - 1);
+    // The tampered job's outcome names the CLI's reason, not only its exit code.
+    let tampered_outcome = std::fs::read_dir(only_batch_dir(&repo.store()).join("jobs"))
+        .expect("jobs")
+        .flatten()
+        .map(|entry| read_json(&entry.path().join("outcome.json")))
+        .find(|outcome| outcome["exitCode"] == 2)
+        .expect("the tampered job's outcome");
+    let message = tampered_outcome["outcome"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("replay: ") && message.contains("tampered"),
+        "{tampered_outcome}"
+    );
     // The CLI's own dir replay of the same corpus: one tampered cassette fails the call with 2.
     let theirs = repo.cli(
         &repo.root.join("cli-runs"),
@@ -1327,7 +1364,6 @@ fn a_corpus_replayed_in_packs_stores_what_each_cassette_alone_gives() {
         "{failed:?}\n{}",
         out.context()
     );
-    assert_ne!(out.code(), 0, "{}", out.context());
     expect_each_job_as_alone(&repo, &batch, &corpus);
     // Many to one process: 31 jobs on 2 slots took a handful of harness processes (one per
     // slot when every job was queued before the first pull), each a dir replay.
@@ -1413,17 +1449,8 @@ fn a_worker_killed_mid_pack_loses_no_replay_and_counts_none_twice() {
     fleet.spawn("w2", &args.iter().map(String::as_str).collect::<Vec<_>>());
     let out = fleet.watch(&repo.root, &batch);
     out.expect_code(0);
-    let envelope = out.envelope();
-    let results = array(&envelope, "results");
     // Every job once: no job lost with the killed worker, none counted twice.
-    assert_eq!(results.len(), corpus.len(), "{}", out.context());
-    assert!(
-        results
-            .iter()
-            .all(|result| result["verdict"]["pass"] == true),
-        "{}",
-        out.context()
-    );
+    expect_passing_results(&out, corpus.len());
     let calls = std::fs::read_to_string(calls).unwrap_or_default();
     assert!(
         calls.lines().any(|line| line.contains("/view/")),

@@ -116,3 +116,61 @@ fn without_history_or_slots_nothing_is_guessed() {
         (Some(7), Some(7), None)
     );
 }
+
+#[test]
+fn a_replay_corpus_is_estimated_from_the_replay_rate() {
+    let check = |n_jobs: u64, slots: u32, history: Option<u64>, expect: ReplayEstimate| {
+        assert_eq!(
+            replay_estimate(n_jobs, slots, 256, history),
+            expect,
+            "{n_jobs} replays on {slots} slots, history {history:?}"
+        );
+    };
+    // 300 cassettes on 2 slots, no history: one process per slot, 150 cassettes each.
+    check(
+        300,
+        2,
+        None,
+        ReplayEstimate {
+            wall_ms: 400 + 150 * 6,
+            ms_per_replay: 9,
+            n_packs: 2,
+            from_history: false,
+        },
+    );
+    // 2,000 on 2 slots: 1,000 each in 4 packs of 250.
+    check(
+        2000,
+        2,
+        None,
+        ReplayEstimate {
+            wall_ms: 4 * 400 + 1000 * 6,
+            ms_per_replay: 8,
+            n_packs: 8,
+            from_history: false,
+        },
+    );
+    // History: 300 replays took 3 s of runs, so 10 ms each.
+    check(
+        300,
+        2,
+        Some(3000),
+        ReplayEstimate {
+            wall_ms: 1500,
+            ms_per_replay: 10,
+            n_packs: 2,
+            from_history: true,
+        },
+    );
+    check(
+        0,
+        2,
+        None,
+        ReplayEstimate {
+            wall_ms: 0,
+            ms_per_replay: 0,
+            n_packs: 0,
+            from_history: false,
+        },
+    );
+}

@@ -9,7 +9,10 @@
 //!   invocation at the first file that throws (harness-behaviour.md#independent-units,
 //!   harness-behaviour.md#dir-target-yaml): the batch gets `error` (naming the file when there are
 //!   several), `results: []` like the CLI's error envelope, and exit 2 (3 for a `boundary` error,
-//!   as on a single run). Outcomes of later files are reported as discarded.
+//!   as on a single run). Outcomes of later files are reported as discarded. A replay batch
+//!   ([`FileErrors::FailFile`]) mirrors the CLI's dir replay instead: a corrupt or tampered
+//!   cassette fails alone, every other cassette keeps its result, and the batch exits 2 with
+//!   `ok: false` and no `error`.
 //! - plain matrix: one [`MatrixCellResult`] per cell → `matrix`
 //!   (harness-behaviour.md#matrix-cell, harness-behaviour.md#matrix-rollup).
 //! - matrix + repeat: one [`RepeatRollup`] or pre-execution error per cell → `matrixRepeat`
@@ -24,7 +27,7 @@
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::EnvelopeError;
 use cowork_schema::event::{ErrorCategory, JobOutcome};
-use cowork_schema::job::CellAxes;
+use cowork_schema::job::{CellAxes, Tier};
 use cowork_schema::rollup::{
     FleetJudging, FoldOrder, MatrixCellRepeatResult, MatrixCellResult, MatrixRepeatRollup,
     MatrixRollup, ROLLUP_DOC_VERSION, RepeatRollup, RollupDoc,
@@ -54,6 +57,17 @@ pub struct UnitShape {
     pub cell_error: Option<String>,
 }
 
+/// What a file that throws (an unanswered or erroring job) does to a plain files batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileErrors {
+    /// The CLI's `run <dir>`: the first such file in order aborts the batch; the envelope is
+    /// an error envelope without results, and later files are discarded.
+    AbortBatch,
+    /// The CLI's `replay <dir>`: such a cassette fails alone (the CLI gives it a stub result
+    /// and replays the others), the others keep their results, and the batch exits 2.
+    FailFile,
+}
+
 /// What the reducer needs to know about a planned batch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchShape {
@@ -68,6 +82,9 @@ pub struct BatchShape {
     pub truncated: bool,
     pub rules: StopRules,
     pub judging: Judging,
+    /// What a throwing file does to a plain files batch (ignored with `--repeat` and for a
+    /// matrix, whose in-run exceptions are early stops or cell errors).
+    pub file_errors: FileErrors,
 }
 
 impl BatchShape {
@@ -96,6 +113,14 @@ impl BatchShape {
                 max_budget_usd: flags.max_budget_usd,
             },
             judging: Judging::of(flags),
+            // Only replay batches put their jobs on the replay tier (one unit per cassette).
+            file_errors: if !summary.units.is_empty()
+                && summary.units.iter().all(|unit| unit.tier == Tier::Replay)
+            {
+                FileErrors::FailFile
+            } else {
+                FileErrors::AbortBatch
+            },
         }
     }
 }
@@ -311,14 +336,17 @@ impl BatchReducer {
         offer
     }
 
-    /// Plain files: moves the resolved prefix forward and notices the first throwing file.
+    /// Plain files: moves the resolved prefix forward and notices the first throwing file
+    /// (which aborts the batch unless its files fail alone).
     fn advance_plain_prefix(&mut self) {
         while self.aborted_at.is_none() {
             let Some(UnitState::Plain(Some(outcome))) = self.units.get(self.plain_prefix as usize)
             else {
                 break;
             };
-            if !matches!(outcome, JobOutcome::Completed { .. }) {
+            if self.shape.file_errors == FileErrors::AbortBatch
+                && !matches!(outcome, JobOutcome::Completed { .. })
+            {
                 self.aborted_at = Some(self.plain_prefix);
             }
             self.plain_prefix += 1;
@@ -525,6 +553,10 @@ impl BatchReducer {
     }
 
     fn finish_files_plain(&self, reduction: &mut BatchReduction) {
+        if self.shape.file_errors == FileErrors::FailFile {
+            self.finish_files_failing_alone(reduction);
+            return;
+        }
         let n_files = self.units.len();
         let mut results_pass = Vec::new();
         for (unit_idx, state) in self.units.iter().enumerate() {
@@ -575,9 +607,14 @@ impl BatchReducer {
             };
             return;
         }
+        self.judge_plain_results(reduction, &results_pass);
+    }
+
+    /// `ok` and the exit code of plain files from their results' verdicts.
+    fn judge_plain_results(&self, reduction: &mut BatchReduction, results_pass: &[bool]) {
         reduction.ok = envelope_ok(
             &EnvelopeKeys {
-                results_pass: &results_pass,
+                results_pass,
                 rollups: None,
                 matrix: None,
                 matrix_repeat: None,
@@ -591,6 +628,30 @@ impl BatchReducer {
         } else {
             1
         };
+    }
+
+    /// Plain files that fail alone (a replay batch, as the CLI's dir replay): every completed
+    /// file keeps its result; a throwing one fails the batch with exit 2 but no `error`.
+    fn finish_files_failing_alone(&self, reduction: &mut BatchReduction) {
+        let mut results_pass = Vec::new();
+        let mut n_thrown = 0usize;
+        for (unit_idx, state) in self.units.iter().enumerate() {
+            match state {
+                UnitState::Plain(Some(JobOutcome::Completed { run })) => {
+                    results_pass.push(run.pass);
+                    reduction.results.push((unit_idx as u32, None));
+                    reduction.simulated_runs += u64::from(run.simulated);
+                }
+                UnitState::Plain(Some(_)) => n_thrown += 1,
+                UnitState::Plain(None) | UnitState::Repeat(_) | UnitState::CellError(_) => {}
+            }
+        }
+        self.judge_plain_results(reduction, &results_pass);
+        // The CLI's dir replay exits with its worst cassette's code: 2 for a corrupt one.
+        if n_thrown > 0 {
+            reduction.ok = false;
+            reduction.exit_code = 2;
+        }
     }
 
     fn finish_matrix_plain(&self, reduction: &mut BatchReduction) {

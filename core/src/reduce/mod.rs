@@ -26,8 +26,8 @@ pub mod repeat;
 use cowork_schema::rollup::{MatrixRepeatRollup, MatrixRollup, RepeatRollup, StopReason};
 
 pub use batch::{
-    BatchReducer, BatchReduction, BatchShape, DiscardedJob, NotComplete, ShapeError, ShapeKind,
-    UnitShape,
+    BatchReducer, BatchReduction, BatchShape, DiscardedJob, FileErrors, NotComplete, ShapeError,
+    ShapeKind, UnitShape,
 };
 pub use human::{js_to_fixed, render_matrix_repeat_human, render_repeat_human};
 pub use repeat::{DiscardedRun, RepeatFold};

@@ -3,7 +3,7 @@
 //! property test against a sequential reference of harness-behaviour.md#repeat-loop.
 
 use cowork_schema::event::JobOutcome;
-use cowork_schema::job::CellAxes;
+use cowork_schema::job::{CellAxes, Tier};
 use cowork_schema::rollup::{
     MatrixRepeatRollup, MatrixRollup, Provenance, RepeatRollup, StopReason,
 };
@@ -482,6 +482,7 @@ fn files_shape(
         truncated: false,
         rules,
         judging,
+        file_errors: FileErrors::AbortBatch,
     }
 }
 
@@ -717,6 +718,7 @@ fn matrix_shape(
         truncated,
         rules,
         judging,
+        file_errors: FileErrors::AbortBatch,
     }
 }
 
@@ -1101,6 +1103,67 @@ fn plain_files_abort_at_the_first_throwing_file() {
         .map(|job| (job.unit, job.cost_usd))
         .collect();
     assert_eq!(discarded, [(0, Some(0.1)), (2, Some(0.2))]);
+}
+
+#[test]
+fn a_tampered_cassette_of_a_replay_batch_fails_alone() {
+    // The CLI's dir replay: a corrupt cassette gets a stub result, the others still replay,
+    // and the call exits 2 with `ok: false` and no error envelope.
+    let replay = || BatchShape {
+        file_errors: FileErrors::FailFile,
+        ..files_shape(None, &["a", "b", "c"], NO_STOPS, DEFAULT_JUDGING)
+    };
+    let mut batch = reducer(replay());
+    assert_eq!(batch.offer(0, None, pass_run()), Offer::Folded);
+    assert_eq!(batch.offer(1, None, error("usage")), Offer::Folded);
+    // Nothing after the tampered cassette may be cancelled or skipped: its job is the only
+    // one that fails.
+    assert!(!batch.is_complete());
+    assert!(!batch.is_cancellable(2, None));
+    assert_eq!(batch.offer(2, None, pass_run()), Offer::Folded);
+    let reduction = batch.finish().expect("every cassette replayed");
+    assert_eq!(reduction.results, [(0, None), (2, None)]);
+    assert!(reduction.error.is_none() && reduction.discarded.is_empty());
+    assert_eq!((reduction.ok, reduction.exit_code), (false, 2));
+    // Without a corrupt cassette, the verdicts decide, as for any files batch.
+    let mut batch = reducer(replay());
+    for (unit, outcome) in [pass_run(), fail_run(), pass_run()].into_iter().enumerate() {
+        batch.offer(unit as u32, None, outcome);
+    }
+    let reduction = batch.finish().expect("every cassette replayed");
+    assert_eq!((reduction.ok, reduction.exit_code), (false, 1));
+    assert_eq!(reduction.results.len(), 3);
+}
+
+#[test]
+fn only_a_batch_of_replay_units_fails_its_files_alone() {
+    let summary = |tiers: &[Tier]| cowork_schema::batch::PlanSummary {
+        kind: cowork_schema::batch::PlanKindName::Files,
+        repeat: None,
+        requested_cells: tiers.len() as u32,
+        truncated: false,
+        n_jobs: tiers.len() as u64,
+        units: tiers
+            .iter()
+            .enumerate()
+            .map(|(unit_idx, tier)| cowork_schema::batch::UnitSummary {
+                unit: cowork_schema::ids::UnitRef::File(unit_idx as u32),
+                label: format!("u{unit_idx}"),
+                scenario_name: format!("u{unit_idx}"),
+                axes: None,
+                cell_error: None,
+                tier: *tier,
+            })
+            .collect(),
+    };
+    let flags = cowork_schema::batch::BatchFlags::default();
+    let shape = |tiers: &[Tier]| BatchShape::from_summary(&summary(tiers), &flags).file_errors;
+    assert_eq!(shape(&[Tier::Replay, Tier::Replay]), FileErrors::FailFile);
+    assert_eq!(
+        shape(&[Tier::Protocol, Tier::Replay]),
+        FileErrors::AbortBatch
+    );
+    assert_eq!(shape(&[]), FileErrors::AbortBatch);
 }
 
 #[test]

@@ -73,6 +73,17 @@ pub fn find_envelope(stdout: &[u8]) -> Option<Envelope> {
     })
 }
 
+/// The CLI's reason for refusing to replay a cassette: its last stderr line
+/// `replay: <path>: <reason>` (a corrupt or tampered cassette gets a stub result without one).
+pub fn replay_refusal(stderr: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| line.starts_with("replay: "))
+        .map(str::to_owned)
+}
+
 /// Maps a finished process to its outcome.
 ///
 /// For [`Classified::Completed`] the result is `results[0]` of the envelope; the caller
@@ -315,6 +326,16 @@ mod tests {
 
     fn error(category: &str, message: &str) -> Classified {
         Classified::error(category.into(), message.to_owned())
+    }
+
+    #[test]
+    fn a_refused_replay_is_named_by_its_stderr_line() {
+        let stderr = b"::warning:: stale\nreplay: /b/c.cassette.json: body does not match its sha256\n[cowork-fleet: note]\n";
+        assert_eq!(
+            super::replay_refusal(stderr).as_deref(),
+            Some("replay: /b/c.cassette.json: body does not match its sha256")
+        );
+        assert_eq!(super::replay_refusal(b"warn\n"), None);
     }
 
     #[test]

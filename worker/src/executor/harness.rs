@@ -615,6 +615,15 @@ impl HarnessExecutor {
         } = finished;
         let envelope = find_envelope(&stdout.bytes);
         let mut classified = classify(end, envelope.as_ref(), &stdout.bytes);
+        // A corrupt or tampered cassette's stub result carries no reason; the CLI prints it on
+        // stderr as `replay: <path>: <reason>`, which says more than "exit 2".
+        if job.command == JobCommand::Replay
+            && end == ProcessEnd::Exited(2)
+            && let Classified::Error { message, .. } = &mut classified
+            && let Some(refusal) = super::classify::replay_refusal(&stderr.bytes)
+        {
+            *message = refusal;
+        }
         if envelope.is_none()
             && stdout.dropped_bytes > 0
             && let Classified::Error { message, .. } = &mut classified

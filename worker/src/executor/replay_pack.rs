@@ -39,9 +39,10 @@ use super::job_temp::JobTemp;
 use super::{Classified, ExecOutput, Executor, JobContext};
 
 /// Default most replay jobs one harness process gets (`--replay-pack`): the CLI replays a
-/// cassette in a few milliseconds and starts in about 0.4 s, so 64 cassettes spend about as
-/// long replaying as starting, while a pack still ends within a second.
-pub const DEFAULT_REPLAY_PACK: usize = 64;
+/// cassette in about 6 ms and starts in about 0.4 s, so a pack of 256 spends four fifths of
+/// its time replaying and still ends within about two seconds. Packs are cut smaller than this
+/// to share the queue evenly across the fleet's slots (`pack::pack_share`).
+pub const DEFAULT_REPLAY_PACK: usize = 256;
 
 /// The file names the CLI's dir replay takes.
 const CASSETTE_SUFFIX: &str = ".cassette.json";

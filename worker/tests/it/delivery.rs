@@ -319,6 +319,7 @@ impl Fixture {
                 .batches
                 .clone()
                 .map(|registry| Arc::new(registry) as Arc<dyn BatchRegistry>),
+            workers: None,
         };
         let shutdown = CancellationToken::new();
         let worker = tokio::spawn({

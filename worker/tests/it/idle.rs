@@ -94,6 +94,7 @@ impl Fixture {
                 as Arc<dyn ArtifactStore>,
             executor: self.executor.clone(),
             batches: None,
+            workers: None,
         }
     }
 }
