@@ -12,11 +12,11 @@ use serde_json::Value;
 
 use crate::faults::EventFollower;
 use crate::fleet::Fleet;
-use crate::support::{Output, Sandbox, copy_dir, fake_harness, fixture};
+use crate::support::{Output, Sandbox, copy_dir, fixture, strict_harness};
 
 /// The arguments of a harness-executor worker named `name` serving `tiers`.
 fn harness_worker_args(name: &str, tiers: &str) -> Vec<String> {
-    let harness = fake_harness().display().to_string();
+    let harness = strict_harness().display().to_string();
     Fleet::worker_args(name, tiers, "2")
         .into_iter()
         .map(|arg| {

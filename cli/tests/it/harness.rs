@@ -1,13 +1,13 @@
-//! `cowork run --executor harness` end to end against `worker/tests/fixtures/fake-harness`, which
-//! behaves as the `# fake: <mode>` line of each scenario in `fixtures/harness/` says: passing
+//! `cowork run --executor harness` end to end against `worker/tests/fixtures/strict-harness`, which
+//! behaves as the `# strict-harness: <mode>` line of each scenario in `fixtures/harness/` says: passing
 //! runs, an unanswered gate, a usage error and a crash (harness-behaviour.md#outcome-classes,
 //! harness-behaviour.md#repeat-loop).
 
 use serde_json::Value;
 
 use crate::support::{
-    Output, Sandbox, array, cowork, fake_harness, fixture, keys, number, only_batch_dir,
-    read_bytes, read_json,
+    Output, Sandbox, array, cowork, fixture, keys, number, only_batch_dir, read_bytes, read_json,
+    strict_harness,
 };
 
 /// Copies `fixtures/harness/<mode>.yaml` into the sandbox as `scenarios/<name>.yaml`.
@@ -18,9 +18,9 @@ fn add_scenario(sandbox: &Sandbox, mode: &str, name: &str) {
     );
 }
 
-/// `cowork run <target> --repeat <n> --executor harness --harness-bin fake-harness` as JSON.
+/// `cowork run <target> --repeat <n> --executor harness --harness-bin strict-harness` as JSON.
 fn run_harness(sandbox: &Sandbox, target: &str, repeat: &str) -> Output {
-    let harness = fake_harness();
+    let harness = strict_harness();
     sandbox.run_batch(&[
         target.as_ref(),
         "--repeat".as_ref(),
@@ -59,15 +59,15 @@ fn passing_repeat_batch_exits_0_with_the_on_disk_results() {
         out.fail("harness results are marked simulated");
     }
 
-    // Each result is the run dir's result.json (the fake marks it `fakeCopy: disk`; the stdout
+    // Each result is the run dir's result.json (the double marks it `doubleCopy: disk`; the stdout
     // copy says `envelope`), as stored under the job, plus the envelope's decorations.
     let batch = only_batch_dir(&sandbox.store());
     let results = array(&envelope, "results");
     assert_eq!(results.len(), 3, "{}", out.context());
     for (index, result) in results.iter().enumerate() {
-        assert_eq!(result["fakeCopy"], "disk", "result {index}");
+        assert_eq!(result["doubleCopy"], "disk", "result {index}");
         let stored = read_json(&batch.join(format!("jobs/f0/r{index}/result.json")));
-        assert_eq!(stored["fakeCopy"], "disk", "stored result {index}");
+        assert_eq!(stored["doubleCopy"], "disk", "stored result {index}");
         for key in keys(&stored) {
             assert_eq!(result[key], stored[key], "result {index}, key {key}");
         }

@@ -8,7 +8,7 @@
 //! real CLI's handler removes its proxy container and networks) and the job's temp dir must be
 //! gone after the second Ctrl-C, `kill -9` of `cowork` and a job timeout.
 //!
-//! Otherwise the harness is the stand-in `fake-harness`: scenario `a-pass` passes at once, scenario
+//! Otherwise the harness is the strict double `strict-harness` scripted per scenario: scenario `a-pass` passes at once, scenario
 //! `b-hang` (behaviour `hangwhile`) starts a grandchild `sleep 1000` and hangs while the
 //! sandbox's marker file exists, and passes once the test removes it. Every wait below is on a
 //! condition (a stderr line, a file, the process table), bounded by a deadline that only turns
@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    Output, Sandbox, cowork, fake_harness, only_batch_dir, read_bytes, read_json, workspace_root,
+    Output, Sandbox, cowork, only_batch_dir, read_bytes, read_json, strict_harness, workspace_root,
 };
 
 /// How long a condition may take before the test fails. Generous: the machine is shared.
@@ -41,12 +41,12 @@ fn hanging_sandbox() -> Sandbox {
     sandbox.write("HANG", "");
     sandbox.write(
         "scenarios/a-pass.yaml",
-        "# fake: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+        "# strict-harness: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
     );
     sandbox.write(
         "scenarios/b-hang.yaml",
         &format!(
-            "# fake: hangwhile\n# fake-hang-while: {}\nsession: (inline)\nprompt: Say hello.\n\
+            "# strict-harness: hangwhile\n# strict-harness-hang-while: {}\nsession: (inline)\nprompt: Say hello.\n\
              assert:\n  - result: success\n",
             marker.display()
         ),
@@ -64,7 +64,7 @@ fn run_args(store: &Path) -> Vec<String> {
         "--executor",
         "harness",
         "--harness-bin",
-        &fake_harness().display().to_string(),
+        &strict_harness().display().to_string(),
         "--store",
         &store.display().to_string(),
     ]
@@ -323,7 +323,7 @@ fn batch_dir_of(store: &Path) -> Option<PathBuf> {
 
 /// `cowork resume <batch> --store <store>` with the stand-in harness.
 fn resume(sandbox: &Sandbox, batch: &str) -> Output {
-    let harness = fake_harness();
+    let harness = strict_harness();
     let store = sandbox.store();
     cowork(
         sandbox.path(),
@@ -455,7 +455,7 @@ fn kill_9_takes_every_harness_along_and_resume_finishes_with_the_undisturbed_rol
             "--store".to_owned(),
             store.display().to_string(),
             "--harness-bin".to_owned(),
-            fake_harness().display().to_string(),
+            strict_harness().display().to_string(),
         ],
     );
     again.line_with("resumed in this process (generation 1) from 2 stored job outcomes");
@@ -499,7 +499,7 @@ fn a_harness_that_cannot_start_is_an_infrastructure_failure_not_a_crash() {
     let sandbox = Sandbox::empty();
     sandbox.write(
         "pass.yaml",
-        "# fake: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+        "# strict-harness: pass\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
     );
     // A harness that answers the start-up probe and then becomes unrunnable, as when it is
     // uninstalled under a running worker: the probe passes, every job's start fails.

@@ -7,7 +7,7 @@
 //! plain repeats, matrix cell errors, accepted flag forms), `rollup` (re-judging a stored batch),
 //! `bad_input` (usage errors: exit 2 and nothing written), `hostile` (malicious inputs and
 //! archives refused by `run` and by the coordinator, nothing stored), `harness` (the harness
-//! executor against the stand-in `fake-harness` script), `help`, `distributed` (the fleet end to
+//! executor against the strict double `strict-harness`), `help`, `distributed` (the fleet end to
 //! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
 //! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and

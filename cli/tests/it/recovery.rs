@@ -42,7 +42,7 @@ fn processes_under(dir: &Path) -> Vec<(u32, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_kill_running_kills_every_harness_process_and_ends_the_batch_cancelled() {
     let mut fleet = Fleet::start();
-    let harness = crate::support::fake_harness().display().to_string();
+    let harness = crate::support::strict_harness().display().to_string();
     let args: Vec<String> = Fleet::worker_args("wh", "container", "2")
         .into_iter()
         .map(|arg| {
@@ -60,7 +60,7 @@ async fn cancel_kill_running_kills_every_harness_process_and_ends_the_batch_canc
     let sandbox = Sandbox::empty();
     sandbox.write(
         "hang.yaml",
-        "# fake: hang\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+        "# strict-harness: hang\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
     );
     let batch = fleet.submit_detached(
         sandbox.path(),

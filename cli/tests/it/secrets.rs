@@ -1,6 +1,6 @@
 //! The canary secret: a random `ANTHROPIC_API_KEY` is set in the environment
 //! of every fleet process and of `cowork submit`, a harness batch runs on the fleet, and the
-//! canary must then reach the harness (the fake harness passes only if the sha256 of its
+//! canary must then reach the harness (the strict double passes only if the sha256 of its
 //! `ANTHROPIC_API_KEY` matches the digest written into the scenario) and nothing else: no log
 //! line, no event, no stored message, no S3 object, no bundle entry, no file in a worker's work
 //! or cache dir, and not the submit's output.
@@ -18,7 +18,7 @@ use cowork_fabric::nats::NatsConfig;
 use cowork_testkit::{NatsOptions, NatsServer, S3Server};
 
 use crate::fleet::{Fleet, batch_of};
-use crate::support::{Sandbox, fake_harness};
+use crate::support::{Sandbox, strict_harness};
 
 /// Scenarios in the batch, each run this many times.
 const N_SCENARIOS: usize = 2;
@@ -251,15 +251,15 @@ fn the_scanner_finds_every_form_of_the_canary() {
     );
 }
 
-/// `scenarios/s<i>.yaml`: the fake harness's `secret` behaviour, expecting `digest`.
+/// `scenarios/s<i>.yaml`: the strict double's `secret` behaviour, expecting `digest`.
 fn write_scenarios(sandbox: &Sandbox, digest: &str) {
     for index in 0..N_SCENARIOS {
         sandbox.write(
             &format!("scenarios/s{index}.yaml"),
             &format!(
-                "# fake: secret\n\
-                 # fake-secret-sha256: {digest}\n\
-                 # The fake harness passes only if the sha256 of its ANTHROPIC_API_KEY is the\n\
+                "# strict-harness: secret\n\
+                 # strict-harness-secret-sha256: {digest}\n\
+                 # The strict double passes only if the sha256 of its ANTHROPIC_API_KEY is the\n\
                  # digest above; the secret itself is never written anywhere.\n\
                  session: (inline)\n\
                  prompt: Say hello {index}.\n\
@@ -322,8 +322,8 @@ async fn a_canary_secret_reaches_the_harness_and_nothing_else() {
         s3,
         &[("ANTHROPIC_API_KEY", &canary), ("COWORK_LOG", "debug")],
     );
-    let harness = fake_harness();
-    let harness = harness.to_str().expect("a UTF-8 path to the fake harness");
+    let harness = strict_harness();
+    let harness = harness.to_str().expect("a UTF-8 path to the strict double");
     fleet.spawn(
         "w1",
         &[
@@ -370,8 +370,8 @@ async fn a_canary_secret_reaches_the_harness_and_nothing_else() {
         .unwrap_or_default();
     assert_eq!(results.len(), n_jobs, "{}", out.context());
     for result in results {
-        // `fakeCopy: disk` marks the fake harness's own result: the harness really ran.
-        assert_eq!(result["fakeCopy"], "disk", "{result}");
+        // `doubleCopy: disk` marks the strict double's own result: the harness really ran.
+        assert_eq!(result["doubleCopy"], "disk", "{result}");
         assert_eq!(result["verdict"]["pass"], true, "{result}");
     }
     let batch = batch_of(&envelope);

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::faults::{EventFollower, profile_file};
 use crate::fleet::{BUCKET, Fleet};
-use crate::support::{Output, Sandbox, fake_harness, workspace_root};
+use crate::support::{Output, Sandbox, strict_harness, workspace_root};
 
 /// The runs of every job that started one: attempts with `started` and no `failed` event,
 /// per job id and generation.
@@ -225,7 +225,7 @@ async fn slow_event_publishes_run_no_job_twice() {
 /// release file.
 fn held_scenario(spawn_log: &Path) -> String {
     format!(
-        "# fake: pass\n# fake-spawn-log: {}\n# fake-wait-release: yes\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
+        "# strict-harness: pass\n# strict-harness-spawn-log: {}\n# strict-harness-wait-release: yes\nsession: (inline)\nprompt: Say hello.\nassert:\n  - result: success\n",
         spawn_log.display()
     )
 }
@@ -252,7 +252,7 @@ fn harness_worker_args(name: &str, slots: &str) -> Vec<String> {
         })
         .chain([
             "--harness-bin".to_owned(),
-            fake_harness().display().to_string(),
+            strict_harness().display().to_string(),
         ])
         .collect()
 }
@@ -393,7 +393,7 @@ async fn a_harness_worker_without_a_harness_exits_2_before_connecting() {
     let args: Vec<String> = harness_worker_args("wnone", "1")
         .into_iter()
         .map(|arg| {
-            if arg.ends_with("fake-harness") {
+            if arg.ends_with("strict-harness") {
                 "/nonexistent/cowork-harness".to_owned()
             } else {
                 arg

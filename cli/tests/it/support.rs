@@ -25,10 +25,10 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// The stand-in harness of the worker's tests; it picks its behaviour from a `fake: <mode>` line
-/// in the scenario file it is given.
-pub fn fake_harness() -> PathBuf {
-    workspace_root().join("worker/tests/fixtures/fake-harness")
+/// The strict double of the CLI (`worker/tests/fixtures/strict-harness`): the real command line's
+/// flag tables, and a run scripted by a `strict-harness: <behaviour>` line of the scenario file.
+pub fn strict_harness() -> PathBuf {
+    workspace_root().join("worker/tests/fixtures/strict-harness")
 }
 
 /// One test's private directory. It is the cwd of every command the test runs (except the demo,

@@ -381,8 +381,8 @@ async fn pass_job_runs_in_a_labelled_limited_container_that_is_removed_after() {
     let result = completed(&output);
     // The stand-in wrote its run dir inside the container; the executor read it on the host
     // at the same path: the on-disk copy, not the envelope's.
-    assert_eq!(result["fakeCopy"], "disk");
-    assert_eq!(artifact_json(&output, "result.json")["fakeCopy"], "disk");
+    assert_eq!(result["doubleCopy"], "disk");
+    assert_eq!(artifact_json(&output, "result.json")["doubleCopy"], "disk");
     let out_dir = result["outDir"].as_str().expect("outDir string");
     assert!(
         Path::new(out_dir).starts_with(dirs.work().join("runs")),
@@ -416,7 +416,7 @@ async fn pass_job_runs_in_a_labelled_limited_container_that_is_removed_after() {
     assert_eq!(result["fakeDockerSocket"], true);
     // Both streams were captured from the container's logs.
     let envelope = artifact_json(&output, "envelope.json");
-    assert_eq!(envelope["results"][0]["fakeCopy"], "envelope");
+    assert_eq!(envelope["results"][0]["doubleCopy"], "envelope");
     let stderr =
         String::from_utf8_lossy(&artifact_bytes(&output, "harness.stderr.log")).into_owned();
     assert!(
@@ -446,7 +446,7 @@ async fn failing_verdict_completes_with_exit_code_1() {
         .await;
     let result = completed(&output);
     assert_eq!(result["verdict"]["pass"], false);
-    assert_eq!(result["fakeCopy"], "disk");
+    assert_eq!(result["doubleCopy"], "disk");
     assert_eq!(output.exit_code, Some(1));
     assert_eq!(containers_of(&docker, &owner).await, Vec::<String>::new());
 }

@@ -1,4 +1,4 @@
-//! The harness executor against the stand-in CLI: one test per shape of
+//! The harness executor against the strict double of the CLI: one test per shape of
 //! harness-behaviour.md#outcome-classes.
 
 use std::collections::BTreeMap;
@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    JobDirs, PASSTHROUGH, artifact_bytes, artifact_json, artifact_names, fake_executor,
-    fixture_json, job, run_fake, run_fake_job,
+    JobDirs, PASSTHROUGH, artifact_bytes, artifact_json, artifact_names, fixture_json, job,
+    run_scripted, run_scripted_job, strict_executor,
 };
 
 fn completed(output: &ExecOutput) -> &Value {
@@ -25,10 +25,10 @@ fn completed(output: &ExecOutput) -> &Value {
 
 #[tokio::test]
 async fn pass_completes_with_the_on_disk_result() {
-    let (output, dirs) = run_fake("pass").await;
+    let (output, dirs) = run_scripted("pass").await;
     let result = completed(&output);
     // The on-disk copy is the secret-scrubbed one (harness-behaviour.md#envelope-success).
-    assert_eq!(result["fakeCopy"], "disk");
+    assert_eq!(result["doubleCopy"], "disk");
     assert_eq!(result["verdict"]["pass"], true);
     assert_eq!(output.exit_code, Some(0));
     assert!(output.spawned);
@@ -38,10 +38,10 @@ async fn pass_completes_with_the_on_disk_result() {
         Path::new(out_dir).starts_with(dirs.work().join("runs")),
         "{out_dir}"
     );
-    assert_eq!(artifact_json(&output, "result.json")["fakeCopy"], "disk");
+    assert_eq!(artifact_json(&output, "result.json")["doubleCopy"], "disk");
     let envelope = artifact_json(&output, "envelope.json");
     assert_eq!(envelope["tool"], "cowork-harness");
-    assert_eq!(envelope["results"][0]["fakeCopy"], "envelope");
+    assert_eq!(envelope["results"][0]["doubleCopy"], "envelope");
     assert_eq!(
         artifact_names(&output),
         [
@@ -52,6 +52,10 @@ async fn pass_completes_with_the_on_disk_result() {
             "agent.stderr.log",
             "status.json",
             "trace.json",
+            "run/mounts.json",
+            "run/pre-run-manifest.json",
+            "run/timeline.jsonl",
+            "run/turns/1/run.jsonl",
             "harness.stderr.log",
         ]
     );
@@ -65,7 +69,7 @@ async fn pass_completes_with_the_on_disk_result() {
 
 #[tokio::test]
 async fn fail_completes_with_a_failing_verdict() {
-    let (output, _dirs) = run_fake("fail").await;
+    let (output, _dirs) = run_scripted("fail").await;
     let result = completed(&output);
     assert_eq!(result["verdict"]["pass"], false);
     assert_eq!(result["verdict"]["signals"][0]["code"], "assertion");
@@ -74,21 +78,21 @@ async fn fail_completes_with_a_failing_verdict() {
 
 #[tokio::test]
 async fn multiturn_takes_the_highest_turn() {
-    let (output, _dirs) = run_fake("multiturn").await;
+    let (output, _dirs) = run_scripted("multiturn").await;
     assert_eq!(completed(&output)["turn"], 10);
     assert_eq!(artifact_json(&output, "trace.json")["turn"], 10);
 }
 
 #[tokio::test]
 async fn out_dir_outside_the_runs_root_is_never_read() {
-    let (output, _dirs) = run_fake("outside").await;
-    assert_eq!(completed(&output)["fakeCopy"], "disk");
+    let (output, _dirs) = run_scripted("outside").await;
+    assert_eq!(completed(&output)["doubleCopy"], "disk");
 }
 
 #[tokio::test]
 async fn replay_result_is_the_envelope_result() {
     let (output, _dirs) =
-        run_fake_job("replay", JobCommand::Replay, &fake_executor(&[], 1 << 20)).await;
+        run_scripted_job("replay", JobCommand::Replay, &strict_executor(&[], 1 << 20)).await;
     let expect = fixture_json("sample-replay-envelope.json")["results"][0].clone();
     assert_eq!(completed(&output), &expect);
     assert_eq!(artifact_json(&output, "result.json"), expect);
@@ -99,10 +103,13 @@ async fn replay_result_is_the_envelope_result() {
     );
 }
 
+/// `record` refuses to start without a model credential, as the CLI does.
+const RECORD_CREDENTIAL: (&str, &str) = ("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key");
+
 #[tokio::test]
 async fn record_uploads_the_cassette() {
-    let (output, dirs) =
-        run_fake_job("pass", JobCommand::Record, &fake_executor(&[], 1 << 20)).await;
+    let executor = strict_executor(&[RECORD_CREDENTIAL], 1 << 20);
+    let (output, dirs) = run_scripted_job("pass", JobCommand::Record, &executor).await;
     assert_eq!(completed(&output)["command"], "record");
     assert_eq!(
         artifact_json(&output, "cassette.json")["generator"],
@@ -122,8 +129,78 @@ async fn record_uploads_the_cassette() {
 }
 
 #[tokio::test]
+async fn record_without_a_credential_is_refused_before_the_run() {
+    let (output, _dirs) =
+        run_scripted_job("pass", JobCommand::Record, &strict_executor(&[], 1 << 20)).await;
+    match &output.classified {
+        Classified::Error { category, message } => {
+            assert_eq!(category.as_str(), "runtime", "{message}");
+            assert!(message.contains("no model credentials"), "{message}");
+        }
+        other => panic!("expected a refused record, got {other:?}"),
+    }
+    assert_eq!(output.exit_code, Some(2));
+}
+
+/// Runs a scripted `pass` job of `command` with `flags` forwarded after the CLI's own arguments.
+async fn run_with_forwarded_flags(command: JobCommand, flags: &[&str]) -> ExecOutput {
+    let dirs = JobDirs::new("pass");
+    let mut job = job(command, "scenarios/smoke.yaml", ExecutorKind::Harness);
+    job.forwarded_flags = flags.iter().map(|flag| (*flag).to_owned()).collect();
+    strict_executor(&[RECORD_CREDENTIAL], 1 << 20)
+        .execute(&dirs.context(job), CancellationToken::new())
+        .await
+}
+
+#[tokio::test]
+async fn flags_the_cli_refuses_fail_the_job() {
+    // The lenient stand-in this double replaced accepted each of these and passed. The flags
+    // are split on spaces.
+    use JobCommand::{Record, Run};
+    for (command, flags, expect) in [
+        (Record, "--label x", "unknown flag: --label"),
+        (Record, "--ablate-skill", "unknown flag: --ablate-skill"),
+        (
+            Record,
+            "--decider-model m",
+            "--decider-model requires --decider-llm",
+        ),
+        (
+            Run,
+            "--run-dir /tmp/x",
+            "--run-dir is a GLOBAL flag and must come BEFORE",
+        ),
+        (
+            Run,
+            "--repeat 1",
+            "--repeat requires an integer between 2 and 100",
+        ),
+        (
+            Run,
+            "--no-such-flag",
+            "unexpected argument(s): --no-such-flag",
+        ),
+    ] {
+        let flags: Vec<&str> = flags.split(' ').collect();
+        let output = run_with_forwarded_flags(command, &flags).await;
+        match &output.classified {
+            Classified::Error { category, message } => {
+                assert_eq!(category.as_str(), "usage", "{flags:?}: {message}");
+                assert!(
+                    message.contains(expect),
+                    "{flags:?}: {message:?} lacks {expect:?}"
+                );
+            }
+            other => panic!("{flags:?}: expected a usage error, got {other:?}"),
+        }
+        assert_eq!(output.exit_code, Some(2), "{flags:?}");
+        assert!(output.artifact("result.json").is_none(), "{flags:?}");
+    }
+}
+
+#[tokio::test]
 async fn unanswered_uploads_the_partial_result_only() {
-    let (output, _dirs) = run_fake("unanswered").await;
+    let (output, _dirs) = run_scripted("unanswered").await;
     assert_eq!(
         output.classified,
         Classified::Unanswered {
@@ -142,7 +219,7 @@ async fn unanswered_uploads_the_partial_result_only() {
 }
 
 async fn check_error(behaviour: &str, category: &str, message_part: &str, exit_code: Option<i32>) {
-    let (output, _dirs) = run_fake(behaviour).await;
+    let (output, _dirs) = run_scripted(behaviour).await;
     match &output.classified {
         Classified::Error {
             category: got_category,
@@ -185,7 +262,7 @@ async fn boundary_error_is_an_error() {
 #[tokio::test]
 async fn garbage_stdout_is_an_internal_error() {
     check_error("garbage", "internal", "no JSON envelope on stdout", Some(0)).await;
-    let (output, _dirs) = run_fake("garbage").await;
+    let (output, _dirs) = run_scripted("garbage").await;
     let stdout = artifact_bytes(&output, "harness.stdout.log");
     assert!(stdout.starts_with(b"this is not json"));
 }
@@ -253,7 +330,7 @@ async fn timeout_kills_the_whole_group() {
     let dirs = JobDirs::new("hang");
     let pid_file = dirs.root.path().join("grandchild.pid");
     let pid_file_text = pid_file.to_string_lossy().into_owned();
-    let executor = fake_executor(&[("FAKE_OUT", pid_file_text.as_str())], 1 << 20);
+    let executor = strict_executor(&[("STRICT_HARNESS_OUT", pid_file_text.as_str())], 1 << 20);
     let mut job = job(
         JobCommand::Run,
         "scenarios/smoke.yaml",
@@ -287,7 +364,7 @@ async fn cancel_kills_the_whole_group() {
         .expect("running mkfifo");
     assert!(status.success(), "mkfifo failed");
     let fifo_text = fifo.to_string_lossy().into_owned();
-    let executor = fake_executor(&[("FAKE_OUT", fifo_text.as_str())], 1 << 20);
+    let executor = strict_executor(&[("STRICT_HARNESS_OUT", fifo_text.as_str())], 1 << 20);
     let job = job(
         JobCommand::Run,
         "scenarios/smoke.yaml",
@@ -320,9 +397,9 @@ async fn environment_is_cleared_and_rebuilt() {
     let dirs = JobDirs::new("env");
     let report = dirs.root.path().join("env.json");
     let report_text = report.to_string_lossy().into_owned();
-    let executor = fake_executor(
+    let executor = strict_executor(
         &[
-            ("FAKE_OUT", report_text.as_str()),
+            ("STRICT_HARNESS_OUT", report_text.as_str()),
             ("COWORK_TEST_EXTRA", "x"),
         ],
         1 << 20,
@@ -389,9 +466,9 @@ async fn environment_is_cleared_and_rebuilt() {
 async fn large_output_is_bounded_and_does_not_block() {
     // 2 MiB of stderr and 1 MiB of stdout noise against a 64 KiB limit: reading both pipes at
     // once keeps the child from blocking, and the envelope survives in the kept tail.
-    let executor = fake_executor(&[], 64 * 1024);
-    let (output, _dirs) = run_fake_job("flood", JobCommand::Run, &executor).await;
-    assert_eq!(completed(&output)["fakeCopy"], "disk");
+    let executor = strict_executor(&[], 64 * 1024);
+    let (output, _dirs) = run_scripted_job("flood", JobCommand::Run, &executor).await;
+    assert_eq!(completed(&output)["doubleCopy"], "disk");
     let stderr = artifact_bytes(&output, "harness.stderr.log");
     assert!(stderr.len() < 64 * 1024 + 200, "{}", stderr.len());
     assert!(String::from_utf8_lossy(&stderr).contains("bytes of stderr were dropped"));
@@ -443,7 +520,7 @@ async fn missing_or_unexecutable_program_is_a_spawn_failure() {
 async fn scenario_outside_the_bundle_is_refused() {
     let dirs = JobDirs::new("pass");
     let job = job(JobCommand::Run, "../outside.yaml", ExecutorKind::Harness);
-    let output = fake_executor(&[], 1 << 20)
+    let output = strict_executor(&[], 1 << 20)
         .execute(&dirs.context(job), CancellationToken::new())
         .await;
     check_not_started(
@@ -467,7 +544,7 @@ async fn cancelled_before_start_spends_nothing() {
     );
     let cancel = CancellationToken::new();
     cancel.cancel();
-    let output = fake_executor(&[], 1 << 20)
+    let output = strict_executor(&[], 1 << 20)
         .execute(&dirs.context(job), cancel)
         .await;
     check_not_started(
@@ -501,8 +578,8 @@ async fn relative_paths_resolve_against_the_worker_cwd() {
     // The child's cwd is the work dir, so relative bundle, work and program paths must be
     // resolved against the worker's cwd before the spawn. Cargo runs tests in the crate root.
     let dirs = JobDirs::new("pass");
-    let mut executor_config = fake_executor(&[], 1 << 20).config().clone();
-    executor_config.program = "tests/fixtures/fake-harness".into();
+    let mut executor_config = strict_executor(&[], 1 << 20).config().clone();
+    executor_config.program = "tests/fixtures/strict-harness".into();
     let executor = HarnessExecutor::new(executor_config);
     let context = cowork_worker::executor::JobContext {
         job: job(
@@ -515,5 +592,5 @@ async fn relative_paths_resolve_against_the_worker_cwd() {
         attempt: 1,
     };
     let output = executor.execute(&context, CancellationToken::new()).await;
-    assert_eq!(completed(&output)["fakeCopy"], "disk");
+    assert_eq!(completed(&output)["doubleCopy"], "disk");
 }

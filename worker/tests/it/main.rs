@@ -5,7 +5,7 @@
 //! - [`delivery`]: one delivery from pull to ack on the embedded ports: the lease through a
 //!   store outage, no second run after spend, redeliveries that report a stored record, jobs
 //!   of cancelled batches and of other protocol versions.
-//! - [`harness`]: the harness executor against `tests/fixtures/fake-harness`, a stand-in CLI
+//! - [`harness`]: the harness executor against `tests/fixtures/strict-harness`, the strict double of the CLI
 //!   that follows the documented command line and envelope contract.
 //! - [`record`]: a `record` exit 1 classified by what it says; a refused failing run keeps its
 //!   result.

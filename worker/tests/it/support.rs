@@ -25,15 +25,15 @@ pub fn fixture_json(name: &str) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap_or_else(|err| panic!("parsing {}: {err}", path.display()))
 }
 
-/// The stand-in CLI, made executable in place (a checkout may lose the mode bit). Changing the
-/// mode opens no file for writing, so a concurrent spawn cannot hit ETXTBSY.
-pub fn fake_harness() -> PathBuf {
+/// The strict double of the CLI, made executable in place (a checkout may lose the mode bit).
+/// Changing the mode opens no file for writing, so a concurrent spawn cannot hit ETXTBSY.
+pub fn strict_harness() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt;
-        let path = fixtures_dir().join("fake-harness");
+        let path = fixtures_dir().join("strict-harness");
         let mode = std::fs::metadata(&path)
-            .unwrap_or_else(|err| panic!("fake harness {}: {err}", path.display()))
+            .unwrap_or_else(|err| panic!("strict harness {}: {err}", path.display()))
             .permissions()
             .mode();
         if mode & 0o111 != 0o111 {
@@ -45,7 +45,7 @@ pub fn fake_harness() -> PathBuf {
     .clone()
 }
 
-/// `PATH` for the fake harness: the directory of the real python3 binary (not a version
+/// `PATH` for the strict double: the directory of the real python3 binary (not a version
 /// manager's shim, which would add variables of its own) and the system directories.
 pub fn child_path() -> String {
     static PATH: OnceLock<String> = OnceLock::new();
@@ -56,7 +56,7 @@ pub fn child_path() -> String {
                 "import os, sys; print(os.path.dirname(os.path.realpath(sys.executable)))",
             ])
             .output()
-            .unwrap_or_else(|err| panic!("python3 is needed by the fake harness: {err}"));
+            .unwrap_or_else(|err| panic!("python3 is needed by the strict double: {err}"));
         assert!(output.status.success(), "python3 failed: {output:?}");
         let dir = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         format!("{dir}:/usr/bin:/bin")
@@ -64,7 +64,7 @@ pub fn child_path() -> String {
     .clone()
 }
 
-/// Variables every fake-harness run gets; PYTHONCOERCECLOCALE=0 stops Python from adding
+/// Variables every strict-harness run gets; PYTHONCOERCECLOCALE=0 stops Python from adding
 /// LC_CTYPE to its own environment, which the env test compares exactly.
 pub fn base_extra_env() -> Vec<(String, String)> {
     vec![
@@ -76,8 +76,8 @@ pub fn base_extra_env() -> Vec<(String, String)> {
 /// Worker variables the tests pass through (one of them is never set).
 pub const PASSTHROUGH: [&str; 2] = ["HOME", "COWORK_TEST_NEVER_SET_VARIABLE"];
 
-/// A harness executor running the fake CLI.
-pub fn fake_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> HarnessExecutor {
+/// A harness executor running the strict double.
+pub fn strict_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> HarnessExecutor {
     let mut env = base_extra_env();
     env.extend(
         extra_env
@@ -85,7 +85,7 @@ pub fn fake_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) -> H
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
     HarnessExecutor::new(HarnessConfig {
-        program: fake_harness(),
+        program: strict_harness(),
         passthrough_env: PASSTHROUGH.iter().map(|name| (*name).to_owned()).collect(),
         extra_env: env,
         stdout_limit_bytes,
@@ -142,7 +142,7 @@ pub struct JobDirs {
 }
 
 impl JobDirs {
-    /// Creates a bundle holding `scenarios/smoke.yaml` with the given `fake:` behaviour.
+    /// Creates a bundle holding `scenarios/smoke.yaml` scripted with `strict-harness: <behaviour>`.
     pub fn new(behaviour: &str) -> JobDirs {
         let root = tempfile::tempdir().expect("creating a temp dir");
         let scenarios = root.path().join("bundle/scenarios");
@@ -150,7 +150,7 @@ impl JobDirs {
         std::fs::create_dir_all(root.path().join("work")).expect("creating the work dir");
         std::fs::write(
             scenarios.join("smoke.yaml"),
-            format!("# fake: {behaviour}\nname: smoke\nprompt: hi\n"),
+            format!("# strict-harness: {behaviour}\nname: smoke\nprompt: hi\n"),
         )
         .expect("writing the scenario");
         JobDirs { root }
@@ -174,13 +174,13 @@ impl JobDirs {
     }
 }
 
-/// Runs `behaviour` as a `run` job with the default fake executor.
-pub async fn run_fake(behaviour: &str) -> (ExecOutput, JobDirs) {
-    run_fake_job(behaviour, JobCommand::Run, &fake_executor(&[], 1 << 20)).await
+/// Runs `behaviour` as a `run` job with the default strict executor.
+pub async fn run_scripted(behaviour: &str) -> (ExecOutput, JobDirs) {
+    run_scripted_job(behaviour, JobCommand::Run, &strict_executor(&[], 1 << 20)).await
 }
 
 /// Runs `behaviour` as a job of `command` with `executor`.
-pub async fn run_fake_job(
+pub async fn run_scripted_job(
     behaviour: &str,
     command: JobCommand,
     executor: &dyn Executor,
