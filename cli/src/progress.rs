@@ -141,6 +141,9 @@ pub fn note(line: &str) {
 fn draw(line: &str, tty: bool) {
     let mut stderr = std::io::stderr().lock();
     if tty {
+        let columns = terminal_size::terminal_size_of(std::io::stderr())
+            .map(|(terminal_size::Width(columns), _)| usize::from(columns));
+        let line = fit_to_width(line, columns);
         let _ = write!(stderr, "\r\x1b[2K{line}");
     } else {
         let _ = writeln!(stderr, "{line}");
@@ -170,6 +173,19 @@ pub fn remaining(progress: &ProgressSnapshot) -> u64 {
         .planned
         .saturating_sub(progress.skipped)
         .saturating_sub(progress.finished)
+}
+
+/// `line` cut to one column less than a terminal of `columns` (unknown: left whole), ending in
+/// `…` when cut: a redrawn line that wraps leaves its first part behind on every redraw, so
+/// the in-place line would scroll instead.
+pub fn fit_to_width(line: &str, columns: Option<usize>) -> String {
+    match columns {
+        Some(columns) if columns >= 2 && line.chars().count() > columns - 1 => {
+            let kept: String = line.chars().take(columns - 2).collect();
+            format!("{kept}…")
+        }
+        _ => line.to_owned(),
+    }
 }
 
 /// One progress line, e.g. `[#####.....] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2345  ETA 12s`,
@@ -269,6 +285,20 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redrawn_line_never_reaches_the_terminals_last_column() {
+        let line = "[##########..........] 50/100 jobs  running 4  pass 40  fail 8  error 2  $1.2346  ETA 10s  retries 2  redelivered 1  waiting: no live worker serves tier microvm";
+        let fitted = fit_to_width(line, Some(100));
+        assert_eq!(fitted.chars().count(), 99, "{fitted}");
+        assert!(fitted.ends_with('…') && line.starts_with(fitted.trim_end_matches('…')));
+        assert_eq!(fit_to_width("short", Some(100)), "short");
+        assert_eq!(
+            fit_to_width(line, None),
+            line,
+            "no terminal width known: whole"
+        );
+    }
 
     #[test]
     fn line_shows_counts_cost_and_eta() {

@@ -51,8 +51,9 @@ pub fn truncate(text: &str, width: usize) -> String {
 /// A text table never passes [`MAX_TABLE_WIDTH`]. When the first column (the unit labels) is
 /// what makes it too wide, a label that does not fit goes on a line of its own and the row's
 /// other cells follow on the next line, so no label loses the part that tells it from the
-/// others (matrix cells differ in their axes). When another column is the widest (a batch's
-/// target), it is cut in the middle with an ellipsis, down to [`MIN_LABEL_WIDTH`]. The
+/// others (matrix cells differ in their axes). Otherwise the widest text columns (a batch's
+/// target, a worker's id and tiers) are cut in the middle with an ellipsis, evenly, down to
+/// [`MIN_LABEL_WIDTH`]. The
 /// Markdown form keeps every row whole.
 pub fn table(
     header: &[&str],
@@ -110,21 +111,34 @@ pub fn table(
             return wrapped(header, rows, right, &widths);
         }
     }
-    let cut = match widest_label {
-        Some(column) if total > MAX_TABLE_WIDTH && widths[column] > MIN_LABEL_WIDTH => {
-            widths[column] = (widths[column] - (total - MAX_TABLE_WIDTH)).max(MIN_LABEL_WIDTH);
-            Some((column, widths[column]))
+    // Too wide otherwise: the widest text column loses a character at a time (cut in the
+    // middle), so two long columns (a worker id and its tiers) share the cut instead of one
+    // losing everything; none below [`MIN_LABEL_WIDTH`].
+    let full = widths.clone();
+    let mut total = total;
+    while total > MAX_TABLE_WIDTH {
+        let widest = (0..widths.len())
+            .filter(|column| !right.contains(column))
+            .max_by_key(|&column| (widths[column], std::cmp::Reverse(column)));
+        match widest {
+            Some(column) if widths[column] > MIN_LABEL_WIDTH => {
+                widths[column] -= 1;
+                total -= 1;
+            }
+            _ => break,
         }
-        _ => None,
-    };
+    }
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
             row.iter()
                 .enumerate()
-                .map(|(column, cell)| match cut {
-                    Some((cut_column, width)) if column == cut_column => truncate(cell, width),
-                    _ => cell.clone(),
+                .map(|(column, cell)| {
+                    if widths[column] < full[column] {
+                        truncate(cell, widths[column])
+                    } else {
+                        cell.clone()
+                    }
                 })
                 .collect()
         })

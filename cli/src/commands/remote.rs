@@ -224,6 +224,56 @@ pub async fn results(
     Ok(exit_code)
 }
 
+/// The `cowork workers` table: one row a worker, within 100 columns (`text::table`), then what
+/// is wrong with a worker (draining, refused, lost) on a line of its own, where it has room to
+/// say why.
+fn workers_table(workers: &[cowork_schema::api::WorkerStatus], now_ms: u64) -> String {
+    let rows: Vec<Vec<String>> = workers
+        .iter()
+        .map(|status| {
+            let worker = &status.info;
+            let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
+            vec![
+                worker.worker_id.clone(),
+                tiers.join(","),
+                worker.slots.to_string(),
+                worker.busy.to_string(),
+                worker.executor.to_string(),
+                worker.harness_version.as_deref().unwrap_or("-").to_owned(),
+                format!("{}/{}", worker.os, worker.arch),
+                worker.jobs_finished.to_string(),
+            ]
+        })
+        .collect();
+    let table = crate::text::table(
+        &[
+            "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished",
+        ],
+        &rows,
+        &[2, 3, 7],
+        crate::args::TableFormat::Text,
+    );
+    let mut out = table;
+    for status in workers {
+        let worker = &status.info;
+        let id = &worker.worker_id;
+        if worker.draining {
+            out.push_str(&format!(
+                "{id}  draining (finishing its jobs, taking no new ones)\n"
+            ));
+        }
+        if let Some(reason) = &status.refused {
+            out.push_str(&format!("{id}  REFUSED: {reason}\n"));
+        }
+        if let Some(age_s) = cowork_core::fleet::heartbeat_late_s(worker, now_ms) {
+            out.push_str(&format!(
+                "{id}  LOST: no heartbeat for {age_s}s (its running jobs are redelivered)\n"
+            ));
+        }
+    }
+    out
+}
+
 /// `cowork workers`: the live fleet.
 pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i32, CliError> {
     let client = client(client_args)?;
@@ -249,37 +299,8 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
         );
         return Ok(0);
     }
-    println!(
-        "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}",
-        "worker", "tiers", "slots", "busy", "executor", "harness", "os/arch", "finished"
-    );
     let now_ms = crate::progress::now_ms();
-    for status in &workers {
-        let worker = &status.info;
-        let tiers: Vec<&str> = worker.tiers.iter().map(|t| t.as_str()).collect();
-        let refused = status
-            .refused
-            .as_deref()
-            .map(|reason| format!("  REFUSED: {reason}"))
-            .unwrap_or_default();
-        let lost = cowork_core::fleet::heartbeat_late_s(worker, now_ms)
-            .map(|age_s| {
-                format!("  LOST: no heartbeat for {age_s}s (its running jobs are redelivered)")
-            })
-            .unwrap_or_default();
-        println!(
-            "{:<28} {:<22} {:>5} {:>4} {:<8} {:<14} {:<12} {:>8}{}{refused}{lost}",
-            worker.worker_id,
-            tiers.join(","),
-            worker.slots,
-            worker.busy,
-            worker.executor,
-            worker.harness_version.as_deref().unwrap_or("-"),
-            format!("{}/{}", worker.os, worker.arch),
-            worker.jobs_finished,
-            if worker.draining { "  draining" } else { "" }
-        );
-    }
+    print!("{}", workers_table(&workers, now_ms));
     let n_refused = workers.iter().filter(|w| w.refused.is_some()).count();
     let n_lost = workers
         .iter()
@@ -298,4 +319,44 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
     }
     eprintln!("{tally}");
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workers_table_fits_100_columns_and_says_what_is_wrong_on_its_own_line() {
+        let worker = |id: &str, heartbeat_at_ms: u64, refused: Option<&str>| {
+            serde_json::from_value::<cowork_schema::api::WorkerStatus>(serde_json::json!({
+                "protocol": 1, "workerId": id,
+                "tiers": ["container", "replay", "protocol", "hostloop", "microvm"],
+                "slots": 4, "busy": 2, "executor": "harness", "harnessVersion": "2.0.0",
+                "os": "linux", "arch": "x86_64", "hostname": "h", "jobsFinished": 12345,
+                "startedAtMs": 0, "heartbeatAtMs": heartbeat_at_ms, "heartbeatEveryMs": 5000,
+                "refused": refused,
+            }))
+            .expect("a worker status")
+        };
+        let now_ms = 1_000_000;
+        let workers = [
+            worker("cowork-worker-7f9c8d6b5-x2k4q", now_ms, None),
+            worker("w2", now_ms - 60_000, None),
+            worker("w3", now_ms, Some("protocol 9, this coordinator speaks 1")),
+        ];
+        let text = workers_table(&workers, now_ms);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}\n{text}",
+                line.chars().count()
+            );
+        }
+        assert!(text.contains("w2  LOST: no heartbeat for 60s"), "{text}");
+        assert!(text.contains("w3  REFUSED: protocol 9"), "{text}");
+        assert!(
+            text.contains("x2k4q"),
+            "the id keeps its distinct end: {text}"
+        );
+    }
 }
