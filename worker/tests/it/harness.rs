@@ -594,3 +594,42 @@ async fn relative_paths_resolve_against_the_worker_cwd() {
     let output = executor.execute(&context, CancellationToken::new()).await;
     assert_eq!(completed(&output)["doubleCopy"], "disk");
 }
+
+/// Issue 18 row 7: the variables cowork-harness 2.0.0 reads to start its tiers off a default
+/// desktop (a Homebrew `limactl`, a host agent, another container runtime or proxy image, a
+/// Lima instance, its own `claude`, a remote or TLS Docker engine) reach it without a flag; a
+/// worker that dropped them could not start `hostloop` or `microvm` outside a macOS desktop.
+#[test]
+fn the_default_allow_list_holds_every_variable_the_cli_reads_to_start_its_tiers() {
+    use cowork_worker::executor::harness::DEFAULT_PASSTHROUGH_ENV;
+    let read_by_the_cli = [
+        "COWORK_HOST_AGENT_BINARY",
+        "COWORK_LIMACTL",
+        "COWORK_CONTAINER_RUNTIME",
+        "COWORK_PROXY_IMAGE",
+        "COWORK_LIMA_INSTANCE",
+        "COWORK_HARNESS_CLAUDE_BIN",
+        "COWORK_HARNESS_DECIDER_MODEL",
+        "COWORK_HARNESS_JUDGE_MODEL",
+        "COWORK_HARNESS_REDACT_PATTERNS",
+        "DOCKER_HOST",
+        "DOCKER_CONFIG",
+        "DOCKER_CONTEXT",
+        "DOCKER_TLS_VERIFY",
+        "DOCKER_CERT_PATH",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ];
+    let missing: Vec<&str> = read_by_the_cli
+        .into_iter()
+        .filter(|name| !DEFAULT_PASSTHROUGH_ENV.contains(name))
+        .collect();
+    assert!(missing.is_empty(), "not passed to the harness: {missing:?}");
+    // The executor's own flags win over the CLI's variables for the same settings.
+    for own in ["COWORK_HARNESS_OUTPUT_FORMAT", "COWORK_HARNESS_RUNS_DIR"] {
+        assert!(
+            !DEFAULT_PASSTHROUGH_ENV.contains(&own),
+            "{own} would fight --output-format/--run-dir"
+        );
+    }
+}
