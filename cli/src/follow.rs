@@ -136,7 +136,8 @@ pub async fn follow(
             retried => retried,
         };
         let since = *interrupted_since.get_or_insert_with(|| {
-            eprintln!("{}; waiting", failure.describe(batch));
+            // On a line of its own: a progress line may be drawn in place on a terminal.
+            crate::progress::note(&format!("{}; waiting", failure.describe(batch)));
             std::time::Instant::now()
         });
         if since.elapsed() > INTERRUPTED_FOR {
@@ -373,7 +374,9 @@ async fn report_of_ended(
             return Err(client_error(error, "fetching the batch's envelope"));
         }
         if attempt == 0 {
-            eprintln!("batch {batch} ended but its report is not readable yet ({error}); waiting");
+            crate::progress::note(&format!(
+                "batch {batch} ended but its report is not readable yet ({error}); waiting"
+            ));
         }
         attempt += 1;
         tokio::time::sleep(WATCH_RETRY.delay(attempt)).await;
