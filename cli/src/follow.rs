@@ -49,9 +49,8 @@ pub async fn follow(
     let mut end = None;
     let mut stalls = Vec::new();
     let mut waits = Waits::default();
-    // Since when the coordinator answers 503 (it runs, its queue does not): the watch says so
-    // once and waits, for at most `CANNOT_SERVE_FOR`; any other failure ends it as before.
-    let mut cannot_serve_since: Option<std::time::Instant> = None;
+    // Since when the watch is interrupted (see `Interruption`): it says so once and waits.
+    let mut interrupted_since: Option<std::time::Instant> = None;
     let mut attempt = 0u32;
     while end.is_none() {
         let failure = match client.watch(batch).await {
@@ -99,7 +98,7 @@ pub async fn follow(
                             break;
                         }
                     };
-                    cannot_serve_since = None;
+                    interrupted_since = None;
                     attempt = 0;
                     match event {
                         WatchEvent::Progress(snapshot) => {
@@ -120,26 +119,35 @@ pub async fn follow(
                     }
                 }
                 match failure {
-                    Some(error) => error,
+                    Some(error) => Interruption::Failed(error),
                     None if end.is_some() => break,
-                    None => {
-                        return Err(CliError::Failed(anyhow!(
-                            "the coordinator closed the watch of batch {batch} before it ended"
-                        )));
-                    }
+                    None => Interruption::Closed,
                 }
             }
-            Err(error) => error,
+            Err(error) => Interruption::Failed(error),
         };
-        if !matches!(failure, ClientError::CannotServe { .. }) {
-            return Err(client_error(failure, "watching the batch"));
-        }
-        let since = *cannot_serve_since.get_or_insert_with(|| {
-            eprintln!("{failure}; waiting");
+        // A watch whose stream drops while the batch runs (the coordinator restarted, its
+        // NATS node lost, its queue stalled) connects again and keeps waiting, for at most
+        // `INTERRUPTED_FOR` from the first failure; a failure no retry can mend ends it.
+        let failure = match failure {
+            Interruption::Failed(failure) if !failure.is_transient() => {
+                return Err(client_error(failure, "watching the batch"));
+            }
+            retried => retried,
+        };
+        let since = *interrupted_since.get_or_insert_with(|| {
+            // On a line of its own: a progress line may be drawn in place on a terminal.
+            crate::progress::note(&format!("{}; waiting", failure.describe(batch)));
             std::time::Instant::now()
         });
-        if since.elapsed() > CANNOT_SERVE_FOR {
-            return Err(client_error(failure, "watching the batch"));
+        if since.elapsed() > INTERRUPTED_FOR {
+            return Err(match failure {
+                Interruption::Failed(failure) => client_error(failure, "watching the batch"),
+                Interruption::Closed => CliError::Failed(anyhow!(
+                    "the coordinator closed the watch of batch {batch} before it ended, again for {}s",
+                    INTERRUPTED_FOR.as_secs()
+                )),
+            });
         }
         attempt += 1;
         tokio::time::sleep(WATCH_RETRY.delay(attempt)).await;
@@ -159,14 +167,36 @@ pub async fn follow(
     })
 }
 
-/// How long a watch waits on a coordinator that answers 503 before it gives up: a NATS
-/// cluster elects new leaders within seconds, a restarted node is back within a minute.
-const CANNOT_SERVE_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+/// How long a watch waits on a coordinator it cannot reach, that answers 503, or that closes
+/// the watch before the batch ended: a NATS cluster elects new leaders within seconds, a
+/// restarted node or coordinator is back within a minute.
+const INTERRUPTED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
 /// Pauses between watch attempts on such a coordinator: from 500 ms, doubling to 5 s.
+/// Also between reads of the report of a batch whose end was seen but whose record, read
+/// from a replica that lags, does not say so yet.
 const WATCH_RETRY: cowork_fabric::backoff::Backoff = cowork_fabric::backoff::Backoff::new(
     std::time::Duration::from_millis(500),
     std::time::Duration::from_secs(5),
 );
+
+/// Why a watch's stream stopped before the batch's end.
+enum Interruption {
+    /// Connecting or reading failed.
+    Failed(ClientError),
+    /// The coordinator closed the stream (it shut down, or lost the batch to another).
+    Closed,
+}
+
+impl Interruption {
+    fn describe(&self, batch: &BatchId) -> String {
+        match self {
+            Interruption::Failed(failure) => failure.to_string(),
+            Interruption::Closed => {
+                format!("the coordinator closed the watch of batch {batch} before it ended")
+            }
+        }
+    }
+}
 
 /// The reasons a followed batch waits, as last printed: the tiers no live worker serves
 /// (with when each was first seen) and what holds admission.
@@ -299,10 +329,7 @@ pub async fn watch_to_end(
     let end = follow(client, batch, options).await?;
     match end.state {
         BatchState::Done => {
-            let envelope = client
-                .report(batch)
-                .await
-                .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
+            let envelope = report_of_ended(client, batch).await?;
             let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
             crate::summary::print(&crate::summary::Summary::new(&envelope, exit_code));
             eprintln!("results: cowork results {batch}");
@@ -320,5 +347,38 @@ pub async fn watch_to_end(
             other.as_str(),
             end.message.map(|m| format!(": {m}")).unwrap_or_default()
         ))),
+    }
+}
+
+/// How long the report of a batch whose end the watch saw may stay unreadable: the record is
+/// written before the end is sent, but a read served by a replica that lags (a coordinator
+/// cut off from its cluster's leader) can still say "running" for a few seconds.
+const REPORT_LAG_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The envelope of a batch the watch saw end `done`: read again while the coordinator answers
+/// "not found" (its record lags the end) or cannot be reached, for at most [`REPORT_LAG_FOR`].
+async fn report_of_ended(
+    client: &CoordinatorClient,
+    batch: &BatchId,
+) -> Result<cowork_schema::envelope::Envelope, CliError> {
+    let mut lagging_since: Option<std::time::Instant> = None;
+    let mut attempt = 0u32;
+    loop {
+        let error = match client.report(batch).await {
+            Ok(envelope) => return Ok(envelope),
+            Err(error) => error,
+        };
+        let retried = error.is_transient() || matches!(error, ClientError::NotFound { .. });
+        let since = *lagging_since.get_or_insert_with(std::time::Instant::now);
+        if !retried || since.elapsed() > REPORT_LAG_FOR {
+            return Err(client_error(error, "fetching the batch's envelope"));
+        }
+        if attempt == 0 {
+            crate::progress::note(&format!(
+                "batch {batch} ended but its report is not readable yet ({error}); waiting"
+            ));
+        }
+        attempt += 1;
+        tokio::time::sleep(WATCH_RETRY.delay(attempt)).await;
     }
 }

@@ -244,19 +244,7 @@ async fn sigterm_drains_a_worker_without_losing_its_running_job() {
 
     // The rest of the batch is finished by a new worker; every job is counted once.
     fleet.spawn_worker("w2", "container", "2");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_cowork"));
-    fleet.env(&mut watch);
-    watch
-        .args([
-            "watch",
-            batch.as_str(),
-            "--coordinator",
-            &coordinator,
-            "--output-format",
-            "json",
-            "--quiet",
-        ])
-        .current_dir(sandbox.path());
+    let mut watch = fleet.watch_command(sandbox.path(), &batch);
     let out = Output::new(
         "cowork watch".into(),
         sandbox.path().to_path_buf(),

@@ -425,6 +425,43 @@ async fn a_coordinator_killed_mid_batch_resumes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_outlives_a_coordinator_restart_mid_batch() {
+    let mut fleet = fault_fleet(&[], &[]);
+    let batch = submit(&fleet, 1000);
+    // The watch runs as a user would start it, from before the coordinator goes away until
+    // the batch ends.
+    let coordinator = fleet.coordinator_url();
+    let mut command = fleet.watch_command(&workspace_root(), &batch);
+    let watch = command.spawn().expect("starting cowork watch");
+    let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
+    follower.until_finished(&fleet, 40).await;
+    fleet.kill("coordinator");
+    follower.until_finished(&fleet, 60).await;
+    fleet.spawn_coordinator();
+    let output = tokio::task::spawn_blocking(move || watch.wait_with_output())
+        .await
+        .expect("the watch's waiter")
+        .expect("waiting for cowork watch");
+    let out = Output::new(
+        format!("cowork watch {batch} --output-format json --quiet --coordinator {coordinator}"),
+        workspace_root(),
+        output,
+    );
+    assert!(
+        matches!(out.code(), 0 | 1),
+        "{}\n{}",
+        out.context(),
+        fleet.logs()
+    );
+    out.expect_stderr("waiting");
+    assert_eq!(
+        out.envelope()["ok"],
+        fleet.watch(&workspace_root(), &batch).envelope()["ok"]
+    );
+    finish_and_check(&fleet, &batch, 1000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nats_restart_mid_batch_loses_nothing() {
     let mut fleet = fault_fleet(&[], &[]);
     let batch = submit(&fleet, 1000);

@@ -307,6 +307,26 @@ impl Fleet {
         BatchId::new(out.stdout.trim()).expect("submit prints the batch id")
     }
 
+    /// The command of `cowork watch <batch> --output-format json --quiet` from `cwd`, with
+    /// its output piped, for a test that starts it and does something else while it runs.
+    pub fn watch_command(&self, cwd: &Path, batch: &BatchId) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
+        self.env(&mut command);
+        command
+            .args([
+                "watch",
+                batch.as_str(),
+                "--output-format",
+                "json",
+                "--quiet",
+            ])
+            .args(["--coordinator", &self.coordinator_url()])
+            .current_dir(cwd)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
     /// `cowork watch <batch> --output-format json --quiet` from `cwd`.
     pub fn watch(&self, cwd: &Path, batch: &BatchId) -> Output {
         self.cowork(

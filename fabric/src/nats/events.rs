@@ -4,12 +4,16 @@
 //! number. The `Nats-Msg-Id` is `<job id>/<attempt>/<event type>`, so a worker that retries a
 //! publish whose acknowledgement it lost does not store the event twice. A subscription is an
 //! ordered push consumer filtered on the batch's subject: the server replays the stored events
-//! from the requested sequence and then streams new ones, and the client recreates the
-//! consumer from the last sequence it saw when the connection or the server comes back.
+//! from the requested sequence and then streams new ones. The subscription itself, not the
+//! client library, owns recovery: when the consumer is lost (its node killed, its stream's
+//! leader moved, the connection back) or falls silent, it creates a new one from the event
+//! after the last it yielded, with bounded backoff and a limit on each attempt, forever.
+
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::Context;
 use async_nats::jetstream::consumer::DeliverPolicy;
-use async_nats::jetstream::consumer::push::{Ordered, OrderedConfig, OrderedErrorKind};
+use async_nats::jetstream::consumer::push::{Ordered, OrderedConfig};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
@@ -18,6 +22,7 @@ use cowork_schema::BatchId;
 use cowork_schema::event::{JobEvent, JobEventKind};
 use futures::StreamExt;
 
+use crate::backoff::Backoff;
 use crate::events::{EventError, EventLog, EventSubscription};
 use crate::nats::config::NatsConfig;
 use crate::nats::{NatsError, events_subject};
@@ -97,31 +102,18 @@ impl EventLog for NatsEventLog {
         batch: &BatchId,
         from_seq: u64,
     ) -> Result<Box<dyn EventSubscription>, EventError> {
-        let config = OrderedConfig {
-            deliver_subject: self.jetstream.client().new_inbox(),
-            filter_subject: events_subject(batch),
-            deliver_policy: DeliverPolicy::ByStartSequence {
-                start_sequence: from_seq.max(1),
-            },
-            ..OrderedConfig::default()
-        };
-        let consumer =
-            self.stream
-                .create_consumer(config)
-                .await
-                .map_err(|error| EventError::Transient {
-                    message: format!("subscribing to the events of batch {batch}: {error}"),
-                })?;
-        let messages = consumer
-            .messages()
+        let first_seq = from_seq.max(1);
+        let messages = open_ordered(&self.stream, &self.jetstream, batch, first_seq)
             .await
-            .map_err(|error| EventError::Transient {
-                message: format!("subscribing to the events of batch {batch}: {error}"),
-            })?;
+            .map_err(|message| EventError::Transient { message })?;
         Ok(Box::new(NatsSubscription {
+            stream: self.stream.clone(),
+            jetstream: self.jetstream.clone(),
             batch: batch.clone(),
-            messages,
-            last_seq: 0,
+            messages: Some(messages),
+            last_seq: first_seq - 1,
+            outage: None,
+            failed_attempts: 0,
         }))
     }
 
@@ -140,36 +132,151 @@ impl EventLog for NatsEventLog {
     }
 }
 
-/// A live subscription to one batch's events.
+/// How long one attempt to create the consumer may take before it counts as failed: a
+/// request to a cluster that is electing a leader may get no answer at all, and recovery must
+/// never wait on a dead future.
+const CREATE_ATTEMPT_LIMIT: Duration = Duration::from_secs(10);
+/// How long a subscription may yield nothing before its consumer is created afresh. The
+/// server sends an idle heartbeat every 5 s and the client library consumes them, so silence
+/// this long means either a quiet batch (a fresh consumer costs one request) or a consumer the
+/// library is failing to recreate by itself (its own retry loop has no end and no limit per
+/// attempt, and reports nothing while it waits).
+const QUIET_LIMIT: Duration = Duration::from_secs(30);
+/// The pause between two attempts to create the consumer: from 250 ms doubling to 5 s, short
+/// enough that an election (a few seconds) costs little more than itself.
+const RECREATE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+
+/// Creates an ordered push consumer on the batch's subject from `first_seq` and opens its
+/// message stream, within [`CREATE_ATTEMPT_LIMIT`].
+async fn open_ordered(
+    stream: &Stream<()>,
+    jetstream: &Context,
+    batch: &BatchId,
+    first_seq: u64,
+) -> Result<Ordered, String> {
+    let attempt = async {
+        // No name: the server names each consumer, so an attempt whose answer was lost
+        // leaves an orphan (removed after its inactivity threshold) and never a name clash
+        // with the next attempt.
+        let config = OrderedConfig {
+            deliver_subject: jetstream.client().new_inbox(),
+            filter_subject: events_subject(batch),
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: first_seq,
+            },
+            ..OrderedConfig::default()
+        };
+        let consumer = stream
+            .create_consumer(config)
+            .await
+            .map_err(|error| format!("subscribing to the events of batch {batch}: {error}"))?;
+        consumer
+            .messages()
+            .await
+            .map_err(|error| format!("subscribing to the events of batch {batch}: {error}"))
+    };
+    match tokio::time::timeout(CREATE_ATTEMPT_LIMIT, attempt).await {
+        Ok(opened) => opened,
+        Err(_) => Err(format!(
+            "subscribing to the events of batch {batch}: no answer within {CREATE_ATTEMPT_LIMIT:?}"
+        )),
+    }
+}
+
+/// A live subscription to one batch's events. It recovers by itself, forever: when its
+/// consumer is lost (a killed node, a leader change, a reconnect) or stays silent for
+/// [`QUIET_LIMIT`], it creates a new one from the event after the last it yielded.
 struct NatsSubscription {
+    stream: Stream<()>,
+    jetstream: Context,
     batch: BatchId,
-    messages: Ordered,
-    /// The stream sequence of the last event yielded: an ordered consumer that recovers (after
-    /// a reconnect, a leader change) may hand the same message out again, and a caller must
-    /// never see an event twice.
+    /// The consumer's messages; `None` while a new consumer is being created.
+    messages: Option<Ordered>,
+    /// The stream sequence of the last event yielded (or the one before the first asked
+    /// for): a recovered consumer may hand the same message out again, or (the client
+    /// library's own recovery, before anything was delivered) replay from the start, and a
+    /// caller must never see an event twice nor one before what it asked for.
     last_seq: u64,
+    /// When the current outage began and what ended the consumer, so an outage is logged
+    /// once when it begins and once when it ends, not once per attempt.
+    outage: Option<(Instant, String)>,
+    /// Attempts to create a consumer that failed in the current outage.
+    failed_attempts: u32,
+}
+
+impl NatsSubscription {
+    /// Drops the consumer and marks the start of an outage (logged once).
+    fn lose(&mut self, reason: String) {
+        self.messages = None;
+        if self.outage.is_none() {
+            tracing::warn!(batch_id = %self.batch, error = %reason, last_seq = self.last_seq, "event subscription lost; recreating its consumer");
+            self.outage = Some((Instant::now(), reason));
+        }
+    }
+
+    /// Creates consumers until one opens, pausing with bounded backoff between attempts.
+    async fn recover(&mut self) -> Ordered {
+        loop {
+            if self.failed_attempts > 0 {
+                tokio::time::sleep(RECREATE_BACKOFF.delay(self.failed_attempts)).await;
+            }
+            match open_ordered(
+                &self.stream,
+                &self.jetstream,
+                &self.batch,
+                self.last_seq + 1,
+            )
+            .await
+            {
+                Ok(messages) => {
+                    self.failed_attempts = 0;
+                    return messages;
+                }
+                Err(error) => {
+                    self.failed_attempts = self.failed_attempts.saturating_add(1);
+                    tracing::debug!(batch_id = %self.batch, attempt = self.failed_attempts, error = %error, "recreating the event consumer failed");
+                }
+            }
+        }
+    }
+
+    /// Logs the end of an outage, once an event arrives again.
+    fn recovered(&mut self) {
+        if let Some((since, reason)) = self.outage.take() {
+            tracing::info!(batch_id = %self.batch, outage_ms = since.elapsed().as_millis() as u64, cause = %reason, "event subscription recovered");
+        }
+    }
 }
 
 #[async_trait]
 impl EventSubscription for NatsSubscription {
     async fn next(&mut self) -> Option<Result<(u64, JobEvent), EventError>> {
         loop {
-            let message = match self.messages.next().await? {
-                Ok(message) => message,
-                Err(error) => match error.kind() {
-                    // The ordered consumer recovers from these by itself (it recreates the
-                    // server-side consumer from the last sequence it delivered), so they are
-                    // not the caller's business.
-                    OrderedErrorKind::MissingHeartbeat | OrderedErrorKind::Recreate => {
-                        tracing::warn!(batch_id = %self.batch, error = %error, "event subscription is recovering");
-                        continue;
-                    }
-                    _ => {
-                        return Some(Err(EventError::Transient {
-                            message: format!("reading the events of batch {}: {error}", self.batch),
-                        }));
-                    }
-                },
+            if self.messages.is_none() {
+                let recovered = self.recover().await;
+                self.messages = Some(recovered);
+            }
+            let Some(messages) = self.messages.as_mut() else {
+                continue;
+            };
+            let message = match tokio::time::timeout(QUIET_LIMIT, messages.next()).await {
+                Ok(Some(Ok(message))) => message,
+                Ok(Some(Err(error))) => {
+                    // Whatever ended the consumer (a missed heartbeat, a failed recreation, a
+                    // deleted consumer), a new one from the last event yielded carries on.
+                    self.lose(error.to_string());
+                    continue;
+                }
+                Ok(None) => {
+                    self.lose("the consumer's messages ended".to_owned());
+                    continue;
+                }
+                Err(_) => {
+                    // Quiet, not necessarily lost: a fresh consumer only, no outage logged.
+                    tracing::debug!(batch_id = %self.batch, last_seq = self.last_seq, "event subscription quiet; recreating its consumer");
+                    self.messages = None;
+                    continue;
+                }
             };
             let seq = match message.info() {
                 Ok(info) => info.stream_sequence,
@@ -184,6 +291,7 @@ impl EventSubscription for NatsSubscription {
                 tracing::debug!(batch_id = %self.batch, seq, last_seq = self.last_seq, "skipping an event delivered again");
                 continue;
             }
+            self.recovered();
             self.last_seq = seq;
             return Some(
                 serde_json::from_slice::<JobEvent>(&message.payload)

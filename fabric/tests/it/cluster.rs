@@ -7,12 +7,15 @@
 
 use std::time::{Duration, Instant};
 
+use cowork_fabric::events::EventLog;
 use cowork_fabric::nats::{NatsConfig, Replicas};
 use cowork_fabric::{FabricHealth, ObjectHealth, ObjectKind, ObjectState};
+use cowork_schema::event::{JobEvent, JobEventKind};
+use cowork_schema::ids::BatchId;
 use cowork_schema::job::Tier;
 use cowork_testkit::{NatsCluster, NatsServer};
 
-use crate::nats::{EVENTUALLY, fabric, job, publish, pull};
+use crate::nats::{EVENTUALLY, event, fabric, job, next_event, publish, pull};
 
 fn cluster_config(cluster: &NatsCluster) -> NatsConfig {
     let mut config = NatsConfig::new(&cluster.url());
@@ -196,4 +199,95 @@ async fn a_single_server_keeps_one_replica_and_reports_a_count_it_cannot_have() 
         Some("has 1 replica, 3 asked"),
         "{checked:#?}"
     );
+}
+
+/// The node (0-based index) that leads `stream` now, by its server name `n<idx + 1>`.
+async fn stream_leader(jetstream: &async_nats::jetstream::Context, stream: &str) -> usize {
+    let deadline = Instant::now() + EVENTUALLY;
+    loop {
+        let leader = match jetstream.get_stream(stream).await {
+            Ok(mut handle) => handle
+                .info()
+                .await
+                .ok()
+                .and_then(|info| info.cluster.as_ref().and_then(|c| c.leader.clone())),
+            Err(_) => None,
+        };
+        if let Some(index) = leader
+            .as_deref()
+            .and_then(|name| name.strip_prefix('n'))
+            .and_then(|number| number.parse::<usize>().ok())
+        {
+            return index - 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no leader of {stream} within {EVENTUALLY:?} (last answer {leader:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Publishes `event` until the cluster stores it (a new leader may still be being elected),
+/// for at most [`EVENTUALLY`]; returns its stream sequence.
+async fn publish_event(events: &dyn EventLog, event: &JobEvent) -> u64 {
+    let deadline = Instant::now() + EVENTUALLY;
+    loop {
+        match events.publish(event).await {
+            Ok(seq) => return seq,
+            Err(error) => assert!(
+                Instant::now() < deadline,
+                "publishing an event of {} within {EVENTUALLY:?}: {error}",
+                event.job_id
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_subscription_delivers_again_after_its_stream_leader_is_killed() {
+    let mut cluster = NatsCluster::start(3);
+    let subscriber = fabric(&cluster_config(&cluster)).await;
+    until_health(&subscriber.health, "every stream whole at R3", |checked| {
+        all_whole(checked, 3)
+    })
+    .await;
+    // An event from before the subscription's start, which no recovery may hand out.
+    let before = event("b1", 100, 1, JobEventKind::Started);
+    let before_seq = publish_event(&subscriber.events, &before).await;
+    let mut subscription = subscriber
+        .events
+        .subscribe(&BatchId::new("b1").expect("valid literal"), before_seq + 1)
+        .await
+        .expect("subscribe");
+
+    // Twice in a row: the second kill hits the leader elected after the first, with the first
+    // node back (a rolling restart), and each time the client may lose its own node too. The
+    // first kill comes before the subscription delivered anything, when a recovery that
+    // forgets where the subscription started would replay the batch from its first event.
+    for round in 1..=2u32 {
+        let leader = stream_leader(&subscriber.jetstream, "COWORK_EVENTS").await;
+        // The publisher knows only the nodes that stay up, and connects (its set-up reads
+        // every stream) before the leader goes.
+        let survivors: Vec<String> = (0..cluster.len())
+            .filter(|idx| *idx != leader)
+            .map(|idx| cluster.node(idx).url())
+            .collect();
+        let mut publisher_config = NatsConfig::new(&survivors.join(","));
+        publisher_config.connect_timeout = Duration::from_secs(20);
+        let publisher = fabric(&publisher_config).await;
+        cluster.node(leader).kill();
+        let after = event("b1", round, 1, JobEventKind::Started);
+        let seq = publish_event(&publisher.events, &after).await;
+        assert_eq!(
+            next_event(&mut subscription).await,
+            (seq, after),
+            "round {round}: the event published after leader n{} was killed",
+            leader + 1
+        );
+        cluster.node(leader).restart();
+        let every: Vec<usize> = (0..cluster.len()).collect();
+        cluster.wait_healthy(&every);
+    }
 }
