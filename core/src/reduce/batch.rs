@@ -642,7 +642,25 @@ impl BatchReducer {
                     reduction.results.push((unit_idx as u32, None));
                     reduction.simulated_runs += u64::from(run.simulated);
                 }
-                UnitState::Plain(Some(_)) => n_thrown += 1,
+                UnitState::Plain(Some(outcome)) => {
+                    n_thrown += 1;
+                    // Why the cassette failed is said under the summary, as for a stopped
+                    // unit: the envelope keeps only the other cassettes' results.
+                    let (category, message) = match outcome {
+                        JobOutcome::Error { category, message } => {
+                            (category.to_string(), message.clone())
+                        }
+                        JobOutcome::Unanswered { message, .. } => {
+                            ("unanswered".to_owned(), message.clone())
+                        }
+                        JobOutcome::Completed { .. } => continue,
+                    };
+                    reduction.stop_errors.push((
+                        self.shape.units[unit_idx].label.clone(),
+                        category,
+                        message,
+                    ));
+                }
                 UnitState::Plain(None) | UnitState::Repeat(_) | UnitState::CellError(_) => {}
             }
         }
