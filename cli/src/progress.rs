@@ -70,13 +70,7 @@ impl ProgressLine {
 
     /// `force` draws even if a line was drawn too recently; `last` also drops the ETA.
     fn show_with(&mut self, snapshot: &ProgressSnapshot, force: bool, last: bool) {
-        // Redraw limits: 100 ms keeps a terminal smooth without burning a core; 5 s keeps a CI
-        // log readable.
-        let min_gap = if self.tty {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(5)
-        };
+        let min_gap = self.min_gap();
         let (finished_before, since) = *self
             .baseline
             .get_or_insert_with(|| (snapshot.finished, Instant::now()));
@@ -101,13 +95,19 @@ impl ProgressLine {
         }
     }
 
-    /// When a skipped snapshot waits to be drawn: the moment its gap has passed.
-    pub fn pending_due(&self) -> Option<Instant> {
-        let min_gap = if self.tty {
+    /// The least time between two draws. Redraw limits: 100 ms keeps a terminal smooth without
+    /// burning a core; 5 s keeps a CI log readable.
+    fn min_gap(&self) -> Duration {
+        if self.tty {
             Duration::from_millis(100)
         } else {
             Duration::from_secs(5)
-        };
+        }
+    }
+
+    /// When a skipped snapshot waits to be drawn: the moment its gap has passed.
+    pub fn pending_due(&self) -> Option<Instant> {
+        let min_gap = self.min_gap();
         self.pending.as_ref()?;
         Some(self.last_draw.map_or_else(Instant::now, |at| at + min_gap))
     }
