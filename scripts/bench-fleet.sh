@@ -14,7 +14,9 @@
 #
 # Settings (environment): JOBS (20000, also the most: the demo's two scenarios × --repeat),
 # WORKERS (2), SLOTS (8), WINDOW (512, the coordinator's admission window and the pipeline's),
-# DURATION_MS (0 = zero-duration jobs), TIER_SETS
+# DURATION_MS (0 = zero-duration jobs), LIVE_PAGES (0; N opens N live pages on each fleet batch:
+# the page, its script and its live stream to the verdict), BASELINES (1; 0 skips the raw
+# baselines), TIER_SETS
 # ("container container,hostloop,microvm,protocol,replay"). With DURATION_MS > 0 the jobs sleep
 # exactly that long and the fleet runs print their scaling efficiency; the raw baselines are skipped:
 #   WORKERS=4 SLOTS=16 JOBS=640 DURATION_MS=2000 scripts/bench-fleet.sh
@@ -28,6 +30,7 @@ WORKERS="${WORKERS:-2}"
 SLOTS="${SLOTS:-8}"
 WINDOW="${WINDOW:-512}"
 DURATION_MS="${DURATION_MS:-0}"
+LIVE_PAGES="${LIVE_PAGES:-0}"
 TIER_SETS="${TIER_SETS:-container container,hostloop,microvm,protocol,replay}"
 BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
 dir="$(mktemp -d)"
@@ -72,7 +75,7 @@ export COWORK_NATS_URL="nats://127.0.0.1:$nats_port" COWORK_S3_ENDPOINT="http://
 echo "load before: $(uptime)"
 
 pipeline_rate=""
-if [ "$DURATION_MS" = 0 ]; then
+if [ "$DURATION_MS" = 0 ] && [ "${BASELINES:-1}" = 1 ]; then
   raw=$("$BIN" bench jetstream --messages "$JOBS")
   echo "$raw"
   pipeline=$("$BIN" bench pipeline --jobs "$JOBS" --workers "$WORKERS" --slots "$SLOTS" --window "$WINDOW" --s3-create-bucket)
@@ -93,7 +96,7 @@ for tiers in $TIER_SETS; do
     fleet+=($!)
   done
   run=$("$BIN" bench fleet --coordinator "http://127.0.0.1:$api_port" --jobs "$JOBS" \
-    --workers "$WORKERS" --slots "$SLOTS" --duration-ms "$DURATION_MS")
+    --workers "$WORKERS" --slots "$SLOTS" --duration-ms "$DURATION_MS" --live-pages "$LIVE_PAGES")
   echo "tiers $tiers: $run"
   # Peak resident memory of the coordinator (the first process started) and of the workers.
   peaks=""

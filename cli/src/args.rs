@@ -176,7 +176,8 @@ pub fn examples(subcommand: &str) -> Option<&'static str> {
             "cowork run examples/demo/scenarios --repeat 5 --executor sim
 cowork run examples/demo/scenarios/csv-report.yaml --repeat 5 --matrix examples/demo/matrix.yaml --executor sim --sim-profile examples/demo/sim-profile.yaml
 cowork run examples/demo/scenarios --repeat 3 --min-pass-rate 0.66 --executor sim --output-format json > envelope.json
-cowork run examples/demo/scenarios --repeat 10 --job-timeout 45m --dry-run"
+cowork run examples/demo/scenarios --repeat 10 --job-timeout 45m --dry-run
+cowork run examples/demo/scenarios/csv-report.yaml --repeat 50 --matrix examples/demo/matrix.yaml --executor sim --sim-profile examples/demo/live-sim-profile.yaml --ui"
         }
         "eval" => {
             "cowork eval --a examples/demo/skills/v1/csv-report --b examples/demo/eval/skills/csv-report-worse/csv-report examples/demo/scenarios --executor sim --sim-profile examples/demo/eval/sim-profile.yaml
@@ -520,6 +521,18 @@ pub struct RunArgs {
     /// the cost and time earlier batches in --store suggest; run and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Serve the batch's live page while it runs (progress, heatmap, cost, failures; pause,
+    /// resume, adjust, cancel), on a free loopback port, or on ADDR with --ui=ADDR. Its URL,
+    /// with a token made for this run, is printed on stderr at start; it closes when the
+    /// batch ends.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "127.0.0.1:0"
+    )]
+    pub ui: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -1181,6 +1194,10 @@ pub enum BenchWhat {
         /// instead of starting one in process; waits until --workers workers are live.
         #[arg(long, value_name = "URL")]
         coordinator: Option<String>,
+        /// Live pages open on the batch while it runs, each as a browser opens it: the page,
+        /// its script, then its live stream (`/live/events`) read to the verdict.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1000))]
+        live_pages: u16,
     },
     /// A replay corpus against the CLI's own dir replay, side by side: --slots CLI processes
     /// over even slices of --cassettes (the baseline), then `cowork run --replay --slots`

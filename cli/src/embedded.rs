@@ -138,6 +138,142 @@ pub struct EmbeddedRun {
     pub started: Instant,
     /// The envelope's `command`.
     pub command: &'static str,
+    /// `--ui`: the listener of the batch's live page, bound before the batch was stored (so a
+    /// taken port changes nothing), and the page's token.
+    pub ui: Option<UiListener>,
+}
+
+/// Where `cowork run --ui` serves the batch's live page, and the token the page needs.
+#[derive(Clone)]
+pub struct UiListener {
+    pub listener: Arc<std::net::TcpListener>,
+    pub token: cowork_coordinator::server::ApiToken,
+}
+
+impl UiListener {
+    /// Binds `addr` and makes the page's token; the error names the address and the fix.
+    pub fn bind(addr: std::net::SocketAddr) -> Result<UiListener, CliError> {
+        let listener = std::net::TcpListener::bind(addr).map_err(|error| {
+            CliError::usage(format!(
+                "--ui: cannot listen on {addr}: {error}; give a free address with --ui=127.0.0.1:PORT, or --ui alone for any free loopback port"
+            ))
+        })?;
+        let token = cowork_coordinator::live_ui::new_page_token()
+            .map_err(|error| CliError::Failed(anyhow!("making the live page's token: {error}")))?;
+        Ok(UiListener {
+            listener: Arc::new(listener),
+            token,
+        })
+    }
+
+    /// The page's address as the user opens it: the bound port, the token in the query.
+    pub fn page_url(&self, batch_id: &BatchId) -> Result<String, CliError> {
+        let addr = self
+            .listener
+            .local_addr()
+            .context("reading the live page's address")?;
+        Ok(format!(
+            "http://{addr}/v1/batches/{batch_id}/live.html?token={}",
+            self.token.expose()
+        ))
+    }
+}
+
+/// The live page of a running embedded batch and the task serving it.
+struct ServedUi {
+    ui: Arc<cowork_coordinator::live_ui::LiveUi>,
+    served: JoinHandle<()>,
+    /// Keeps the page's table of workers (this process's slots) current.
+    workers_shown: JoinHandle<()>,
+}
+
+/// How often the page's table of this process's busy slots is refreshed.
+const SHOW_WORKER_EVERY: Duration = Duration::from_secs(1);
+
+/// Shows this process's worker (its tiers, slots and busy slots) on the live page until
+/// aborted.
+async fn show_worker(
+    ui: Arc<cowork_coordinator::live_ui::LiveUi>,
+    config: WorkerConfig,
+    stats: Arc<WorkerStats>,
+) {
+    let started_at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64);
+    let mut every = tokio::time::interval(SHOW_WORKER_EVERY);
+    loop {
+        every.tick().await;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        // Relaxed: shown to a person only; no other memory depends on the counts.
+        let busy = stats.jobs_running.load(Ordering::Relaxed);
+        let finished = stats.jobs_finished.load(Ordering::Relaxed);
+        ui.show_workers(vec![cowork_schema::registry::WorkerInfo {
+            protocol: cowork_schema::job::PROTOCOL_VERSION,
+            worker_id: config.worker_id.clone(),
+            tiers: config.tiers.clone(),
+            slots: u32::try_from(config.slots).unwrap_or(u32::MAX),
+            busy: u32::try_from(busy).unwrap_or(u32::MAX),
+            executor: String::new(),
+            harness_version: None,
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
+            hostname: String::new(),
+            jobs_finished: finished,
+            started_at_ms,
+            heartbeat_at_ms: now_ms,
+            heartbeat_every_ms: SHOW_WORKER_EVERY.as_millis() as u64,
+            draining: false,
+        }]);
+    }
+}
+
+/// Starts serving `plan`'s live page over the run's own ports; the record it writes into
+/// `registry` is what the worker reads before each job (pause, cancel, kill).
+async fn serve_ui(
+    embedded: &EmbeddedRun,
+    listen: &UiListener,
+    plan: &Plan,
+    ports: &CoordinatorPorts,
+    registry: &MemBatchRegistry,
+    stats: &Arc<WorkerStats>,
+) -> Result<ServedUi, CliError> {
+    let listener = listen
+        .listener
+        .try_clone()
+        .context("taking the live page's listener")?;
+    listener
+        .set_nonblocking(true)
+        .context("preparing the live page's listener")?;
+    let addr = listener
+        .local_addr()
+        .context("reading the live page's address")?;
+    let listener = tokio::net::TcpListener::from_std(listener).context("serving the live page")?;
+    let fleet_ports = cowork_coordinator::server::FleetPorts {
+        queue: Arc::clone(&ports.queue),
+        events: Arc::clone(&ports.events),
+        store: Arc::clone(&ports.store),
+        batches: Arc::new(registry.clone()),
+        workers: Arc::new(cowork_fabric::embedded::MemWorkerRegistry::new()),
+        health: None,
+    };
+    let ui =
+        cowork_coordinator::live_ui::LiveUi::new(fleet_ports, listen.token.clone(), plan, addr)
+            .await
+            .context("recording the batch for its live page")?;
+    let served = ui.serve(listener);
+    let ui = Arc::new(ui);
+    let workers_shown = tokio::spawn(show_worker(
+        Arc::clone(&ui),
+        worker_config(embedded),
+        Arc::clone(stats),
+    ));
+    Ok(ServedUi {
+        ui,
+        served,
+        workers_shown,
+    })
 }
 
 /// Runs a stored batch in this process to its decision: an embedded queue and event log, the
@@ -237,6 +373,32 @@ struct Stopper<'a> {
 }
 
 impl Stopper<'_> {
+    /// Writes the batch's record as `stopping` with kill-running, which the worker follows:
+    /// a new record, or (under `--ui`, which keeps one) the record changed.
+    async fn ask_kill(&self) -> Result<(), cowork_fabric::RegistryError> {
+        if let Some((mut record, revision)) = self.kills.get(&self.plan.batch_id).await? {
+            record.state = BatchState::Stopping;
+            record.kill_running = true;
+            self.kills.update(&record, revision).await?;
+            return Ok(());
+        }
+        let record = BatchRecord {
+            batch_id: self.plan.batch_id.clone(),
+            state: BatchState::Stopping,
+            spec_sha256: String::new(),
+            n_jobs: self.plan.n_jobs(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ok: None,
+            exit_code: None,
+            owner: None,
+            generation: self.plan.generation,
+            kill_running: true,
+            controls: Default::default(),
+        };
+        self.kills.create(&record).await.map(|_| ())
+    }
+
     /// Acts on the `received`-th Ctrl-C or SIGTERM.
     async fn escalate(&self, received: u32) {
         // Relaxed: the count is only shown to the user; no other memory depends on it.
@@ -251,22 +413,8 @@ impl Stopper<'_> {
                 ));
             }
             2 => {
-                let record = BatchRecord {
-                    batch_id: self.plan.batch_id.clone(),
-                    state: BatchState::Stopping,
-                    spec_sha256: String::new(),
-                    n_jobs: self.plan.n_jobs(),
-                    created_at_ms: 0,
-                    updated_at_ms: 0,
-                    ok: None,
-                    exit_code: None,
-                    owner: None,
-                    generation: self.plan.generation,
-                    kill_running: true,
-                    controls: Default::default(),
-                };
-                // The in-process registry cannot fail to store a record of a new batch.
-                if let Err(error) = self.kills.create(&record).await {
+                // The in-process registry cannot fail to store a record.
+                if let Err(error) = self.ask_kill().await {
                     tracing::error!(error = %error, "killing the running jobs failed");
                 }
                 crate::progress::note(&format!(
@@ -294,12 +442,32 @@ async fn run_locked(
     let mut interrupts =
         Interrupts::install().context("taking over Ctrl-C and SIGTERM for the batch")?;
     let queue = MemJobQueue::new();
+    let ports = CoordinatorPorts {
+        queue: Arc::new(queue.clone()),
+        events: Arc::new(events.clone()),
+        store: embedded.store.clone(),
+    };
+    let kills = MemBatchRegistry::new();
+    let stats = Arc::new(WorkerStats::default());
+    let ui = match &embedded.ui {
+        Some(listen) => Some(serve_ui(embedded, listen, plan, &ports, &kills, &stats).await?),
+        None => None,
+    };
+    // With a live page, its cancel and controls reach supervision as a fleet's do.
+    let signals = match &ui {
+        Some(served) => SuperviseSignals {
+            cancel: served.ui.cancel(),
+            live: served.ui.link(),
+            ..SuperviseSignals::default()
+        },
+        None => SuperviseSignals::default(),
+    };
     let stopper = Stopper {
         plan,
-        signals: SuperviseSignals::default(),
+        signals,
         stop_pulling: CancellationToken::new(),
-        kills: MemBatchRegistry::new(),
-        stats: Arc::new(WorkerStats::default()),
+        kills,
+        stats,
     };
     let worker_ports = WorkerPorts {
         queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
@@ -322,11 +490,6 @@ async fn run_locked(
     let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
     let renderer = (!embedded.quiet)
         .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
-    let ports = CoordinatorPorts {
-        queue: Arc::new(queue.clone()),
-        events: Arc::new(events),
-        store: embedded.store.clone(),
-    };
     let options = supervise_options(embedded);
     let end = {
         let supervision = supervise(
@@ -365,6 +528,30 @@ async fn run_locked(
         remove_work_dirs(embedded, &plan.batch_id).await;
     }
     let interrupted = interrupts.received() > 0;
+    if let Some(ServedUi {
+        ui,
+        served,
+        workers_shown,
+    }) = ui
+    {
+        workers_shown.abort();
+        match &end {
+            Ok(SuperviseEnd::Decided(outcome)) => {
+                let ok = Some(outcome.reduction.ok);
+                ui.finish(served, BatchState::Done, ok, Some(outcome.exit_code))
+                    .await;
+            }
+            Ok(SuperviseEnd::Cancelled { .. }) if !interrupted => {
+                ui.finish(served, BatchState::Cancelled, None, None).await;
+                crate::progress::note(&format!(
+                    "cancelled from its live page; {}",
+                    interrupted_hint(embedded, &plan.batch_id)
+                ));
+                return Err(CliError::Cancelled);
+            }
+            _ => ui.abandon(served).await,
+        }
+    }
     match end {
         Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
         Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) if interrupted => {

@@ -24,6 +24,8 @@
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
 //! - [`metrics`]: `/metrics` in OpenMetrics text (prometheus-client), and its grammar check.
 //! - [`tls`]: HTTPS for the API with rustls.
+//! - [`live_ui`]: one batch's live page and controls served by the process that runs the
+//!   batch (`cowork run --ui`), on the same routes as the coordinator's.
 //! - [`k8s`] (feature `k8s`): a Kubernetes Job of workers for a large batch — its pure
 //!   manifest and the `WorkerJobs` port on `kube`.
 
@@ -36,6 +38,7 @@ pub mod history;
 pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;
+pub mod live_ui;
 pub mod metrics;
 pub mod rejudge;
 pub mod report_input;

@@ -291,7 +291,10 @@ pub(crate) struct LiveBatch {
 }
 
 impl LiveBatch {
-    fn new(progress: ProgressSnapshot, tiers: Vec<cowork_schema::job::Tier>) -> LiveBatch {
+    pub(crate) fn new(
+        progress: ProgressSnapshot,
+        tiers: Vec<cowork_schema::job::Tier>,
+    ) -> LiveBatch {
         // A few strip requests queue at most; more wait in the API (each page asks for one
         // strip at a time).
         let (unit_requests, unit_receiver) = tokio::sync::mpsc::channel(16);
@@ -309,7 +312,7 @@ impl LiveBatch {
     }
 
     /// What connects the batch's supervisor to its live page.
-    fn link(&self) -> crate::supervisor::LiveLink {
+    pub(crate) fn link(&self) -> crate::supervisor::LiveLink {
         crate::supervisor::LiveLink {
             controls: Some(self.controls.subscribe()),
             snapshot: Some(Arc::clone(&self.snapshot)),
@@ -340,10 +343,17 @@ pub(crate) struct Service {
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
     /// neither a token's bytes nor its length.
     token_digests: Vec<[u8; 32]>,
+    /// Whether a decided batch's live view links its report: not on the page of a
+    /// `cowork run --ui`, whose server closes with the run.
+    pub(crate) links_reports: bool,
 }
 
 impl Service {
-    fn new(config: CoordinatorConfig, ports: FleetPorts, shutdown: CancellationToken) -> Service {
+    pub(crate) fn new(
+        config: CoordinatorConfig,
+        ports: FleetPorts,
+        shutdown: CancellationToken,
+    ) -> Service {
         let model_limits = Arc::new(crate::supervisor::SharedModelLimits::new(
             config.model_limits.clone(),
         ));
@@ -364,6 +374,7 @@ impl Service {
             workers_seen: watch::Sender::new(Vec::new()),
             model_limits,
             token_digests,
+            links_reports: true,
         }
     }
 
@@ -395,6 +406,12 @@ impl Service {
     /// The live batch `batch_id`, if this process supervises (or supervised) it.
     pub(crate) fn live(&self, batch_id: &BatchId) -> Option<Arc<LiveBatch>> {
         self.lock_live().get(batch_id).cloned()
+    }
+
+    /// Serves `live` as the live view of `batch_id`, for a batch this process runs itself
+    /// (`cowork run --ui`, see [`crate::live_ui`]).
+    pub(crate) fn host_live(&self, batch_id: BatchId, live: Arc<LiveBatch>) {
+        self.lock_live().insert(batch_id, live);
     }
 
     /// Every batch this process supervises or supervised since it started.
@@ -823,7 +840,7 @@ impl Service {
 
     /// Applies `change` to a batch's record by compare-and-set, re-reading on conflict. `change`
     /// returns `false` to leave the record as it is. Returns the record as stored afterwards.
-    async fn transition(
+    pub(crate) async fn transition(
         &self,
         batch_id: &BatchId,
         change: impl Fn(&mut BatchRecord) -> bool,

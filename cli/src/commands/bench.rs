@@ -63,6 +63,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
             tiers,
             duration_ms,
             coordinator,
+            live_pages,
         } => {
             let tiers = parse_tiers(&tiers)?;
             let bench = FleetBench {
@@ -70,6 +71,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                 workers,
                 slots,
                 duration_ms,
+                live_pages,
             };
             match coordinator {
                 Some(url) => bench_running_fleet(&bench, &url, &nats).await,
@@ -194,6 +196,8 @@ struct FleetBench {
     workers: usize,
     slots: usize,
     duration_ms: u64,
+    /// Live pages following the batch (`--live-pages`).
+    live_pages: u16,
 }
 
 /// The in-process fleet's settings.
@@ -286,7 +290,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
 
     let client = cowork_client::CoordinatorClient::new(&format!("http://{address}"), None)
         .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
-    let measured = submit_and_watch(bench, &client).await;
+    let measured = submit_and_watch(bench, &client, &address.to_string()).await;
     let timeline = match &measured {
         Ok(run) => timeline(&nats, &run.batch_id).await,
         Err(_) => None,
@@ -342,7 +346,12 @@ async fn bench_running_fleet(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let measured = submit_and_watch(bench, &client).await?;
+    let authority = url
+        .strip_prefix("http://")
+        .unwrap_or(url)
+        .trim_end_matches('/')
+        .to_owned();
+    let measured = submit_and_watch(bench, &client, &authority).await?;
     let nats = crate::connect::nats_config(nats)?;
     let timeline = timeline(&nats, &measured.batch_id).await;
     let label = format!(
@@ -379,9 +388,12 @@ struct FleetRun {
     exit_code: Option<i32>,
 }
 
+/// Submits the benchmark batch to the coordinator at `authority` (`host:port`), opens
+/// `--live-pages` live pages on it, and follows it to its end.
 async fn submit_and_watch(
     bench: &FleetBench,
     client: &cowork_client::CoordinatorClient,
+    authority: &str,
 ) -> Result<FleetRun, CliError> {
     use cowork_client::WatchEvent;
     use futures::StreamExt;
@@ -394,6 +406,9 @@ async fn submit_and_watch(
         .submit(&prepared.spec, prepared.bundle.bytes)
         .await
         .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let pages: Vec<_> = (0..bench.live_pages)
+        .map(|_| tokio::spawn(live_page(authority.to_owned(), response.batch_id.clone())))
+        .collect();
     let events = client
         .watch(&response.batch_id)
         .await
@@ -410,6 +425,22 @@ async fn submit_and_watch(
     let decided_ms = unix_ms();
     let end =
         end.ok_or_else(|| CliError::Failed(anyhow::anyhow!("the watch ended before the batch")))?;
+    if !pages.is_empty() {
+        let mut counts = Vec::new();
+        for page in pages {
+            match page.await {
+                Ok(Ok(n_events)) => counts.push(n_events),
+                Ok(Err(error)) => eprintln!("a live page failed: {error}"),
+                Err(error) => eprintln!("a live page failed: {error}"),
+            }
+        }
+        println!(
+            "live pages: {} of {} followed the batch to its verdict; live events each: {:?}",
+            counts.len(),
+            bench.live_pages,
+            counts
+        );
+    }
     Ok(FleetRun {
         batch_id: response.batch_id,
         submitted_ms,
@@ -419,6 +450,32 @@ async fn submit_and_watch(
         state: end.state.as_str().to_owned(),
         exit_code: end.exit_code,
     })
+}
+
+/// One live page of `batch_id` as a browser opens it: the page, its script, then its live
+/// stream read to its end (the server ends it after the verdict). Returns the stream's events.
+async fn live_page(authority: String, batch_id: cowork_schema::BatchId) -> std::io::Result<usize> {
+    let page = format!("/v1/batches/{batch_id}/live.html");
+    http_read_all(&authority, &page).await?;
+    http_read_all(&authority, "/assets/live.js").await?;
+    let stream = http_read_all(&authority, &format!("/v1/batches/{batch_id}/live/events")).await?;
+    Ok(stream.matches("event:").count())
+}
+
+/// The whole answer to `GET path` from the unauthenticated coordinator at `authority`.
+async fn http_read_all(authority: &str, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(authority).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    if !answer.starts_with("HTTP/1.1 200") {
+        let status = answer.lines().next().unwrap_or_default().to_owned();
+        return Err(std::io::Error::other(format!("GET {path}: {status}")));
+    }
+    Ok(answer)
 }
 
 fn unix_ms() -> i128 {

@@ -89,6 +89,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         quiet: args.quiet,
         started,
         command: BatchMode::Eval.envelope_command(),
+        ui: None,
     };
     store_batch(&store, &plan, spec, bundle).await?;
     let outcome = run_stored(&embedded, &plan, "eval batch").await;

@@ -80,6 +80,7 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
         started: Instant::now(),
         // `resume` uses the stored batch's own command (`run`, `record`, `replay`, `eval`).
         command: BatchMode::Run.envelope_command(),
+        ui: None,
     };
     let resumed = crate::embedded::resume(&embedded, &batch_id).await?;
     let outcome = resumed.outcome;

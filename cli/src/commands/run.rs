@@ -43,6 +43,9 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     agent_preflight(executor_kind, &plan)?;
     let batch_id = plan.batch_id.clone();
 
+    // Bound before anything is stored: a taken port is a usage error that changes nothing.
+    let ui = args.ui.map(crate::embedded::UiListener::bind).transpose()?;
+
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
     crate::embedded::store_batch(&store, &plan, spec, bundle).await?;
@@ -66,6 +69,11 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         );
     }
 
+    if let Some(ui) = &ui {
+        // Printed even with --quiet: the token is in it, and nothing else says it.
+        eprintln!("live page: {}", ui.page_url(&batch_id)?);
+    }
+
     let admission = crate::connect::Admission::from_args(&args.admission)?;
     let embedded = crate::embedded::EmbeddedRun {
         store,
@@ -81,6 +89,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         quiet: args.quiet,
         started,
         command: mode.envelope_command(),
+        ui,
     };
     let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await;
     if !args.keep_work {

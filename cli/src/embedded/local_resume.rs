@@ -46,6 +46,7 @@ pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<Resume
     let stored = read_stored_batch(store, batch_id).await?;
     let embedded = &EmbeddedRun {
         command: stored.spec.mode.envelope_command(),
+        ui: None,
         ..embedded.clone()
     };
     let mut plan = replan(embedded, batch_id, &stored).await?;

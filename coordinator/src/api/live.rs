@@ -93,7 +93,9 @@ pub(crate) fn decorated(
         snapshot.verdict = Some(LiveVerdict {
             ok,
             exit_code,
-            report: Some("report?format=html".to_owned()),
+            report: service
+                .links_reports
+                .then(|| "report?format=html".to_owned()),
         });
     } else if snapshot.state == "running" && record.is_some_and(|r| r.state == BatchState::Stopping)
     {

@@ -56,9 +56,37 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         )
         .route("/v1/batches/{id}", get(batches::status))
         .route("/v1/batches/{id}/events", get(batches::events))
-        .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
+        .route("/v1/workers", get(workers::list))
+        .route("/v1/fabric", get(workers::fabric))
+        .merge(live_api_routes());
+    // Pages a browser opens: the same auth, plus `?token=` (see `pages`).
+    let browser_pages = Router::new()
+        .route("/v1/ui", get(pages::ui))
+        .merge(live_page_routes());
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/", get(pages::root))
+        .merge(guarded(&service, v1, browser_pages))
+        .with_state(service)
+}
+
+/// Only one batch's live page, its stream, strips, report, stored files and controls: what
+/// `cowork run --ui` serves for the batch it runs (see [`crate::live_ui`]), with the same auth
+/// and cross-site guard as the coordinator's.
+pub(crate) fn live_ui_router(service: Arc<Service>) -> Router {
+    Router::new()
+        .merge(guarded(&service, live_api_routes(), live_page_routes()))
+        .with_state(service)
+}
+
+/// The API routes of a batch's live view and controls (bearer token only).
+fn live_api_routes() -> Router<Arc<Service>> {
+    Router::new()
+        .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/batches/{id}/pause", post(live::pause))
         .route(
             "/v1/batches/{id}/resume-dispatch",
@@ -67,35 +95,40 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/adjust", post(live::adjust))
         .route("/v1/batches/{id}/live", get(live::snapshot))
         .route("/v1/batches/{id}/live/units/{unit}", get(live::unit_runs))
-        .route("/v1/workers", get(workers::list))
-        .route("/v1/fabric", get(workers::fabric))
-        .route_layer(middleware::from_fn_with_state(
-            Arc::clone(&service),
-            require_bearer,
-        ));
-    // Pages a browser opens: the same auth, plus `?token=` (see `pages`). A stored artifact
-    // is one of them: the HTML report links each run's files.
-    let browser_pages = Router::new()
+}
+
+/// The pages of one batch a browser opens (bearer token or `?token=`): its live page and
+/// stream, its report, and a stored artifact (the report and the strips link each run's
+/// files).
+fn live_page_routes() -> Router<Arc<Service>> {
+    Router::new()
         .route("/v1/batches/{id}/report", get(batches::report))
         .route("/v1/batches/{id}/artifacts/{*path}", get(pages::artifact))
-        .route("/v1/ui", get(pages::ui))
         .route("/v1/batches/{id}/live.html", get(live::page))
         .route("/v1/batches/{id}/live/events", get(live::events))
-        .route_layer(middleware::from_fn_with_state(
-            Arc::clone(&service),
-            pages::require_bearer_or_query_token,
-        ));
+}
+
+/// `api` behind the bearer check, `pages` behind the bearer-or-`?token=` check, the live
+/// page's script (open), and the cross-site guard over all of them.
+fn guarded(
+    service: &Arc<Service>,
+    api: Router<Arc<Service>>,
+    pages: Router<Arc<Service>>,
+) -> Router<Arc<Service>> {
+    let api = api.route_layer(middleware::from_fn_with_state(
+        Arc::clone(service),
+        require_bearer,
+    ));
+    let pages = pages.route_layer(middleware::from_fn_with_state(
+        Arc::clone(service),
+        pages::require_bearer_or_query_token,
+    ));
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/", get(pages::root))
         .route("/assets/live.js", get(live::script))
-        .merge(v1)
-        .merge(browser_pages)
+        .merge(api)
+        .merge(pages)
         // Before the token check, so a cross-site POST is refused whatever it carries.
         .layer(middleware::from_fn(live::refuse_cross_site))
-        .with_state(service)
 }
 
 /// Lets a request through only with an accepted bearer token.

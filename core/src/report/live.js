@@ -64,7 +64,7 @@
     }
     const done = p.planned ? Math.min(100, (100 * (p.finished + p.skipped)) / p.planned) : 0;
     $('bar-done').style.width = done.toFixed(1) + '%';
-    setText('rate', p.perMinute === undefined ? '–' : p.perMinute + ' runs/min');
+    setText('rate', p.perMinute === undefined ? '–' : Number(p.perMinute).toFixed(p.perMinute < 10 ? 1 : 0) + ' runs/min');
     setText('eta', snap.verdict ? '–' : duration(p.etaS));
     renderCost(snap.cost);
     renderWords();
@@ -113,7 +113,7 @@
     clear(body);
     if (!(snap.workers || []).length) {
       const row = el('tr');
-      const cell = el('td', 'no live worker serves this batch\'s tiers', 'muted');
+      const cell = el('td', snap.verdict ? 'the batch has ended' : 'no live worker serves this batch\'s tiers', 'muted');
       cell.colSpan = 3;
       row.appendChild(cell);
       body.appendChild(row);
