@@ -25,7 +25,7 @@ use crate::support::{Sandbox, cowork, only_batch_dir, read_json, workspace_root}
 const CHROMIUM_TIMEOUT_S: &str = "120";
 
 /// The Chromium binary on PATH; panics with the install hint when there is none.
-fn chromium() -> PathBuf {
+pub(crate) fn chromium() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         for name in ["chromium", "chromium-browser"] {
@@ -43,7 +43,7 @@ fn chromium() -> PathBuf {
 }
 
 /// Where this test's screenshots go.
-fn output_dir() -> PathBuf {
+pub(crate) fn output_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-output/browser");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     dir

@@ -111,7 +111,17 @@ fn example_lines(help: &str) -> Vec<&str> {
 #[test]
 fn examples_are_never_wrapped_and_help_follows_the_terminal_width() {
     for command in [
-        "run", "eval", "rollup", "submit", "report", "batches", "diff", "trend",
+        "run",
+        "eval",
+        "rollup",
+        "submit",
+        "report",
+        "batches",
+        "diff",
+        "trend",
+        "pause",
+        "resume-dispatch",
+        "adjust",
     ] {
         for flag in ["--help", "-h"] {
             let narrow = help_at("60", &[command, flag]);

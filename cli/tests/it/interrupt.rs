@@ -350,12 +350,26 @@ fn sigterm_stops_in_the_same_two_stages() {
     stop_in_two_stages("TERM", false);
 }
 
+#[test]
+fn ctrl_c_stops_a_run_with_its_live_page_in_the_same_two_stages() {
+    // The page keeps a batch record that the second Ctrl-C changes (to kill) instead of
+    // creating it.
+    stop_in_two_stages_with("INT", false, &["--ui"]);
+}
+
 /// Interrupts a batch with two hanging jobs twice with `signal` and checks what each stage did;
 /// with `check_lock`, also that a resume is refused while the batch runs.
 fn stop_in_two_stages(signal: &str, check_lock: bool) {
+    stop_in_two_stages_with(signal, check_lock, &[]);
+}
+
+/// [`stop_in_two_stages`] of `cowork run` given `extra` arguments too.
+fn stop_in_two_stages_with(signal: &str, check_lock: bool, extra: &[&str]) {
     let sandbox = hanging_sandbox();
     let store = sandbox.store();
-    let mut running = Running::start(sandbox.path(), &run_args(&store));
+    let mut args = run_args(&store);
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    let mut running = Running::start(sandbox.path(), &args);
     let tree = wait_for_two_hanging_jobs(&mut running, &|| batch_dir_of(&store));
     let batch_dir = batch_dir_of(&store).expect("the batch dir exists");
     let batch = batch_dir

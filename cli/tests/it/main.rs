@@ -24,13 +24,16 @@
 //! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
 //! a worker killed between upload and ack, plain cancel, unserved tiers, refused workers,
 //! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium
-//! on a generated report and on the coordinator's pages), `telemetry` (OTLP traces of a run
+//! on a generated report and on the coordinator's pages), `live_browser` (Chromium driven over
+//! the DevTools protocol by `cdp` on the live page of a fleet batch and of `cowork run --ui`:
+//! pause, resume, cancel clicked), `telemetry` (OTLP traces of a run
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
 //! README's own text).
 
+mod cdp;
 mod fleet;
 mod support;
 
@@ -53,6 +56,7 @@ mod hostile;
 mod https;
 mod interrupt;
 mod limits;
+mod live_browser;
 mod multihost;
 mod readme;
 mod recovery;
