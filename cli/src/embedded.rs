@@ -264,11 +264,12 @@ async fn serve_ui(
             .context("recording the batch for its live page")?;
     let served = ui.serve(listener);
     let ui = Arc::new(ui);
-    let workers_shown = tokio::spawn(show_worker(
-        Arc::clone(&ui),
-        worker_config(embedded),
-        Arc::clone(stats),
-    ));
+    // Every tier is served here; the page lists the ones the batch uses.
+    let mut shown = worker_config(embedded);
+    shown
+        .tiers
+        .retain(|tier| plan.units.iter().any(|unit| unit.tier == *tier));
+    let workers_shown = tokio::spawn(show_worker(Arc::clone(&ui), shown, Arc::clone(stats)));
     Ok(ServedUi {
         ui,
         served,

@@ -469,3 +469,19 @@ fn flag_problems_and_input_problems_are_listed_together() {
         ],
     );
 }
+
+#[test]
+fn run_ui_on_a_taken_or_malformed_address_is_refused_before_anything_is_stored() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let taken = format!("--ui={}", taken.local_addr().expect("its address"));
+    check(
+        &[],
+        &[SCENARIO, "--repeat", "2", &taken],
+        &["--ui: cannot listen on 127.0.0.1:", "--ui=127.0.0.1:PORT"],
+    );
+    check(
+        &[],
+        &[SCENARIO, "--repeat", "2", "--ui=localhost"],
+        &["invalid value 'localhost' for '--ui"],
+    );
+}

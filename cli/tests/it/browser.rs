@@ -42,6 +42,18 @@ pub(crate) fn chromium() -> PathBuf {
     );
 }
 
+/// Chromium's flags for every test: headless, as root (no sandbox), in a small container (no
+/// GPU, no /dev/shm), with no first-run prompts and no scrollbars in the screenshots.
+pub(crate) const HEADLESS_FLAGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--hide-scrollbars",
+];
+
 /// Where this test's screenshots go.
 pub(crate) fn output_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-output/browser");
@@ -60,15 +72,7 @@ fn headless(url: &str, extra: &[&str]) -> String {
     command
         .args(["--kill-after=10", CHROMIUM_TIMEOUT_S])
         .arg(&chromium)
-        .args([
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--hide-scrollbars",
-        ])
+        .args(HEADLESS_FLAGS)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg(url);

@@ -47,14 +47,8 @@ impl Browser {
             .tempdir()
             .expect("a profile dir");
         let mut child = Command::new(crate::browser::chromium())
+            .args(crate::browser::HEADLESS_FLAGS)
             .args([
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--no-default-browser-check",
-                "--hide-scrollbars",
                 "--remote-debugging-port=0",
                 "--remote-debugging-address=127.0.0.1",
             ])

@@ -102,6 +102,20 @@ async fn pause_and_drain(browser: &mut Browser) -> u64 {
         .expect("a count")
 }
 
+/// Checks that nothing finished while paused, clicks Resume and waits for the verdict with
+/// every one of the 200 runs shown.
+async fn resume_to_the_verdict(browser: &mut Browser, finished_at_pause: u64) {
+    assert_eq!(
+        browser.eval(&number_of("p-finished")).await,
+        finished_at_pause,
+        "nothing finished while paused"
+    );
+    browser.click("#resume").await;
+    let word = verdict(browser).await;
+    assert!(matches!(word.as_str(), "PASS" | "FAIL"), "{word}");
+    assert_eq!(browser.eval(CELLS_FINISHED).await, 200, "every run shown");
+}
+
 /// The verdict the page shows once the batch is decided (`PASS`, `FAIL`, `CANCELLED`).
 async fn verdict(browser: &mut Browser) -> String {
     browser
@@ -149,16 +163,7 @@ async fn the_live_page_of_a_fleet_batch_fills_in_pauses_resumes_to_the_undisturb
         0,
         "no job started after the pause took effect"
     );
-    assert_eq!(
-        browser.eval(&number_of("p-finished")).await,
-        finished_at_pause,
-        "nothing finished while paused"
-    );
-
-    browser.click("#resume").await;
-    let word = verdict(&mut browser).await;
-    assert!(matches!(word.as_str(), "PASS" | "FAIL"), "{word}");
-    assert_eq!(browser.eval(CELLS_FINISHED).await, 200, "every run shown");
+    resume_to_the_verdict(&mut browser, finished_at_pause).await;
     let changes = browser
         .eval("document.getElementById('changes').innerText")
         .await;
@@ -284,15 +289,7 @@ async fn cowork_run_ui_serves_the_live_page_whose_pause_and_resume_end_with_the_
     let finished_at_pause = pause_and_drain(&mut browser).await;
     assert!(finished_at_pause < 200, "paused mid-batch");
     screenshots(&mut browser, "live-run-ui-paused").await;
-    assert_eq!(
-        browser.eval(&number_of("p-finished")).await,
-        finished_at_pause,
-        "nothing finished while paused"
-    );
-    browser.click("#resume").await;
-    let word = verdict(&mut browser).await;
-    assert!(matches!(word.as_str(), "PASS" | "FAIL"), "{word}");
-    assert_eq!(browser.eval(CELLS_FINISHED).await, 200, "every run shown");
+    resume_to_the_verdict(&mut browser, finished_at_pause).await;
     // Its server closes with the run: no link to a report it would no longer serve.
     assert_eq!(
         browser
