@@ -227,12 +227,55 @@ async fn cowork_run_ui_serves_the_live_page_whose_pause_and_resume_end_with_the_
 {
     let mut browser = Browser::launch().await;
     let store = tempfile::tempdir().expect("temp dir");
+    let (mut child, url, rest) = start_run_ui(store.path());
+    // Without the token the page is refused, as the coordinator's is.
+    let port: u16 = url["http://127.0.0.1:".len()..]
+        .split('/')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .expect("a port");
+    let path_without_token = url["http://127.0.0.1:".len()..]
+        .split_once('/')
+        .map(|(_, path)| format!("/{}", path.split('?').next().unwrap_or_default()))
+        .expect("a path");
+    assert_eq!(http_get(port, &path_without_token, None).0, 401);
+
+    browser.open(&url).await;
+    filling_in(&mut browser, 200).await;
+    let finished_at_pause = pause_and_drain(&mut browser).await;
+    assert!(finished_at_pause < 200, "paused mid-batch");
+    screenshots(&mut browser, "live-run-ui-paused").await;
+    resume_to_the_verdict(&mut browser, finished_at_pause).await;
+    // Its server closes with the run: no link to a report it would no longer serve.
+    assert_eq!(
+        browser
+            .eval("document.getElementById('report-link') === null")
+            .await,
+        true
+    );
+    screenshots(&mut browser, "live-run-ui-decided").await;
+
+    let status = child.wait().expect("waiting for cowork");
+    let rest = rest.join().unwrap_or_default();
+    assert!(matches!(status.code(), Some(0 | 1)), "{status:?}\n{rest}");
+    let rollup = read_bytes(&only_batch_dir(store.path()).join("rollup.json"));
+    assert!(
+        rollup == reference_rollup(RUN_MS),
+        "the paused and resumed run's rollup is the undisturbed run's"
+    );
+}
+
+/// `cowork run --ui` of the 200-job batch into `store`: the process, its page's URL (read
+/// from its stderr) and a thread reading the rest of its stderr.
+fn start_run_ui(
+    store: &std::path::Path,
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     let mut args = vec!["run".to_owned()];
     args.extend(batch_args(&profile_file(RUN_MS, 1.0), 50));
     args.extend(
         [
             "--store",
-            &store.path().display().to_string(),
+            &store.display().to_string(),
             "--slots",
             "8",
             "--quiet",
@@ -268,47 +311,35 @@ async fn cowork_run_ui_serves_the_live_page_whose_pause_and_resume_end_with_the_
     );
     // Keeps reading, so cowork never blocks on a full pipe.
     let rest = std::thread::spawn(move || {
-        let mut rest = String::new();
+        let mut rest = said.concat();
         let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
         rest
     });
-    // Without the token the page is refused, as the coordinator's is.
-    let port: u16 = url["http://127.0.0.1:".len()..]
-        .split('/')
-        .next()
-        .and_then(|port| port.parse().ok())
-        .expect("a port");
-    let path_without_token = url["http://127.0.0.1:".len()..]
-        .split_once('/')
-        .map(|(_, path)| format!("/{}", path.split('?').next().unwrap_or_default()))
-        .expect("a path");
-    assert_eq!(http_get(port, &path_without_token, None).0, 401);
+    (child, url, rest)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cowork_run_ui_cancel_from_the_page_ends_the_run_as_the_first_ctrl_c_does() {
+    let mut browser = Browser::launch().await;
+    let store = tempfile::tempdir().expect("temp dir");
+    let (mut child, url, rest) = start_run_ui(store.path());
     browser.open(&url).await;
     filling_in(&mut browser, 200).await;
-    let finished_at_pause = pause_and_drain(&mut browser).await;
-    assert!(finished_at_pause < 200, "paused mid-batch");
-    screenshots(&mut browser, "live-run-ui-paused").await;
-    resume_to_the_verdict(&mut browser, finished_at_pause).await;
-    // Its server closes with the run: no link to a report it would no longer serve.
-    assert_eq!(
-        browser
-            .eval("document.getElementById('report-link') === null")
-            .await,
-        true
-    );
-    screenshots(&mut browser, "live-run-ui-decided").await;
-
+    browser.click("#cancel").await;
+    browser
+        .wait_for(
+            "!document.getElementById('confirm').hidden",
+            "true",
+            "the confirmation",
+        )
+        .await;
+    browser.click("#confirm-yes").await;
+    assert_eq!(verdict(&mut browser).await, "CANCELLED");
     let status = child.wait().expect("waiting for cowork");
-    let rest = rest.join().unwrap_or_default();
+    let said = rest.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(130), "{said}");
     assert!(
-        matches!(status.code(), Some(0 | 1)),
-        "{status:?}\n{}{rest}",
-        said.concat()
-    );
-    let rollup = read_bytes(&only_batch_dir(store.path()).join("rollup.json"));
-    assert!(
-        rollup == reference_rollup(RUN_MS),
-        "the paused and resumed run's rollup is the undisturbed run's"
+        said.contains("cancelled from its live page") && said.contains("`cowork resume "),
+        "{said}"
     );
 }
