@@ -175,9 +175,13 @@ impl StoredRun {
 /// every result (16 KiB a run).
 pub const MAX_RUN_SECTIONS: usize = 2000;
 
+/// Runs detailed in a batch of more than [`MAX_RUN_SECTIONS`] runs: a run's section is about
+/// 2 KB, so that the page of a sweep of any size stays within a few MB.
+pub const SECTIONS_OF_A_BIG_BATCH: usize = 300;
+
 /// Picks which of a batch's runs the report details, offered one by one in (unit, repeat
 /// index) order: all of them up to [`MAX_RUN_SECTIONS`]; above, every run that did not pass
-/// (up to the limit), then passing ones, each in unit and index order. It holds at most twice
+/// (up to [`SECTIONS_OF_A_BIG_BATCH`]), then passing ones, each in unit and index order. It holds at most twice
 /// the limit, so a loader applies it as it streams a batch of any size.
 #[derive(Debug)]
 pub struct DetailedRuns<T> {
@@ -212,8 +216,14 @@ impl<T> DetailedRuns<T> {
 
     /// The runs picked, in the order they were offered.
     pub fn finish(self) -> Vec<T> {
-        let room = MAX_RUN_SECTIONS.saturating_sub(self.not_passing.len());
+        let limit = if self.offered > MAX_RUN_SECTIONS {
+            SECTIONS_OF_A_BIG_BATCH
+        } else {
+            MAX_RUN_SECTIONS
+        };
         let mut chosen = self.not_passing;
+        chosen.truncate(limit);
+        let room = limit.saturating_sub(chosen.len());
         chosen.extend(self.passing.into_iter().take(room));
         chosen.sort_unstable_by_key(|(position, _)| *position);
         chosen.into_iter().map(|(_, run)| run).collect()
@@ -1545,7 +1555,7 @@ pub fn render_json(input: &ReportInput) -> String {
 
 #[cfg(test)]
 mod detailed_runs_tests {
-    use super::{DetailedRuns, MAX_RUN_SECTIONS, RunState};
+    use super::{DetailedRuns, MAX_RUN_SECTIONS, RunState, SECTIONS_OF_A_BIG_BATCH};
 
     /// A sweep bigger than the page details: every failing run is kept whole (up to the
     /// limit), then the first passing ones, in the order offered, and never more than the
@@ -1563,13 +1573,13 @@ mod detailed_runs_tests {
             picker.offer(state, position);
         }
         let kept = picker.finish();
-        assert_eq!(kept.len(), MAX_RUN_SECTIONS);
+        assert_eq!(kept.len(), SECTIONS_OF_A_BIG_BATCH);
         assert!(failing.iter().all(|position| kept.contains(position)));
         assert!(
             kept.windows(2).all(|pair| pair[0] < pair[1]),
             "offered order"
         );
-        let passing_kept = MAX_RUN_SECTIONS - failing.len();
+        let passing_kept = SECTIONS_OF_A_BIG_BATCH - failing.len();
         let first_passing: Vec<usize> = (0..100_000)
             .filter(|position| !failing.contains(position))
             .take(passing_kept)

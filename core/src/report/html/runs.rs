@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{escape, query_value, verdict_badge};
 use crate::report::{
-    DetailedRuns, MAX_RUN_SECTIONS, RunOutcome, RunState, StoredRun, Summary, UnitReport,
-    UnitStatus, cost_text, percent, seconds,
+    DetailedRuns, MAX_RUN_SECTIONS, RunOutcome, RunState, SECTIONS_OF_A_BIG_BATCH, StoredRun,
+    Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
 };
 
 /// Squares of a strip inside a heatmap cell before the rest are counted.
@@ -254,8 +254,8 @@ pub(crate) fn unit_sections(
         let _ = writeln!(
             out,
             "<p class=\"muted\">{} passing run(s) have no section of their own (the page \
-             details at most {MAX_RUN_SECTIONS} runs, failing ones first); their files are in \
-             the store.</p>",
+             details at most {SECTIONS_OF_A_BIG_BATCH} runs of a batch of more than \
+             {MAX_RUN_SECTIONS}, failing ones first); their files are in the store.</p>",
             index.left_out
         );
     }
