@@ -449,8 +449,8 @@ fn eval_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) 
 /// no longer (the terminal summary cuts at the same size).
 const OVERVIEW_FROM_UNITS: usize = 40;
 
-/// Failing and flaky units listed by name in the overview before the rest are counted.
-const OVERVIEW_LISTED: usize = 40;
+/// Failing and flaky units listed by name in the overview before the rest are counted: few enough that the squares of 1,000 cells stay on the first screen.
+const OVERVIEW_LISTED: usize = 12;
 
 /// Where a unit stands in the overview's order: failing (by how far below the bar), then
 /// flaky, then passing, then not run; each by pass rate, then index.
