@@ -35,7 +35,9 @@ use serde_json::Value;
 use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison};
 use cowork_core::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
-use cowork_core::report::{EvalArm, EvalRow, EvalSection, ReportInput, StoredRun};
+use cowork_core::report::{
+    DetailedRuns, EvalArm, EvalRow, EvalSection, ReportInput, RunBrief, RunState, StoredRun,
+};
 
 use cowork_fabric::artifacts::PARALLEL_READS;
 
@@ -290,9 +292,11 @@ pub async fn load_report_input(
     };
     let envelope_key = format!("{prefix}envelope.json");
     let envelope = read_envelope_head(store, &envelope_key).await?;
-    let (mut runs, outcomes) = read_jobs(store, batch_id).await?;
     let wall_ms = wall_ms(store, &prefix, envelope.as_ref()).await?;
     let Some(rollup) = rollup else {
+        // Judging needs every outcome at once (harness-behaviour.md#index-order-reducer), so an
+        // unfinished batch is still read whole.
+        let (mut runs, outcomes) = read_jobs(store, batch_id).await?;
         let judged = unfinished::judge(&stored, &outcomes, &runs)?;
         for run in &mut runs {
             run.discarded = judged.discarded.contains(&(run.unit, run.repeat_index));
@@ -302,6 +306,7 @@ pub async fn load_report_input(
             rollup: judged.rollup,
             envelope: judged.envelope,
             runs,
+            briefs: Default::default(),
             eval: None,
             wall_ms,
             incomplete: Some(judged.incomplete),
@@ -315,10 +320,7 @@ pub async fn load_report_input(
         envelope
     });
     let discarded = discarded_jobs(&envelope);
-    for run in &mut runs {
-        let job = JobId::new(batch_id, run.unit, run.repeat_index);
-        run.discarded = discarded.contains(job.as_str());
-    }
+    let (runs, briefs) = read_decided_jobs(store, batch_id, &discarded).await?;
     let eval = if stored.spec.mode == BatchMode::Eval {
         load_eval(store, &format!("{prefix}{EVAL_DOCUMENT_FILE}")).await?
     } else {
@@ -329,6 +331,7 @@ pub async fn load_report_input(
         rollup,
         envelope,
         runs,
+        briefs: briefs.into(),
         eval,
         wall_ms,
         incomplete: None,
@@ -367,6 +370,44 @@ async fn read_jobs(
         }
     }
     Ok((runs, outcomes))
+}
+
+/// The jobs of a decided batch, streamed: every run in brief, and whole only the runs the
+/// report details ([`DetailedRuns`]), so that the report of a batch of any size is read in
+/// flat memory (a `result.json` is about 16 KiB, its brief under 100 bytes). `discarded`
+/// holds the job ids the envelope lists as discarded.
+async fn read_decided_jobs(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+    discarded: &HashSet<String>,
+) -> Result<(Vec<StoredRun>, Vec<RunBrief>), ReportError> {
+    let jobs_prefix = cowork_schema::layout::jobs_prefix(batch_id);
+    let keys = store
+        .list(&jobs_prefix)
+        .await
+        .map_err(|source| ReportError::Store {
+            key: jobs_prefix.clone(),
+            source,
+        })?;
+    let found = jobs::locate_jobs(batch_id, &jobs_prefix, keys);
+    let mut briefs = Vec::with_capacity(found.len());
+    let reads = found
+        .into_iter()
+        .map(|(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
+    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    let mut picker = DetailedRuns::default();
+    while let Some(read) = stream.next().await {
+        let Some(job) = read? else {
+            continue;
+        };
+        let mut run = job.run;
+        let id = JobId::new(batch_id, run.unit, run.repeat_index);
+        run.discarded = discarded.contains(id.as_str());
+        let brief = RunBrief::of(&run);
+        picker.offer(RunState::of(&run), run);
+        briefs.push(brief);
+    }
+    Ok((picker.finish(), briefs))
 }
 
 /// The eval section of the report from the stored `eval.json` at `key`; `None` when there is

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::fleet::{Fleet, TOKEN, batch_of};
 use crate::report::{check_heatmap, demo_batch, heatmap_cells, http_get};
-use crate::support::{Sandbox, cowork, only_batch_dir, read_json, workspace_root};
+use crate::support::{Sandbox, cowork, only_batch_dir, read_json, run_batch_from, workspace_root};
 
 /// Wall-clock cap of one Chromium run, enforced by coreutils `timeout` so that a wedged browser
 /// fails the test instead of hanging it; a page of this size renders in about a second.
@@ -506,4 +506,158 @@ async fn browser_renders_the_coordinator_pages() {
     let refused = rendered_dom(&format!("{base}/v1/batches/{batch}/report?format=html"));
     assert!(refused.contains("missing or wrong token"), "{refused}");
     assert!(heatmap_cells(&refused).is_empty());
+}
+
+/// The script appended to a copy of the 1,000-cell page: where the overview's squares end,
+/// in pixels from the top of the page.
+const OVERVIEW_SCRIPT: &str = "<script>\
+var g=document.getElementById('overview-grid');\
+document.documentElement.setAttribute('data-overview-bottom',\
+Math.round(g.getBoundingClientRect().bottom+window.scrollY));\
+</script>";
+
+/// Issue 20: a 1,000-cell sweep (1,000 models × one skill dir × `--repeat 3` on the
+/// simulator: 3,000 runs, more than the page details one by one). Its first screen is the
+/// overview: every cell as a square, failing ones first (worst first), then flaky, then the
+/// rest, all within the first 1,000 px at 1,400 px wide; every square links to its cell's
+/// section, and the page stays small.
+#[test]
+fn browser_opens_a_1000_cell_report_with_every_cell_in_the_overview_worst_first() {
+    let sandbox = Sandbox::empty();
+    let demo = sandbox.path().join("demo");
+    crate::support::copy_dir(&workspace_root().join("examples/demo"), &demo);
+    let models: Vec<String> = (0..1000).map(|i| format!("m{i:04}")).collect();
+    std::fs::write(
+        demo.join("matrix-1000.yaml"),
+        format!(
+            "models: [{}]\nskill_dirs:\n  - skills/v1/csv-report\n",
+            models.join(", ")
+        ),
+    )
+    .expect("the matrix");
+    // 10 cells never pass, 30 pass half their runs (failing or flaky), the rest always pass.
+    let mut rules = String::from("rules:\n");
+    for i in (7..1000).step_by(100) {
+        rules.push_str(&format!("  - model: {}\n    pass_rate: 0.0\n", models[i]));
+    }
+    for i in (13..1000).step_by(33) {
+        rules.push_str(&format!("  - model: {}\n    pass_rate: 0.5\n", models[i]));
+    }
+    rules.push_str("  - pass_rate: 1.0\n    cost_usd: 0.01\n    duration_ms: 1000\n");
+    std::fs::write(demo.join("profile.yaml"), rules).expect("the profile");
+    let store = sandbox.store();
+    let run = run_batch_from(
+        &demo,
+        &store,
+        &[
+            "scenarios/csv-report.yaml",
+            "--matrix",
+            "matrix-1000.yaml",
+            "--max-cells",
+            "1000",
+            "--repeat",
+            "3",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "profile.yaml",
+            "--min-pass-rate",
+            "0.8",
+        ],
+    );
+    assert_eq!(run.code(), 1, "{}", run.context());
+    let html_file = sandbox.path().join("report-1000.html");
+    cowork(
+        sandbox.path(),
+        &[
+            "report",
+            "latest",
+            "--store",
+            &store.display().to_string(),
+            "-o",
+            &html_file.display().to_string(),
+        ],
+    )
+    .expect_code(0);
+    let html = std::fs::read_to_string(&html_file).expect("the report");
+    assert!(html.len() < 5_000_000, "the page is {} bytes", html.len());
+
+    let dom = rendered_dom(&file_url(&html_file));
+    let start = dom.find("<section id=\"overview\">").expect("an overview");
+    let end = start + dom[start..].find("</section>").expect("a closed overview");
+    let overview = &dom[start..end];
+    let grid = &overview[overview.find("id=\"overview-grid\"").expect("the grid")..];
+    // Every cell of the heatmap is a square of the overview, once.
+    let squares = attribute_values(grid, "data-cell");
+    let mut in_overview = squares.clone();
+    in_overview.sort();
+    in_overview.dedup();
+    let mut in_heatmap: Vec<String> = heatmap_cells(&dom).into_iter().map(|c| c.id).collect();
+    in_heatmap.sort();
+    assert_eq!(in_heatmap.len(), 1000);
+    assert_eq!(in_overview, in_heatmap, "every cell once in the overview");
+    assert_eq!(squares.len(), 1000);
+    // Worst first: failing squares (lowest pass rate first), then flaky, then passing.
+    let states = attribute_values(grid, "data-state");
+    let flaky = attribute_values(grid, "data-flaky");
+    let rates: Vec<f64> = attribute_values(grid, "data-pass-rate")
+        .iter()
+        .map(|rate| rate.parse().expect("a rate"))
+        .collect();
+    assert_eq!((states.len(), rates.len()), (1000, 1000));
+    let rank = |i: usize| match (states[i].as_str(), flaky[i].as_str()) {
+        ("fail", _) => 0,
+        ("pass", "true") => 1,
+        ("pass", _) => 2,
+        (other, _) => panic!("square {} is {other}", squares[i]),
+    };
+    let failing = (0..1000).filter(|i| rank(*i) == 0).count();
+    assert!(
+        failing >= 10,
+        "the 10 cells that never pass fail: {failing}"
+    );
+    for i in 1..1000 {
+        assert!(
+            (rank(i - 1), rates[i - 1]) <= (rank(i), rates[i]),
+            "square {i} ({}) is out of order: {:?} then {:?}",
+            squares[i],
+            (&states[i - 1], rates[i - 1]),
+            (&states[i], rates[i])
+        );
+    }
+    let never_passed = rates.iter().take_while(|rate| **rate == 0.0).count();
+    for i in (7..1000).step_by(100) {
+        let id = format!("c{i}");
+        assert!(
+            squares[..never_passed].contains(&id),
+            "{id} (never passes) is among the first squares: {:?}",
+            &squares[..never_passed]
+        );
+    }
+    // The count line agrees with the squares.
+    assert!(
+        overview.contains(&format!("data-failing=\"{failing}\"")),
+        "{overview}"
+    );
+    // Each square leads to its cell's section, and the page keeps its drill-down.
+    let ids: std::collections::HashSet<String> = attribute_values(&dom, "id").into_iter().collect();
+    for square in &squares {
+        assert!(ids.contains(&format!("unit-{square}")), "{square}");
+    }
+    check_drill_down(&dom, "report-1000.html");
+    // The whole overview is on the first screen (1,000 px high at 1,400 px wide).
+    let copy = sandbox.path().join("report-1000-measured.html");
+    std::fs::write(
+        &copy,
+        html.replace("</body>", &format!("{OVERVIEW_SCRIPT}</body>")),
+    )
+    .expect("the measured copy");
+    let measured = headless(&file_url(&copy), &["--dump-dom", "--window-size=1400,1000"]);
+    let bottom: f64 = attribute_values(&measured, "data-overview-bottom")
+        .first()
+        .and_then(|value| value.parse().ok())
+        .expect("the overview was measured");
+    assert!(bottom <= 1000.0, "the overview ends at {bottom} px");
+    let png = screenshot(&file_url(&html_file), "report-1000-cells.png", 1400, 40_000);
+    eprintln!("screenshot of the 1,000-cell report: {}", png.display());
 }

@@ -99,6 +99,16 @@ a.cellink:hover .frac{text-decoration:underline}
 .dot.discarded{background:repeating-linear-gradient(45deg,#8c959f 0 2px,#eaeef2 2px 4px)}
 .dot.not-run{background:#fff;border:1px dashed #8c959f}
 .strip .more{font-size:11px;line-height:12px;color:#59636e}
+.seg{display:inline-block;min-width:10px;height:12px;padding:0 4px;border-radius:2px;font-size:9px;line-height:12px;color:#fff;border:1px solid rgba(31,35,40,.25)}
+.seg.pass{background:#1a7f37}.seg.fail{background:#cf222e}.seg.error{background:#8250df}.seg.discarded{background:#8c959f}.seg.not-run{background:#fff;color:#59636e;border:1px dashed #8c959f}
+#overview .counts{margin:6px 0;font-weight:600}
+.ov-grid{display:flex;flex-wrap:wrap;gap:2px;line-height:0}
+a.ov{display:inline-block;width:14px;height:14px;border-radius:2px;border:1px solid rgba(31,35,40,.3)}
+a.ov.fail,a.ov.error{outline:1px solid #cf222e}
+a.ov.error{background:#8250df}a.ov.not-run{background:#fff;border-style:dashed}
+table.ov-matrix td{padding:1px;border:0}table.ov-matrix th{font-size:11px;padding:1px 6px;font-weight:400}
+ol.worst{margin:6px 0;padding-left:22px;columns:2 420px;font-size:13px}
+ol.worst li{break-inside:avoid}
 .legend{margin:8px 0 0;font-size:12px;color:#59636e}
 .legend .swatch{display:inline-block;width:28px;height:12px;margin:0 4px 0 10px;vertical-align:middle;border:1px solid #d0d7de}
 .legend .dot{margin:0 3px 0 10px;vertical-align:middle}
@@ -433,6 +443,204 @@ fn eval_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) 
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// Units above which the page opens with the overview: a batch this big is read cell by cell
+/// no longer (the terminal summary cuts at the same size).
+const OVERVIEW_FROM_UNITS: usize = 40;
+
+/// Failing and flaky units listed by name in the overview before the rest are counted: few enough that the squares of 1,000 cells stay on the first screen.
+const OVERVIEW_LISTED: usize = 12;
+
+/// Where a unit stands in the overview's order: failing (by how far below the bar), then
+/// flaky, then passing, then not run; each by pass rate, then index.
+fn overview_rank(unit: &UnitReport<'_>) -> (u8, u64, u32) {
+    let group = match unit.status {
+        UnitStatus::Failed | UnitStatus::Error(_) | UnitStatus::Incomplete => 0,
+        UnitStatus::Passed if unit.flaky() => 1,
+        UnitStatus::Passed => 2,
+        UnitStatus::NotRun => 3,
+    };
+    // Pass rates are in [0, 1]: as millionths they sort as integers.
+    let rate = (unit.pass_rate.unwrap_or(0.0).clamp(0.0, 1.0) * 1e6) as u64;
+    (group, rate, unit.index)
+}
+
+/// One square of the overview: the unit's state and shade, linking to its section.
+fn overview_tile(out: &mut String, unit: &UnitReport<'_>) {
+    let state = unit.status.as_str();
+    let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+    let style = unit.pass_rate.map_or_else(String::new, |rate| {
+        format!(
+            " data-pass-rate=\"{}\" style=\"{}\"",
+            js_number(rate),
+            heat_style(state, rate)
+        )
+    });
+    let _ = write!(
+        out,
+        "<a class=\"ov {state}\" href=\"#unit-{id}\" data-cell=\"{id}\" data-state=\"{state}\" \
+         data-flaky=\"{}\"{style} title=\"{}\"></a>",
+        unit.flaky(),
+        escape(&format!(
+            "{}: {}/{} passed ({rate}) {}",
+            unit.label,
+            unit.passes,
+            unit.completed,
+            unit.verdict_text()
+        )),
+        id = escape(&unit.id),
+    );
+}
+
+/// The first screen of a big batch: what failed, how badly and where. A count line, the
+/// failing and flaky units by name (worst first, how far below the bar), then every unit as
+/// a small square: a grid of rows × columns when the matrix has two axes to lay out, else
+/// one block in the same worst-first order. Every square links to its unit's section.
+fn overview(out: &mut String, summary: &Summary<'_>) {
+    let mut ranked: Vec<&UnitReport<'_>> = summary.units.iter().collect();
+    ranked.sort_by_key(|unit| overview_rank(unit));
+    let count = |group: u8| {
+        ranked
+            .iter()
+            .filter(|unit| overview_rank(unit).0 == group)
+            .count()
+    };
+    let (failing, flaky, passing, not_run) = (count(0), count(1), count(2), count(3));
+    let noun = summary.unit_noun();
+    let _ = writeln!(
+        out,
+        "<section id=\"overview\">\n<h2>Overview: {} {noun}s, worst first</h2>\n\
+         <p class=\"counts\" data-failing=\"{failing}\" data-flaky=\"{flaky}\" \
+         data-passing=\"{passing}\">{failing} failing (below the {} bar or no run) · {flaky} \
+         flaky but passing · {} passing every run{}</p>",
+        summary.units.len(),
+        percent(summary.judging.min_pass_rate),
+        passing,
+        if not_run > 0 {
+            format!(" · {not_run} not run")
+        } else {
+            String::new()
+        }
+    );
+    let listed: Vec<&&UnitReport<'_>> = ranked
+        .iter()
+        .take_while(|unit| overview_rank(unit).0 < 2)
+        .collect();
+    if !listed.is_empty() {
+        out.push_str("<ol class=\"worst\">");
+        for unit in listed.iter().take(OVERVIEW_LISTED) {
+            let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+            let gap = unit
+                .pass_rate
+                .filter(|rate| *rate < summary.judging.min_pass_rate)
+                .map_or_else(String::new, |rate| {
+                    format!(
+                        ", {} points below",
+                        js_to_points(summary.judging.min_pass_rate - rate)
+                    )
+                });
+            let _ = write!(
+                out,
+                "<li data-unit=\"{id}\"><a href=\"#unit-{id}\"><code>{id}</code> {}</a> \
+                 {}/{} ({rate}{gap}) {}</li>",
+                escape(unit.label),
+                unit.passes,
+                unit.completed,
+                verdict_badge(
+                    if overview_rank(unit).0 == 0 {
+                        unit.status.as_str()
+                    } else {
+                        "pass"
+                    },
+                    &if overview_rank(unit).0 == 0 {
+                        unit.verdict_text()
+                    } else {
+                        "FLAKY".to_owned()
+                    }
+                ),
+                id = escape(&unit.id),
+            );
+        }
+        out.push_str("</ol>\n");
+        if listed.len() > OVERVIEW_LISTED {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">… and {} more failing or flaky {noun}(s), first in the \
+                 squares below.</p>",
+                listed.len() - OVERVIEW_LISTED
+            );
+        }
+    }
+    if !matrix_overview(out, summary) {
+        out.push_str("<div class=\"ov-grid\" id=\"overview-grid\">");
+        for unit in &ranked {
+            overview_tile(out, unit);
+        }
+        out.push_str("</div>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"legend\">one square per {noun}, coloured as in the heatmap below; click \
+         one for its runs</p>\n</section>"
+    );
+}
+
+/// A pass-rate difference in percentage points, whole.
+fn js_to_points(difference: f64) -> String {
+    crate::reduce::js_to_fixed(difference * 100.0, 0)
+}
+
+/// The overview of a matrix with rows (baseline × model) and columns (skill dirs) to lay
+/// out: a table of squares. `false` (nothing written) when the matrix has one row or one
+/// column, where one block of squares in worst-first order reads better.
+fn matrix_overview(out: &mut String, summary: &Summary<'_>) -> bool {
+    if summary.kind != PlanKindName::Matrix {
+        return false;
+    }
+    type RowKey<'k> = (Option<&'k str>, Option<&'k str>);
+    let mut rows: Vec<RowKey<'_>> = Vec::new();
+    let mut columns: Vec<Option<&str>> = Vec::new();
+    let mut at: std::collections::HashMap<(RowKey<'_>, Option<&str>), &UnitReport<'_>> =
+        std::collections::HashMap::new();
+    for unit in &summary.units {
+        let axes = unit.axes;
+        let row = (
+            axes.and_then(|a| a.baseline.as_deref()),
+            axes.and_then(|a| a.model.as_deref()),
+        );
+        let column = axes.and_then(|a| a.skill_dir.as_deref());
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+        if !columns.contains(&column) {
+            columns.push(column);
+        }
+        at.insert((row, column), unit);
+    }
+    if rows.len() < 2 || columns.len() < 2 {
+        return false;
+    }
+    out.push_str(
+        "<div class=\"wide\"><table class=\"ov-matrix\" id=\"overview-grid\"><thead><tr><th></th>",
+    );
+    for column in &columns {
+        let _ = write!(out, "<th>{}</th>", escape(column.unwrap_or("-")));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for row in &rows {
+        let _ = write!(out, "<tr><th>{}</th>", escape(&row_label(row.0, row.1)));
+        for column in &columns {
+            out.push_str("<td>");
+            if let Some(unit) = at.get(&(*row, *column)) {
+                overview_tile(out, unit);
+            }
+            out.push_str("</td>");
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></div>\n");
+    true
 }
 
 /// What the wall time fact says.
@@ -963,6 +1171,9 @@ pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
     }
     facts(&mut out, &summary);
     out.push_str("</header>\n");
+    if summary.units.len() > OVERVIEW_FROM_UNITS && !summary.is_eval() {
+        overview(&mut out, &summary);
+    }
     heatmap(&mut out, &summary, &runs);
     units_table(&mut out, &summary);
     failures_table(&mut out, &summary);
@@ -979,7 +1190,7 @@ pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
         } else {
             "spec.json, rollup.json, envelope.json and the job records"
         },
-        input.runs.len()
+        input.run_briefs().len()
     );
     page_end(&mut out);
     out

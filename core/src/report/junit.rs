@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use super::{EvalSection, Summary, UnitReport, UnitStatus, percent, run_failure_lines, summarize};
+use super::{EvalSection, Summary, UnitReport, UnitStatus, percent, summarize};
 use crate::report::ReportInput;
 
 /// Distinct messages quoted in a `<failure message=…>` before the rest is summarized; the body
@@ -68,7 +68,10 @@ fn failure_of(unit: &UnitReport<'_>, summary: &Summary<'_>) -> (String, String) 
     let mut distinct: Vec<String> = Vec::new();
     let mut body = String::new();
     for run in &unit.runs {
-        let lines = run_failure_lines(&run.result);
+        let Some(findings) = &run.findings else {
+            continue;
+        };
+        let lines = &findings.failure_lines;
         if lines.is_empty() {
             continue;
         }
@@ -77,8 +80,8 @@ fn failure_of(unit: &UnitReport<'_>, summary: &Summary<'_>) -> (String, String) 
             .map_or_else(|| "run".to_owned(), |index| format!("run r{index}"));
         for line in lines {
             let _ = writeln!(body, "{run_name}: {line}");
-            if !distinct.contains(&line) {
-                distinct.push(line);
+            if !distinct.contains(line) {
+                distinct.push(line.clone());
             }
         }
     }

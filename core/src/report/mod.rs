@@ -2,8 +2,8 @@
 //! Markdown summary or a compact JSON summary (`cowork report`, `GET /v1/batches/{id}/report`).
 //!
 //! Modules, in reading order:
-//! - this module: [`ReportInput`] (with every stored run, its outcome, artifacts and job
-//!   record), the eval hook [`EvalSection`], and [`summarize`], the pure step every renderer
+//! - this module: [`ReportInput`] (every stored run in brief, [`RunBrief`], and the runs the
+//!   page details with their outcome, artifacts and job record), the eval hook [`EvalSection`], and [`summarize`], the pure step every renderer
 //!   shares (units with pass rates, flakiness, cost and duration, each unit's runs in index
 //!   order, failure reasons grouped by assertion key and signal code, stop reasons, discarded
 //!   runs and their cost, wall time); plus [`render_json`].
@@ -37,6 +37,7 @@ pub mod live;
 pub mod markdown;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::OnceLock;
 
 use cowork_schema::batch::{PlanKindName, StoredBatch};
 use cowork_schema::envelope::Envelope;
@@ -67,9 +68,15 @@ pub struct ReportInput {
     pub rollup: RollupDoc,
     /// `batches/<id>/envelope.json`: harness version, `error` and the `fleet` key.
     pub envelope: Envelope,
-    /// Every stored run of the batch (a `result.json`, or a job record whose outcome was an
-    /// error), in (unit, repeat index) order.
+    /// The stored runs the report details (a `result.json`, or a job record whose outcome was
+    /// an error), in (unit, repeat index) order: every stored run of a batch of up to
+    /// [`MAX_RUN_SECTIONS`] runs; above that, the ones [`DetailedRuns`] picks. The rest are
+    /// known only by their [`RunBrief`].
     pub runs: Vec<StoredRun>,
+    /// Every stored run of the batch in brief, in (unit, repeat index) order. Left unset, it is
+    /// made from `runs` (which must then hold every stored run); a loader of a big batch sets
+    /// it, so that nothing holds every result.
+    pub briefs: OnceLock<Vec<RunBrief>>,
     /// Eval A/B statistics, when the batch is an eval and they were computed.
     pub eval: Option<EvalSection>,
     /// Wall time of the batch, from first admission to decision (`stats.json`, or the
@@ -153,16 +160,196 @@ impl StoredRun {
 
     /// The job id's local part: `c0/r3`, or `f1` without repeat.
     pub fn job_path(&self) -> String {
-        match self.repeat_index {
-            Some(index) => format!("{}/r{index}", unit_id(self.unit)),
-            None => unit_id(self.unit),
-        }
+        job_path(self.unit, self.repeat_index)
     }
 
     /// The anchor of the run's section in the HTML report: `run-c0-r3`.
     pub fn anchor(&self) -> String {
-        format!("run-{}", self.job_path().replace('/', "-"))
+        anchor_of(&self.job_path())
     }
+}
+
+/// Runs that get a section of their own in the HTML page (and the most runs a loader keeps
+/// whole). Above this, failing and errored runs come first and the rest are only squares of
+/// their strip: a page of a 100 000-job sweep must still open, and its loader must not hold
+/// every result (16 KiB a run).
+pub const MAX_RUN_SECTIONS: usize = 2000;
+
+/// Runs detailed in a batch of more than [`MAX_RUN_SECTIONS`] runs: a run's section is about
+/// 2 KB, so that the page of a sweep of any size stays within a few MB.
+pub const SECTIONS_OF_A_BIG_BATCH: usize = 300;
+
+/// Picks which of a batch's runs the report details, offered one by one in (unit, repeat
+/// index) order: all of them up to [`MAX_RUN_SECTIONS`]; above, every run that did not pass
+/// (up to [`SECTIONS_OF_A_BIG_BATCH`]), then passing ones, each in unit and index order. It holds at most twice
+/// the limit, so a loader applies it as it streams a batch of any size.
+#[derive(Debug)]
+pub struct DetailedRuns<T> {
+    not_passing: Vec<(usize, T)>,
+    passing: Vec<(usize, T)>,
+    offered: usize,
+}
+
+impl<T> Default for DetailedRuns<T> {
+    fn default() -> Self {
+        Self {
+            not_passing: Vec::new(),
+            passing: Vec::new(),
+            offered: 0,
+        }
+    }
+}
+
+impl<T> DetailedRuns<T> {
+    /// Offers the next run, in state `state`.
+    pub fn offer(&mut self, state: RunState, run: T) {
+        let bucket = if state == RunState::Pass {
+            &mut self.passing
+        } else {
+            &mut self.not_passing
+        };
+        if bucket.len() < MAX_RUN_SECTIONS {
+            bucket.push((self.offered, run));
+        }
+        self.offered += 1;
+    }
+
+    /// The runs picked, in the order they were offered.
+    pub fn finish(self) -> Vec<T> {
+        let limit = if self.offered > MAX_RUN_SECTIONS {
+            SECTIONS_OF_A_BIG_BATCH
+        } else {
+            MAX_RUN_SECTIONS
+        };
+        let mut chosen = self.not_passing;
+        chosen.truncate(limit);
+        let room = limit.saturating_sub(chosen.len());
+        chosen.extend(self.passing.into_iter().take(room));
+        chosen.sort_unstable_by_key(|(position, _)| *position);
+        chosen.into_iter().map(|(_, run)| run).collect()
+    }
+}
+
+/// What every report keeps of each stored run: its state and the few numbers the aggregates
+/// read (under 100 bytes for a clean run), so that a batch of a million runs is summarized in
+/// flat memory. The whole result is kept only for the runs the page details
+/// ([`ReportInput::runs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunBrief {
+    pub unit: UnitRef,
+    pub repeat_index: Option<u32>,
+    /// Listed in the envelope's `fleet.discarded` (see [`StoredRun::discarded`]).
+    pub discarded: bool,
+    /// The run produced a result.
+    pub completed: bool,
+    /// `verdict.pass` as persisted (`false` without a result).
+    pub pass: bool,
+    /// The result says `simulated: true`.
+    pub simulated: bool,
+    /// `durationMs` of the result.
+    pub duration_ms: Option<f64>,
+    /// `cost.usd` of the result.
+    pub cost_usd: Option<f64>,
+    /// What failed or warned; `None` for a clean run (most runs of a sweep).
+    pub findings: Option<Box<RunFindings>>,
+    /// Tokens and provenance of a run without a repeat index (its unit's only run), which a
+    /// plain cell shows.
+    pub single: Option<Box<SingleRunFacts>>,
+}
+
+/// The failures and warnings of one run, as the failure reasons and JUnit bodies show them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunFindings {
+    /// Failing `assertions[]` entries: (key, message).
+    pub assertions: Vec<(String, String)>,
+    /// Verdict signals other than `assertion`: (code, fail severity, message).
+    pub signals: Vec<(String, bool, String)>,
+    /// The run's failure lines ([`run_failure_lines`]).
+    pub failure_lines: Vec<String>,
+}
+
+/// What a plain (unrepeated) unit shows of its one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SingleRunFacts {
+    pub tokens: Option<f64>,
+    pub model: String,
+    pub skill: String,
+}
+
+impl RunBrief {
+    /// The brief of a stored run.
+    pub fn of(run: &StoredRun) -> Self {
+        let result = &run.result;
+        let findings = RunFindings {
+            assertions: failing_assertions(result),
+            signals: non_assertion_signals(result),
+            failure_lines: run_failure_lines(result),
+        };
+        let clean = findings.assertions.is_empty()
+            && findings.signals.is_empty()
+            && findings.failure_lines.is_empty();
+        Self {
+            unit: run.unit,
+            repeat_index: run.repeat_index,
+            discarded: run.discarded,
+            completed: run.is_completed(),
+            pass: run_passes(result),
+            simulated: result.get("simulated") == Some(&Value::Bool(true)),
+            duration_ms: duration_ms(result),
+            cost_usd: cowork_schema::run_result::cost_usd(result),
+            findings: (!clean).then(|| Box::new(findings)),
+            single: run.repeat_index.is_none().then(|| {
+                Box::new(SingleRunFacts {
+                    tokens: cowork_schema::run_result::tokens_total(result),
+                    model: cowork_schema::run_result::provenance_model(result),
+                    skill: cowork_schema::run_result::provenance_skill(result).to_owned(),
+                })
+            }),
+        }
+    }
+
+    /// How the run ended, as its strip square shows it.
+    pub fn state(&self) -> RunState {
+        if self.discarded {
+            RunState::Discarded
+        } else if !self.completed {
+            RunState::Error
+        } else if self.pass {
+            RunState::Pass
+        } else {
+            RunState::Fail
+        }
+    }
+
+    /// The job id's local part: `c0/r3`, or `f1` without repeat.
+    pub fn job_path(&self) -> String {
+        job_path(self.unit, self.repeat_index)
+    }
+
+    /// The anchor of the run's section in the HTML report: `run-c0-r3`.
+    pub fn anchor(&self) -> String {
+        anchor_of(&self.job_path())
+    }
+}
+
+impl ReportInput {
+    /// Every stored run in brief (made from [`ReportInput::runs`] when the loader left them
+    /// unset).
+    pub fn run_briefs(&self) -> &[RunBrief] {
+        self.briefs
+            .get_or_init(|| self.runs.iter().map(RunBrief::of).collect())
+    }
+}
+
+fn job_path(unit: UnitRef, repeat_index: Option<u32>) -> String {
+    match repeat_index {
+        Some(index) => format!("{}/r{index}", unit_id(unit)),
+        None => unit_id(unit),
+    }
+}
+
+fn anchor_of(job_path: &str) -> String {
+    format!("run-{}", job_path.replace('/', "-"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,7 +460,7 @@ impl UnitStatus {
 
 /// How one run of a unit ended, as the per-cell strip shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RunState {
+pub enum RunState {
     /// Folded, and its verdict passed.
     Pass,
     /// Folded, and its verdict failed.
@@ -298,8 +485,8 @@ impl RunState {
         }
     }
 
-    /// The state of a stored run.
-    pub(crate) fn of(run: &StoredRun) -> Self {
+    /// The state of a stored run (as [`RunBrief::state`] gives it).
+    pub fn of(run: &StoredRun) -> Self {
         if run.discarded {
             RunState::Discarded
         } else if !run.is_completed() {
@@ -345,10 +532,12 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) models: Vec<String>,
     pub(crate) skills: Vec<String>,
     /// The folded runs, in repeat order.
-    pub(crate) runs: Vec<&'a StoredRun>,
+    pub(crate) runs: Vec<&'a RunBrief>,
     /// Every stored run of the unit (folded, discarded, ended without a result), in repeat
     /// order.
-    pub(crate) all_runs: Vec<&'a StoredRun>,
+    pub(crate) all_runs: Vec<&'a RunBrief>,
+    /// The unit's runs the report details (all of them in a small batch), in repeat order.
+    pub(crate) detailed: Vec<&'a StoredRun>,
 }
 
 impl<'a> UnitReport<'a> {
@@ -356,7 +545,8 @@ impl<'a> UnitReport<'a> {
     fn empty(
         unit: &'a cowork_schema::batch::UnitSummary,
         repeat: Option<u32>,
-        all_runs: Vec<&'a StoredRun>,
+        all_runs: Vec<&'a RunBrief>,
+        detailed: Vec<&'a StoredRun>,
     ) -> Self {
         UnitReport {
             index: unit.unit.index(),
@@ -380,6 +570,7 @@ impl<'a> UnitReport<'a> {
             skills: Vec::new(),
             runs: Vec::new(),
             all_runs,
+            detailed,
         }
     }
 }
@@ -396,7 +587,7 @@ impl UnitReport<'_> {
         let n_timed = self
             .runs
             .iter()
-            .filter(|run| duration_ms(&run.result).is_some())
+            .filter(|run| run.duration_ms.is_some())
             .count();
         self.duration_ms
             .filter(|_| n_timed > 0)
@@ -419,13 +610,13 @@ impl UnitReport<'_> {
 impl<'a> UnitReport<'a> {
     /// The state of each run the unit asked for, in index order: its repeat index (`None`
     /// without `--repeat`), its state and its stored run, if any.
-    pub(crate) fn strip(&self) -> Vec<(Option<u32>, RunState, Option<&'a StoredRun>)> {
+    pub(crate) fn strip(&self) -> Vec<(Option<u32>, RunState, Option<&'a RunBrief>)> {
         let indices: Vec<Option<u32>> = if self.repeated {
             (0..self.requested).map(Some).collect()
         } else {
             vec![None]
         };
-        let by_index: HashMap<Option<u32>, &'a StoredRun> = self
+        let by_index: HashMap<Option<u32>, &'a RunBrief> = self
             .all_runs
             .iter()
             .map(|run| (run.repeat_index, *run))
@@ -434,7 +625,7 @@ impl<'a> UnitReport<'a> {
             .into_iter()
             .map(|index| {
                 let run = by_index.get(&index).copied();
-                (index, run.map_or(RunState::NotRun, RunState::of), run)
+                (index, run.map_or(RunState::NotRun, RunBrief::state), run)
             })
             .collect()
     }
@@ -629,9 +820,14 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .as_ref()
         .map(|error| error.message.clone());
     // Grouped once: a sweep has thousands of units and runs.
-    let mut runs_by_unit: HashMap<UnitRef, Vec<&StoredRun>> = HashMap::new();
-    for run in &input.runs {
+    let briefs = input.run_briefs();
+    let mut runs_by_unit: HashMap<UnitRef, Vec<&RunBrief>> = HashMap::new();
+    for run in briefs {
         runs_by_unit.entry(run.unit).or_default().push(run);
+    }
+    let mut detailed_by_unit: HashMap<UnitRef, Vec<&StoredRun>> = HashMap::new();
+    for run in &input.runs {
+        detailed_by_unit.entry(run.unit).or_default().push(run);
     }
     let incomplete_units: HashSet<&str> = input
         .incomplete
@@ -641,13 +837,14 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .collect();
     for (position, unit) in plan.units.iter().enumerate() {
         let index = unit.unit.index();
-        let all_runs: Vec<&StoredRun> = runs_by_unit.remove(&unit.unit).unwrap_or_default();
-        let runs_of_unit: Vec<&StoredRun> = all_runs
+        let all_runs: Vec<&RunBrief> = runs_by_unit.remove(&unit.unit).unwrap_or_default();
+        let runs_of_unit: Vec<&RunBrief> = all_runs
             .iter()
             .copied()
-            .filter(|run| !run.discarded && run.is_completed())
+            .filter(|run| !run.discarded && run.completed)
             .collect();
-        let mut report = UnitReport::empty(unit, plan.repeat, all_runs);
+        let detailed = detailed_by_unit.remove(&unit.unit).unwrap_or_default();
+        let mut report = UnitReport::empty(unit, plan.repeat, all_runs, detailed);
         if let Some(error) = &unit.cell_error {
             report.status = UnitStatus::Error(error.clone());
         } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
@@ -676,21 +873,14 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     let reasons = failure_reasons(&units);
     let stops = stop_notes(input, &units, truncated_cells);
     // Every stored run counts, discarded ones too: they ran (and were paid for) like the rest.
-    let stored_simulated = input
-        .runs
-        .iter()
-        .filter(|run| run.result.get("simulated") == Some(&Value::Bool(true)))
-        .count() as u64;
+    let stored_simulated = briefs.iter().filter(|run| run.simulated).count() as u64;
     let simulated_runs = fleet.simulated_runs.max(stored_simulated);
-    let timed: Vec<f64> = input
-        .runs
-        .iter()
-        .filter_map(|run| duration_ms(&run.result))
-        .collect();
-    let summed_run_ms = (
-        (!timed.is_empty()).then(|| timed.iter().sum()),
-        timed.len() as u64,
-    );
+    let (mut timed_sum, mut timed_count) = (0.0, 0u64);
+    for run_ms in briefs.iter().filter_map(|run| run.duration_ms) {
+        timed_sum += run_ms;
+        timed_count += 1;
+    }
+    let summed_run_ms = ((timed_count > 0).then_some(timed_sum), timed_count);
     let simulated = simulated_runs > 0
         || input.stored.spec.executor == cowork_schema::batch::ExecutorKind::Sim
         || input.envelope.fleet.get("simulated") == Some(&Value::Bool(true));
@@ -725,7 +915,7 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         recorded_cost_usd,
         total_duration_ms,
         discarded: discarded_of(input),
-        stored_runs: input.runs.len() as u64,
+        stored_runs: briefs.len() as u64,
         summed_run_ms,
     }
 }
@@ -746,14 +936,14 @@ fn mark_incomplete(report: &mut UnitReport<'_>) {
 /// discarded, with their cost from their results.
 fn discarded_of(input: &ReportInput) -> Discarded {
     let from_runs = || {
-        let discarded: Vec<&StoredRun> = input.runs.iter().filter(|run| run.discarded).collect();
+        let discarded: Vec<&RunBrief> = input
+            .run_briefs()
+            .iter()
+            .filter(|run| run.discarded)
+            .collect();
         Discarded {
             runs: discarded.len() as u64,
-            cost_usd: sum_present(
-                discarded
-                    .iter()
-                    .map(|run| cowork_schema::run_result::cost_usd(&run.result)),
-            ),
+            cost_usd: sum_present(discarded.iter().map(|run| run.cost_usd)),
         }
     };
     let field = input.envelope.fleet.get("discarded");
@@ -825,7 +1015,7 @@ fn fill_from_repeat<'a>(
     report: &mut UnitReport<'a>,
     rollup: &RepeatRollup,
     judging: &Judging,
-    runs_of_unit: &[&'a StoredRun],
+    runs_of_unit: &[&'a RunBrief],
 ) {
     report.requested = rollup.requested;
     report.completed = rollup.completed;
@@ -849,13 +1039,13 @@ fn fill_from_repeat<'a>(
         .copied()
         .filter(|run| run.repeat_index.is_some_and(|r| r < rollup.completed))
         .collect();
-    report.duration_ms = sum_present(report.runs.iter().map(|run| duration_ms(&run.result)));
+    report.duration_ms = sum_present(report.runs.iter().map(|run| run.duration_ms));
 }
 
 fn fill_from_plain_cell<'a>(
     report: &mut UnitReport<'a>,
     cell: &MatrixCellResult,
-    runs_of_unit: &[&'a StoredRun],
+    runs_of_unit: &[&'a RunBrief],
 ) {
     if let Some(error) = &cell.error {
         report.status = UnitStatus::Error(error.clone());
@@ -873,13 +1063,13 @@ fn fill_from_plain_cell<'a>(
     report.duration_ms = cell.duration_ms;
     report.runs = runs_of_unit.iter().take(1).copied().collect();
     if let Some(run) = report.runs.first() {
-        report.tokens = cowork_schema::run_result::tokens_total(&run.result);
-        provenance_of_run(report, &run.result);
+        report.tokens = run.single.as_ref().and_then(|single| single.tokens);
+        provenance_of_run(report, run);
     }
 }
 
-fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a StoredRun) {
-    let pass = run_passes(&run.result);
+fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a RunBrief) {
+    let pass = run.pass;
     report.completed = 1;
     report.passes = u32::from(pass);
     report.pass_rate = Some(if pass { 1.0 } else { 0.0 });
@@ -888,16 +1078,20 @@ fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a StoredRun) {
     } else {
         UnitStatus::Failed
     };
-    report.cost_usd = cowork_schema::run_result::cost_usd(&run.result);
-    report.tokens = cowork_schema::run_result::tokens_total(&run.result);
-    report.duration_ms = duration_ms(&run.result);
+    report.cost_usd = run.cost_usd;
+    report.tokens = run.single.as_ref().and_then(|single| single.tokens);
+    report.duration_ms = run.duration_ms;
     report.runs = vec![run];
-    provenance_of_run(report, &run.result);
+    provenance_of_run(report, run);
 }
 
-fn provenance_of_run(report: &mut UnitReport<'_>, result: &Value) {
-    report.models = vec![cowork_schema::run_result::provenance_model(result)];
-    report.skills = vec![cowork_schema::run_result::provenance_skill(result).to_owned()];
+/// The models and skills of a unit's only run (a run with a repeat index keeps none: its
+/// unit's rollup has them).
+fn provenance_of_run(report: &mut UnitReport<'_>, run: &RunBrief) {
+    if let Some(single) = &run.single {
+        report.models = vec![single.model.clone()];
+        report.skills = vec![single.skill.clone()];
+    }
 }
 
 /// `verdict.pass` as persisted; a result without one never counts as a pass
@@ -1017,22 +1211,27 @@ fn failure_reasons(units: &[UnitReport<'_>]) -> Vec<FailureReason> {
     let mut tallies: IndexMap<(ReasonKind, String), ReasonTally> = IndexMap::new();
     for unit in units {
         for run in &unit.runs {
-            let mut seen_in_run: HashSet<(ReasonKind, String)> = HashSet::new();
-            let assertions = failing_assertions(&run.result)
-                .into_iter()
+            let Some(findings) = &run.findings else {
+                continue;
+            };
+            let mut seen_in_run: HashSet<(ReasonKind, &str)> = HashSet::new();
+            let assertions = findings
+                .assertions
+                .iter()
                 .map(|(key, message)| (ReasonKind::Assertion, key, true, message));
-            let signals = non_assertion_signals(&run.result)
-                .into_iter()
-                .map(|(code, fail, message)| (ReasonKind::Signal, code, fail, message));
+            let signals = findings
+                .signals
+                .iter()
+                .map(|(code, fail, message)| (ReasonKind::Signal, code, *fail, message));
             for (kind, key, fail, message) in assertions.chain(signals) {
                 let tally = tallies.entry((kind, key.clone())).or_default();
                 tally.fail |= fail;
                 tally.occurrences += 1;
-                if seen_in_run.insert((kind, key)) {
+                if seen_in_run.insert((kind, key.as_str())) {
                     tally.runs += 1;
                 }
                 tally.units.insert((unit.index, unit.id.clone()));
-                *tally.messages.entry(message).or_default() += 1;
+                *tally.messages.entry(message.clone()).or_default() += 1;
             }
         }
     }
@@ -1352,4 +1551,49 @@ pub fn render_json(input: &ReportInput) -> String {
     let mut text = Value::Object(head).to_string();
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod detailed_runs_tests {
+    use super::{DetailedRuns, MAX_RUN_SECTIONS, RunState, SECTIONS_OF_A_BIG_BATCH};
+
+    /// A sweep bigger than the page details: every failing run is kept whole (up to the
+    /// limit), then the first passing ones, in the order offered, and never more than the
+    /// limit, whatever the number of runs offered.
+    #[test]
+    fn a_big_batch_keeps_its_failing_runs_whole_then_the_first_passing_up_to_the_limit() {
+        let mut picker = DetailedRuns::default();
+        let failing: Vec<usize> = (0..100_000).step_by(997).collect();
+        for position in 0..100_000 {
+            let state = if failing.contains(&position) {
+                RunState::Fail
+            } else {
+                RunState::Pass
+            };
+            picker.offer(state, position);
+        }
+        let kept = picker.finish();
+        assert_eq!(kept.len(), SECTIONS_OF_A_BIG_BATCH);
+        assert!(failing.iter().all(|position| kept.contains(position)));
+        assert!(
+            kept.windows(2).all(|pair| pair[0] < pair[1]),
+            "offered order"
+        );
+        let passing_kept = SECTIONS_OF_A_BIG_BATCH - failing.len();
+        let first_passing: Vec<usize> = (0..100_000)
+            .filter(|position| !failing.contains(position))
+            .take(passing_kept)
+            .collect();
+        assert!(first_passing.iter().all(|position| kept.contains(position)));
+    }
+
+    /// A batch the page details whole keeps every run.
+    #[test]
+    fn a_small_batch_keeps_every_run_whole() {
+        let mut picker = DetailedRuns::default();
+        for position in 0..MAX_RUN_SECTIONS {
+            picker.offer(RunState::Pass, position);
+        }
+        assert_eq!(picker.finish(), (0..MAX_RUN_SECTIONS).collect::<Vec<_>>());
+    }
 }

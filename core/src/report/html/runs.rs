@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::{escape, query_value, verdict_badge};
 use crate::report::{
-    RunOutcome, RunState, StoredRun, Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
+    DetailedRuns, MAX_RUN_SECTIONS, RunOutcome, RunState, SECTIONS_OF_A_BIG_BATCH, StoredRun,
+    Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
 };
 
 /// Squares of a strip inside a heatmap cell before the rest are counted.
@@ -18,10 +19,6 @@ pub(crate) const STRIP_IN_CELL: usize = 60;
 /// Squares of the strip in a unit's section before the rest are counted: enough for any run
 /// count a person reads square by square.
 const STRIP_IN_SECTION: usize = 2000;
-
-/// Runs that get a section of their own. Above this, failing and errored runs come first and
-/// the rest are only squares of their strip: a page of a 100 000-job sweep must still open.
-const MAX_RUN_SECTIONS: usize = 2000;
 
 /// Longest assertion value or message shown, in characters; the stored files have all of it.
 const TEXT_CHARS: usize = 600;
@@ -77,31 +74,33 @@ pub(crate) struct RunIndex {
 
 impl RunIndex {
     /// Every run gets a section up to [`MAX_RUN_SECTIONS`]; above, failing, errored and
-    /// discarded runs first, then passing ones, each in unit and index order.
+    /// discarded runs first, then passing ones, each in unit and index order
+    /// ([`DetailedRuns`], which a loader of a big batch has applied already:
+    /// only those runs are whole).
     pub(crate) fn new(summary: &Summary<'_>) -> Self {
-        let all: Vec<&StoredRun> = summary
+        let detailed: Vec<&StoredRun> = summary
             .units
             .iter()
-            .flat_map(|unit| unit.all_runs.iter().copied())
+            .flat_map(|unit| unit.detailed.iter().copied())
             .collect();
-        let (not_passing, passing): (Vec<&StoredRun>, Vec<&StoredRun>) = all
+        let mut picker = DetailedRuns::default();
+        for run in &detailed {
+            picker.offer(RunState::of(run), run.anchor());
+        }
+        let with_section: HashSet<String> = picker.finish().into_iter().collect();
+        let all = summary
+            .units
             .iter()
-            .copied()
-            .partition(|run| RunState::of(run) != RunState::Pass);
-        let with_section: HashSet<String> = not_passing
-            .iter()
-            .chain(&passing)
-            .take(MAX_RUN_SECTIONS)
-            .map(|run| run.anchor())
-            .collect();
+            .map(|unit| unit.all_runs.len())
+            .sum::<usize>();
         Self {
-            left_out: all.len().saturating_sub(with_section.len()),
+            left_out: all.saturating_sub(with_section.len()),
             with_section,
         }
     }
 
-    fn has_section(&self, run: &StoredRun) -> bool {
-        self.with_section.contains(&run.anchor())
+    fn has_section(&self, anchor: &str) -> bool {
+        self.with_section.contains(anchor)
     }
 }
 
@@ -118,10 +117,15 @@ pub(crate) fn strip(unit: &UnitReport<'_>, index: &RunIndex, limit: usize) -> St
         "<span class=\"strip{big}\" data-strip=\"{}\">",
         escape(&unit.id)
     );
+    if index.left_out > 0 {
+        compact_strip(&mut out, unit, &runs, index, limit);
+        out.push_str("</span>");
+        return out;
+    }
     for (repeat_index, state, run) in runs.iter().take(limit) {
         let name = repeat_index.map_or_else(|| "run".to_owned(), |index| format!("r{index}"));
         let title = format!("{name}: {}", state_words(*state));
-        match run.filter(|run| index.has_section(run)) {
+        match run.filter(|run| index.has_section(&run.anchor())) {
             Some(run) => {
                 let _ = write!(
                     out,
@@ -154,6 +158,80 @@ pub(crate) fn strip(unit: &UnitReport<'_>, index: &RunIndex, limit: usize) -> St
     out
 }
 
+/// The strip of a batch too big to detail every run: consecutive runs in the same state and
+/// without a section of their own are one segment with their count (`r0–r99: 100 pass`), so
+/// that the page grows with the runs that failed, not with every run. At most `limit` squares
+/// and segments, then a count of the runs left.
+fn compact_strip(
+    out: &mut String,
+    unit: &UnitReport<'_>,
+    runs: &[(Option<u32>, RunState, Option<&crate::report::RunBrief>)],
+    index: &RunIndex,
+    limit: usize,
+) {
+    let name = |repeat_index: Option<u32>| {
+        repeat_index.map_or_else(|| "run".to_owned(), |index| format!("r{index}"))
+    };
+    let mut shown = 0;
+    let mut position = 0;
+    while position < runs.len() && shown < limit {
+        let (repeat_index, state, run) = runs[position];
+        shown += 1;
+        if let Some(run) = run.filter(|run| index.has_section(&run.anchor())) {
+            let _ = write!(
+                out,
+                "<a class=\"dot {}\" href=\"#{}\" title=\"{}\" data-run=\"{}\"></a>",
+                state.as_str(),
+                run.anchor(),
+                escape(&format!("{}: {}", name(repeat_index), state_words(state))),
+                escape(&run.job_path())
+            );
+            position += 1;
+            continue;
+        }
+        let mut end = position + 1;
+        while end < runs.len() {
+            let (_, next_state, next_run) = runs[end];
+            let detailed = next_run.is_some_and(|run| index.has_section(&run.anchor()));
+            if next_state != state || detailed {
+                break;
+            }
+            end += 1;
+        }
+        let count = end - position;
+        let title = if count == 1 {
+            format!("{}: {}", name(repeat_index), state_words(state))
+        } else {
+            format!(
+                "{}–{}: {count} {}",
+                name(repeat_index),
+                name(runs[end - 1].0),
+                state_words(state)
+            )
+        };
+        let _ = write!(
+            out,
+            "<span class=\"seg {}\" title=\"{}\">{}</span>",
+            state.as_str(),
+            escape(&title),
+            if count == 1 {
+                String::new()
+            } else {
+                count.to_string()
+            }
+        );
+        position = end;
+    }
+    if position < runs.len() {
+        let _ = write!(
+            out,
+            "<a class=\"more\" href=\"#unit-{}\">+{} more</a>",
+            escape(&unit.id),
+            runs.len() - position
+        );
+    }
+}
+
 fn state_words(state: RunState) -> &'static str {
     match state {
         RunState::Pass => "pass",
@@ -176,8 +254,8 @@ pub(crate) fn unit_sections(
         let _ = writeln!(
             out,
             "<p class=\"muted\">{} passing run(s) have no section of their own (the page \
-             details at most {MAX_RUN_SECTIONS} runs, failing ones first); their files are in \
-             the store.</p>",
+             details at most {SECTIONS_OF_A_BIG_BATCH} runs of a batch of more than \
+             {MAX_RUN_SECTIONS}, failing ones first); their files are in the store.</p>",
             index.left_out
         );
     }
@@ -229,8 +307,38 @@ fn unit_section(
     let _ = writeln!(out, "<p class=\"muted\">{}</p>", escape(&facts.join(" · ")));
     out.push_str(&strip(unit, index, STRIP_IN_SECTION));
     out.push('\n');
-    for run in &unit.all_runs {
-        if index.has_section(run) {
+    let undetailed = unit.all_runs.len().saturating_sub(
+        unit.detailed
+            .iter()
+            .filter(|run| index.has_section(&run.anchor()))
+            .count(),
+    );
+    if index.left_out > 0 && undetailed > 0 {
+        // The drill-down of a run without a section: its stored files, one directory per run.
+        let key = format!("batches/{}/jobs/{}/", summary.batch_id, unit.id);
+        // Only a local store lists a directory (the coordinator serves files, not folders).
+        let href = match links {
+            ArtifactLinks::StoreRelative { .. } => links.href(summary.batch_id, &key),
+            _ => None,
+        };
+        let place = match href {
+            Some(href) => format!(
+                "<a href=\"{}\" data-runs-dir=\"{}\"><code>{}</code></a>",
+                escape(&href),
+                escape(&unit.id),
+                escape(&key)
+            ),
+            None => format!("<code>{}</code>", escape(&key)),
+        };
+        let _ = writeln!(
+            out,
+            "<p class=\"muted small\">{undetailed} run(s) of this unit have no section here; \
+             each run's files (<code>result.json</code>, its log) are in the store under {place}\
+             <code>r&lt;k&gt;/</code>.</p>"
+        );
+    }
+    for run in &unit.detailed {
+        if index.has_section(&run.anchor()) {
             run_card(out, summary, unit, run, links);
         }
     }
