@@ -31,6 +31,9 @@ pub struct MetricsSnapshot {
     pub workers_live: Option<u64>,
     /// Jobs waiting in the queue per tier (the tier consumers' pending counts).
     pub queue_pending: Vec<(cowork_schema::job::Tier, u64)>,
+    /// Store walks for the recent batches' stats since the process started (one serves many
+    /// batch starts).
+    pub history_reads: u64,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -115,6 +118,12 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
     ] {
         counter(&mut registry, name, help, value);
     }
+    counter(
+        &mut registry,
+        "cowork_history_reads",
+        "store walks for the recent batches' stats (one serves many batch starts)",
+        snapshot.history_reads,
+    );
     counter_f64(
         &mut registry,
         "cowork_spend_usd",
@@ -318,6 +327,7 @@ mod tests {
             },
             workers_live: Some(2),
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
+            history_reads: 3,
         };
         let text = render(&snapshot);
         assert_eq!(check_exposition(&text), Ok(()), "{text}");
@@ -337,6 +347,7 @@ mod tests {
             "cowork_jobs_running 1",
             "cowork_workers_live 2",
             "cowork_queue_pending{tier=\"container\"} 5",
+            "cowork_history_reads_total 3",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {
