@@ -902,6 +902,13 @@ pub struct CoordinatorArgs {
     /// Largest accepted bundle in MiB.
     #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
     pub max_bundle_mib: u64,
+    /// Most bytes a submitted bundle may unpack to on the coordinator, in MiB (a compression
+    /// bomb is stopped here, while it is decompressed).
+    #[arg(long, env = "COWORK_MAX_UNPACKED_MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_unpacked_mib: u64,
+    /// Most entries (files and directories) in a submitted bundle.
+    #[arg(long, env = "COWORK_MAX_BUNDLE_ENTRIES", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_bundle_entries: u64,
     /// Submits read and validated at once at most; more are refused with 503 and Retry-After.
     #[arg(long, env = "COWORK_MAX_CONCURRENT_SUBMITS", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub max_concurrent_submits: u64,

@@ -113,8 +113,9 @@ pub struct CoordinatorConfig {
     /// Largest accepted bundle, in bytes. Default 256 MiB; a larger upload gets 413.
     #[serde(default = "default_max_bundle_bytes")]
     pub max_bundle_bytes: u64,
-    /// Caps applied when a submitted bundle is unpacked for validation (the worker's
-    /// defaults: 2 GiB, 200,000 entries, 512 MiB per file). Not read from a config file.
+    /// Caps applied when a submitted bundle is unpacked for validation (`cowork coordinator`
+    /// sets 512 MiB, 50,000 entries, 512 MiB per file by default: `--max-unpacked-mib`,
+    /// `--max-bundle-entries`). Not read from a config file.
     #[serde(skip)]
     pub unpack_limits: UnpackLimits,
     /// Directory where bundles are unpacked while they are validated; each batch uses and then

@@ -59,7 +59,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         window: args.window.max(1),
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
         max_concurrent_submits: usize::try_from(args.max_concurrent_submits).unwrap_or(usize::MAX),
-        unpack_limits: UnpackLimits::default(),
+        unpack_limits: coordinator_unpack_limits(&args),
         scratch_dir: args.scratch_dir.clone(),
         usage_pause: admission.usage_pause,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
@@ -103,6 +103,17 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .map_err(|error| CliError::Failed(anyhow!(error).context("running the coordinator")))?;
     eprintln!("coordinator {coordinator_id}: stopped; unfinished batches resume at the next start");
     Ok(0)
+}
+
+/// The caps on unpacking a submitted bundle: `--max-unpacked-mib` and `--max-bundle-entries`,
+/// each file at most the worker's per-file cap and never more than the whole.
+fn coordinator_unpack_limits(args: &CoordinatorArgs) -> UnpackLimits {
+    let max_total_bytes = args.max_unpacked_mib.saturating_mul(1024 * 1024);
+    UnpackLimits {
+        max_total_bytes,
+        max_entries: args.max_bundle_entries,
+        max_file_bytes: UnpackLimits::default().max_file_bytes.min(max_total_bytes),
+    }
 }
 
 /// A build without the `k8s` feature has no Kubernetes client: `--k8s-worker-jobs` is refused.
