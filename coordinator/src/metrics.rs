@@ -22,7 +22,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// What `/metrics` reports.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MetricsSnapshot {
-    /// Batches per state, from the batch registry; `None` when the registry did not answer.
+    /// Batches per state, kept from the batch registry's change stream; `None` while it is not
+    /// watched.
     pub batches_by_state: Option<Vec<(BatchState, u64)>>,
     /// The sum of the progress of every batch this process supervises or supervised since it
     /// started.
@@ -66,7 +67,7 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
     gauge(
         &mut registry,
         "cowork_registry_up",
-        "1 when the batch and worker registries answered this scrape",
+        "1 when the batch registry is watched and the worker registry answered this scrape",
         u64::from(registry_up),
     );
     if let Some(states) = &snapshot.batches_by_state {
