@@ -21,7 +21,7 @@ use crate::server::Service;
 /// Pause before watching again after the stream broke or could not be opened.
 const REWATCH: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 
-/// The state of every batch the watch has seen, and whether the watch is open.
+/// The state of every batch the current watch has delivered.
 #[derive(Debug, Default)]
 pub(crate) struct BatchStates {
     states: HashMap<BatchId, BatchState>,
