@@ -915,6 +915,16 @@ pub struct CoordinatorArgs {
     /// Largest accepted bundle in MiB.
     #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
     pub max_bundle_mib: u64,
+    /// Most bytes a submitted bundle may unpack to on the coordinator, in MiB (a compression
+    /// bomb is stopped here, while it is decompressed).
+    #[arg(long, env = "COWORK_MAX_UNPACKED_MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_unpacked_mib: u64,
+    /// Most entries (files and directories) in a submitted bundle.
+    #[arg(long, env = "COWORK_MAX_BUNDLE_ENTRIES", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_bundle_entries: u64,
+    /// Submits read and validated at once at most; more are refused with 503 and Retry-After.
+    #[arg(long, env = "COWORK_MAX_CONCURRENT_SUBMITS", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_concurrent_submits: u64,
     /// Where submitted bundles are unpacked while they are validated.
     #[arg(
         long,
@@ -925,6 +935,16 @@ pub struct CoordinatorArgs {
     /// Id of this replica (default <hostname>-<pid>).
     #[arg(long, env = "COWORK_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
+    /// Time a client has to send a complete request head once it started one.
+    #[arg(long, env = "COWORK_HTTP_HEADER_TIMEOUT", default_value = "10s")]
+    pub http_header_timeout: String,
+    /// Time an API connection may stay open with no request in flight (one that never sends
+    /// a byte included); then the coordinator closes it.
+    #[arg(long, env = "COWORK_HTTP_IDLE_TIMEOUT", default_value = "30s")]
+    pub http_idle_timeout: String,
+    /// Open API connections at most; at the cap the oldest idle one is closed for a new one.
+    #[arg(long, env = "COWORK_HTTP_MAX_CONNECTIONS", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_connections: u64,
     #[command(flatten)]
     pub k8s: K8sWorkerJobArgs,
 }

@@ -2,10 +2,93 @@
 //! (`schema::history`), for dry-run estimates, trends and scheduling. The summaries themselves
 //! are the core's (`cowork_core::history`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::BatchId;
 use cowork_schema::history::{BATCH_STATS_FILE, BatchStats};
 use cowork_schema::layout::batch_key;
+
+/// How long one read of the history serves batch starts before the next start reads it again.
+/// History orders units longest-expected-first: a hint that changes slowly, not worth a store
+/// walk per batch (issue 22: 1,000 submits stalled supervision on store timeouts).
+pub const HISTORY_REFRESH: Duration = Duration::from_secs(600);
+/// How long a failed read stands (as no history) before a start tries again.
+const FAILED_READ_RETRY: Duration = Duration::from_secs(60);
+
+/// The recent batches' stats, read once and shared by every batch start of a process: the
+/// read does not depend on the batch (it is the newest decided batches of the store, whatever
+/// their scenarios), so one read serves every scenario set. Concurrent starts wait for the one
+/// read in progress instead of each walking the store.
+#[derive(Debug, Default)]
+pub struct HistoryCache {
+    held: tokio::sync::Mutex<Option<HeldHistory>>,
+    /// Store walks done (`cowork_history_reads_total`).
+    reads: AtomicU64,
+}
+
+#[derive(Debug)]
+struct HeldHistory {
+    limit: usize,
+    read_at: Instant,
+    stands_for: Duration,
+    stats: Arc<Vec<BatchStats>>,
+}
+
+impl HistoryCache {
+    /// The stats of up to `limit` recent decided batches, from the held read while it is
+    /// fresh, else read anew (see [`recent_stats`]); `skip` leaves out one batch. A failed read
+    /// is logged and stands as no history for a minute.
+    pub async fn recent(
+        &self,
+        store: &dyn ArtifactStore,
+        limit: usize,
+        skip: Option<&BatchId>,
+    ) -> Vec<BatchStats> {
+        let mut held = self.held.lock().await;
+        let fresh = held
+            .as_ref()
+            .filter(|held| held.limit == limit && held.read_at.elapsed() < held.stands_for);
+        let stats = match fresh {
+            Some(held) => Arc::clone(&held.stats),
+            None => {
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                // One more than asked, so leaving out `skip` still leaves `limit`.
+                let (stats, stands_for) = match recent_stats(store, limit.saturating_add(1), None)
+                    .await
+                {
+                    Ok(stats) => (stats, HISTORY_REFRESH),
+                    Err(error) => {
+                        tracing::warn!(error = %error, "history not read; units go in plan order");
+                        (Vec::new(), FAILED_READ_RETRY)
+                    }
+                };
+                let stats = Arc::new(stats);
+                *held = Some(HeldHistory {
+                    limit,
+                    read_at: Instant::now(),
+                    stands_for,
+                    stats: Arc::clone(&stats),
+                });
+                stats
+            }
+        };
+        drop(held);
+        stats
+            .iter()
+            .filter(|stats| Some(&stats.batch_id) != skip)
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// Store walks this cache has done since the process started.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+}
 
 /// Batch directories looked at per stats file wanted: a store may hold many batches without
 /// stats (undecided, or written before stats existed), and history is a hint, not worth a

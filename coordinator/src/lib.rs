@@ -22,19 +22,24 @@
 //!   no leader, since when; which runs short of replicas), for status, watch and `/readyz`.
 //! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
 //! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
+//! - `batch_counts`: batches per state, kept from the registry's change stream for `/metrics`.
 //! - [`metrics`]: `/metrics` in OpenMetrics text (prometheus-client), and its grammar check.
 //! - [`tls`]: HTTPS for the API with rustls.
 //! - [`live_ui`]: one batch's live page and controls served by the process that runs the
 //!   batch (`cowork run --ui`), on the same routes as the coordinator's.
+//! - [`http_serve`]: the API's connection loop (plain or TLS) with a header-read timeout, an
+//!   idle timeout and a connection cap that closes idle connections first.
 //! - [`k8s`] (feature `k8s`): a Kubernetes Job of workers for a large batch — its pure
 //!   manifest and the `WorkerJobs` port on `kube`.
 
 pub mod api;
+mod batch_counts;
 pub mod catalog;
 pub mod eval;
 mod fabric_view;
 mod fleet_view;
 pub mod history;
+pub mod http_serve;
 pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;

@@ -22,7 +22,8 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// What `/metrics` reports.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MetricsSnapshot {
-    /// Batches per state, from the batch registry; `None` when the registry did not answer.
+    /// Batches per state, kept from the batch registry's change stream; `None` while it is not
+    /// watched.
     pub batches_by_state: Option<Vec<(BatchState, u64)>>,
     /// The sum of the progress of every batch this process supervises or supervised since it
     /// started.
@@ -31,6 +32,9 @@ pub struct MetricsSnapshot {
     pub workers_live: Option<u64>,
     /// Jobs waiting in the queue per tier (the tier consumers' pending counts).
     pub queue_pending: Vec<(cowork_schema::job::Tier, u64)>,
+    /// Store walks for the recent batches' stats since the process started (one serves many
+    /// batch starts).
+    pub history_reads: u64,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -63,7 +67,7 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
     gauge(
         &mut registry,
         "cowork_registry_up",
-        "1 when the batch and worker registries answered this scrape",
+        "1 when the batch registry is watched and the worker registry answered this scrape",
         u64::from(registry_up),
     );
     if let Some(states) = &snapshot.batches_by_state {
@@ -115,6 +119,12 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
     ] {
         counter(&mut registry, name, help, value);
     }
+    counter(
+        &mut registry,
+        "cowork_history_reads",
+        "store walks for the recent batches' stats (one serves many batch starts)",
+        snapshot.history_reads,
+    );
     counter_f64(
         &mut registry,
         "cowork_spend_usd",
@@ -318,6 +328,7 @@ mod tests {
             },
             workers_live: Some(2),
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
+            history_reads: 3,
         };
         let text = render(&snapshot);
         assert_eq!(check_exposition(&text), Ok(()), "{text}");
@@ -337,6 +348,7 @@ mod tests {
             "cowork_jobs_running 1",
             "cowork_workers_live 2",
             "cowork_queue_pending{tier=\"container\"} 5",
+            "cowork_history_reads_total 3",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {

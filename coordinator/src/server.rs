@@ -106,11 +106,16 @@ pub struct CoordinatorConfig {
     /// Jobs of one batch outstanding (published, not finished) at most. Default 64.
     #[serde(default = "default_window")]
     pub window: usize,
+    /// Submits read and validated at once at most; more get `503` with `Retry-After`
+    /// (`--max-concurrent-submits`). Default 4. Not read from a config file.
+    #[serde(skip, default = "default_max_concurrent_submits")]
+    pub max_concurrent_submits: usize,
     /// Largest accepted bundle, in bytes. Default 256 MiB; a larger upload gets 413.
     #[serde(default = "default_max_bundle_bytes")]
     pub max_bundle_bytes: u64,
-    /// Caps applied when a submitted bundle is unpacked for validation (the worker's
-    /// defaults: 2 GiB, 200,000 entries, 512 MiB per file). Not read from a config file.
+    /// Caps applied when a submitted bundle is unpacked for validation (`cowork coordinator`
+    /// sets 512 MiB, 50,000 entries, 512 MiB per file by default: `--max-unpacked-mib`,
+    /// `--max-bundle-entries`). Not read from a config file.
     #[serde(skip)]
     pub unpack_limits: UnpackLimits,
     /// Directory where bundles are unpacked while they are validated; each batch uses and then
@@ -127,6 +132,9 @@ pub struct CoordinatorConfig {
     /// config file.
     #[serde(skip)]
     pub model_limits: Vec<cowork_core::limits::ModelLimit>,
+    /// Bounds on the API's connections (`--http-*`). Not read from a config file.
+    #[serde(skip)]
+    pub http_limits: crate::http_serve::HttpLimits,
     /// Serve the API over HTTPS with this certificate and key (`--tls-cert`, `--tls-key`).
     #[serde(skip)]
     pub tls: Option<crate::tls::TlsFiles>,
@@ -135,6 +143,13 @@ pub struct CoordinatorConfig {
     #[cfg(feature = "k8s")]
     #[serde(skip)]
     pub k8s_worker_jobs: Option<crate::k8s::K8sWorkerJobs>,
+}
+
+/// Default cap on submits validated at once: each holds its body and unpacks a bundle.
+pub const DEFAULT_MAX_CONCURRENT_SUBMITS: usize = 4;
+
+fn default_max_concurrent_submits() -> usize {
+    DEFAULT_MAX_CONCURRENT_SUBMITS
 }
 
 fn default_usage_pause() -> Duration {
@@ -241,19 +256,17 @@ pub async fn run(
     service
         .tracker
         .spawn(async move { crate::fleet_view::watch_fleet(fleet_view).await });
+    let batch_counts = Arc::clone(&service);
+    service
+        .tracker
+        .spawn(async move { crate::batch_counts::watch_batch_counts(batch_counts).await });
     let fabric_view = Arc::clone(&service);
     service
         .tracker
         .spawn(async move { crate::fabric_view::watch_fabric(fabric_view).await });
     tracing::info!(%addr, tls = tls.is_some(), "coordinator api listening");
-    let served = match tls {
-        Some(tls) => crate::tls::serve(listener, router, tls, shutdown.clone()).await,
-        None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-                .await
-        }
-    };
+    let limits = service.config.http_limits;
+    let served = crate::http_serve::serve(listener, router, tls, limits, shutdown.clone()).await;
     // Whatever ended serving, the supervisors must stop too before `run` returns.
     shutdown.cancel();
     service.tracker.close();
@@ -340,6 +353,13 @@ pub(crate) struct Service {
     pub(crate) workers_seen: watch::Sender<Vec<cowork_schema::registry::WorkerInfo>>,
     /// Per-model admission limits, shared by every batch this process supervises.
     model_limits: Arc<crate::supervisor::SharedModelLimits>,
+    /// Batches per state, kept current from the registry's change stream (`batch_counts`);
+    /// `None` while the registry cannot be watched. `/metrics` reads it instead of the registry.
+    pub(crate) batch_counts: watch::Sender<Option<Vec<(BatchState, u64)>>>,
+    /// The recent batches' stats, read once and shared by every batch start (`history`).
+    pub(crate) history: Arc<crate::history::HistoryCache>,
+    /// One permit per submit being read and validated (`max_concurrent_submits`).
+    pub(crate) submit_slots: Arc<tokio::sync::Semaphore>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
     /// neither a token's bytes nor its length.
     token_digests: Vec<[u8; 32]>,
@@ -357,6 +377,9 @@ impl Service {
         let model_limits = Arc::new(crate::supervisor::SharedModelLimits::new(
             config.model_limits.clone(),
         ));
+        let submit_slots = Arc::new(tokio::sync::Semaphore::new(
+            config.max_concurrent_submits.max(1),
+        ));
         let token_digests = config
             .api_tokens
             .iter()
@@ -373,6 +396,9 @@ impl Service {
             lost_workers: watch::Sender::new(Vec::new()),
             workers_seen: watch::Sender::new(Vec::new()),
             model_limits,
+            batch_counts: watch::Sender::new(None),
+            history: Arc::new(crate::history::HistoryCache::default()),
+            submit_slots,
             token_digests,
             links_reports: true,
         }
@@ -590,6 +616,7 @@ impl Service {
             usage_pause: self.config.usage_pause,
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),
+            history: Arc::clone(&self.history),
             ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;

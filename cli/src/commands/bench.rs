@@ -241,6 +241,8 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
         usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: Vec::new(),
+        http_limits: Default::default(),
+        max_concurrent_submits: cowork_coordinator::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
         tls: None,
         #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
+use cowork_coordinator::http_serve::HttpLimits;
 use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts};
 use cowork_fabric::bundle::UnpackLimits;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{CoordinatorArgs, K8sWorkerJobArgs};
-use crate::connect::{connect_nats, connect_s3, nats_config, s3_config};
+use crate::connect::{connect_nats, connect_s3, duration_arg, nats_config, s3_config};
 use crate::exit::CliError;
 use crate::fleet_args::read_secret;
 
@@ -57,11 +58,17 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         allow_unauthenticated: args.allow_unauthenticated,
         window: args.window.max(1),
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
-        unpack_limits: UnpackLimits::default(),
+        max_concurrent_submits: usize::try_from(args.max_concurrent_submits).unwrap_or(usize::MAX),
+        unpack_limits: coordinator_unpack_limits(&args),
         scratch_dir: args.scratch_dir.clone(),
         usage_pause: admission.usage_pause,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: admission.model_limits,
+        http_limits: HttpLimits {
+            header_read_timeout: duration_arg("--http-header-timeout", &args.http_header_timeout)?,
+            idle_timeout: duration_arg("--http-idle-timeout", &args.http_idle_timeout)?,
+            max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
+        },
         #[cfg(feature = "k8s")]
         k8s_worker_jobs,
         tls: match (&args.tls_cert, &args.tls_key) {
@@ -96,6 +103,17 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .map_err(|error| CliError::Failed(anyhow!(error).context("running the coordinator")))?;
     eprintln!("coordinator {coordinator_id}: stopped; unfinished batches resume at the next start");
     Ok(0)
+}
+
+/// The caps on unpacking a submitted bundle: `--max-unpacked-mib` and `--max-bundle-entries`,
+/// each file at most the worker's per-file cap and never more than the whole.
+fn coordinator_unpack_limits(args: &CoordinatorArgs) -> UnpackLimits {
+    let max_total_bytes = args.max_unpacked_mib.saturating_mul(1024 * 1024);
+    UnpackLimits {
+        max_total_bytes,
+        max_entries: args.max_bundle_entries,
+        max_file_bytes: UnpackLimits::default().max_file_bytes.min(max_total_bytes),
+    }
 }
 
 /// A build without the `k8s` feature has no Kubernetes client: `--k8s-worker-jobs` is refused.

@@ -1321,3 +1321,40 @@ async fn matrix_basename_mismatch_on_the_fleet_is_a_cell_error_with_no_jobs() {
         "a job of the erroneous cell was dispatched: {started:?}"
     );
 }
+
+/// Issue 22 row 6: a compression bomb — the project plus 96 MiB of zeros, ~100 KB on the wire —
+/// is refused while it is decompressed once it passes the coordinator's `--max-unpacked-mib`,
+/// naming the limit; nothing is stored and the scratch dir is left empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compression_bomb_is_stopped_at_the_coordinators_unpack_limit() {
+    let fleet = Fleet::start_with_env(&[("COWORK_MAX_UNPACKED_MIB", "64")]);
+    let api = Api::new(&fleet);
+    let files = PROJECT_FILES.iter().map(|rel| (*rel).to_owned()).collect();
+    let zeros = vec![0u8; 96 << 20];
+    let bomb = cowork_fabric::bundle::pack(
+        &fixture("project"),
+        &files,
+        &[("data/zeros.bin".to_owned(), zeros)],
+    )
+    .expect("packing the bomb")
+    .bytes;
+    assert!(
+        bomb.len() < 1 << 20,
+        "the bomb is small on the wire: {} bytes",
+        bomb.len()
+    );
+    api.refuse_bundle(
+        "a compression bomb",
+        bomb,
+        400,
+        &["data/zeros.bin", &(64u64 << 20).to_string()],
+    )
+    .await;
+    api.expect_nothing_stored("a compression bomb").await;
+    let scratch = fleet.dir.path().join("scratch");
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .map(|dir| dir.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the scratch dir keeps {left:?}");
+    api.accept_valid_bundle().await;
+}

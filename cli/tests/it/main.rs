@@ -31,13 +31,15 @@
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
-//! README's own text).
+//! README's own text), and `bounds` (what a client can make the coordinator hold: a flood of idle
+//! connections, the store reads of many batch starts).
 
 mod cdp;
 mod fleet;
 mod support;
 
 mod bad_input;
+mod bounds;
 mod browser;
 mod budget;
 mod capabilities;

@@ -31,6 +31,9 @@ use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_ba
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
 /// batch has no progress channel here; its record is the only signal.
 const REMOTE_POLL: Duration = Duration::from_secs(2);
+/// `Retry-After` of a submit refused because every submit slot is busy: validating a bundle
+/// takes seconds.
+const SUBMIT_RETRY_AFTER_S: u64 = 5;
 /// Interval of SSE keep-alive comments, so proxies do not close a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -41,6 +44,20 @@ pub(crate) async fn submit(
     State(service): State<Arc<Service>>,
     mut multipart: Multipart,
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiFailure> {
+    // Taken before the body is read: a refused submit costs no memory, disk or CPU.
+    let Ok(_submit_slot) = Arc::clone(&service.submit_slots).try_acquire_owned() else {
+        let cap = service.config.max_concurrent_submits;
+        tracing::info!(
+            max_concurrent_submits = cap,
+            "submit refused: every submit slot busy"
+        );
+        return Err(ApiFailure::busy(
+            &format!(
+                "the coordinator is already validating {cap} submits at once (--max-concurrent-submits); try again in {SUBMIT_RETRY_AFTER_S} s"
+            ),
+            SUBMIT_RETRY_AFTER_S,
+        ));
+    };
     let mut spec_part: Option<Bytes> = None;
     let mut bundle_part: Option<Bytes> = None;
     let mut problems = Vec::new();

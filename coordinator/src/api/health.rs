@@ -8,7 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use cowork_schema::BatchId;
 
-use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, count_states, render};
+use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, render};
 use crate::server::Service;
 
 /// `GET /healthz`: the process serves requests.
@@ -51,13 +51,8 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
 
 /// `GET /metrics`: Prometheus text.
 pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoResponse {
-    let batches_by_state = match service.ports.batches.list().await {
-        Ok(records) => Some(count_states(records.iter().map(|record| record.state))),
-        Err(error) => {
-            tracing::warn!(error = %error, "metrics: listing batches failed");
-            None
-        }
-    };
+    // Maintained from the registry's change stream: a scrape never walks the registry.
+    let batches_by_state = service.batch_counts.borrow().clone();
     let workers_live = match service.ports.workers.list().await {
         Ok(workers) => Some(workers.len() as u64),
         Err(error) => {
@@ -94,6 +89,7 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         jobs,
         workers_live,
         queue_pending,
+        history_reads: service.history.reads(),
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&snapshot))
 }

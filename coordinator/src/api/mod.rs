@@ -160,6 +160,9 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 pub(crate) struct ApiFailure {
     status: StatusCode,
     body: ApiError,
+    /// Seconds a client should wait before trying again (`Retry-After`), for a refusal that
+    /// passes by itself.
+    retry_after_s: Option<u64>,
 }
 
 impl ApiFailure {
@@ -170,6 +173,15 @@ impl ApiFailure {
                 error: error.to_owned(),
                 problems: Vec::new(),
             },
+            retry_after_s: None,
+        }
+    }
+
+    /// A refusal because the coordinator is busy (`503` with `Retry-After`).
+    pub(crate) fn busy(error: &str, retry_after_s: u64) -> ApiFailure {
+        ApiFailure {
+            retry_after_s: Some(retry_after_s),
+            ..ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, error)
         }
     }
 
@@ -180,6 +192,7 @@ impl ApiFailure {
                 error: error.to_owned(),
                 problems,
             },
+            retry_after_s: None,
         }
     }
 
@@ -210,6 +223,11 @@ impl ApiFailure {
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body)).into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

@@ -84,6 +84,8 @@ pub struct SuperviseOptions {
     /// Earlier batches whose `stats.json` order the units longest-expected-first (0: plan
     /// order).
     pub history_batches: usize,
+    /// Where those stats are read once and shared by the batches of a process.
+    pub history: Arc<crate::history::HistoryCache>,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -119,6 +121,7 @@ impl SuperviseOptions {
             speculation: DEFAULT_SPECULATION,
             deadline_grace: DEFAULT_DEADLINE_GRACE,
             history_batches: DEFAULT_HISTORY_BATCHES,
+            history: Arc::default(),
         }
     }
 }
@@ -796,7 +799,7 @@ fn log_note(note: &Note) {
 
 /// The expected run time of each unit from earlier batches' stats, when history is on and
 /// the batch has no batch budget (whose stop depends on the admission order). Unreadable
-/// history is no history.
+/// history is no history. The history is the process's shared read, not one per start.
 async fn expected_run_ms(
     store: &dyn ArtifactStore,
     plan: &Plan,
@@ -805,16 +808,10 @@ async fn expected_run_ms(
     if options.history_batches == 0 || plan.flags.batch_budget_usd.is_some() || plan.interleave {
         return Vec::new();
     }
-    let history =
-        match crate::history::recent_stats(store, options.history_batches, Some(&plan.batch_id))
-            .await
-        {
-            Ok(history) => history,
-            Err(error) => {
-                tracing::warn!(error = %error, "history not read; units go in plan order");
-                return Vec::new();
-            }
-        };
+    let history = options
+        .history
+        .recent(store, options.history_batches, Some(&plan.batch_id))
+        .await;
     let estimates = cowork_core::history::estimates(&history);
     plan.units
         .iter()

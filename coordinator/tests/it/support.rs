@@ -142,6 +142,8 @@ impl Fleet {
             usage_pause: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE,
             usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
             model_limits: Vec::new(),
+            http_limits: Default::default(),
+            max_concurrent_submits: cowork_coordinator::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
             tls: None,
             k8s_worker_jobs: None,
         }
