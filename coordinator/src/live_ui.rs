@@ -69,6 +69,8 @@ impl LiveUi {
             usage_pause_max: crate::supervisor::DEFAULT_USAGE_PAUSE_MAX,
             model_limits: Vec::new(),
             tls: None,
+            http_limits: Default::default(),
+            max_concurrent_submits: crate::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
             #[cfg(feature = "k8s")]
             k8s_worker_jobs: None,
         };
