@@ -28,8 +28,9 @@
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
-//! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
-//! README's own text).
+//! and the rollup of an interrupted batch) `readme` (the README's quick start, run from the
+//! README's own text) and `trust` (issue 22's trust boundaries: the sim executor's path
+//! confinement, control characters in every output, secrets in log lines, read-only tokens).
 
 mod fleet;
 mod support;
@@ -64,3 +65,4 @@ mod spend;
 mod steer;
 mod strict_double;
 mod telemetry;
+mod trust;
