@@ -256,7 +256,10 @@ mod tests {
         );
         // Markdown keeps the label whole.
         let markdown = table(&["unit"], &rows[..1], &[], TableFormat::Markdown);
-        assert!(markdown.contains(label), "{markdown}");
+        assert!(
+            markdown.contains(&cowork_core::report::markdown::escape_md(label)),
+            "{markdown}"
+        );
         // A narrow table is left alone.
         assert_eq!(truncate("short", 16), "short");
     }

@@ -26,25 +26,9 @@ use crate::support::{Output, Sandbox};
 /// A plain sim batch of the fixture project's scenario.
 const SIM_BATCH: &[&str] = &[SCENARIO, "--repeat", "2", "--executor", "sim"];
 
-/// `cowork <args…> --coordinator <url>` from `cwd` with the fleet's environment and `env` on
-/// top (e.g. another `COWORK_API_TOKEN`).
+/// `cowork <args…>` on `fleet` with `env` on top of its environment.
 fn cowork_with(fleet: &Fleet, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
-    fleet.env(&mut command);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let coordinator = fleet.coordinator_url();
-    command
-        .args(args)
-        .args(["--coordinator", &coordinator])
-        .current_dir(cwd);
-    let out = command.output().expect("running cowork");
-    Output::new(
-        format!("cowork {} --coordinator {coordinator}", args.join(" ")),
-        cwd.to_path_buf(),
-        out,
-    )
+    fleet.cowork_with_env(cwd, args, env)
 }
 
 /// Panics when `text` holds a control character other than a line break, or a bidi control.
