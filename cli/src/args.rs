@@ -904,6 +904,11 @@ pub struct CoordinatorArgs {
     /// File with the API bearer token(s), one per line (or set COWORK_API_TOKEN).
     #[arg(long, env = "COWORK_API_TOKEN_FILE", value_name = "FILE")]
     pub api_token_file: Option<PathBuf>,
+    /// File with read-only API token(s), one per line (or set COWORK_API_READ_TOKEN): they
+    /// may read everything (status, reports, artifacts, workers, the pages) but not submit,
+    /// cancel, resume, pause or adjust (403).
+    #[arg(long, env = "COWORK_API_READ_TOKEN_FILE", value_name = "FILE")]
+    pub api_read_token_file: Option<PathBuf>,
     /// Serve the API without a token (local use only).
     #[arg(long)]
     pub allow_unauthenticated: bool,

@@ -97,9 +97,10 @@ pub async fn connect_nats(config: &NatsConfig) -> Result<NatsFabric, CliError> {
     let fabric = cowork_fabric::nats::connect(config)
         .await
         .map_err(|error| {
-            CliError::Failed(
-                anyhow!(error).context(format!("connecting to NATS at {}", config.url)),
-            )
+            CliError::Failed(anyhow!(error).context(format!(
+                "connecting to NATS at {}",
+                cowork_fabric::nats::redact_url(&config.url)
+            )))
         })?;
     tracing::info!(
         replicas = fabric.replicas.count,
@@ -180,6 +181,10 @@ pub fn client_error(error: ClientError, doing: &str) -> CliError {
         )),
         ClientError::Unauthorized { .. } => CliError::usage(format!(
             "{doing}: the coordinator refused the API token (check COWORK_API_TOKEN or --token-file)"
+        )),
+        // A usage error: the fix is another token, not a retry.
+        ClientError::Forbidden { message } => CliError::usage(format!(
+            "{doing}: {message} (the token in COWORK_API_TOKEN or --token-file is read-only)"
         )),
         other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
     }

@@ -4,6 +4,10 @@
 
 use std::process::ExitCode;
 
+use cowork_core::safe_text::for_terminal_lines;
+
+use crate::log_scrub::scrub_known;
+
 /// What a command can fail with, by the exit code it maps to.
 #[derive(Debug)]
 pub enum CliError {
@@ -45,8 +49,8 @@ fn error_envelope(command: &str, category: &str, message: String) -> String {
 pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> ExitCode {
     if let (Some(command), Err(error)) = (json_command, &result) {
         let (category, message) = match error {
-            CliError::Usage(problems) => ("usage", problems.join("; ")),
-            CliError::Failed(error) => ("runtime", format!("{error:#}")),
+            CliError::Usage(problems) => ("usage", scrub_known(&problems.join("; "))),
+            CliError::Failed(error) => ("runtime", scrub_known(&format!("{error:#}"))),
             CliError::Cancelled => ("cancelled", "the batch was cancelled".to_owned()),
         };
         println!("{}", error_envelope(command, category, message));
@@ -58,7 +62,7 @@ pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> E
         Err(CliError::Failed(error)) if is_closed_stdout(&error) => ExitCode::SUCCESS,
         Err(CliError::Usage(problems)) => {
             for problem in &problems {
-                eprintln!("error: {problem}");
+                eprintln!("error: {}", for_terminal_lines(&scrub_known(problem)));
             }
             if problems.len() > 1 {
                 eprintln!("{} problems; nothing was run", problems.len());
@@ -66,7 +70,10 @@ pub fn exit_code(result: Result<i32, CliError>, json_command: Option<&str>) -> E
             ExitCode::from(2)
         }
         Err(CliError::Failed(error)) => {
-            eprintln!("error: {error:#}");
+            eprintln!(
+                "error: {}",
+                for_terminal_lines(&scrub_known(&format!("{error:#}")))
+            );
             ExitCode::from(2)
         }
         Err(CliError::Cancelled) => {

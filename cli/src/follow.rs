@@ -306,14 +306,17 @@ fn note_stalls(
     {
         eprintln!(
             "queue stalled: {}",
-            stall.describe(crate::progress::now_ms())
+            cowork_core::safe_text::for_terminal(&stall.describe(crate::progress::now_ms()))
         );
     }
     for ended in seen
         .iter()
         .filter(|s| !now.iter().any(|stall| same(s, stall)))
     {
-        eprintln!("queue serves again: {} {}", ended.kind, ended.name);
+        eprintln!(
+            "queue serves again: {}",
+            cowork_core::safe_text::for_terminal(&format!("{} {}", ended.kind, ended.name))
+        );
     }
     *seen = now.to_vec();
 }

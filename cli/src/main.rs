@@ -17,6 +17,7 @@
 //! - `text`: counted nouns and aligned tables.
 //! - `exit`: the errors a command ends with and the exit codes they map to.
 //! - `telemetry`: tracing set-up, OTLP export, the worker's `/metrics`.
+//! - `log_scrub`: the stderr log's writer, which replaces every known secret value.
 
 mod args;
 mod batch_compare;
@@ -31,6 +32,7 @@ mod fleet_args;
 mod follow;
 mod harness_process;
 mod interrupts;
+mod log_scrub;
 mod progress;
 mod summary;
 mod telemetry;
@@ -70,7 +72,11 @@ fn main() -> ExitCode {
     // The OTLP exporter's gRPC channel is built on the runtime, so it is installed inside it.
     let telemetry = {
         let _runtime_context = runtime.enter();
-        telemetry::install(&cli.log, telemetry::service_name(&cli.command))
+        telemetry::install(
+            &cli.log,
+            telemetry::service_name(&cli.command),
+            &log_scrub::known_secret_values(None),
+        )
     };
     // With `--output-format json`, a failure still prints an error envelope on stdout
     // (harness-behaviour.md#envelope-error), so scripts that parse stdout always get one JSON line.

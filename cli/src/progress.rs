@@ -134,11 +134,13 @@ pub fn note(line: &str) {
     if stderr.is_terminal() {
         let _ = write!(stderr, "\r\x1b[2K");
     }
-    let _ = writeln!(stderr, "{line}");
+    let _ = writeln!(stderr, "{}", cowork_core::safe_text::for_terminal(line));
     let _ = stderr.flush();
 }
 
 fn draw(line: &str, tty: bool) {
+    // The line names units and workers: escaped, so it stays one line that only `\r` redraws.
+    let line = &cowork_core::safe_text::for_terminal(line);
     let mut stderr = std::io::stderr().lock();
     if tty {
         let columns = terminal_size::terminal_size_of(std::io::stderr())

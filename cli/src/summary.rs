@@ -227,7 +227,9 @@ pub fn render(summary: &Summary<'_>) -> String {
         "verdict: {verdict} (exit {})\n",
         summary.exit_code
     ));
-    out
+    // Unit names, messages and reasons come from scenarios and harnesses: one escape for the
+    // whole block, so no line of it can start a terminal sequence or forge a row.
+    cowork_core::safe_text::for_terminal_lines(&out)
 }
 
 /// A matrix cell's unit name as every other view (dry run, diff, trend, reports) spells it:

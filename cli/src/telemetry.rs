@@ -51,10 +51,12 @@ impl Telemetry {
 /// Installs the global subscriber: the stderr log filtered by `log_filter` and, when
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set, an OpenTelemetry layer exporting spans as
 /// `service_name`. Call it inside the runtime (`Runtime::enter`): the gRPC channel is built on it.
-pub fn install(log_filter: &str, service_name: &'static str) -> Telemetry {
+///
+/// Every stderr line is scrubbed of `secrets` first ([`crate::log_scrub`]).
+pub fn install(log_filter: &str, service_name: &'static str, secrets: &[String]) -> Telemetry {
     let log_filter = EnvFilter::try_new(log_filter).unwrap_or_else(|_| EnvFilter::new("warn"));
     let stderr_log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(crate::log_scrub::ScrubbedStderr::new(secrets))
         .with_target(false)
         .with_ansi(stderr_colour(
             std::io::stderr().is_terminal(),

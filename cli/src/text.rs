@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use cowork_core::safe_text::for_terminal;
+
 use crate::args::TableFormat;
 
 /// Units a terminal table lists one by one; past this many, tables list what needs a reader's
@@ -63,7 +65,7 @@ pub fn table(
 ) -> String {
     let mut out = String::new();
     if format == TableFormat::Markdown {
-        let escape = |cell: &str| cell.replace('|', "\\|");
+        let escape = cowork_core::report::markdown::escape_md;
         let _ = writeln!(out, "| {} |", header.join(" | "));
         let rule: Vec<&str> = (0..header.len())
             .map(|column| {
@@ -81,6 +83,13 @@ pub fn table(
         }
         return out;
     }
+    // Every cell as one safe line: a control character in a worker id or a scenario name
+    // cannot start a terminal sequence or forge a row.
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| for_terminal(cell)).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -247,7 +256,10 @@ mod tests {
         );
         // Markdown keeps the label whole.
         let markdown = table(&["unit"], &rows[..1], &[], TableFormat::Markdown);
-        assert!(markdown.contains(label), "{markdown}");
+        assert!(
+            markdown.contains(&cowork_core::report::markdown::escape_md(label)),
+            "{markdown}"
+        );
         // A narrow table is left alone.
         assert_eq!(truncate("short", 16), "short");
     }

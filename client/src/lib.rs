@@ -39,6 +39,10 @@ pub enum ClientError {
         /// check it.
         token_sent: bool,
     },
+    /// `403`: the token is valid but may not do this (a read-only token on a request that
+    /// changes a batch).
+    #[error("the coordinator refused the request: {message}")]
+    Forbidden { message: String },
     /// `400` or `413`: the request was refused; `problems` lists every problem found.
     #[error("the coordinator refused the request: {message}")]
     BadRequest {
@@ -351,6 +355,7 @@ impl CoordinatorClient {
                 message,
                 token_sent: self.token.is_some(),
             },
+            StatusCode::FORBIDDEN => ClientError::Forbidden { message },
             StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => {
                 ClientError::BadRequest { message, problems }
             }

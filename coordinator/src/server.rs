@@ -99,6 +99,11 @@ pub struct CoordinatorConfig {
     /// `allow_unauthenticated` is set.
     #[serde(default)]
     pub api_tokens: Vec<ApiToken>,
+    /// Read-only bearer tokens: accepted on every `GET` the CLI and the pages use, refused
+    /// with `403` on every request that changes a batch (submit, cancel, resume, pause,
+    /// adjust). Default none.
+    #[serde(default)]
+    pub read_tokens: Vec<ApiToken>,
     /// Serve `/v1/*` without authentication when no token is configured (local use only).
     /// Default: false, and then [`run`] refuses to start without a token.
     #[serde(default)]
@@ -234,7 +239,10 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
-    if config.api_tokens.is_empty() && !config.allow_unauthenticated {
+    if config.api_tokens.is_empty()
+        && config.read_tokens.is_empty()
+        && !config.allow_unauthenticated
+    {
         return Err(ServerError::NoApiTokens);
     }
     // Read before anything starts, so a bad certificate stops start-up with the file named.
@@ -366,6 +374,17 @@ pub(crate) struct Service {
     /// Whether a decided batch's live view links its report: not on the page of a
     /// `cowork run --ui`, whose server closes with the run.
     pub(crate) links_reports: bool,
+    /// sha256 of each read-only token, compared the same way.
+    read_token_digests: Vec<[u8; 32]>,
+}
+
+/// What a request's token lets it do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Everything: read, submit and steer batches.
+    Full,
+    /// `GET` only: status, reports, artifacts, workers, the pages.
+    Read,
 }
 
 impl Service {
@@ -385,6 +404,11 @@ impl Service {
             .iter()
             .map(|token| digest(token.expose().as_bytes()))
             .collect();
+        let read_token_digests = config
+            .read_tokens
+            .iter()
+            .map(|token| digest(token.expose().as_bytes()))
+            .collect();
         Service {
             config,
             ports,
@@ -401,25 +425,28 @@ impl Service {
             submit_slots,
             token_digests,
             links_reports: true,
+            read_token_digests,
         }
     }
 
-    /// `true` when `presented` (the bearer token of a request, if any) may use `/v1/*`.
-    pub(crate) fn authorizes(&self, presented: Option<&str>) -> bool {
-        use subtle::ConstantTimeEq;
-        if self.token_digests.is_empty() {
-            return self.config.allow_unauthenticated;
+    /// What `presented` (the bearer token of a request, if any) may do on `/v1/*`; `None`
+    /// when it is missing or matches no configured token.
+    pub(crate) fn access(&self, presented: Option<&str>) -> Option<Access> {
+        if self.token_digests.is_empty() && self.read_token_digests.is_empty() {
+            return self.config.allow_unauthenticated.then_some(Access::Full);
         }
-        let Some(presented) = presented else {
-            return false;
-        };
-        let presented = digest(presented.as_bytes());
-        // Every configured token is compared, so the time taken does not say which one matched.
-        let mut matched = subtle::Choice::from(0);
-        for accepted in &self.token_digests {
-            matched |= accepted.ct_eq(&presented);
+        let presented = digest(presented?.as_bytes());
+        // Every configured token of both kinds is compared, so the time taken says neither
+        // which one matched nor of which kind it is.
+        let full = any_matches(&self.token_digests, &presented);
+        let read = any_matches(&self.read_token_digests, &presented);
+        if full {
+            Some(Access::Full)
+        } else if read {
+            Some(Access::Read)
+        } else {
+            None
         }
-        bool::from(matched)
     }
 
     /// `true` once start-up resumed the batches it found.
@@ -1063,6 +1090,16 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+/// `true` when any of `accepted` equals `presented`, comparing all of them in constant time.
+fn any_matches(accepted: &[[u8; 32]], presented: &[u8; 32]) -> bool {
+    use subtle::ConstantTimeEq;
+    let mut matched = subtle::Choice::from(0);
+    for digest in accepted {
+        matched |= digest.ct_eq(presented);
+    }
+    bool::from(matched)
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {

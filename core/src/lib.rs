@@ -20,6 +20,8 @@
 //!   difference, arm summaries, verdict.
 //! - [`sim_rules`]: which jobs a `--sim-profile` rule selects.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
+//! - [`safe_text`]: control and bidi characters of outside text as visible escapes, for
+//!   terminals and Markdown, and the intake check of free text.
 //!
 //! **Invariant:** no module here performs IO, reads a clock, the environment or randomness
 //! other than a seed it is given, and the crate depends on no async runtime or network crate
@@ -37,6 +39,7 @@ pub mod preflight;
 pub mod prepared;
 pub mod reduce;
 pub mod report;
+pub mod safe_text;
 pub mod sim_rules;
 pub mod trend;
 pub mod verdict;

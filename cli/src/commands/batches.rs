@@ -82,7 +82,10 @@ pub async fn list(args: BatchesArgs) -> Result<i32, CliError> {
             Ok(batch) => batch,
             Err(CatalogError::NotFound { .. }) => continue,
             Err(error) => {
-                eprintln!("warning: batch {batch_id} left out: {error}");
+                eprintln!(
+                    "warning: batch {batch_id} left out: {}",
+                    cowork_core::safe_text::for_terminal(&error.to_string())
+                );
                 continue;
             }
         };

@@ -233,6 +233,7 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
         listen: address,
         coordinator_id: "bench-coordinator".into(),
         api_tokens: Vec::new(),
+        read_tokens: Vec::new(),
         allow_unauthenticated: true,
         window: fleet.window,
         max_bundle_bytes: 64 * 1024 * 1024,

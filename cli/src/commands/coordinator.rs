@@ -14,13 +14,10 @@ use crate::connect::{connect_nats, connect_s3, duration_arg, nats_config, s3_con
 use crate::exit::CliError;
 use crate::fleet_args::read_secret;
 
-/// `cowork coordinator`.
-pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
-    let nats = nats_config(&args.nats)?;
-    let s3 = s3_config(&args.s3)?;
-    let tokens =
-        read_secret("COWORK_API_TOKEN", args.api_token_file.as_deref()).map_err(CliError::usage)?;
-    let api_tokens: Vec<ApiToken> = tokens
+/// The tokens of `env_var` or `file`, one per line.
+fn read_tokens(env_var: &str, file: Option<&std::path::Path>) -> Result<Vec<ApiToken>, CliError> {
+    let text = read_secret(env_var, file).map_err(CliError::usage)?;
+    Ok(text
         .map(|text| {
             text.lines()
                 .map(str::trim)
@@ -28,7 +25,15 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
                 .map(ApiToken::new)
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default())
+}
+
+/// `cowork coordinator`.
+pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
+    let nats = nats_config(&args.nats)?;
+    let s3 = s3_config(&args.s3)?;
+    let api_tokens = read_tokens("COWORK_API_TOKEN", args.api_token_file.as_deref())?;
+    let read_tokens = read_tokens("COWORK_API_READ_TOKEN", args.api_read_token_file.as_deref())?;
     if api_tokens.is_empty() && !args.allow_unauthenticated {
         return Err(CliError::usage(
             "the API needs a bearer token: set COWORK_API_TOKEN or --api-token-file (or pass --allow-unauthenticated for local use)",
@@ -55,6 +60,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         listen: args.listen,
         coordinator_id: coordinator_id.clone(),
         api_tokens,
+        read_tokens,
         allow_unauthenticated: args.allow_unauthenticated,
         window: args.window.max(1),
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),

@@ -2,6 +2,7 @@
 //! `results` and `workers`. Each talks to the coordinator's HTTP API (decisions.md#operations).
 
 use anyhow::anyhow;
+use cowork_core::safe_text::{for_terminal, for_terminal_lines};
 
 use crate::args::{OutputFormat, SubmitArgs};
 use crate::batch_input::{executor_and_sim, mode_and_target, prepare_batch};
@@ -72,7 +73,7 @@ async fn check_fleet_fit(
         )));
     }
     for warning in &fit.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", for_terminal(warning));
     }
     Ok(())
 }
@@ -97,23 +98,26 @@ pub async fn status(
         return Ok(0);
     }
     let record = &status.record;
-    println!("batch    {}", record.batch_id);
-    println!("state    {}", record.state.as_str());
-    println!("jobs     {}", record.n_jobs);
+    // Owners, worker ids and stall reasons come from the fabric: printed through the
+    // terminal escape like every other outside text.
+    let line = |label: &str, text: &str| println!("{label} {}", for_terminal(text));
+    line("batch   ", record.batch_id.as_str());
+    line("state   ", record.state.as_str());
+    line("jobs    ", &record.n_jobs.to_string());
     if let Some(owner) = &record.owner {
-        println!("owner    {owner}");
+        line("owner   ", owner);
     }
     if let Some(progress) = &status.progress {
         let left = crate::progress::status_eta(record, progress, crate::progress::now_ms());
-        println!("progress {}", crate::progress::format_line(progress, left));
+        line("progress", &crate::progress::format_line(progress, left));
         for unserved in &progress.unserved_tiers {
-            println!("waiting  {}", unserved.describe());
+            line("waiting ", &unserved.describe());
         }
         for stall in &progress.fabric_stalls {
-            println!("stalled  {}", stall.describe(crate::progress::now_ms()));
+            line("stalled ", &stall.describe(crate::progress::now_ms()));
         }
         for lost in &progress.lost_workers {
-            println!("lost     {}", lost.describe(crate::progress::now_ms()));
+            line("lost    ", &lost.describe(crate::progress::now_ms()));
         }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
@@ -123,7 +127,10 @@ pub async fn status(
         );
         // Why units stopped is in the envelope only; a status without it still stands.
         if let Ok(envelope) = client.report(&batch).await {
-            print!("{}", crate::summary::stop_error_lines(&envelope.fleet));
+            print!(
+                "{}",
+                for_terminal_lines(&crate::summary::stop_error_lines(&envelope.fleet))
+            );
         }
     }
     Ok(0)
@@ -282,10 +289,13 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
     let fabric = client.fabric().await.unwrap_or_default();
     if output != OutputFormat::Json {
         for stall in &fabric.stalls {
-            eprintln!("stalled  {}", stall.describe(crate::progress::now_ms()));
+            eprintln!(
+                "stalled  {}",
+                for_terminal(&stall.describe(crate::progress::now_ms()))
+            );
         }
         for shortfall in &fabric.shortfalls {
-            eprintln!("short    {shortfall}");
+            eprintln!("short    {}", for_terminal(shortfall));
         }
     }
     let workers = client
@@ -300,7 +310,7 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
         return Ok(0);
     }
     let now_ms = crate::progress::now_ms();
-    print!("{}", workers_table(&workers, now_ms));
+    print!("{}", for_terminal_lines(&workers_table(&workers, now_ms)));
     let n_refused = workers.iter().filter(|w| w.refused.is_some()).count();
     let n_lost = workers
         .iter()

@@ -48,7 +48,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
             "note: batch {} never finished ({}): the report judges the runs that finished; {} \
              job(s) never ran",
             input.stored.batch_id,
-            incomplete.reason,
+            cowork_core::safe_text::for_terminal(&incomplete.reason),
             incomplete.never_ran.len()
         );
     }

@@ -275,8 +275,17 @@ impl Fleet {
 
     /// `cowork <args…> --coordinator <url>` with the fleet's environment, from `cwd`.
     pub fn cowork(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.cowork_with_env(cwd, args, &[])
+    }
+
+    /// [`Fleet::cowork`] with `env` on top of the fleet's environment (e.g. another
+    /// `COWORK_API_TOKEN`).
+    pub fn cowork_with_env(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cowork"));
         self.env(&mut command);
+        for (key, value) in env {
+            command.env(key, value);
+        }
         let coordinator = self.coordinator_url();
         command
             .args(args)

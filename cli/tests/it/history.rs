@@ -295,7 +295,13 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
         let row = compare
             .stdout
             .lines()
-            .find(|line| line.starts_with(&format!("| {label} |")))
+            // Markdown cells are escaped (`\[`, `\_`) as every Markdown output escapes text.
+            .find(|line| {
+                line.starts_with(&format!(
+                    "| {} |",
+                    cowork_core::report::markdown::escape_md(label)
+                ))
+            })
             .unwrap_or_else(|| compare.fail(&format!("no row for {label}")));
         if !row.contains(&format!("| {change} |")) {
             compare.fail(&format!("{label} should be {change}"));

@@ -32,7 +32,7 @@ use crate::fleet::{Fleet, TOKEN, batch_of};
 use crate::support::{Output, Sandbox, fixture};
 
 /// The project's scenario: `session` is on line 4, `prompt` on 5, `assert` on 6.
-const SCENARIO: &str = "scenarios/report.yaml";
+pub(crate) const SCENARIO: &str = "scenarios/report.yaml";
 /// The project's session: `uploads[0]` is on line 3, `plugins.local_plugins[0]` on line 6.
 const SESSION: &str = "sessions/report.yaml";
 /// A plain repeat batch of the project's scenario.
@@ -589,7 +589,7 @@ impl Archive {
 }
 
 /// The bundle `cowork submit` would send for the project's scenario, from the real packer.
-fn valid_bundle() -> Vec<u8> {
+pub(crate) fn valid_bundle() -> Vec<u8> {
     let files = PROJECT_FILES.iter().map(|rel| (*rel).to_owned()).collect();
     cowork_fabric::bundle::pack(&fixture("project"), &files, &[])
         .expect("packing the fixture project")
@@ -597,7 +597,7 @@ fn valid_bundle() -> Vec<u8> {
 }
 
 /// A valid spec of a plain `--repeat 2` batch of the project's scenario over `bundle`.
-fn spec_for(bundle: &[u8]) -> BatchSpec {
+pub(crate) fn spec_for(bundle: &[u8]) -> BatchSpec {
     BatchSpec {
         schema_version: BATCH_SPEC_VERSION,
         mode: BatchMode::Run,
@@ -620,21 +620,21 @@ fn spec_for(bundle: &[u8]) -> BatchSpec {
 }
 
 /// What the coordinator answered.
-struct Answer {
-    status: u16,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
     /// The `ApiError`'s line and problems, or the raw body when it is not an `ApiError`.
-    text: String,
-    problems: Vec<String>,
+    pub(crate) text: String,
+    pub(crate) problems: Vec<String>,
 }
 
 /// A client of the fleet's coordinator API.
-struct Api<'a> {
+pub(crate) struct Api<'a> {
     fleet: &'a Fleet,
     http: reqwest::Client,
 }
 
 impl<'a> Api<'a> {
-    fn new(fleet: &'a Fleet) -> Api<'a> {
+    pub(crate) fn new(fleet: &'a Fleet) -> Api<'a> {
         Api {
             fleet,
             http: reqwest::Client::new(),
@@ -682,7 +682,7 @@ impl<'a> Api<'a> {
     }
 
     /// Submits `spec` and `bundle` with the fleet's token.
-    async fn submit(&self, spec: &BatchSpec, bundle: Vec<u8>) -> Answer {
+    pub(crate) async fn submit(&self, spec: &BatchSpec, bundle: Vec<u8>) -> Answer {
         let spec = serde_json::to_vec(spec).expect("a spec serializes");
         self.submit_raw(spec, bundle, Some(TOKEN)).await
     }

@@ -30,9 +30,11 @@
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
-//! and the rollup of an interrupted batch) and `readme` (the README's quick start, run from the
-//! README's own text), and `bounds` (what a client can make the coordinator hold: a flood of idle
-//! connections, the store reads of many batch starts).
+//! and the rollup of an interrupted batch), `readme` (the README's quick start, run from the
+//! README's own text), `bounds` (what a client can make the coordinator hold: a flood of idle
+//! connections, the store reads of many batch starts) and `trust` (issue 22's trust boundaries:
+//! forged events and jobs, NATS permissions, the sim executor's path confinement, control
+//! characters in every output, secrets in log lines, read-only tokens).
 
 mod cdp;
 mod fleet;
@@ -70,3 +72,4 @@ mod spend;
 mod steer;
 mod strict_double;
 mod telemetry;
+mod trust;

@@ -13,7 +13,8 @@
 //!
 //! Every `/v1/*` route requires `Authorization: Bearer <token>` matching one of the configured
 //! tokens; the check runs before the handler (and so before a request body is read), and a
-//! refusal is `401` with `WWW-Authenticate: Bearer`. Refusals carry an
+//! refusal is `401` with `WWW-Authenticate: Bearer`. A read-only token passes only on `GET`
+//! and `HEAD`; on any other method (submit, cancel, resume, pause, adjust) it gets `403`. Refusals carry an
 //! [`ApiError`](cowork_schema::api::ApiError) body naming every problem.
 
 pub mod batches;
@@ -27,13 +28,17 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cowork_schema::api::ApiError;
 
-use crate::server::Service;
+use crate::server::{Access, Service};
+
+/// The error of a `403` for a read-only token; the CLI recognises it by its status alone.
+pub const READ_ONLY_REFUSAL: &str =
+    "this token is read-only: submit, cancel, resume, pause and adjust need a full API token";
 
 /// Room for the multipart framing and the `spec` part on top of the bundle itself.
 const SUBMIT_OVERHEAD_BYTES: u64 = 1 << 20;
@@ -137,11 +142,25 @@ async fn require_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    if service.authorizes(bearer_token(request.headers())) {
-        next.run(request).await
-    } else {
-        tracing::info!(path = %request.uri().path(), "request refused: missing or wrong bearer token");
-        ApiFailure::unauthorized().into_response()
+    match service.access(bearer_token(request.headers())) {
+        Some(access) if access_allows(access, request.method()) => next.run(request).await,
+        Some(_) => {
+            tracing::info!(path = %request.uri().path(), method = %request.method(), "request refused: read-only token");
+            ApiFailure::read_only().into_response()
+        }
+        None => {
+            tracing::info!(path = %request.uri().path(), "request refused: missing or wrong bearer token");
+            ApiFailure::unauthorized().into_response()
+        }
+    }
+}
+
+/// `true` when a token of kind `access` may make a request with `method`: a read-only token
+/// may only read (`GET`, `HEAD`); every route that changes a batch is a `POST`.
+pub(crate) fn access_allows(access: Access, method: &Method) -> bool {
+    match access {
+        Access::Full => true,
+        Access::Read => method == Method::GET || method == Method::HEAD,
     }
 }
 
@@ -201,6 +220,11 @@ impl ApiFailure {
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token in the authorization header",
         )
+    }
+
+    /// A read-only token on a request that changes a batch.
+    pub(crate) fn read_only() -> ApiFailure {
+        ApiFailure::new(StatusCode::FORBIDDEN, READ_ONLY_REFUSAL)
     }
 
     pub(crate) fn not_found(what: &str) -> ApiFailure {

@@ -5,7 +5,7 @@
 //! These routes sit behind the same bearer auth as every `/v1/*` route, and — because a browser
 //! cannot easily send an `Authorization` header when a link is clicked — they ALSO accept the
 //! token as a query parameter, `?token=<token>`, checked with the same constant-time
-//! [`Service::authorizes`]. No other route accepts `?token=`. A token in a URL can end up in
+//! [`Service::access`]. No other route accepts `?token=`. A token in a URL can end up in
 //! browser history and in the logs of proxies in between, so the pages answer with
 //! `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and a content security policy
 //! that allows nothing but the page's inline style; the coordinator itself logs only paths,
@@ -25,7 +25,7 @@ use cowork_schema::registry::BatchState;
 use serde::Deserialize;
 
 use super::batches::{parse_id, record_of};
-use super::{ApiFailure, bearer_token};
+use super::{ApiFailure, access_allows, bearer_token};
 use crate::report_input::load_report_input;
 use crate::server::Service;
 use cowork_core::report::{
@@ -85,11 +85,14 @@ pub(crate) async fn require_bearer_or_query_token(
     let query_token = Query::<HashMap<String, String>>::try_from_uri(request.uri())
         .ok()
         .and_then(|Query(mut query)| query.remove("token"));
-    let authorized = match bearer_token(request.headers()) {
-        Some(token) => service.authorizes(Some(token)),
-        None => service.authorizes(query_token.as_deref()),
+    let access = match bearer_token(request.headers()) {
+        Some(token) => service.access(Some(token)),
+        None => service.access(query_token.as_deref()),
     };
-    if authorized {
+    if let Some(access) = access {
+        if !access_allows(access, request.method()) {
+            return ApiFailure::read_only().into_response();
+        }
         next.run(request).await
     } else {
         tracing::info!(path = %request.uri().path(), "page refused: missing or wrong token");

@@ -604,9 +604,24 @@ impl Ctx {
         }
         let session = self.resolve_session(rel, &dir, &scenario)?;
         let file = self.display(rel);
+        let name = scenario.effective_name(&file);
+        // The name labels the unit in every terminal, report and page.
+        if let Some(reason) = cowork_core::safe_text::unsafe_text_reason(&name) {
+            let origin = Origin {
+                file_rel: rel,
+                key: "name",
+                position: position("name"),
+            };
+            self.error_at(
+                &origin,
+                reason,
+                Some("name the scenario (or its file) with printable characters".to_owned()),
+            );
+            return None;
+        }
         Some(PreparedScenario {
             rel_path: rel.to_owned(),
-            name: scenario.effective_name(&file),
+            name,
             scenario,
             session,
         })

@@ -242,6 +242,11 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
             spec.executor.as_str()
         ));
     }
+    // Shown as typed in every listing, so held to the same rule as scenario names.
+    problems.extend(cowork_core::safe_text::unsafe_text_problem(
+        "spec.targetDisplay",
+        &spec.target_display,
+    ));
     problems.extend(check_spec_flags(&spec.flags, spec.matrix_file.is_some()));
     match (&spec.eval, spec.mode) {
         (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),

@@ -134,6 +134,7 @@ impl Fleet {
             listen: "127.0.0.1:0".parse().expect("a literal address"),
             coordinator_id: coordinator_id.to_owned(),
             api_tokens: vec![ApiToken::new(TOKEN)],
+            read_tokens: Vec::new(),
             allow_unauthenticated: false,
             window,
             max_bundle_bytes: 16 << 20,

@@ -15,7 +15,10 @@ const TOP_REASONS: usize = 10;
 const MESSAGE_CHARS: usize = 160;
 
 /// Escapes text for a Markdown table cell: markup characters get a backslash, `<` and `>`
-/// become entities (GitHub renders inline HTML), and line breaks become spaces.
+/// become entities (GitHub renders inline HTML), line breaks become spaces, and every other
+/// control or bidi character ([`crate::safe_text::is_unsafe`]) is written as its visible
+/// escape (`\x1b`, `\u{202e}`). Every Markdown output (the report, the batch lists of the
+/// CLI) escapes outside text with this one function.
 pub fn escape_md(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
@@ -27,6 +30,11 @@ pub fn escape_md(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '\n' | '\r' => out.push(' '),
+            c if crate::safe_text::is_unsafe(c) => {
+                // The escape's backslash is itself escaped, so it shows as typed.
+                out.push('\\');
+                out.push_str(&crate::safe_text::escape_char(c));
+            }
             c => out.push(c),
         }
     }

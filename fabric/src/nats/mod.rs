@@ -180,6 +180,72 @@ pub fn redact_url(url: &str) -> String {
 /// How often the client pings its server (see `connect_options`).
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The user and password a `nats://user:password@host` URL carries, percent-decoded; `None`
+/// without them. With several URLs, the first that carries any.
+pub fn url_credentials(urls: &str) -> Option<(String, String)> {
+    urls.split(',').find_map(|one| {
+        let rest = one
+            .trim()
+            .split_once("://")
+            .map_or(one.trim(), |(_, rest)| rest);
+        let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+        let (userinfo, _) = authority.rsplit_once('@')?;
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        Some((percent_decode(user), percent_decode(password)))
+    })
+}
+
+/// `urls` with the `user:password@` part of each removed.
+///
+/// The client library keeps each server URL as given and prints it whole, password
+/// included, in its own debug lines ("attempting connection", "connection attempt failed"),
+/// and it never sends URL credentials to the server. So the credentials are taken out of the
+/// URL and given as options ([`url_credentials`]): they authenticate, and no log line of the
+/// library can hold them.
+pub fn strip_url_credentials(urls: &[String]) -> Vec<String> {
+    urls.iter()
+        .map(|one| {
+            let (scheme, rest) = match one.split_once("://") {
+                Some((scheme, rest)) => (Some(scheme), rest),
+                None => (None, one.as_str()),
+            };
+            let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            let rest = match rest[..authority_end].rsplit_once('@') {
+                Some((_, host)) => format!("{host}{}", &rest[authority_end..]),
+                None => rest.to_owned(),
+            };
+            match scheme {
+                Some(scheme) => format!("{scheme}://{rest}"),
+                None => rest,
+            }
+        })
+        .collect()
+}
+
+/// `text` with each `%XX` escape replaced by its byte (invalid escapes kept as they are).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escaped = (bytes[at] == b'%')
+            .then(|| text.get(at + 1..at + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                at += 3;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The client options of `config`; built anew for every connect attempt.
 async fn connect_options(config: &NatsConfig) -> Result<ConnectOptions, NatsError> {
     let mut options = ConnectOptions::new()
@@ -197,6 +263,11 @@ async fn connect_options(config: &NatsConfig) -> Result<ConnectOptions, NatsErro
     }
     if let (Some(user), Some(password)) = (&config.user, &config.password) {
         options = options.user_and_password(user.clone(), password.expose().to_owned());
+    } else if let Some((user, password)) = url_credentials(&config.url)
+        && config.token.is_none()
+        && config.creds_file.is_none()
+    {
+        options = options.user_and_password(user, password);
     }
     if let Some(token) = &config.token {
         options = options.token(token.expose().to_owned());
@@ -220,7 +291,7 @@ pub async fn connect_client(config: &NatsConfig) -> Result<async_nats::Client, N
     config
         .validate()
         .map_err(|problems| NatsError::InvalidConfig { problems })?;
-    let urls = config.server_urls();
+    let urls = strip_url_credentials(&config.server_urls());
     let deadline = tokio::time::Instant::now() + config.connect_timeout;
     // Backoff between attempts: from 100 ms, doubling, at most 2 s, so a server that comes up
     // is found within about 2 s.
@@ -307,6 +378,25 @@ pub async fn connect(config: &NatsConfig) -> Result<NatsFabric, NatsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_credentials_move_out_of_the_url() {
+        let urls = "nats://fleet:p%40ss@n1:4222, nats://n2:4222";
+        assert_eq!(
+            url_credentials(urls),
+            Some(("fleet".to_owned(), "p@ss".to_owned()))
+        );
+        assert_eq!(url_credentials("nats://n1:4222"), None);
+        let config = NatsConfig::new(urls);
+        assert_eq!(
+            strip_url_credentials(&config.server_urls()),
+            ["nats://n1:4222", "nats://n2:4222"]
+        );
+        assert_eq!(
+            strip_url_credentials(&["u:pw@n1:4222".to_owned()]),
+            ["n1:4222"]
+        );
+    }
 
     #[test]
     fn subjects_and_names_follow_the_brief() {

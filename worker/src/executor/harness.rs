@@ -23,7 +23,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,9 +35,13 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
+pub use super::ScenarioPathError;
+pub(crate) use super::bundle_path;
 use super::classify::{Envelope, ProcessEnd, classify, find_envelope};
 use super::job_temp::{JobTemp, Removed, cassette_in_copy, copy_tree, ignore_new_cassettes};
-use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+use super::{
+    Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext, scenario_in_bundle,
+};
 use crate::capabilities::{AGENT_BINARY, find_on_path};
 use cowork_schema::job::Tier;
 
@@ -218,16 +222,6 @@ impl Default for HarnessConfig {
     }
 }
 
-/// A scenario path that would leave the bundle.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("scenario file {path:?} of job {job_id} must be a relative path inside the bundle")]
-pub struct ScenarioPathError {
-    /// The job whose spec holds the path.
-    pub job_id: String,
-    /// `JobSpec::scenario_file` as given.
-    pub path: String,
-}
-
 /// Builds the CLI's arguments for `job` (harness-behaviour.md#job-invocation,
 /// harness-behaviour.md#recording).
 ///
@@ -239,11 +233,7 @@ pub fn harness_args(
     work_dir: &Path,
     cassette: &Path,
 ) -> Result<Vec<OsString>, ScenarioPathError> {
-    let scenario =
-        bundle_path(bundle_dir, &job.scenario_file).ok_or_else(|| ScenarioPathError {
-            job_id: job.job_id.to_string(),
-            path: job.scenario_file.clone(),
-        })?;
+    let scenario = scenario_in_bundle(job, bundle_dir)?;
     let mut args: Vec<OsString> = vec![
         "--run-dir".into(),
         work_dir.join(RUNS_DIR_NAME).into(),
@@ -258,21 +248,6 @@ pub fn harness_args(
     args.push("json".into());
     args.extend(job.forwarded_flags.iter().map(OsString::from));
     Ok(args)
-}
-
-/// Joins a `/`-separated bundle-relative path onto the bundle root; `None` when it is empty,
-/// absolute or climbs out with `..`.
-pub(crate) fn bundle_path(bundle_dir: &Path, relative: &str) -> Option<PathBuf> {
-    let relative = Path::new(relative);
-    let mut n_normal = 0;
-    for component in relative.components() {
-        match component {
-            Component::Normal(_) => n_normal += 1,
-            Component::CurDir => {}
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
-        }
-    }
-    (n_normal > 0).then(|| bundle_dir.join(relative))
 }
 
 /// Runs jobs with the real CLI.

@@ -33,7 +33,7 @@ pub mod replay_pack;
 pub mod seal;
 pub mod sim;
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::{ErrorCategory, InfraClass};
@@ -69,6 +69,42 @@ pub trait Executor: Send + Sync {
         }
         outputs
     }
+}
+
+/// A scenario path that would leave the bundle.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("scenario file {path:?} of job {job_id} must be a relative path inside the bundle")]
+pub struct ScenarioPathError {
+    /// The job whose spec holds the path.
+    pub job_id: String,
+    /// `JobSpec::scenario_file` as given.
+    pub path: String,
+}
+
+/// Where `job`'s scenario lies under `bundle_dir`, or why it may not be read: every executor
+/// resolves the path through this one check, so a job naming an absolute path or one that
+/// climbs out with `..` reads no host file, whichever executor runs it (the unpacker refuses
+/// links, so a lexical check is enough inside the bundle).
+pub fn scenario_in_bundle(job: &JobSpec, bundle_dir: &Path) -> Result<PathBuf, ScenarioPathError> {
+    bundle_path(bundle_dir, &job.scenario_file).ok_or_else(|| ScenarioPathError {
+        job_id: job.job_id.to_string(),
+        path: job.scenario_file.clone(),
+    })
+}
+
+/// Joins a `/`-separated bundle-relative path onto the bundle root; `None` when it is empty,
+/// absolute or climbs out with `..`.
+pub(crate) fn bundle_path(bundle_dir: &Path, relative: &str) -> Option<PathBuf> {
+    let relative = Path::new(relative);
+    let mut n_normal = 0;
+    for component in relative.components() {
+        match component {
+            Component::Normal(_) => n_normal += 1,
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (n_normal > 0).then(|| bundle_dir.join(relative))
 }
 
 /// Everything an executor needs to run one job.

@@ -27,7 +27,9 @@ use cowork_schema::json_number;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext};
+use super::{
+    Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext, scenario_in_bundle,
+};
 pub use cowork_core::sim_rules::{rule_matches, rules_matching_nothing, scenario_matches};
 
 /// `generator` of every simulated result.
@@ -82,9 +84,23 @@ impl Executor for SimExecutor {
     #[tracing::instrument(skip_all, fields(job_id = %ctx.job.job_id, executor = "sim"))]
     async fn execute(&self, ctx: &JobContext, cancel: CancellationToken) -> ExecOutput {
         let started = Instant::now();
+        // The same confinement as the harness executor's: a path outside the bundle is a usage
+        // error of the job, and nothing is read.
+        let scenario_path = match scenario_in_bundle(&ctx.job, &ctx.bundle_dir) {
+            Ok(path) => path,
+            Err(error) => {
+                return ExecOutput {
+                    classified: Classified::error(ErrorCategory::Usage, error.to_string()),
+                    exit_code: None,
+                    harness_version: None,
+                    spawned: false,
+                    artifacts: Vec::new(),
+                    run_ms: 0,
+                };
+            }
+        };
         // The scenario is read for its assertions only; an unreadable one falls back to generic
         // assertions rather than failing the simulated run.
-        let scenario_path = ctx.bundle_dir.join(&ctx.job.scenario_file);
         let document = tokio::fs::read_to_string(&scenario_path)
             .await
             .ok()
