@@ -460,12 +460,7 @@ async fn top_up(
         }
         // Abandoning the pull at the bound loses no job (see the main pull); a failed one
         // leaves the pack as it is, and the next round pulls again.
-        match tokio::time::timeout_at(
-            deadline,
-            pull_from(puller.as_mut().map(|puller| &mut **puller), wanted),
-        )
-        .await
-        {
+        match tokio::time::timeout_at(deadline, pull_from(puller.as_deref_mut(), wanted)).await {
             Ok(Ok(Some(more))) if !more.is_empty() => deliveries.extend(more),
             Ok(Ok(_)) | Err(_) => return,
             Ok(Err(error)) => {
