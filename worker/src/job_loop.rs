@@ -429,35 +429,44 @@ async fn replay_share(config: &WorkerConfig, ports: &WorkerPorts) -> usize {
 /// Tops a replay pull up to the free slots' share of the queue as it is now. The first pull of
 /// a batch wakes on its first job, when the queue held only part of it (or was sized for an
 /// empty queue), so without this the first packs would be small and the slots' packs uneven.
+/// While the batch is still being published the depth grows between looks, so the share is
+/// read again after every top-up until it is met, nothing more arrives, or [`TOP_UP_WAIT`]
+/// is spent: a corpus published in a few hundred milliseconds still ends up in one even pack
+/// per slot rather than in many small ones, each paying a harness start.
 async fn top_up(
     config: &WorkerConfig,
     ports: &WorkerPorts,
-    puller: Option<&mut Puller<'_>>,
+    mut puller: Option<&mut Puller<'_>>,
     deliveries: &mut Vec<cowork_fabric::Delivery>,
     n_free: usize,
 ) {
-    let Some(n_queued) = crate::pack::queued_replays(ports.queue.as_ref()).await else {
-        return;
-    };
-    if n_queued == 0 {
-        return;
-    }
-    let fleet_slots = crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await;
-    let n_known = n_queued + deliveries.len() as u64;
-    let target = n_free * crate::pack::pack_share(n_known, fleet_slots, config.replay_pack);
-    let wanted = target
-        .saturating_sub(deliveries.len())
-        .min(usize::try_from(n_queued).unwrap_or(usize::MAX));
-    if wanted == 0 {
-        return;
-    }
-    // Abandoning the pull at the bound loses no job (see the main pull); a failed one leaves
-    // the pack as it is, and the next round pulls again.
-    match tokio::time::timeout(TOP_UP_WAIT, pull_from(puller, wanted)).await {
-        Ok(Ok(Some(more))) => deliveries.extend(more),
-        Ok(Ok(None)) | Err(_) => {}
-        Ok(Err(error)) => {
-            tracing::debug!(error = %error, "topping up a replay pack failed");
+    let deadline = tokio::time::Instant::now() + TOP_UP_WAIT;
+    loop {
+        let Some(n_queued) = crate::pack::queued_replays(ports.queue.as_ref()).await else {
+            return;
+        };
+        if n_queued == 0 {
+            return;
+        }
+        let fleet_slots =
+            crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await;
+        let n_known = n_queued + deliveries.len() as u64;
+        let target = n_free * crate::pack::pack_share(n_known, fleet_slots, config.replay_pack);
+        let wanted = target
+            .saturating_sub(deliveries.len())
+            .min(usize::try_from(n_queued).unwrap_or(usize::MAX));
+        if wanted == 0 {
+            return;
+        }
+        // Abandoning the pull at the bound loses no job (see the main pull); a failed one
+        // leaves the pack as it is, and the next round pulls again.
+        match tokio::time::timeout_at(deadline, pull_from(puller.as_deref_mut(), wanted)).await {
+            Ok(Ok(Some(more))) if !more.is_empty() => deliveries.extend(more),
+            Ok(Ok(_)) | Err(_) => return,
+            Ok(Err(error)) => {
+                tracing::debug!(error = %error, "topping up a replay pack failed");
+                return;
+            }
         }
     }
 }

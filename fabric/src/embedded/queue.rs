@@ -25,6 +25,33 @@ struct State {
     closed: bool,
 }
 
+impl State {
+    /// Queues `job` unless the queue is closed or the job is queued and unsettled already
+    /// (a duplicate, answered with the first publish's sequence).
+    fn enqueue(&mut self, job: &JobSpec) -> Result<Published, QueueError> {
+        if self.closed {
+            return Err(QueueError::Closed);
+        }
+        if let Some(seq) = self.unsettled.get(&job.message_id()) {
+            return Ok(Published {
+                seq: *seq,
+                duplicate: true,
+            });
+        }
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        self.unsettled.insert(job.message_id(), seq);
+        self.ready
+            .entry(job.tier)
+            .or_default()
+            .push_back(job.clone());
+        Ok(Published {
+            seq,
+            duplicate: false,
+        })
+    }
+}
+
 /// An in-process job queue with JetStream-like delivery semantics.
 #[derive(Clone, Default)]
 pub struct MemJobQueue {
@@ -105,30 +132,21 @@ impl MemJobQueue {
 #[async_trait]
 impl JobQueue for MemJobQueue {
     async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
-        let mut state = self.lock();
-        if state.closed {
-            return Err(QueueError::Closed);
-        }
-        if let Some(seq) = state.unsettled.get(&job.message_id()) {
-            return Ok(Published {
-                seq: *seq,
-                duplicate: true,
-            });
-        }
-        state.last_seq += 1;
-        let seq = state.last_seq;
-        state.unsettled.insert(job.message_id(), seq);
-        state
-            .ready
-            .entry(job.tier)
-            .or_default()
-            .push_back(job.clone());
-        drop(state);
+        let published = self.lock().enqueue(job);
         self.notify.notify_waiters();
-        Ok(Published {
-            seq,
-            duplicate: false,
-        })
+        published
+    }
+
+    /// Queues every job under one lock and wakes pullers once: a puller woken by the first
+    /// job of a batch then sees the whole decision at once, so the replay packs it cuts are
+    /// sized by the whole queue (not by the few jobs queued before it woke).
+    async fn publish_many(&self, jobs: &[JobSpec]) -> Vec<Result<Published, QueueError>> {
+        let results = {
+            let mut state = self.lock();
+            jobs.iter().map(|job| state.enqueue(job)).collect()
+        };
+        self.notify.notify_waiters();
+        results
     }
 
     fn puller(&self, tiers: &[Tier]) -> Box<dyn JobPuller + '_> {

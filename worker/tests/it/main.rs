@@ -19,6 +19,7 @@ mod container;
 mod delivery;
 mod harness;
 mod idle;
+mod packs;
 mod record;
 mod seal;
 mod sim;

@@ -1,0 +1,173 @@
+//! Replay packs are cut from the queue as it is while a batch is still being published: a
+//! worker that wakes on a batch's first job tops its pack up until it holds its share of
+//! everything queued by then (harness-behaviour.md#replay-packs), so a corpus that arrives in
+//! parts still runs as one harness process per slot instead of one per part.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cowork_fabric::backoff::Backoff;
+use cowork_fabric::bundle::UnpackLimits;
+use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
+use cowork_fabric::queue::{Delivery, JobPuller, Published, QueueError};
+use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_schema::BatchId;
+use cowork_schema::batch::ExecutorKind;
+use cowork_schema::ids::{JobId, UnitRef};
+use cowork_schema::job::{JobCommand, JobSpec, Tier};
+use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext};
+use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::job;
+
+/// A queue whose batch is published in parts while the worker looks at it: every look at the
+/// queue's depth first publishes the next part, as a coordinator still publishing would.
+struct PublishedInParts {
+    queue: MemJobQueue,
+    parts: Mutex<Vec<Vec<JobSpec>>>,
+}
+
+#[async_trait]
+impl JobQueue for PublishedInParts {
+    async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
+        self.queue.publish(job).await
+    }
+
+    async fn pull(&self, tiers: &[Tier]) -> Result<Option<Delivery>, QueueError> {
+        self.queue.pull(tiers).await
+    }
+
+    fn puller(&self, tiers: &[Tier]) -> Box<dyn JobPuller + '_> {
+        self.queue.puller(tiers)
+    }
+
+    async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
+        let next = {
+            let mut parts = self.parts.lock().expect("the parts lock");
+            (!parts.is_empty()).then(|| parts.remove(0))
+        };
+        if let Some(part) = next {
+            for result in self.queue.publish_many(&part).await {
+                result.expect("publishing a part of the batch");
+            }
+        }
+        self.queue.pending().await
+    }
+}
+
+/// Runs nothing; reports the size of every executor call.
+struct CountingExecutor {
+    calls: mpsc::UnboundedSender<usize>,
+}
+
+fn output() -> ExecOutput {
+    ExecOutput {
+        classified: Classified::error("test".into(), "not run by the test".to_owned()),
+        exit_code: Some(1),
+        harness_version: None,
+        spawned: true,
+        artifacts: Vec::new(),
+        run_ms: 0,
+    }
+}
+
+#[async_trait]
+impl Executor for CountingExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::Harness
+    }
+
+    async fn execute(&self, _ctx: &JobContext, _cancel: CancellationToken) -> ExecOutput {
+        let _ = self.calls.send(1);
+        output()
+    }
+
+    async fn execute_many(&self, jobs: &[(JobContext, CancellationToken)]) -> Vec<ExecOutput> {
+        let _ = self.calls.send(jobs.len());
+        jobs.iter().map(|_| output()).collect()
+    }
+}
+
+fn replay_job(index: u32) -> JobSpec {
+    let mut spec = job(
+        JobCommand::Replay,
+        &format!("corpus/c{index:03}.cassette.json"),
+        ExecutorKind::Harness,
+    );
+    let batch_id = BatchId::new("b1").expect("valid literal");
+    spec.tier = Tier::Replay;
+    spec.unit = UnitRef::File(index);
+    spec.job_id = JobId::new(&batch_id, UnitRef::File(index), None);
+    spec
+}
+
+#[tokio::test]
+async fn a_batch_published_in_parts_runs_as_one_pack_per_slot() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let first = replay_job(0);
+    // A bundle already in the cache: the jobs go straight to the executor.
+    std::fs::create_dir_all(dir.path().join("cache").join(&first.bundle_sha256))
+        .expect("creating the cached bundle dir");
+    let queue = MemJobQueue::new();
+    queue.publish(&first).await.expect("publishing a job");
+    // The worker's look before its first pull finds the first job only; its top-up looks then
+    // find 40 more, and then 100 more.
+    let parts = vec![
+        Vec::new(),
+        (1..41).map(replay_job).collect(),
+        (41..141).map(replay_job).collect(),
+    ];
+    let n_jobs = 141;
+    let (calls, mut sizes) = mpsc::unbounded_channel();
+    let config = WorkerConfig {
+        worker_id: "packs-test".to_owned(),
+        tiers: vec![Tier::Replay],
+        slots: 1,
+        replay_pack: 256,
+        ack_wait: Duration::from_secs(30),
+        max_deliver: 3,
+        cache_dir: dir.path().join("cache"),
+        work_dir: dir.path().join("work"),
+        keep_work_dirs: false,
+        unpack_limits: UnpackLimits::default(),
+        backoff: Backoff::default(),
+        renew_every: None,
+        store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+    };
+    let ports = WorkerPorts {
+        queue: Arc::new(PublishedInParts {
+            queue: queue.clone(),
+            parts: Mutex::new(parts),
+        }) as Arc<dyn JobQueue>,
+        events: Arc::new(MemEventLog::new()) as Arc<dyn EventLog>,
+        store: Arc::new(DirArtifactStore::new(&dir.path().join("store"))) as Arc<dyn ArtifactStore>,
+        executor: Arc::new(CountingExecutor { calls }),
+        batches: None,
+        workers: None,
+    };
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(cowork_worker::run(
+        config,
+        ports,
+        Arc::new(WorkerStats::default()),
+        shutdown.clone(),
+    ));
+    let mut seen = Vec::new();
+    while seen.iter().sum::<usize>() < n_jobs {
+        seen.push(sizes.recv().await.expect("the executor reports every call"));
+    }
+    shutdown.cancel();
+    worker
+        .await
+        .expect("the worker task")
+        .expect("a drained worker is a success");
+    assert_eq!(
+        seen,
+        vec![n_jobs],
+        "one harness call for the whole batch on the one slot, not one per part published"
+    );
+    assert_eq!(queue.n_ready(), 0);
+}
