@@ -60,6 +60,7 @@ impl LiveUi {
             listen,
             coordinator_id: format!("embedded-{}", std::process::id()),
             api_tokens: vec![token],
+            read_tokens: Vec::new(),
             allow_unauthenticated: false,
             window: DEFAULT_WINDOW,
             max_bundle_bytes: crate::server::DEFAULT_MAX_BUNDLE_BYTES,

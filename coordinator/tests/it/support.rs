@@ -471,6 +471,7 @@ pub async fn wait_progress(
 pub fn kind(error: &ClientError) -> &'static str {
     match error {
         ClientError::Unauthorized { .. } => "unauthorized",
+        ClientError::Forbidden { .. } => "forbidden",
         ClientError::BadRequest { .. } => "bad-request",
         ClientError::NotFound { .. } => "not-found",
         ClientError::Conflict { .. } => "conflict",
