@@ -962,9 +962,10 @@ async fn archive_over_the_size_caps_is_refused() {
 async fn archive_over_the_entry_count_cap_is_refused() {
     let fleet = Fleet::start();
     let api = Api::new(&fleet);
-    // The coordinator's cap is the worker's default, 200,000 entries. The same directory entry
-    // repeated keeps the archive small; the last entry is the one over the cap.
-    let cap = cowork_fabric::bundle::UnpackLimits::default().max_entries;
+    // The coordinator's cap is its `--max-bundle-entries` default, 50,000 entries (lower than
+    // the worker's own unpack cap). The same directory entry repeated keeps the archive small;
+    // the last entry is the one over the cap.
+    let cap: u64 = 50_000;
     let mut archive = Archive::with_project();
     let n_project = PROJECT_FILES.len() as u64;
     for _ in n_project..cap {
@@ -972,12 +973,12 @@ async fn archive_over_the_entry_count_cap_is_refused() {
     }
     archive.entry(b"many/one-too-many", tar::EntryType::Regular, b"", b"x");
     api.refuse_bundle(
-        "200,001 entries",
+        "50,001 entries",
         archive.finish(),
         400,
         &[
             &bundle_entry("many/one-too-many"),
-            "more than 200000 entries",
+            "more than 50000 entries",
         ],
     )
     .await;
