@@ -711,17 +711,35 @@ impl Service {
     /// the batch's followers.
     async fn record_end(&self, plan: &Plan, live: &LiveBatch, end: FinalState) {
         let batch_id = &plan.batch_id;
-        let ended = self
-            .transition(batch_id, |record| {
-                if record.state.is_final() {
-                    return false;
+        // A registry that is briefly unavailable (a NATS node restarting as the batch ends) must
+        // not leave a decided batch running in its record: followers wait for the record, so
+        // the end is retried until it is written or the service shuts down.
+        let mut failures = 0u32;
+        let ended = loop {
+            let attempt = self
+                .transition(batch_id, |record| {
+                    if record.state.is_final() {
+                        return false;
+                    }
+                    record.state = end.state;
+                    record.ok = end.ok;
+                    record.exit_code = end.exit_code;
+                    true
+                })
+                .await;
+            match attempt {
+                Err(error) if error.is_transient() => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "recording the batch's end failed, retrying");
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => break Err(error),
+                        _ = tokio::time::sleep(pause) => {}
+                    }
                 }
-                record.state = end.state;
-                record.ok = end.ok;
-                record.exit_code = end.exit_code;
-                true
-            })
-            .await;
+                other => break other,
+            }
+        };
         match ended {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
