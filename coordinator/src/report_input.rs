@@ -338,12 +338,19 @@ pub async fn load_report_input(
     })
 }
 
-/// Every job of the batch that left a record or a result: the runs in (unit, repeat index)
-/// order, and the outcome of each for the reducer.
-async fn read_jobs(
-    store: &dyn ArtifactStore,
-    batch_id: &BatchId,
-) -> Result<(Vec<StoredRun>, unfinished::Outcomes), ReportError> {
+/// The batch's jobs, found by listing its job keys: their number, and a stream reading each
+/// (`None` for a job that left neither a record nor a result) `PARALLEL_READS` at a time in
+/// (unit, repeat index) order.
+async fn job_reads<'a>(
+    store: &'a dyn ArtifactStore,
+    batch_id: &'a BatchId,
+) -> Result<
+    (
+        usize,
+        impl futures::Stream<Item = Result<Option<jobs::ReadJob>, ReportError>> + Send + 'a,
+    ),
+    ReportError,
+> {
     let jobs_prefix = cowork_schema::layout::jobs_prefix(batch_id);
     let keys = store
         .list(&jobs_prefix)
@@ -358,9 +365,21 @@ async fn read_jobs(
     // closure would not be `Send` for every lifetime, which the API's handlers need.
     let reads = found
         .into_iter()
-        .map(|(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
+        .map(move |(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
     // `buffered` keeps the (unit, repeat index) order of the map.
-    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    Ok((
+        n_jobs,
+        futures::stream::iter(reads).buffered(PARALLEL_READS),
+    ))
+}
+
+/// Every job of the batch that left a record or a result: the runs in (unit, repeat index)
+/// order, and the outcome of each for the reducer.
+async fn read_jobs(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+) -> Result<(Vec<StoredRun>, unfinished::Outcomes), ReportError> {
+    let (n_jobs, mut stream) = job_reads(store, batch_id).await?;
     let mut runs = Vec::with_capacity(n_jobs);
     let mut outcomes = unfinished::Outcomes::new();
     while let Some(read) = stream.next().await {
@@ -381,20 +400,8 @@ async fn read_decided_jobs(
     batch_id: &BatchId,
     discarded: &HashSet<String>,
 ) -> Result<(Vec<StoredRun>, Vec<RunBrief>), ReportError> {
-    let jobs_prefix = cowork_schema::layout::jobs_prefix(batch_id);
-    let keys = store
-        .list(&jobs_prefix)
-        .await
-        .map_err(|source| ReportError::Store {
-            key: jobs_prefix.clone(),
-            source,
-        })?;
-    let found = jobs::locate_jobs(batch_id, &jobs_prefix, keys);
-    let mut briefs = Vec::with_capacity(found.len());
-    let reads = found
-        .into_iter()
-        .map(|(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
-    let mut stream = futures::stream::iter(reads).buffered(PARALLEL_READS);
+    let (n_jobs, mut stream) = job_reads(store, batch_id).await?;
+    let mut briefs = Vec::with_capacity(n_jobs);
     let mut picker = DetailedRuns::default();
     while let Some(read) = stream.next().await {
         let Some(job) = read? else {

@@ -345,27 +345,54 @@ fn legend(out: &mut String, summary: &Summary<'_>) {
     );
 }
 
-fn matrix_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
-    // Rows are baseline × model, columns skill dirs, both in first-seen cell order.
-    type RowKey<'k> = (Option<&'k str>, Option<&'k str>);
-    let mut rows: Vec<RowKey<'_>> = Vec::new();
-    let mut columns: Vec<Option<&str>> = Vec::new();
-    for unit in &summary.units {
-        let axes = unit.axes;
-        let row = (
-            axes.and_then(|a| a.baseline.as_deref()),
-            axes.and_then(|a| a.model.as_deref()),
-        );
-        let column = axes.and_then(|a| a.skill_dir.as_deref());
-        if !rows.contains(&row) {
-            rows.push(row);
+/// A matrix's units laid out as rows (baseline × model) and columns (skill dirs), both in
+/// first-seen cell order, with the unit at each place: the heatmap and the overview draw the
+/// same grid.
+struct MatrixGrid<'s> {
+    rows: Vec<MatrixRow<'s>>,
+    columns: Vec<Option<&'s str>>,
+    cells: std::collections::HashMap<(MatrixRow<'s>, Option<&'s str>), &'s UnitReport<'s>>,
+}
+
+/// A heatmap row: the baseline and model of its cells.
+type MatrixRow<'k> = (Option<&'k str>, Option<&'k str>);
+
+impl<'s> MatrixGrid<'s> {
+    fn of(summary: &'s Summary<'s>) -> MatrixGrid<'s> {
+        let mut grid = MatrixGrid {
+            rows: Vec::new(),
+            columns: Vec::new(),
+            cells: std::collections::HashMap::new(),
+        };
+        for unit in &summary.units {
+            let axes = unit.axes;
+            let row = (
+                axes.and_then(|a| a.baseline.as_deref()),
+                axes.and_then(|a| a.model.as_deref()),
+            );
+            let column = axes.and_then(|a| a.skill_dir.as_deref());
+            if !grid.rows.contains(&row) {
+                grid.rows.push(row);
+            }
+            if !grid.columns.contains(&column) {
+                grid.columns.push(column);
+            }
+            // The first unit at a place is the one shown, should two ever share it.
+            grid.cells.entry((row, column)).or_insert(unit);
         }
-        if !columns.contains(&column) {
-            columns.push(column);
-        }
+        grid
     }
+
+    fn at(&self, row: MatrixRow<'s>, column: Option<&'s str>) -> Option<&'s UnitReport<'s>> {
+        self.cells.get(&(row, column)).copied()
+    }
+}
+
+fn matrix_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
+    let grid = MatrixGrid::of(summary);
+    let (rows, columns) = (&grid.rows, &grid.columns);
     out.push_str("<table class=\"heatmap\">\n<thead><tr><th>baseline × model \\ skill</th>");
-    for column in &columns {
+    for column in columns {
         let label = match column {
             Some(skill_dir) => format!("skill_dir={skill_dir}"),
             None => "(no skill axis)".to_owned(),
@@ -373,22 +400,14 @@ fn matrix_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex
         let _ = write!(out, "<th>{}</th>", escape(&label));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
-    for row in &rows {
+    for row in rows {
         let _ = write!(
             out,
             "<tr><th class=\"row\">{}</th>",
             escape(&row_label(row.0, row.1))
         );
-        for column in &columns {
-            let found = summary.units.iter().find(|unit| {
-                let axes = unit.axes;
-                (
-                    axes.and_then(|a| a.baseline.as_deref()),
-                    axes.and_then(|a| a.model.as_deref()),
-                ) == *row
-                    && axes.and_then(|a| a.skill_dir.as_deref()) == *column
-            });
-            match found {
+        for column in columns {
+            match grid.at(*row, *column) {
                 Some(unit) => out.push_str(&heat_cell(unit, summary, runs)),
                 None => out.push_str(
                     "<td class=\"cell empty\" data-state=\"empty\"><span class=\"frac\">—</span></td>",
@@ -598,41 +617,23 @@ fn matrix_overview(out: &mut String, summary: &Summary<'_>) -> bool {
     if summary.kind != PlanKindName::Matrix {
         return false;
     }
-    type RowKey<'k> = (Option<&'k str>, Option<&'k str>);
-    let mut rows: Vec<RowKey<'_>> = Vec::new();
-    let mut columns: Vec<Option<&str>> = Vec::new();
-    let mut at: std::collections::HashMap<(RowKey<'_>, Option<&str>), &UnitReport<'_>> =
-        std::collections::HashMap::new();
-    for unit in &summary.units {
-        let axes = unit.axes;
-        let row = (
-            axes.and_then(|a| a.baseline.as_deref()),
-            axes.and_then(|a| a.model.as_deref()),
-        );
-        let column = axes.and_then(|a| a.skill_dir.as_deref());
-        if !rows.contains(&row) {
-            rows.push(row);
-        }
-        if !columns.contains(&column) {
-            columns.push(column);
-        }
-        at.insert((row, column), unit);
-    }
+    let grid = MatrixGrid::of(summary);
+    let (rows, columns) = (&grid.rows, &grid.columns);
     if rows.len() < 2 || columns.len() < 2 {
         return false;
     }
     out.push_str(
         "<div class=\"wide\"><table class=\"ov-matrix\" id=\"overview-grid\"><thead><tr><th></th>",
     );
-    for column in &columns {
+    for column in columns {
         let _ = write!(out, "<th>{}</th>", escape(column.unwrap_or("-")));
     }
     out.push_str("</tr></thead><tbody>");
-    for row in &rows {
+    for row in rows {
         let _ = write!(out, "<tr><th>{}</th>", escape(&row_label(row.0, row.1)));
-        for column in &columns {
+        for column in columns {
             out.push_str("<td>");
-            if let Some(unit) = at.get(&(*row, *column)) {
+            if let Some(unit) = grid.at(*row, *column) {
                 overview_tile(out, unit);
             }
             out.push_str("</td>");
