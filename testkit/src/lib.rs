@@ -32,13 +32,43 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 pub mod delay;
 pub use delay::{DelayProxy, Slowness};
 
-/// A free TCP port on 127.0.0.1 (bound, then released for the server to take).
+/// The lowest port [`free_port`] hands out: above the well-known and the usual service ports.
+const FIRST_TEST_PORT: u16 = 10_000;
+
+/// A TCP port free on every address, for a server a test starts (and may restart) on it.
+///
+/// The port lies below the kernel's ephemeral range (`ip_local_port_range`, 32768 and up by
+/// default), where the kernel never picks one by itself: a port asked of the kernel (`bind` to
+/// port 0) is one it also gives to outgoing connections as their local port, so once released
+/// it could be taken by any connection of the suite before the server binds it, or while a
+/// killed node waits to be restarted on it. Ports are handed out in turn from a counter shared
+/// by the whole test binary, so no two servers of one run are given the same port; the start
+/// depends on the process id, so two test binaries running at once start far apart, and each
+/// port is checked free before it is handed out.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral loopback port");
-    listener
-        .local_addr()
-        .expect("a bound listener has an address")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let last = ephemeral_start()
+        .saturating_sub(1)
+        .max(FIRST_TEST_PORT + 1_000);
+    let span = u32::from(last - FIRST_TEST_PORT) + 1;
+    let offset = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let turn = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST_TEST_PORT + u16::try_from((offset + turn) % span).unwrap_or(0);
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port between {FIRST_TEST_PORT} and {last}");
+}
+
+/// The first port of the kernel's ephemeral range (32768 where it cannot be read).
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// Finds a server binary: `$<env_var>`, then `PATH`, then `~/.cargo/bin`.
