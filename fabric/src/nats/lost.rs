@@ -100,11 +100,32 @@ fn parse_advisory(payload: &[u8]) -> Option<Advisory> {
     }
 }
 
-/// The tier, sequence and reason of an advisory; `None` for a consumer that is not a tier's.
+/// The reason nats-server gives in a terminated advisory for a message its consumer still
+/// counted as delivered and unacknowledged when the stream no longer had it.
+///
+/// In a work-queue stream a message is deleted by its own ack, so this is what a consumer
+/// leader says when it learns of an ack after the deletion it caused: seen in a rolling restart
+/// of a three-node cluster, where a restarted node took over the consumer with pending state
+/// from before the acks and sent this for a run of jobs that had finished and been acked.
+/// Nothing gave up on such a job. A pending job really deleted (a purge of a cancelled batch,
+/// an operator's delete) is covered otherwise: its batch is over, or the coordinator's job
+/// deadline publishes it again.
+const DELETED_WHILE_PENDING: &str = "Unacknowledged message was deleted";
+
+/// The tier, sequence and reason of an advisory; `None` for a consumer that is not a tier's,
+/// and for a message deleted while pending ([`DELETED_WHILE_PENDING`]), which is no lost job.
 fn lost_reason(advisory: Advisory, terminated: bool) -> Option<(Tier, u64, LostReason)> {
     let tier = Tier::ALL
         .into_iter()
         .find(|tier| consumer_name(*tier) == advisory.consumer)?;
+    if terminated && advisory.reason.as_deref() == Some(DELETED_WHILE_PENDING) {
+        tracing::debug!(
+            tier = tier.as_str(),
+            stream_seq = advisory.stream_seq,
+            "a job message was deleted while its consumer counted it pending (its ack came through after a leader change): not a lost job"
+        );
+        return None;
+    }
     let reason = if terminated {
         LostReason::Terminated {
             reason: advisory.reason.filter(|reason| !reason.is_empty()),
@@ -149,6 +170,13 @@ mod tests {
                     reason: Some("not a job".to_owned()),
                 },
             )),
+        );
+        // A consumer leader that learns of an ack after the deletion it caused (a node
+        // restarted in a cluster) says the message was deleted unacknowledged: not lost.
+        check(
+            r#"{"type":"io.nats.jetstream.advisory.v1.terminated","stream":"COWORK_JOBS","consumer":"cowork-container","consumer_seq":41,"stream_seq":41,"deliveries":1,"reason":"Unacknowledged message was deleted"}"#,
+            true,
+            None,
         );
         // An operator's own consumer on the stream is not ours to report.
         check(
