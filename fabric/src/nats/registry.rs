@@ -105,6 +105,43 @@ async fn read_entry<T: DeserializeOwned>(
     Ok(Some((value, entry.revision)))
 }
 
+/// The value of `key` and its revision as the bucket's stream leader has them; `None` if
+/// absent, deleted or purged.
+///
+/// A key-value bucket answers reads from any replica ("direct get"), and a follower may not
+/// yet hold a write the leader acknowledged: on a three-node cluster just formed, a batch
+/// record created by the submit was read back as missing by the coordinator's claim a moment
+/// later, and the batch never started. A batch record is read to be changed by
+/// compare-and-set, or to decide whether a job may run, so it must be the latest: this asks the
+/// stream leader (`STREAM.MSG.GET`), which has every acknowledged write.
+async fn read_from_leader<T: DeserializeOwned>(
+    store: &Store,
+    bucket: &str,
+    key: &str,
+) -> Result<Option<(T, u64)>, RegistryError> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    let subject = format!("{}{key}", store.prefix);
+    let message = match store.stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => message,
+        Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(error) => return Err(transient(&format!("reading {bucket}/{key}"), &error)),
+    };
+    // A delete or purge is stored as an empty message with this header; a put has none.
+    let removed = message
+        .headers
+        .get("KV-Operation")
+        .is_some_and(|operation| matches!(operation.as_str(), "DEL" | "PURGE"));
+    if removed {
+        return Ok(None);
+    }
+    let value =
+        serde_json::from_slice(&message.payload).map_err(|error| RegistryError::Malformed {
+            key: format!("{bucket}/{key}"),
+            message: error.to_string(),
+        })?;
+    Ok(Some((value, message.sequence)))
+}
+
 /// Batch records in the batches bucket. Cheap to clone.
 #[derive(Clone)]
 pub struct NatsBatchRegistry {
@@ -166,8 +203,9 @@ impl BatchRegistry for NatsBatchRegistry {
             })
     }
 
+    /// Read from the bucket's stream leader, not from any replica: see [`read_from_leader`].
     async fn get(&self, batch_id: &BatchId) -> Result<Option<(BatchRecord, u64)>, RegistryError> {
-        read_entry(&self.store, &self.bucket, batch_id.as_str()).await
+        read_from_leader(&self.store, &self.bucket, batch_id.as_str()).await
     }
 
     async fn list(&self) -> Result<Vec<BatchRecord>, RegistryError> {
