@@ -594,18 +594,20 @@ impl Service {
     /// cancel passed on.
     async fn claim(&self, batch_id: &BatchId, live: &LiveBatch) -> Option<BatchRecord> {
         let owner = self.config.coordinator_id.clone();
-        let claimed = self
-            .transition(batch_id, |record| match record.state {
-                BatchState::Planned | BatchState::Running => {
-                    record.state = BatchState::Running;
-                    record.owner = Some(owner.clone());
-                    true
+        let claimed =
+            self.transition_until_written(batch_id, "claiming the batch's record", |record| {
+                match record.state {
+                    BatchState::Planned | BatchState::Running => {
+                        record.state = BatchState::Running;
+                        record.owner = Some(owner.clone());
+                        true
+                    }
+                    BatchState::Stopping => {
+                        record.owner = Some(owner.clone());
+                        true
+                    }
+                    BatchState::Done | BatchState::Cancelled => false,
                 }
-                BatchState::Stopping => {
-                    record.owner = Some(owner.clone());
-                    true
-                }
-                BatchState::Done | BatchState::Cancelled => false,
             })
             .await;
         let record = match claimed {
@@ -711,35 +713,18 @@ impl Service {
     /// the batch's followers.
     async fn record_end(&self, plan: &Plan, live: &LiveBatch, end: FinalState) {
         let batch_id = &plan.batch_id;
-        // A registry that is briefly unavailable (a NATS node restarting as the batch ends) must
-        // not leave a decided batch running in its record: followers wait for the record, so
-        // the end is retried until it is written or the service shuts down.
-        let mut failures = 0u32;
-        let ended = loop {
-            let attempt = self
-                .transition(batch_id, |record| {
-                    if record.state.is_final() {
-                        return false;
-                    }
-                    record.state = end.state;
-                    record.ok = end.ok;
-                    record.exit_code = end.exit_code;
-                    true
-                })
-                .await;
-            match attempt {
-                Err(error) if error.is_transient() => {
-                    failures += 1;
-                    let pause = PORT_RETRY.delay(failures);
-                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "recording the batch's end failed, retrying");
-                    tokio::select! {
-                        _ = self.shutdown.cancelled() => break Err(error),
-                        _ = tokio::time::sleep(pause) => {}
-                    }
+        // Followers wait for the record, so a decided batch must not stay running in it.
+        let ended = self
+            .transition_until_written(batch_id, "recording the batch's end", |record| {
+                if record.state.is_final() {
+                    return false;
                 }
-                other => break other,
-            }
-        };
+                record.state = end.state;
+                record.ok = end.ok;
+                record.exit_code = end.exit_code;
+                true
+            })
+            .await;
         match ended {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
@@ -908,6 +893,34 @@ impl Service {
         tracing::info!(batch_id = %batch_id, generation, "batch resumed");
         self.start(plan, mode.envelope_command());
         Ok(Some(record))
+    }
+
+    /// [`Server::transition`], retried after a transient registry failure until it is written or
+    /// the service shuts down: a registry briefly unavailable (a NATS node restarting, a stream
+    /// electing its leader) must neither leave a submitted batch unstarted nor a decided one
+    /// running in its record. `what` names the change in the log.
+    async fn transition_until_written(
+        &self,
+        batch_id: &BatchId,
+        what: &str,
+        change: impl Fn(&mut BatchRecord) -> bool,
+    ) -> Result<BatchRecord, RegistryError> {
+        let mut failures = 0u32;
+        loop {
+            match self.transition(batch_id, &change).await {
+                Err(error) if error.is_transient() => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "{what} failed, retrying");
+                    // Nothing is held across the pause; the record says what it said.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return Err(error),
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Applies `change` to a batch's record by compare-and-set, re-reading on conflict. `change`
