@@ -204,8 +204,20 @@ impl BatchRegistry for NatsBatchRegistry {
     }
 
     /// Read from the bucket's stream leader, not from any replica: see [`read_from_leader`].
+    /// Without a leader (a stream that lost its quorum) a replica's copy is the answer, so
+    /// `cowork status` still shows a stalled batch; a record no reachable replica has is then
+    /// not known to be missing, and the leader's failure is returned.
     async fn get(&self, batch_id: &BatchId) -> Result<Option<(BatchRecord, u64)>, RegistryError> {
-        read_from_leader(&self.store, &self.bucket, batch_id.as_str()).await
+        let key = batch_id.as_str();
+        match read_from_leader(&self.store, &self.bucket, key).await {
+            Err(leaderless) if leaderless.is_transient() => {
+                match read_entry(&self.store, &self.bucket, key).await {
+                    Ok(Some(found)) => Ok(Some(found)),
+                    Ok(None) | Err(_) => Err(leaderless),
+                }
+            }
+            read => read,
+        }
     }
 
     async fn list(&self) -> Result<Vec<BatchRecord>, RegistryError> {
