@@ -77,11 +77,14 @@
   }
 
   function renderCost(cost) {
-    setText('c-spent', usd(cost.spentUsd));
+    // A simulated batch spends nothing: its figures are the simulator's prices, said so
+    // beside each one (the banner above says no money was spent).
+    const priced = (value) => (snap.simulated && usd(value) !== '–' ? usd(value) + ' (simulated)' : usd(value));
+    setText('c-spent', priced(cost.spentUsd));
     setText('c-max', usd(cost.maxBudgetUsd));
     setText('c-batch', usd(cost.batchBudgetUsd));
-    setText('c-per-run', usd(cost.perRunUsd));
-    setText('c-projected', usd(cost.projectedUsd));
+    setText('c-per-run', priced(cost.perRunUsd));
+    setText('c-projected', priced(cost.projectedUsd));
     const cap = cost.batchBudgetUsd;
     const bar = $('bar-cost');
     if (cap) {
