@@ -19,8 +19,10 @@ for i in $(seq -w 0 $((copies - 1))); do
   for f in "$ex"/replays/*.cassette.json; do cp "$f" "$ex/corpus/c$i-$(basename "$f")"; done
 done
 n=$(ls "$ex/corpus" | wc -l); half=$((n / 2))
-ls "$ex/corpus" | head -n $half | while read -r f; do ln -s "../corpus/$f" "$ex/h1/$f"; done
-ls "$ex/corpus" | tail -n +$((half + 1)) | while read -r f; do ln -s "../corpus/$f" "$ex/h2/$f"; done
+# An array, not `ls | head`: under pipefail, head closing the pipe early fails the script.
+mapfile -t cassettes < <(ls "$ex/corpus")
+for f in "${cassettes[@]:0:half}"; do ln -s "../corpus/$f" "$ex/h1/$f"; done
+for f in "${cassettes[@]:half}"; do ln -s "../corpus/$f" "$ex/h2/$f"; done
 export TMPDIR="$work/tmp"
 
 # The fleet, started once: servers on free ports, a coordinator, two workers.
