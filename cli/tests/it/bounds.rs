@@ -351,23 +351,36 @@ async fn submits_beyond_the_cap_are_refused_with_retry_after() {
     let mut fleet = Fleet::start_with_env(&[("COWORK_MAX_CONCURRENT_SUBMITS", "1")]);
     fleet.spawn_worker("w1", "container", "2");
     let port = fleet.api_port;
-    // A submit that holds its slot: its head and the start of a large body, then nothing.
-    let mut held = TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connecting");
+    // A submit that holds its slot: its head and the start of a large body, then nothing. A
+    // probe below may hold the one slot at the moment the held submit's handler starts, which
+    // then refuses the held one (it gets an answer): it is sent again.
     let head = format!(
         "POST /v1/batches HTTP/1.1\r\nhost: fleet\r\nauthorization: Bearer {}\r\ncontent-type: multipart/form-data; boundary=b0und\r\ncontent-length: 100000000\r\n\r\n--b0und\r\ncontent-disposition: form-data; name=\"spec\"\r\n\r\n{{",
         crate::fleet::TOKEN
     );
-    held.write_all(head.as_bytes())
-        .await
-        .expect("starting the held submit");
+    let start_held = || async {
+        let mut held = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connecting");
+        held.write_all(head.as_bytes())
+            .await
+            .expect("starting the held submit");
+        held
+    };
+    let mut held = start_held().await;
     // Readiness with a deadline: the held submit takes its slot once its handler runs.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let retry_after = loop {
         let (status, retry_after) = empty_submit(port).await;
         if status.starts_with("HTTP/1.1 503") {
             break retry_after;
+        }
+        let mut answer = [0u8; 64];
+        match held.try_read(&mut answer) {
+            // Answered (refused while a probe held the slot) or closed: send it again.
+            Ok(_) => held = start_held().await,
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => held = start_held().await,
         }
         assert!(
             std::time::Instant::now() < deadline,
