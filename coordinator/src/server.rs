@@ -895,7 +895,7 @@ impl Service {
         Ok(Some(record))
     }
 
-    /// [`Server::transition`], retried after a transient registry failure until it is written or
+    /// [`Service::transition`], retried after a transient registry failure until it is written or
     /// the service shuts down: a registry briefly unavailable (a NATS node restarting, a stream
     /// electing its leader) must neither leave a submitted batch unstarted nor a decided one
     /// running in its record. `what` names the change in the log.

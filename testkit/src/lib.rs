@@ -48,11 +48,15 @@ const FIRST_TEST_PORT: u16 = 10_000;
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let last = ephemeral_start()
-        .saturating_sub(1)
-        .max(FIRST_TEST_PORT + 1_000);
-    let span = u32::from(last - FIRST_TEST_PORT) + 1;
-    let offset = std::process::id().wrapping_mul(7_919) % span;
+    static RANGE: std::sync::OnceLock<(u16, u32, u32)> = std::sync::OnceLock::new();
+    // The range and this binary's start in it, read once.
+    let (last, span, offset) = *RANGE.get_or_init(|| {
+        let last = ephemeral_start()
+            .saturating_sub(1)
+            .max(FIRST_TEST_PORT + 1_000);
+        let span = u32::from(last - FIRST_TEST_PORT) + 1;
+        (last, span, std::process::id().wrapping_mul(7_919) % span)
+    });
     for _ in 0..span {
         let turn = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = FIRST_TEST_PORT + u16::try_from((offset + turn) % span).unwrap_or(0);

@@ -98,11 +98,7 @@ async fn read_entry<T: DeserializeOwned>(
     if entry.operation != Operation::Put {
         return Ok(None);
     }
-    let value = serde_json::from_slice(&entry.value).map_err(|error| RegistryError::Malformed {
-        key: format!("{bucket}/{key}"),
-        message: error.to_string(),
-    })?;
-    Ok(Some((value, entry.revision)))
+    Ok(Some((decode(bucket, key, &entry.value)?, entry.revision)))
 }
 
 /// The value of `key` and its revision as the bucket's stream leader has them; `None` if
@@ -134,12 +130,18 @@ async fn read_from_leader<T: DeserializeOwned>(
     if removed {
         return Ok(None);
     }
-    let value =
-        serde_json::from_slice(&message.payload).map_err(|error| RegistryError::Malformed {
-            key: format!("{bucket}/{key}"),
-            message: error.to_string(),
-        })?;
-    Ok(Some((value, message.sequence)))
+    Ok(Some((
+        decode(bucket, key, &message.payload)?,
+        message.sequence,
+    )))
+}
+
+/// The stored value of `bucket/key`, decoded.
+fn decode<T: DeserializeOwned>(bucket: &str, key: &str, value: &[u8]) -> Result<T, RegistryError> {
+    serde_json::from_slice(value).map_err(|error| RegistryError::Malformed {
+        key: format!("{bucket}/{key}"),
+        message: error.to_string(),
+    })
 }
 
 /// Batch records in the batches bucket. Cheap to clone.
@@ -240,12 +242,7 @@ impl BatchRegistry for NatsBatchRegistry {
                         Some(Err(transient(&format!("watching bucket {bucket}"), &error)))
                     }
                     Ok(entry) if entry.operation != Operation::Put => None,
-                    Ok(entry) => Some(serde_json::from_slice(&entry.value).map_err(|error| {
-                        RegistryError::Malformed {
-                            key: format!("{bucket}/{}", entry.key),
-                            message: error.to_string(),
-                        }
-                    })),
+                    Ok(entry) => Some(decode(&bucket, &entry.key, &entry.value)),
                 }
             }
         });
