@@ -283,6 +283,7 @@ async fn run_loop(
         .collect();
     let mut puller = (!single_tiers.is_empty()).then(|| ports.queue.puller(&single_tiers));
     let mut replay_puller = pack_replays.then(|| ports.queue.puller(&[Tier::Replay]));
+    let mut packed_batches = PackedBatches::default();
     loop {
         // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
         let first = tokio::select! {
@@ -341,6 +342,7 @@ async fn run_loop(
                 replay_puller.as_mut(),
                 &mut deliveries,
                 n_free,
+                &mut packed_batches,
             )
             .await;
         }
@@ -426,35 +428,101 @@ async fn replay_share(config: &WorkerConfig, ports: &WorkerPorts) -> usize {
     crate::pack::pack_share(n_queued, fleet_slots, config.replay_pack)
 }
 
+/// Batches this worker has cut a replay pack of, most recent last: only a batch's first pack is
+/// sized from its record ([`first_pack_floor`]). Bounded: a batch not seen for
+/// [`PackedBatches::CAPACITY`] batches is long past its first pack.
+#[derive(Default)]
+struct PackedBatches {
+    seen: std::collections::VecDeque<(BatchId, u32)>,
+}
+
+impl PackedBatches {
+    const CAPACITY: usize = 64;
+
+    /// Records `batch`'s generation; `true` if it was not seen before.
+    fn first_time(&mut self, batch_id: &BatchId, generation: u32) -> bool {
+        if self
+            .seen
+            .iter()
+            .any(|(id, seen)| id == batch_id && *seen == generation)
+        {
+            return false;
+        }
+        if self.seen.len() == Self::CAPACITY {
+            self.seen.pop_front();
+        }
+        self.seen.push_back((batch_id.clone(), generation));
+        true
+    }
+}
+
+/// The jobs the free slots' first pack of a batch should hold: their share of the whole batch
+/// (its record's `n_jobs`) over the fleet's replay slots. The queue's depth cannot say it while
+/// the batch is being published: on JetStream it leaves out what other workers (and this
+/// worker's own open requests) took meanwhile, so the first packs were cut at a fraction of
+/// their share (11, then 32s, where 150 + 150 was due). `0` when there is no registry, the
+/// record cannot be read, or the batch was packed before.
+async fn first_pack_floor(
+    config: &WorkerConfig,
+    ports: &WorkerPorts,
+    deliveries: &[cowork_fabric::Delivery],
+    n_free: usize,
+    fleet_slots: usize,
+    packed: &mut PackedBatches,
+) -> usize {
+    let (Some(batches), Some(first)) = (ports.batches.as_deref(), deliveries.first()) else {
+        return 0;
+    };
+    if !packed.first_time(&first.job.batch_id, first.job.generation) {
+        return 0;
+    }
+    match batches.get(&first.job.batch_id).await {
+        Ok(Some((record, _))) => {
+            n_free * crate::pack::pack_share(record.n_jobs, fleet_slots, config.replay_pack)
+        }
+        Ok(None) => 0,
+        Err(error) => {
+            tracing::debug!(error = %error, "reading a batch record to size its first replay pack failed");
+            0
+        }
+    }
+}
+
 /// Tops a replay pull up to the free slots' share of the queue as it is now. The first pull of
 /// a batch wakes on its first job, when the queue held only part of it (or was sized for an
 /// empty queue), so without this the first packs would be small and the slots' packs uneven.
 /// While the batch is still being published the depth grows between looks, so the share is
 /// read again after every top-up until it is met, nothing more arrives, or [`TOP_UP_WAIT`]
 /// is spent: a corpus published in a few hundred milliseconds still ends up in one even pack
-/// per slot rather than in many small ones, each paying a harness start.
+/// per slot rather than in many small ones, each paying a harness start. A batch's first pack
+/// is also held to its share of the whole batch ([`first_pack_floor`]): until that is met or
+/// the wait is spent, an empty queue means "not published yet", not "nothing more".
 async fn top_up(
     config: &WorkerConfig,
     ports: &WorkerPorts,
     mut puller: Option<&mut Puller<'_>>,
     deliveries: &mut Vec<cowork_fabric::Delivery>,
     n_free: usize,
+    packed: &mut PackedBatches,
 ) {
     let deadline = tokio::time::Instant::now() + TOP_UP_WAIT;
+    let fleet_slots = crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await;
+    let floor = first_pack_floor(config, ports, deliveries, n_free, fleet_slots, packed).await;
     loop {
         let Some(n_queued) = crate::pack::queued_replays(ports.queue.as_ref()).await else {
             return;
         };
-        if n_queued == 0 {
-            return;
-        }
-        let fleet_slots =
-            crate::pack::fleet_replay_slots(ports.workers.as_deref(), config.slots).await;
         let n_known = n_queued + deliveries.len() as u64;
-        let target = n_free * crate::pack::pack_share(n_known, fleet_slots, config.replay_pack);
-        let wanted = target
-            .saturating_sub(deliveries.len())
-            .min(usize::try_from(n_queued).unwrap_or(usize::MAX));
+        let target =
+            (n_free * crate::pack::pack_share(n_known, fleet_slots, config.replay_pack)).max(floor);
+        let below_floor = deliveries.len() < floor;
+        let wanted = if below_floor {
+            target.saturating_sub(deliveries.len())
+        } else {
+            target
+                .saturating_sub(deliveries.len())
+                .min(usize::try_from(n_queued).unwrap_or(usize::MAX))
+        };
         if wanted == 0 {
             return;
         }

@@ -9,13 +9,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
-use cowork_fabric::embedded::{DirArtifactStore, MemEventLog, MemJobQueue};
+use cowork_fabric::embedded::{
+    DirArtifactStore, MemBatchRegistry, MemEventLog, MemJobQueue, MemWorkerRegistry,
+};
 use cowork_fabric::queue::{Delivery, JobPuller, Published, QueueError};
-use cowork_fabric::{ArtifactStore, EventLog, JobQueue};
+use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
 use cowork_schema::BatchId;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
+use cowork_schema::registry::{BatchRecord, BatchState, WorkerInfo};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext};
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::mpsc;
@@ -24,10 +27,13 @@ use tokio_util::sync::CancellationToken;
 use crate::support::job;
 
 /// A queue whose batch is published in parts while the worker looks at it: every look at the
-/// queue's depth first publishes the next part, as a coordinator still publishing would.
+/// queue's depth first publishes the next part, as a coordinator still publishing would. With
+/// `rival`, another worker takes every odd-numbered job of each part before this one looks
+/// (JetStream's depth then leaves them out, as it leaves out whatever other workers hold).
 struct PublishedInParts {
     queue: MemJobQueue,
     parts: Mutex<Vec<Vec<JobSpec>>>,
+    rival: bool,
 }
 
 #[async_trait]
@@ -49,7 +55,10 @@ impl JobQueue for PublishedInParts {
             let mut parts = self.parts.lock().expect("the parts lock");
             (!parts.is_empty()).then(|| parts.remove(0))
         };
-        if let Some(part) = next {
+        if let Some(mut part) = next {
+            if self.rival {
+                part.retain(|job| matches!(job.unit, UnitRef::File(index) if index % 2 == 0));
+            }
             for result in self.queue.publish_many(&part).await {
                 result.expect("publishing a part of the batch");
             }
@@ -104,53 +113,45 @@ fn replay_job(index: u32) -> JobSpec {
     spec
 }
 
-#[tokio::test]
-async fn a_batch_published_in_parts_runs_as_one_pack_per_slot() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let first = replay_job(0);
-    // A bundle already in the cache: the jobs go straight to the executor.
-    std::fs::create_dir_all(dir.path().join("cache").join(&first.bundle_sha256))
-        .expect("creating the cached bundle dir");
-    let queue = MemJobQueue::new();
-    queue.publish(&first).await.expect("publishing a job");
-    // The worker's look before its first pull finds the first job only; its top-up looks then
-    // find 40 more, and then 100 more.
-    let parts = vec![
-        Vec::new(),
-        (1..41).map(replay_job).collect(),
-        (41..141).map(replay_job).collect(),
-    ];
-    let n_jobs = 141;
-    let (calls, mut sizes) = mpsc::unbounded_channel();
-    let config = WorkerConfig {
+fn config(dir: &std::path::Path) -> WorkerConfig {
+    WorkerConfig {
         worker_id: "packs-test".to_owned(),
         tiers: vec![Tier::Replay],
         slots: 1,
         replay_pack: 256,
         ack_wait: Duration::from_secs(30),
         max_deliver: 3,
-        cache_dir: dir.path().join("cache"),
-        work_dir: dir.path().join("work"),
+        cache_dir: dir.join("cache"),
+        work_dir: dir.join("work"),
         keep_work_dirs: false,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every: None,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
-    };
+    }
+}
+
+/// Runs one 1-slot worker on `queue` until its executor has been handed `n_jobs` jobs; returns
+/// the size of every executor call.
+async fn run_until(
+    dir: &std::path::Path,
+    queue: PublishedInParts,
+    batches: Option<Arc<dyn BatchRegistry>>,
+    workers: Option<Arc<dyn WorkerRegistry>>,
+    n_jobs: usize,
+) -> Vec<usize> {
+    let (calls, mut sizes) = mpsc::unbounded_channel();
     let ports = WorkerPorts {
-        queue: Arc::new(PublishedInParts {
-            queue: queue.clone(),
-            parts: Mutex::new(parts),
-        }) as Arc<dyn JobQueue>,
+        queue: Arc::new(queue) as Arc<dyn JobQueue>,
         events: Arc::new(MemEventLog::new()) as Arc<dyn EventLog>,
-        store: Arc::new(DirArtifactStore::new(&dir.path().join("store"))) as Arc<dyn ArtifactStore>,
+        store: Arc::new(DirArtifactStore::new(&dir.join("store"))) as Arc<dyn ArtifactStore>,
         executor: Arc::new(CountingExecutor { calls }),
-        batches: None,
-        workers: None,
+        batches,
+        workers,
     };
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(cowork_worker::run(
-        config,
+        config(dir),
         ports,
         Arc::new(WorkerStats::default()),
         shutdown.clone(),
@@ -164,10 +165,125 @@ async fn a_batch_published_in_parts_runs_as_one_pack_per_slot() {
         .await
         .expect("the worker task")
         .expect("a drained worker is a success");
+    seen
+}
+
+/// A cache dir holding the test jobs' bundle: the jobs go straight to the executor.
+fn cache_bundle(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir.join("cache").join(&replay_job(0).bundle_sha256))
+        .expect("creating the cached bundle dir");
+}
+
+#[tokio::test]
+async fn a_batch_published_in_parts_runs_as_one_pack_per_slot() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    cache_bundle(dir.path());
+    let queue = MemJobQueue::new();
+    queue
+        .publish(&replay_job(0))
+        .await
+        .expect("publishing a job");
+    // The worker's look before its first pull finds the first job only; its top-up looks then
+    // find 40 more, and then 100 more.
+    let parts = vec![
+        Vec::new(),
+        (1..41).map(replay_job).collect(),
+        (41..141).map(replay_job).collect(),
+    ];
+    let n_jobs = 141;
+    let in_parts = PublishedInParts {
+        queue: queue.clone(),
+        parts: Mutex::new(parts),
+        rival: false,
+    };
+    let seen = run_until(dir.path(), in_parts, None, None, n_jobs).await;
     assert_eq!(
         seen,
         vec![n_jobs],
         "one harness call for the whole batch on the one slot, not one per part published"
+    );
+    assert_eq!(queue.n_ready(), 0);
+}
+
+fn heartbeat(worker_id: &str) -> WorkerInfo {
+    WorkerInfo {
+        protocol: cowork_schema::job::PROTOCOL_VERSION,
+        worker_id: worker_id.to_owned(),
+        tiers: vec![Tier::Replay],
+        slots: 1,
+        busy: 0,
+        executor: "harness".to_owned(),
+        harness_version: None,
+        os: "linux".to_owned(),
+        arch: "x86_64".to_owned(),
+        hostname: "test".to_owned(),
+        jobs_finished: 0,
+        started_at_ms: 0,
+        heartbeat_at_ms: 0,
+        heartbeat_every_ms: 0,
+        draining: false,
+    }
+}
+
+/// Two 1-slot workers share a 300-job batch that is still being published; the other worker
+/// takes half of every part, so the queue's depth never shows more than this worker's half of
+/// what is out. The first pack is still this worker's share of the whole batch (150), read
+/// from the batch's record, not the 32s the shrinking depth would cut.
+#[tokio::test]
+async fn the_first_pack_of_a_batch_shared_with_another_worker_is_its_share_of_the_batch() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    cache_bundle(dir.path());
+    let queue = MemJobQueue::new();
+    let first = replay_job(0);
+    queue.publish(&first).await.expect("publishing a job");
+    let parts = vec![
+        Vec::new(),
+        (1..41).map(replay_job).collect(),
+        (41..141).map(replay_job).collect(),
+        (141..300).map(replay_job).collect(),
+    ];
+    let batches = MemBatchRegistry::new();
+    batches
+        .create(&BatchRecord {
+            batch_id: first.batch_id.clone(),
+            state: BatchState::Running,
+            spec_sha256: String::new(),
+            n_jobs: 300,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ok: None,
+            exit_code: None,
+            owner: None,
+            generation: 0,
+            kill_running: false,
+            controls: Default::default(),
+        })
+        .await
+        .expect("creating the record");
+    let workers = MemWorkerRegistry::new();
+    for worker_id in ["packs-test", "rival"] {
+        workers
+            .heartbeat(&heartbeat(worker_id))
+            .await
+            .expect("a heartbeat");
+    }
+    let in_parts = PublishedInParts {
+        queue: queue.clone(),
+        parts: Mutex::new(parts),
+        rival: true,
+    };
+    let seen = run_until(
+        dir.path(),
+        in_parts,
+        Some(Arc::new(batches)),
+        Some(Arc::new(workers)),
+        150,
+    )
+    .await;
+    assert_eq!(
+        seen,
+        vec![150],
+        "one pack of this worker's share of the batch, however the depth shrank meanwhile"
     );
     assert_eq!(queue.n_ready(), 0);
 }
