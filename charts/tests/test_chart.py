@@ -10,6 +10,7 @@ Kubernetes schemas themselves. Run through charts/tests/run.sh, which pins the p
 
 from __future__ import annotations
 
+import base64
 import copy
 import plistlib
 import re
@@ -282,6 +283,14 @@ def test_validation_rejects_a_broken_manifest() -> None:
         (merged(EXTERNAL_ENDPOINTS, {"coordinator": {"apiToken": ""}}), "coordinator.apiToken or coordinator.existingSecret"),
         (merged(EXTERNAL_ENDPOINTS, {"docker": {"mode": "podman"}}), "docker.mode must be hostSocket or dind"),
         (merged(EXTERNAL_ENDPOINTS, {"keda": {"enabled": True}}), "keda.enabled needs natsConnection.monitoringEndpoint"),
+        (
+            merged(VALUE_SETS["bundled-dependencies"], {"natsConnection": {"user": "cowork", "password": "shared"}}),
+            "natsRoles gives each Deployment its own NATS user",
+        ),
+        (
+            merged(VALUE_SETS["bundled-dependencies"], {"natsRoles": {"enabled": False}}),
+            "the bundled NATS still asks for the users of docs/nats/cowork-users.conf",
+        ),
     ],
 )
 def test_missing_or_wrong_values_fail_with_a_message(values: dict[str, Any], message: str) -> None:
@@ -364,7 +373,7 @@ def test_existing_secrets_are_referenced_and_none_is_created() -> None:
 def test_chart_secrets_hold_given_values_and_model_credentials_stay_with_workers() -> None:
     docs = objects(VALUE_SETS["bundled-dependencies"])
     secrets = {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "Secret"}
-    assert set(secrets) == {FULLNAME, f"{FULLNAME}-harness"}
+    assert set(secrets) == {FULLNAME, f"{FULLNAME}-harness", ROLES_SECRET}
     assert set(secrets[FULLNAME]["data"]) == {"api-token"}, "the S3 key comes from minio-root"
     assert set(secrets[f"{FULLNAME}-harness"]["data"]) == {"ANTHROPIC_API_KEY"}
     config = one(docs, "ConfigMap", FULLNAME)["data"]
@@ -377,6 +386,139 @@ def test_chart_secrets_hold_given_values_and_model_credentials_stay_with_workers
     assert config["COWORK_S3_ENDPOINT"] == f"http://{RELEASE}-minio:9000"
     scaled = one(docs, "ScaledObject", f"{FULLNAME}-worker")
     assert scaled["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"] == f"{RELEASE}-nats.{NAMESPACE}.svc:8222"
+
+
+# The Secret of the per-role NATS passwords the chart generates (natsRoles).
+ROLES_SECRET = f"{RELEASE}-cowork-nats-roles"
+ROLE_KEYS = {"coordinator-password", "worker-password", "observer-password"}
+
+
+def role_refs(main: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every secretKeyRef of a container that names the roles Secret, and every envFrom of it."""
+    refs = [
+        entry["valueFrom"]["secretKeyRef"]
+        for entry in main.get("env", [])
+        if entry.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == ROLES_SECRET
+    ]
+    refs += [source["secretRef"] for source in main.get("envFrom", []) if source.get("secretRef", {}).get("name") == ROLES_SECRET]
+    return refs
+
+
+def test_the_bundled_nats_asks_for_per_role_users_by_default() -> None:
+    defaults = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    nats = defaults["nats"]
+    # The server includes the shipped users file, carried verbatim.
+    assert nats["config"]["merge"] == {"00$include": "cowork-users.conf"}
+    users_file = (REPO_ROOT / "docs" / "nats" / "cowork-users.conf").read_text()
+    assert nats["configMap"]["merge"]["data"]["cowork-users.conf"] == users_file, (
+        "charts/cowork-fleet/values.yaml carries another docs/nats/cowork-users.conf: copy the file in again"
+    )
+    # Every password the file reads comes from the roles Secret, the generated one by default.
+    variables = set(re.findall(r"password: \$([A-Z_]+)", users_file))
+    assert variables == set(nats["container"]["env"]), variables
+    keys = {entry["valueFrom"]["secretKeyRef"]["key"] for entry in nats["container"]["env"].values()}
+    assert keys == ROLE_KEYS
+    names = {entry["valueFrom"]["secretKeyRef"]["name"]["$tplYaml"] for entry in nats["container"]["env"].values()}
+    assert names == {'{{ .Values.global.coworkNatsRolesSecret | default (printf "%s-cowork-nats-roles" .Release.Name) }}'}
+    assert defaults["natsRoles"]["enabled"] is None, "on by default with the bundled NATS"
+
+    docs = objects(VALUE_SETS["bundled-dependencies"])
+    secret = one(docs, "Secret", ROLES_SECRET)
+    assert set(secret["data"]) == ROLE_KEYS
+    passwords = [base64.b64decode(value).decode() for value in secret["data"].values()]
+    assert all(len(password) >= 32 for password in passwords), "generated passwords are long"
+    assert len(set(passwords)) == 3, "each role has its own password"
+    for name, user in (("coordinator", "coordinator"), ("worker", "worker")):
+        env = env_of(container(one(docs, "Deployment", f"{FULLNAME}-{name}"), name))
+        assert env["COWORK_NATS_USER"]["value"] == user
+        assert env["COWORK_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": ROLES_SECRET, "key": f"{name}-password"}
+    config = one(docs, "ConfigMap", FULLNAME)["data"]
+    assert "COWORK_NATS_USER" not in config, "no user shared by both roles"
+
+    # Your own Secret: nothing generated, the Deployments and the bundled server read yours.
+    own = objects(merged(VALUE_SETS["bundled-dependencies"], {"global": {"coworkNatsRolesSecret": "my-roles"}}))
+    assert not [doc for doc in own if doc["kind"] == "Secret" and doc["metadata"]["name"] == ROLES_SECRET]
+    coordinator = container(one(own, "Deployment", f"{FULLNAME}-coordinator"), "coordinator")
+    assert env_of(coordinator)["COWORK_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "my-roles"
+
+    # An external NATS keeps the shared connection settings unless the roles are asked for.
+    external = objects(EXTERNAL_ENDPOINTS)
+    assert not [doc for doc in external if doc["kind"] == "Secret" and doc["metadata"]["name"] == ROLES_SECRET]
+    assert "COWORK_NATS_USER" not in env_of(container(one(external, "Deployment", f"{FULLNAME}-worker"), "worker"))
+    asked = objects(merged(EXTERNAL_ENDPOINTS, {"natsRoles": {"enabled": True, "workerUser": "fleet-worker"}}))
+    one(asked, "Secret", ROLES_SECRET)
+    worker_env = env_of(container(one(asked, "Deployment", f"{FULLNAME}-worker"), "worker"))
+    assert worker_env["COWORK_NATS_USER"]["value"] == "fleet-worker"
+
+
+def test_each_deployment_gets_only_its_role_s_nats_secret() -> None:
+    for values in (
+        VALUE_SETS["bundled-dependencies"],
+        merged(EXTERNAL_ENDPOINTS, {"natsRoles": {"enabled": True}, "docker": {"mode": "dind"}}),
+    ):
+        docs = objects(values)
+        for name in ("coordinator", "worker"):
+            deployment = one(docs, "Deployment", f"{FULLNAME}-{name}")
+            pod = deployment["spec"]["template"]["spec"]
+            refs = [ref for main in pod.get("containers", []) + pod.get("initContainers", []) for ref in role_refs(main)]
+            assert refs == [{"name": ROLES_SECRET, "key": f"{name}-password"}], f"{name}: {refs}"
+            volumes = pod.get("volumes", [])
+            assert not [v for v in volumes if v.get("secret", {}).get("secretName") == ROLES_SECRET], name
+
+
+def network_policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == "NetworkPolicy"}
+
+
+def test_network_policies_render_valid_and_admit_only_what_the_fleet_needs() -> None:
+    docs = objects(EXTERNAL_ENDPOINTS)
+    policies = network_policies(docs)
+    assert set(policies) == {f"{FULLNAME}-coordinator", f"{FULLNAME}-worker"}, "on by default; no NATS of ours to guard"
+    for policy in policies.values():
+        validate_manifest(policy)
+    coordinator = one(docs, "Deployment", f"{FULLNAME}-coordinator")
+    worker = one(docs, "Deployment", f"{FULLNAME}-worker")
+    api = policies[f"{FULLNAME}-coordinator"]["spec"]
+    assert api["podSelector"]["matchLabels"] == coordinator["spec"]["selector"]["matchLabels"]
+    assert api["policyTypes"] == ["Ingress"]
+    assert api["ingress"] == [{"ports": [{"port": "http", "protocol": "TCP"}]}], "the API port only, from any source"
+    closed = policies[f"{FULLNAME}-worker"]["spec"]
+    assert closed["podSelector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
+    assert closed["policyTypes"] == ["Ingress"] and closed["ingress"] == [], "workers accept nothing"
+
+    # Configured sources of the API.
+    source = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}
+    limited = network_policies(objects(merged(EXTERNAL_ENDPOINTS, {"networkPolicy": {"coordinator": {"apiFrom": [source]}}})))
+    api = limited[f"{FULLNAME}-coordinator"]
+    validate_manifest(api)
+    assert api["spec"]["ingress"][0]["from"] == [source]
+
+    # The bundled NATS: clients only from the fleet's pods and the release's nats-box.
+    bundled = network_policies(objects(VALUE_SETS["bundled-dependencies"]))
+    nats = bundled[f"{FULLNAME}-nats"]
+    validate_manifest(nats)
+    assert nats["spec"]["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "nats",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/component": "nats",
+    }
+    rules = {rule["ports"][0]["port"]: rule["from"] for rule in nats["spec"]["ingress"]}
+    assert set(rules) == {4222, 6222, 8222}
+    client_sources = [peer["podSelector"]["matchLabels"] for peer in rules[4222]]
+    assert {"app.kubernetes.io/name": "cowork-fleet"} in client_sources
+    assert all("namespaceSelector" not in peer for peer in rules[4222]), "only pods of this namespace"
+    assert [peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in rules[6222]] == ["nats"]
+    # A worker Job of the coordinator (--k8s-worker-jobs) carries the name label the rule admits.
+    job = next(doc for doc in yaml.safe_load_all(WORKER_JOB_FIXTURE.read_text()) if doc)
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "cowork-fleet"
+
+    # The validator can fail on this shape too, and the policies can be turned off.
+    broken = copy.deepcopy(nats)
+    broken["spec"]["ingress"][0]["ports"][0]["port"] = {"number": 4222}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_manifest(broken)
+    off = objects(merged(EXTERNAL_ENDPOINTS, {"networkPolicy": {"enabled": False}}))
+    assert not network_policies(off)
 
 
 def test_an_external_nats_leaves_replicas_to_the_fleet_unless_pinned() -> None:

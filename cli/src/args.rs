@@ -1086,6 +1086,10 @@ pub struct WorkerArgs {
     /// Where bundles are unpacked, by digest.
     #[arg(long, env = "COWORK_CACHE_DIR", default_value = ".cowork-worker/cache")]
     pub cache_dir: PathBuf,
+    /// Most MiB of unpacked bundles the cache keeps: after each new bundle, the least
+    /// recently used ones no running job holds are removed until the rest fit (0 = no bound).
+    #[arg(long, env = "COWORK_CACHE_MAX_MIB", default_value_t = 10240)]
+    pub cache_max_mib: u64,
     /// Where each job gets its scratch directory.
     #[arg(long, env = "COWORK_WORK_DIR", default_value = ".cowork-worker/work")]
     pub work_dir: PathBuf,

@@ -338,11 +338,13 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
         ack_wait: ACK_WAIT,
         max_deliver: MAX_DELIVER,
         cache_dir: embedded.store_dir.join("cache").join("bundles"),
+        cache_max_bytes: None,
         work_dir: embedded.store_dir.join("work"),
         keep_work_dirs: embedded.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every: None,
+        verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
     }
 }

@@ -485,14 +485,17 @@ impl Service {
     pub(crate) async fn accept(
         self: &Arc<Self>,
         stored: StoredBatch,
-        bundle: Vec<u8>,
+        bundle: &std::path::Path,
         plan: Plan,
     ) -> Result<BatchRecord, AcceptError> {
         let batch_id = stored.batch_id.clone();
         let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        // Streamed from the received file (a multipart upload past the store's threshold).
+        // The key is the bundle's digest, so replacing an object already there writes the
+        // same bytes.
         self.ports
             .store
-            .put_if_absent(&bundle_key, bundle)
+            .put_file(&bundle_key, bundle)
             .await
             .map_err(|source| AcceptError::Store {
                 key: bundle_key.clone(),

@@ -358,8 +358,18 @@ pub fn unpack(
     dest: &Path,
     limits: &UnpackLimits,
 ) -> Result<UnpackStats, BundleError> {
+    unpack_reader(bytes, dest, limits)
+}
+
+/// [`unpack`] from a reader of the archive's bytes (a submitted bundle streamed to disk is
+/// unpacked from its file, never held in memory whole).
+pub fn unpack_reader(
+    archive: impl io::Read,
+    dest: &Path,
+    limits: &UnpackLimits,
+) -> Result<UnpackStats, BundleError> {
     prepare_destination(dest)?;
-    let decoder = zstd::stream::read::Decoder::new(bytes).map_err(|source| BundleError::Io {
+    let decoder = zstd::stream::read::Decoder::new(archive).map_err(|source| BundleError::Io {
         path: "(archive)".to_owned(),
         source,
     })?;

@@ -186,6 +186,15 @@ pub trait JobQueue: Send + Sync {
     async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
         Ok(Vec::new())
     }
+
+    /// The queue sequence up to which `tier`'s jobs have all been delivered to a worker at
+    /// least once (JetStream: the tier consumer's delivered stream sequence); `None` when the
+    /// queue cannot say. The coordinator folds a job's events only once the job's first
+    /// publication is at or below it: an event for a job no worker was handed is forged.
+    async fn delivered_through(&self, tier: Tier) -> Result<Option<u64>, QueueError> {
+        let _ = tier;
+        Ok(None)
+    }
     /// Takes back the jobs of `batch` on `tier` that are still queued (a cancelled batch's),
     /// so they are never delivered; returns how many. A job a worker already holds is not
     /// affected. The default withdraws nothing (a queue that cannot do it lets them run).

@@ -68,6 +68,9 @@ pub struct ProgressSnapshot {
     /// Items of the event log that could not be decoded; skipped.
     #[serde(default)]
     pub malformed_events: u64,
+    /// Events the coordinator refused to fold (see `FleetJobs::refused_events`).
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub refused_events: u64,
     /// Jobs published a second time because they did not report back within their deadline.
     #[serde(default)]
     pub republished: u64,

@@ -111,6 +111,11 @@ pub struct FleetJobs {
     /// Items of the event log that could not be decoded; skipped.
     #[serde(default)]
     pub malformed_events: u64,
+    /// Events refused by the coordinator's event gate (a job it never admitted or no worker
+    /// was handed, an artifact outside the job's own keys): forged or misrouted, never folded.
+    /// Left out of the document while 0, so a batch without any reads as before.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub refused_events: u64,
     /// Jobs published a second time because they did not report back within their deadline.
     #[serde(default)]
     pub republished: u64,
@@ -227,6 +232,11 @@ pub struct AdmissionMeta {
 /// The `scope` of a batch-wide budget.
 pub const BATCH_BUDGET_SCOPE: &str =
     "batch (all cells; a fleet feature beside the per-cell --max-budget-usd of the harness CLI)";
+
+/// `true` for 0 (serde's `skip_serializing_if` of counters that are new to a document).
+pub(crate) fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
+}
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,19 @@ pub fn job_dir(job: &JobId) -> String {
     format!("batches/{}/jobs/{}", job.batch_part(), job.local_part())
 }
 
+/// `true` when `key` names a file inside `job`'s own directory ([`job_dir`]), where every
+/// attempt's artifacts and records are: the only keys a `finished` event of that job may name
+/// (another batch's or job's `result.json` must never be folded into this one). Keys with
+/// empty, `.` or `..` segments never are.
+pub fn is_job_key(job: &JobId, key: &str) -> bool {
+    key.strip_prefix(job_dir(job).as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_some_and(|rest| {
+            rest.split('/')
+                .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
+        })
+}
+
 /// The directory of one attempt's artifacts: [`job_dir`] for attempt 1 of generation 0, else
 /// `<job dir>/g<generation>a<attempt>`.
 pub fn attempt_dir(job: &JobId, generation: u32, attempt: u32) -> String {
@@ -87,6 +100,32 @@ pub fn bundle_key(sha256: &str) -> String {
 mod tests {
     use super::*;
     use crate::ids::UnitRef;
+
+    #[test]
+    fn only_keys_inside_the_jobs_own_directory_are_its_keys() {
+        let batch = BatchId::new("b1").expect("valid literal");
+        let job = JobId::new(&batch, UnitRef::Cell(2), Some(5));
+        for key in [
+            "batches/b1/jobs/c2/r5/result.json",
+            "batches/b1/jobs/c2/r5/g1a2/result.json",
+            &artifact_key(&job, 3, 4, "cassette.json"),
+            &job_record_key(&job, 2),
+        ] {
+            assert!(is_job_key(&job, key), "{key}");
+        }
+        for key in [
+            "batches/b2/jobs/c2/r5/result.json",
+            "batches/b1/jobs/c2/r50/result.json",
+            "batches/b1/jobs/c2/r5",
+            "batches/b1/jobs/c2/r5/",
+            "batches/b1/jobs/c2/r5/../r6/result.json",
+            "batches/b1/jobs/c2/r5/./result.json",
+            "batches/b1/jobs/c2/r5//result.json",
+            "/batches/b1/jobs/c2/r5/result.json",
+        ] {
+            assert!(!is_job_key(&job, key), "{key}");
+        }
+    }
 
     #[test]
     fn keys_follow_the_layout() {

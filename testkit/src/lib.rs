@@ -9,8 +9,9 @@
 //! both).
 //!
 //! `start()` gives the plain loopback server; `start_with(options)` chooses the bind address
-//! (for clients in another network namespace), TLS and, for NATS, authentication and extra
-//! flags.
+//! (for clients in another network namespace), TLS and, for NATS, authentication, extra
+//! flags (a config file with `-c`) and environment variables (the values such a file refers
+//! to).
 //!
 //! - [`TestCertificates`]: a CA and certificates it signed, generated at runtime (rcgen, ring).
 //! - `TlsProxy` (private): terminates TLS in front of `s3s-fs`, which speaks only plain HTTP.
@@ -129,11 +130,12 @@ fn wait_for_port(
     }
 }
 
-fn spawn_logged(program: &Path, args: &[String], log: &Path) -> Child {
+fn spawn_logged(program: &Path, args: &[String], env: &[(String, String)], log: &Path) -> Child {
     let stdout = std::fs::File::create(log).expect("creating a server log file");
     let stderr = stdout.try_clone().expect("cloning a file handle");
     Command::new(program)
         .args(args)
+        .envs(env.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -147,6 +149,8 @@ struct ServerProcess {
     what: &'static str,
     program: PathBuf,
     args: Vec<String>,
+    /// Environment added to the server's own (the variables a config file refers to).
+    env: Vec<(String, String)>,
     /// Where the readiness probe connects (the bind address, or loopback for a wildcard).
     connect_host: String,
     port: u16,
@@ -156,7 +160,7 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn spawn(&mut self) {
-        let mut child = spawn_logged(&self.program, &self.args, &self.log);
+        let mut child = spawn_logged(&self.program, &self.args, &self.env, &self.log);
         wait_for_port(
             &self.connect_host,
             self.port,
@@ -241,8 +245,12 @@ pub struct NatsOptions {
     /// user, start the server in operator mode trusting them, and write the user's `.creds`
     /// file ([`NatsServer::creds_path`]). Default `false`.
     pub creds: bool,
-    /// Further raw `nats-server` arguments, appended last. Default none.
+    /// Further raw `nats-server` arguments, appended last (e.g. `-c <config file>`). Default
+    /// none.
     pub extra_args: Vec<String>,
+    /// Environment variables added to the server's, e.g. the passwords a config file names as
+    /// `$VARIABLE`; kept for a restart. Default none.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for NatsOptions {
@@ -255,6 +263,7 @@ impl Default for NatsOptions {
             tls_verify: false,
             creds: false,
             extra_args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -357,6 +366,7 @@ impl NatsServer {
             what: "nats-server",
             program,
             args,
+            env: options.env.clone(),
             connect_host: host.clone(),
             port,
             log,
@@ -650,6 +660,7 @@ impl S3Server {
             what: "s3s-fs",
             program,
             args,
+            env: Vec::new(),
             connect_host: server_host.clone(),
             port: server_port,
             log,

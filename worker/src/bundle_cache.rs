@@ -4,9 +4,16 @@
 //! A bundle is unpacked into `<cache>/<sha256>/` through a temporary directory and a rename, so
 //! a directory under its final name is always complete. Jobs only read the unpacked tree: the
 //! harness writes its run dir, cassettes and everything else under the job's own work dir.
+//!
+//! The cache is bounded (`--cache-max-mib`): after each fill, the least recently used bundles
+//! that no running job holds are removed until the unpacked trees fit. A job holds its bundle
+//! ([`BundleHold`]) from `ensure` until its run ends, so eviction never pulls a tree from under
+//! a running harness; an evicted bundle is fetched again by its next job.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use cowork_fabric::bundle::{UnpackLimits, unpack};
 use cowork_fabric::{ArtifactError, ArtifactStore, sha256_hex};
@@ -45,9 +52,45 @@ pub struct BundleCache {
     dir: PathBuf,
     store: Arc<dyn ArtifactStore>,
     limits: UnpackLimits,
+    /// Most bytes of unpacked trees kept; `None` = unbounded.
+    max_bytes: Option<u64>,
     /// Serializes fills so that two jobs of a new bundle fetch and unpack it once. Held across
     /// the fetch and the unpack awaits; fills are rare (once per bundle per worker).
     fill_lock: tokio::sync::Mutex<()>,
+    /// Holds and last use of every bundle this process used. Taken for every hold, release and
+    /// eviction decision, never across an await.
+    uses: Arc<Mutex<HashMap<String, Use>>>,
+}
+
+/// One bundle's holds and last use.
+#[derive(Clone, Copy, Debug)]
+struct Use {
+    holds: usize,
+    last: Instant,
+}
+
+/// A bundle held by a job: it is not evicted until this is dropped.
+pub struct BundleHold {
+    path: PathBuf,
+    sha256: String,
+    uses: Arc<Mutex<HashMap<String, Use>>>,
+}
+
+impl BundleHold {
+    /// The unpacked tree.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for BundleHold {
+    fn drop(&mut self) {
+        let mut uses = self.uses.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = uses.get_mut(&self.sha256) {
+            entry.holds = entry.holds.saturating_sub(1);
+            entry.last = Instant::now();
+        }
+    }
 }
 
 impl BundleCache {
@@ -56,13 +99,42 @@ impl BundleCache {
             dir: dir.to_path_buf(),
             store,
             limits,
+            max_bytes: None,
             fill_lock: tokio::sync::Mutex::new(()),
+            uses: Arc::default(),
         }
     }
 
+    /// Keeps at most `max_bytes` of unpacked trees (see the module docs).
+    pub fn bounded(mut self, max_bytes: Option<u64>) -> BundleCache {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Holds `sha256`'s tree if it is in the cache.
+    fn hold_ready(&self, sha256: &str) -> Option<BundleHold> {
+        let ready = self.dir.join(sha256);
+        // Under the lock: an eviction decides under it too, so a tree found here is not
+        // removed before the hold counts.
+        let mut uses = self.uses.lock().unwrap_or_else(PoisonError::into_inner);
+        if !ready.is_dir() {
+            return None;
+        }
+        let entry = uses.entry(sha256.to_owned()).or_insert(Use {
+            holds: 0,
+            last: Instant::now(),
+        });
+        entry.holds += 1;
+        entry.last = Instant::now();
+        Some(BundleHold {
+            path: ready,
+            sha256: sha256.to_owned(),
+            uses: Arc::clone(&self.uses),
+        })
+    }
     /// The directory holding the unpacked bundle `sha256`, fetching and unpacking it first if
     /// needed.
-    pub async fn ensure(&self, sha256: &str) -> Result<PathBuf, BundleCacheError> {
+    pub async fn ensure(&self, sha256: &str) -> Result<BundleHold, BundleCacheError> {
         if !is_hex_digest(sha256) {
             return Err(BundleCacheError::DigestMismatch {
                 sha256: sha256.to_owned(),
@@ -70,12 +142,12 @@ impl BundleCache {
             });
         }
         let ready = self.dir.join(sha256);
-        if tokio::fs::try_exists(&ready).await.unwrap_or(false) {
-            return Ok(ready);
+        if let Some(hold) = self.hold_ready(sha256) {
+            return Ok(hold);
         }
         let _fill = self.fill_lock.lock().await;
-        if tokio::fs::try_exists(&ready).await.unwrap_or(false) {
-            return Ok(ready);
+        if let Some(hold) = self.hold_ready(sha256) {
+            return Ok(hold);
         }
         let bytes = self
             .store
@@ -94,8 +166,96 @@ impl BundleCache {
                 path: ready.clone(),
                 message: format!("unpack task failed: {e}"),
             })??;
-        Ok(ready)
+        let hold = self
+            .hold_ready(sha256)
+            .ok_or_else(|| BundleCacheError::Io {
+                path: ready.clone(),
+                message: "the unpacked bundle vanished from the cache".to_owned(),
+            })?;
+        // Held first, so this fill's tree is never its own eviction's victim. A failed eviction
+        // task only leaves the cache larger until the next fill.
+        if let Some(max_bytes) = self.max_bytes {
+            let dir = self.dir.clone();
+            let uses = Arc::clone(&self.uses);
+            let _ = tokio::task::spawn_blocking(move || evict(&dir, max_bytes, &uses)).await;
+        }
+        Ok(hold)
     }
+}
+
+/// Removes the least recently used trees under `dir` no job holds until the rest fit in
+/// `max_bytes` (blocking: it walks the cache).
+fn evict(dir: &Path, max_bytes: u64, uses: &Mutex<HashMap<String, Use>>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut trees: Vec<(String, u64, Option<Instant>, std::time::SystemTime)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let meta = entry.metadata().ok()?;
+            (is_hex_digest(&name) && meta.is_dir()).then(|| {
+                let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+                (name, tree_bytes(&entry.path()), None, modified)
+            })
+        })
+        .collect();
+    let mut total: u64 = trees.iter().map(|(_, bytes, _, _)| bytes).sum();
+    if total <= max_bytes {
+        return;
+    }
+    let mut doomed_trees = Vec::new();
+    let mut uses = uses.lock().unwrap_or_else(PoisonError::into_inner);
+    for tree in &mut trees {
+        tree.2 = uses.get(&tree.0).map(|entry| entry.last);
+    }
+    // Oldest first: trees this process never used (left by an earlier run) by their
+    // mtime, before every tree it used, which go by their last use.
+    trees.sort_by(|a, b| match (a.2, b.2) {
+        (None, None) => a.3.cmp(&b.3),
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(x), Some(y)) => x.cmp(&y),
+    });
+    for (sha256, bytes, _, _) in trees {
+        if total <= max_bytes {
+            break;
+        }
+        if uses.get(&sha256).is_some_and(|entry| entry.holds > 0) {
+            continue;
+        }
+        // Renamed away under the lock, removed after: no hold can find a half-removed tree.
+        let doomed = dir.join(format!(
+            ".evict-{sha256}-{}-{}",
+            std::process::id(),
+            FILL_SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        if std::fs::rename(dir.join(&sha256), &doomed).is_ok() {
+            uses.remove(&sha256);
+            total = total.saturating_sub(bytes);
+            tracing::info!(bundle_sha256 = %sha256, bytes, "bundle evicted from the cache");
+            doomed_trees.push(doomed);
+        }
+    }
+    drop(uses);
+    for doomed in doomed_trees {
+        let _ = std::fs::remove_dir_all(&doomed);
+    }
+}
+
+/// Bytes of the files under `dir` (links not followed).
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => tree_bytes(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map_or(0, |meta| meta.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 fn is_hex_digest(value: &str) -> bool {

@@ -49,6 +49,9 @@ pub struct WorkerConfig {
     pub max_deliver: u32,
     /// Where bundles are unpacked, by digest.
     pub cache_dir: PathBuf,
+    /// Most bytes of unpacked bundles the cache keeps (least recently used ones no running
+    /// job holds are evicted past it); `None` = unbounded.
+    pub cache_max_bytes: Option<u64>,
     /// Where each job gets its scratch directory.
     pub work_dir: PathBuf,
     /// Keep each job's scratch directory after it is stored (for debugging).
@@ -59,6 +62,11 @@ pub struct WorkerConfig {
     /// Interval of in-progress acks; `None` = a third of `ack_wait`. Only fault tests set it
     /// longer than `ack_wait`, to force redeliveries of running jobs.
     pub renew_every: Option<Duration>,
+    /// Run only jobs the coordinator admitted (`crate::admitted`): a job's batch must have a
+    /// record, and its bundle, executor and forwarded flags must be the batch's stored spec's.
+    /// On for fleet workers (`cowork worker`); off for `cowork run`, whose in-process queue no
+    /// one else can publish on, and for tools that publish their own jobs.
+    pub verify_jobs: bool,
     /// How long one store or broker operation of a job (its uploads, its record, one event
     /// publish) is retried before the worker gives up on it ([`DEFAULT_STORE_DEADLINE`]). The
     /// job's lease is renewed meanwhile, so a long outage costs time, not a second run.
@@ -247,12 +255,12 @@ async fn run_loop(
     shutdown: CancellationToken,
     idle_exit: Option<Duration>,
 ) -> Result<(), cowork_fabric::QueueError> {
-    let cache = Arc::new(BundleCache::new(
-        &config.cache_dir,
-        ports.store.clone(),
-        config.unpack_limits,
-    ));
+    let cache = Arc::new(
+        BundleCache::new(&config.cache_dir, ports.store.clone(), config.unpack_limits)
+            .bounded(config.cache_max_bytes),
+    );
     let slots = Arc::new(Semaphore::new(config.slots.max(1)));
+    let specs = Arc::new(crate::admitted::AdmittedSpecs::default());
     let tracker = TaskTracker::new();
     let kills = Arc::new(KillSwitch::default());
     // The follower is not tracked: it holds nothing and stops with the loop below.
@@ -376,6 +384,7 @@ async fn run_loop(
                     config: config.clone(),
                     ports: ports.clone(),
                     cache: cache.clone(),
+                    specs: specs.clone(),
                     stats: stats.clone(),
                     kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
                     seat: std::sync::Mutex::new(seat),

@@ -45,6 +45,8 @@ pub(crate) struct JobRun {
     pub(crate) config: Arc<WorkerConfig>,
     pub(crate) ports: WorkerPorts,
     pub(crate) cache: Arc<BundleCache>,
+    /// Specs of recent batches, for [`WorkerConfig::verify_jobs`].
+    pub(crate) specs: Arc<crate::admitted::AdmittedSpecs>,
     pub(crate) stats: Arc<WorkerStats>,
     /// Cancelled when the job's batch is cancelled with `--kill-running`.
     pub(crate) kill: CancellationToken,
@@ -113,6 +115,10 @@ enum BatchSays {
     Skip(&'static str),
     /// Do not start it and report nothing ([`dispatch_hold`]).
     Hold(&'static str),
+    /// Not a job the coordinator admitted (`crate::admitted`): never run it, report nothing.
+    Refuse(String),
+    /// Whether it was admitted cannot be read now: hand it back.
+    Unknown(String),
 }
 
 /// Why a job of `generation` must not run, judging by its batch's record; `None` when it may.
@@ -218,6 +224,26 @@ impl JobRun {
                     let _ = held.acker.ack().await;
                     return;
                 }
+                BatchSays::Refuse(reason) => {
+                    // No event: the batch (if there is one) never admitted this job, so there
+                    // is nothing of it to count; acked, so it is never delivered again.
+                    tracing::warn!(reason = %reason, "refusing a job the coordinator did not admit: not run");
+                    let _ = held.acker.ack().await;
+                    return;
+                }
+                BatchSays::Unknown(reason) => {
+                    if let Some(outcome) = self
+                        .hand_back(
+                            held,
+                            InfraClass::Bundle,
+                            format!("checking the job against its batch: {reason}"),
+                        )
+                        .await
+                    {
+                        self.store_and_report(held, Ended::unrun(outcome)).await;
+                    }
+                    return;
+                }
             }
         };
         if let Some(message) = skip {
@@ -252,7 +278,8 @@ impl JobRun {
     /// Fetches the bundle, prepares the work dir and runs the executor.
     async fn execute(&self, held: &Held) -> Result<(ExecOutput, PathBuf), BeforeSpend> {
         let job = &held.job;
-        let bundle_dir = self
+        // Held until this returns (the run is over): the cache does not evict it meanwhile.
+        let bundle = self
             .cache
             .ensure(&job.bundle_sha256)
             .instrument(tracing::info_span!("pull"))
@@ -275,7 +302,7 @@ impl JobRun {
         }
         let context = JobContext {
             job: job.clone(),
-            bundle_dir,
+            bundle_dir: bundle.path().to_path_buf(),
             work_dir: work_dir.clone(),
             attempt: held.attempt,
         };
@@ -579,22 +606,44 @@ impl JobRun {
 
     /// Why the job's batch says not to run it, read from the batch record right before the
     /// job starts. A direct read (not a cached watch) so that a cancel recorded before this
-    /// moment is always seen; an unreadable record does not stop the job.
+    /// moment is always seen. With [`WorkerConfig::verify_jobs`] the job must also be one its
+    /// batch admitted (`crate::admitted`), and a record that cannot be read hands it back;
+    /// without it (`cowork run`, whose queue no one else reaches) an unreadable record does not
+    /// stop the job.
     async fn batch_skip_reason(&self, held: &Held) -> BatchSays {
         let Some(batches) = self.ports.batches.as_ref() else {
             return BatchSays::Run;
         };
+        let verify = self.config.verify_jobs;
         match batches.get(&held.job.batch_id).await {
             Ok(Some((record, _))) => {
                 if let Some(reason) = skip_reason(&record, held.job.generation) {
-                    BatchSays::Skip(reason)
-                } else if let Some(reason) = dispatch_hold(&record, &held.job) {
-                    BatchSays::Hold(reason)
-                } else {
-                    BatchSays::Run
+                    return BatchSays::Skip(reason);
+                }
+                if let Some(reason) = dispatch_hold(&record, &held.job) {
+                    return BatchSays::Hold(reason);
+                }
+                if !verify {
+                    return BatchSays::Run;
+                }
+                match self
+                    .specs
+                    .check(self.ports.store.as_ref(), &record, &held.job)
+                    .await
+                {
+                    crate::admitted::Checked::Admitted => BatchSays::Run,
+                    crate::admitted::Checked::Refused(reason) => BatchSays::Refuse(reason),
+                    crate::admitted::Checked::Unknown(reason) => BatchSays::Unknown(reason),
                 }
             }
+            Ok(None) if verify => BatchSays::Refuse(format!(
+                "its batch {} has no record: the coordinator never accepted it",
+                held.job.batch_id
+            )),
             Ok(None) => BatchSays::Run,
+            Err(error) if verify => {
+                BatchSays::Unknown(format!("reading the batch record: {error}"))
+            }
             Err(error) => {
                 tracing::warn!(error = %error, "reading the batch record failed; running the job");
                 BatchSays::Run

@@ -23,6 +23,7 @@
 //! - [`upload`]: storing an attempt's artifacts and the job's record, with retries up to a
 //!   deadline.
 
+mod admitted;
 pub mod bundle_cache;
 pub mod capabilities;
 pub mod executor;

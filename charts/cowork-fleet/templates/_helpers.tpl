@@ -158,3 +158,48 @@ true
 {{- define "cowork-fleet.workerGracePeriod" -}}
 {{- add (int .Values.worker.drain.longestJobSeconds) (int .Values.worker.drain.drainMarginSeconds) -}}
 {{- end -}}
+
+{{/* Per-role NATS users (natsRoles): "true" when on. Unset, they follow the bundled NATS. */}}
+{{- define "cowork-fleet.natsRoles" -}}
+{{- $on := .Values.natsRoles.enabled -}}
+{{- if kindIs "invalid" $on -}}
+{{- $on = .Values.nats.enabled -}}
+{{- end -}}
+{{- if $on -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret of the role passwords: the named one, else the one the chart generates. The
+bundled NATS computes the same name (values.yaml, nats.container.env). */}}
+{{- define "cowork-fleet.natsRolesSecretName" -}}
+{{- default (printf "%s-cowork-nats-roles" .Release.Name) .Values.global.coworkNatsRolesSecret -}}
+{{- end -}}
+
+{{/* Settings that cannot work together with the per-role users, or without them. */}}
+{{- define "cowork-fleet.checkNatsRoles" -}}
+{{- $n := .Values.natsConnection -}}
+{{- if include "cowork-fleet.natsRoles" . -}}
+{{- if or $n.user $n.password $n.token $n.existingSecret $n.credsSecret -}}
+{{- fail "natsRoles gives each Deployment its own NATS user: leave natsConnection.user, password, token, existingSecret and credsSecret empty, or set natsRoles.enabled=false" -}}
+{{- end -}}
+{{- else if and .Values.nats.enabled (hasKey (.Values.nats.config.merge | default dict) "00$include") -}}
+{{- fail "natsRoles.enabled=false, but the bundled NATS still asks for the users of docs/nats/cowork-users.conf: also set nats.config.merge={}, nats.configMap.merge={} and nats.container.env={} to run it without users" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NATS user and password of one role: call with (list $ "coordinator") or (list $ "worker").
+Only that role's key of the Secret is referenced. */}}
+{{- define "cowork-fleet.natsRoleEnv" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- if include "cowork-fleet.natsRoles" $root }}
+- name: COWORK_NATS_USER
+  value: {{ index $root.Values.natsRoles (printf "%sUser" $role) | quote }}
+- name: COWORK_NATS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "cowork-fleet.natsRolesSecretName" $root }}
+      key: {{ $role }}-password
+{{- end }}
+{{- end -}}

@@ -268,11 +268,13 @@ async fn bench_fleet(bench: &FleetBench, fleet: InProcessFleet) -> Result<i32, C
             ack_wait: nats.ack_wait,
             max_deliver: 5,
             cache_dir: scratch.join(format!("w{index}/cache")),
+            cache_max_bytes: None,
             work_dir: scratch.join(format!("w{index}/work")),
             keep_work_dirs: false,
             unpack_limits: UnpackLimits::default(),
             backoff: cowork_fabric::backoff::Backoff::default(),
             renew_every: None,
+            verify_jobs: false,
             store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
         };
         let ports = cowork_worker::WorkerPorts {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cowork_fabric::backoff::Backoff;
 use cowork_fabric::bundle::UnpackLimits;
-use cowork_fabric::nats::check_worker_id;
+use cowork_fabric::nats::{NatsError, check_worker_id};
 use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::job::Tier;
@@ -149,6 +149,28 @@ async fn check_bucket_write(
             "S3 bucket {bucket}: this worker cannot write to it (probe object {key}); check the access key and secret key it uses (--s3-access-key-id, COWORK_S3_SECRET_ACCESS_KEY), that they may write to the bucket, and that the bucket exists"
         )))),
     }
+}
+
+/// What to do when the worker's set-up could not create or change a stream, a consumer or a
+/// bucket. The set-up only writes what is missing or tuned otherwise, and with per-role NATS
+/// users the worker's user may not write at all (the `worker` role of
+/// docs/nats/cowork-users.conf): the coordinator has to have made everything, with the
+/// settings this worker was given.
+fn set_up_refused(error: CliError) -> CliError {
+    let CliError::Failed(error) = error else {
+        return error;
+    };
+    let refused_write = matches!(
+        error.downcast_ref::<NatsError>(),
+        Some(NatsError::JetStream { action, .. })
+            if action.starts_with("creating") || action.starts_with("updating")
+    );
+    if !refused_write {
+        return CliError::Failed(error);
+    }
+    CliError::Failed(error.context(
+        "the NATS set-up needed a change this worker could not make; when its NATS user may not change streams, consumers or buckets (the worker role of docs/nats/cowork-users.conf), start the coordinator first, and give the worker the coordinator's --ack-wait, --max-deliver, --tier-cap and --nats-replicas",
+    ))
 }
 
 /// The tiers this worker serves on this host; every refused one is logged with its reason,
@@ -365,7 +387,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
             .map_err(|error| bucket_error(&s3.bucket, error))?,
     );
     check_bucket_write(store.as_ref(), &s3.bucket, &worker_id).await?;
-    let fabric = connect_nats(&nats).await?;
+    let fabric = connect_nats(&nats).await.map_err(set_up_refused)?;
 
     let (executor, executor_name, version) = build_executor(&args, &host_probe).await?;
     let config = WorkerConfig {
@@ -376,11 +398,14 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
         ack_wait: nats.ack_wait,
         max_deliver: u32::try_from(nats.max_deliver).unwrap_or(5).max(1),
         cache_dir: args.cache_dir.clone(),
+        cache_max_bytes: (args.cache_max_mib > 0)
+            .then(|| args.cache_max_mib.saturating_mul(1024 * 1024)),
         work_dir: args.work_dir.clone(),
         keep_work_dirs: args.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every: timings.renew_every,
+        verify_jobs: true,
         store_deadline: timings.store_deadline,
     };
     let ports = WorkerPorts {

@@ -644,11 +644,12 @@ async fn a_worker_cut_off_from_nats_longer_than_ack_wait_is_deduplicated() {
         .await;
     assert!(redelivered.attempt >= 2, "{redelivered:?}");
     netns.set_link(true);
+    // Each job counts once, whichever of the two attempts of the cut-off job is folded: the
+    // cut-off worker's late report (its uploads resume with the link) races the other
+    // worker's, and when it wins the batch may be decided before the other arrives, so the
+    // fold's `redelivered` counter says which came first, not whether the job ran again (the
+    // second `started` above says that).
     let fleet_key = finish_and_check(&fleet, &batch, 1000).await;
-    assert!(
-        jobs_counter(&fleet_key, "redelivered") >= 1,
-        "the cut-off worker's job ran again elsewhere: {fleet_key}"
-    );
     eprintln!(
         "network cut: duplicates reported {}, redelivered {}",
         jobs_counter(&fleet_key, "duplicates"),

@@ -357,6 +357,18 @@ impl Fleet {
             .unwrap_or_else(|e| panic!("reading {}: {e}\n{}", path.display(), self.logs()))
     }
 
+    /// The digest of the one bundle in the bucket (a test that submitted one batch).
+    pub fn only_bundle_sha256(&self) -> String {
+        self.object_keys()
+            .iter()
+            .find_map(|key| {
+                key.strip_prefix("bundles/")
+                    .and_then(|name| name.strip_suffix(".tar.zst"))
+                    .map(str::to_owned)
+            })
+            .expect("the batch's bundle is stored")
+    }
+
     /// Every key in the bucket (relative paths of the server's data directory).
     pub fn object_keys(&self) -> Vec<String> {
         let root = self.s3.data_dir().join(BUCKET);

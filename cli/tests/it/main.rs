@@ -73,3 +73,5 @@ mod steer;
 mod strict_double;
 mod telemetry;
 mod trust;
+mod trust_nats;
+mod trust_nats_roles;

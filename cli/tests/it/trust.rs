@@ -63,15 +63,7 @@ async fn a_sim_job_naming_a_host_file_reads_nothing_outside_the_bundle() {
     let sandbox = Sandbox::with_project();
     let batch = fleet.submit_detached(sandbox.path(), SIM_BATCH);
     // The batch's bundle, the only one in the store.
-    let bundle_sha256 = fleet
-        .object_keys()
-        .iter()
-        .find_map(|key| {
-            key.strip_prefix("bundles/")
-                .and_then(|name| name.strip_suffix(".tar.zst"))
-                .map(str::to_owned)
-        })
-        .expect("the batch's bundle is stored");
+    let bundle_sha256 = fleet.only_bundle_sha256();
 
     // The forged job: the batch's own bundle and no flags, on a tier of its own, naming the
     // host file (absolute) as its scenario; a second one climbs out with `..`.

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::multipart::MultipartError;
 use axum::extract::{Multipart, Path, State};
 use axum::http::{StatusCode, header};
@@ -25,7 +24,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::ApiFailure;
-use crate::intake::submitted::plan_from_bundle;
+use super::upload::{self, PartError, UploadedBundle};
+use crate::intake::submitted::plan_from_bundle_reader;
 use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
@@ -58,19 +58,35 @@ pub(crate) async fn submit(
             SUBMIT_RETRY_AFTER_S,
         ));
     };
-    let mut spec_part: Option<Bytes> = None;
-    let mut bundle_part: Option<Bytes> = None;
+    // Neither part is held whole: the bundle streams into a scratch file, hashed on the way
+    // (`upload`), and the spec is read under a small cap.
+    let mut spec_part: Option<Vec<u8>> = None;
+    let mut bundle_part: Option<UploadedBundle> = None;
     let mut problems = Vec::new();
     let max_bundle_bytes = service.config.max_bundle_bytes;
-    while let Some(field) = multipart
+    while let Some(mut field) = multipart
         .next_field()
         .await
         .map_err(|error| multipart_failure(error, None, max_bundle_bytes))?
     {
         let name = field.name().unwrap_or_default().to_owned();
-        let slot = match name.as_str() {
-            "spec" => &mut spec_part,
-            "bundle" => &mut bundle_part,
+        let repeated = match name.as_str() {
+            "spec" => {
+                let bytes = upload::receive_small(&mut field, upload::MAX_SPEC_BYTES)
+                    .await
+                    .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
+                spec_part.replace(bytes).is_some()
+            }
+            "bundle" => {
+                let bundle = upload::receive_bundle(
+                    &mut field,
+                    &service.config.scratch_dir,
+                    max_bundle_bytes,
+                )
+                .await
+                .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
+                bundle_part.replace(bundle).is_some()
+            }
             other => {
                 problems.push(format!(
                     "part {other:?}: unknown; a submit has the parts spec and bundle"
@@ -78,11 +94,7 @@ pub(crate) async fn submit(
                 continue;
             }
         };
-        let bytes = field
-            .bytes()
-            .await
-            .map_err(|error| multipart_failure(error, Some(&name), max_bundle_bytes))?;
-        if slot.replace(bytes).is_some() {
+        if repeated {
             problems.push(format!("part {name}: given more than once"));
         }
     }
@@ -91,18 +103,6 @@ pub(crate) async fn submit(
     }
     if bundle_part.is_none() {
         problems.push("part bundle: missing (the bundle's tar.zst bytes)".to_owned());
-    }
-    if let Some(bundle) = &bundle_part
-        && bundle.len() as u64 > service.config.max_bundle_bytes
-    {
-        return Err(ApiFailure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "part bundle: {} bytes is over the limit of {} bytes",
-                bundle.len(),
-                service.config.max_bundle_bytes
-            ),
-        ));
     }
     // `Json::from_bytes` reports the path of a wrongly typed field (`flags.repeat: …`), which
     // serde_json alone does not.
@@ -126,13 +126,21 @@ pub(crate) async fn submit(
     let scratch = service.config.scratch_dir.clone();
     let limits = service.config.unpack_limits;
     let checked_spec = spec.clone();
-    let checked_bundle = bundle.clone();
+    let bundle_path = bundle.path.clone();
+    let bundle_sha256 = bundle.sha256.clone();
     let checked_id = batch_id.clone();
-    // Hashing, unpacking and reading YAML are blocking work, so they run in `spawn_blocking`.
+    // Unpacking and reading YAML are blocking work, so they run in `spawn_blocking`.
     let plan = tokio::task::spawn_blocking(move || {
-        plan_from_bundle(
+        let file = std::fs::File::open(&bundle_path).map_err(|error| {
+            vec![format!(
+                "bundle: reading the received upload {}: {error}",
+                bundle_path.display()
+            )]
+        })?;
+        plan_from_bundle_reader(
             &checked_spec,
-            &checked_bundle,
+            std::io::BufReader::new(file),
+            &bundle_sha256,
             checked_id,
             &scratch,
             &limits,
@@ -157,10 +165,37 @@ pub(crate) async fn submit(
         plan: plan.summary(),
     };
     service
-        .accept(stored, bundle.to_vec(), plan)
+        .accept(stored, &bundle.path, plan)
         .await
         .map_err(|error| ApiFailure::port("storing the batch", &error, error.is_transient()))?;
     Ok((StatusCode::CREATED, Json(response)))
+}
+
+/// A part that could not be received, named.
+fn part_failure(error: PartError, name: &str, max_bundle_bytes: u64) -> ApiFailure {
+    match error {
+        PartError::Body(error) => multipart_failure(error, Some(name), max_bundle_bytes),
+        PartError::TooLarge { limit, read } => ApiFailure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "reading part {name}: over the upload limit after {read} bytes; a {name} may hold at most {limit} bytes{}",
+                if name == "bundle" {
+                    " (--max-bundle-mib)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        PartError::Io(message) => {
+            tracing::error!(error = %message, "receiving a submit failed");
+            ApiFailure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "part {name}: the coordinator could not store the upload in its scratch dir"
+                ),
+            )
+        }
+    }
 }
 
 /// A multipart body that could not be read, named after the part being read when there is one.

@@ -21,6 +21,7 @@ pub mod batches;
 pub mod health;
 pub mod live;
 pub mod pages;
+mod upload;
 pub mod workers;
 
 use std::sync::Arc;

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cowork_fabric::bundle::{UnpackLimits, check_entry_path, unpack};
+use cowork_fabric::bundle::{UnpackLimits, check_entry_path, unpack_reader};
 use cowork_fabric::sha256_hex;
 use cowork_schema::BatchId;
 use cowork_schema::batch::{
@@ -47,9 +47,21 @@ pub fn plan_from_bundle(
     scratch: &Path,
     limits: &UnpackLimits,
 ) -> Result<Plan, Vec<String>> {
+    plan_from_bundle_reader(spec, bundle, &sha256_hex(bundle), batch_id, scratch, limits)
+}
+
+/// [`plan_from_bundle`] of a bundle read from `bundle` (a submitted bundle streamed to a file,
+/// never held in memory whole), whose sha256 the caller computed while it was received.
+pub fn plan_from_bundle_reader(
+    spec: &BatchSpec,
+    bundle: impl std::io::Read,
+    digest: &str,
+    batch_id: BatchId,
+    scratch: &Path,
+    limits: &UnpackLimits,
+) -> Result<Plan, Vec<String>> {
     let mut problems = check_spec(spec);
     let flags_ok = problems.is_empty();
-    let digest = sha256_hex(bundle);
     if digest != spec.bundle_sha256 {
         problems.push(format!(
             "bundle: sha256 is {digest}, but spec.bundleSha256 says {}",
@@ -70,7 +82,7 @@ pub fn plan_from_bundle(
         problems.push(error);
         return Err(problems);
     }
-    if let Err(error) = unpack(bundle, &dest, limits) {
+    if let Err(error) = unpack_reader(bundle, &dest, limits) {
         problems.push(format!("bundle: {error}"));
         return Err(problems);
     }

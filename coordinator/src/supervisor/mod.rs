@@ -21,6 +21,7 @@
 //! most every [`LIVE_EVERY`], never per event.
 
 mod documents;
+mod gate;
 mod live;
 
 use std::collections::HashMap;
@@ -363,6 +364,7 @@ pub async fn supervise(
             unit_requests: unit_requests.as_deref_mut(),
         };
         if let Some(input) = batch.next_input(waits).await? {
+            let input = batch.gate_live(input).await;
             batch.fold(input);
             live.touch();
         }
@@ -425,6 +427,8 @@ struct Supervised<'a> {
     /// The queue sequence of each admitted, unfinished job, and back: an advisory about a
     /// message that is gone names the job only by its sequence. Bounded by the window.
     published: PublishedJobs,
+    /// Which events are folded (forged or misrouted ones are refused).
+    gate: gate::EventGate,
 }
 
 /// Queue sequence ↔ job of the admitted, unfinished jobs.
@@ -502,6 +506,7 @@ impl<'a> Supervised<'a> {
             traceparents: HashMap::new(),
             lost: Some(lost),
             published: PublishedJobs::default(),
+            gate: gate::EventGate::new(caught_up_to),
         })
     }
 
@@ -519,6 +524,13 @@ impl<'a> Supervised<'a> {
             };
             let (seq, input) = self.read(next)?;
             seen_seq = seq.max(seen_seq);
+            let input = match input {
+                Input::Event(event) => {
+                    let refused = gate::refuses_anywhere(&self.plan.batch_id, &event);
+                    self.refuse_or_fold(event, refused)
+                }
+                other => other,
+            };
             self.fold(input);
         }
         self.admission.end_catch_up();
@@ -556,6 +568,41 @@ impl<'a> Supervised<'a> {
         }
     }
 
+    /// A live input as the gate lets it through: an event it refuses becomes
+    /// [`Input::RefusedEvent`].
+    async fn gate_live(&mut self, input: Input) -> Input {
+        let Input::Event(event) = input else {
+            return input;
+        };
+        let refused = self
+            .gate
+            .refuses_live(
+                self.ports.queue.as_ref(),
+                &self.admission,
+                &self.plan.batch_id,
+                &event,
+            )
+            .await;
+        self.refuse_or_fold(event, refused)
+    }
+
+    /// `event` as an input: refused (logged with the worker id it claims) or to be folded.
+    fn refuse_or_fold(&self, event: JobEvent, refused: Option<String>) -> Input {
+        match refused {
+            None => Input::Event(event),
+            Some(reason) => {
+                tracing::warn!(
+                    job_id = %event.job_id,
+                    worker_id = %cowork_core::safe_text::for_terminal(&event.worker_id),
+                    attempt = event.attempt,
+                    reason = %reason,
+                    "event refused: not folded"
+                );
+                Input::RefusedEvent
+            }
+        }
+    }
+
     /// Feeds an input to admission; the fold of a job's outcome closes its trace (admit →
     /// pull → run → upload → fold).
     fn fold(&mut self, input: Input) {
@@ -579,7 +626,18 @@ impl<'a> Supervised<'a> {
             }
             _ => tracing::Span::none(),
         };
+        let finished_job = match &input {
+            Input::Event(event) if matches!(event.event, JobEventKind::Finished { .. }) => {
+                Some(event.job_id.clone())
+            }
+            _ => None,
+        };
         span.in_scope(|| self.admission.apply(input, now()));
+        if let Some(job_id) = finished_job
+            && self.admission.has_events_of(&job_id)
+        {
+            self.gate.finished(&job_id);
+        }
     }
 
     /// Carries out a decision: logs its notes, publishes its jobs and lost-job events, and
@@ -615,8 +673,10 @@ impl<'a> Supervised<'a> {
                     .insert(job.job_id.clone(), traceparent.clone());
             }
             self.published.insert(published.seq, job.job_id.clone());
+            self.gate.published(&job.job_id, job.tier, published.seq);
         }
         for event in &decision.lost {
+            self.gate.writes_lost(&event.job_id);
             self.ports
                 .events
                 .publish(event)

@@ -117,6 +117,8 @@ pub enum Input {
     Event(JobEvent),
     /// An item of the log that could not be decoded: counted and skipped.
     MalformedEvent,
+    /// An event the supervisor's gate refused (forged or misrouted): counted, never folded.
+    RefusedEvent,
     /// The queue gave up on the job (its deliveries ran out, or a worker terminated it).
     JobLost(JobId),
     /// The batch was cancelled: admit nothing more.
@@ -434,11 +436,24 @@ impl Admission {
         self.progress.admitted = self.started.union_len(&self.finished);
     }
 
+    /// `true` when `job_id` is a job of this plan that a folded event already started or
+    /// finished: its later events (a re-ack, a duplicate, the `finished` of a job a worker
+    /// started before this supervisor did) are for a job the batch knows to be out.
+    pub fn has_events_of(&self, job_id: &JobId) -> bool {
+        JobId::parse(job_id.as_str())
+            .and_then(|(_, unit, repeat)| self.grid.locate(unit, repeat))
+            .is_some_and(|(unit, run)| {
+                let ordinal = self.grid.ordinal(unit, run);
+                self.started.contains(ordinal) || self.finished.contains(ordinal)
+            })
+    }
+
     /// Takes one input into account at `now`.
     pub fn apply(&mut self, input: Input, now: Instant) {
         match input {
             Input::Event(event) => self.apply_event(event, now),
             Input::MalformedEvent => self.progress.malformed_events += 1,
+            Input::RefusedEvent => self.progress.refused_events += 1,
             Input::JobLost(job_id) => {
                 let located = JobId::parse(job_id.as_str())
                     .and_then(|(_, unit, repeat)| self.grid.locate(unit, repeat));

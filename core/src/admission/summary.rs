@@ -63,6 +63,7 @@ impl Admission {
                 reacked: progress.reacked,
                 rerun_on_resume: self.ledger.superseded,
                 malformed_events: progress.malformed_events,
+                refused_events: progress.refused_events,
                 republished: progress.republished,
                 lost: progress.lost,
                 withdrawn: progress.withdrawn,

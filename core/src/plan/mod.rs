@@ -358,6 +358,12 @@ fn job_timeout_ms(flags: &BatchFlags, scenario: &PreparedScenario) -> u64 {
     }
 }
 
+/// The flags every job of a batch with `flags` in `mode` forwards (what its planned jobs
+/// carry; a worker checks a delivered job against it). Empty for flags planning refuses.
+pub fn forwarded_flags_of(flags: &BatchFlags, mode: BatchMode) -> Vec<String> {
+    forwarded_flags(flags, mode, &mut Vec::new())
+}
+
 /// The per-job flags of harness-behaviour.md#job-invocation, in a fixed order; batch flags are
 /// never forwarded.
 fn forwarded_flags(

@@ -1,8 +1,10 @@
 //! `NatsEventLog`: the `EventLog` port on the `COWORK_EVENTS` stream.
 //!
 //! Each event is a message on `cowork.events.<batch>`; its stream sequence is its sequence
-//! number. The `Nats-Msg-Id` is `<job id>/<attempt>/<event type>`, so a worker that retries a
-//! publish whose acknowledgement it lost does not store the event twice. A subscription is an
+//! number. The `Nats-Msg-Id` is `<job id>/<attempt>/<event type>/<digest of the event>`, so a
+//! worker that retries a publish whose acknowledgement it lost does not store the event twice,
+//! and an event with other content under the same job, attempt and type is never dropped as
+//! its duplicate (a forged event published first must not make the real one vanish). A subscription is an
 //! ordered push consumer filtered on the batch's subject: the server replays the stored events
 //! from the requested sequence and then streams new ones. The subscription itself, not the
 //! client library, owns recovery: when the consumer is lost (its node killed, its stream's
@@ -52,18 +54,25 @@ impl NatsEventLog {
     }
 }
 
-/// The `Nats-Msg-Id` of an event: one id per job, resume generation, attempt and kind of event.
-pub fn event_message_id(event: &JobEvent) -> String {
+/// The `Nats-Msg-Id` of an event whose encoded form is `body`: one id per job, resume
+/// generation, attempt, kind of event and content (the first 16 bytes of the body's sha256).
+pub fn event_message_id(event: &JobEvent, body: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(body);
+    let digest: String = digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     let kind = match &event.event {
         JobEventKind::Started => "started",
         JobEventKind::Finished { .. } => "finished",
         JobEventKind::Failed { .. } => "failed",
     };
     if event.generation == 0 {
-        format!("{}/{}/{kind}", event.job_id, event.attempt)
+        format!("{}/{}/{kind}/{digest}", event.job_id, event.attempt)
     } else {
         format!(
-            "{}/g{}/{}/{kind}",
+            "{}/g{}/{}/{kind}/{digest}",
             event.job_id, event.generation, event.attempt
         )
     }
@@ -76,9 +85,10 @@ impl EventLog for NatsEventLog {
             seq: 0,
             message: format!("encoding an event of job {}: {error}", event.job_id),
         })?;
+        let message_id = event_message_id(event, &body);
         let message = PublishMessage::build()
             .payload(body.into())
-            .message_id(event_message_id(event));
+            .message_id(message_id);
         let publish_error = |error: async_nats::jetstream::context::PublishError| {
             let message = format!("publishing an event of job {}: {error}", event.job_id);
             match error.kind() {

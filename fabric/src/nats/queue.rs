@@ -249,6 +249,23 @@ pub(crate) async fn into_delivery(
             return None;
         }
     };
+    // A job must come on its own tier's subject and its batch's: a worker serves only the
+    // tiers it has the sandbox for, and the subject is what NATS permissions and the
+    // coordinator's withdrawals go by (a job that says otherwise is not one it published).
+    let subject = crate::nats::jobs_subject(job.tier, &job.batch_id);
+    if job.tier != tier || message.subject.as_str() != subject {
+        tracing::warn!(
+            subject = %message.subject,
+            tier = tier.as_str(),
+            job_id = %job.job_id,
+            job_tier = job.tier.as_str(),
+            "terminating a job message whose tier or batch is not its subject's: not run"
+        );
+        if let Err(error) = acker.ack_with(AckKind::Term).await {
+            tracing::warn!(error = %error, "terminating a misrouted job message failed");
+        }
+        return None;
+    }
     let job_id = job.job_id.clone();
     Some(Delivery {
         job,
@@ -261,22 +278,38 @@ pub(crate) async fn into_delivery(
     })
 }
 
+/// The tier consumer's current state, as the server has it now.
+async fn consumer_info(
+    tier: Tier,
+    consumer: &PullConsumer,
+) -> Result<async_nats::jetstream::consumer::Info, QueueError> {
+    // A clone is a handle; `info` asks the server.
+    let mut consumer = consumer.clone();
+    consumer
+        .info()
+        .await
+        .cloned()
+        .map_err(|error| QueueError::Transient {
+            message: format!("reading consumer info of tier {}: {error}", tier.as_str()),
+        })
+}
+
 #[async_trait]
 impl JobQueue for NatsJobQueue {
     async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
         let mut pending = Vec::with_capacity(self.consumers.len());
         for (tier, consumer) in self.consumers.iter() {
-            // A clone is a handle; `info` asks the server for the consumer's current state.
-            let mut consumer = consumer.clone();
-            let info = consumer
-                .info()
-                .await
-                .map_err(|error| QueueError::Transient {
-                    message: format!("reading consumer info of tier {}: {error}", tier.as_str()),
-                })?;
-            pending.push((*tier, info.num_pending));
+            pending.push((*tier, consumer_info(*tier, consumer).await?.num_pending));
         }
         Ok(pending)
+    }
+
+    async fn delivered_through(&self, tier: Tier) -> Result<Option<u64>, QueueError> {
+        let Some(consumer) = self.consumers.get(&tier) else {
+            return Ok(None);
+        };
+        let info = consumer_info(tier, consumer).await?;
+        Ok(Some(info.delivered.stream_sequence))
     }
 
     async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {

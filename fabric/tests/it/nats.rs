@@ -421,6 +421,101 @@ async fn events_replay_from_any_sequence_per_batch() {
 }
 
 #[tokio::test]
+async fn an_event_with_other_content_is_not_dropped_as_a_duplicate() {
+    let server = NatsServer::start();
+    let fabric = fabric(&config(&server)).await;
+    let log = &fabric.events;
+    // Same job, attempt and type; other content (a forged report published first must not
+    // make the real one vanish as its duplicate).
+    let forged = event("b1", 0, 1, failed());
+    let real = event(
+        "b1",
+        0,
+        1,
+        JobEventKind::Failed {
+            class: InfraClass::Bundle,
+            message: "bundle fetch failed".into(),
+            will_retry: true,
+        },
+    );
+    assert_eq!(log.publish(&forged).await.expect("publish"), 1);
+    assert_eq!(log.publish(&real).await.expect("publish"), 2);
+    // The same content again is still a duplicate: a retried publish is stored once.
+    assert_eq!(log.publish(&real).await.expect("publish"), 2);
+    let mut subscription = log.subscribe(&batch("b1"), 1).await.expect("subscribe");
+    assert_eq!(next_event(&mut subscription).await, (1, forged));
+    assert_eq!(next_event(&mut subscription).await, (2, real));
+}
+
+#[tokio::test]
+async fn a_job_on_another_tiers_or_batchs_subject_is_terminated_not_delivered() {
+    let server = NatsServer::start();
+    let fabric = fabric(&config(&server)).await;
+    // A microvm job put on the container subject, and a job of b2 on b1's subject.
+    let microvm = job("b1", 0, Tier::Microvm);
+    let other_batch = job("b2", 1, Tier::Container);
+    for (subject, job) in [
+        ("cowork.jobs.container.b1", &microvm),
+        ("cowork.jobs.container.b1", &other_batch),
+    ] {
+        fabric
+            .jetstream
+            .publish(subject, serde_json::to_vec(job).expect("encode").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("stored");
+    }
+    assert_nothing(&fabric, &[Tier::Container, Tier::Microvm]).await;
+    let mut jobs = fabric
+        .jetstream
+        .get_stream("COWORK_JOBS")
+        .await
+        .expect("jobs stream");
+    assert_eq!(jobs.info().await.expect("stream info").state.messages, 0);
+}
+
+#[tokio::test]
+async fn delivered_through_follows_the_tier_consumers_deliveries() {
+    let server = NatsServer::start();
+    let fabric = fabric(&config(&server)).await;
+    let queue: &dyn JobQueue = &fabric.queue;
+    assert_eq!(
+        queue
+            .delivered_through(Tier::Container)
+            .await
+            .expect("info"),
+        Some(0)
+    );
+    let first = queue
+        .publish(&job("b1", 0, Tier::Container))
+        .await
+        .expect("publish");
+    let second = queue
+        .publish(&job("b1", 1, Tier::Container))
+        .await
+        .expect("publish");
+    assert_eq!(
+        queue
+            .delivered_through(Tier::Container)
+            .await
+            .expect("info"),
+        Some(0),
+        "nothing delivered yet"
+    );
+    let delivery = pull(queue, &[Tier::Container]).await;
+    assert_eq!(
+        queue
+            .delivered_through(Tier::Container)
+            .await
+            .expect("info"),
+        Some(first.seq)
+    );
+    assert!(second.seq > first.seq);
+    delivery.acker.ack().await.expect("ack");
+}
+
+#[tokio::test]
 async fn events_survive_a_server_restart() {
     let mut server = NatsServer::start();
     let config = config(&server);

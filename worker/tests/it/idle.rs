@@ -77,11 +77,13 @@ impl Fixture {
             ack_wait: Duration::from_secs(30),
             max_deliver: 3,
             cache_dir: self.dir.path().join("cache"),
+            cache_max_bytes: None,
             work_dir: self.dir.path().join("work"),
             keep_work_dirs: false,
             unpack_limits: UnpackLimits::default(),
             backoff: Backoff::default(),
             renew_every: None,
+            verify_jobs: false,
             store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
         }
     }

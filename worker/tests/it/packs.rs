@@ -122,11 +122,13 @@ fn config(dir: &std::path::Path) -> WorkerConfig {
         ack_wait: Duration::from_secs(30),
         max_deliver: 3,
         cache_dir: dir.join("cache"),
+        cache_max_bytes: None,
         work_dir: dir.join("work"),
         keep_work_dirs: false,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
         renew_every: None,
+        verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
     }
 }
