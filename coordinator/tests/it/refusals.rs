@@ -170,14 +170,14 @@ async fn oversized_bundles_are_refused_with_413() {
     let dir = project();
     let batch = packed(dir.path(), repeat(3));
     let http = reqwest::Client::new();
-    // Over `max_bundle_bytes` but inside the body limit: the bundle part is measured; far over
-    // it: the body limit stops the upload itself.
+    // Over `max_bundle_bytes`, a little or far: the bundle part is counted as it streams to
+    // the scratch dir and refused as soon as it passes the limit.
     for (size, expect) in [
         (
             2000,
-            "part bundle: 2000 bytes is over the limit of 1000 bytes",
+            "reading part bundle: over the upload limit after 2000 bytes; a bundle may hold at most 1000 bytes",
         ),
-        (3 << 20, "multipart body: "),
+        (3 << 20, "reading part bundle: over the upload limit after "),
     ] {
         let form = reqwest::multipart::Form::new()
             .text("spec", serde_json::to_string(&batch.spec).expect("json"))
