@@ -148,6 +148,12 @@ fn batch_dir(path: &Path) -> Option<(PathBuf, BatchId)> {
     Some((batches.parent()?.to_path_buf(), batch_id))
 }
 
+/// `true` when `text` names a batch by position (`latest`, `latest~N`) or by its directory
+/// rather than by its id: such a name needs [`resolve`] to become an id.
+pub fn names_by_position_or_dir(text: &str) -> bool {
+    latest_offset(text).is_some() || batch_dir(Path::new(text)).is_some()
+}
+
 /// Finds the batch `text` names in `source` (see the module documentation). A batch dir is
 /// read where it is, whatever `source` says.
 pub async fn resolve(text: &str, source: &Source) -> Result<Resolved, CliError> {

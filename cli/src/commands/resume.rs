@@ -21,24 +21,39 @@ const DEFAULT_STORE: &str = ".cowork";
 
 /// `cowork resume`.
 pub async fn run(args: ResumeArgs) -> Result<i32, CliError> {
-    match local_store(&args)? {
-        Some(store) => resume_local(&args, &store).await,
+    match local_batch(&args).await? {
+        Some((store, batch_id)) => resume_local(&args, &store, &batch_id).await,
         None => resume_remote(args).await,
     }
 }
 
-/// The local store holding the batch, or `None` when the coordinator should resume it: with
+/// The local store and batch to resume, or `None` when the coordinator should resume it: with
 /// `--store`, the batch must be in that store; without it, the batch is local when `.cowork`
-/// holds it.
-fn local_store(args: &ResumeArgs) -> Result<Option<PathBuf>, CliError> {
-    let batch_id =
-        BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
+/// holds it. `latest`, `latest~N` and a batch dir are found as every command finds them
+/// (`batch_source::resolve`).
+async fn local_batch(args: &ResumeArgs) -> Result<Option<(PathBuf, BatchId)>, CliError> {
     let (store, explicit) = match &args.store {
         Some(store) => (store.clone(), true),
         None => (PathBuf::from(DEFAULT_STORE), false),
     };
+    if crate::batch_source::names_by_position_or_dir(&args.batch)
+        && (explicit || store.join("batches").is_dir() || Path::new(&args.batch).is_dir())
+    {
+        let local = crate::batch_source::Source::Local(store);
+        return match crate::batch_source::resolve(&args.batch, &local).await {
+            Ok(crate::batch_source::Resolved {
+                batch_id,
+                source: crate::batch_source::Source::Local(dir),
+            }) => Ok(Some((dir, batch_id))),
+            Ok(_) => Ok(None),
+            Err(error) if explicit => Err(error),
+            Err(_) => Ok(None),
+        };
+    }
+    let batch_id =
+        BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
     if holds_batch(&store, &batch_id) {
-        return Ok(Some(store));
+        return Ok(Some((store, batch_id)));
     }
     if explicit {
         return Err(CliError::usage(format!(
@@ -60,9 +75,11 @@ fn holds_batch(store: &Path, batch_id: &BatchId) -> bool {
 
 /// Finishes a batch of the local store and ends like `cowork run`: the summary on stderr, the
 /// envelope on stdout with `--output-format json`, the verdict's exit code.
-async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliError> {
-    let batch_id =
-        BatchId::new(&args.batch).map_err(|error| CliError::usage(format!("batch id: {error}")))?;
+async fn resume_local(
+    args: &ResumeArgs,
+    store_dir: &Path,
+    batch_id: &BatchId,
+) -> Result<i32, CliError> {
     let store = Arc::new(DirArtifactStore::new(store_dir));
     let admission = crate::connect::Admission::from_args(&args.admission)?;
     let embedded = crate::embedded::EmbeddedRun {
@@ -82,7 +99,7 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
         command: BatchMode::Run.envelope_command(),
         ui: None,
     };
-    let resumed = crate::embedded::resume(&embedded, &batch_id).await?;
+    let resumed = crate::embedded::resume(&embedded, batch_id).await?;
     let outcome = resumed.outcome;
     if resumed.plan.mode == BatchMode::Eval {
         // The eval report of an eval batch, as the coordinator stores it when it decides one.
@@ -90,7 +107,7 @@ async fn resume_local(args: &ResumeArgs, store_dir: &Path) -> Result<i32, CliErr
             .await
             .with_context(|| format!("storing the eval report of batch {batch_id}"))?;
     }
-    crate::embedded::print_local_outcome(&outcome, store_dir, &batch_id, args.output_format)
+    crate::embedded::print_local_outcome(&outcome, store_dir, batch_id, args.output_format)
 }
 
 /// `cowork resume <batch> [--watch]` of a fleet batch: the coordinator runs again what has no

@@ -434,3 +434,31 @@ fn flag_forms_the_contract_accepts_run_the_batch() {
     // The fleet's documented deviation: the CLI caps --repeat at 100, the fleet at 10000.
     check(&["--repeat", "101"]);
 }
+
+/// `cowork resume latest --store DIR` finds the newest batch of the store, as `report` and
+/// `rollup` do (it used to read `latest` as a batch id and say the store held no such batch).
+#[test]
+fn resume_latest_of_a_local_store_finishes_its_newest_batch() {
+    let sandbox = Sandbox::empty();
+    let first = run_demo(&sandbox.store());
+    let store = sandbox.store();
+    let store = store.to_str().expect("a UTF-8 temp path");
+    let out = crate::support::cowork(
+        &crate::support::workspace_root(),
+        &[
+            "resume",
+            "latest",
+            "--store",
+            store,
+            "--output-format",
+            "json",
+            "--quiet",
+        ],
+    );
+    assert_eq!(out.code(), first.code(), "{}", out.context());
+    assert_eq!(
+        out.envelope()["matrixRepeat"],
+        first.envelope()["matrixRepeat"],
+        "nothing was left to run: the same rollup"
+    );
+}
