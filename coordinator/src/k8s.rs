@@ -98,7 +98,7 @@ fn fit_name(value: &str) -> String {
         return value.to_owned();
     }
     let digest = sha2::Sha256::digest(value.as_bytes());
-    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let hex = cowork_fabric::hex(&digest[..4]);
     let head = value[..MAX_NAME_LEN - 9].trim_end_matches('-');
     format!("{head}-{hex}")
 }

@@ -42,8 +42,7 @@ pub fn new_page_token() -> Result<ApiToken, String> {
         .secure_random
         .fill(&mut bytes)
         .map_err(|_| "the system's random source failed".to_owned())?;
-    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-    Ok(ApiToken::new(&hex))
+    Ok(ApiToken::new(&cowork_fabric::hex(&bytes)))
 }
 
 impl LiveUi {

@@ -43,10 +43,16 @@ pub use registry::{BatchRegistry, RecordStream, RegistryError, WorkerRegistry};
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for byte in digest.iter() {
-        out.push_str(&format!("{byte:02x}"));
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+/// `bytes` as lowercase hex (a digest computed piece by piece, a random token).
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(2 * bytes.len());
+    for byte in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{byte:02x}");
     }
     out
 }

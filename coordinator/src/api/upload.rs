@@ -13,11 +13,10 @@ use tokio::io::AsyncWriteExt;
 /// few MB.
 pub(crate) const MAX_SPEC_BYTES: u64 = 16 * 1024 * 1024;
 
-/// A received bundle: its file in the scratch dir (removed when this is dropped), its size and
+/// A received bundle: its file in the scratch dir (removed when this is dropped) and its
 /// sha256.
 pub(crate) struct UploadedBundle {
     pub(crate) path: PathBuf,
-    pub(crate) size: u64,
     pub(crate) sha256: String,
 }
 
@@ -63,16 +62,16 @@ pub(crate) async fn receive_bundle(
     // From here on the file is removed whatever happens.
     let mut upload = UploadedBundle {
         path,
-        size: 0,
         sha256: String::new(),
     };
     let mut hasher = sha2::Sha256::new();
+    let mut read = 0u64;
     while let Some(chunk) = field.chunk().await.map_err(PartError::Body)? {
-        upload.size += chunk.len() as u64;
-        if upload.size > max_bytes {
+        read += chunk.len() as u64;
+        if read > max_bytes {
             return Err(PartError::TooLarge {
                 limit: max_bytes,
-                read: upload.size,
+                read,
             });
         }
         hasher.update(&chunk);
@@ -83,11 +82,7 @@ pub(crate) async fn receive_bundle(
     file.flush()
         .await
         .map_err(|error| PartError::Io(format!("writing {}: {error}", upload.path.display())))?;
-    upload.sha256 = hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    upload.sha256 = cowork_fabric::hex(&hasher.finalize());
     Ok(upload)
 }
 

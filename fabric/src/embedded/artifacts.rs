@@ -234,7 +234,7 @@ impl ArtifactStore for DirArtifactStore {
             Ok(ArtifactRef {
                 key: key_owned,
                 size: writer.size,
-                sha256: digest.iter().map(|byte| format!("{byte:02x}")).collect(),
+                sha256: crate::hex(&digest),
             })
         })
         .await

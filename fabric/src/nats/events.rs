@@ -57,12 +57,7 @@ impl NatsEventLog {
 /// The `Nats-Msg-Id` of an event whose encoded form is `body`: one id per job, resume
 /// generation, attempt, kind of event and content (the first 16 bytes of the body's sha256).
 pub fn event_message_id(event: &JobEvent, body: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(body);
-    let digest: String = digest[..16]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let digest = &crate::sha256_hex(body)[..32];
     let kind = match &event.event {
         JobEventKind::Started => "started",
         JobEventKind::Finished { .. } => "finished",

@@ -429,11 +429,7 @@ async fn file_digest(key: &str, path: &std::path::Path) -> Result<(u64, String),
             hasher.update(&buffer[..n]);
             size += n as u64;
         }
-        let sha256 = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = crate::hex(&hasher.finalize());
         Ok((size, sha256))
     })
     .await
