@@ -606,13 +606,16 @@ impl<'a> Supervised<'a> {
     /// Feeds an input to admission; the fold of a job's outcome closes its trace (admit →
     /// pull → run → upload → fold).
     fn fold(&mut self, input: Input) {
-        let traceparent = match &input {
+        let finished_job = match &input {
             Input::Event(event) if matches!(event.event, JobEventKind::Finished { .. }) => {
-                self.published.finished(&event.job_id);
-                self.traceparents.remove(&event.job_id)
+                Some(event.job_id.clone())
             }
             _ => None,
         };
+        let traceparent = finished_job.as_ref().and_then(|job_id| {
+            self.published.finished(job_id);
+            self.traceparents.remove(job_id)
+        });
         let span = match (&input, traceparent) {
             (Input::Event(event), Some(traceparent)) => {
                 let span = tracing::info_span!(
@@ -625,12 +628,6 @@ impl<'a> Supervised<'a> {
                 span
             }
             _ => tracing::Span::none(),
-        };
-        let finished_job = match &input {
-            Input::Event(event) if matches!(event.event, JobEventKind::Finished { .. }) => {
-                Some(event.job_id.clone())
-            }
-            _ => None,
         };
         span.in_scope(|| self.admission.apply(input, now()));
         if let Some(job_id) = finished_job
