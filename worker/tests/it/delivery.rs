@@ -718,20 +718,12 @@ async fn a_job_of_a_cancelled_batch_is_settled_without_starting() {
     let registry = MemBatchRegistry::new();
     let job = fixture.job();
     registry
-        .create(&BatchRecord {
-            batch_id: job.batch_id.clone(),
-            state: BatchState::Stopping,
-            spec_sha256: String::new(),
-            n_jobs: 1,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            ok: None,
-            exit_code: None,
-            owner: None,
-            generation: 0,
-            kill_running: false,
-            controls: Default::default(),
-        })
+        .create(&crate::support::batch_record(
+            job.batch_id.clone(),
+            BatchState::Stopping,
+            String::new(),
+            1,
+        ))
         .await
         .expect("creating the record");
     fixture.batches = Some(registry);
@@ -790,20 +782,12 @@ async fn admitted_batch(fixture: &Fixture, job: &JobSpec, spec_bundle: &str) -> 
         )
         .await
         .expect("storing the spec");
-    BatchRecord {
-        batch_id: job.batch_id.clone(),
-        state: BatchState::Running,
-        spec_sha256: cowork_fabric::sha256_hex(&bytes),
-        n_jobs: 1,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-        ok: None,
-        exit_code: None,
-        owner: None,
-        generation: 0,
-        kill_running: false,
-        controls: Default::default(),
-    }
+    crate::support::batch_record(
+        job.batch_id.clone(),
+        BatchState::Running,
+        cowork_fabric::sha256_hex(&bytes),
+        1,
+    )
 }
 
 /// Starts a verifying worker on `fixture` with one published `job`; returns its settlements

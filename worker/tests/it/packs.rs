@@ -18,7 +18,7 @@ use cowork_schema::BatchId;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
-use cowork_schema::registry::{BatchRecord, BatchState, WorkerInfo};
+use cowork_schema::registry::{BatchState, WorkerInfo};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext};
 use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::mpsc;
@@ -246,20 +246,12 @@ async fn the_first_pack_of_a_batch_shared_with_another_worker_is_its_share_of_th
     ];
     let batches = MemBatchRegistry::new();
     batches
-        .create(&BatchRecord {
-            batch_id: first.batch_id.clone(),
-            state: BatchState::Running,
-            spec_sha256: String::new(),
-            n_jobs: 300,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            ok: None,
-            exit_code: None,
-            owner: None,
-            generation: 0,
-            kill_running: false,
-            controls: Default::default(),
-        })
+        .create(&crate::support::batch_record(
+            first.batch_id.clone(),
+            BatchState::Running,
+            String::new(),
+            300,
+        ))
         .await
         .expect("creating the record");
     let workers = MemWorkerRegistry::new();

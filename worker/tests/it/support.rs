@@ -221,3 +221,26 @@ pub fn artifact_json(output: &ExecOutput, name: &str) -> serde_json::Value {
 pub fn artifact_names(output: &ExecOutput) -> Vec<&str> {
     output.artifacts.iter().map(|a| a.name.as_str()).collect()
 }
+
+/// A batch record of generation 0 with no controls, as the coordinator writes one.
+pub fn batch_record(
+    batch_id: BatchId,
+    state: cowork_schema::registry::BatchState,
+    spec_sha256: String,
+    n_jobs: u64,
+) -> cowork_schema::registry::BatchRecord {
+    cowork_schema::registry::BatchRecord {
+        batch_id,
+        state,
+        spec_sha256,
+        n_jobs,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        ok: None,
+        exit_code: None,
+        owner: None,
+        generation: 0,
+        kill_running: false,
+        controls: Default::default(),
+    }
+}
