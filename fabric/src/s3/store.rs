@@ -118,6 +118,36 @@ impl S3ArtifactStore {
     }
 
     /// The S3 key of the store key `key` (which must already have passed `check_key`).
+    /// Starts reading the object under `key`: the answer (its body still to come) and the
+    /// sha256 recorded with it, lower-cased, when it has one.
+    async fn get_object(
+        &self,
+        key: &str,
+    ) -> Result<
+        (
+            aws_sdk_s3::operation::get_object::GetObjectOutput,
+            Option<String>,
+        ),
+        ArtifactError,
+    > {
+        check_key(key)?;
+        let object_key = self.object_key(key);
+        tracing::debug!(s3_key = %object_key, "getting object");
+        let output = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(&object_key)
+            .send()
+            .await
+            .map_err(|error| artifact_error(key, &error))?;
+        let expected = output
+            .metadata()
+            .and_then(|metadata| metadata.get(SHA256_METADATA))
+            .map(|sha256| sha256.to_ascii_lowercase());
+        Ok((output, expected))
+    }
+
     fn object_key(&self, key: &str) -> String {
         format!("{}{key}", self.key_prefix)
     }
@@ -668,21 +698,7 @@ impl ArtifactStore for S3ArtifactStore {
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
-        check_key(key)?;
-        let object_key = self.object_key(key);
-        tracing::debug!(s3_key = %object_key, "getting object");
-        let output = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(&object_key)
-            .send()
-            .await
-            .map_err(|error| artifact_error(key, &error))?;
-        let expected = output
-            .metadata()
-            .and_then(|metadata| metadata.get(SHA256_METADATA))
-            .map(|sha256| sha256.to_ascii_lowercase());
+        let (output, expected) = self.get_object(key).await?;
         // The SDK's operation timeout ends with the response headers; the body gets its own.
         let body = tokio::time::timeout(self.operation_timeout, output.body.collect())
             .await
@@ -711,6 +727,58 @@ impl ArtifactStore for S3ArtifactStore {
             });
         }
         Ok(bytes)
+    }
+
+    /// Streams the body into the file piece by piece, hashing as it goes, so a document of any
+    /// size (a million-run batch's 1.5 GB envelope) costs one piece of memory. A digest that does
+    /// not match removes the file: the caller never reads bytes the store could not vouch for.
+    async fn get_file(&self, key: &str, path: &std::path::Path) -> Result<u64, ArtifactError> {
+        use sha2::Digest;
+        use tokio::io::AsyncWriteExt;
+        let (mut output, expected) = self.get_object(key).await?;
+        let write_failed = |error: std::io::Error| ArtifactError::Failed {
+            key: key.to_owned(),
+            message: format!("writing {}: {error}", path.display()),
+        };
+        let mut file = tokio::fs::File::create(path).await.map_err(write_failed)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut size = 0u64;
+        loop {
+            // A big body may take longer than one operation in all; what must not happen is a
+            // body that stops moving, so the timeout applies to each piece.
+            let piece = tokio::time::timeout(self.operation_timeout, output.body.next())
+                .await
+                .map_err(|_| ArtifactError::Transient {
+                    key: key.to_owned(),
+                    message: format!(
+                        "the body stopped for longer than the operation timeout of {:?}",
+                        self.operation_timeout
+                    ),
+                })?;
+            let Some(piece) = piece else { break };
+            let piece = piece.map_err(|error| ArtifactError::Transient {
+                key: key.to_owned(),
+                message: format!("reading the body: {}", DisplayErrorContext(&error)),
+            })?;
+            hasher.update(&piece);
+            size += piece.len() as u64;
+            file.write_all(&piece).await.map_err(write_failed)?;
+        }
+        file.flush().await.map_err(write_failed)?;
+        drop(file);
+        let found = crate::hex(&hasher.finalize());
+        match expected {
+            Some(expected) if expected != found => {
+                let _ = tokio::fs::remove_file(path).await;
+                Err(ArtifactError::Corrupt {
+                    key: key.to_owned(),
+                    expected,
+                    found,
+                })
+            }
+            // Objects written by other tools carry no digest; there is nothing to check.
+            _ => Ok(size),
+        }
     }
 
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {

@@ -329,6 +329,52 @@ async fn changed_bytes_on_the_server_are_corrupt() {
 }
 
 #[tokio::test]
+async fn get_file_streams_an_object_into_a_file_and_refuses_a_tampered_one() {
+    let server = S3Server::start();
+    let mut config = config(&server);
+    config.multipart_threshold = 5 * MIB as u64;
+    config.part_size = 5 * MIB as u64;
+    let store = connect(&config).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let body = pattern(12 * MIB, 9);
+    let key = "batches/b1/envelope.json";
+    let stored = store.put(key, body.clone()).await.expect("put");
+    let copy = dir.path().join("copy.json");
+    let size = store.get_file(key, &copy).await.expect("get_file");
+    assert_eq!(size, body.len() as u64);
+    assert!(
+        std::fs::read(&copy).expect("reading the copy") == body,
+        "the copy differs from the object"
+    );
+
+    let on_disk = server.data_dir().join(BUCKET).join(key);
+    let mut tampered = body;
+    tampered[7 * MIB] ^= 0xff;
+    std::fs::write(&on_disk, &tampered).expect("rewriting the object file");
+    let refused = dir.path().join("refused.json");
+    match store.get_file(key, &refused).await {
+        Err(ArtifactError::Corrupt {
+            expected, found, ..
+        }) => {
+            assert_eq!(expected, stored.sha256);
+            assert_eq!(found, sha256_hex(&tampered));
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(
+        !refused.exists(),
+        "a file the store could not vouch for must not be left behind"
+    );
+    match store
+        .get_file("batches/b1/missing.json", &dir.path().join("m"))
+        .await
+    {
+        Err(ArtifactError::NotFound { .. }) => {}
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn an_outage_is_transient_and_the_same_call_works_after_a_restart() {
     let mut server = S3Server::start();
     let config = config(&server);
