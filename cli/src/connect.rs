@@ -189,3 +189,61 @@ pub fn client_error(error: ClientError, doing: &str) -> CliError {
         other => CliError::Failed(anyhow!(other).context(doing.to_owned())),
     }
 }
+
+/// A batch's envelope as the coordinator stores it: its head (everything but `results[]`) and
+/// the whole document in a local spool file, removed when this is dropped.
+pub struct FetchedEnvelope {
+    pub head: cowork_schema::envelope::Envelope,
+    pub spool: tempfile::TempPath,
+}
+
+impl FetchedEnvelope {
+    /// Copies the whole envelope (one line, as `cowork run` prints it) to stdout.
+    pub fn print(&self) -> Result<(), CliError> {
+        let mut file = std::fs::File::open(&self.spool)
+            .map_err(|e| CliError::Failed(anyhow!("reading the downloaded envelope: {e}")))?;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        std::io::copy(&mut file, &mut out)
+            .and_then(|_| std::io::Write::flush(&mut out))
+            .map_err(|e| CliError::Failed(anyhow!("writing the envelope: {e}")))?;
+        Ok(())
+    }
+}
+
+/// Downloads a decided batch's envelope into a spool file and reads its head as a stream: a
+/// million-run batch's envelope is 1.5 GB, so `results`, `status` and the end of a watch never
+/// hold it whole.
+pub async fn fetch_envelope(
+    client: &CoordinatorClient,
+    batch: &cowork_schema::BatchId,
+) -> Result<FetchedEnvelope, ClientError> {
+    let local = |what: &str, error: &dyn std::fmt::Display| ClientError::Local {
+        message: format!("{what}: {error}"),
+    };
+    let spool = tempfile::NamedTempFile::new()
+        .map_err(|e| local("no local file for the envelope", &e))?
+        .into_temp_path();
+    client.download_report(batch, &spool).await?;
+    let path = spool.to_path_buf();
+    let head = tokio::task::spawn_blocking(move || {
+        let open = || {
+            std::fs::File::open(&path)
+                .map(std::io::BufReader::new)
+                .map_err(|e| e.to_string())
+        };
+        let head = cowork_schema::envelope::read_head(open()?)?;
+        if !head.results_are_units() {
+            return Ok(head);
+        }
+        // One result a unit: few, and the summary names the units from them.
+        serde_json::from_reader(open()?).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| local("reading the envelope", &e))?
+    .map_err(|message| ClientError::Protocol {
+        url: format!("envelope of batch {batch}"),
+        message: format!("the envelope is not the documented json: {message}"),
+    })?;
+    Ok(FetchedEnvelope { head, spool })
+}

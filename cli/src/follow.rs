@@ -333,11 +333,13 @@ pub async fn watch_to_end(
     match end.state {
         BatchState::Done => {
             let envelope = report_of_ended(client, batch).await?;
-            let exit_code = end.exit_code.unwrap_or(if envelope.ok { 0 } else { 1 });
-            crate::summary::print(&crate::summary::Summary::new(&envelope, exit_code));
+            let exit_code = end
+                .exit_code
+                .unwrap_or(if envelope.head.ok { 0 } else { 1 });
+            crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
-                println!("{}", envelope.to_line());
+                envelope.print()?;
             }
             Ok(exit_code)
         }
@@ -363,11 +365,11 @@ const REPORT_LAG_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 async fn report_of_ended(
     client: &CoordinatorClient,
     batch: &BatchId,
-) -> Result<cowork_schema::envelope::Envelope, CliError> {
+) -> Result<crate::connect::FetchedEnvelope, CliError> {
     let mut lagging_since: Option<std::time::Instant> = None;
     let mut attempt = 0u32;
     loop {
-        let error = match client.report(batch).await {
+        let error = match crate::connect::fetch_envelope(client, batch).await {
             Ok(envelope) => return Ok(envelope),
             Err(error) => error,
         };

@@ -73,7 +73,8 @@ fn error_row(unit: String, error: &str) -> Row {
 
 /// What the summary needs, taken from an envelope (its batch keys, results and `fleet` key) so
 /// that `cowork run`, `cowork submit --watch` and `cowork rollup` print the same table. The
-/// head of an envelope is enough (results are read only for a plain files batch, one per file).
+/// head of an envelope is enough (results are read only where they are the units: a plain files
+/// batch, one per file, and a plain matrix, one per cell, whose scenario name they carry).
 pub struct Summary<'a> {
     pub envelope: &'a Envelope,
     pub judging: Judging,

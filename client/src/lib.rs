@@ -71,6 +71,9 @@ pub enum ClientError {
     /// The configured base url cannot be used.
     #[error("invalid coordinator url {url:?}: {message}")]
     InvalidUrl { url: String, message: String },
+    /// A download could not be written where it was asked to go (the message names the file).
+    #[error("{message}")]
+    Local { message: String },
 }
 
 impl ClientError {
@@ -240,6 +243,20 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// The stored keys of a batch under `prefix` (relative to `batches/<id>/`, e.g.
+    /// `jobs/c3/r2/`), relative to `batches/<id>/`; an empty prefix lists every key.
+    pub async fn artifacts_under(
+        &self,
+        batch_id: &BatchId,
+        prefix: &str,
+    ) -> Result<Vec<String>, ClientError> {
+        let mut url = self.url(&format!("v1/batches/{batch_id}/artifacts"))?;
+        if !prefix.is_empty() {
+            url.query_pairs_mut().append_pair("prefix", prefix);
+        }
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
     /// The bytes of one stored object of a batch (`path` as listed by [`Self::artifacts`]).
     pub async fn artifact(&self, batch_id: &BatchId, path: &str) -> Result<Vec<u8>, ClientError> {
         let url = self.url(&format!("v1/batches/{batch_id}/artifacts/{path}"))?;
@@ -253,6 +270,57 @@ impl CoordinatorClient {
                 message: e.to_string(),
             })?;
         Ok(bytes.to_vec())
+    }
+
+    /// Writes the batch's stored `envelope.json` to the file at `path` as it arrives (a
+    /// million-run batch's is 1.5 GB: never held in memory); returns its size. Read its head
+    /// with [`cowork_schema::envelope::read_head`].
+    pub async fn download_report(
+        &self,
+        batch_id: &BatchId,
+        path: &std::path::Path,
+    ) -> Result<u64, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/report"))?;
+        self.download(url, path).await
+    }
+
+    /// Writes one stored object of a batch to the file at `path` as it arrives; returns its
+    /// size.
+    pub async fn download_artifact(
+        &self,
+        batch_id: &BatchId,
+        key: &str,
+        path: &std::path::Path,
+    ) -> Result<u64, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/artifacts/{key}"))?;
+        self.download(url, path).await
+    }
+
+    /// GETs `url` into the file at `path`, piece by piece. A body cut off half way is an
+    /// `Unavailable` error and leaves a partial file, which the caller's next try overwrites.
+    async fn download(
+        &self,
+        url: reqwest::Url,
+        path: &std::path::Path,
+    ) -> Result<u64, ClientError> {
+        use tokio::io::AsyncWriteExt;
+        let response = self.send(url.clone(), self.http.get(url.clone())).await?;
+        let mut response = self.check(url.clone(), response).await?;
+        let local = |error: std::io::Error| ClientError::Local {
+            message: format!("writing {}: {error}", path.display()),
+        };
+        let mut file = tokio::fs::File::create(path).await.map_err(local)?;
+        let mut size = 0u64;
+        while let Some(piece) = response
+            .chunk()
+            .await
+            .map_err(|e| transport_error(&url, &e))?
+        {
+            size += piece.len() as u64;
+            file.write_all(&piece).await.map_err(local)?;
+        }
+        file.flush().await.map_err(local)?;
+        Ok(size)
     }
 
     /// Every live worker.
@@ -600,6 +668,18 @@ impl ArtifactStore for ApiArtifactReader {
             .map_err(|error| artifact_error(key, error))
     }
 
+    async fn get_file(&self, key: &str, path: &std::path::Path) -> Result<u64, ArtifactError> {
+        let Some(relative) = key.strip_prefix(&self.prefix) else {
+            return Err(ArtifactError::NotFound {
+                key: key.to_owned(),
+            });
+        };
+        self.client
+            .download_artifact(&self.batch_id, relative, path)
+            .await
+            .map_err(|error| artifact_error(key, error))
+    }
+
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
         match self.get(key).await {
             Ok(_) => Ok(true),
@@ -609,9 +689,12 @@ impl ArtifactStore for ApiArtifactReader {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
+        // The coordinator lists only under the prefix when it can (a job's directory, not the
+        // whole batch); one that cannot lists everything, and the filter below still holds.
+        let under = prefix.strip_prefix(&self.prefix).unwrap_or("");
         let paths = self
             .client
-            .artifacts(&self.batch_id)
+            .artifacts_under(&self.batch_id, under)
             .await
             .map_err(|error| artifact_error(prefix, error))?;
         let mut keys: Vec<String> = paths

@@ -368,6 +368,9 @@ pub(crate) struct Service {
     pub(crate) history: Arc<crate::history::HistoryCache>,
     /// One permit per submit being read and validated (`max_concurrent_submits`).
     pub(crate) submit_slots: Arc<tokio::sync::Semaphore>,
+    /// One permit per report being loaded and rendered
+    /// ([`crate::api::pages::REPORT_RENDERS_AT_ONCE`]); more wait their turn.
+    pub(crate) report_renders: Arc<tokio::sync::Semaphore>,
     /// sha256 of each accepted token: comparing fixed-size digests in constant time reveals
     /// neither a token's bytes nor its length.
     token_digests: Vec<[u8; 32]>,
@@ -423,6 +426,9 @@ impl Service {
             batch_counts: watch::Sender::new(None),
             history: Arc::new(crate::history::HistoryCache::default()),
             submit_slots,
+            report_renders: Arc::new(tokio::sync::Semaphore::new(
+                crate::api::pages::REPORT_RENDERS_AT_ONCE,
+            )),
             token_digests,
             links_reports: true,
             read_token_digests,

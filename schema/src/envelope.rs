@@ -80,10 +80,56 @@ impl Envelope {
     }
 
     /// The envelope as one compact line of JSON, without a trailing newline.
+    /// `true` when the envelope's results are its units, one run each (a plain batch of files,
+    /// one result a file; a plain matrix, one a cell), so there are no more of them than units
+    /// and a summary names its units from them; `false` for a repeat batch, whose results are
+    /// every run of every unit. A reader that keeps only an envelope's head keeps the results
+    /// too where this holds.
+    pub fn results_are_units(&self) -> bool {
+        self.rollups.is_none() && self.matrix_repeat.is_none()
+    }
+
     pub fn to_line(&self) -> String {
         serde_json::to_string(self)
             .expect("an envelope has only string keys and finite numbers, so it serializes")
     }
+}
+
+/// Reads an envelope from `reader` without its `results[]`, each result skipped as it streams
+/// by (the returned `results` is empty). What a summary, a status line or a report reads of a
+/// big batch's envelope, whose results would not fit in memory: a million-run envelope is
+/// 1.5 GB, its head a few MB.
+pub fn read_head(reader: impl std::io::Read) -> Result<Envelope, String> {
+    struct Head;
+    impl<'de> serde::de::Visitor<'de> for Head {
+        type Value = Map<String, Value>;
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("an envelope object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut head = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "results" {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    head.insert(key, Value::Array(Vec::new()));
+                } else {
+                    let value = map.next_value::<Value>()?;
+                    head.insert(key, value);
+                }
+            }
+            Ok(head)
+        }
+    }
+    use serde::Deserializer as _;
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    let head = deserializer
+        .deserialize_map(Head)
+        .map_err(|error| error.to_string())?;
+    deserializer.end().map_err(|error| error.to_string())?;
+    serde_json::from_value(Value::Object(head)).map_err(|error| error.to_string())
 }
 
 /// Returns a stored result as an envelope entry (harness-behaviour.md#envelope-success):
@@ -175,6 +221,20 @@ mod tests {
         check_round_trip_text(
             r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":true,"results":[],"rollups":[],"error":null,"fleet":{"z":1,"a":0.5}}"#,
         );
+    }
+
+    #[test]
+    fn the_head_is_the_envelope_without_its_results() {
+        for text in [RUN_ENVELOPE, REPLAY_ENVELOPE] {
+            let mut whole: Envelope = serde_json::from_str(text).expect("fixture is an envelope");
+            assert!(!whole.results.is_empty(), "the fixture has results to skip");
+            let head = read_head(text.as_bytes()).expect("the head reads");
+            whole.results.clear();
+            assert_eq!(head, whole);
+        }
+        let truncated = &RUN_ENVELOPE[..RUN_ENVELOPE.len() / 2];
+        assert!(read_head(truncated.as_bytes()).is_err());
+        assert!(read_head(&b"{} trailing"[..]).is_err());
     }
 
     fn check_round_trip_text(text: &str) {

@@ -126,10 +126,10 @@ pub async fn status(
             if ok { "PASS" } else { "FAIL" }
         );
         // Why units stopped is in the envelope only; a status without it still stands.
-        if let Ok(envelope) = client.report(&batch).await {
+        if let Ok(envelope) = crate::connect::fetch_envelope(&client, &batch).await {
             print!(
                 "{}",
-                for_terminal_lines(&crate::summary::stop_error_lines(&envelope.fleet))
+                for_terminal_lines(&crate::summary::stop_error_lines(&envelope.head.fleet))
             );
         }
     }
@@ -182,8 +182,7 @@ pub async fn results(
 ) -> Result<i32, CliError> {
     let client = client(client_args)?;
     let batch = resolve_remote(id, &client).await?;
-    let envelope = client
-        .report(&batch)
+    let envelope = crate::connect::fetch_envelope(&client, &batch)
         .await
         .map_err(|e| client_error(e, "fetching the batch's envelope"))?;
     let status = client
@@ -193,8 +192,8 @@ pub async fn results(
     let exit_code = status
         .record
         .exit_code
-        .unwrap_or(if envelope.ok { 0 } else { 1 });
-    crate::summary::print(&crate::summary::Summary::new(&envelope, exit_code));
+        .unwrap_or(if envelope.head.ok { 0 } else { 1 });
+    crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
     if let Some(dir) = download {
         let keys = client
             .artifacts(&batch)
@@ -209,17 +208,16 @@ pub async fn results(
             {
                 return Err(CliError::Failed(anyhow!("refusing artifact key {key:?}")));
             }
-            let bytes = client
-                .artifact(&batch, key)
-                .await
-                .map_err(|e| client_error(e, "downloading an artifact"))?;
             let path = dir.join(key);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", parent.display())))?;
             }
-            std::fs::write(&path, bytes)
-                .map_err(|e| CliError::Failed(anyhow!("writing {}: {e}", path.display())))?;
+            // Each file streams to disk: the envelope among them can be 1.5 GB.
+            client
+                .download_artifact(&batch, key, &path)
+                .await
+                .map_err(|e| client_error(e, &format!("downloading {key}")))?;
         }
         eprintln!(
             "downloaded {} of batch {batch} to {}",
@@ -227,7 +225,7 @@ pub async fn results(
             dir.display()
         );
     }
-    println!("{}", envelope.to_line());
+    envelope.print()?;
     Ok(exit_code)
 }
 

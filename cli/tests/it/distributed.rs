@@ -277,6 +277,12 @@ async fn sigterm_drains_a_worker_without_losing_its_running_job() {
         results.output().expect("running cowork results"),
     );
     assert_eq!(out.code(), 0, "{}", out.context());
+    // Its stdout is the stored envelope, byte for byte (streamed through a spool file).
+    assert!(
+        out.stdout.as_bytes() == fleet.object(&format!("batches/{batch}/envelope.json")),
+        "cowork results printed something else than the stored envelope\n{}",
+        out.context()
+    );
     for (_, _, artifacts) in &finished {
         for artifact in artifacts {
             let local = artifact

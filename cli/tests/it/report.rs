@@ -460,6 +460,36 @@ async fn report_through_the_coordinator_matches_its_report_route() {
         serde_json::from_str::<Value>(&body).expect("the envelope"),
         stored
     );
+    // Streamed from a verified spool, byte for byte, its size said up front.
+    let stored_bytes = fleet.object(&format!("batches/{batch}/envelope.json"));
+    assert!(
+        body.as_bytes() == stored_bytes,
+        "the stored envelope's bytes"
+    );
+    assert!(
+        head.contains(&format!("content-length: {}", stored_bytes.len())),
+        "{head}"
+    );
+    // The key listing under a prefix names only what is under it; a prefix that would leave
+    // the batch is refused.
+    let (status, _, body) = http_get(
+        port,
+        &format!("/v1/batches/{batch}/artifacts?prefix=jobs/c1/r2/"),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200, "{body}");
+    let under: Vec<String> = serde_json::from_str(&body).expect("a list of keys");
+    assert!(
+        under.contains(&"jobs/c1/r2/result.json".to_owned())
+            && under.iter().all(|key| key.starts_with("jobs/c1/r2/")),
+        "{under:?}"
+    );
+    let (status, _, body) = http_get(
+        port,
+        &format!("/v1/batches/{batch}/artifacts?prefix=../other/"),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 400, "{body}");
 
     // The token: a bearer header or `?token=`, nothing else; only on the page routes.
     assert_eq!(http_get(port, &target, None).0, 401);

@@ -524,8 +524,13 @@ pub(crate) async fn report(
         )));
     }
     let key = format!("batches/{batch_id}/envelope.json");
-    match service.ports.store.get(&key).await {
-        Ok(bytes) => Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response()),
+    // Streamed: a million-run batch's envelope is 1.5 GB.
+    match super::pages::stored_body(service.ports.store.as_ref(), &key).await {
+        Ok(super::pages::StoredBody { body, size }) => {
+            let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+            super::pages::set_length(&mut response, size);
+            Ok(response)
+        }
         Err(ArtifactError::NotFound { .. }) => Err(ApiFailure::not_found(&format!(
             "report of batch {batch_id}"
         ))),
@@ -536,21 +541,45 @@ pub(crate) async fn report(
     }
 }
 
-/// `GET /v1/batches/{id}/artifacts`: every stored key of the batch, relative to
-/// `batches/<id>/`, sorted (spec, jobs' artifacts, rollup, envelope).
+/// The query of `GET /v1/batches/{id}/artifacts`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ArtifactsQuery {
+    /// Only the keys under this prefix, relative to `batches/<id>/` (e.g. `jobs/c3/r2/`).
+    prefix: Option<String>,
+}
+
+/// `GET /v1/batches/{id}/artifacts[?prefix=…]`: every stored key of the batch (or those under
+/// `prefix`), relative to `batches/<id>/`, sorted (spec, jobs' artifacts, rollup, envelope).
 pub(crate) async fn artifacts(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<ArtifactsQuery>,
 ) -> Result<Json<Vec<String>>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     record_of(&service, &batch_id).await?;
-    let prefix = format!("batches/{batch_id}/");
+    let under = query.prefix.unwrap_or_default();
+    if under.starts_with('/')
+        || under
+            .split('/')
+            .any(|segment| segment == "." || segment == ".." || segment.contains('\\'))
+    {
+        return Err(ApiFailure::bad_request(
+            "invalid prefix",
+            vec![format!(
+                "prefix {under:?}: a path inside the batch, like jobs/c3/r2/"
+            )],
+        ));
+    }
+    let prefix = format!("batches/{batch_id}/{under}");
     match service.ports.store.list(&prefix).await {
-        Ok(keys) => Ok(Json(
-            keys.into_iter()
-                .filter_map(|key| key.strip_prefix(&prefix).map(str::to_owned))
-                .collect(),
-        )),
+        Ok(keys) => {
+            let batch_prefix = format!("batches/{batch_id}/");
+            Ok(Json(
+                keys.into_iter()
+                    .filter_map(|key| key.strip_prefix(&batch_prefix).map(str::to_owned))
+                    .collect(),
+            ))
+        }
         Err(error) => {
             let transient = error.is_transient();
             Err(ApiFailure::port(

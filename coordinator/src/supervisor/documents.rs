@@ -37,8 +37,9 @@ pub const ROLLUP_FILE: &str = "rollup.json";
 /// A stored envelope and what the callers of a decided batch need of it.
 #[derive(Debug)]
 pub struct StoredEnvelope {
-    /// The envelope without `results[]`, except for a plain files batch (no `--repeat`, no
-    /// matrix), whose few results the summary table lists one per file.
+    /// The envelope without `results[]`, except where its results are its units (a plain
+    /// files batch or a plain matrix, [`Envelope::results_are_units`]), whose few results
+    /// the summary table lists and names its rows from.
     pub head: Envelope,
     /// The stored bytes, spooled in a local temporary file (removed when dropped).
     pub spool: tempfile::TempPath,
@@ -160,9 +161,7 @@ pub async fn spool_envelope(
         .map(|at| at + r#""results":["#.len())
         .expect("an envelope always has a results key");
     let (prefix, suffix) = line.split_at(split);
-    let keep_results = reduction.rollups.is_none()
-        && reduction.matrix.is_none()
-        && reduction.matrix_repeat.is_none();
+    let keep_results = head.results_are_units();
     let spool = tempfile::NamedTempFile::new().map_err(spool_error)?;
     let (file, spool) = spool.into_parts();
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::from_std(file));

@@ -181,7 +181,7 @@ pub struct BatchOutcome {
     pub rollup_json: Vec<u8>,
     /// The envelope's `fleet` key.
     pub fleet: FleetMeta,
-    /// The envelope without `results[]` (kept for a plain files batch, one per file): what a
+    /// The envelope without `results[]` (kept where they are its units): what a
     /// summary table needs.
     pub envelope_head: Envelope,
     /// The store key of the envelope (`batches/<id>/envelope.json`).

@@ -480,6 +480,7 @@ pub fn kind(error: &ClientError) -> &'static str {
         ClientError::Server { .. } => "server",
         ClientError::Protocol { .. } => "protocol",
         ClientError::InvalidUrl { .. } => "invalid-url",
+        ClientError::Local { .. } => "local",
     }
 }
 
