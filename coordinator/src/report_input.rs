@@ -185,7 +185,7 @@ async fn read_envelope_head(
     // Parsing a big envelope takes seconds of CPU: off the async runtime.
     let head = tokio::task::spawn_blocking(move || {
         let file = std::fs::File::open(&path)?;
-        let head = envelope_head(std::io::BufReader::new(file));
+        let head = cowork_schema::envelope::read_head(std::io::BufReader::new(file));
         drop(path);
         Ok::<_, std::io::Error>(head)
     })
@@ -205,40 +205,6 @@ async fn read_envelope_head(
         what: "envelope",
         message,
     })
-}
-
-/// Parses an envelope from `reader`, skipping each entry of `results[]` as it streams by.
-fn envelope_head(reader: impl std::io::Read) -> Result<Envelope, String> {
-    struct Head;
-    impl<'de> serde::de::Visitor<'de> for Head {
-        type Value = serde_json::Map<String, Value>;
-        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-            formatter.write_str("an envelope object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut head = serde_json::Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "results" {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                    head.insert(key, Value::Array(Vec::new()));
-                } else {
-                    let value = map.next_value::<Value>()?;
-                    head.insert(key, value);
-                }
-            }
-            Ok(head)
-        }
-    }
-    use serde::Deserializer as _;
-    let mut deserializer = serde_json::Deserializer::from_reader(reader);
-    let head = deserializer
-        .deserialize_map(Head)
-        .map_err(|error| error.to_string())?;
-    deserializer.end().map_err(|error| error.to_string())?;
-    serde_json::from_value(Value::Object(head)).map_err(|error| error.to_string())
 }
 
 /// The batch's wall time: `stats.json`'s `wallMs`, else the envelope's `fleet.wallMs` (or
@@ -296,7 +262,7 @@ pub async fn load_report_input(
     let Some(rollup) = rollup else {
         // Judging needs every outcome at once (harness-behaviour.md#index-order-reducer), so an
         // unfinished batch is still read whole.
-        let (mut runs, outcomes) = read_jobs(store, batch_id).await?;
+        let (mut runs, outcomes) = read_jobs(store, &stored).await?;
         let judged = unfinished::judge(&stored, &outcomes, &runs)?;
         for run in &mut runs {
             run.discarded = judged.discarded.contains(&(run.unit, run.repeat_index));
@@ -320,7 +286,7 @@ pub async fn load_report_input(
         envelope
     });
     let discarded = discarded_jobs(&envelope);
-    let (runs, briefs) = read_decided_jobs(store, batch_id, &discarded).await?;
+    let (runs, briefs) = read_decided_jobs(store, &stored, &discarded).await?;
     let eval = if stored.spec.mode == BatchMode::Eval {
         load_eval(store, &format!("{prefix}{EVAL_DOCUMENT_FILE}")).await?
     } else {
@@ -338,48 +304,34 @@ pub async fn load_report_input(
     })
 }
 
-/// The batch's jobs, found by listing its job keys: their number, and a stream reading each
+/// The batch's jobs, those of its stored plan: their number, and a stream reading each
 /// (`None` for a job that left neither a record nor a result) `PARALLEL_READS` at a time in
-/// (unit, repeat index) order.
-async fn job_reads<'a>(
+/// (unit, repeat index) order. Nothing is listed and nothing is held per job before it is read.
+fn job_reads<'a>(
     store: &'a dyn ArtifactStore,
-    batch_id: &'a BatchId,
-) -> Result<
+    stored: &'a StoredBatch,
+) -> (
+    usize,
+    impl futures::Stream<Item = Result<Option<jobs::ReadJob>, ReportError>> + Send + 'a,
+) {
+    let batch_id = &stored.batch_id;
+    let n_jobs = usize::try_from(stored.plan.n_jobs).unwrap_or(0);
+    let reads = jobs::planned_jobs(stored).map(move |job| jobs::read_job(store, batch_id, job));
+    // `buffered` keeps the (unit, repeat index) order of the plan.
     (
-        usize,
-        impl futures::Stream<Item = Result<Option<jobs::ReadJob>, ReportError>> + Send + 'a,
-    ),
-    ReportError,
-> {
-    let jobs_prefix = cowork_schema::layout::jobs_prefix(batch_id);
-    let keys = store
-        .list(&jobs_prefix)
-        .await
-        .map_err(|source| ReportError::Store {
-            key: jobs_prefix.clone(),
-            source,
-        })?;
-    let found = jobs::locate_jobs(batch_id, &jobs_prefix, keys);
-    let n_jobs = found.len();
-    // Each read owns its job's keys: a future that borrowed them through the iterator's
-    // closure would not be `Send` for every lifetime, which the API's handlers need.
-    let reads = found
-        .into_iter()
-        .map(move |(job, keys)| async move { jobs::read_job(store, batch_id, job, &keys).await });
-    // `buffered` keeps the (unit, repeat index) order of the map.
-    Ok((
         n_jobs,
         futures::stream::iter(reads).buffered(PARALLEL_READS),
-    ))
+    )
 }
 
 /// Every job of the batch that left a record or a result: the runs in (unit, repeat index)
 /// order, and the outcome of each for the reducer.
 async fn read_jobs(
     store: &dyn ArtifactStore,
-    batch_id: &BatchId,
+    stored: &StoredBatch,
 ) -> Result<(Vec<StoredRun>, unfinished::Outcomes), ReportError> {
-    let (n_jobs, mut stream) = job_reads(store, batch_id).await?;
+    let (n_jobs, stream) = job_reads(store, stored);
+    let mut stream = std::pin::pin!(stream);
     let mut runs = Vec::with_capacity(n_jobs);
     let mut outcomes = unfinished::Outcomes::new();
     while let Some(read) = stream.next().await {
@@ -397,10 +349,12 @@ async fn read_jobs(
 /// holds the job ids the envelope lists as discarded.
 async fn read_decided_jobs(
     store: &dyn ArtifactStore,
-    batch_id: &BatchId,
+    stored: &StoredBatch,
     discarded: &HashSet<String>,
 ) -> Result<(Vec<StoredRun>, Vec<RunBrief>), ReportError> {
-    let (n_jobs, mut stream) = job_reads(store, batch_id).await?;
+    let batch_id = &stored.batch_id;
+    let (n_jobs, stream) = job_reads(store, stored);
+    let mut stream = std::pin::pin!(stream);
     let mut briefs = Vec::with_capacity(n_jobs);
     let mut picker = DetailedRuns::default();
     while let Some(read) = stream.next().await {

@@ -60,12 +60,20 @@ pub struct StoredJob {
     pub result: Option<ArtifactLocation>,
 }
 
+/// One job record as stored: its generation and key, and what it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FoundRecord {
+    pub generation: u32,
+    pub key: String,
+    pub stored: StoredOutcome,
+}
+
 /// Reads the record of `job` for `generation`; `None` when there is none.
-async fn read_generation(
+async fn read_record(
     store: &dyn ArtifactStore,
     job: &JobId,
     generation: u32,
-) -> Result<Option<StoredJob>, StoredJobError> {
+) -> Result<Option<FoundRecord>, StoredJobError> {
     let key = layout::job_record_key(job, generation);
     let bytes = match store.get(&key).await {
         Ok(bytes) => bytes,
@@ -76,7 +84,17 @@ async fn read_generation(
         key: key.clone(),
         message: error.to_string(),
     })?;
-    let outcome = match stored {
+    Ok(Some(FoundRecord {
+        generation,
+        key,
+        stored,
+    }))
+}
+
+/// What the record says of the job and where its result is.
+fn stored_job(job: &JobId, found: FoundRecord) -> StoredJob {
+    let generation = found.generation;
+    let outcome = match found.stored {
         StoredOutcome::Record(record) => {
             let result = matches!(record.outcome, JobOutcome::Completed { .. })
                 .then(|| record.artifact("result.json"))
@@ -85,13 +103,13 @@ async fn read_generation(
                     key: artifact.key.clone(),
                     sha256: Some(artifact.sha256.clone()),
                 });
-            return Ok(Some(StoredJob {
+            return StoredJob {
                 generation,
                 attempt: record.attempt,
                 harness_version: record.harness_version,
                 outcome: record.outcome,
                 result,
-            }));
+            };
         }
         StoredOutcome::Bare(outcome) => outcome,
     };
@@ -100,13 +118,13 @@ async fn read_generation(
         key: format!("{}/result.json", layout::job_dir(job)),
         sha256: None,
     });
-    Ok(Some(StoredJob {
+    StoredJob {
         generation,
         attempt: 0,
         harness_version: None,
         outcome,
         result,
-    }))
+    }
 }
 
 /// The generations of `job` that have a record besides generation 0, newest first.
@@ -144,19 +162,27 @@ pub async fn read_stored_job(
     store: &dyn ArtifactStore,
     job: &JobId,
 ) -> Result<Option<StoredJob>, StoredJobError> {
-    let first = read_generation(store, job, 0).await?;
-    if matches!(
-        &first,
-        Some(StoredJob {
-            outcome: JobOutcome::Completed { .. },
-            ..
-        })
-    ) {
+    Ok(read_job_record(store, job)
+        .await?
+        .map(|found| stored_job(job, found)))
+}
+
+/// The record that counts for `job`, by the rule of [`read_stored_job`]: generation 0's when
+/// it holds a completed run (one read, no listing), else the newest generation's. `None` when
+/// the job has no record at all.
+pub async fn read_job_record(
+    store: &dyn ArtifactStore,
+    job: &JobId,
+) -> Result<Option<FoundRecord>, StoredJobError> {
+    let first = read_record(store, job, 0).await?;
+    if let Some(found) = &first
+        && matches!(found.stored.outcome(), JobOutcome::Completed { .. })
+    {
         return Ok(first);
     }
     for generation in later_generations(store, job).await? {
-        if let Some(stored) = read_generation(store, job, generation).await? {
-            return Ok(Some(stored));
+        if let Some(found) = read_record(store, job, generation).await? {
+            return Ok(Some(found));
         }
     }
     Ok(first)

@@ -1,4 +1,5 @@
-//! Finding and reading a batch's jobs: each job's files are found through its record
+//! Finding and reading a batch's jobs: the jobs are those of the stored plan (no listing of the
+//! store), and each job's files are found through its record
 //! (`outcome.json`, a [`JobRecord`] naming the keys of the attempt's artifacts), never by
 //! guessing a path. Two older shapes are read too: a bare [`JobOutcome`] as the record (the
 //! files are then beside it, at the job's flat path) and no record at all (a `result.json` at
@@ -11,113 +12,83 @@
 //! batches/<id>/jobs/<job>/g<G>a<A>/<name>       any other attempt
 //! ```
 
-use std::collections::BTreeMap;
-
-use cowork_fabric::ArtifactStore;
+use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::BatchId;
+use cowork_schema::batch::StoredBatch;
 use cowork_schema::event::{JobOutcome, StoredOutcome};
 use cowork_schema::ids::{JobId, UnitRef};
-use cowork_schema::layout::JOB_RECORD_FILE;
+use cowork_schema::layout;
 use serde_json::Value;
 
 use super::{Missing, ReportError, parse, read};
+use crate::stored_job::{FoundRecord, StoredJobError, read_job_record};
 use cowork_core::report::{RunOutcome, RunRecord, StoredRun};
 
 /// The name of a run's result among its artifacts.
 const RESULT_FILE: &str = "result.json";
 
-/// The keys the store holds for one job.
-#[derive(Debug, Default)]
-pub(super) struct JobKeys {
-    /// Files directly in the job's directory (attempt 1 of generation 0, or the older shapes).
-    flat: Vec<String>,
-    /// Record keys by generation.
-    records: BTreeMap<u32, String>,
+/// Every job of the batch's plan, in (unit, repeat index) order, computed from the stored plan
+/// rather than found by listing the store: a listing of a million-run batch is two million
+/// keys to hold, and some S3 servers (s3s-fs) walk the whole bucket for every page of it.
+pub(super) fn planned_jobs(
+    stored: &StoredBatch,
+) -> impl Iterator<Item = (UnitRef, Option<u32>)> + Send + '_ {
+    let kind = stored.plan.kind;
+    let repeat = stored.plan.repeat;
+    stored
+        .plan
+        .units
+        .iter()
+        .enumerate()
+        .filter(|(_, unit)| unit.cell_error.is_none())
+        .flat_map(move |(index, _)| {
+            let unit = crate::supervisor::unit_ref(kind, index as u32);
+            let repeats: Box<dyn Iterator<Item = Option<u32>> + Send> = match repeat {
+                Some(n) => Box::new((0..n).map(Some)),
+                None => Box::new(std::iter::once(None)),
+            };
+            repeats.map(move |repeat_index| (unit, repeat_index))
+        })
 }
 
-/// The jobs of a batch found under `batches/<id>/jobs/`, by (unit, repeat index).
-pub(super) type JobsFound = BTreeMap<(UnitRef, Option<u32>), JobKeys>;
-
-/// Groups every key under the batch's `jobs/` prefix by the job it belongs to. Keys that name
-/// no job of this batch are ignored.
-pub(super) fn locate_jobs(batch_id: &BatchId, jobs_prefix: &str, keys: Vec<String>) -> JobsFound {
-    let mut found = JobsFound::new();
-    for key in keys {
-        let Some((unit, repeat_index, place)) = key
-            .strip_prefix(jobs_prefix)
-            .and_then(|rest| place_of(batch_id, rest))
-        else {
-            continue;
-        };
-        let job = found.entry((unit, repeat_index)).or_default();
-        match place {
-            Place::Flat { is_record } => {
-                if is_record {
-                    job.records.insert(0, key.clone());
-                }
-                job.flat.push(key);
-            }
-            Place::Record(generation) => {
-                job.records.insert(generation, key);
-            }
-            Place::Other => {}
-        }
-    }
-    for job in found.values_mut() {
-        job.flat.sort();
-    }
-    found
+/// The files directly in `job`'s directory (attempt 1 of generation 0, or an older shape's):
+/// listed only for the older shapes, whose record names no files.
+async fn flat_files(store: &dyn ArtifactStore, job: &JobId) -> Result<Vec<String>, ReportError> {
+    let prefix = format!("{}/", layout::job_dir(job));
+    let keys = store
+        .list(&prefix)
+        .await
+        .map_err(|source| ReportError::Store {
+            key: prefix.clone(),
+            source,
+        })?;
+    Ok(keys
+        .into_iter()
+        .filter(|key| {
+            key.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.contains('/'))
+        })
+        .collect())
 }
 
-/// Where a key lies within its job's directory.
-enum Place {
-    /// Directly in the job's directory; `is_record` for its `outcome.json`.
-    Flat { is_record: bool },
-    /// `g<G>/outcome.json`: the record of generation `G`.
-    Record(u32),
-    /// Anything else (an attempt directory's files are found through the record).
-    Other,
-}
-
-/// The job and place of a key relative to `jobs/`: `<unit>/r<k>/…` for a repeat job,
-/// `<unit>/…` without repeat.
-fn place_of(batch_id: &BatchId, rest: &str) -> Option<(UnitRef, Option<u32>, Place)> {
-    let segments: Vec<&str> = rest.split('/').collect();
-    let repeat_job = match segments.as_slice() {
-        [unit, repeat, _, ..] => JobId::parse(&format!("{batch_id}/{unit}/{repeat}"))
-            .map(|(_, unit, repeat_index)| (unit, repeat_index, &segments[2..])),
-        _ => None,
-    };
-    let (unit, repeat_index, remainder) = match repeat_job {
-        Some(found) => found,
-        None => match segments.as_slice() {
-            [unit, _, ..] => {
-                let (_, unit, repeat_index) = JobId::parse(&format!("{batch_id}/{unit}"))?;
-                (unit, repeat_index, &segments[1..])
-            }
-            _ => return None,
+fn record_error(error: StoredJobError) -> ReportError {
+    match error {
+        StoredJobError::Store { key, source } => ReportError::Store { key, source },
+        StoredJobError::Unreadable { key, message } => ReportError::Malformed {
+            key,
+            what: "job record",
+            message,
         },
-    };
-    let place = match remainder {
-        [name] => Place::Flat {
-            is_record: *name == JOB_RECORD_FILE,
+        StoredJobError::Mismatch {
+            key,
+            expected,
+            found,
+        } => ReportError::Malformed {
+            key,
+            what: "job artifact",
+            message: format!("sha256 {found}, the record says {expected}"),
         },
-        [dir, name] if *name == JOB_RECORD_FILE => match record_generation(dir) {
-            Some(generation) => Place::Record(generation),
-            None => Place::Other,
-        },
-        _ => Place::Other,
-    };
-    Some((unit, repeat_index, place))
-}
-
-/// `g<G>` (a record directory) gives `G`; attempt directories (`g<G>a<A>`) give nothing.
-fn record_generation(dir: &str) -> Option<u32> {
-    let digits = dir.strip_prefix('g')?;
-    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
     }
-    digits.parse().ok()
 }
 
 /// A job read back: the run the report shows and the outcome the reducer would fold.
@@ -126,44 +97,50 @@ pub(super) struct ReadJob {
     pub(super) outcome: JobOutcome,
 }
 
-/// Reads one job through its latest record. `None` when the job left no record and no result
-/// (it never finished).
+/// Reads one job through the record that counts (`stored_job::read_job_record`). `None` when
+/// the job left no record and no result (it never finished).
 pub(super) async fn read_job(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,
     (unit, repeat_index): (UnitRef, Option<u32>),
-    keys: &JobKeys,
 ) -> Result<Option<ReadJob>, ReportError> {
-    let (outcome, artifacts, record) = match keys.records.last_key_value() {
-        Some((_, record_key)) => {
-            let bytes = read(store, batch_id, record_key, Missing::Report).await?;
-            let stored = StoredOutcome::parse(&bytes).map_err(|error| ReportError::Malformed {
-                key: record_key.clone(),
-                what: "job record",
-                message: error.to_string(),
-            })?;
-            match stored {
-                StoredOutcome::Record(record) => {
-                    let artifacts = record.artifacts.iter().map(|a| a.key.clone()).collect();
-                    let info = RunRecord {
-                        attempt: record.attempt,
-                        generation: record.generation,
-                        worker_id: record.worker_id.clone(),
-                        harness_version: record.harness_version.clone(),
-                        exit_code: record.exit_code,
-                        run_ms: record.run_ms,
-                    };
-                    (record.outcome, artifacts, Some(info))
-                }
-                // The older shape: a bare outcome, its files at the job's flat path.
-                StoredOutcome::Bare(outcome) => (outcome, keys.flat.clone(), None),
-            }
-        }
-        None => {
-            let Some(result_key) = keys.flat.iter().find(|key| is_result(key)) else {
-                return Ok(None);
+    let job = JobId::new(batch_id, unit, repeat_index);
+    let found = read_job_record(store, &job).await.map_err(record_error)?;
+    let record_key = found.as_ref().map(|found| found.key.clone());
+    let (outcome, artifacts, record) = match found {
+        Some(FoundRecord {
+            stored: StoredOutcome::Record(record),
+            ..
+        }) => {
+            let artifacts = record.artifacts.iter().map(|a| a.key.clone()).collect();
+            let info = RunRecord {
+                attempt: record.attempt,
+                generation: record.generation,
+                worker_id: record.worker_id.clone(),
+                harness_version: record.harness_version.clone(),
+                exit_code: record.exit_code,
+                run_ms: record.run_ms,
             };
-            let result = read_result(store, batch_id, result_key).await?;
+            (record.outcome, artifacts, Some(info))
+        }
+        // The older shape: a bare outcome, its files at the job's flat path.
+        Some(FoundRecord {
+            stored: StoredOutcome::Bare(outcome),
+            ..
+        }) => (outcome, flat_files(store, &job).await?, None),
+        None => {
+            // The oldest shape: no record, a result at the job's flat path.
+            let result_key = format!("{}/{RESULT_FILE}", layout::job_dir(&job));
+            let result = match store.get(&result_key).await {
+                Ok(bytes) => result_value(&bytes, &result_key)?,
+                Err(ArtifactError::NotFound { .. }) => return Ok(None),
+                Err(source) => {
+                    return Err(ReportError::Store {
+                        key: result_key,
+                        source,
+                    });
+                }
+            };
             let run =
                 cowork_core::verdict::view_with_rederived_verdict(&result).map_err(|error| {
                     ReportError::Malformed {
@@ -173,7 +150,7 @@ pub(super) async fn read_job(
                     }
                 })?;
             let mut stored = StoredRun::completed(unit, repeat_index, result);
-            stored.artifacts = keys.flat.clone();
+            stored.artifacts = flat_files(store, &job).await?;
             return Ok(Some(ReadJob {
                 run: stored,
                 outcome: JobOutcome::Completed { run },
@@ -190,11 +167,7 @@ pub(super) async fn read_job(
     let run_outcome = match &outcome {
         JobOutcome::Completed { .. } if result.is_null() => {
             return Err(ReportError::Malformed {
-                key: keys
-                    .records
-                    .last_key_value()
-                    .map(|(_, key)| key.clone())
-                    .unwrap_or_default(),
+                key: record_key.unwrap_or_default(),
                 what: "job record",
                 message: "a completed job whose record names no result.json".to_owned(),
             });
@@ -240,7 +213,12 @@ async fn read_result(
     key: &str,
 ) -> Result<Value, ReportError> {
     let bytes = read(store, batch_id, key, Missing::Report).await?;
-    let result: Value = parse(&bytes, key, "result")?;
+    result_value(&bytes, key)
+}
+
+/// A stored `result.json` as a JSON object.
+fn result_value(bytes: &[u8], key: &str) -> Result<Value, ReportError> {
+    let result: Value = parse(bytes, key, "result")?;
     if !result.is_object() {
         return Err(ReportError::Malformed {
             key: key.to_owned(),
