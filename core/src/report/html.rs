@@ -108,7 +108,7 @@ a.ov.fail,a.ov.error{outline:1px solid #cf222e}
 a.ov.error{background:#8250df}a.ov.not-run{background:#fff;border-style:dashed}
 table.ov-matrix td{padding:1px;border:0}table.ov-matrix th{font-size:11px;padding:1px 6px;font-weight:400}
 ol.worst{margin:6px 0;padding-left:22px;columns:2 420px;font-size:13px}
-ol.worst li{break-inside:avoid}
+ol.worst li{break-inside:avoid;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 .legend{margin:8px 0 0;font-size:12px;color:#59636e}
 .legend .swatch{display:inline-block;width:28px;height:12px;margin:0 4px 0 10px;vertical-align:middle;border:1px solid #d0d7de}
 .legend .dot{margin:0 3px 0 10px;vertical-align:middle}
@@ -559,13 +559,14 @@ fn overview(out: &mut String, summary: &Summary<'_>) {
                         js_to_points(summary.judging.min_pass_rate - rate)
                     )
                 });
+            // One line an entry, the badge first: a long label is cut short (the title
+            // keeps it whole) rather than wrapping, so twelve entries take six lines and
+            // the squares of 1,000 cells stay on the first screen.
             let _ = write!(
                 out,
-                "<li data-unit=\"{id}\"><a href=\"#unit-{id}\"><code>{id}</code> {}</a> \
-                 {}/{} ({rate}{gap}) {}</li>",
+                "<li data-unit=\"{id}\" title=\"{}\">{} <a href=\"#unit-{id}\"><code>{id}</code> \
+                 {}</a> {}/{} ({rate}{gap})</li>",
                 escape(unit.label),
-                unit.passes,
-                unit.completed,
                 verdict_badge(
                     if overview_rank(unit).0 == 0 {
                         unit.status.as_str()
@@ -578,6 +579,9 @@ fn overview(out: &mut String, summary: &Summary<'_>) {
                         "FLAKY".to_owned()
                     }
                 ),
+                escape(unit.label),
+                unit.passes,
+                unit.completed,
                 id = escape(&unit.id),
             );
         }
