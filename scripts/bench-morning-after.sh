@@ -74,6 +74,9 @@ measure "batches" "$work/batches.out" "$cowork" batches --store "$store"
 measure "diff latest~1 latest" "$work/diff.out" "$cowork" diff latest~1 latest --store "$store"
 measure "trend --last 2" "$work/trend.out" \
   "$cowork" trend scenarios/csv-report.yaml --last 2 --store "$store"
+# Last: it writes the batch's next generation (it reads every job record and runs none).
+measure "resume latest (decided, nothing to run)" "$work/resume.out" \
+  "$cowork" resume latest --store "$store"
 
 echo
 echo "diff:"
