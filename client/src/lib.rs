@@ -239,8 +239,7 @@ impl CoordinatorClient {
 
     /// Every stored key of a batch, relative to `batches/<id>/`.
     pub async fn artifacts(&self, batch_id: &BatchId) -> Result<Vec<String>, ClientError> {
-        let url = self.url(&format!("v1/batches/{batch_id}/artifacts"))?;
-        self.call_json(url.clone(), self.http.get(url)).await
+        self.artifacts_under(batch_id, "").await
     }
 
     /// The stored keys of a batch under `prefix` (relative to `batches/<id>/`, e.g.

@@ -115,10 +115,7 @@ pub async fn rejudge_stored(
     let mut what_ran = WhatRan::new(stored, flags)?;
     let mut locations = ResultIndex::new(stored.plan.units.len());
     let mut harness_versions: Vec<String> = Vec::new();
-    let repeats: Vec<Option<u32>> = match stored.plan.repeat {
-        Some(n) => (0..n).map(Some).collect(),
-        None => vec![None],
-    };
+    let repeats = stored.plan.repeat_indices();
     let batch = &stored.batch_id;
     for (unit_idx, unit) in stored.plan.units.iter().enumerate() {
         if unit.cell_error.is_some() {
@@ -255,10 +252,7 @@ impl WhatRan {
         for job in &mut reduction.discarded {
             job.repeat_index = original(job.unit, job.repeat_index);
         }
-        let repeats: Vec<Option<u32>> = match stored.plan.repeat {
-            Some(n) => (0..n).map(Some).collect(),
-            None => vec![None],
-        };
+        let repeats = stored.plan.repeat_indices();
         let mut never_ran = Vec::new();
         for unit in closed {
             let indices = ran.get(&unit).map(Vec::as_slice).unwrap_or_default();

@@ -139,9 +139,38 @@ pub fn check_key(key: &str) -> Result<(), ArtifactError> {
     Ok(())
 }
 
+/// Checks a listing prefix: empty (everything), or a valid key ([`check_key`]) with an optional
+/// trailing `/`.
+pub fn check_prefix(prefix: &str) -> Result<(), ArtifactError> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    check_key(prefix.strip_suffix('/').unwrap_or(prefix)).map_err(|error| match error {
+        ArtifactError::InvalidKey { reason, .. } => ArtifactError::InvalidKey {
+            key: prefix.to_owned(),
+            reason,
+        },
+        other => other,
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::check_key;
+    use super::{check_key, check_prefix};
+
+    #[test]
+    fn list_prefixes_allow_a_trailing_slash() {
+        fn check(prefix: &str, ok: bool) {
+            assert_eq!(check_prefix(prefix).is_ok(), ok, "{prefix:?}");
+        }
+        check("", true);
+        check("batches/", true);
+        check("batches/b1/jobs/c", true);
+        check("/", false);
+        check("/batches", false);
+        check("batches//", false);
+        check("batches/../", false);
+    }
 
     #[test]
     fn keys_are_relative_and_normalized() {

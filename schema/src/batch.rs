@@ -292,6 +292,17 @@ pub struct PlanSummary {
     pub units: Vec<UnitSummary>,
 }
 
+impl PlanSummary {
+    /// The repeat index of each job of a unit, in order: `0..repeat` with `--repeat`, else one
+    /// job without an index.
+    pub fn repeat_indices(&self) -> Vec<Option<u32>> {
+        match self.repeat {
+            Some(n) => (0..n).map(Some).collect(),
+            None => vec![None],
+        }
+    }
+}
+
 /// `files` or `matrix`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -558,15 +558,12 @@ pub(crate) async fn artifacts(
     let batch_id = parse_id(&id)?;
     record_of(&service, &batch_id).await?;
     let under = query.prefix.unwrap_or_default();
-    if under.starts_with('/')
-        || under
-            .split('/')
-            .any(|segment| segment == "." || segment == ".." || segment.contains('\\'))
-    {
+    // The store's own rule for a listing prefix, so a prefix cannot leave the batch.
+    if let Err(error) = cowork_fabric::artifacts::check_prefix(&under) {
         return Err(ApiFailure::bad_request(
             "invalid prefix",
             vec![format!(
-                "prefix {under:?}: a path inside the batch, like jobs/c3/r2/"
+                "{error}: give a path inside the batch, like jobs/c3/r2/"
             )],
         ));
     }

@@ -12,7 +12,7 @@
 //! batches/<id>/jobs/<job>/g<G>a<A>/<name>       any other attempt
 //! ```
 
-use cowork_fabric::{ArtifactError, ArtifactStore};
+use cowork_fabric::ArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::event::{JobOutcome, StoredOutcome};
@@ -20,7 +20,7 @@ use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::layout;
 use serde_json::Value;
 
-use super::{Missing, ReportError, parse, read};
+use super::{Missing, ReportError, parse, read, read_optional};
 use crate::stored_job::{FoundRecord, StoredJobError, read_job_record};
 use cowork_core::report::{RunOutcome, RunRecord, StoredRun};
 
@@ -34,7 +34,7 @@ pub(super) fn planned_jobs(
     stored: &StoredBatch,
 ) -> impl Iterator<Item = (UnitRef, Option<u32>)> + Send + '_ {
     let kind = stored.plan.kind;
-    let repeat = stored.plan.repeat;
+    let repeats = stored.plan.repeat_indices();
     stored
         .plan
         .units
@@ -43,11 +43,10 @@ pub(super) fn planned_jobs(
         .filter(|(_, unit)| unit.cell_error.is_none())
         .flat_map(move |(index, _)| {
             let unit = crate::supervisor::unit_ref(kind, index as u32);
-            let repeats: Box<dyn Iterator<Item = Option<u32>> + Send> = match repeat {
-                Some(n) => Box::new((0..n).map(Some)),
-                None => Box::new(std::iter::once(None)),
-            };
-            repeats.map(move |repeat_index| (unit, repeat_index))
+            repeats
+                .clone()
+                .into_iter()
+                .map(move |repeat_index| (unit, repeat_index))
         })
 }
 
@@ -131,16 +130,10 @@ pub(super) async fn read_job(
         None => {
             // The oldest shape: no record, a result at the job's flat path.
             let result_key = format!("{}/{RESULT_FILE}", layout::job_dir(&job));
-            let result = match store.get(&result_key).await {
-                Ok(bytes) => result_value(&bytes, &result_key)?,
-                Err(ArtifactError::NotFound { .. }) => return Ok(None),
-                Err(source) => {
-                    return Err(ReportError::Store {
-                        key: result_key,
-                        source,
-                    });
-                }
+            let Some(bytes) = read_optional(store, &result_key).await? else {
+                return Ok(None);
             };
+            let result = result_value(&bytes, &result_key)?;
             let run =
                 cowork_core::verdict::view_with_rederived_verdict(&result).map_err(|error| {
                     ReportError::Malformed {

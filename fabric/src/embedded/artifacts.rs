@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use cowork_schema::event::ArtifactRef;
 
-use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key};
+use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key, check_prefix};
 use crate::sha256_hex;
 
 /// An artifact store on a local directory. Writes are atomic (temporary file, then rename), so a
@@ -268,9 +268,7 @@ impl ArtifactStore for DirArtifactStore {
     }
 
     async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-        if !prefix.is_empty() {
-            check_key(prefix.strip_suffix('/').unwrap_or(prefix))?;
-        }
+        check_prefix(prefix)?;
         let dir = self.root.join(prefix.trim_end_matches('/'));
         let prefix_owned = prefix.to_owned();
         blocking(prefix, move || {

@@ -25,7 +25,7 @@ use cowork_schema::event::ArtifactRef;
 
 use super::config::S3Config;
 use super::errors::{Class, artifact_error, classify};
-use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key};
+use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key, check_prefix};
 use crate::sha256_hex;
 
 /// Name of the user metadata entry holding the object's sha256 (header `x-amz-meta-sha256`).
@@ -623,20 +623,6 @@ async fn digest(key: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, String), Artifact
     })
 }
 
-/// Checks a `list` prefix: empty (everything), or a valid key with an optional trailing `/`.
-fn check_prefix(prefix: &str) -> Result<(), ArtifactError> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    check_key(prefix.strip_suffix('/').unwrap_or(prefix)).map_err(|error| match error {
-        ArtifactError::InvalidKey { reason, .. } => ArtifactError::InvalidKey {
-            key: prefix.to_owned(),
-            reason,
-        },
-        other => other,
-    })
-}
-
 /// Checks `key` and computes the reference (size, sha256) of `bytes` stored under it.
 async fn checked_reference(
     key: &str,
@@ -861,20 +847,6 @@ mod tests {
         check(10_000 * 8 * MIB, 8 * MIB, 8 * MIB);
         check(10_000 * 8 * MIB + 1, 8 * MIB, 8 * MIB + 1);
         check(0, 8 * MIB, 8 * MIB);
-    }
-
-    #[test]
-    fn list_prefixes_allow_a_trailing_slash() {
-        fn check(prefix: &str, ok: bool) {
-            assert_eq!(check_prefix(prefix).is_ok(), ok, "{prefix:?}");
-        }
-        check("", true);
-        check("batches/", true);
-        check("batches/b1/jobs/c", true);
-        check("/", false);
-        check("/batches", false);
-        check("batches//", false);
-        check("batches/../", false);
     }
 
     #[test]
