@@ -34,30 +34,14 @@ LIVE_PAGES="${LIVE_PAGES:-0}"
 TIER_SETS="${TIER_SETS:-container container,hostloop,microvm,protocol,replay}"
 BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
 dir="$(mktemp -d)"
-servers=()
-fleet=()
-stop_fleet() {
-  if ((${#fleet[@]})); then
-    kill "${fleet[@]}" 2>/dev/null || true
-    wait "${fleet[@]}" 2>/dev/null || true
-  fi
-  fleet=()
-}
+logs_dir="$dir"
+# shellcheck source=scripts/fleet-lib.sh
+source scripts/fleet-lib.sh
 cleanup() {
-  stop_fleet
-  if ((${#servers[@]})); then kill "${servers[@]}" 2>/dev/null || true; fi
+  stop_all
   rm -rf "$dir"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 300); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1 after 30 s; logs in $dir" >&2
-  exit 2
-}
 rate_of() { sed -nE 's/.* = ([0-9]+) (jobs|msg)\/s.*/\1/p' | head -n1; }
 
 nats_port=$(free_port)
