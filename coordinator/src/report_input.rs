@@ -368,6 +368,7 @@ async fn read_decided_jobs(
         picker.offer(RunState::of(&run), run);
         briefs.push(brief);
     }
+    cowork_core::report::sort_briefs(&mut briefs);
     Ok((picker.finish(), briefs))
 }
 

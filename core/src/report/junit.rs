@@ -67,8 +67,8 @@ fn junit_seconds(ms: Option<f64>) -> String {
 fn failure_of(unit: &UnitReport<'_>, summary: &Summary<'_>) -> (String, String) {
     let mut distinct: Vec<String> = Vec::new();
     let mut body = String::new();
-    for run in &unit.runs {
-        let Some(findings) = &run.findings else {
+    for run in unit.runs() {
+        let Some(findings) = run.findings() else {
             continue;
         };
         let lines = &findings.failure_lines;
@@ -76,7 +76,7 @@ fn failure_of(unit: &UnitReport<'_>, summary: &Summary<'_>) -> (String, String) 
             continue;
         }
         let run_name = run
-            .repeat_index
+            .repeat_index()
             .map_or_else(|| "run".to_owned(), |index| format!("run r{index}"));
         for line in lines {
             let _ = writeln!(body, "{run_name}: {line}");

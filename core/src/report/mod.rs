@@ -231,30 +231,42 @@ impl<T> DetailedRuns<T> {
 }
 
 /// What every report keeps of each stored run: its state and the few numbers the aggregates
-/// read (under 100 bytes for a clean run), so that a batch of a million runs is summarized in
-/// flat memory. The whole result is kept only for the runs the page details
-/// ([`ReportInput::runs`]).
+/// read, 40 bytes for a clean run, so that a batch of a million runs is summarized in flat
+/// memory. The whole result is kept only for the runs the page details
+/// ([`ReportInput::runs`]). The fields are packed (flags in a byte, absent numbers as NaN, the
+/// rare facts behind one box) and read through the methods below: at a million runs each
+/// byte here is a megabyte of the report's peak.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunBrief {
     pub unit: UnitRef,
-    pub repeat_index: Option<u32>,
-    /// Listed in the envelope's `fleet.discarded` (see [`StoredRun::discarded`]).
-    pub discarded: bool,
-    /// The run produced a result.
-    pub completed: bool,
-    /// `verdict.pass` as persisted (`false` without a result).
-    pub pass: bool,
-    /// The result says `simulated: true`.
-    pub simulated: bool,
-    /// `durationMs` of the result.
-    pub duration_ms: Option<f64>,
-    /// `cost.usd` of the result.
-    pub cost_usd: Option<f64>,
-    /// What failed or warned; `None` for a clean run (most runs of a sweep).
-    pub findings: Option<Box<RunFindings>>,
-    /// Tokens and provenance of a run without a repeat index (its unit's only run), which a
-    /// plain cell shows.
-    pub single: Option<Box<SingleRunFacts>>,
+    /// The repeat index plus one; `None` without `--repeat`.
+    repeat: Option<std::num::NonZeroU32>,
+    /// [`BRIEF_DISCARDED`], [`BRIEF_COMPLETED`], [`BRIEF_PASS`], [`BRIEF_SIMULATED`].
+    flags: u8,
+    /// `durationMs` of the result; NaN when it has none (JSON has no NaN).
+    duration_ms: f64,
+    /// `cost.usd` of the result; NaN when it has none.
+    cost_usd: f64,
+    /// What failed or warned and what a plain cell shows; `None` for a clean run with a repeat
+    /// index (most runs of a sweep).
+    rare: Option<Box<RareRunFacts>>,
+}
+
+/// Listed in the envelope's `fleet.discarded` (see [`StoredRun::discarded`]).
+const BRIEF_DISCARDED: u8 = 1;
+/// The run produced a result.
+const BRIEF_COMPLETED: u8 = 2;
+/// `verdict.pass` as persisted (never without a result).
+const BRIEF_PASS: u8 = 4;
+/// The result says `simulated: true`.
+const BRIEF_SIMULATED: u8 = 8;
+
+/// The facts of a run few runs have: findings (a failing or warning run) and what a plain
+/// unit's only run shows.
+#[derive(Clone, Debug, PartialEq)]
+struct RareRunFacts {
+    findings: Option<RunFindings>,
+    single: Option<SingleRunFacts>,
 }
 
 /// The failures and warnings of one run, as the failure reasons and JUnit bodies show them.
@@ -288,33 +300,85 @@ impl RunBrief {
         let clean = findings.assertions.is_empty()
             && findings.signals.is_empty()
             && findings.failure_lines.is_empty();
+        let findings = (!clean).then_some(findings);
+        let single = run.repeat_index.is_none().then(|| SingleRunFacts {
+            tokens: cowork_schema::run_result::tokens_total(result),
+            model: cowork_schema::run_result::provenance_model(result),
+            skill: cowork_schema::run_result::provenance_skill(result).to_owned(),
+        });
+        let flag = |set: bool, flag: u8| if set { flag } else { 0 };
         Self {
             unit: run.unit,
-            repeat_index: run.repeat_index,
-            discarded: run.discarded,
-            completed: run.is_completed(),
-            pass: run_passes(result),
-            simulated: result.get("simulated") == Some(&Value::Bool(true)),
-            duration_ms: duration_ms(result),
-            cost_usd: cowork_schema::run_result::cost_usd(result),
-            findings: (!clean).then(|| Box::new(findings)),
-            single: run.repeat_index.is_none().then(|| {
-                Box::new(SingleRunFacts {
-                    tokens: cowork_schema::run_result::tokens_total(result),
-                    model: cowork_schema::run_result::provenance_model(result),
-                    skill: cowork_schema::run_result::provenance_skill(result).to_owned(),
-                })
-            }),
+            repeat: run
+                .repeat_index
+                .and_then(|index| std::num::NonZeroU32::new(index.saturating_add(1))),
+            flags: flag(run.discarded, BRIEF_DISCARDED)
+                | flag(run.is_completed(), BRIEF_COMPLETED)
+                | flag(run_passes(result), BRIEF_PASS)
+                | flag(
+                    result.get("simulated") == Some(&Value::Bool(true)),
+                    BRIEF_SIMULATED,
+                ),
+            duration_ms: duration_ms(result).unwrap_or(f64::NAN),
+            cost_usd: cowork_schema::run_result::cost_usd(result).unwrap_or(f64::NAN),
+            rare: (findings.is_some() || single.is_some())
+                .then(|| Box::new(RareRunFacts { findings, single })),
         }
+    }
+
+    /// The run's repeat index; `None` without `--repeat`.
+    pub fn repeat_index(&self) -> Option<u32> {
+        self.repeat.map(|plus_one| plus_one.get() - 1)
+    }
+
+    /// Listed in the envelope's `fleet.discarded` (see [`StoredRun::discarded`]).
+    pub fn discarded(&self) -> bool {
+        self.flags & BRIEF_DISCARDED != 0
+    }
+
+    /// The run produced a result.
+    pub fn completed(&self) -> bool {
+        self.flags & BRIEF_COMPLETED != 0
+    }
+
+    /// `verdict.pass` as persisted (`false` without a result).
+    pub fn pass(&self) -> bool {
+        self.flags & BRIEF_PASS != 0
+    }
+
+    /// The result says `simulated: true`.
+    pub fn simulated(&self) -> bool {
+        self.flags & BRIEF_SIMULATED != 0
+    }
+
+    /// `durationMs` of the result.
+    pub fn duration_ms(&self) -> Option<f64> {
+        (!self.duration_ms.is_nan()).then_some(self.duration_ms)
+    }
+
+    /// `cost.usd` of the result.
+    pub fn cost_usd(&self) -> Option<f64> {
+        (!self.cost_usd.is_nan()).then_some(self.cost_usd)
+    }
+
+    /// What failed or warned; `None` for a clean run.
+    pub fn findings(&self) -> Option<&RunFindings> {
+        self.rare.as_ref()?.findings.as_ref()
+    }
+
+    /// Tokens and provenance of a run without a repeat index (its unit's only run), which a
+    /// plain cell shows.
+    pub fn single(&self) -> Option<&SingleRunFacts> {
+        self.rare.as_ref()?.single.as_ref()
     }
 
     /// How the run ended, as its strip square shows it.
     pub fn state(&self) -> RunState {
-        if self.discarded {
+        if self.discarded() {
             RunState::Discarded
-        } else if !self.completed {
+        } else if !self.completed() {
             RunState::Error
-        } else if self.pass {
+        } else if self.pass() {
             RunState::Pass
         } else {
             RunState::Fail
@@ -323,7 +387,7 @@ impl RunBrief {
 
     /// The job id's local part: `c0/r3`, or `f1` without repeat.
     pub fn job_path(&self) -> String {
-        job_path(self.unit, self.repeat_index)
+        job_path(self.unit, self.repeat_index())
     }
 
     /// The anchor of the run's section in the HTML report: `run-c0-r3`.
@@ -336,9 +400,19 @@ impl ReportInput {
     /// Every stored run in brief (made from [`ReportInput::runs`] when the loader left them
     /// unset).
     pub fn run_briefs(&self) -> &[RunBrief] {
-        self.briefs
-            .get_or_init(|| self.runs.iter().map(RunBrief::of).collect())
+        self.briefs.get_or_init(|| {
+            let mut briefs: Vec<RunBrief> = self.runs.iter().map(RunBrief::of).collect();
+            sort_briefs(&mut briefs);
+            briefs
+        })
     }
+}
+
+/// Puts briefs in (unit, repeat index) order, the order [`ReportInput::briefs`] promises and the
+/// summary relies on to find a unit's runs without grouping them (a loader that reads jobs in
+/// plan order has them so already, which the sort checks in one pass).
+pub fn sort_briefs(briefs: &mut [RunBrief]) {
+    briefs.sort_unstable_by_key(|brief| (brief.unit, brief.repeat_index()));
 }
 
 fn job_path(unit: UnitRef, repeat_index: Option<u32>) -> String {
@@ -531,21 +605,52 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) duration_ms: Option<f64>,
     pub(crate) models: Vec<String>,
     pub(crate) skills: Vec<String>,
-    /// The folded runs, in repeat order.
-    pub(crate) runs: Vec<&'a RunBrief>,
+    /// Which of `all_runs` were folded ([`UnitReport::runs`]).
+    pub(crate) folded: Folded,
     /// Every stored run of the unit (folded, discarded, ended without a result), in repeat
-    /// order.
-    pub(crate) all_runs: Vec<&'a RunBrief>,
+    /// order: a slice of [`ReportInput::briefs`], so that the summary adds nothing per run.
+    pub(crate) all_runs: &'a [RunBrief],
     /// The unit's runs the report details (all of them in a small batch), in repeat order.
     pub(crate) detailed: Vec<&'a StoredRun>,
 }
 
+/// Which of a unit's stored runs its verdict folded: of the runs that completed and were not
+/// discarded, none, the first (a plain unit's one run), or those below the rollup's
+/// `completed` (the reducer folds in index order without gaps,
+/// harness-behaviour.md#index-order-reducer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Folded {
+    None,
+    First,
+    RepeatsBelow(u32),
+}
+
 impl<'a> UnitReport<'a> {
+    /// The folded runs, in repeat order.
+    pub(crate) fn runs(&self) -> impl Iterator<Item = &'a RunBrief> + use<'a> {
+        let folded = self.folded;
+        let limit = match folded {
+            Folded::None => 0,
+            Folded::First => 1,
+            Folded::RepeatsBelow(_) => usize::MAX,
+        };
+        self.all_runs
+            .iter()
+            .filter(|run| !run.discarded() && run.completed())
+            .filter(move |run| match folded {
+                Folded::RepeatsBelow(completed) => {
+                    run.repeat_index().is_some_and(|index| index < completed)
+                }
+                Folded::None | Folded::First => true,
+            })
+            .take(limit)
+    }
+
     /// A unit with nothing folded yet: `NotRun`, no numbers.
     fn empty(
         unit: &'a cowork_schema::batch::UnitSummary,
         repeat: Option<u32>,
-        all_runs: Vec<&'a RunBrief>,
+        all_runs: &'a [RunBrief],
         detailed: Vec<&'a StoredRun>,
     ) -> Self {
         UnitReport {
@@ -568,7 +673,7 @@ impl<'a> UnitReport<'a> {
             duration_ms: None,
             models: Vec::new(),
             skills: Vec::new(),
-            runs: Vec::new(),
+            folded: Folded::None,
             all_runs,
             detailed,
         }
@@ -585,9 +690,8 @@ impl UnitReport<'_> {
     /// Mean duration of a folded run, in milliseconds.
     pub(crate) fn mean_duration_ms(&self) -> Option<f64> {
         let n_timed = self
-            .runs
-            .iter()
-            .filter(|run| run.duration_ms.is_some())
+            .runs()
+            .filter(|run| run.duration_ms().is_some())
             .count();
         self.duration_ms
             .filter(|_| n_timed > 0)
@@ -619,7 +723,7 @@ impl<'a> UnitReport<'a> {
         let by_index: HashMap<Option<u32>, &'a RunBrief> = self
             .all_runs
             .iter()
-            .map(|run| (run.repeat_index, *run))
+            .map(|run| (run.repeat_index(), run))
             .collect();
         indices
             .into_iter()
@@ -820,11 +924,8 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .as_ref()
         .map(|error| error.message.clone());
     // Grouped once: a sweep has thousands of units and runs.
+    // In (unit, repeat index) order: a unit's runs are the slice found by two binary searches.
     let briefs = input.run_briefs();
-    let mut runs_by_unit: HashMap<UnitRef, Vec<&RunBrief>> = HashMap::new();
-    for run in briefs {
-        runs_by_unit.entry(run.unit).or_default().push(run);
-    }
     let mut detailed_by_unit: HashMap<UnitRef, Vec<&StoredRun>> = HashMap::new();
     for run in &input.runs {
         detailed_by_unit.entry(run.unit).or_default().push(run);
@@ -837,23 +938,23 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
         .collect();
     for (position, unit) in plan.units.iter().enumerate() {
         let index = unit.unit.index();
-        let all_runs: Vec<&RunBrief> = runs_by_unit.remove(&unit.unit).unwrap_or_default();
-        let runs_of_unit: Vec<&RunBrief> = all_runs
+        let start = briefs.partition_point(|run| run.unit < unit.unit);
+        let end = start + briefs[start..].partition_point(|run| run.unit == unit.unit);
+        let all_runs = &briefs[start..end];
+        let first_folded = all_runs
             .iter()
-            .copied()
-            .filter(|run| !run.discarded && run.completed)
-            .collect();
+            .find(|run| !run.discarded() && run.completed());
         let detailed = detailed_by_unit.remove(&unit.unit).unwrap_or_default();
         let mut report = UnitReport::empty(unit, plan.repeat, all_runs, detailed);
         if let Some(error) = &unit.cell_error {
             report.status = UnitStatus::Error(error.clone());
         } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
-            fill_from_repeat(&mut report, rollup, &judging, &runs_of_unit);
+            fill_from_repeat(&mut report, rollup, &judging);
         } else if let Some(error) = repeat_cell_error(&input.rollup, index) {
             report.status = UnitStatus::Error(error.to_owned());
         } else if let Some(cell) = plain_cell_of(&input.rollup, index) {
-            fill_from_plain_cell(&mut report, cell, &runs_of_unit);
-        } else if let Some(run) = runs_of_unit.first() {
+            fill_from_plain_cell(&mut report, cell, first_folded);
+        } else if let Some(run) = first_folded {
             fill_from_plain_run(&mut report, run);
         } else if let Some(error) = plain_error.take() {
             report.status = UnitStatus::Error(error);
@@ -873,10 +974,10 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     let reasons = failure_reasons(&units);
     let stops = stop_notes(input, &units, truncated_cells);
     // Every stored run counts, discarded ones too: they ran (and were paid for) like the rest.
-    let stored_simulated = briefs.iter().filter(|run| run.simulated).count() as u64;
+    let stored_simulated = briefs.iter().filter(|run| run.simulated()).count() as u64;
     let simulated_runs = fleet.simulated_runs.max(stored_simulated);
     let (mut timed_sum, mut timed_count) = (0.0, 0u64);
-    for run_ms in briefs.iter().filter_map(|run| run.duration_ms) {
+    for run_ms in briefs.iter().filter_map(RunBrief::duration_ms) {
         timed_sum += run_ms;
         timed_count += 1;
     }
@@ -939,11 +1040,11 @@ fn discarded_of(input: &ReportInput) -> Discarded {
         let discarded: Vec<&RunBrief> = input
             .run_briefs()
             .iter()
-            .filter(|run| run.discarded)
+            .filter(|run| run.discarded())
             .collect();
         Discarded {
             runs: discarded.len() as u64,
-            cost_usd: sum_present(discarded.iter().map(|run| run.cost_usd)),
+            cost_usd: sum_present(discarded.iter().map(|run| run.cost_usd())),
         }
     };
     let field = input.envelope.fleet.get("discarded");
@@ -1011,12 +1112,7 @@ fn plain_cell_of(rollup: &RollupDoc, index: u32) -> Option<&MatrixCellResult> {
         .find(|cell| cell.index == index)
 }
 
-fn fill_from_repeat<'a>(
-    report: &mut UnitReport<'a>,
-    rollup: &RepeatRollup,
-    judging: &Judging,
-    runs_of_unit: &[&'a RunBrief],
-) {
+fn fill_from_repeat(report: &mut UnitReport<'_>, rollup: &RepeatRollup, judging: &Judging) {
     report.requested = rollup.requested;
     report.completed = rollup.completed;
     report.passes = rollup.passes;
@@ -1034,18 +1130,14 @@ fn fill_from_repeat<'a>(
     };
     // The reducer folds in index order without gaps, so the folded runs are exactly the
     // repeat indices below `completed` (harness-behaviour.md#index-order-reducer).
-    report.runs = runs_of_unit
-        .iter()
-        .copied()
-        .filter(|run| run.repeat_index.is_some_and(|r| r < rollup.completed))
-        .collect();
-    report.duration_ms = sum_present(report.runs.iter().map(|run| run.duration_ms));
+    report.folded = Folded::RepeatsBelow(rollup.completed);
+    report.duration_ms = sum_present(report.runs().map(RunBrief::duration_ms));
 }
 
-fn fill_from_plain_cell<'a>(
-    report: &mut UnitReport<'a>,
+fn fill_from_plain_cell(
+    report: &mut UnitReport<'_>,
     cell: &MatrixCellResult,
-    runs_of_unit: &[&'a RunBrief],
+    first_folded: Option<&RunBrief>,
 ) {
     if let Some(error) = &cell.error {
         report.status = UnitStatus::Error(error.clone());
@@ -1061,15 +1153,15 @@ fn fill_from_plain_cell<'a>(
     };
     report.cost_usd = cell.cost_usd;
     report.duration_ms = cell.duration_ms;
-    report.runs = runs_of_unit.iter().take(1).copied().collect();
-    if let Some(run) = report.runs.first() {
-        report.tokens = run.single.as_ref().and_then(|single| single.tokens);
+    report.folded = Folded::First;
+    if let Some(run) = first_folded {
+        report.tokens = run.single().and_then(|single| single.tokens);
         provenance_of_run(report, run);
     }
 }
 
-fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a RunBrief) {
-    let pass = run.pass;
+fn fill_from_plain_run(report: &mut UnitReport<'_>, run: &RunBrief) {
+    let pass = run.pass();
     report.completed = 1;
     report.passes = u32::from(pass);
     report.pass_rate = Some(if pass { 1.0 } else { 0.0 });
@@ -1078,17 +1170,17 @@ fn fill_from_plain_run<'a>(report: &mut UnitReport<'a>, run: &'a RunBrief) {
     } else {
         UnitStatus::Failed
     };
-    report.cost_usd = run.cost_usd;
-    report.tokens = run.single.as_ref().and_then(|single| single.tokens);
-    report.duration_ms = run.duration_ms;
-    report.runs = vec![run];
+    report.cost_usd = run.cost_usd();
+    report.tokens = run.single().and_then(|single| single.tokens);
+    report.duration_ms = run.duration_ms();
+    report.folded = Folded::First;
     provenance_of_run(report, run);
 }
 
 /// The models and skills of a unit's only run (a run with a repeat index keeps none: its
 /// unit's rollup has them).
 fn provenance_of_run(report: &mut UnitReport<'_>, run: &RunBrief) {
-    if let Some(single) = &run.single {
+    if let Some(single) = run.single() {
         report.models = vec![single.model.clone()];
         report.skills = vec![single.skill.clone()];
     }
@@ -1210,8 +1302,8 @@ struct ReasonTally {
 fn failure_reasons(units: &[UnitReport<'_>]) -> Vec<FailureReason> {
     let mut tallies: IndexMap<(ReasonKind, String), ReasonTally> = IndexMap::new();
     for unit in units {
-        for run in &unit.runs {
-            let Some(findings) = &run.findings else {
+        for run in unit.runs() {
+            let Some(findings) = run.findings() else {
                 continue;
             };
             let mut seen_in_run: HashSet<(ReasonKind, &str)> = HashSet::new();
@@ -1595,5 +1687,40 @@ mod detailed_runs_tests {
             picker.offer(RunState::Pass, position);
         }
         assert_eq!(picker.finish(), (0..MAX_RUN_SECTIONS).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A million briefs are the report's floor: 40 MB at 40 bytes each. A field added here
+    /// grows every big report by a megabyte per byte; this says so before a benchmark does.
+    #[test]
+    fn a_run_brief_is_forty_bytes() {
+        assert_eq!(std::mem::size_of::<RunBrief>(), 40);
+    }
+
+    #[test]
+    fn a_brief_reads_back_what_its_run_said() {
+        let run =
+            |repeat_index, result| StoredRun::completed(UnitRef::Cell(3), repeat_index, result);
+        let clean = RunBrief::of(&run(
+            Some(0),
+            json!({"verdict": {"pass": true}, "durationMs": 1500.0, "cost": {"usd": 0.25}}),
+        ));
+        assert_eq!(clean.repeat_index(), Some(0));
+        assert!(clean.pass() && clean.completed() && !clean.discarded() && !clean.simulated());
+        assert_eq!(clean.duration_ms(), Some(1500.0));
+        assert_eq!(clean.cost_usd(), Some(0.25));
+        assert!(clean.findings().is_none() && clean.single().is_none());
+        let bare = RunBrief::of(&run(None, json!({"simulated": true})));
+        assert_eq!(bare.repeat_index(), None);
+        assert!(!bare.pass() && bare.simulated());
+        assert_eq!((bare.duration_ms(), bare.cost_usd()), (None, None));
+        assert!(
+            bare.single().is_some(),
+            "a plain run keeps what its cell shows"
+        );
     }
 }
