@@ -12,7 +12,7 @@
 # REPEAT defaults to 100 (100,000 runs). WORK_DIR (default: a temp dir) is removed at the end
 # unless KEEP=1. COWORK names the binary (default: the release build under CARGO_TARGET_DIR or
 # ./target). READS_ONLY=1 measures the reads again on the sweep a KEEP=1 run left in WORK_DIR;
-# LIST_ALL=1 also lists every key of the batch. Needs nats-server, s3s-fs, curl and GNU time.
+# LIST_ALL=1 also lists every key of the batch and downloads every file (`results --download`). Needs nats-server, s3s-fs, curl and GNU time.
 set -euo pipefail
 
 repeat="${1:-100}"
@@ -132,6 +132,12 @@ for format in html markdown junit json; do
   measure "GET …/report?format=$format" "$work/report.$format" curl -fsS "$api/v1/batches/$batch/report?format=$format"
 done
 measure "cowork results" "$work/results.out" "$cowork" results "$batch" --coordinator "$api"
+if [ "${LIST_ALL:-0}" = 1 ]; then
+  rm -rf "$work/download"
+  measure "cowork results --download (every file)" "$work/download.out" \
+    "$cowork" results "$batch" --coordinator "$api" --download "$work/download"
+  echo "downloaded $(find "$work/download" -type f | wc -l) files"
+fi
 measure "cowork status" "$work/status.out" "$cowork" status "$batch" --coordinator "$api"
 cmp -s "$work/envelope.json" "$work/results.out" && echo "cowork results printed the stored envelope byte for byte"
 # The client's own render of the coordinator's batch: every run read through the artifact route.

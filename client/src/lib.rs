@@ -256,6 +256,32 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// One page of a batch's stored keys: at most `limit` keys under `prefix` that sort after
+    /// `after` (all relative to `batches/<id>/`), sorted. A page shorter than `limit` is the
+    /// last; pass the last key of a page as the next `after`. Use this to walk a listing too
+    /// long to hold (a big batch has millions of keys). A coordinator that cannot page sends
+    /// the whole listing, which is then the one and last page (longer than `limit`).
+    pub async fn artifacts_page(
+        &self,
+        batch_id: &BatchId,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ClientError> {
+        let mut url = self.url(&format!("v1/batches/{batch_id}/artifacts"))?;
+        {
+            let mut query = url.query_pairs_mut();
+            if !prefix.is_empty() {
+                query.append_pair("prefix", prefix);
+            }
+            if let Some(after) = after {
+                query.append_pair("after", after);
+            }
+            query.append_pair("limit", &limit.to_string());
+        }
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
     /// The bytes of one stored object of a batch (`path` as listed by [`Self::artifacts`]).
     pub async fn artifact(&self, batch_id: &BatchId, path: &str) -> Result<Vec<u8>, ClientError> {
         let url = self.url(&format!("v1/batches/{batch_id}/artifacts/{path}"))?;

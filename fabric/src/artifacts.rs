@@ -95,6 +95,25 @@ pub trait ArtifactStore: Send + Sync {
     async fn exists(&self, key: &str) -> Result<bool, ArtifactError>;
     /// Every key that starts with `prefix`, sorted.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError>;
+    /// One page of [`ArtifactStore::list`]: at most `limit` keys that start with `prefix` and
+    /// sort after `after` (byte order), sorted. A caller pages through a listing too long to
+    /// hold (a million-job batch has millions of keys) by passing the last key it got as the
+    /// next `after`; a page shorter than `limit` is the last. The default lists every key and
+    /// cuts the page out; stores that can start a listing at a key (S3's `start-after`, a
+    /// directory walk that skips what sorts before) do so, in memory bounded by `limit`.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ArtifactError> {
+        let keys = self.list(prefix).await?;
+        Ok(keys
+            .into_iter()
+            .filter(|key| after.is_none_or(|after| key.as_str() > after))
+            .take(limit)
+            .collect())
+    }
     /// The names of the immediate children of the "directory" `prefix` (which ends with `/`,
     /// or is empty for the root), sorted and without duplicates: `list_children("batches/")`
     /// gives every batch id without listing their files. The default lists every key; stores

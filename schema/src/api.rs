@@ -277,6 +277,9 @@ pub struct ApiError {
 
 /// Name of the SSE event that carries a [`ProgressSnapshot`].
 pub const SSE_PROGRESS: &str = "progress";
+/// The most keys one page of `GET /v1/batches/{id}/artifacts?limit=N` holds: a larger `limit`
+/// is cut to this, so a client pages through a listing of any length in bounded memory.
+pub const MAX_ARTIFACT_PAGE: usize = 1_000;
 /// Name of the SSE event that carries the [`BatchEnd`]; the stream closes after it.
 pub const SSE_END: &str = "end";
 

@@ -2,7 +2,9 @@
 //! `results` and `workers`. Each talks to the coordinator's HTTP API (decisions.md#operations).
 
 use anyhow::anyhow;
+use cowork_client::CoordinatorClient;
 use cowork_core::safe_text::{for_terminal, for_terminal_lines};
+use cowork_schema::BatchId;
 
 use crate::args::{OutputFormat, SubmitArgs};
 use crate::batch_input::{executor_and_sim, mode_and_target, prepare_batch};
@@ -195,8 +197,31 @@ pub async fn results(
         .unwrap_or(if envelope.head.ok { 0 } else { 1 });
     crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
     if let Some(dir) = download {
+        let downloaded = download_all(&client, &batch, dir).await?;
+        eprintln!(
+            "downloaded {} of batch {batch} to {}",
+            count(downloaded, "file"),
+            dir.display()
+        );
+    }
+    envelope.print()?;
+    Ok(exit_code)
+}
+
+/// Saves every stored file of `batch` under `dir`, in the store's layout; returns how many. The
+/// listing is walked a page at a time and each file streams to disk, so a batch of any size
+/// (millions of keys, a 1.5 GB envelope) downloads in flat memory.
+async fn download_all(
+    client: &CoordinatorClient,
+    batch: &BatchId,
+    dir: &std::path::Path,
+) -> Result<u64, CliError> {
+    let page_size = cowork_schema::api::MAX_ARTIFACT_PAGE;
+    let mut after: Option<String> = None;
+    let mut downloaded = 0u64;
+    loop {
         let keys = client
-            .artifacts(&batch)
+            .artifacts_page(batch, "", after.as_deref(), page_size)
             .await
             .map_err(|e| client_error(e, "listing the batch's artifacts"))?;
         for key in &keys {
@@ -213,20 +238,19 @@ pub async fn results(
                 std::fs::create_dir_all(parent)
                     .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", parent.display())))?;
             }
-            // Each file streams to disk: the envelope among them can be 1.5 GB.
             client
-                .download_artifact(&batch, key, &path)
+                .download_artifact(batch, key, &path)
                 .await
                 .map_err(|e| client_error(e, &format!("downloading {key}")))?;
+            downloaded += 1;
         }
-        eprintln!(
-            "downloaded {} of batch {batch} to {}",
-            count(keys.len() as u64, "file"),
-            dir.display()
-        );
+        // A short page is the last; so is a longer one (a coordinator that does not page
+        // sent the whole listing).
+        if keys.len() != page_size {
+            return Ok(downloaded);
+        }
+        after = keys.last().cloned();
     }
-    envelope.print()?;
-    Ok(exit_code)
 }
 
 /// The `cowork workers` table: one row a worker, within 100 columns (`text::table`), then what

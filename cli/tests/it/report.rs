@@ -286,8 +286,36 @@ fn report_of_an_unknown_batch_exits_2_with_a_clear_message() {
         .expect_stderr("not a stored batch dir");
 }
 
-/// One HTTP/1.1 GET on the coordinator: (status, lower-cased headers, body).
+/// One HTTP/1.1 GET on the coordinator: (status, lower-cased headers, body), for a response
+/// sent with its length (every rendered page and stored document is).
 pub fn http_get(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
+    let (status, head, body) = http_get_raw(port, target, bearer);
+    assert!(
+        !head.contains("transfer-encoding: chunked"),
+        "a rendered page has a length: {head}"
+    );
+    (status, head, body)
+}
+
+/// [`http_get`] of a response written out as it is made (chunked, like the whole key
+/// listing), its body put back together.
+fn http_get_streamed(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
+    let (status, head, raw) = http_get_raw(port, target, bearer);
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let mut body = String::new();
+    let mut rest = raw.as_str();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("a chunk size line");
+        let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+        if size == 0 {
+            return (status, head, body);
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").expect("a chunk's end");
+    }
+}
+
+fn http_get_raw(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the api");
     let mut request = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
     if let Some(token) = bearer {
@@ -308,12 +336,6 @@ pub fn http_get(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, 
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("no status in {head:?}"));
-    assert!(
-        !head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked"),
-        "a rendered page has a length: {head}"
-    );
     (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
@@ -472,7 +494,7 @@ async fn report_through_the_coordinator_matches_its_report_route() {
     );
     // The key listing under a prefix names only what is under it; a prefix that would leave
     // the batch is refused.
-    let (status, _, body) = http_get(
+    let (status, _, body) = http_get_streamed(
         port,
         &format!("/v1/batches/{batch}/artifacts?prefix=jobs/c1/r2/"),
         Some(TOKEN),
@@ -490,6 +512,40 @@ async fn report_through_the_coordinator_matches_its_report_route() {
         Some(TOKEN),
     );
     assert_eq!(status, 400, "{body}");
+    // The whole listing (written out a store page at a time) is the pages of `limit` put
+    // end to end, and holds the spec, every job's result and the envelope.
+    let (status, _, body) =
+        http_get_streamed(port, &format!("/v1/batches/{batch}/artifacts"), Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let whole: Vec<String> = serde_json::from_str(&body).expect("a list of keys");
+    for key in ["spec.json", "jobs/c1/r2/result.json", "envelope.json"] {
+        assert!(whole.contains(&key.to_owned()), "{key} in {whole:?}");
+    }
+    assert!(
+        whole.windows(2).all(|pair| pair[0] < pair[1]),
+        "sorted, once each"
+    );
+    let mut paged: Vec<String> = Vec::new();
+    loop {
+        let after = paged
+            .last()
+            .map(|last| format!("&after={last}"))
+            .unwrap_or_default();
+        let (status, _, body) = http_get(
+            port,
+            &format!("/v1/batches/{batch}/artifacts?limit=3{after}"),
+            Some(TOKEN),
+        );
+        assert_eq!(status, 200, "{body}");
+        let page: Vec<String> = serde_json::from_str(&body).expect("a page of keys");
+        assert!(page.len() <= 3, "{page:?}");
+        let last_page = page.len() < 3;
+        paged.extend(page);
+        if last_page {
+            break;
+        }
+    }
+    assert_eq!(paged, whole, "the pages of 3 keys put end to end");
 
     // The token: a bearer header or `?token=`, nothing else; only on the page routes.
     assert_eq!(http_get(port, &target, None).0, 401);

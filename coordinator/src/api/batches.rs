@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Response};
 use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
 use cowork_schema::api::{
-    BatchEnd, BatchStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS, SubmitResponse, UnservedTier,
+    BatchEnd, BatchStatus, MAX_ARTIFACT_PAGE, ProgressSnapshot, SSE_END, SSE_PROGRESS,
+    SubmitResponse, UnservedTier,
 };
 use cowork_schema::batch::{BatchSpec, StoredBatch};
 use cowork_schema::registry::{BatchRecord, BatchState};
@@ -546,15 +547,25 @@ pub(crate) async fn report(
 pub(crate) struct ArtifactsQuery {
     /// Only the keys under this prefix, relative to `batches/<id>/` (e.g. `jobs/c3/r2/`).
     prefix: Option<String>,
+    /// Only the keys that sort after this one (relative, as listed): the last key of the
+    /// previous page.
+    after: Option<String>,
+    /// One page of at most this many keys (cut to [`MAX_ARTIFACT_PAGE`]) instead of the whole
+    /// listing.
+    limit: Option<usize>,
 }
 
-/// `GET /v1/batches/{id}/artifacts[?prefix=…]`: every stored key of the batch (or those under
-/// `prefix`), relative to `batches/<id>/`, sorted (spec, jobs' artifacts, rollup, envelope).
+/// `GET /v1/batches/{id}/artifacts[?prefix=…][&after=…][&limit=N]`: the stored keys of the
+/// batch (or those under `prefix`), relative to `batches/<id>/`, sorted (spec, jobs'
+/// artifacts, rollup, envelope), as one JSON array. With `limit`, one page of at most that
+/// many keys after `after`. Without it, the whole listing, read from the store a page at a
+/// time and written out as it is read: a million-job batch has millions of keys, and the
+/// coordinator holds one page of them, never the list.
 pub(crate) async fn artifacts(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
     axum::extract::Query(query): axum::extract::Query<ArtifactsQuery>,
-) -> Result<Json<Vec<String>>, ApiFailure> {
+) -> Result<Response, ApiFailure> {
     let batch_id = parse_id(&id)?;
     record_of(&service, &batch_id).await?;
     let under = query.prefix.unwrap_or_default();
@@ -567,25 +578,85 @@ pub(crate) async fn artifacts(
             )],
         ));
     }
-    let prefix = format!("batches/{batch_id}/{under}");
-    match service.ports.store.list(&prefix).await {
-        Ok(keys) => {
-            let batch_prefix = format!("batches/{batch_id}/");
-            Ok(Json(
-                keys.into_iter()
-                    .filter_map(|key| key.strip_prefix(&batch_prefix).map(str::to_owned))
-                    .collect(),
-            ))
-        }
-        Err(error) => {
+    let batch_prefix = format!("batches/{batch_id}/");
+    let prefix = format!("{batch_prefix}{under}");
+    let after = query.after.map(|after| format!("{batch_prefix}{after}"));
+    let limit = query
+        .limit
+        .map_or(MAX_ARTIFACT_PAGE, |limit| limit.min(MAX_ARTIFACT_PAGE));
+    let store = Arc::clone(&service.ports.store);
+    // The first page is read before the response starts, so that a store that cannot list
+    // answers with an error status rather than a cut body.
+    let first = store
+        .list_page(&prefix, after.as_deref(), limit)
+        .await
+        .map_err(|error| {
             let transient = error.is_transient();
-            Err(ApiFailure::port(
-                "listing the batch's artifacts",
-                &error,
-                transient,
-            ))
-        }
+            ApiFailure::port("listing the batch's artifacts", &error, transient)
+        })?;
+    let relative = move |key: &str| {
+        key.strip_prefix(batch_prefix.as_str())
+            .unwrap_or(key)
+            .to_owned()
+    };
+    if query.limit.is_some() {
+        let keys: Vec<String> = first.iter().map(|key| relative(key)).collect();
+        return Ok(Json(keys).into_response());
     }
+    let mut first_key = true;
+    let keys = listing_pages(store, prefix, first, limit).map(move |page| {
+        let mut chunk = String::new();
+        for key in &page? {
+            if !std::mem::take(&mut first_key) {
+                chunk.push(',');
+            }
+            chunk.push_str(&serde_json::Value::String(relative(key)).to_string());
+        }
+        Ok::<_, std::io::Error>(axum::body::Bytes::from(chunk))
+    });
+    let bracket = |text: &'static str| {
+        stream::once(async move { Ok(axum::body::Bytes::from_static(text.as_bytes())) })
+    };
+    let body = bracket("[").chain(keys).chain(bracket("]"));
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// The pages of a listing that starts with `first`: each next page is read after the last key
+/// of the one before, until a page comes back short. A store error mid-way ends the stream
+/// with it (the response is cut, which a client reads as an error, not as a shorter list).
+fn listing_pages(
+    store: Arc<dyn cowork_fabric::ArtifactStore>,
+    prefix: String,
+    first: Vec<String>,
+    limit: usize,
+) -> BoxStream<'static, std::io::Result<Vec<String>>> {
+    stream::unfold(Some(first), move |page| {
+        let store = Arc::clone(&store);
+        let prefix = prefix.clone();
+        async move {
+            let page = page?;
+            let next = if page.len() < limit {
+                None
+            } else {
+                match page.last() {
+                    Some(last) => match store.list_page(&prefix, Some(last), limit).await {
+                        Ok(next) => Some(next),
+                        Err(error) => {
+                            tracing::warn!(%prefix, %error, "listing a batch's artifacts failed mid-way");
+                            return Some((Err(std::io::Error::other(error.to_string())), None));
+                        }
+                    },
+                    None => None,
+                }
+            };
+            Some((Ok(page), next))
+        }
+    })
+    .boxed()
 }
 
 /// A batch id from the path; an id that cannot exist is simply not found.

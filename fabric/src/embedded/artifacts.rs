@@ -146,6 +146,82 @@ fn list_sync(root: &Path, prefix: &str) -> Result<Vec<String>, ArtifactError> {
     Ok(keys)
 }
 
+/// [`ArtifactStore::list_page`] on the directory `root`: the directories are walked in key
+/// order (a directory sorts as its name with a trailing `/`, as its keys do), a directory
+/// whose keys all sort at or before `after`, or that cannot hold a key under `prefix`, is
+/// skipped unread, and the walk stops at `limit` keys: the page costs what it returns, not
+/// what the store holds.
+fn list_page_sync(
+    root: &Path,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<String>, ArtifactError> {
+    let mut keys = Vec::new();
+    if limit > 0 {
+        walk_sorted(root, "", prefix, after, limit, &mut keys)?;
+    }
+    Ok(keys)
+}
+
+/// Adds to `keys` the keys below `dir` (whose keys start with `dir_key`) that the page wants;
+/// `true` once the page is full.
+fn walk_sorted(
+    dir: &Path,
+    dir_key: &str,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+    keys: &mut Vec<String>,
+) -> Result<bool, ArtifactError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_error(prefix, &e)),
+    };
+    // (key, path); a directory's key ends with `/`.
+    let mut children = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(prefix, &e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".tmp-") {
+            continue;
+        }
+        let is_dir = entry
+            .file_type()
+            .map_err(|e| io_error(prefix, &e))?
+            .is_dir();
+        let key = if is_dir {
+            format!("{dir_key}{name}/")
+        } else {
+            format!("{dir_key}{name}")
+        };
+        children.push((key, entry.path()));
+    }
+    children.sort_unstable();
+    for (key, path) in children {
+        if key.ends_with('/') {
+            let may_hold_prefix = key.starts_with(prefix) || prefix.starts_with(key.as_str());
+            // Every key below sorts before `after` when `after` is greater than the directory
+            // and does not lie inside it.
+            let all_before =
+                after.is_some_and(|after| after > key.as_str() && !after.starts_with(key.as_str()));
+            if may_hold_prefix
+                && !all_before
+                && walk_sorted(&path, &key, prefix, after, limit, keys)?
+            {
+                return Ok(true);
+            }
+        } else if key.starts_with(prefix) && after.is_none_or(|after| key.as_str() > after) {
+            keys.push(key);
+            if keys.len() >= limit {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Runs blocking file IO off the async executor, in `spawn_blocking`.
 async fn blocking<T: Send + 'static>(
     key: &str,
@@ -265,6 +341,22 @@ impl ArtifactStore for DirArtifactStore {
         let root = self.root.clone();
         let prefix_owned = prefix.to_owned();
         blocking(prefix, move || list_sync(&root, &prefix_owned)).await
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ArtifactError> {
+        check_prefix(prefix)?;
+        let root = self.root.clone();
+        let prefix_owned = prefix.to_owned();
+        let after = after.map(str::to_owned);
+        blocking(prefix, move || {
+            list_page_sync(&root, &prefix_owned, after.as_deref(), limit)
+        })
+        .await
     }
 
     async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {

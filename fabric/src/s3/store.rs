@@ -152,16 +152,32 @@ impl S3ArtifactStore {
         format!("{}{key}", self.key_prefix)
     }
 
-    /// Lists the objects under the store prefix `prefix` (with `delimiter`, one level), page
-    /// by page, handing each page to `take`.
+    /// The port's keys of a listing page's objects (the store prefix taken off).
+    fn keys_of<'page>(
+        &'page self,
+        page: &'page ListObjectsV2Output,
+    ) -> impl Iterator<Item = String> + 'page {
+        page.contents()
+            .iter()
+            .filter_map(|object| object.key())
+            .filter_map(|key| key.strip_prefix(self.key_prefix.as_str()))
+            .map(str::to_owned)
+    }
+
+    /// Lists the objects under the store prefix `prefix` (with `delimiter`, one level; after
+    /// the store key `after`, when given), page by page, handing each page to `take` until it
+    /// answers `false` or the listing ends.
     async fn list_pages(
         &self,
         prefix: &str,
         delimiter: Option<&str>,
-        mut take: impl FnMut(&ListObjectsV2Output),
+        after: Option<&str>,
+        mut take: impl FnMut(&ListObjectsV2Output) -> bool,
     ) -> Result<(), ArtifactError> {
         let full_prefix = self.object_key(prefix);
         let mut continuation: Option<String> = None;
+        // `start-after` applies to the first request; the continuation token carries it on.
+        let mut start_after = after.map(|after| self.object_key(after));
         loop {
             let page = self
                 .client
@@ -171,11 +187,11 @@ impl S3ArtifactStore {
                 .set_delimiter(delimiter.map(str::to_owned))
                 .max_keys(self.list_page_size)
                 .set_continuation_token(continuation.take())
+                .set_start_after(start_after.take())
                 .send()
                 .await
                 .map_err(|error| artifact_error(prefix, &error))?;
-            take(&page);
-            if page.is_truncated() != Some(true) {
+            if !take(&page) || page.is_truncated() != Some(true) {
                 return Ok(());
             }
             match page.next_continuation_token() {
@@ -788,14 +804,9 @@ impl ArtifactStore for S3ArtifactStore {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
         check_prefix(prefix)?;
         let mut keys = Vec::new();
-        self.list_pages(prefix, None, |page| {
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|object| object.key())
-                    .filter_map(|key| key.strip_prefix(self.key_prefix.as_str()))
-                    .map(str::to_owned),
-            );
+        self.list_pages(prefix, None, None, |page| {
+            keys.extend(self.keys_of(page));
+            true
         })
         .await?;
         // S3 lists in UTF-8 byte order already; sorting keeps the port's promise on servers
@@ -804,11 +815,34 @@ impl ArtifactStore for S3ArtifactStore {
         Ok(keys)
     }
 
+    async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, ArtifactError> {
+        check_prefix(prefix)?;
+        let mut keys = Vec::new();
+        if limit == 0 {
+            return Ok(keys);
+        }
+        // S3 lists in byte order, so the first `limit` keys after `after` are the page; a
+        // server may send short pages, so this asks until the page is full.
+        self.list_pages(prefix, None, after, |page| {
+            keys.extend(self.keys_of(page));
+            keys.len() < limit
+        })
+        .await?;
+        keys.sort();
+        keys.truncate(limit);
+        Ok(keys)
+    }
+
     async fn list_children(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
         check_prefix(prefix)?;
         let full_prefix = self.object_key(prefix);
         let mut names = Vec::new();
-        self.list_pages(prefix, Some("/"), |page| {
+        self.list_pages(prefix, Some("/"), None, |page| {
             // Objects directly under the prefix, then the "directories" (common prefixes).
             let objects = page.contents().iter().filter_map(|object| object.key());
             let dirs = page
@@ -823,6 +857,7 @@ impl ArtifactStore for S3ArtifactStore {
                     .filter(|name| !name.is_empty())
                     .map(str::to_owned),
             );
+            true
         })
         .await?;
         names.sort();

@@ -17,7 +17,7 @@ const BUCKET: &str = "cowork-test";
 const MIB: usize = 1024 * 1024;
 
 /// A config for `server`'s bucket [`BUCKET`], created on connect.
-fn config(server: &S3Server) -> S3Config {
+pub(crate) fn config(server: &S3Server) -> S3Config {
     let mut config = S3Config::new(
         BUCKET,
         server.access_key.clone(),
@@ -28,7 +28,7 @@ fn config(server: &S3Server) -> S3Config {
     config
 }
 
-async fn connect(config: &S3Config) -> S3ArtifactStore {
+pub(crate) async fn connect(config: &S3Config) -> S3ArtifactStore {
     S3ArtifactStore::connect(config)
         .await
         .unwrap_or_else(|e| panic!("connecting to {:?}: {e}", config.endpoint))
