@@ -573,8 +573,8 @@ async fn run_locked(
 }
 
 /// Removes the batch's scratch tree under `<store>/work`. The worker removes each job's
-/// attempt dir as the job ends, but the job dirs above them stay behind, empty: 4 KiB of
-/// directory per job, 4 GB for a million-job batch.
+/// attempt dir as the job ends, and the job and cell dirs it empties; what is left here is
+/// what a killed job or `--keep-work` left, and the batch's own dir.
 async fn remove_work_dirs(embedded: &EmbeddedRun, batch_id: &BatchId) {
     let dir = embedded.store_dir.join("work").join(batch_id.as_str());
     // A big tree is blocking work, so it runs in `spawn_blocking`; a leftover dir is only disk, so

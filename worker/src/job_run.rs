@@ -16,7 +16,7 @@
 //!   stored before the deadline, or the store refuses them for good, it ends as
 //!   `infra_after_spend` with the run's own outcome carried in the event, and is acked.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -269,7 +269,8 @@ impl JobRun {
             Ok((output, work_dir)) => {
                 self.finish(held, output).await;
                 if !self.config.keep_work_dirs {
-                    let _ = tokio::fs::remove_dir_all(&work_dir).await;
+                    let batch_dir = self.config.work_dir.join(held.job.batch_id.as_str());
+                    remove_work_dir(&batch_dir, &work_dir).await;
                 }
             }
         }
@@ -294,7 +295,7 @@ impl JobRun {
             .join(job.batch_id.as_str())
             .join(job.job_id.local_part())
             .join(format!("a{}", held.attempt));
-        if let Err(error) = tokio::fs::create_dir_all(&work_dir).await {
+        if let Err(error) = create_work_dir(&work_dir).await {
             return Err(BeforeSpend {
                 class: InfraClass::Spawn,
                 message: format!("creating {}: {error}", work_dir.display()),
@@ -724,6 +725,34 @@ impl JobRun {
                     return false;
                 }
             }
+        }
+    }
+}
+
+/// Removes an attempt's work dir, then the job's and the cell's directories above it that this
+/// left empty, up to the batch's: a million-job sweep would otherwise leave a million empty
+/// directories for the end of the batch to remove (longer than the sweep itself took).
+async fn remove_work_dir(batch_dir: &Path, work_dir: &Path) {
+    let _ = tokio::fs::remove_dir_all(work_dir).await;
+    let mut dir = work_dir.parent();
+    while let Some(parent) = dir.filter(|dir| dir.starts_with(batch_dir) && *dir != batch_dir) {
+        // Fails (and stops) at the first directory another job still uses.
+        if tokio::fs::remove_dir(parent).await.is_err() {
+            break;
+        }
+        dir = parent.parent();
+    }
+}
+
+/// Creates an attempt's work dir and its parents. Another job ending on this worker may
+/// remove an emptied parent between the two (`remove_work_dir`); the creation is then tried
+/// again rather than failing the job.
+async fn create_work_dir(work_dir: &Path) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match tokio::fs::create_dir_all(work_dir).await {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+            other => return other,
         }
     }
 }

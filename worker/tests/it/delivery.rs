@@ -858,6 +858,13 @@ async fn a_job_of_its_batch_runs_when_verified() {
     assert_eq!(settled, vec![("ack", 1)]);
     assert_eq!(fixture.runs(), 1);
     assert_eq!(finished(&events).len(), 1);
+    // The attempt's dir is removed, and so are the job's and cell's dirs it left empty: a
+    // million-job sweep leaves no million empty dirs behind.
+    let batch_dir = fixture.config().work_dir.join(job.batch_id.as_str());
+    let left: Vec<_> = std::fs::read_dir(&batch_dir)
+        .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{} holds {left:?}", batch_dir.display());
 }
 
 #[tokio::test(start_paused = true)]
