@@ -14,7 +14,7 @@ use cowork_coordinator::supervisor::BatchOutcome;
 use cowork_core::plan::Plan;
 use cowork_fabric::bundle::UnpackLimits;
 use cowork_fabric::embedded::{DirArtifactStore, MemEventLog};
-use cowork_fabric::{ArtifactError, ArtifactStore, EventLog};
+use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{StoredBatch, StoredGeneration};
 use cowork_schema::event::{ArtifactRef, JobEvent, JobOutcome, JobRecord, StoredOutcome};
 use cowork_schema::ids::{BatchId, JobId};
@@ -61,18 +61,90 @@ pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<Resume
     write_generation(store, batch_id, generation).await?;
     plan.generation = generation;
 
-    let events = MemEventLog::pruned_after_read();
-    let n_replayed = replay_records(store, &plan, previous, &events).await?;
+    // The records are replayed while the supervisor folds them, never all at once: counted
+    // first (the supervisor catches up to that many events before it admits a job), then
+    // published at the supervisor's pace, at most `REPLAY_ROOM` held at a time. A million-job
+    // batch's records held as events were ~1.5 KiB each.
+    let n_records = count_records(store, &plan, previous).await?;
     if !embedded.quiet {
         eprintln!(
             "batch {batch_id}: resumed in this process (generation {generation}) from \
-             {n_replayed} stored job outcomes of {} jobs; jobs without one, killed runs and \
+             {n_records} stored job outcomes of {} jobs; jobs without one, killed runs and \
              infrastructure failures run now",
             plan.n_jobs()
         );
     }
-    let outcome = run_locked(embedded, &plan, "batch", events).await?;
-    Ok(ResumedBatch { plan, outcome })
+    let events = MemEventLog::pruned_after_read();
+    events.expect_events(&plan.batch_id, n_records);
+    let (replayed, outcome) = {
+        let replay = async {
+            let replayed = replay_records(store, &plan, previous, &events).await;
+            match replayed {
+                Ok(n_replayed) if n_replayed != n_records => Err(CliError::Failed(anyhow!(
+                    "batch {batch_id}: {n_replayed} job records were read, {n_records} were counted \
+                 a moment before; was the store changed meanwhile? Run the resume again"
+                ))),
+                other => other,
+            }
+        };
+        let run = run_locked(embedded, &plan, "batch", events.clone());
+        tokio::pin!(replay, run);
+        let mut replayed = None;
+        let outcome = loop {
+            tokio::select! {
+                done = &mut replay, if replayed.is_none() => {
+                    // A replay that fails leaves the supervisor waiting for the events it was
+                    // promised: closing the log ends it before it admits anything.
+                    if done.is_err() {
+                        events.close();
+                    }
+                    replayed = Some(done);
+                }
+                outcome = &mut run => break outcome,
+            }
+        };
+        (replayed, outcome)
+    };
+    if let Some(Err(error)) = replayed {
+        return Err(error);
+    }
+    Ok(ResumedBatch {
+        plan,
+        outcome: outcome?,
+    })
+}
+
+/// How many jobs held in the event log at once while records are replayed.
+const REPLAY_ROOM: usize = 1_024;
+
+/// How many jobs of `plan` have a stored record in generations `previous` down to 0: the
+/// events [`replay_records`] will publish.
+async fn count_records(
+    store: &DirArtifactStore,
+    plan: &Plan,
+    previous: u32,
+) -> Result<u64, CliError> {
+    use futures::StreamExt;
+    let checks = plan.jobs().map(|job| async move {
+        // Any generation's record counts; most jobs finished in generation 0, so it goes first.
+        for generation in 0..=previous {
+            let key = layout::job_record_key(&job.job_id, generation);
+            if store
+                .exists(&key)
+                .await
+                .with_context(|| format!("looking for {key}"))?
+            {
+                return Ok::<_, CliError>(true);
+            }
+        }
+        Ok(false)
+    });
+    let mut checks = futures::stream::iter(checks).buffered(PARALLEL_READS);
+    let mut n_records = 0;
+    while let Some(found) = checks.next().await {
+        n_records += u64::from(found?);
+    }
+    Ok(n_records)
 }
 
 /// `batches/<id>/spec.json`.
@@ -173,7 +245,7 @@ async fn write_generation(
 
 /// Publishes the newest stored record of every job of `plan` (generations `previous` down to
 /// 0) as its `finished` event; returns how many jobs had one. Jobs are read in index order, a
-/// few at a time, and nothing but the event log holds them.
+/// few at a time, and the event log holds at most [`REPLAY_ROOM`] of them.
 async fn replay_records(
     store: &DirArtifactStore,
     plan: &Plan,
@@ -193,7 +265,7 @@ async fn replay_records(
         };
         let event = finished_event(&plan.batch_id, job_id, record);
         events
-            .publish(&event)
+            .publish_with_room(&event, REPLAY_ROOM)
             .await
             .context("replaying the stored job records")?;
         n_replayed += 1;

@@ -437,6 +437,39 @@ fn flag_forms_the_contract_accepts_run_the_batch() {
 
 /// `cowork resume latest --store DIR` finds the newest batch of the store, as `report` and
 /// `rollup` do (it used to read `latest` as a batch id and say the store held no such batch).
+/// A record the resume cannot read stops it, naming the file and the fix (the supervisor,
+/// waiting for the records it was promised, is ended rather than left waiting);
+/// the batch's rollup is left as it was. (The records are replayed while the supervisor folds
+/// them, so this is the replay failing under a running supervisor.)
+#[test]
+fn a_resume_that_meets_an_unreadable_record_stops_and_leaves_the_batch_as_it_was() {
+    let sandbox = Sandbox::empty();
+    run_demo(&sandbox.store());
+    let batches = sandbox.store().join("batches");
+    let mut records = Vec::new();
+    files_named(&batches, "outcome.json", &mut records);
+    records.sort();
+    let broken = records.last().expect("the demo stored job records");
+    std::fs::write(broken, "not json").expect("breaking a record");
+    let mut rollups = Vec::new();
+    files_named(&batches, "rollup.json", &mut rollups);
+    let rollup = rollups.first().expect("the demo stored its rollup").clone();
+    let before = std::fs::read(&rollup).expect("reading the rollup");
+    let store = sandbox.store();
+    let store = store.to_str().expect("a UTF-8 temp path");
+    let out = crate::support::cowork(
+        &crate::support::workspace_root(),
+        &["resume", "latest", "--store", store, "--quiet"],
+    );
+    out.expect_code(2)
+        .expect_stderr("is neither a job record nor a job outcome; remove it to run job");
+    assert_eq!(
+        std::fs::read(&rollup).expect("reading the rollup"),
+        before,
+        "the rollup is untouched"
+    );
+}
+
 #[test]
 fn resume_latest_of_a_local_store_finishes_its_newest_batch() {
     let sandbox = Sandbox::empty();

@@ -38,6 +38,9 @@ struct BatchLog {
     dropped_through: u64,
     /// The next sequence each live subscription will read, by subscription id.
     cursors: HashMap<u64, u64>,
+    /// The sequence the batch's announced events will reach ([`MemEventLog::expect_events`]);
+    /// 0 when none were announced.
+    expected_through: u64,
 }
 
 impl BatchLog {
@@ -63,6 +66,12 @@ struct State {
     last_subscription: u64,
     retention: Retention,
     closed: bool,
+    /// Publishers waiting in [`MemEventLog::publish_with_room`]: a read that prunes the batch
+    /// down to `wake_at` events wakes them.
+    waiting_for_room: usize,
+    /// Half the room a waiting publisher asked for: it is woken once a batch's log is down to
+    /// this, so that it publishes a run of events per wake-up rather than one.
+    wake_at: usize,
 }
 
 /// An in-process event log; sequence numbers start at 1 and are global, like a stream's.
@@ -84,6 +93,56 @@ impl MemEventLog {
         let log = MemEventLog::default();
         log.lock().retention = Retention::UntilRead;
         log
+    }
+
+    /// Announces `count` events of `batch` still to come from one publisher (a resume replaying
+    /// the stored records while its supervisor reads them): [`EventLog::last_sequence`] counts
+    /// them from now on, so a reader that catches up to it waits for every one of them. The
+    /// publisher must be the only one writing to the log until they are in.
+    pub fn expect_events(&self, batch: &BatchId, count: u64) {
+        let mut state = self.lock();
+        let through = state.last_seq + count;
+        state
+            .batches
+            .entry(batch.clone())
+            .or_default()
+            .expected_through = through;
+    }
+
+    /// [`EventLog::publish`], once `event`'s batch holds fewer than `room` events: with
+    /// [`MemEventLog::pruned_after_read`], a publisher of a million events goes at its
+    /// reader's pace and the log holds at most `room` of them.
+    pub async fn publish_with_room(
+        &self,
+        event: &JobEvent,
+        room: usize,
+    ) -> Result<u64, EventError> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let has_room = {
+                let mut state = self.lock();
+                if state.closed {
+                    return Err(EventError::Closed);
+                }
+                let held = state
+                    .batches
+                    .get(&event.batch_id)
+                    .map_or(0, |batch| batch.events.len());
+                if held >= room {
+                    state.waiting_for_room += 1;
+                    state.wake_at = room / 2;
+                }
+                held < room
+            };
+            if has_room {
+                return self.publish(event).await;
+            }
+            // A publisher dropped here leaves the count up, which costs only wake-ups.
+            notified.await;
+            self.lock().waiting_for_room -= 1;
+        }
     }
 
     /// Closes the log: subscribers drain what is stored and then get `None`.
@@ -156,7 +215,10 @@ impl EventLog for MemEventLog {
 
     async fn last_sequence(&self, batch: &BatchId) -> Result<u64, EventError> {
         let state = self.lock();
-        Ok(state.batches.get(batch).map_or(0, |log| log.last_seq))
+        Ok(state
+            .batches
+            .get(batch)
+            .map_or(0, |log| log.last_seq.max(log.expected_through)))
     }
 }
 
@@ -179,6 +241,7 @@ impl EventSubscription for MemSubscription {
                 let mut state = self.log.lock();
                 let closed = state.closed;
                 let retention = state.retention;
+                let wake_at = (state.waiting_for_room > 0).then_some(state.wake_at);
                 if let Some(log) = state.batches.get_mut(&self.batch) {
                     let position = log.events.partition_point(|(seq, _)| *seq < self.next_seq);
                     if let Some((seq, event)) = log.events.get(position) {
@@ -187,6 +250,9 @@ impl EventSubscription for MemSubscription {
                         if retention == Retention::UntilRead {
                             log.cursors.insert(self.id, self.next_seq);
                             log.prune();
+                            if wake_at.is_some_and(|wake_at| log.events.len() <= wake_at) {
+                                self.log.notify.notify_waiters();
+                            }
                         }
                         return Some(Ok(item));
                     }
@@ -293,6 +359,53 @@ mod tests {
         assert_eq!(log.n_kept(), 1);
         log.close();
         assert!(first.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_replay_announced_ahead_goes_at_its_readers_pace() {
+        let log = MemEventLog::pruned_after_read();
+        let batch = BatchId::new("b1").expect("valid literal");
+        log.expect_events(&batch, 50);
+        assert_eq!(
+            log.last_sequence(&batch).await.expect("open"),
+            50,
+            "a reader catching up waits for all the announced events"
+        );
+        let publisher = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for repeat in 0..50 {
+                    log.publish_with_room(&started("b1", repeat), 3)
+                        .await
+                        .expect("open");
+                    assert!(log.n_kept() <= 3, "{} held", log.n_kept());
+                }
+            })
+        };
+        let mut reader = log.subscribe(&batch, 1).await.expect("subscribe");
+        for expected in 1..=50 {
+            let (seq, _) = reader.next().await.expect("one").expect("event");
+            assert_eq!(seq, expected);
+            assert!(log.n_kept() <= 3, "{} held", log.n_kept());
+        }
+        publisher.await.expect("the publisher");
+        assert_eq!(log.last_sequence(&batch).await.expect("open"), 50);
+        // A closed log refuses a waiting publisher instead of holding it forever.
+        for repeat in 0..3 {
+            log.publish_with_room(&started("b2", repeat), 3)
+                .await
+                .expect("open");
+        }
+        let waiting = {
+            let log = log.clone();
+            tokio::spawn(async move { log.publish_with_room(&started("b2", 9), 3).await })
+        };
+        tokio::task::yield_now().await;
+        log.close();
+        assert!(matches!(
+            waiting.await.expect("the publisher"),
+            Err(EventError::Closed)
+        ));
     }
 
     #[tokio::test]
