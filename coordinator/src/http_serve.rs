@@ -121,6 +121,12 @@ pub async fn serve(
                 continue;
             }
         };
+        // A response goes out in pieces (head, body chunks): with Nagle's algorithm on, a piece
+        // waits for the ACK of the one before, which a client delays by up to 40 ms, so each
+        // request on a kept-alive connection took ~40 ms (`results --download`: 23 files/s).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %error, "setting TCP_NODELAY failed");
+        }
         let admitted = lock(&connections).admit(limits.max_connections);
         let Some((id, in_flight, close)) = admitted else {
             tracing::warn!(%peer, max_connections = limits.max_connections, "connection refused: every open connection has a request in flight");

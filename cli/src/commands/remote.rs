@@ -5,6 +5,7 @@ use anyhow::anyhow;
 use cowork_client::CoordinatorClient;
 use cowork_core::safe_text::{for_terminal, for_terminal_lines};
 use cowork_schema::BatchId;
+use futures::StreamExt;
 
 use crate::args::{OutputFormat, SubmitArgs};
 use crate::batch_input::{executor_and_sim, mode_and_target, prepare_batch};
@@ -198,15 +199,18 @@ pub async fn results(
     crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
     if let Some(dir) = download {
         let downloaded = download_all(&client, &batch, dir).await?;
-        eprintln!(
+        crate::progress::note(&format!(
             "downloaded {} of batch {batch} to {}",
             count(downloaded, "file"),
             dir.display()
-        );
+        ));
     }
     envelope.print()?;
     Ok(exit_code)
 }
+
+/// How many files `cowork results --download` fetches at once.
+const DOWNLOADS_AT_ONCE: usize = 8;
 
 /// Saves every stored file of `batch` under `dir`, in the store's layout; returns how many. The
 /// listing is walked a page at a time and each file streams to disk, so a batch of any size
@@ -224,6 +228,7 @@ async fn download_all(
             .artifacts_page(batch, "", after.as_deref(), page_size)
             .await
             .map_err(|e| client_error(e, "listing the batch's artifacts"))?;
+        let mut paths = Vec::with_capacity(keys.len());
         for key in &keys {
             // Keys come from the store, which refuses `..` and empty segments; check again
             // before writing below `dir`.
@@ -238,16 +243,28 @@ async fn download_all(
                 std::fs::create_dir_all(parent)
                     .map_err(|e| CliError::Failed(anyhow!("creating {}: {e}", parent.display())))?;
             }
+            paths.push((key, path));
+        }
+        // A few at a time: each file is a round trip through the coordinator to the store.
+        let mut downloads = futures::stream::iter(paths.iter().map(|(key, path)| async move {
             client
-                .download_artifact(batch, key, &path)
+                .download_artifact(batch, key, path)
                 .await
-                .map_err(|e| client_error(e, &format!("downloading {key}")))?;
+                .map_err(|e| client_error(e, &format!("downloading {key}")))
+        }))
+        .buffer_unordered(DOWNLOADS_AT_ONCE);
+        while let Some(done) = downloads.next().await {
+            done?;
             downloaded += 1;
         }
         // A short page is the last; so is a longer one (a coordinator that does not page
         // sent the whole listing).
         if keys.len() != page_size {
             return Ok(downloaded);
+        }
+        // A big batch takes minutes: on a terminal, a count redrawn in place per page.
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            eprint!("\r\x1b[2Kdownloading batch {batch}: {downloaded} files so far");
         }
         after = keys.last().cloned();
     }
