@@ -260,19 +260,26 @@ pub async fn load_report_input(
     let envelope = read_envelope_head(store, &envelope_key).await?;
     let wall_ms = wall_ms(store, &prefix, envelope.as_ref()).await?;
     let Some(rollup) = rollup else {
-        // Judging needs every outcome at once (harness-behaviour.md#index-order-reducer), so an
-        // unfinished batch is still read whole.
-        let (mut runs, outcomes) = read_jobs(store, &stored).await?;
-        let judged = unfinished::judge(&stored, &outcomes, &runs)?;
-        for run in &mut runs {
-            run.discarded = judged.discarded.contains(&(run.unit, run.repeat_index));
-        }
+        // Read twice, each time in flat memory: once to judge (the reducer folds in the plan's
+        // order, harness-behaviour.md#index-order-reducer), once for the briefs and the runs
+        // the page details, marked with what the judgment set aside.
+        let judged = unfinished::judge(store, &stored).await?;
+        let discarded: HashSet<String> = judged
+            .discarded
+            .iter()
+            .map(|(unit, repeat_index)| {
+                JobId::new(&stored.batch_id, *unit, *repeat_index)
+                    .as_str()
+                    .to_owned()
+            })
+            .collect();
+        let (runs, briefs) = read_decided_jobs(store, &stored, &discarded).await?;
         return Ok(ReportInput {
             stored,
             rollup: judged.rollup,
             envelope: judged.envelope,
             runs,
-            briefs: Default::default(),
+            briefs: briefs.into(),
             eval: None,
             wall_ms,
             incomplete: Some(judged.incomplete),
@@ -324,26 +331,7 @@ fn job_reads<'a>(
     )
 }
 
-/// Every job of the batch that left a record or a result: the runs in (unit, repeat index)
-/// order, and the outcome of each for the reducer.
-async fn read_jobs(
-    store: &dyn ArtifactStore,
-    stored: &StoredBatch,
-) -> Result<(Vec<StoredRun>, unfinished::Outcomes), ReportError> {
-    let (n_jobs, stream) = job_reads(store, stored);
-    let mut stream = std::pin::pin!(stream);
-    let mut runs = Vec::with_capacity(n_jobs);
-    let mut outcomes = unfinished::Outcomes::new();
-    while let Some(read) = stream.next().await {
-        if let Some(job) = read? {
-            outcomes.insert((job.run.unit, job.run.repeat_index), job.outcome);
-            runs.push(job.run);
-        }
-    }
-    Ok((runs, outcomes))
-}
-
-/// The jobs of a decided batch, streamed: every run in brief, and whole only the runs the
+/// The jobs of a batch, streamed: every run in brief, and whole only the runs the
 /// report details ([`DetailedRuns`]), so that the report of a batch of any size is read in
 /// flat memory (a `result.json` is about 16 KiB, its brief under 100 bytes). `discarded`
 /// holds the job ids the envelope lists as discarded.

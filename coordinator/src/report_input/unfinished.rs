@@ -9,7 +9,10 @@
 //! after a plain batch's aborting file) are not missing. The result is marked incomplete and
 //! names every missing job.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
+
+use cowork_fabric::ArtifactStore;
+use futures::StreamExt;
 
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::envelope::Envelope;
@@ -18,13 +21,10 @@ use cowork_schema::ids::UnitRef;
 use cowork_schema::rollup::RollupDoc;
 use serde_json::json;
 
-use super::ReportError;
+use super::{ReportError, job_reads};
 use crate::supervisor::{build_envelope, shape_from_summary};
 use cowork_core::reduce::BatchReducer;
-use cowork_core::report::{Incomplete, StoredRun};
-
-/// The stored outcome of each job that finished, by (unit, repeat index).
-pub(super) type Outcomes = BTreeMap<(UnitRef, Option<u32>), JobOutcome>;
+use cowork_core::report::Incomplete;
 
 /// Why an unfinished batch's report is incomplete, as the report says it.
 const REASON: &str = "no rollup was stored: the batch was interrupted or cancelled before it \
@@ -39,11 +39,12 @@ pub(super) struct Judged {
     pub(super) discarded: HashSet<(UnitRef, Option<u32>)>,
 }
 
-/// Judges the stored `outcomes` of an unfinished batch (see the module documentation).
-pub(super) fn judge(
+/// Judges an unfinished batch from its stored outcomes (see the module documentation), read
+/// job by job in the plan's (unit, repeat index) order, which is the order the reducer folds
+/// in: each outcome is offered as it is read and dropped, so the batch is judged in flat memory.
+pub(super) async fn judge(
+    store: &dyn ArtifactStore,
     stored: &StoredBatch,
-    outcomes: &Outcomes,
-    runs: &[StoredRun],
 ) -> Result<Judged, ReportError> {
     let plan = &stored.plan;
     let shape = shape_from_summary(plan, &stored.spec.flags);
@@ -53,10 +54,11 @@ pub(super) fn judge(
         message,
     };
     let mut reducer = BatchReducer::new(shape).map_err(|error| shape_error(error.to_string()))?;
-    let repeats: Vec<Option<u32>> = match plan.repeat {
-        Some(n) => (0..n).map(Some).collect(),
-        None => vec![None],
-    };
+    let repeats = plan.repeat_indices();
+    // The same jobs in the same order as the loop below walks them.
+    let (_, reads) = job_reads(store, stored);
+    let mut reads = std::pin::pin!(reads);
+    let mut versions: BTreeSet<String> = BTreeSet::new();
     let mut never_ran = Vec::new();
     // Set once a missing job decided a unit (or, in a plain files batch, aborted the batch):
     // the jobs after it were not skipped by a stop rule, the batch simply ended.
@@ -70,9 +72,20 @@ pub(super) fn judge(
             ended_early = false;
         }
         for repeat_index in &repeats {
-            match outcomes.get(&(unit.unit, *repeat_index)) {
+            let read = match reads.next().await {
+                Some(read) => read?,
+                None => None,
+            };
+            if let Some(version) = read
+                .as_ref()
+                .and_then(|job| job.run.record.as_ref())
+                .and_then(|record| record.harness_version.clone())
+            {
+                versions.insert(version);
+            }
+            match read.map(|job| job.outcome) {
                 Some(outcome) => {
-                    reducer.offer(unit_idx, *repeat_index, outcome.clone());
+                    reducer.offer(unit_idx, *repeat_index, outcome);
                 }
                 None if !reducer.is_cancellable(unit_idx, *repeat_index) => {
                     never_ran.push(job_path(unit.unit, *repeat_index));
@@ -103,7 +116,11 @@ pub(super) fn judge(
         })
         .collect();
     let command = stored.spec.mode.envelope_command();
-    let version = harness_version(runs);
+    let version = match versions.len() {
+        0 => "unknown".to_owned(),
+        1 => versions.pop_first().unwrap_or_default(),
+        _ => "mixed".to_owned(),
+    };
     let fleet = json!({
         "batchId": stored.batch_id,
         "executor": stored.spec.executor.as_str(),
@@ -130,24 +147,5 @@ fn job_path(unit: UnitRef, repeat_index: Option<u32>) -> String {
     match repeat_index {
         Some(index) => format!("{unit}/r{index}"),
         None => unit,
-    }
-}
-
-/// The harness version the stored runs name: the one version, `mixed`, or `unknown`.
-fn harness_version(runs: &[StoredRun]) -> String {
-    let mut versions: Vec<&str> = runs
-        .iter()
-        .filter_map(|run| {
-            run.record
-                .as_ref()
-                .and_then(|record| record.harness_version.as_deref())
-        })
-        .collect();
-    versions.sort_unstable();
-    versions.dedup();
-    match versions.as_slice() {
-        [one] => (*one).to_owned(),
-        [] => "unknown".to_owned(),
-        _ => "mixed".to_owned(),
     }
 }
