@@ -264,16 +264,7 @@ pub async fn load_report_input(
         // order, harness-behaviour.md#index-order-reducer), once for the briefs and the runs
         // the page details, marked with what the judgment set aside.
         let judged = unfinished::judge(store, &stored).await?;
-        let discarded: HashSet<String> = judged
-            .discarded
-            .iter()
-            .map(|(unit, repeat_index)| {
-                JobId::new(&stored.batch_id, *unit, *repeat_index)
-                    .as_str()
-                    .to_owned()
-            })
-            .collect();
-        let (runs, briefs) = read_decided_jobs(store, &stored, &discarded).await?;
+        let (runs, briefs) = read_decided_jobs(store, &stored, &judged.discarded).await?;
         return Ok(ReportInput {
             stored,
             rollup: judged.rollup,

@@ -77,16 +77,7 @@ pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<Resume
     let events = MemEventLog::pruned_after_read();
     events.expect_events(&plan.batch_id, n_records);
     let (replayed, outcome) = {
-        let replay = async {
-            let replayed = replay_records(store, &plan, previous, &events).await;
-            match replayed {
-                Ok(n_replayed) if n_replayed != n_records => Err(CliError::Failed(anyhow!(
-                    "batch {batch_id}: {n_replayed} job records were read, {n_records} were counted \
-                 a moment before; was the store changed meanwhile? Run the resume again"
-                ))),
-                other => other,
-            }
-        };
+        let replay = replay_records(store, &plan, previous, n_records, &events);
         let run = run_locked(embedded, &plan, "batch", events.clone());
         tokio::pin!(replay, run);
         let mut replayed = None;
@@ -244,14 +235,24 @@ async fn write_generation(
 }
 
 /// Publishes the newest stored record of every job of `plan` (generations `previous` down to
-/// 0) as its `finished` event; returns how many jobs had one. Jobs are read in index order, a
-/// few at a time, and the event log holds at most [`REPLAY_ROOM`] of them.
+/// 0) as its `finished` event, exactly the `n_counted` that [`count_records`] found. Jobs are
+/// read in index order, a few at a time, and the event log holds at most [`REPLAY_ROOM`] of
+/// them. A record beyond the count is refused before it is published: the supervisor stops
+/// catching up at the count and would have admitted that job again.
 async fn replay_records(
     store: &DirArtifactStore,
     plan: &Plan,
     previous: u32,
+    n_counted: u64,
     events: &MemEventLog,
-) -> Result<u64, CliError> {
+) -> Result<(), CliError> {
+    let changed = |n_read: &str| {
+        CliError::Failed(anyhow!(
+            "batch {}: {n_read} job records were read, {n_counted} were counted a moment \
+             before; was the store changed meanwhile? Run the resume again",
+            plan.batch_id
+        ))
+    };
     use futures::StreamExt;
     let reads = plan.jobs().map(|job| async move {
         let record = newest_record(store, &job.job_id, previous).await;
@@ -263,6 +264,9 @@ async fn replay_records(
         let Some(record) = record? else {
             continue;
         };
+        if n_replayed == n_counted {
+            return Err(changed("more"));
+        }
         let event = finished_event(&plan.batch_id, job_id, record);
         events
             .publish_with_room(&event, REPLAY_ROOM)
@@ -270,7 +274,10 @@ async fn replay_records(
             .context("replaying the stored job records")?;
         n_replayed += 1;
     }
-    Ok(n_replayed)
+    if n_replayed != n_counted {
+        return Err(changed(&n_replayed.to_string()));
+    }
+    Ok(())
 }
 
 /// The record of `job_id` from the newest generation that stored one, if any.

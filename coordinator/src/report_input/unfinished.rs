@@ -17,7 +17,7 @@ use futures::StreamExt;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{ErrorCategory, JobOutcome};
-use cowork_schema::ids::UnitRef;
+use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::rollup::RollupDoc;
 use serde_json::json;
 
@@ -35,8 +35,8 @@ pub(super) struct Judged {
     pub(super) rollup: RollupDoc,
     pub(super) envelope: Envelope,
     pub(super) incomplete: Incomplete,
-    /// Runs that finished but were not folded (beyond their unit's stop).
-    pub(super) discarded: HashSet<(UnitRef, Option<u32>)>,
+    /// Job ids of the runs that finished but were not folded (beyond their unit's stop).
+    pub(super) discarded: HashSet<String>,
 }
 
 /// Judges an unfinished batch from its stored outcomes (see the module documentation), read
@@ -112,7 +112,11 @@ pub(super) async fn judge(
         .iter()
         .filter_map(|job| {
             let unit = plan.units.get(job.unit as usize)?;
-            Some((unit.unit, job.repeat_index))
+            Some(
+                JobId::new(&stored.batch_id, unit.unit, job.repeat_index)
+                    .as_str()
+                    .to_owned(),
+            )
         })
         .collect();
     let command = stored.spec.mode.envelope_command();

@@ -101,56 +101,12 @@ fn tempfile_in(dir: &Path, key: &str) -> Result<(PathBuf, std::fs::File), Artifa
     }
 }
 
-fn list_sync(root: &Path, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-    // Walk from the deepest directory the prefix names, then filter by the full prefix.
-    let start_rel = match prefix.rfind('/') {
-        Some(pos) => &prefix[..pos],
-        None => "",
-    };
-    let start = if start_rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(start_rel)
-    };
-    let mut keys = Vec::new();
-    let mut stack = vec![start];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_error(prefix, &e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(prefix, &e))?;
-            let path = entry.path();
-            let file_type = entry.file_type().map_err(|e| io_error(prefix, &e))?;
-            if file_type.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
-                continue;
-            }
-            let Ok(rel) = path.strip_prefix(root) else {
-                continue;
-            };
-            let key = rel
-                .to_string_lossy()
-                .replace(std::path::MAIN_SEPARATOR, "/");
-            if key.starts_with(prefix) {
-                keys.push(key);
-            }
-        }
-    }
-    keys.sort();
-    Ok(keys)
-}
-
-/// [`ArtifactStore::list_page`] on the directory `root`: the directories are walked in key
-/// order (a directory sorts as its name with a trailing `/`, as its keys do), a directory
-/// whose keys all sort at or before `after`, or that cannot hold a key under `prefix`, is
-/// skipped unread, and the walk stops at `limit` keys: the page costs what it returns, not
-/// what the store holds.
+/// [`ArtifactStore::list_page`] on the directory `root` (and [`ArtifactStore::list`], a page
+/// without a bound): the walk starts at the deepest directory the prefix names, goes in key
+/// order (a directory sorts as its name with a trailing `/`, as its keys do), skips unread a
+/// directory whose keys all sort at or before `after` or that cannot hold a key under
+/// `prefix`, and stops at `limit` keys: the page costs what it returns, not what the store
+/// holds.
 fn list_page_sync(
     root: &Path,
     prefix: &str,
@@ -159,7 +115,11 @@ fn list_page_sync(
 ) -> Result<Vec<String>, ArtifactError> {
     let mut keys = Vec::new();
     if limit > 0 {
-        walk_sorted(root, "", prefix, after, limit, &mut keys)?;
+        // Every key under the prefix lies below the directory its part up to the last `/`
+        // names (`batches/b1/jobs/j01` → `batches/b1/jobs/`).
+        let start_key = prefix.rfind('/').map_or("", |slash| &prefix[..=slash]);
+        let start = root.join(start_key.trim_end_matches('/'));
+        walk_sorted(&start, start_key, prefix, after, limit, &mut keys)?;
     }
     Ok(keys)
 }
@@ -338,9 +298,7 @@ impl ArtifactStore for DirArtifactStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-        let root = self.root.clone();
-        let prefix_owned = prefix.to_owned();
-        blocking(prefix, move || list_sync(&root, &prefix_owned)).await
+        self.list_page(prefix, None, usize::MAX).await
     }
 
     async fn list_page(

@@ -802,17 +802,7 @@ impl ArtifactStore for S3ArtifactStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-        check_prefix(prefix)?;
-        let mut keys = Vec::new();
-        self.list_pages(prefix, None, None, |page| {
-            keys.extend(self.keys_of(page));
-            true
-        })
-        .await?;
-        // S3 lists in UTF-8 byte order already; sorting keeps the port's promise on servers
-        // that do not.
-        keys.sort();
-        Ok(keys)
+        self.list_page(prefix, None, usize::MAX).await
     }
 
     async fn list_page(
@@ -827,7 +817,8 @@ impl ArtifactStore for S3ArtifactStore {
             return Ok(keys);
         }
         // S3 lists in byte order, so the first `limit` keys after `after` are the page; a
-        // server may send short pages, so this asks until the page is full.
+        // server may send short pages, so this asks until the page is full. Sorting keeps the
+        // port's promise on servers that do not list in order.
         self.list_pages(prefix, None, after, |page| {
             keys.extend(self.keys_of(page));
             keys.len() < limit
