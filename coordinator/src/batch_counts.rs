@@ -1,6 +1,6 @@
 //! Batches per state, maintained from the batch registry's change stream, for `/metrics`.
 //!
-//! A scrape reads these counts; it never walks the registry (issue 22: with ~1,000 batches a
+//! A scrape reads these counts; it never walks the registry (with ~1,000 batches a
 //! walk per scrape took seconds and a core, and `/metrics` needs no token). The watch delivers
 //! the current record of every batch and then every change, from any replica, so the counts
 //! follow the whole fleet. When the stream breaks the counts are rebuilt from a new watch; until

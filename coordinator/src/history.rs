@@ -13,7 +13,7 @@ use cowork_schema::layout::batch_key;
 
 /// How long one read of the history serves batch starts before the next start reads it again.
 /// History orders units longest-expected-first: a hint that changes slowly, not worth a store
-/// walk per batch (issue 22: 1,000 submits stalled supervision on store timeouts).
+/// walk per batch (1,000 submits stalled supervision on store timeouts).
 pub const HISTORY_REFRESH: Duration = Duration::from_secs(600);
 /// How long a failed read stands (as no history) before a start tries again.
 const FAILED_READ_RETRY: Duration = Duration::from_secs(60);

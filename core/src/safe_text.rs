@@ -116,8 +116,8 @@ mod tests {
     #[test]
     fn lines_keep_their_breaks_and_lose_the_rest() {
         assert_eq!(
-            for_terminal_lines("row 1\nrow\r2\u{1b}[2J\n"),
-            "row 1\nrow\\x0d2\\x1b[2J\n"
+            for_terminal_lines("line 1\nline\r2\u{1b}[2J\n"),
+            "line 1\nline\\x0d2\\x1b[2J\n"
         );
     }
 

@@ -1,4 +1,4 @@
-//! Bounded resources on a real fleet (issue 22): what a client can make the coordinator hold —
+//! Bounded resources on a real fleet : what a client can make the coordinator hold —
 //! connections that never send a request, and the store reads of many batch starts.
 
 use std::time::Duration;
@@ -80,7 +80,7 @@ async fn healthz_status(port: u16) -> String {
         .to_owned()
 }
 
-/// Row 8: 20,000 TCP connections that never send a byte (no token needed) neither exhaust the
+/// 20,000 TCP connections that never send a byte (no token needed) neither exhaust the
 /// coordinator nor keep `/healthz` out, and the server closes every one of them (each read ends
 /// at EOF).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +184,7 @@ const REGISTRY_BATCHES: usize = 1_000;
 /// Scrapes whose NATS traffic is counted.
 const SCRAPES: u64 = 10;
 
-/// Row 9: with 1,000 batches in the registry, a `/metrics` scrape does not walk the registry:
+/// with 1,000 batches in the registry, a `/metrics` scrape does not walk the registry:
 /// ten scrapes cost the NATS server fewer messages than there are batches (one walk alone is
 /// a message per record), and the counts are still right.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +269,7 @@ async fn metrics_scrapes_do_not_walk_the_batch_registry() {
 /// Batches submitted by the history test.
 const SUBMITS: usize = 200;
 
-/// Row 12: many batch starts share one read of the history (the recent batches' stats) instead
+/// many batch starts share one read of the history (the recent batches' stats) instead
 /// of each listing `batches/` and reading up to 200 `stats.json`: 200 submits of a batch are all
 /// decided, and the coordinator walked the store for history once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +344,7 @@ async fn empty_submit(port: u16) -> (String, Option<String>) {
     status_and_retry_after(&String::from_utf8_lossy(&response))
 }
 
-/// Row 7: submits beyond `--max-concurrent-submits` are refused with 503 and `Retry-After`
+/// Submits beyond `--max-concurrent-submits` are refused with 503 and `Retry-After`
 /// before their bodies are read, `cowork submit` says why, and a slot freed serves the next.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submits_beyond_the_cap_are_refused_with_retry_after() {
@@ -473,7 +473,7 @@ async fn large_submit(port: u16) -> String {
         .to_owned()
 }
 
-/// Row 7: four concurrent 100 MiB submits are streamed to the scratch dir, not held: the
+/// Four concurrent 100 MiB submits are streamed to the scratch dir, not held: the
 /// coordinator's peak memory stays far below the 400 MiB of bodies (it held every body whole,
 /// and a copy of it, before), and the uploads leave nothing in the scratch dir.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,7 +504,7 @@ async fn concurrent_large_submits_are_streamed_to_disk_not_held() {
     assert!(left.is_empty(), "the scratch dir holds {left:?}");
 }
 
-/// Row 6: a worker's bundle cache keeps within `--cache-max-mib`: three batches with
+/// A worker's bundle cache keeps within `--cache-max-mib`: three batches with
 /// bundles of about 1 MiB unpacked each, one after another, leave only the latest bundle in
 /// a 1 MiB cache (every accepted bundle stayed there before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

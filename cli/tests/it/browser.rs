@@ -516,7 +516,7 @@ document.documentElement.setAttribute('data-overview-bottom',\
 Math.round(g.getBoundingClientRect().bottom+window.scrollY));\
 </script>";
 
-/// Issue 20: a 1,000-cell sweep (1,000 models × one skill dir × `--repeat 3` on the
+/// A 1,000-cell sweep (1,000 models × one skill dir × `--repeat 3` on the
 /// simulator: 3,000 runs, more than the page details one by one). Its first screen is the
 /// overview: every cell as a square, failing ones first (worst first), then flaky, then the
 /// rest, all within the first 1,000 px at 1,400 px wide; every square links to its cell's

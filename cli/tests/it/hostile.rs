@@ -1323,7 +1323,7 @@ async fn matrix_basename_mismatch_on_the_fleet_is_a_cell_error_with_no_jobs() {
     );
 }
 
-/// Issue 22 row 6: a compression bomb — the project plus 96 MiB of zeros, ~100 KB on the wire —
+/// A compression bomb — the project plus 96 MiB of zeros, ~100 KB on the wire —
 /// is refused while it is decompressed once it passes the coordinator's `--max-unpacked-mib`,
 /// naming the limit; nothing is stored and the scratch dir is left empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,13 +1,12 @@
-//! Trust boundaries of issue 22, rows 5, 10, 11 and 13, each tried as an attacker would on a
-//! loopback fleet (real nats-server, s3s-fs, coordinator and worker processes):
+//! Trust boundaries, each tried as an attacker would on a loopback fleet (real nats-server, s3s-fs, coordinator and worker processes):
 //!
-//! - row 5: a job whose `scenarioFile` names a host file reads nothing outside the bundle on
+//! - a job whose `scenarioFile` names a host file reads nothing outside the bundle on
 //!   the sim executor, as on the harness executor;
-//! - row 10: control and bidi characters in a scenario name, a spec's `targetDisplay` or a
+//! - control and bidi characters in a scenario name, a spec's `targetDisplay` or a
 //!   fake worker heartbeat never reach a terminal or a Markdown listing raw;
-//! - row 11: the NATS password of a `nats://user:password@…` URL is in no log line, even at
+//! - the NATS password of a `nats://user:password@…` URL is in no log line, even at
 //!   `--log debug`;
-//! - row 13: a read-only token reads everything the CLI and the pages read and changes nothing.
+//! - a read-only token reads everything the CLI and the pages read and changes nothing.
 
 use std::path::Path;
 use std::process::Command;
@@ -43,7 +42,7 @@ fn expect_no_raw_controls(what: &str, text: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row 5: the sim executor confines the scenario path to the bundle
+// The sim executor confines the scenario path to the bundle
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +144,7 @@ async fn a_sim_job_naming_a_host_file_reads_nothing_outside_the_bundle() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row 10: control characters reach no terminal and no Markdown raw
+// Control characters reach no terminal and no Markdown raw
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,7 +303,7 @@ fn markup_and_bidi_controls_in_the_markdown_batch_list_are_escaped() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row 11: the NATS password of the URL is in no log line
+// The NATS password of the URL is in no log line
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,10 +377,10 @@ async fn the_nats_password_of_the_url_is_in_no_log_line_at_debug() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row 13: a read-only token
+// A read-only token
 // ---------------------------------------------------------------------------------------------
 
-/// The read-only token of the row 13 test.
+/// The read-only token of the read-only tests.
 const READ_TOKEN: &str = "it-read-token-91c4";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,11 +1,11 @@
-//! Trust boundaries of issue 22, rows 1–3, each tried as an attacker with NATS access would on
+//! Trust boundaries against NATS, each tried as an attacker with NATS access would on
 //! a loopback fleet (real nats-server, s3s-fs, coordinator and worker processes):
 //!
-//! - row 1: forged `started`/`finished` events for a batch's jobs that no worker was handed are
+//! - forged `started`/`finished` events for a batch's jobs that no worker was handed are
 //!   refused and counted, never folded;
-//! - row 2: a `finished` event of a delivered job that names another batch's `result.json` is
+//! - a `finished` event of a delivered job that names another batch's `result.json` is
 //!   refused (a compromised worker cannot graft another batch's result into this one);
-//! - row 3: jobs published by someone other than the coordinator (a made-up batch, forged flags
+//! - jobs published by someone other than the coordinator (a made-up batch, forged flags
 //!   or bundle on a real batch) are never run.
 
 use std::time::{Duration, Instant};

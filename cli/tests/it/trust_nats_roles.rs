@@ -1,4 +1,4 @@
-//! Issue 22, row 4: least privilege on NATS. A real nats-server runs with the per-role users of
+//! Least privilege on NATS. A real nats-server runs with the per-role users of
 //! `docs/nats/cowork-users.conf` (coordinator, worker, observer), and each test connects or
 //! starts processes with one role's user and password:
 //!

@@ -595,7 +595,7 @@ async fn relative_paths_resolve_against_the_worker_cwd() {
     assert_eq!(completed(&output)["doubleCopy"], "disk");
 }
 
-/// Issue 18 row 7: the variables cowork-harness 2.0.0 reads to start its tiers off a default
+/// The variables cowork-harness 2.0.0 reads to start its tiers off a default
 /// desktop (a Homebrew `limactl`, a host agent, another container runtime or proxy image, a
 /// Lima instance, its own `claude`, a remote or TLS Docker engine) reach it without a flag; a
 /// worker that dropped them could not start `hostloop` or `microvm` outside a macOS desktop.
