@@ -7,8 +7,12 @@
 #       that checks output for such markers stays allowed; a literal spanning lines is not
 #       recognised as one);
 #   (b) a reference `<doc>.md#<anchor>` in a `*.rs`, `*.md` or `*.sh` file, for <doc> one of
-#       harness-behaviour, decisions, architecture and operations, names an anchor that
-#       docs/<doc>.md does not have. An anchor exists when the doc has `<a id="X">` or a heading whose GitHub slug is X.
+#       harness-behaviour, decisions, architecture, operations and operations/<page>, names an
+#       anchor that docs/<doc>.md does not have. An anchor exists when the doc has `<a id="X">`
+#       or a heading whose GitHub slug is X;
+#   (c) a relative link `[text](path)` or `[text](path#anchor)` in a tracked `*.md` file (or a
+#       page under docs/operations/) names a file that does not exist, or an anchor that the
+#       linked Markdown file does not have.
 #
 # Usage: scripts/check-citations.sh   (from any directory)
 set -euo pipefail
@@ -57,7 +61,11 @@ anchors_of() {
 }
 
 declare -A known=()
-for doc in harness-behaviour decisions architecture operations; do
+docs=(harness-behaviour decisions architecture operations)
+for page in docs/operations/*.md; do
+    [[ -f "$page" ]] && docs+=("operations/$(basename "$page" .md)")
+done
+for doc in "${docs[@]}"; do
     while IFS= read -r anchor; do
         [[ -n "$anchor" ]] && known["$doc#$anchor"]=1
     done < <(anchors_of "$doc")
@@ -71,18 +79,58 @@ while IFS= read -r hit; do
     file_line=${hit%:*}
     ref=${hit##*:}
     doc=${ref%%.md#*}
-    doc=${doc##*/}
     anchor=${ref#*.md#}
     checked=$((checked + 1))
     if [[ -z "${known["$doc#$anchor"]+x}" ]]; then
         bad_refs+="$file_line: $doc.md#$anchor names no anchor of docs/$doc.md"$'\n'
     fi
-done < <(grep -noE '(harness-behaviour|decisions|architecture|operations)\.md#[A-Za-z0-9_-]+' \
+done < <(grep -noE '(harness-behaviour|decisions|architecture|operations(/[a-z-]+)?)\.md#[A-Za-z0-9_-]+' \
     "${ref_files[@]}" || true)
 
 if [[ -n "$bad_refs" ]]; then
     echo "error: references to anchors that do not exist:" >&2
     printf '%s' "$bad_refs" >&2
+    fail=1
+fi
+
+# (c) Relative links between Markdown files.
+link_errors=$(
+    python3 - <<'PY'
+import pathlib, re, subprocess
+
+def slug(heading):
+    text = re.sub(r"^#+ +", "", heading).rstrip().rstrip("#").rstrip().lower()
+    return re.sub(r"[^\w \-]", "", text).replace(" ", "-")
+
+def anchors(path):
+    found, fenced = set(re.findall(r'<a id="([^"]*)"', path.read_text())), False
+    for line in path.read_text().split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,6} ", line):
+            found.add(slug(line))
+    return found
+
+files = {pathlib.Path(f) for f in subprocess.check_output(["git", "ls-files", "*.md"], text=True).split()}
+files |= set(pathlib.Path("docs/operations").glob("*.md"))
+for md in sorted(files):
+    if not md.exists():
+        continue
+    for number, line in enumerate(md.read_text().split("\n"), 1):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (md.parent / path) if path else md
+            if not linked.exists():
+                print(f"{md}:{number}: {target} names no file")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                print(f"{md}:{number}: {target} names no anchor of {linked}")
+PY
+)
+if [[ -n "$link_errors" ]]; then
+    echo "error: Markdown links to files or anchors that do not exist:" >&2
+    echo "$link_errors" >&2
     fail=1
 fi
 

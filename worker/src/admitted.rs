@@ -1,4 +1,4 @@
-//! Which delivered jobs a fleet worker runs (docs/operations.md "Trust model").
+//! Which delivered jobs a fleet worker runs (docs/operations/security.md "Trust model").
 //!
 //! Whoever may publish on `cowork.jobs.>` could otherwise have workers run anything with the
 //! fleet's model keys: a job of a batch that does not exist (no batch record used to mean "run

@@ -1,4 +1,4 @@
-//! The event gate: which events of a batch's log the supervisor folds (docs/operations.md
+//! The event gate: which events of a batch's log the supervisor folds (operations/security.md
 //! "Trust model").
 //!
 //! Anyone who may publish on `cowork.events.<batch>` could otherwise decide a batch: a forged

@@ -56,7 +56,7 @@ pub const CASSETTE_FILE_NAME: &str = "cassette.json";
 pub const DEFAULT_STDOUT_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
 /// Environment variables copied from the worker by default: every variable cowork-harness
-/// 2.0.0 reads for the tiers a worker serves (operations.md#harness-environment lists what each
+/// 2.0.0 reads for the tiers a worker serves (operations/settings.md#harness-environment: what each
 /// does), grouped as the CLI uses them. Not here on purpose: `COWORK_HARNESS_OUTPUT_FORMAT` and
 /// `COWORK_HARNESS_RUNS_DIR` (the executor passes `--output-format` and `--run-dir`, which
 /// must win), `COWORK_HARNESS_DEBUG` (it adds lines to stderr) and `COWORK_HARNESS_MODEL` /
@@ -70,7 +70,7 @@ pub const DEFAULT_PASSTHROUGH_ENV: &[&str] = &[
     "LANG",
     "TMPDIR",
     // Model credentials (the secret set: scrubbed from everything stored). Which of them reach
-    // the agent depends on the tier (operations.md#harness-environment).
+    // the agent depends on the tier (operations/settings.md#harness-environment).
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
