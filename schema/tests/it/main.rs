@@ -1,7 +1,8 @@
 //! Integration tests of cowork-schema: the input-file loaders against the upstream examples and
-//! against hostile or broken files.
+//! against hostile or broken files; JSON numbers against the text JavaScript writes.
 
 mod examples;
+mod js_numbers;
 mod negative;
 
 /// Support code shared by the test modules.
