@@ -79,7 +79,6 @@ impl Envelope {
         }
     }
 
-    /// The envelope as one compact line of JSON, without a trailing newline.
     /// `true` when the envelope's results are its units, one run each (a plain batch of files,
     /// one result a file; a plain matrix, one a cell), so there are no more of them than units
     /// and a summary names its units from them; `false` for a repeat batch, whose results are
@@ -89,8 +88,10 @@ impl Envelope {
         self.rollups.is_none() && self.matrix_repeat.is_none()
     }
 
+    /// The envelope as one compact line of JSON, without a trailing newline, numbers as the
+    /// CLI writes them.
     pub fn to_line(&self) -> String {
-        serde_json::to_string(self)
+        crate::json_number::to_string(self)
             .expect("an envelope has only string keys and finite numbers, so it serializes")
     }
 }
@@ -284,5 +285,15 @@ mod tests {
             decorated.to_string(),
             r#"{"result":"success","models":["m"],"provenance":{"model":"m","skill":"unknown","ablated":false}}"#
         );
+    }
+
+    #[test]
+    fn a_result_read_from_the_cli_is_written_back_with_its_own_number_text() {
+        let result =
+            r#"{"totalCostUsd":0.000003,"durationMs":12,"rate":1e-7,"big":100000000000000000000}"#;
+        let mut envelope = Envelope::new("2.0.0", "run");
+        envelope.results.push(parse(result));
+        let line = envelope.to_line();
+        assert!(line.contains(result), "{line}");
     }
 }

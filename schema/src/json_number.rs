@@ -9,9 +9,11 @@
 //! Two ways in, because serde_json prints a `Value`'s float with its own formatter:
 //! - typed fields use [`serialize`] / [`serialize_opt`], which hand serde_json the JavaScript text
 //!   itself (a raw value), so any serde_json writer prints the CLI's bytes;
-//! - a `serde_json::Value` tree that holds floats (built with [`to_value`]) is written with
-//!   [`to_string`], [`to_string_pretty`] or [`to_vec_pretty`], whose formatter prints floats the
-//!   JavaScript way.
+//! - a `serde_json::Value` tree that holds floats (built with [`to_value`], or a CLI document read
+//!   as a `Value`, such as a `result.json`) is written with this module's `to_string`, `to_vec`,
+//!   `to_writer` and their `_pretty` forms, whose formatter prints floats the JavaScript way.
+//!   Every document the fleet writes goes through them, so a cost read from the CLI as
+//!   `0.000003` is written back as `0.000003`.
 
 use std::io;
 
@@ -70,7 +72,34 @@ pub fn to_value(value: f64) -> serde_json::Value {
 
 /// `serde_json::to_string` with floats written as JavaScript writes them.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    utf8(to_vec_with(value, JsFormatter(CompactFormatter))?)
+    utf8(to_vec(value)?)
+}
+
+/// `serde_json::to_vec` with floats written as JavaScript writes them.
+pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
+    to_vec_with(value, JsFormatter(CompactFormatter))
+}
+
+/// `serde_json::to_writer` with floats written as JavaScript writes them.
+pub fn to_writer<W: io::Write, T: Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        writer,
+        JsFormatter(CompactFormatter),
+    ))
+}
+
+/// `serde_json::to_writer_pretty` with floats written as JavaScript writes them.
+pub fn to_writer_pretty<W: io::Write, T: Serialize + ?Sized>(
+    writer: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        writer,
+        JsFormatter(PrettyFormatter::new()),
+    ))
 }
 
 /// `serde_json::to_string_pretty` with floats written as JavaScript writes them.
