@@ -194,14 +194,6 @@ impl ModelLimits {
     }
 }
 
-/// The model a job's limits key on: its cell's model axis, else [`DEFAULT_MODEL_KEY`].
-pub fn model_of(job: &cowork_schema::job::JobSpec) -> String {
-    job.axes
-        .as_ref()
-        .and_then(|axes| axes.model.clone())
-        .unwrap_or_else(|| DEFAULT_MODEL_KEY.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@
 
 mod budget;
 mod controls;
+mod events;
 mod jobs;
 mod ledger;
 mod live;
@@ -57,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::BatchFlags;
-use cowork_schema::event::{ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::event::{ErrorCategory, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::{CellAxes, PROTOCOL_VERSION, Tier};
 
@@ -71,9 +72,10 @@ pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
 
 use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
-use crate::reduce::{BatchReducer, BatchReduction, BatchShape, NotComplete, Offer, ShapeError};
+use crate::reduce::{BatchReducer, BatchReduction, BatchShape, NotComplete, ShapeError};
+use events::Finished;
 use ledger::Ledger;
-use reacks::{Report, UnsampledReports};
+use reacks::UnsampledReports;
 
 /// Jobs of one unit admitted beyond the lowest index its fold waits for, with an early-stop
 /// rule: enough to keep a unit's runs overlapping, few enough that a stop discards at most this
@@ -469,88 +471,6 @@ impl Admission {
         }
     }
 
-    fn apply_event(&mut self, event: JobEvent, now: Instant) {
-        let JobEvent {
-            job_id,
-            attempt,
-            generation,
-            worker_id,
-            event,
-            ..
-        } = event;
-        let Some((unit, run)) = JobId::parse(job_id.as_str())
-            .and_then(|(_, unit, repeat)| self.grid.locate(unit, repeat))
-        else {
-            self.notes.push(Note::ForeignJob { job_id });
-            return;
-        };
-        match event {
-            JobEventKind::Started => self.apply_started((unit, run), generation, now),
-            JobEventKind::Failed { will_retry, .. } => {
-                if will_retry {
-                    self.progress.retries += 1;
-                }
-            }
-            JobEventKind::Finished {
-                outcome,
-                artifacts,
-                harness_version,
-                run_ms,
-                unstored_outcome,
-                from_record_of_attempt,
-                ..
-            } => {
-                let unstored_cost = match unstored_outcome {
-                    Some(JobOutcome::Completed { run }) => run.cost_usd,
-                    _ => None,
-                };
-                let finished = Finished {
-                    job_id,
-                    unit,
-                    run,
-                    attempt,
-                    generation,
-                    worker_id,
-                    outcome,
-                    artifacts,
-                    harness_version,
-                    run_ms,
-                    unstored_cost,
-                    from_record_of_attempt,
-                };
-                self.apply_finished(finished, now);
-            }
-        }
-    }
-
-    fn apply_started(&mut self, (unit, run): (u32, u32), generation: u32, now: Instant) {
-        // A start of an earlier generation says nothing about this one: the job is either
-        // finished (its event follows) or runs again.
-        if generation < self.generation {
-            return;
-        }
-        let ordinal = self.grid.ordinal(unit, run);
-        if self.finished.contains(ordinal) {
-            return;
-        }
-        if self.started.insert(ordinal) {
-            self.progress.running += 1;
-        }
-        let withdrawn = (self.cancelling && self.withdrawal == Withdrawal::Done)
-            || self.dispatch.withdrew_any();
-        if !self.outstanding.contains_key(&ordinal) && withdrawn {
-            // A worker took it just before the withdrawal: it runs, so the batch waits for it
-            // (and a resumed dispatch does not publish it again).
-            self.track(unit, run, None);
-            if !self.cancelling {
-                // The pause's withdrawal had taken it off the admitted count.
-                self.progress.admitted += 1;
-            }
-        }
-        let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
-        self.set_deadline(ordinal, Some(deadline));
-    }
-
     /// Sets (or clears) an outstanding job's deadline.
     fn set_deadline(&mut self, ordinal: u64, deadline: Option<Instant>) {
         let Some(job) = self.outstanding.get_mut(&ordinal) else {
@@ -563,137 +483,6 @@ impl Admission {
         if let Some(at) = deadline {
             self.deadlines.insert((at, ordinal));
         }
-    }
-
-    fn apply_finished(&mut self, finished: Finished, now: Instant) {
-        if finished.generation < self.generation && is_rerun_on_resume(&finished.outcome) {
-            // `cowork resume` runs this job again: its earlier infra failure (or kill) is not
-            // a result.
-            self.ledger.superseded += 1;
-            return;
-        }
-        let ordinal = self.grid.ordinal(finished.unit, finished.run);
-        if is_killed(&finished.outcome) {
-            // Killed by `cancel --kill-running`: cut short by us, so not a sample; the batch
-            // ends cancelled and `resume` runs the job again.
-            if self.finished.insert(ordinal) {
-                self.settle(ordinal);
-                self.progress.running = self
-                    .progress
-                    .running
-                    .saturating_sub(u64::from(self.started.contains(ordinal)));
-                self.progress.errored += 1;
-                self.ledger.killed += 1;
-                self.cancelling = true;
-            }
-            return;
-        }
-        if !self.finished.insert(ordinal) {
-            let report = Report {
-                unit: finished.unit,
-                run: finished.run,
-                ordinal,
-                job_id: &finished.job_id,
-                outcome: &finished.outcome,
-                artifacts: &finished.artifacts,
-                from_record_of_attempt: finished.from_record_of_attempt,
-            };
-            if self.unsampled.is_reack(&self.results, &report) {
-                self.progress.reacked += 1;
-            } else {
-                self.progress.duplicates += 1;
-            }
-            return;
-        }
-        self.unsampled
-            .folded(ordinal, &finished.outcome, &finished.artifacts);
-        self.settle(ordinal);
-        self.progress.running = self
-            .progress
-            .running
-            .saturating_sub(u64::from(self.started.contains(ordinal)));
-        if finished.attempt > 1 {
-            self.progress.redelivered += 1;
-        }
-        if finished.worker_id == LOST_JOB_WORKER {
-            self.progress.lost += 1;
-        } else {
-            self.ledger.worker_ran(&finished.worker_id, finished.run_ms);
-        }
-        self.ledger
-            .harness_version(finished.harness_version.as_deref());
-        self.count_outcome(&finished, now);
-        let job = JobRef {
-            unit: finished.unit,
-            repeat_index: self.grid.repeat_index(finished.run),
-        };
-        match self
-            .reducer
-            .offer(job.unit, job.repeat_index, finished.outcome)
-        {
-            // The live count; the final list comes from the reduction, which also discards
-            // outcomes that were buffered when a lower index decided the unit.
-            Offer::Discarded => self.progress.discarded += 1,
-            Offer::Duplicate => self.progress.duplicates += 1,
-            Offer::Unexpected => self.notes.push(Note::ForeignJob {
-                job_id: finished.job_id,
-            }),
-            Offer::Folded | Offer::Buffered => {}
-        }
-    }
-
-    /// Counts a first `finished` outcome: verdicts, spend, prices, pauses, samples, results.
-    fn count_outcome(&mut self, finished: &Finished, now: Instant) {
-        let unit = &mut self.units[finished.unit as usize];
-        let cost = match &finished.outcome {
-            JobOutcome::Completed { run } => {
-                let usage_limited = run.signals.iter().any(|s| s.code == "usage_limit");
-                if !self.catching_up {
-                    if usage_limited {
-                        let pause = self.pauses.pause(unit.tier, now);
-                        self.notes.push(Note::Paused {
-                            tier: unit.tier,
-                            pause,
-                        });
-                    } else {
-                        self.pauses.clear_streak(unit.tier);
-                    }
-                }
-                if run.pass {
-                    self.progress.passed += 1;
-                    self.passed
-                        .insert(self.grid.ordinal(finished.unit, finished.run));
-                } else {
-                    self.progress.failed += 1;
-                }
-                self.ledger.units[finished.unit as usize].passed = Some(run.pass);
-                self.results.record(
-                    (finished.unit, finished.run),
-                    &finished.job_id,
-                    (finished.generation, finished.attempt),
-                    &finished.artifacts,
-                );
-                run.cost_usd
-            }
-            JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => {
-                self.progress.errored += 1;
-                finished.unstored_cost
-            }
-        };
-        if let Some(cost) = cost {
-            self.progress.cost_usd += cost;
-            self.batch_price.observe(cost);
-            unit.spent_usd += cost;
-            unit.price.observe(cost);
-        }
-        self.ledger.units[finished.unit as usize].observe(cost, run_time_ms(finished));
-        self.live.observe(
-            finished,
-            &self.units[finished.unit as usize],
-            cost,
-            self.catching_up,
-        );
-        self.progress.finished += 1;
     }
 
     /// Starts tracking a published job.
@@ -784,38 +573,6 @@ impl Drop for Admission {
             }
         }
     }
-}
-
-/// The run time a finished job adds to its unit's history (`stats.json`, the dry run's
-/// time/run): the run's own `durationMs`, the time every report shows, when its result has one;
-/// else the time the worker measured around the job. They differ most for the sim executor,
-/// whose results carry simulated durations while the job itself takes milliseconds.
-fn run_time_ms(finished: &Finished) -> u64 {
-    let reported = match &finished.outcome {
-        JobOutcome::Completed { run } => run.duration_ms.filter(|ms| ms.is_finite() && *ms >= 0.0),
-        JobOutcome::Unanswered { .. } | JobOutcome::Error { .. } => None,
-    };
-    // `as` saturates for a finite non-negative f64 beyond u64::MAX.
-    reported.map_or(finished.run_ms, |ms| ms.round() as u64)
-}
-
-/// A first look at a `finished` event, located in the plan.
-struct Finished {
-    job_id: JobId,
-    unit: u32,
-    run: u32,
-    attempt: u32,
-    generation: u32,
-    worker_id: String,
-    outcome: JobOutcome,
-    artifacts: Vec<ArtifactRef>,
-    harness_version: Option<String>,
-    run_ms: u64,
-    /// The price of a run that was paid but whose result could not be stored (an
-    /// `infra_after_spend` error carries the run's own outcome inline): spend, never a sample.
-    unstored_cost: Option<f64>,
-    /// Set when the reporting delivery did not run the job (see [`reacks`]).
-    from_record_of_attempt: Option<u32>,
 }
 
 fn unit_admission(unit: &crate::plan::PlanUnit) -> UnitAdmission {

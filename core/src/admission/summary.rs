@@ -17,21 +17,7 @@ use super::{Admission, JobRef};
 impl Admission {
     /// The envelope's `fleet` key of the decided batch.
     pub fn fleet_meta(&self, reduction: &BatchReduction) -> FleetMeta {
-        let progress = &self.progress;
-        let discarded: Vec<DiscardedRunMeta> = reduction
-            .discarded
-            .iter()
-            .map(|job| DiscardedRunMeta {
-                job: self
-                    .job_id(JobRef {
-                        unit: job.unit,
-                        repeat_index: job.repeat_index,
-                    })
-                    .to_string(),
-                completed: job.completed,
-                cost_usd: job.cost_usd,
-            })
-            .collect();
+        let discarded = self.discarded_runs(reduction);
         let discarded_total = DiscardedTotal {
             runs: discarded.len() as u64,
             // Folding from 0.0 keeps an all-unpriced list at 0, not -0.
@@ -52,31 +38,9 @@ impl Admission {
             simulated: reduction.simulated_runs > 0,
             simulated_runs: reduction.simulated_runs,
             harness_versions: self.ledger.harness_versions.clone(),
-            jobs: FleetJobs {
-                planned: progress.planned,
-                admitted: progress.admitted,
-                finished: progress.finished,
-                skipped: progress.skipped,
-                retries: progress.retries,
-                redelivered: progress.redelivered,
-                duplicates: progress.duplicates,
-                reacked: progress.reacked,
-                rerun_on_resume: self.ledger.superseded,
-                malformed_events: progress.malformed_events,
-                refused_events: progress.refused_events,
-                republished: progress.republished,
-                lost: progress.lost,
-                withdrawn: progress.withdrawn,
-            },
+            jobs: self.job_counts(),
             generation: self.generation,
-            batch_budget: self.flags.batch_budget_usd.map(|cap| BatchBudgetMeta {
-                cap_usd: cap,
-                spent_usd: progress.cost_usd,
-                overshoot_usd: (progress.cost_usd - cap).max(0.0),
-                stopped: self.budget_stopped.is_some(),
-                stopped_units: self.budget_stopped.clone().unwrap_or_default(),
-                scope: BATCH_BUDGET_SCOPE.to_owned(),
-            }),
+            batch_budget: self.batch_budget_meta(),
             model_limits: self
                 .limits
                 .snapshot()
@@ -90,16 +54,7 @@ impl Admission {
                     (rule, meta)
                 })
                 .collect(),
-            usage_limit_pauses: UsageLimitPauses {
-                count: self.pauses.count(),
-                total_ms: u64::try_from(self.pauses.total().as_millis()).unwrap_or(u64::MAX),
-                by_tier: self
-                    .pauses
-                    .by_tier()
-                    .iter()
-                    .map(|(tier, n)| (tier.as_str().to_owned(), *n))
-                    .collect(),
-            },
+            usage_limit_pauses: self.usage_limit_pauses(),
             discarded,
             workers: self
                 .ledger
@@ -114,23 +69,7 @@ impl Admission {
                 })
                 .collect(),
             discarded_total,
-            admission: AdmissionMeta {
-                window: self.window as u64,
-                unit_order: if self.order.by_history() {
-                    "history"
-                } else {
-                    "plan"
-                }
-                .to_owned(),
-                speculation: self.speculation,
-                unit_budget_usd: self.unit_budget_usd,
-                max_unit_spent_usd: self.unit_budget_usd.map(|_| {
-                    self.units
-                        .iter()
-                        .map(|unit| unit.spent_usd)
-                        .fold(0.0, f64::max)
-                }),
-            },
+            admission: self.admission_meta(),
             stop_errors: reduction
                 .stop_errors
                 .iter()
@@ -141,6 +80,94 @@ impl Admission {
                 })
                 .collect(),
             control_changes: self.control_changes.clone(),
+        }
+    }
+
+    /// The runs the reduction left out of every rollup, named by job id.
+    fn discarded_runs(&self, reduction: &BatchReduction) -> Vec<DiscardedRunMeta> {
+        reduction
+            .discarded
+            .iter()
+            .map(|job| DiscardedRunMeta {
+                job: self
+                    .job_id(JobRef {
+                        unit: job.unit,
+                        repeat_index: job.repeat_index,
+                    })
+                    .to_string(),
+                completed: job.completed,
+                cost_usd: job.cost_usd,
+            })
+            .collect()
+    }
+
+    /// What happened to the batch's jobs, counted.
+    fn job_counts(&self) -> FleetJobs {
+        let progress = &self.progress;
+        FleetJobs {
+            planned: progress.planned,
+            admitted: progress.admitted,
+            finished: progress.finished,
+            skipped: progress.skipped,
+            retries: progress.retries,
+            redelivered: progress.redelivered,
+            duplicates: progress.duplicates,
+            reacked: progress.reacked,
+            rerun_on_resume: self.ledger.superseded,
+            malformed_events: progress.malformed_events,
+            refused_events: progress.refused_events,
+            republished: progress.republished,
+            lost: progress.lost,
+            withdrawn: progress.withdrawn,
+        }
+    }
+
+    /// The batch budget, what was spent against it and whether it stopped units; `None`
+    /// without `--batch-budget-usd`.
+    fn batch_budget_meta(&self) -> Option<BatchBudgetMeta> {
+        let spent_usd = self.progress.cost_usd;
+        self.flags.batch_budget_usd.map(|cap| BatchBudgetMeta {
+            cap_usd: cap,
+            spent_usd,
+            overshoot_usd: (spent_usd - cap).max(0.0),
+            stopped: self.budget_stopped.is_some(),
+            stopped_units: self.budget_stopped.clone().unwrap_or_default(),
+            scope: BATCH_BUDGET_SCOPE.to_owned(),
+        })
+    }
+
+    /// The tier pauses that `usage_limit` results caused.
+    fn usage_limit_pauses(&self) -> UsageLimitPauses {
+        UsageLimitPauses {
+            count: self.pauses.count(),
+            total_ms: u64::try_from(self.pauses.total().as_millis()).unwrap_or(u64::MAX),
+            by_tier: self
+                .pauses
+                .by_tier()
+                .iter()
+                .map(|(tier, n)| (tier.as_str().to_owned(), *n))
+                .collect(),
+        }
+    }
+
+    /// How admission was set up: window, unit order, speculation and the per-unit budget.
+    fn admission_meta(&self) -> AdmissionMeta {
+        AdmissionMeta {
+            window: self.window as u64,
+            unit_order: if self.order.by_history() {
+                "history"
+            } else {
+                "plan"
+            }
+            .to_owned(),
+            speculation: self.speculation,
+            unit_budget_usd: self.unit_budget_usd,
+            max_unit_spent_usd: self.unit_budget_usd.map(|_| {
+                self.units
+                    .iter()
+                    .map(|unit| unit.spent_usd)
+                    .fold(0.0, f64::max)
+            }),
         }
     }
 

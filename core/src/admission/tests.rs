@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
-use cowork_schema::event::{ErrorCategory, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::event::{ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::{CellAxes, PROTOCOL_VERSION, Tier};
 use cowork_schema::rollup::StopReason;

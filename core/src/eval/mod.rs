@@ -45,8 +45,8 @@ pub use gate::{
     EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, eval_exit_code, nothing_to_compare,
 };
 pub use stats::{
-    TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_exact, mcnemar_score,
-    min_detectable_difference, min_discordant_pairs, paired_difference_interval, pairs_to_detect,
+    TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_score, min_detectable_difference,
+    min_discordant_pairs, paired_difference_interval, pairs_to_detect,
 };
 
 /// The significance level used when none is given (`--alpha`).

@@ -8,8 +8,8 @@
 //! pairs), it counts the uncertainty in how many pairs disagree, so a handful of runs gives a
 //! wide interval and no disagreement is not the point `[0, 0]`.
 //!
-//! The exact McNemar p-value and the Clopper–Pearson interval stay here for reference and for
-//! readers of reports written by the previous version; the verdict no longer uses them.
+//! The Clopper–Pearson interval stays here for reference and for readers of reports written by
+//! the previous version; the verdict no longer uses it.
 //!
 //! Everything here is a pure, deterministic function of its arguments: no randomness, no
 //! iteration count that depends on anything but the inputs.
@@ -18,95 +18,7 @@ use cowork_schema::eval::Interval;
 use std::f64::consts::PI;
 
 // ---------------------------------------------------------------------------------------------
-// Exact McNemar test.
-
-/// Up to this many discordant pairs the binomial tail is summed with exact integers.
-/// `C(100, 50) · 51 < 2^128`, so every intermediate of the exact path fits in a `u128`.
-const EXACT_TAIL_MAX_N: u128 = 100;
-
-/// The two-sided exact McNemar p-value of paired pass/fail outcomes.
-///
-/// `a_pass_b_fail` is McNemar's `b` (pairs where arm A passed and arm B failed) and
-/// `a_fail_b_pass` is `c`. The p-value is `min(1, 2·P[X ≤ min(b, c)])` with
-/// `X ~ Binomial(b + c, 1/2)`, and exactly `1` when there is no discordant pair.
-///
-/// Up to 100 discordant pairs the tail is an exact integer sum divided by a power of two, so the
-/// result is the correctly rounded value. Beyond that, the largest tail term comes from Loader's
-/// saddle-point formula (the one R's `dbinom` uses), which stays accurate to about 1e-13
-/// relative without ever forming a binomial coefficient, and the rest of the tail follows from
-/// the ratio of consecutive terms. A p-value below the smallest `f64` comes out as `0`.
-pub fn mcnemar_exact(a_pass_b_fail: u64, a_fail_b_pass: u64) -> f64 {
-    let n_discordant = u128::from(a_pass_b_fail) + u128::from(a_fail_b_pass);
-    if n_discordant == 0 {
-        return 1.0;
-    }
-    let smaller = u128::from(a_pass_b_fail.min(a_fail_b_pass));
-    let lower_tail = if n_discordant <= EXACT_TAIL_MAX_N {
-        binomial_half_lower_tail_exact(smaller, n_discordant)
-    } else {
-        binomial_half_lower_tail_saddle_point(smaller as f64, n_discordant as f64)
-    };
-    (2.0 * lower_tail).min(1.0)
-}
-
-/// `P[X ≤ k]` for `X ~ Binomial(n, 1/2)`, `n ≤ 100`, as `Σ C(n, i) / 2^n` in exact integers.
-pub(crate) fn binomial_half_lower_tail_exact(k: u128, n: u128) -> f64 {
-    debug_assert!(
-        n <= EXACT_TAIL_MAX_N && k <= n,
-        "exact tail needs k <= n <= 100"
-    );
-    let mut coefficient: u128 = 1;
-    let mut total: u128 = 1;
-    for i in 0..k {
-        // C(n, i+1) = C(n, i)·(n−i)/(i+1); the division is exact and the product is below
-        // C(100, 50)·100 < 2^128 (see `EXACT_TAIL_MAX_N`).
-        coefficient = coefficient * (n - i) / (i + 1);
-        total += coefficient;
-    }
-    // `total as f64` rounds once to nearest; dividing by a power of two (n ≤ 100, no
-    // subnormals) is exact, so the quotient is the correctly rounded tail.
-    total as f64 / (n as f64).exp2()
-}
-
-/// `P[X ≤ k]` for `X ~ Binomial(n, 1/2)` with `k ≤ n/2`, for any `n` (no overflow).
-///
-/// The largest term of the tail is `P[X = k]` (the mode is `n/2`); it is computed directly and
-/// the smaller terms follow downwards from `P[X = i−1] = P[X = i] · i / (n − i + 1)`. The sum
-/// stops once a term can no longer change it.
-pub(crate) fn binomial_half_lower_tail_saddle_point(k: f64, n: f64) -> f64 {
-    let mut term = binomial_half_pmf(k, n);
-    let mut total = term;
-    // Neumaier compensation keeps the sum of thousands of terms near the mode to a few ulps.
-    let mut compensation = 0.0;
-    let mut i = k;
-    while i > 0.0 {
-        term *= i / (n - i + 1.0);
-        // Terms shrink at least geometrically away from the mode; once one is below 1e-20 of
-        // the total, the remaining ones together are far below an ulp of it.
-        if term == 0.0 || term < total * 1e-20 {
-            break;
-        }
-        let next = total + term;
-        compensation += if total >= term {
-            (total - next) + term
-        } else {
-            (term - next) + total
-        };
-        total = next;
-        i -= 1.0;
-    }
-    total + compensation
-}
-
-/// `P[X = x]` for `X ~ Binomial(n, 1/2)`, by Loader's saddle-point expansion
-/// ([`binomial_pmf`]); the two ends are the exact power of two.
-fn binomial_half_pmf(x: f64, n: f64) -> f64 {
-    if x == 0.0 || x == n {
-        // 2^−n, exact for integral n (and 0 once it underflows).
-        return (-n).exp2();
-    }
-    binomial_pmf(x, n, 0.5)
-}
+// Binomial probabilities.
 
 /// `P[X = x]` for `X ~ Binomial(n, p)`, integral `0 ≤ x ≤ n`, by Loader's saddle-point expansion.
 ///
@@ -328,8 +240,8 @@ impl NeumaierSum {
 // ---------------------------------------------------------------------------------------------
 // The exact conditional interval of the paired difference.
 
-/// Which side of 1/2 a Clopper–Pearson bound lies on, decided by the exact test at 1/2 (see
-/// [`paired_difference_interval`]).
+/// Which side of 1/2 a Clopper–Pearson bound lies on, decided by the binomial tail at 1/2 (see
+/// [`clopper_pearson`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
     /// The bound is at most 1/2.

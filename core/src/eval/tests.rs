@@ -1,5 +1,4 @@
-//! Tests of the eval statistics: McNemar (exact and score) against hand-computed and
-//! independently computed values, Tango's interval and Clopper–Pearson against published worked
+//! Tests of the eval statistics: McNemar's score test against independently computed values, Tango's interval and Clopper–Pearson against published worked
 //! examples, the property that the verdict
 //! never contradicts the interval, the sensitivity figures against hand calculations, and the
 //! report on acceptance-shaped synthetic batches. The seeded generator that draws the random
@@ -8,115 +7,7 @@
 
 use serde_json::json;
 
-use super::stats::{binomial_half_lower_tail_exact, binomial_half_lower_tail_saddle_point};
 use super::*;
-
-// ---------------------------------------------------------------------------------------------
-// McNemar.
-
-/// Checks `mcnemar_exact(b, c)` and `mcnemar_exact(c, b)` (the test is symmetric) against
-/// `expected` within `relative_tolerance` (0 means bit-exact).
-fn check_mcnemar(b: u64, c: u64, expected: f64, relative_tolerance: f64) {
-    for (first, second) in [(b, c), (c, b)] {
-        let actual = mcnemar_exact(first, second);
-        let error = if expected == 0.0 {
-            actual.abs()
-        } else {
-            ((actual - expected) / expected).abs()
-        };
-        assert!(
-            error <= relative_tolerance,
-            "mcnemar_exact({first}, {second}) = {actual:e}, expected {expected:e} \
-             (relative error {error:e} > {relative_tolerance:e})"
-        );
-    }
-}
-
-#[test]
-fn mcnemar_matches_hand_computed_values() {
-    // p = min(1, 2·Σ_{i ≤ min(b,c)} C(n, i) / 2^n), n = b + c, worked by hand:
-    let cases = [
-        // No discordant pair: nothing to test, p = 1 by definition.
-        (0, 0, 1.0),
-        // n = 1: 2·1/2 = 1.
-        (0, 1, 1.0),
-        // n = 5: 2·1/32.
-        (0, 5, 0.0625),
-        // n = 10: 2·(1 + 10)/1024 = 22/1024.
-        (1, 9, 0.021_484_375),
-        // n = 10: 2·(1 + 10 + 45)/1024 = 112/1024.
-        (2, 8, 0.109_375),
-        // n = 10: 2·(1 + 10 + 45 + 120 + 210 + 252)/1024 = 1276/1024, capped at 1.
-        (5, 5, 1.0),
-        // n = 10: 2·1/1024.
-        (0, 10, 0.001_953_125),
-        // n = 8: 2·(1 + 8)/256 = 18/256.
-        (1, 7, 0.070_312_5),
-        // n = 6: 2·1/64 (one scenario of the acceptance batch below).
-        (0, 6, 0.031_25),
-        // n = 18: 2·1/2^18.
-        (0, 18, 7.629_394_531_25e-6),
-        // n = 24: 2·(1 + 24 + 276 + 2024)/2^24 = 4650/16777216.
-        (3, 21, 2.771_615_982_055_664e-4),
-    ];
-    for (b, c, expected) in cases {
-        check_mcnemar(b, c, expected, 0.0);
-    }
-}
-
-#[test]
-fn mcnemar_matches_exact_rational_values_at_large_n() {
-    // Reference values from exact rational arithmetic in Python 3.11 (independent of this code):
-    //
-    //     from fractions import Fraction
-    //     def p_exact(b, c):
-    //         n, k = b + c, min(b, c)
-    //         term = total = 1                        # C(n, 0)
-    //         for i in range(k):
-    //             term = term * (n - i) // (i + 1)    # C(n, i + 1), exact integers
-    //             total += term
-    //         return float(min(Fraction(1), Fraction(2 * total, 2 ** n)))  # correctly rounded
-    //
-    // Up to n = 100 the implementation sums exact integers too, so it must agree to the bit;
-    // above, it uses Loader's saddle-point term and must agree to 1e-12 relative.
-    let exact_path = [(45, 55, 0.368_201_617_326_696_26)];
-    for (b, c, expected) in exact_path {
-        check_mcnemar(b, c, expected, 0.0);
-    }
-    let saddle_point_path = [
-        (40, 61, 0.046_044_066_929_342_806),
-        (0, 101, 7.888_609_052_210_118e-31),
-        (150, 210, 0.001_834_007_417_096_487_5),
-        (480, 600, 0.000_289_572_902_935_826_5),
-        (10, 1000, 5.359_574_874_624_727e-281),
-        (4900, 5100, 0.046_585_527_704_947_39),
-        (49_800, 50_200, 0.207_038_971_764_224_84),
-        (49_000, 51_000, 2.588_716_038_346_898e-10),
-        (50_000, 50_000, 1.0),
-        // 2·2^−100000 is below the smallest f64: Python's float() gives 0.0 as well.
-        (0, 100_000, 0.0),
-    ];
-    for (b, c, expected) in saddle_point_path {
-        check_mcnemar(b, c, expected, 1e-12);
-    }
-}
-
-#[test]
-fn saddle_point_tail_agrees_with_exact_integer_tail() {
-    // Both tail algorithms on every (k ≤ n/2, n ≤ 100): the saddle-point path is the one used
-    // for large n, so this checks it where exact answers are cheap.
-    for n in 1_u32..=100 {
-        for k in 0..=n / 2 {
-            let exact = binomial_half_lower_tail_exact(u128::from(k), u128::from(n));
-            let saddle = binomial_half_lower_tail_saddle_point(f64::from(k), f64::from(n));
-            let error = ((saddle - exact) / exact).abs();
-            assert!(
-                error < 1e-12,
-                "P[X <= {k}] for n = {n}: exact {exact:e}, saddle point {saddle:e}"
-            );
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Intervals: Tango's score interval of the paired difference, Clopper–Pearson for reference.

@@ -68,7 +68,7 @@ pub struct PlanUnit {
     /// The job's wall-clock limit (harness-behaviour.md#choice-c13).
     pub timeout_ms: u64,
     /// The eval arm the unit runs (eval plans only).
-    pub arm: Option<crate::eval::Arm>,
+    pub arm: Option<cowork_schema::eval::Arm>,
 }
 
 /// The layout of a batch, before the bundle exists.

@@ -337,11 +337,6 @@ impl RepeatFold {
         self.is_final
     }
 
-    /// Why the loop stopped early, once final.
-    pub fn stop_reason(&self) -> Option<StopReason> {
-        self.stop
-    }
-
     /// `true` when a budget is set and a folded run lacked `cost.usd`, which disabled the
     /// budget stop for the rest of the unit (the CLI warns once).
     pub fn telemetry_missing_warned(&self) -> bool {
