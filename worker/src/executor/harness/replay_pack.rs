@@ -30,13 +30,14 @@ use cowork_schema::job::{JobCommand, JobSpec};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::classify::{ProcessEnd, find_envelope};
-use super::harness::{
-    ChildDirs, Finished, HarnessExecutor, Launch, RUNS_DIR_NAME, bundle_path, guard_spawn_failure,
-    not_started, note_removed,
-};
-use super::job_temp::JobTemp;
-use super::{Classified, ExecOutput, Executor, JobContext};
+use super::HarnessExecutor;
+use super::capture::{Captured, Finished};
+use super::launch::{ChildDirs, Launch, RUNS_DIR_NAME, not_started};
+use super::notes::note_removed;
+use super::outcome::guard_spawn_failure;
+use crate::executor::classify::{ProcessEnd, find_envelope};
+use crate::executor::job_temp::JobTemp;
+use crate::executor::{Classified, ExecOutput, Executor, JobContext, bundle_path};
 
 /// Default most replay jobs one harness process gets (`--replay-pack`): the CLI replays a
 /// cassette in about 6 ms and starts in about 0.4 s, so a pack of 256 spends four fifths of
@@ -452,11 +453,11 @@ impl Share {
         let stderr = rewrite_text(&String::from_utf8_lossy(&self.stderr), rewrites);
         Finished {
             end: ProcessEnd::Exited(self.exit_code),
-            stdout: super::harness::Captured {
+            stdout: Captured {
                 bytes: line,
                 ..Default::default()
             },
-            stderr: super::harness::Captured {
+            stderr: Captured {
                 bytes: stderr.into_bytes(),
                 ..Default::default()
             },
@@ -665,7 +666,6 @@ fn link_entries(
 
 #[cfg(test)]
 mod tests {
-    use super::super::harness::Captured;
     use super::*;
 
     fn finished(code: i32, results: &[Value], stderr: &str) -> Finished {
