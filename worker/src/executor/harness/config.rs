@@ -90,7 +90,7 @@ pub const DEFAULT_UPLOAD_LIMIT_BYTES: usize = 16 * 1024 * 1024;
 /// room for a loaded one while a hung daemon still cannot hold a slot for long.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 
-/// Settings of the [`HarnessExecutor`].
+/// Settings of the [`HarnessExecutor`](super::HarnessExecutor).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HarnessConfig {
     /// The CLI to run; a bare name is looked up on the child's `PATH`. Default `cowork-harness`.

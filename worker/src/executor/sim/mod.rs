@@ -11,11 +11,11 @@
 //! and `"simulated": true`, and its verdict, signals, failures, guards and outcome agree with
 //! each other as the CLI's would (harness-behaviour.md#verdict).
 //!
-//! Profile rules ([`SimRule`]) are tried in order and the first rule that matches the job *and*
-//! sets a field decides that field. A rule's `scenario` pattern is **not** a regex: it matches
-//! as a plain substring of the scenario name, with an optional leading `^` (prefix) and
-//! trailing `$` (suffix); `^name$` is an exact match. `baseline`, `model`, `skill_dir` and
-//! `arm` match exactly.
+//! Profile rules ([`SimRule`](cowork_schema::batch::SimRule)) are tried in order and the first
+//! rule that matches the job *and* sets a field decides that field. A rule's `scenario` pattern
+//! is **not** a regex: it matches as a plain substring of the scenario name, with an optional
+//! leading `^` (prefix) and trailing `$` (suffix); `^name$` is an exact match. `baseline`,
+//! `model`, `skill_dir` and `arm` match exactly.
 //!
 //! Modules: `stream` (the seeded generator), `profile` (rule resolution), `facts` (what a run
 //! is regardless of its draws), `assertions` (the assertions a result reports), `simulate` (one
