@@ -11,7 +11,7 @@ use cowork_schema::job::Tier;
 use cowork_schema::registry::WorkerInfo;
 use tokio_util::sync::CancellationToken;
 
-use crate::job_loop::WorkerStats;
+use crate::config::WorkerStats;
 
 /// What a worker says about itself in every heartbeat.
 #[derive(Clone, Debug)]

@@ -8,119 +8,23 @@
 //! reports the stored record without running the job; after the ack nothing is lost because
 //! the event is already durable.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use cowork_fabric::bundle::UnpackLimits;
-use std::collections::HashMap;
-
-use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
+use cowork_fabric::BatchRegistry;
+use cowork_fabric::backoff::Backoff;
 use cowork_schema::BatchId;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::{BatchRecord, BatchState};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::bundle_cache::BundleCache;
-use crate::executor::Executor;
-use cowork_fabric::backoff::Backoff;
-
-/// Settings of one worker.
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    /// Unique id of this worker, shown in events and `cowork workers`.
-    pub worker_id: String,
-    /// Tiers this worker pulls; it never sees jobs of other tiers.
-    pub tiers: Vec<Tier>,
-    /// Jobs run at once (default 1; the CLI's own local cap is 8,
-    /// harness-behaviour.md#matrix-concurrency).
-    pub slots: usize,
-    /// Most replay jobs one slot runs with one harness process (harness-behaviour.md#replay-packs);
-    /// 1 runs every job alone. Default [`crate::executor::replay_pack::DEFAULT_REPLAY_PACK`].
-    pub replay_pack: usize,
-    /// The queue's ack deadline; an in-progress ack is sent every third of it.
-    pub ack_wait: Duration,
-    /// Deliveries of one job before an infrastructure failure is final
-    /// (harness-behaviour.md#choice-c8).
-    pub max_deliver: u32,
-    /// Where bundles are unpacked, by digest.
-    pub cache_dir: PathBuf,
-    /// Most bytes of unpacked bundles the cache keeps (least recently used ones no running
-    /// job holds are evicted past it); `None` = unbounded.
-    pub cache_max_bytes: Option<u64>,
-    /// Where each job gets its scratch directory.
-    pub work_dir: PathBuf,
-    /// Keep each job's scratch directory after it is stored (for debugging).
-    pub keep_work_dirs: bool,
-    pub unpack_limits: UnpackLimits,
-    /// Backoff for uploads, event publishing and naks.
-    pub backoff: Backoff,
-    /// Interval of in-progress acks; `None` = a third of `ack_wait`. Only fault tests set it
-    /// longer than `ack_wait`, to force redeliveries of running jobs.
-    pub renew_every: Option<Duration>,
-    /// Run only jobs the coordinator admitted (`crate::admitted`): a job's batch must have a
-    /// record, and its bundle, executor and forwarded flags must be the batch's stored spec's.
-    /// On for fleet workers (`cowork worker`); off for `cowork run`, whose in-process queue no
-    /// one else can publish on, and for tools that publish their own jobs.
-    pub verify_jobs: bool,
-    /// How long one store or broker operation of a job (its uploads, its record, one event
-    /// publish) is retried before the worker gives up on it ([`DEFAULT_STORE_DEADLINE`]). The
-    /// job's lease is renewed meanwhile, so a long outage costs time, not a second run.
-    pub store_deadline: Duration,
-}
-
-/// Default of [`WorkerConfig::store_deadline`]: ten minutes outlast a store or broker restart
-/// and most outages, and still end a job whose artifacts can never be stored.
-pub const DEFAULT_STORE_DEADLINE: Duration = Duration::from_secs(600);
-
-/// The ports a worker uses.
-#[derive(Clone)]
-pub struct WorkerPorts {
-    pub queue: Arc<dyn JobQueue>,
-    pub events: Arc<dyn EventLog>,
-    pub store: Arc<dyn ArtifactStore>,
-    pub executor: Arc<dyn Executor>,
-    /// The batch registry, followed for `cancel --kill-running`; `None` = never kill.
-    pub batches: Option<Arc<dyn BatchRegistry>>,
-    /// The workers registry, read for the fleet's replay slots when replay packs are sized;
-    /// `None` = this worker is the whole fleet (`cowork run`).
-    pub workers: Option<Arc<dyn WorkerRegistry>>,
-}
-
-/// Counters of one worker, readable while it runs.
-#[derive(Debug, Default)]
-pub struct WorkerStats {
-    /// Jobs running now.
-    pub jobs_running: AtomicU64,
-    pub jobs_finished: AtomicU64,
-    pub jobs_retried: AtomicU64,
-    pub jobs_failed_infra: AtomicU64,
-    /// Jobs killed or skipped because their batch was cancelled with `--kill-running`.
-    pub jobs_killed: AtomicU64,
-    /// Executor time of every run, in milliseconds, and how many runs that sums.
-    pub job_run_ms_total: AtomicU64,
-    pub jobs_timed: AtomicU64,
-    /// Jobs that ended in error, by class other than `infra` (the error category, or
-    /// `unanswered`).
-    pub failed_by_class: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
-    /// Failure streaks of the queue under way, each logged once (`outage`).
-    pub outages: crate::outage::Outages,
-}
-
-impl WorkerStats {
-    /// Counts a job that ended in error of `class` (infra failures have their own counter).
-    pub(crate) fn count_failure(&self, class: &str) {
-        let mut classes = self
-            .failed_by_class
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *classes.entry(class.to_owned()).or_insert(0) += 1;
-    }
-}
+use crate::config::{WorkerConfig, WorkerPorts, WorkerStats};
 
 /// Per-batch cancellation of running jobs (`cowork cancel --kill-running`). Tokens are kept
 /// per resume generation: a kill of generation 0 never touches the jobs `cowork resume` runs
@@ -255,13 +159,7 @@ async fn run_loop(
     shutdown: CancellationToken,
     idle_exit: Option<Duration>,
 ) -> Result<(), cowork_fabric::QueueError> {
-    let cache = Arc::new(
-        BundleCache::new(&config.cache_dir, ports.store.clone(), config.unpack_limits)
-            .bounded(config.cache_max_bytes),
-    );
     let slots = Arc::new(Semaphore::new(config.slots.max(1)));
-    let specs = Arc::new(crate::admitted::AdmittedSpecs::default());
-    let tracker = TaskTracker::new();
     let kills = Arc::new(KillSwitch::default());
     // The follower is not tracked: it holds nothing and stops with the loop below.
     let follower_stop = CancellationToken::new();
@@ -278,33 +176,13 @@ async fn run_loop(
     let mut pull_failures = 0u32;
     // Jobs running now, watched by the idle exit: the worker is idle only when this is 0.
     let (running_tx, running_rx) = tokio::sync::watch::channel(0usize);
-    let running_tx = Arc::new(running_tx);
-    // One standing pull for the worker's tiers: it watches every tier at once and hands out as
-    // many jobs as there are free slots. With replay packs, the replay tier has a pull of its
-    // own that takes up to `replay_pack` jobs per free slot.
-    let pack_replays = config.replay_pack > 1 && config.tiers.contains(&Tier::Replay);
-    let single_tiers: Vec<Tier> = config
-        .tiers
-        .iter()
-        .copied()
-        .filter(|tier| !(pack_replays && *tier == Tier::Replay))
-        .collect();
-    let mut puller = (!single_tiers.is_empty()).then(|| ports.queue.puller(&single_tiers));
-    let mut replay_puller = pack_replays.then(|| ports.queue.puller(&[Tier::Replay]));
+    let starter = JobStarter::new(&config, &ports, &stats, kills, running_tx);
+    let (mut puller, mut replay_puller) = open_pullers(&config, &ports);
     let mut packed_batches = PackedBatches::default();
     loop {
-        // Waiting for a slot or a job may be abandoned at shutdown: nothing is held yet.
-        let first = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => break,
-            permit = slots.clone().acquire_owned() => permit.expect("the slot semaphore is never closed"),
+        let Some(permits) = free_slots(&slots, &shutdown).await else {
+            break;
         };
-        // Every slot free now is pulled for at once; only this loop takes permits, so they
-        // stay ours while the pull waits.
-        let mut permits = vec![first];
-        while let Ok(permit) = slots.clone().try_acquire_owned() {
-            permits.push(permit);
-        }
         let n_free = permits.len();
         // Replay jobs are pulled by the pack: an even share of the queue per free slot
         // (`pack::pack_share`), so the last packs of a corpus end together.
@@ -336,8 +214,7 @@ async fn run_loop(
             }
             Err(error) => {
                 close_pullers(&mut puller, &mut replay_puller).await;
-                tracker.close();
-                tracker.wait().await;
+                starter.drain().await;
                 return Err(error);
             }
         };
@@ -354,64 +231,171 @@ async fn run_loop(
             )
             .await;
         }
-        // Each slot gets one unit: a single job, or with packs an even share of the replay jobs
-        // pulled (so the last, smaller pulls still keep every free slot busy). The puller never
-        // returns more than asked for; permits left over go back here.
-        let units = if packed {
-            deal(deliveries, n_free)
-        } else {
-            deliveries
-                .into_iter()
-                .map(|delivery| vec![delivery])
-                .collect()
-        };
+        starter.start_units(units_of(deliveries, packed, n_free), permits);
+    }
+    // Stop pulling before the drain: the puller hands back what it holds at once.
+    close_pullers(&mut puller, &mut replay_puller).await;
+    starter.drain().await;
+    Ok(())
+}
+
+/// Waits for a free slot, then takes every other slot free now; `None` at shutdown. Waiting
+/// may be abandoned at shutdown: nothing is held yet.
+async fn free_slots(
+    slots: &Arc<Semaphore>,
+    shutdown: &CancellationToken,
+) -> Option<Vec<OwnedSemaphorePermit>> {
+    let first = tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => return None,
+        permit = slots.clone().acquire_owned() => permit.expect("the slot semaphore is never closed"),
+    };
+    // Every slot free now is pulled for at once; only the job loop takes permits, so they
+    // stay ours while the pull waits.
+    let mut permits = vec![first];
+    while let Ok(permit) = slots.clone().try_acquire_owned() {
+        permits.push(permit);
+    }
+    Some(permits)
+}
+
+/// One standing pull for the worker's tiers: it watches every tier at once and hands out as
+/// many jobs as there are free slots. With replay packs, the replay tier has a pull of its own
+/// that takes up to `replay_pack` jobs per free slot.
+fn open_pullers<'a>(
+    config: &WorkerConfig,
+    ports: &'a WorkerPorts,
+) -> (Option<Puller<'a>>, Option<Puller<'a>>) {
+    let pack_replays = config.replay_pack > 1 && config.tiers.contains(&Tier::Replay);
+    let single_tiers: Vec<Tier> = config
+        .tiers
+        .iter()
+        .copied()
+        .filter(|tier| !(pack_replays && *tier == Tier::Replay))
+        .collect();
+    let puller = (!single_tiers.is_empty()).then(|| ports.queue.puller(&single_tiers));
+    let replay_puller = pack_replays.then(|| ports.queue.puller(&[Tier::Replay]));
+    (puller, replay_puller)
+}
+
+/// Each slot gets one unit: a single job, or with packs an even share of the replay jobs
+/// pulled (so the last, smaller pulls still keep every free slot busy). The puller never
+/// returns more than asked for; permits left over go back when they are dropped.
+fn units_of(
+    deliveries: Vec<cowork_fabric::Delivery>,
+    packed: bool,
+    n_free: usize,
+) -> Vec<Vec<cowork_fabric::Delivery>> {
+    if packed {
+        deal(deliveries, n_free)
+    } else {
+        deliveries
+            .into_iter()
+            .map(|delivery| vec![delivery])
+            .collect()
+    }
+}
+
+/// What every job the loop starts shares, and the tracker the drain waits on.
+struct JobStarter {
+    config: Arc<WorkerConfig>,
+    ports: WorkerPorts,
+    cache: Arc<BundleCache>,
+    specs: Arc<crate::admitted::AdmittedSpecs>,
+    stats: Arc<WorkerStats>,
+    kills: Arc<KillSwitch>,
+    /// Jobs running now, watched by the idle exit.
+    running: Arc<tokio::sync::watch::Sender<usize>>,
+    tracker: TaskTracker,
+}
+
+impl JobStarter {
+    fn new(
+        config: &Arc<WorkerConfig>,
+        ports: &WorkerPorts,
+        stats: &Arc<WorkerStats>,
+        kills: Arc<KillSwitch>,
+        running: tokio::sync::watch::Sender<usize>,
+    ) -> JobStarter {
+        let cache = Arc::new(
+            BundleCache::new(&config.cache_dir, ports.store.clone(), config.unpack_limits)
+                .bounded(config.cache_max_bytes),
+        );
+        JobStarter {
+            config: config.clone(),
+            ports: ports.clone(),
+            cache,
+            specs: Arc::new(crate::admitted::AdmittedSpecs::default()),
+            stats: stats.clone(),
+            kills,
+            running: Arc::new(running),
+            tracker: TaskTracker::new(),
+        }
+    }
+
+    /// Starts the jobs of each unit on its slot's permit.
+    fn start_units(
+        &self,
+        units: Vec<Vec<cowork_fabric::Delivery>>,
+        permits: Vec<OwnedSemaphorePermit>,
+    ) {
         for (unit, permit) in units.into_iter().zip(permits) {
             // A pack holds its slot until its harness process is done (see `pack`); a single
             // job holds it until the job is settled.
             let (mut seats, mut job_permit) = if unit.len() > 1 {
-                let seats = crate::pack::Pack::seats(ports.executor.clone(), unit.len(), permit);
+                let seats =
+                    crate::pack::Pack::seats(self.ports.executor.clone(), unit.len(), permit);
                 (seats.into_iter().map(Some).collect(), None)
             } else {
                 (vec![None], Some(permit))
             };
             for (delivery, seat) in unit.into_iter().zip(seats.drain(..)) {
-                let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
-                cowork_fabric::trace_context::continue_trace(
-                    &span,
-                    delivery.job.traceparent.as_deref(),
-                );
-                let job = crate::job_run::JobRun {
-                    config: config.clone(),
-                    ports: ports.clone(),
-                    cache: cache.clone(),
-                    specs: specs.clone(),
-                    stats: stats.clone(),
-                    kill: kills.token(&delivery.job.batch_id, delivery.job.generation),
-                    seat: std::sync::Mutex::new(seat),
-                };
-                running_tx.send_modify(|running| *running += 1);
-                let running = Arc::clone(&running_tx);
                 // A single job's unit has one delivery, so its one task takes the permit.
-                let held = job_permit.take();
-                tracker.spawn(
-                    async move {
-                        job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
-                        let stats = job.stats.clone();
-                        job.run(delivery).await;
-                        stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
-                        running.send_modify(|running| *running -= 1);
-                        drop(held);
-                    }
-                    .instrument(span),
-                );
+                self.start(delivery, seat, job_permit.take());
             }
         }
     }
-    // Stop pulling before the drain: the puller hands back what it holds at once.
-    close_pullers(&mut puller, &mut replay_puller).await;
-    tracker.close();
-    tracker.wait().await;
-    Ok(())
+
+    /// Starts one job's task; it holds `held` (a single job's slot) until the job is settled.
+    fn start(
+        &self,
+        delivery: cowork_fabric::Delivery,
+        seat: Option<crate::pack::Seat>,
+        held: Option<OwnedSemaphorePermit>,
+    ) {
+        let span = tracing::info_span!("job", job_id = %delivery.job.job_id, batch_id = %delivery.job.batch_id, attempt = delivery.attempt, tier = delivery.job.tier.as_str());
+        cowork_fabric::trace_context::continue_trace(&span, delivery.job.traceparent.as_deref());
+        let job = crate::job_run::JobRun {
+            config: self.config.clone(),
+            ports: self.ports.clone(),
+            cache: self.cache.clone(),
+            specs: self.specs.clone(),
+            stats: self.stats.clone(),
+            kill: self
+                .kills
+                .token(&delivery.job.batch_id, delivery.job.generation),
+            seat: std::sync::Mutex::new(seat),
+        };
+        self.running.send_modify(|running| *running += 1);
+        let running = Arc::clone(&self.running);
+        self.tracker.spawn(
+            async move {
+                job.stats.jobs_running.fetch_add(1, Ordering::Relaxed);
+                let stats = job.stats.clone();
+                job.run(delivery).await;
+                stats.jobs_running.fetch_sub(1, Ordering::Relaxed);
+                running.send_modify(|running| *running -= 1);
+                drop(held);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Waits for every started job to be settled; no job is started after.
+    async fn drain(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
 }
 
 type Puller<'a> = Box<dyn cowork_fabric::queue::JobPuller + 'a>;

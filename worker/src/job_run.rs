@@ -33,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bundle_cache::BundleCache;
+use crate::config::{WorkerConfig, WorkerPorts, WorkerStats};
 use crate::executor::{Artifact, Classified, ExecOutput, JobContext};
-use crate::job_loop::{WorkerConfig, WorkerPorts, WorkerStats};
 use crate::lease::Lease;
 use crate::upload::{
     AttemptKeys, RecordWrite, RetryPolicy, read_record, store_record, upload_artifacts,

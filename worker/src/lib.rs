@@ -2,6 +2,7 @@
 //! artifacts and reports the outcome.
 //!
 //! Modules, in reading order:
+//! - `config`: the worker's settings, ports and counters, shared by the job loop and each job.
 //! - [`job_loop`]: `run` — pulls for every free slot at once on every tier it serves; drain on
 //!   shutdown.
 //! - `job_run`: one delivery from pull to ack — the per-job order upload → record → publish
@@ -26,6 +27,7 @@
 mod admitted;
 pub mod bundle_cache;
 pub mod capabilities;
+mod config;
 pub mod executor;
 pub mod heartbeat;
 pub mod job_loop;
@@ -35,6 +37,5 @@ pub mod outage;
 mod pack;
 pub mod upload;
 
-pub use job_loop::{
-    DEFAULT_STORE_DEADLINE, WorkerConfig, WorkerPorts, WorkerStats, run, run_until_idle,
-};
+pub use config::{DEFAULT_STORE_DEADLINE, WorkerConfig, WorkerPorts, WorkerStats};
+pub use job_loop::{run, run_until_idle};

@@ -19,7 +19,7 @@
 //!   (harness-behaviour.md#outcome-classes, harness-behaviour.md#exit-codes).
 //! - [`sim`]: the seeded simulator, whose results are marked simulated.
 //! - [`replay_pack`]: many replay jobs through one harness process (the CLI's own dir replay),
-//!   split back into one output per job.
+//!   split back into one output per job; part of the harness executor, re-exported here.
 //! - [`seal`]: what a harness job's artifacts become before the store: credential values
 //!   scrubbed from every one, diagnostic files size-capped with a note.
 
@@ -29,7 +29,6 @@ pub mod guard;
 pub mod harness;
 pub mod job_temp;
 pub mod leftovers;
-pub mod replay_pack;
 pub mod seal;
 pub mod sim;
 
@@ -41,6 +40,7 @@ use cowork_schema::job::JobSpec;
 use tokio_util::sync::CancellationToken;
 
 pub use container::{ContainerConfig, ContainerExecutor};
+pub use harness::replay_pack;
 pub use harness::{HarnessConfig, HarnessExecutor};
 pub use sim::SimExecutor;
 

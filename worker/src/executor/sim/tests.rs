@@ -6,6 +6,8 @@ use cowork_schema::ids::{BatchId, JobId, UnitRef};
 use cowork_schema::job::{CellAxes, JobCommand, JobSpec, Tier};
 use serde_json::Value;
 
+use super::profile::{DEFAULT_DURATION_MS, DEFAULT_DURATION_SPREAD};
+use super::stream::{Fnv1a, SplitMix64, job_stream};
 use super::*;
 
 fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {

@@ -30,13 +30,14 @@ use cowork_schema::job::{JobCommand, JobSpec};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::classify::{ProcessEnd, find_envelope};
-use super::harness::{
-    ChildDirs, Finished, HarnessExecutor, Launch, RUNS_DIR_NAME, bundle_path, guard_spawn_failure,
-    not_started, note_removed,
-};
-use super::job_temp::JobTemp;
-use super::{Classified, ExecOutput, Executor, JobContext};
+use super::HarnessExecutor;
+use super::capture::{Captured, Finished};
+use super::launch::{ChildDirs, Launch, RUNS_DIR_NAME, not_started};
+use super::notes::note_removed;
+use super::outcome::guard_spawn_failure;
+use crate::executor::classify::{ProcessEnd, find_envelope};
+use crate::executor::job_temp::{JobTemp, Removed};
+use crate::executor::{Classified, ExecOutput, Executor, JobContext, bundle_path};
 
 /// Default most replay jobs one harness process gets (`--replay-pack`): the CLI replays a
 /// cassette in about 6 ms and starts in about 0.4 s, so a pack of 256 spends four fifths of
@@ -165,14 +166,7 @@ async fn run_pack(
     cancel: &CancellationToken,
 ) -> Vec<ExecOutput> {
     let started = Instant::now();
-    let mut outputs: Vec<Option<ExecOutput>> = vec![None; jobs.len()];
-    let mut ready: Vec<(usize, Launch)> = Vec::new();
-    for (job_idx, ctx) in jobs.iter().enumerate() {
-        match Launch::prepare(ctx, cancel, "the harness", None).await {
-            Ok(launch) => ready.push((job_idx, launch)),
-            Err(not_run) => outputs[job_idx] = Some(*not_run),
-        }
-    }
+    let (mut outputs, ready) = prepare_all(jobs, cancel).await;
     if ready.len() < 2 {
         for (job_idx, _) in ready {
             outputs[job_idx] = Some(executor.execute(jobs[job_idx], cancel.clone()).await);
@@ -187,66 +181,26 @@ async fn run_pack(
                 "cannot create the job's temp dir in {}: {err}",
                 parent.display()
             );
-            for (job_idx, _) in ready {
-                outputs[job_idx] = Some(not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
-                    message: message.clone(),
-                }));
-            }
+            let job_idxs = ready.iter().map(|(job_idx, _)| *job_idx);
+            fail_to_spawn(&mut outputs, job_idxs, &message);
             return collect_outputs(outputs);
         }
     };
-    let bundle_dir = ready[0].1.bundle_dir.clone();
     let scenario_file = jobs[ready[0].0].job.scenario_file.clone();
     let cassette_dir = scenario_file
         .rsplit_once('/')
         .map_or("", |(dir, _)| dir)
         .to_owned();
     let view_root = temp.pack_view();
-    let mut members = Vec::with_capacity(ready.len());
-    for (member_idx, (job_idx, launch)) in ready.into_iter().enumerate() {
-        let ctx = jobs[job_idx];
-        let solo_path = bundle_path(&launch.bundle_dir, &ctx.job.scenario_file)
-            .expect("Launch::prepare refuses a scenario path outside the bundle");
-        let view_dir = view_root.join(&cassette_dir);
-        members.push((
-            job_idx,
-            Member {
-                ctx,
-                launch,
-                solo_path,
-                link: view_dir.join(format!("m{member_idx:06}-0{CASSETTE_SUFFIX}")),
-                marker: view_dir.join(format!("m{member_idx:06}-1{CASSETTE_SUFFIX}")),
-            },
-        ));
-    }
-    let view = View {
-        root: view_root.clone(),
-        bundle_dir: bundle_dir.clone(),
-        cassette_dir: PathBuf::from(&cassette_dir),
-        links: members
-            .iter()
-            .map(|(_, member)| {
-                (
-                    member.solo_path.clone(),
-                    member.link.clone(),
-                    member.marker.clone(),
-                )
-            })
-            .collect(),
-    };
+    let (members, view) = lay_out(jobs, ready, &view_root, &cassette_dir);
     let built = tokio::task::spawn_blocking(move || view.build()).await;
     if let Err(message) = built
         .map_err(|err| err.to_string())
         .and_then(|built| built.map_err(|err| err.to_string()))
     {
         let message = format!("cannot lay out the replay pack's cassettes: {message}");
-        for (job_idx, _) in members {
-            outputs[job_idx] = Some(not_started(Classified::Infra {
-                class: InfraClass::Spawn,
-                message: message.clone(),
-            }));
-        }
+        let job_idxs = members.iter().map(|(job_idx, _)| *job_idx);
+        fail_to_spawn(&mut outputs, job_idxs, &message);
         let _ = temp.remove().await;
         return collect_outputs(outputs);
     }
@@ -259,16 +213,118 @@ async fn run_pack(
     )
     .await;
     let removed = temp.remove().await;
-    match ran {
+    let ran = PackRan {
+        run: ran,
+        started,
+        removed: &removed,
+    };
+    place_outputs(executor, members, ran, &mut outputs, cancel).await;
+    collect_outputs(outputs)
+}
+
+/// Prepares every job's launch: the outputs of those that cannot start, and the others ready
+/// to run, by their place in `jobs`.
+async fn prepare_all(
+    jobs: &[&JobContext],
+    cancel: &CancellationToken,
+) -> (Vec<Option<ExecOutput>>, Vec<(usize, Launch)>) {
+    let mut outputs: Vec<Option<ExecOutput>> = vec![None; jobs.len()];
+    let mut ready: Vec<(usize, Launch)> = Vec::new();
+    for (job_idx, ctx) in jobs.iter().enumerate() {
+        match Launch::prepare(ctx, cancel, "the harness", None).await {
+            Ok(launch) => ready.push((job_idx, launch)),
+            Err(not_run) => outputs[job_idx] = Some(*not_run),
+        }
+    }
+    (outputs, ready)
+}
+
+/// Gives each of the jobs at `job_idxs` a spawn failure: nothing was spent, so each is retried.
+fn fail_to_spawn(
+    outputs: &mut [Option<ExecOutput>],
+    job_idxs: impl Iterator<Item = usize>,
+    message: &str,
+) {
+    for job_idx in job_idxs {
+        outputs[job_idx] = Some(not_started(Classified::Infra {
+            class: InfraClass::Spawn,
+            message: message.to_owned(),
+        }));
+    }
+}
+
+/// The pack's members, each with its cassette's link and marker in the view, and the view of
+/// the bundle that holds them (see the module doc).
+fn lay_out<'a>(
+    jobs: &[&'a JobContext],
+    ready: Vec<(usize, Launch)>,
+    view_root: &Path,
+    cassette_dir: &str,
+) -> (Vec<(usize, Member<'a>)>, View) {
+    let bundle_dir = ready[0].1.bundle_dir.clone();
+    let mut members = Vec::with_capacity(ready.len());
+    for (member_idx, (job_idx, launch)) in ready.into_iter().enumerate() {
+        let ctx = jobs[job_idx];
+        let solo_path = bundle_path(&launch.bundle_dir, &ctx.job.scenario_file)
+            .expect("Launch::prepare refuses a scenario path outside the bundle");
+        let view_dir = view_root.join(cassette_dir);
+        members.push((
+            job_idx,
+            Member {
+                ctx,
+                launch,
+                solo_path,
+                link: view_dir.join(format!("m{member_idx:06}-0{CASSETTE_SUFFIX}")),
+                marker: view_dir.join(format!("m{member_idx:06}-1{CASSETTE_SUFFIX}")),
+            },
+        ));
+    }
+    let view = View {
+        root: view_root.to_path_buf(),
+        bundle_dir,
+        cassette_dir: PathBuf::from(cassette_dir),
+        links: members
+            .iter()
+            .map(|(_, member)| {
+                (
+                    member.solo_path.clone(),
+                    member.link.clone(),
+                    member.marker.clone(),
+                )
+            })
+            .collect(),
+    };
+    (members, view)
+}
+
+/// How a pack's process went, with what its outputs are finished with.
+struct PackRan<'a> {
+    run: PackRun,
+    /// When the pack began: its time is shared among the members.
+    started: Instant,
+    /// What was removed with the pack's temp root.
+    removed: &'a Removed,
+}
+
+/// Puts each member's output at its job's place: split from the pack's process, given per
+/// member, or from a replay of the member alone.
+async fn place_outputs(
+    executor: &HarnessExecutor,
+    members: Vec<(usize, Member<'_>)>,
+    ran: PackRan<'_>,
+    outputs: &mut [Option<ExecOutput>],
+    cancel: &CancellationToken,
+) {
+    match ran.run {
         PackRun::Split(mut split) => {
-            let per_job_ms = started.elapsed().as_millis() / split.len().max(1) as u128;
+            let per_job_ms = ran.started.elapsed().as_millis() / split.len().max(1) as u128;
             for ((_, member), output) in members.iter().zip(split.iter_mut()) {
                 // The process's time, shared: what history and estimates read per job.
                 output.run_ms = u64::try_from(per_job_ms).unwrap_or(u64::MAX);
                 // What the CLI left in the pack's TMPDIR belongs to its failed cassettes (a
                 // tampered one leaks its `cwh-replay-*` dir).
                 if output.exit_code == Some(2) {
-                    note_removed(output, &member.ctx.job, &removed);
+                    note_removed(output, &member.ctx.job, ran.removed);
                 }
             }
             for ((job_idx, _), output) in members.into_iter().zip(split) {
@@ -287,7 +343,6 @@ async fn run_pack(
             }
         }
     }
-    collect_outputs(outputs)
 }
 
 fn collect_outputs(outputs: Vec<Option<ExecOutput>>) -> Vec<ExecOutput> {
@@ -315,15 +370,7 @@ async fn run_view(
     cancel: &CancellationToken,
 ) -> PackRun {
     let first = &members[0].1;
-    let mut args: Vec<OsString> = vec![
-        "--run-dir".into(),
-        first.launch.work_dir.join(RUNS_DIR_NAME).into(),
-        "replay".into(),
-        view_dir.into(),
-        "--output-format".into(),
-        "json".into(),
-    ];
-    args.extend(first.ctx.job.forwarded_flags.iter().map(OsString::from));
+    let args = pack_args(first, view_dir);
     let tmpdir = temp.tmpdir();
     let dirs = ChildDirs {
         work_dir: &first.launch.work_dir,
@@ -337,17 +384,7 @@ async fn run_view(
                 "cannot start harness program {}: {err}",
                 executor.config().program.display()
             );
-            return PackRun::Each(
-                members
-                    .iter()
-                    .map(|_| {
-                        not_started(Classified::Infra {
-                            class: InfraClass::Spawn,
-                            message: message.clone(),
-                        })
-                    })
-                    .collect(),
-            );
+            return none_started(members.len(), &message);
         }
     };
     tracing::debug!(
@@ -367,33 +404,10 @@ async fn run_view(
     if executor.config().guard.is_some()
         && let Some(message) = guard_spawn_failure(&finished)
     {
-        return PackRun::Each(
-            members
-                .iter()
-                .map(|_| {
-                    not_started(Classified::Infra {
-                        class: InfraClass::Spawn,
-                        message: message.clone(),
-                    })
-                })
-                .collect(),
-        );
+        return none_started(members.len(), &message);
     }
     if finished.end == ProcessEnd::Cancelled {
-        let mut each = Vec::with_capacity(members.len());
-        for (_, member) in members {
-            let alone = Finished {
-                end: ProcessEnd::Cancelled,
-                stdout: Default::default(),
-                stderr: Default::default(),
-            };
-            each.push(
-                executor
-                    .finish(&member.ctx.job, &member.launch.work_dir, alone)
-                    .await,
-            );
-        }
-        return PackRun::Each(each);
+        return PackRun::Each(each_cancelled(executor, members).await);
     }
     let markers: Vec<String> = members
         .iter()
@@ -408,6 +422,65 @@ async fn run_view(
         Err(reason) => return PackRun::Alone(reason),
     };
     let view_root = temp.pack_view().to_string_lossy().into_owned();
+    PackRun::Split(finish_shares(executor, members, shares, &view_root).await)
+}
+
+/// The CLI's arguments for a dir replay of the view's cassette dir, with the pack's flags.
+fn pack_args(first: &Member<'_>, view_dir: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        "--run-dir".into(),
+        first.launch.work_dir.join(RUNS_DIR_NAME).into(),
+        "replay".into(),
+        view_dir.into(),
+        "--output-format".into(),
+        "json".into(),
+    ];
+    args.extend(first.ctx.job.forwarded_flags.iter().map(OsString::from));
+    args
+}
+
+/// One spawn failure per member: the pack's process never ran.
+fn none_started(n_members: usize, message: &str) -> PackRun {
+    PackRun::Each(
+        (0..n_members)
+            .map(|_| {
+                not_started(Classified::Infra {
+                    class: InfraClass::Spawn,
+                    message: message.to_owned(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Each member's output as a cancelled job's, with whatever its own work dir holds.
+async fn each_cancelled(
+    executor: &HarnessExecutor,
+    members: &[(usize, Member<'_>)],
+) -> Vec<ExecOutput> {
+    let mut each = Vec::with_capacity(members.len());
+    for (_, member) in members {
+        let alone = Finished {
+            end: ProcessEnd::Cancelled,
+            stdout: Default::default(),
+            stderr: Default::default(),
+        };
+        each.push(
+            executor
+                .finish(&member.ctx.job, &member.launch.work_dir, alone)
+                .await,
+        );
+    }
+    each
+}
+
+/// Each member's output from its share, with the view's paths put back to the bundle's.
+async fn finish_shares(
+    executor: &HarnessExecutor,
+    members: &[(usize, Member<'_>)],
+    shares: Vec<Share>,
+    view_root: &str,
+) -> Vec<ExecOutput> {
     let mut outputs = Vec::with_capacity(members.len());
     for ((_, member), share) in members.iter().zip(shares) {
         let rewrites = [
@@ -416,7 +489,7 @@ async fn run_view(
                 member.solo_path.to_string_lossy().into_owned(),
             ),
             (
-                view_root.clone(),
+                view_root.to_owned(),
                 member.launch.bundle_dir.to_string_lossy().into_owned(),
             ),
         ];
@@ -427,7 +500,7 @@ async fn run_view(
                 .await,
         );
     }
-    PackRun::Split(outputs)
+    outputs
 }
 
 /// One cassette's part of a pack's output.
@@ -452,11 +525,11 @@ impl Share {
         let stderr = rewrite_text(&String::from_utf8_lossy(&self.stderr), rewrites);
         Finished {
             end: ProcessEnd::Exited(self.exit_code),
-            stdout: super::harness::Captured {
+            stdout: Captured {
                 bytes: line,
                 ..Default::default()
             },
-            stderr: super::harness::Captured {
+            stderr: Captured {
                 bytes: stderr.into_bytes(),
                 ..Default::default()
             },
@@ -665,7 +738,6 @@ fn link_entries(
 
 #[cfg(test)]
 mod tests {
-    use super::super::harness::Captured;
     use super::*;
 
     fn finished(code: i32, results: &[Value], stderr: &str) -> Finished {

@@ -24,6 +24,12 @@
 //! Output is read through the engine's log API, so the engine's log driver must support reading
 //! (`json-file`, `local` or `journald`); the container is never pulled, and it runs the engine's
 //! init as PID 1 by default.
+//!
+//! Modules: `watch` (waiting for the container, its exit code and its logs) and `removal` (the
+//! job's own container and the leftovers of jobs no longer running).
+
+mod removal;
+mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -32,24 +38,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{
-    CreateContainerOptions, KillContainerOptions, ListContainersOptions, LogsOptions,
-    RemoveContainerOptions, WaitContainerOptions,
-};
+use bollard::query_parameters::CreateContainerOptions;
 use cowork_fabric::error_chain;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::{ErrorCategory, InfraClass};
-use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::classify::ProcessEnd;
 use super::harness::{
-    Capture, Captured, DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, Finished,
-    HarnessConfig, HarnessExecutor, Keep, Launch, not_started,
+    DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, Finished, HarnessConfig, HarnessExecutor,
+    Launch, not_started,
 };
 use super::{Classified, ExecOutput, Executor, JobContext};
+use removal::ContainerGuard;
+pub use removal::reap_leftovers;
+use watch::{SIGKILL, capture_logs, supervise};
 
 /// Label holding the batch id of the job a container runs.
 pub const LABEL_BATCH: &str = "cowork.fleet/batch";
@@ -68,24 +72,10 @@ pub const CONTAINER_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 /// directories the container does not have.
 const HOST_LAYOUT_ENV: &[&str] = &["PATH", "HOME", "USER", "TMPDIR"];
 
-/// After the container was stopped, how long its log stream is still read. The engine ends the
-/// stream when the container stops; this only bounds a stream the engine fails to end.
-const LOG_DRAIN_GRACE: Duration = Duration::from_secs(5);
-
 /// Added to the job's timeout to give the long-lived wait and log requests their own client
 /// timeout: bollard applies the client timeout to receiving response headers, and the engine
 /// may hold those back until the first log line.
 const STREAM_REQUEST_MARGIN: Duration = Duration::from_secs(120);
-
-/// Exit codes above this are `128 + signal`: how the engine (and its init) report a process
-/// killed by a signal.
-const SIGNAL_EXIT_BASE: i64 = 128;
-
-/// The highest signal number on Linux; exit codes beyond `128 + 64` are ordinary codes.
-const MAX_SIGNAL: i64 = 64;
-
-/// SIGKILL, the signal the kernel's OOM killer sends.
-const SIGKILL: i32 = 9;
 
 /// Settings of the [`ContainerExecutor`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,78 +167,6 @@ pub enum ContainerError {
 impl ContainerError {
     fn engine(operation: &'static str) -> impl FnOnce(bollard::errors::Error) -> ContainerError {
         move |source| ContainerError::Engine { operation, source }
-    }
-}
-
-/// Removes the containers of `owner` (by the `cowork.fleet/owner` label) whose
-/// `cowork.fleet/job` label is not in `running_job_ids`, running or not. Containers without our
-/// labels, or of another owner, are never touched. Returns the ids of the removed containers;
-/// a container that cannot be removed is logged and left for the next reap.
-pub async fn reap_leftovers(
-    docker: &Docker,
-    owner: &str,
-    running_job_ids: &HashSet<String>,
-) -> Result<Vec<String>, ContainerError> {
-    let filters = HashMap::from([(
-        "label".to_owned(),
-        vec![format!("{LABEL_OWNER}={owner}"), LABEL_JOB.to_owned()],
-    )]);
-    let options = ListContainersOptions {
-        all: true,
-        filters: Some(filters),
-        ..ListContainersOptions::default()
-    };
-    let containers = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(ContainerError::engine("list leftover containers"))?;
-    let mut removed = Vec::new();
-    for container in containers {
-        let Some(id) = container.id else { continue };
-        let labels = container.labels.unwrap_or_default();
-        // The filter already asked for both labels; checking again keeps a misbehaving engine
-        // from making us remove something that is not ours.
-        if labels.get(LABEL_OWNER).map(String::as_str) != Some(owner) {
-            continue;
-        }
-        let Some(job_id) = labels.get(LABEL_JOB) else {
-            continue;
-        };
-        if running_job_ids.contains(job_id) {
-            continue;
-        }
-        match remove_container(docker, &id).await {
-            Ok(()) => {
-                tracing::info!(job_id = %job_id, container_id = %id, "leftover container removed");
-                removed.push(id);
-            }
-            // One stuck container must not keep the others: it is tried again next time.
-            Err(err) => {
-                tracing::warn!(job_id = %job_id, container_id = %id, error = %error_chain(&err), "removing a leftover container failed")
-            }
-        }
-    }
-    Ok(removed)
-}
-
-/// Kills (if needed) and removes a container; one that is already gone, or already being
-/// removed by someone else, counts as removed.
-async fn remove_container(docker: &Docker, id: &str) -> Result<(), ContainerError> {
-    let options = RemoveContainerOptions {
-        force: true,
-        v: true,
-        ..RemoveContainerOptions::default()
-    };
-    match docker.remove_container(id, Some(options)).await {
-        Ok(()) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404 | 409,
-            ..
-        }) => Ok(()),
-        Err(source) => Err(ContainerError::Engine {
-            operation: "remove a container",
-            source,
-        }),
     }
 }
 
@@ -658,52 +576,6 @@ impl Drop for RunningJob {
     }
 }
 
-/// Removes its container when dropped without [`ContainerGuard::remove`], e.g. when the job's
-/// future is dropped mid-run.
-struct ContainerGuard {
-    docker: Docker,
-    id: String,
-    removed: bool,
-}
-
-impl ContainerGuard {
-    fn new(docker: &Docker, id: &str) -> ContainerGuard {
-        ContainerGuard {
-            docker: docker.clone(),
-            id: id.to_owned(),
-            removed: false,
-        }
-    }
-
-    /// Kills and removes the container now. A failure is logged; the reaper retries later.
-    async fn remove(&mut self) {
-        self.removed = true;
-        if let Err(err) = remove_container(&self.docker, &self.id).await {
-            tracing::warn!(container_id = %self.id, error = %error_chain(&err), "removing the job's container failed; it is reaped later");
-        }
-    }
-}
-
-impl Drop for ContainerGuard {
-    fn drop(&mut self) {
-        if self.removed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let docker = self.docker.clone();
-        let id = std::mem::take(&mut self.id);
-        // Detached on purpose: nobody awaits a dropped job. The runtime owns the task; if it
-        // shuts down first, the reaper removes the container at the next job or start.
-        runtime.spawn(async move {
-            if let Err(err) = remove_container(&docker, &id).await {
-                tracing::warn!(container_id = %id, error = %error_chain(&err), "removing an abandoned container failed");
-            }
-        });
-    }
-}
-
 /// A spawn failure: nothing was spent, so the job may be retried (harness-behaviour.md#choice-c8).
 fn spawn_failure(message: String) -> Classified {
     Classified::Infra {
@@ -718,160 +590,9 @@ fn utf8_args(args: Vec<OsString>) -> Option<Vec<String>> {
     args.into_iter().map(|arg| arg.into_string().ok()).collect()
 }
 
-/// How a container's exit code reads: `128 + n` is a process killed by signal `n`.
-fn container_end(exit_code: i64) -> ProcessEnd {
-    if exit_code > SIGNAL_EXIT_BASE && exit_code <= SIGNAL_EXIT_BASE + MAX_SIGNAL {
-        let signal = i32::try_from(exit_code - SIGNAL_EXIT_BASE).unwrap_or(SIGKILL);
-        return ProcessEnd::Signaled(signal);
-    }
-    ProcessEnd::Exited(i32::try_from(exit_code).unwrap_or(-1))
-}
-
-/// Waits for the container to stop under the timeout and the cancel token, kills it on either,
-/// and then tells the log reader that it stopped.
-async fn supervise(
-    docker: &Docker,
-    id: &str,
-    timeout_ms: u64,
-    cancel: &CancellationToken,
-    stopped: &CancellationToken,
-) -> Result<ProcessEnd, ContainerError> {
-    let wait = docker.wait_container(id, Some(WaitContainerOptions::default()));
-    tokio::pin!(wait);
-    // `next()` on a stream is cancel-safe: when the timer or the token wins, the stream keeps
-    // its state and is polled again below for the exit after the kill.
-    let end = tokio::select! {
-        exited = wait.next() => wait_result(exited).map(container_end),
-        () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
-            kill_and_wait(docker, id, &mut wait).await.map(|()| ProcessEnd::TimedOut { timeout_ms })
-        }
-        () = cancel.cancelled() => {
-            kill_and_wait(docker, id, &mut wait).await.map(|()| ProcessEnd::Cancelled)
-        }
-    };
-    stopped.cancel();
-    end
-}
-
-/// Kills the container and waits until the engine reports it stopped.
-async fn kill_and_wait(
-    docker: &Docker,
-    id: &str,
-    wait: &mut (
-             impl Stream<Item = Result<bollard::models::ContainerWaitResponse, bollard::errors::Error>>
-             + Unpin
-         ),
-) -> Result<(), ContainerError> {
-    match docker
-        .kill_container(id, Some(KillContainerOptions::default()))
-        .await
-    {
-        // 409: it stopped on its own in the meantime.
-        Ok(())
-        | Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 409, ..
-        }) => {}
-        Err(source) => {
-            return Err(ContainerError::Engine {
-                operation: "kill a container",
-                source,
-            });
-        }
-    }
-    wait_result(wait.next().await).map(|_| ())
-}
-
-/// The exit code from one item of the wait stream. bollard reports a non-zero exit as an error
-/// carrying the code.
-fn wait_result(
-    item: Option<Result<bollard::models::ContainerWaitResponse, bollard::errors::Error>>,
-) -> Result<i64, ContainerError> {
-    match item {
-        Some(Ok(response)) => Ok(response.status_code),
-        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
-        Some(Err(source)) => Err(ContainerError::Engine {
-            operation: "wait for a container",
-            source,
-        }),
-        None => Err(ContainerError::Engine {
-            operation: "wait for a container",
-            source: bollard::errors::Error::DockerStreamError {
-                error: "the wait stream ended without an exit code".to_owned(),
-            },
-        }),
-    }
-}
-
-/// Follows the container's stdout and stderr into bounded captures until the stream ends, or
-/// until [`LOG_DRAIN_GRACE`] after the container stopped.
-async fn capture_logs(
-    docker: &Docker,
-    id: &str,
-    limit: usize,
-    stopped: &CancellationToken,
-) -> (Captured, Captured) {
-    let options = LogsOptions {
-        follow: true,
-        stdout: true,
-        stderr: true,
-        ..LogsOptions::default()
-    };
-    let logs = docker.logs(id, Some(options));
-    tokio::pin!(logs);
-    let deadline = async {
-        stopped.cancelled().await;
-        tokio::time::sleep(LOG_DRAIN_GRACE).await;
-    };
-    tokio::pin!(deadline);
-    let mut stdout = Capture::new(limit, Keep::Tail);
-    let mut stderr = Capture::new(limit, Keep::Head);
-    let mut abandoned = false;
-    let mut read_error = None;
-    loop {
-        // Dropping a pending `next()` loses only output we are giving up anyway.
-        tokio::select! {
-            item = logs.next() => match item {
-                None => break,
-                Some(Ok(LogOutput::StdOut { message })) => stdout.push(&message),
-                Some(Ok(LogOutput::StdErr { message })) => stderr.push(&message),
-                Some(Ok(LogOutput::StdIn { .. } | LogOutput::Console { .. })) => {}
-                Some(Err(err)) => {
-                    read_error = Some(std::io::Error::other(error_chain(&err)));
-                    break;
-                }
-            },
-            () = &mut deadline => {
-                abandoned = true;
-                break;
-            }
-        }
-    }
-    let mut stdout = stdout.finish();
-    let mut stderr = stderr.finish();
-    for captured in [&mut stdout, &mut stderr] {
-        captured.abandoned = abandoned;
-    }
-    stderr.read_error = read_error;
-    (stdout, stderr)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exit_codes_above_128_are_signals() {
-        let check =
-            |code: i64, expect: ProcessEnd| assert_eq!(container_end(code), expect, "{code}");
-        check(0, ProcessEnd::Exited(0));
-        check(1, ProcessEnd::Exited(1));
-        check(3, ProcessEnd::Exited(3));
-        check(128, ProcessEnd::Exited(128));
-        check(134, ProcessEnd::Signaled(6));
-        check(137, ProcessEnd::Signaled(9));
-        check(192, ProcessEnd::Signaled(64));
-        check(255, ProcessEnd::Exited(255));
-    }
 
     #[test]
     fn default_environment_leaves_out_the_host_layout() {
