@@ -25,10 +25,9 @@ use std::fmt::Write as _;
 use cowork_schema::batch::{BatchMode, PlanKindName};
 use cowork_schema::registry::{BatchRecord, BatchState};
 
-use super::{
-    EvalArm, EvalSection, ReportInput, Summary, UnitReport, UnitStatus, cost_text, js_number,
-    percent, seconds, summarize, usd,
-};
+use super::input::{EvalArm, EvalSection, ReportInput};
+use super::numbers::{cost_text, js_number, percent, seconds, usd};
+use super::summary::{Summary, UnitReport, UnitStatus, summarize};
 
 pub use runs::ArtifactLinks;
 

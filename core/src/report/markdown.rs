@@ -7,7 +7,9 @@
 
 use std::fmt::Write as _;
 
-use super::{EvalSection, ReportInput, UnitStatus, cost_text, percent, seconds, summarize, usd};
+use super::input::{EvalSection, ReportInput};
+use super::numbers::{cost_text, js_number, percent, seconds, usd};
+use super::summary::{Summary, UnitReport, UnitStatus, summarize};
 
 /// Failure reasons listed; the HTML report has all of them.
 const TOP_REASONS: usize = 10;
@@ -172,10 +174,10 @@ const TABLE_BYTES: usize = 512 * 1024;
 
 /// The order of the units table: plan order, or for a big batch the units that did not pass
 /// first, the furthest below the bar first, then flaky passing units, then the rest.
-fn table_order<'s, 'a>(summary: &'s super::Summary<'a>) -> Vec<&'s super::UnitReport<'a>> {
-    let mut units: Vec<&super::UnitReport<'_>> = summary.units.iter().collect();
+fn table_order<'s, 'a>(summary: &'s Summary<'a>) -> Vec<&'s UnitReport<'a>> {
+    let mut units: Vec<&UnitReport<'_>> = summary.units.iter().collect();
     if units.len() > ORDERED_UNITS {
-        let rank = |unit: &super::UnitReport<'_>| match unit.status {
+        let rank = |unit: &UnitReport<'_>| match unit.status {
             UnitStatus::Passed if unit.flaky() => 1,
             UnitStatus::Passed => 2,
             UnitStatus::NotRun => 3,
@@ -194,7 +196,7 @@ fn table_order<'s, 'a>(summary: &'s super::Summary<'a>) -> Vec<&'s super::UnitRe
 }
 
 /// One table row per unit, and the cells `--max-cells` cut.
-fn units_table(out: &mut String, summary: &super::Summary<'_>) {
+fn units_table(out: &mut String, summary: &Summary<'_>) {
     out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
     let start = out.len();
     let order = table_order(summary);
@@ -266,7 +268,7 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
                 (row.ci_low * 100.0).round(),
                 (row.ci_high * 100.0).round(),
                 crate::eval::words::format_p(row.p_value),
-                super::js_number(eval.alpha),
+                js_number(eval.alpha),
             );
         }
         None => {
