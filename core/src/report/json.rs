@@ -5,7 +5,7 @@ use cowork_schema::json_number;
 use serde_json::{Map, Value, json};
 
 use super::input::{EvalArm, EvalSection, ReportInput};
-use super::summary::{UnitStatus, summarize};
+use super::summary::{FailureReason, Summary, UnitReport, UnitStatus, summarize};
 
 fn opt_number(object: &mut Map<String, Value>, key: &str, value: Option<f64>) {
     if let Some(value) = value {
@@ -81,58 +81,14 @@ pub fn render_json(input: &ReportInput) -> String {
         "minPassRate".into(),
         json_number::to_value(summary.judging.min_pass_rate),
     );
-    let mut totals = Map::new();
-    totals.insert("units".into(), Value::from(summary.units.len()));
-    totals.insert("runs".into(), Value::from(summary.total_runs));
-    totals.insert("passes".into(), Value::from(summary.total_passes));
-    opt_number(&mut totals, "costUsd", summary.total_cost_usd);
-    opt_number(&mut totals, "recordedCostUsd", summary.recorded_cost_usd);
-    opt_number(&mut totals, "durationMs", summary.total_duration_ms);
-    totals.insert("storedRuns".into(), Value::from(summary.stored_runs));
-    totals.insert("discardedRuns".into(), Value::from(summary.discarded.runs));
-    opt_number(&mut totals, "discardedCostUsd", summary.discarded.cost_usd);
-    opt_number(&mut totals, "summedRunMs", summary.summed_run_ms.0);
-    if let Some(wall_ms) = input.wall_ms {
-        totals.insert("wallMs".into(), Value::from(wall_ms));
-    }
-    head.insert("totals".into(), Value::Object(totals));
+    head.insert("totals".into(), totals_json(&summary));
     if let Some(incomplete) = &input.incomplete {
         head.insert(
             "incomplete".into(),
             json!({ "reason": incomplete.reason, "neverRan": incomplete.never_ran }),
         );
     }
-    let units: Vec<Value> = summary
-        .units
-        .iter()
-        .map(|unit| {
-            let mut object = Map::new();
-            object.insert("unit".into(), Value::from(unit.id.clone()));
-            object.insert("label".into(), Value::from(unit.label));
-            if let Some(axes) = unit.axes {
-                object.insert(
-                    "axes".into(),
-                    serde_json::to_value(axes).unwrap_or(Value::Null),
-                );
-            }
-            object.insert("status".into(), Value::from(unit.status.as_str()));
-            object.insert("requested".into(), Value::from(unit.requested));
-            object.insert("completed".into(), Value::from(unit.completed));
-            object.insert("passes".into(), Value::from(unit.passes));
-            opt_number(&mut object, "passRate", unit.pass_rate);
-            object.insert("flaky".into(), Value::from(unit.flaky()));
-            if let Some(stop) = unit.stopped_early {
-                object.insert("stoppedEarly".into(), Value::from(stop.as_str()));
-            }
-            opt_number(&mut object, "costUsd", unit.cost_usd);
-            opt_number(&mut object, "recordedCostUsd", unit.recorded_cost_usd);
-            opt_number(&mut object, "durationMs", unit.duration_ms);
-            if let UnitStatus::Error(error) = &unit.status {
-                object.insert("error".into(), Value::from(error.clone()));
-            }
-            Value::Object(object)
-        })
-        .collect();
+    let units: Vec<Value> = summary.units.iter().map(unit_json).collect();
     head.insert("units".into(), Value::from(units));
     if let Some((first, count)) = summary.truncated_cells {
         head.insert(
@@ -140,26 +96,7 @@ pub fn render_json(input: &ReportInput) -> String {
             json!({ "ranCells": first, "notRun": count }),
         );
     }
-    let reasons: Vec<Value> = summary
-        .reasons
-        .iter()
-        .map(|reason| {
-            let mut object = Map::new();
-            object.insert("kind".into(), Value::from(reason.kind.as_str()));
-            object.insert("key".into(), Value::from(reason.key.clone()));
-            object.insert(
-                "severity".into(),
-                Value::from(if reason.fail { "fail" } else { "warn" }),
-            );
-            object.insert("occurrences".into(), Value::from(reason.occurrences));
-            object.insert("runs".into(), Value::from(reason.runs));
-            object.insert("units".into(), Value::from(reason.units.clone()));
-            if let Some((message, _)) = reason.messages.first() {
-                object.insert("sample".into(), Value::from(message.clone()));
-            }
-            Value::Object(object)
-        })
-        .collect();
+    let reasons: Vec<Value> = summary.reasons.iter().map(reason_json).collect();
     head.insert("failureReasons".into(), Value::from(reasons));
     let stops: Vec<Value> = summary
         .stops
@@ -173,4 +110,70 @@ pub fn render_json(input: &ReportInput) -> String {
     let mut text = Value::Object(head).to_string();
     text.push('\n');
     text
+}
+
+/// The batch's totals: units, runs, passes, cost, duration, stored and discarded runs, wall time.
+fn totals_json(summary: &Summary<'_>) -> Value {
+    let mut totals = Map::new();
+    totals.insert("units".into(), Value::from(summary.units.len()));
+    totals.insert("runs".into(), Value::from(summary.total_runs));
+    totals.insert("passes".into(), Value::from(summary.total_passes));
+    opt_number(&mut totals, "costUsd", summary.total_cost_usd);
+    opt_number(&mut totals, "recordedCostUsd", summary.recorded_cost_usd);
+    opt_number(&mut totals, "durationMs", summary.total_duration_ms);
+    totals.insert("storedRuns".into(), Value::from(summary.stored_runs));
+    totals.insert("discardedRuns".into(), Value::from(summary.discarded.runs));
+    opt_number(&mut totals, "discardedCostUsd", summary.discarded.cost_usd);
+    opt_number(&mut totals, "summedRunMs", summary.summed_run_ms.0);
+    if let Some(wall_ms) = summary.input.wall_ms {
+        totals.insert("wallMs".into(), Value::from(wall_ms));
+    }
+    Value::Object(totals)
+}
+
+/// One unit's entry: status, counts, pass rate, flakiness, stop, cost, duration, error.
+fn unit_json(unit: &UnitReport<'_>) -> Value {
+    let mut object = Map::new();
+    object.insert("unit".into(), Value::from(unit.id.clone()));
+    object.insert("label".into(), Value::from(unit.label));
+    if let Some(axes) = unit.axes {
+        object.insert(
+            "axes".into(),
+            serde_json::to_value(axes).unwrap_or(Value::Null),
+        );
+    }
+    object.insert("status".into(), Value::from(unit.status.as_str()));
+    object.insert("requested".into(), Value::from(unit.requested));
+    object.insert("completed".into(), Value::from(unit.completed));
+    object.insert("passes".into(), Value::from(unit.passes));
+    opt_number(&mut object, "passRate", unit.pass_rate);
+    object.insert("flaky".into(), Value::from(unit.flaky()));
+    if let Some(stop) = unit.stopped_early {
+        object.insert("stoppedEarly".into(), Value::from(stop.as_str()));
+    }
+    opt_number(&mut object, "costUsd", unit.cost_usd);
+    opt_number(&mut object, "recordedCostUsd", unit.recorded_cost_usd);
+    opt_number(&mut object, "durationMs", unit.duration_ms);
+    if let UnitStatus::Error(error) = &unit.status {
+        object.insert("error".into(), Value::from(error.clone()));
+    }
+    Value::Object(object)
+}
+
+/// One failure reason's entry: kind, key, severity, counts, units and a sample message.
+fn reason_json(reason: &FailureReason) -> Value {
+    let mut object = Map::new();
+    object.insert("kind".into(), Value::from(reason.kind.as_str()));
+    object.insert("key".into(), Value::from(reason.key.clone()));
+    object.insert(
+        "severity".into(),
+        Value::from(if reason.fail { "fail" } else { "warn" }),
+    );
+    object.insert("occurrences".into(), Value::from(reason.occurrences));
+    object.insert("runs".into(), Value::from(reason.runs));
+    object.insert("units".into(), Value::from(reason.units.clone()));
+    if let Some((message, _)) = reason.messages.first() {
+        object.insert("sample".into(), Value::from(message.clone()));
+    }
+    Value::Object(object)
 }

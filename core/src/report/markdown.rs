@@ -57,8 +57,20 @@ fn shortened(text: &str) -> String {
 pub fn render_markdown(input: &ReportInput) -> String {
     let summary = summarize(input);
     let mut out = String::with_capacity(4096);
+    verdict_line(&mut out, &summary);
+    warnings(&mut out, &summary);
+    facts_line(&mut out, &summary);
+    units_table(&mut out, &summary);
+    reasons_table(&mut out, &summary);
+    stops_list(&mut out, &summary);
+    out
+}
+
+/// The heading: the A/B result of an eval, else the batch's verdict and exit code.
+fn verdict_line(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     match &input.eval {
-        Some(eval) => eval_lead(&mut out, summary.batch_id, eval),
+        Some(eval) => eval_lead(out, summary.batch_id, eval),
         None => {
             let verdict = summary.batch_word();
             let (mark, exit) = match &input.incomplete {
@@ -73,6 +85,11 @@ pub fn render_markdown(input: &ReportInput) -> String {
             );
         }
     }
+}
+
+/// The simulated and incomplete warnings, when they apply.
+fn warnings(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     if summary.simulated {
         let _ = writeln!(
             out,
@@ -89,6 +106,11 @@ pub fn render_markdown(input: &ReportInput) -> String {
             incomplete.never_ran.len()
         );
     }
+}
+
+/// One line of facts: command, executor, shape, passes, cost, discarded runs and times.
+fn facts_line(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     let wall = input
         .wall_ms
         .map_or_else(|| "unknown".to_owned(), |ms| seconds(Some(ms as f64)));
@@ -127,7 +149,10 @@ pub fn render_markdown(input: &ReportInput) -> String {
         cost_text(summary.total_cost_usd, summary.recorded_cost_usd),
         seconds(summary.summed_run_ms.0),
     );
-    units_table(&mut out, &summary);
+}
+
+/// The most frequent failure reasons, with an example message each.
+fn reasons_table(out: &mut String, summary: &Summary<'_>) {
     if !summary.reasons.is_empty() {
         out.push_str(
             "\n### Top failure reasons\n\n| reason | severity | occurrences | runs | units | example |\n|---|---|---:|---:|---|---|\n",
@@ -156,13 +181,16 @@ pub fn render_markdown(input: &ReportInput) -> String {
             );
         }
     }
+}
+
+/// The stop notes, one per line.
+fn stops_list(out: &mut String, summary: &Summary<'_>) {
     if !summary.stops.is_empty() {
         out.push_str("\n### Stops\n\n");
         for note in &summary.stops {
             let _ = writeln!(out, "- {}", escape_md(&note.text));
         }
     }
-    out
 }
 
 /// Units past which the table lists the worst first, and only as many as fit
