@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{escape, query_value, verdict_badge};
+use super::page::{escape, query_value, verdict_badge};
 use crate::report::input::{
     DetailedRuns, MAX_RUN_SECTIONS, RunOutcome, RunState, SECTIONS_OF_A_BIG_BATCH, StoredRun,
 };
