@@ -12,7 +12,7 @@ use super::run::{RunState, StoredRun, anchor_of, job_path};
 /// What every report keeps of each stored run: its state and the few numbers the aggregates
 /// read, 40 bytes for a clean run, so that a batch of a million runs is summarized in flat
 /// memory. The whole result is kept only for the runs the page details
-/// ([`ReportInput::runs`]). The fields are packed (flags in a byte, absent numbers as NaN, the
+/// ([`ReportInput::runs`](super::ReportInput::runs)). The fields are packed (flags in a byte, absent numbers as NaN, the
 /// rare facts behind one box) and read through the methods below: at a million runs each
 /// byte here is a megabyte of the report's peak.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,7 +175,7 @@ impl RunBrief {
     }
 }
 
-/// Puts briefs in (unit, repeat index) order, the order [`ReportInput::briefs`] promises and the
+/// Puts briefs in (unit, repeat index) order, the order [`ReportInput::briefs`](super::ReportInput::briefs) promises and the
 /// summary relies on to find a unit's runs without grouping them (a loader that reads jobs in
 /// plan order has them so already, which the sort checks in one pass).
 pub fn sort_briefs(briefs: &mut [RunBrief]) {

@@ -5,7 +5,7 @@
 ///
 /// The report only renders these values; the statistics themselves (exact interval, exact
 /// McNemar test, sensitivity, verdict) are computed elsewhere and converted into this plain
-/// struct by the caller that builds the [`ReportInput`].
+/// struct by the caller that builds the [`ReportInput`](super::ReportInput).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalSection {
     /// Label of arm A's source (skill dir or plugin), as the user gave it.

@@ -19,7 +19,7 @@ pub(super) fn run_passes(result: &Value) -> bool {
 }
 
 /// The failing entries of a run's `assertions[]`: (key, message).
-pub(crate) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
+pub(super) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
     let Some(entries) = result.get("assertions").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -44,7 +44,7 @@ pub(crate) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
 
 /// A run's verdict signals other than `assertion` (those repeat the failing assertions):
 /// (code, fail severity, message).
-pub(crate) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String)> {
+pub(super) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String)> {
     let Some(signals) = result
         .get("verdict")
         .and_then(|verdict| verdict.get("signals"))
@@ -72,7 +72,7 @@ pub(crate) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String
 
 /// The failure lines of one failing run, for JUnit bodies: `verdict.failures[]` as persisted
 /// (harness-behaviour.md#verdict-failures), else its failing assertions and fail signals.
-pub(crate) fn run_failure_lines(result: &Value) -> Vec<String> {
+pub(super) fn run_failure_lines(result: &Value) -> Vec<String> {
     let persisted = result
         .get("verdict")
         .and_then(|verdict| verdict.get("failures"))

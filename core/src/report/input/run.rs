@@ -106,7 +106,7 @@ impl RunState {
         }
     }
 
-    /// The state of a stored run (as [`RunBrief::state`] gives it).
+    /// The state of a stored run (as [`RunBrief::state`](super::RunBrief::state) gives it).
     pub fn of(run: &StoredRun) -> Self {
         if run.discarded {
             RunState::Discarded

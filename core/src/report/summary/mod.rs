@@ -362,7 +362,7 @@ impl Summary<'_> {
     }
 }
 
-pub(crate) fn sum_present(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+fn sum_present(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     values
         .flatten()
         .fold(None, |sum, value| Some(sum.unwrap_or(0.0) + value))
@@ -371,7 +371,7 @@ pub(crate) fn sum_present(values: impl Iterator<Item = Option<f64>>) -> Option<f
 /// The discarded runs the envelope's `fleet.discarded` lists — either a list of
 /// `{job, costUsd}` entries or `{runs: [...], costUsd}` — else the stored runs marked
 /// discarded, with their cost from their results.
-pub(super) fn discarded_of(input: &ReportInput) -> Discarded {
+fn discarded_of(input: &ReportInput) -> Discarded {
     let from_runs = || {
         let discarded: Vec<&RunBrief> = input
             .run_briefs()
