@@ -13,8 +13,9 @@
 
 use std::fmt::Write as _;
 
-use super::{EvalSection, Summary, UnitReport, UnitStatus, percent, summarize};
-use crate::report::ReportInput;
+use super::input::{EvalSection, ReportInput};
+use super::numbers::percent;
+use super::summary::{Summary, UnitReport, UnitStatus, summarize};
 
 /// Distinct messages quoted in a `<failure message=…>` before the rest is summarized; the body
 /// always has all of them.

@@ -7,7 +7,9 @@
 
 use std::fmt::Write as _;
 
-use super::{EvalSection, ReportInput, UnitStatus, cost_text, percent, seconds, summarize, usd};
+use super::input::{EvalSection, ReportInput};
+use super::numbers::{cost_text, js_number, percent, seconds, usd};
+use super::summary::{Summary, UnitReport, UnitStatus, summarize};
 
 /// Failure reasons listed; the HTML report has all of them.
 const TOP_REASONS: usize = 10;
@@ -55,8 +57,20 @@ fn shortened(text: &str) -> String {
 pub fn render_markdown(input: &ReportInput) -> String {
     let summary = summarize(input);
     let mut out = String::with_capacity(4096);
+    verdict_line(&mut out, &summary);
+    warnings(&mut out, &summary);
+    facts_line(&mut out, &summary);
+    units_table(&mut out, &summary);
+    reasons_table(&mut out, &summary);
+    stops_list(&mut out, &summary);
+    out
+}
+
+/// The heading: the A/B result of an eval, else the batch's verdict and exit code.
+fn verdict_line(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     match &input.eval {
-        Some(eval) => eval_lead(&mut out, summary.batch_id, eval),
+        Some(eval) => eval_lead(out, summary.batch_id, eval),
         None => {
             let verdict = summary.batch_word();
             let (mark, exit) = match &input.incomplete {
@@ -71,6 +85,11 @@ pub fn render_markdown(input: &ReportInput) -> String {
             );
         }
     }
+}
+
+/// The simulated and incomplete warnings, when they apply.
+fn warnings(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     if summary.simulated {
         let _ = writeln!(
             out,
@@ -87,6 +106,11 @@ pub fn render_markdown(input: &ReportInput) -> String {
             incomplete.never_ran.len()
         );
     }
+}
+
+/// One line of facts: command, executor, shape, passes, cost, discarded runs and times.
+fn facts_line(out: &mut String, summary: &Summary<'_>) {
+    let input = summary.input;
     let wall = input
         .wall_ms
         .map_or_else(|| "unknown".to_owned(), |ms| seconds(Some(ms as f64)));
@@ -125,7 +149,10 @@ pub fn render_markdown(input: &ReportInput) -> String {
         cost_text(summary.total_cost_usd, summary.recorded_cost_usd),
         seconds(summary.summed_run_ms.0),
     );
-    units_table(&mut out, &summary);
+}
+
+/// The most frequent failure reasons, with an example message each.
+fn reasons_table(out: &mut String, summary: &Summary<'_>) {
     if !summary.reasons.is_empty() {
         out.push_str(
             "\n### Top failure reasons\n\n| reason | severity | occurrences | runs | units | example |\n|---|---|---:|---:|---|---|\n",
@@ -154,13 +181,16 @@ pub fn render_markdown(input: &ReportInput) -> String {
             );
         }
     }
+}
+
+/// The stop notes, one per line.
+fn stops_list(out: &mut String, summary: &Summary<'_>) {
     if !summary.stops.is_empty() {
         out.push_str("\n### Stops\n\n");
         for note in &summary.stops {
             let _ = writeln!(out, "- {}", escape_md(&note.text));
         }
     }
-    out
 }
 
 /// Units past which the table lists the worst first, and only as many as fit
@@ -172,10 +202,10 @@ const TABLE_BYTES: usize = 512 * 1024;
 
 /// The order of the units table: plan order, or for a big batch the units that did not pass
 /// first, the furthest below the bar first, then flaky passing units, then the rest.
-fn table_order<'s, 'a>(summary: &'s super::Summary<'a>) -> Vec<&'s super::UnitReport<'a>> {
-    let mut units: Vec<&super::UnitReport<'_>> = summary.units.iter().collect();
+fn table_order<'s, 'a>(summary: &'s Summary<'a>) -> Vec<&'s UnitReport<'a>> {
+    let mut units: Vec<&UnitReport<'_>> = summary.units.iter().collect();
     if units.len() > ORDERED_UNITS {
-        let rank = |unit: &super::UnitReport<'_>| match unit.status {
+        let rank = |unit: &UnitReport<'_>| match unit.status {
             UnitStatus::Passed if unit.flaky() => 1,
             UnitStatus::Passed => 2,
             UnitStatus::NotRun => 3,
@@ -194,7 +224,7 @@ fn table_order<'s, 'a>(summary: &'s super::Summary<'a>) -> Vec<&'s super::UnitRe
 }
 
 /// One table row per unit, and the cells `--max-cells` cut.
-fn units_table(out: &mut String, summary: &super::Summary<'_>) {
+fn units_table(out: &mut String, summary: &Summary<'_>) {
     out.push_str("| unit | runs | pass rate | cost | verdict |\n|---|---:|---:|---:|---|\n");
     let start = out.len();
     let order = table_order(summary);
@@ -266,7 +296,7 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
                 (row.ci_low * 100.0).round(),
                 (row.ci_high * 100.0).round(),
                 crate::eval::words::format_p(row.p_value),
-                super::js_number(eval.alpha),
+                js_number(eval.alpha),
             );
         }
         None => {

@@ -7,11 +7,12 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{escape, query_value, verdict_badge};
-use crate::report::{
+use super::page::{escape, query_value, verdict_badge};
+use crate::report::input::{
     DetailedRuns, MAX_RUN_SECTIONS, RunOutcome, RunState, SECTIONS_OF_A_BIG_BATCH, StoredRun,
-    Summary, UnitReport, UnitStatus, cost_text, percent, seconds,
 };
+use crate::report::numbers::{cost_text, percent, seconds};
+use crate::report::summary::{Summary, UnitReport, UnitStatus};
 
 /// Squares of a strip inside a heatmap cell before the rest are counted.
 pub(crate) const STRIP_IN_CELL: usize = 60;

@@ -1,0 +1,136 @@
+//! EVAL HOOK: the A/B section of an eval's page: the verdict, the difference with its
+//! interval, the p-value and sensitivity sentences, and one table row per scenario.
+
+use std::fmt::Write as _;
+
+use super::page::{escape, verdict_badge};
+use crate::report::input::{EvalArm, EvalSection};
+use crate::report::numbers::{js_number, percent, usd};
+use crate::report::summary::Summary;
+
+fn arm_cell(arm: &EvalArm) -> String {
+    format!(
+        "{} ({}/{})",
+        percent(arm.pass_rate),
+        arm.passes,
+        arm.completed
+    )
+}
+
+/// A difference of pass rates in signed whole points (`-55`, `+11`, `+0`).
+fn signed_points(value: f64) -> String {
+    format!("{:+.0}", (value * 100.0).round())
+}
+
+/// The CSS class of an A/B verdict.
+pub(super) fn ab_class(verdict: &str) -> &'static str {
+    match verdict {
+        "B worse" => "b-worse",
+        "B better" => "b-better",
+        _ => "no-difference",
+    }
+}
+
+/// The A/B verdict of an eval's overall row, or `nothing to compare` with no complete pair.
+pub(super) fn ab_verdict(eval: &EvalSection) -> &str {
+    match eval.rows.last() {
+        Some(overall) if overall.pairs > 0 => &overall.verdict,
+        _ => "nothing to compare",
+    }
+}
+
+/// EVAL HOOK: the A/B result, the lead of an eval's report (rendered only from
+/// [`ReportInput::eval`]).
+pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
+    let Some(eval) = &summary.input.eval else {
+        out.push_str(
+            "<section id=\"eval\" class=\"ab\">\n<h2>A/B result</h2>\n<p class=\"muted\">The A/B \
+             statistics of this eval batch were not computed for this report.</p>\n</section>\n",
+        );
+        return;
+    };
+    let verdict = ab_verdict(eval);
+    let _ = writeln!(
+        out,
+        "<section id=\"eval\" class=\"ab\">\n<h2>A/B result: {}</h2>\n<p>arm A = <code>{}</code> \
+         · arm B = <code>{}</code> · alpha {} · {} intervals</p>",
+        verdict_badge(ab_class(verdict), verdict),
+        escape(&eval.arm_a),
+        escape(&eval.arm_b),
+        js_number(eval.alpha),
+        percent(eval.confidence),
+    );
+    if let Some(overall) = eval.rows.last().filter(|row| row.pairs > 0) {
+        let _ = writeln!(
+            out,
+            "<p class=\"headline\">B − A = <strong>{} points</strong> [{}, {}] over {} complete \
+             pairs (A {} · B {})</p>",
+            signed_points(overall.diff),
+            signed_points(overall.ci_low),
+            signed_points(overall.ci_high),
+            overall.pairs,
+            arm_cell(&overall.arm_a),
+            arm_cell(&overall.arm_b),
+        );
+    }
+    let _ = writeln!(out, "<p>{}</p>", escape(&eval.p_sentence));
+    if let Some(sentence) = &eval.sensitivity_sentence {
+        let _ = writeln!(out, "<p>{}</p>", escape(sentence));
+    }
+    eval_table(out, eval);
+    let _ = writeln!(
+        out,
+        "<details><summary>How the verdict and the interval are computed</summary>\
+         <p class=\"muted\">decision rule: {}</p><p class=\"muted\">interval: {}</p></details>\n\
+         </section>",
+        escape(&eval.decision_rule),
+        escape(&eval.interval_method),
+    );
+}
+
+fn eval_table(out: &mut String, eval: &EvalSection) {
+    out.push_str(
+        "<div class=\"wide\"><table class=\"eval\">\n<thead><tr><th>scope</th><th class=\"num\">A pass rate</th>\
+         <th class=\"num\">B pass rate</th><th class=\"num\">B − A (points)</th><th class=\"num\">interval</th>\
+         <th class=\"num opt\">A-only / B-only passes</th><th class=\"num\">p</th>\
+         <th class=\"num opt\">detects ≥</th><th>verdict</th><th class=\"num opt\">excluded pairs</th>\
+         <th class=\"num opt\">cost A</th><th class=\"num opt\">cost B</th></tr></thead>\n<tbody>\n",
+    );
+    for row in &eval.rows {
+        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
+            (
+                signed_points(row.diff),
+                format!(
+                    "[{}, {}]",
+                    signed_points(row.ci_low),
+                    signed_points(row.ci_high)
+                ),
+            )
+        } else {
+            ("-".to_owned(), "no complete pair".to_owned())
+        };
+        let detects = row
+            .min_detectable_diff
+            .map_or_else(|| "-".to_owned(), crate::eval::words::points);
+        let _ = writeln!(
+            out,
+            "<tr data-scope=\"{scope}\"><td>{scope}</td><td class=\"num\">{a}</td>\
+             <td class=\"num\">{b}</td><td class=\"num\">{diff}</td>\
+             <td class=\"num\">{interval}</td><td class=\"num opt\">{a_only} / {b_only}</td>\
+             <td class=\"num\">{p}</td><td class=\"num opt\">{detects}</td>\
+             <td><strong>{verdict}</strong></td><td class=\"num opt\">{excluded}</td>\
+             <td class=\"num opt\">{cost_a}</td><td class=\"num opt\">{cost_b}</td></tr>",
+            scope = escape(&row.scope),
+            a = arm_cell(&row.arm_a),
+            b = arm_cell(&row.arm_b),
+            a_only = row.a_only_passes,
+            b_only = row.b_only_passes,
+            p = escape(&crate::eval::words::format_p(row.p_value)),
+            verdict = escape(&row.verdict),
+            excluded = row.excluded_pairs,
+            cost_a = usd(row.arm_a.cost_usd),
+            cost_b = usd(row.arm_b.cost_usd),
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+}

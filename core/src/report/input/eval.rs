@@ -1,0 +1,70 @@
+//! The eval hook: the A/B statistics of an eval batch as the report renders them, computed
+//! elsewhere and handed over in plain structs.
+
+/// EVAL HOOK: the A/B statistics of an eval batch, rendered as the report's lead section.
+///
+/// The report only renders these values; the statistics themselves (exact interval, exact
+/// McNemar test, sensitivity, verdict) are computed elsewhere and converted into this plain
+/// struct by the caller that builds the [`ReportInput`](super::ReportInput).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalSection {
+    /// Label of arm A's source (skill dir or plugin), as the user gave it.
+    pub arm_a: String,
+    /// Label of arm B's source.
+    pub arm_b: String,
+    /// Significance level of the verdicts (e.g. 0.05).
+    pub alpha: f64,
+    /// Confidence level of the intervals (e.g. 0.95).
+    pub confidence: f64,
+    /// How the verdict is decided, shown verbatim (the rule is ours, not upstream's).
+    pub decision_rule: String,
+    /// How the intervals are computed, shown verbatim.
+    pub interval_method: String,
+    /// What the overall p-value means, in one plain line.
+    pub p_sentence: String,
+    /// How small a difference the runs could detect, in one plain line; `None` for reports
+    /// stored before these figures existed.
+    pub sensitivity_sentence: Option<String>,
+    /// One row per scenario, then the overall row.
+    pub rows: Vec<EvalRow>,
+}
+
+/// One row of the eval table: a scenario, or the overall pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalRow {
+    /// Scenario name, or `overall`.
+    pub scope: String,
+    pub arm_a: EvalArm,
+    pub arm_b: EvalArm,
+    /// pass rate(B) − pass rate(A) over the paired outcomes.
+    pub diff: f64,
+    /// Lower end of the interval of `diff`.
+    pub ci_low: f64,
+    /// Upper end of the interval of `diff`.
+    pub ci_high: f64,
+    /// Pairs where A passed and B failed (McNemar's b).
+    pub a_only_passes: u64,
+    /// Pairs where A failed and B passed (McNemar's c).
+    pub b_only_passes: u64,
+    /// Exact two-sided McNemar p-value.
+    pub p_value: f64,
+    /// `B better`, `B worse` or `no detectable difference`.
+    pub verdict: String,
+    /// Pairs left out because one side did not complete.
+    pub excluded_pairs: u64,
+    /// Complete pairs the row's statistics use.
+    pub pairs: u64,
+    /// The smallest difference the test could detect with these pairs; `None` when it could
+    /// detect none (or the report predates the figure).
+    pub min_detectable_diff: Option<f64>,
+}
+
+/// One arm's tally within an [`EvalRow`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalArm {
+    pub passes: u64,
+    pub completed: u64,
+    pub pass_rate: f64,
+    /// Sum of `cost.usd` over the arm's runs that had it.
+    pub cost_usd: Option<f64>,
+}
