@@ -141,7 +141,7 @@ pub async fn store_record(
     record: &JobRecord,
     policy: RetryPolicy,
 ) -> Result<RecordWrite, ArtifactError> {
-    let bytes = serde_json::to_vec(record).expect("a job record always serializes");
+    let bytes = cowork_schema::json_number::to_vec(record).expect("a job record always serializes");
     let outcome = with_retries(policy, "storing the job record", key, || {
         store.put_if_absent(key, bytes.clone())
     })

@@ -193,8 +193,8 @@ fn derive_session(
 
 /// Pretty JSON with a final newline.
 fn json_bytes(value: &Value) -> Vec<u8> {
-    let mut bytes =
-        serde_json::to_vec_pretty(value).expect("a serde_json::Value always serializes");
+    let mut bytes = cowork_schema::json_number::to_vec_pretty(value)
+        .expect("a serde_json::Value always serializes");
     bytes.push(b'\n');
     bytes
 }

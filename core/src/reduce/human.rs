@@ -72,7 +72,7 @@ pub fn js_to_fixed(value: f64, digits: usize) -> String {
 
 /// A number as JavaScript's `String(n)` prints it (harness-behaviour.md#json-numbers).
 fn js_number(value: f64) -> String {
-    json_number::to_value(value).to_string()
+    json_number::stringify(value)
 }
 
 fn joined_or_unknown(items: &[String]) -> String {

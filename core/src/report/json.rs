@@ -107,7 +107,9 @@ pub fn render_json(input: &ReportInput) -> String {
     if let Some(eval) = &input.eval {
         head.insert("eval".into(), eval_json(eval));
     }
-    let mut text = Value::Object(head).to_string();
+    // Floats are written as the CLI writes them (`0.000003`, not `3e-6`).
+    let mut text = json_number::to_string(&Value::Object(head))
+        .expect("a JSON value with string keys serializes");
     text.push('\n');
     text
 }

@@ -30,5 +30,5 @@ pub fn seconds(ms: Option<f64>) -> String {
 
 /// A number as JavaScript's `String(n)` prints it (harness-behaviour.md#json-numbers): `0.8`, `1`.
 pub(crate) fn js_number(value: f64) -> String {
-    json_number::to_value(value).to_string()
+    json_number::stringify(value)
 }

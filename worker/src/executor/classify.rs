@@ -297,7 +297,8 @@ mod tests {
     use super::*;
 
     fn envelope(value: Value) -> Envelope {
-        let line = serde_json::to_vec(&value).expect("serializing a json value cannot fail");
+        let line = cowork_schema::json_number::to_vec(&value)
+            .expect("serializing a json value cannot fail");
         Envelope { value, line }
     }
 

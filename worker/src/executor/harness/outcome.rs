@@ -148,7 +148,7 @@ fn result_artifact(
                 })
             }
             None => {
-                let bytes = serde_json::to_vec(result)
+                let bytes = cowork_schema::json_number::to_vec(result)
                     .expect("serializing a json value to memory cannot fail");
                 Some(Artifact {
                     name: "result.json".to_owned(),

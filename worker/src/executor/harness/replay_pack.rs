@@ -519,8 +519,8 @@ impl Share {
     fn alone(self, rewrites: &[(String, String)]) -> Finished {
         let mut envelope = self.envelope;
         rewrite_strings(&mut envelope, rewrites);
-        let mut line =
-            serde_json::to_vec(&envelope).expect("serializing a json value to memory cannot fail");
+        let mut line = cowork_schema::json_number::to_vec(&envelope)
+            .expect("serializing a json value to memory cannot fail");
         line.push(b'\n');
         let stderr = rewrite_text(&String::from_utf8_lossy(&self.stderr), rewrites);
         Finished {

@@ -65,8 +65,8 @@ impl HarnessExecutor {
         if let Classified::Completed { result } = &mut output.classified
             && !forms.is_empty()
         {
-            let bytes =
-                serde_json::to_vec(result).expect("serializing a json value to memory cannot fail");
+            let bytes = cowork_schema::json_number::to_vec(result)
+                .expect("serializing a json value to memory cannot fail");
             let (scrubbed, n_replaced) = crate::executor::seal::scrub(&bytes, &forms);
             if n_replaced > 0
                 && let Ok(value) = serde_json::from_slice(&scrubbed)

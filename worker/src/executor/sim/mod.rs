@@ -150,7 +150,7 @@ fn sim_cassette(job: &JobSpec, scenario: Option<&Value>) -> Vec<u8> {
         "events": [],
         "controlOut": [],
     });
-    serde_json::to_vec_pretty(&cassette).expect("a JSON value always serializes")
+    cowork_schema::json_number::to_vec_pretty(&cassette).expect("a JSON value always serializes")
 }
 
 #[cfg(test)]

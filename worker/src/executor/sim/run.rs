@@ -152,7 +152,8 @@ fn json_artifact(name: &str, value: &Value) -> Artifact {
     Artifact {
         name: name.to_owned(),
         source: ArtifactSource::Bytes(
-            serde_json::to_vec(value).expect("serializing a json value to memory cannot fail"),
+            cowork_schema::json_number::to_vec(value)
+                .expect("serializing a json value to memory cannot fail"),
         ),
     }
 }
