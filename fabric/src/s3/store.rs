@@ -100,7 +100,6 @@ impl S3ArtifactStore {
         &self.bucket
     }
 
-    /// The S3 key of the store key `key` (which must already have passed `check_key`).
     /// Starts reading the object under `key`: the answer (its body still to come) and the
     /// sha256 recorded with it, lower-cased, when it has one.
     async fn get_object(
@@ -131,6 +130,7 @@ impl S3ArtifactStore {
         Ok((output, expected))
     }
 
+    /// The S3 key of the store key `key` (which must already have passed `check_key`).
     fn object_key(&self, key: &str) -> String {
         format!("{}{key}", self.key_prefix)
     }
