@@ -193,13 +193,38 @@ pub fn pack(
         path: root.display().to_string(),
         source,
     })?;
+    let entries = collect_pack_entries(&canonical_root, files, derived)?;
+    let n_entries = entries.len() as u64;
+    let tar_bytes = write_tar(&entries)?;
+    let bytes = zstd::stream::encode_all(tar_bytes.as_slice(), ZSTD_LEVEL).map_err(|source| {
+        BundleError::Io {
+            path: "(archive)".to_owned(),
+            source,
+        }
+    })?;
+    Ok(PackedBundle {
+        sha256: crate::sha256_hex(&bytes),
+        n_entries,
+        uncompressed_size: tar_bytes.len() as u64,
+        bytes,
+    })
+}
+
+/// Every entry of the bundle by path: the source files, the derived files, and a directory
+/// entry for each of their parents. Refuses bad paths, a derived file that repeats a path, and
+/// a path that is both a file and a directory.
+fn collect_pack_entries(
+    canonical_root: &Path,
+    files: &BTreeSet<String>,
+    derived: &[(String, Vec<u8>)],
+) -> Result<BTreeMap<String, PackEntry>, BundleError> {
     let mut entries: BTreeMap<String, PackEntry> = BTreeMap::new();
     for rel in files {
         check_entry_path(rel).map_err(|reason| BundleError::BadPath {
             path: rel.clone(),
             reason,
         })?;
-        let (contents, executable) = read_source_file(&canonical_root, rel)?;
+        let (contents, executable) = read_source_file(canonical_root, rel)?;
         entries.insert(
             rel.clone(),
             PackEntry::File {
@@ -234,11 +259,14 @@ pub fn pack(
     for dir in dirs {
         entries.insert(dir, PackEntry::Dir);
     }
+    Ok(entries)
+}
 
+/// The uncompressed tar stream of `entries`, with the fixed headers that keep it deterministic.
+fn write_tar(entries: &BTreeMap<String, PackEntry>) -> Result<Vec<u8>, BundleError> {
     let mut builder = tar::Builder::new(Vec::new());
-    let n_entries = entries.len() as u64;
     // BTreeMap order is byte order, so a directory always precedes its contents.
-    for (path, entry) in &entries {
+    for (path, entry) in entries {
         let io_error = |source| BundleError::Io {
             path: path.clone(),
             source,
@@ -269,21 +297,9 @@ pub fn pack(
             }
         }
     }
-    let tar_bytes = builder.into_inner().map_err(|source| BundleError::Io {
+    builder.into_inner().map_err(|source| BundleError::Io {
         path: "(archive)".to_owned(),
         source,
-    })?;
-    let bytes = zstd::stream::encode_all(tar_bytes.as_slice(), ZSTD_LEVEL).map_err(|source| {
-        BundleError::Io {
-            path: "(archive)".to_owned(),
-            source,
-        }
-    })?;
-    Ok(PackedBundle {
-        sha256: crate::sha256_hex(&bytes),
-        n_entries,
-        uncompressed_size: tar_bytes.len() as u64,
-        bytes,
     })
 }
 
@@ -373,41 +389,19 @@ pub fn unpack_reader(
         path: "(archive)".to_owned(),
         source,
     })?;
-    // The tar stream holds the file contents plus per-entry overhead: a header, padding to a
-    // 512-byte block, and at most a long-name header and name of `MAX_PATH_BYTES`. Capping the
-    // decompressed stream at that bound stops a zstd bomb early, whatever the headers claim.
-    let per_entry_overhead = 3 * 512 + MAX_PATH_BYTES as u64;
-    let stream_cap = limits
-        .max_total_bytes
-        .saturating_add(
-            limits
-                .max_entries
-                .saturating_add(1)
-                .saturating_mul(per_entry_overhead),
-        )
-        .saturating_add(2 * 512 * 10);
     let tripped = Rc::new(Cell::new(false));
     let reader = CappedReader {
         inner: decoder,
-        remaining: stream_cap,
+        remaining: decompressed_cap(limits),
         tripped: Rc::clone(&tripped),
+    };
+    let errors = StreamErrors {
+        tripped,
+        max_total_bytes: limits.max_total_bytes,
     };
     let mut archive = tar::Archive::new(reader);
     let mut stats = UnpackStats::default();
     let mut last_path = "(archive)".to_owned();
-    let stream_error = |path: &str, source: io::Error| {
-        if tripped.get() {
-            BundleError::TotalTooLarge {
-                path: path.to_owned(),
-                limit: limits.max_total_bytes,
-            }
-        } else {
-            BundleError::Io {
-                path: path.to_owned(),
-                source,
-            }
-        }
-    };
     // Raw mode: otherwise the tar reader buffers a GNU long-name, long-link or PAX entry whole,
     // whatever size its header claims, up to the stream cap: gigabytes of memory from a bundle
     // of kilobytes. Long names (which `pack` writes for paths over 100 bytes) are read below
@@ -415,45 +409,25 @@ pub fn unpack_reader(
     // refused like every other special entry.
     let entries = archive
         .entries()
-        .map_err(|e| stream_error(&last_path, e))?
+        .map_err(|e| errors.error(&last_path, e))?
         .raw(true);
     // The path a GNU long-name entry gives to the entry that follows it.
     let mut long_name: Option<Vec<u8>> = None;
     for entry in entries {
-        let mut entry = entry.map_err(|e| stream_error(&last_path, e))?;
+        let mut entry = entry.map_err(|e| errors.error(&last_path, e))?;
         // Like the tar reader, only GNU and ustar headers can carry a long name.
         let header = entry.header();
         let extended = header.as_gnu().is_some() || header.as_ustar().is_some();
         if extended && header.entry_type().is_gnu_longname() {
             let header_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-            let malformed = |message: &str| BundleError::Io {
-                path: header_path.clone(),
-                source: io::Error::new(io::ErrorKind::InvalidData, message.to_owned()),
-            };
             if long_name.is_some() {
-                return Err(malformed("two long-name entries describe the same entry"));
+                return Err(malformed(
+                    &header_path,
+                    "two long-name entries describe the same entry",
+                ));
             }
-            // `pack`, like GNU tar, ends the name with a NUL; refuse a longer one unread.
-            let size = entry.size();
-            if size > MAX_PATH_BYTES as u64 + 1 {
-                return Err(BundleError::BadPath {
-                    path: header_path,
-                    reason: EntryPathError::TooLong,
-                });
-            }
-            let mut name = Vec::new();
-            (&mut entry)
-                .take(size)
-                .read_to_end(&mut name)
-                .map_err(|e| stream_error(&header_path, e))?;
-            if name.len() as u64 != size {
-                return Err(malformed("archive ends inside a long-name entry"));
-            }
-            if name.last() == Some(&0) {
-                name.pop();
-            }
+            long_name = Some(read_long_name(&mut entry, &header_path, &errors)?);
             last_path = header_path;
-            long_name = Some(name);
             continue;
         }
         let path_bytes = match long_name.take() {
@@ -468,93 +442,7 @@ pub fn unpack_reader(
             });
         }
         last_path.clone_from(&raw_path);
-        stats.n_entries += 1;
-        if stats.n_entries > limits.max_entries {
-            return Err(BundleError::TooManyEntries {
-                path: raw_path,
-                limit: limits.max_entries,
-            });
-        }
-        let entry_type = entry.header().entry_type();
-        if let Some(kind) = refused_kind(entry_type) {
-            return Err(if entry_type.is_symlink() || entry_type.is_hard_link() {
-                BundleError::Link {
-                    path: raw_path,
-                    kind,
-                }
-            } else {
-                BundleError::Special {
-                    path: raw_path,
-                    kind,
-                }
-            });
-        }
-        let is_dir = entry_type.is_dir();
-        // Directory names conventionally end in `/`; strip one before the path check.
-        let rel = if is_dir {
-            raw_path.strip_suffix('/').unwrap_or(&raw_path)
-        } else {
-            raw_path.as_str()
-        };
-        check_entry_path(rel).map_err(|reason| BundleError::BadPath {
-            path: raw_path.clone(),
-            reason,
-        })?;
-        let target = dest.join(rel);
-        let io_error = |source| BundleError::Io {
-            path: raw_path.clone(),
-            source,
-        };
-        if is_dir {
-            fs::create_dir_all(&target).map_err(io_error)?;
-            stats.n_dirs += 1;
-            continue;
-        }
-        let size = entry.size();
-        if size > limits.max_file_bytes {
-            return Err(BundleError::FileTooLarge {
-                path: raw_path,
-                size,
-                limit: limits.max_file_bytes,
-            });
-        }
-        if stats.total_bytes.saturating_add(size) > limits.max_total_bytes {
-            return Err(BundleError::TotalTooLarge {
-                path: raw_path,
-                limit: limits.max_total_bytes,
-            });
-        }
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(io_error)?;
-        }
-        let executable = entry
-            .header()
-            .mode()
-            .map(|m| m & 0o111 != 0)
-            .unwrap_or(false);
-        let mut file = create_new_file(&target, executable).map_err(|source| {
-            if source.kind() == io::ErrorKind::AlreadyExists {
-                BundleError::Duplicate {
-                    path: raw_path.clone(),
-                }
-            } else {
-                io_error(source)
-            }
-        })?;
-        let written = io::copy(&mut (&mut entry).take(size), &mut file)
-            .map_err(|e| stream_error(&raw_path, e))?;
-        if written != size {
-            return Err(BundleError::Io {
-                path: raw_path,
-                source: io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "archive ends inside the entry",
-                ),
-            });
-        }
-        file.flush().map_err(io_error)?;
-        stats.total_bytes += written;
-        stats.n_files += 1;
+        unpack_entry(&mut entry, raw_path, dest, limits, &errors, &mut stats)?;
     }
     if long_name.is_some() {
         return Err(BundleError::Io {
@@ -566,6 +454,203 @@ pub fn unpack_reader(
         });
     }
     Ok(stats)
+}
+
+/// The most decompressed bytes a bundle within `limits` can take.
+///
+/// The tar stream holds the file contents plus per-entry overhead: a header, padding to a
+/// 512-byte block, and at most a long-name header and name of `MAX_PATH_BYTES`. Capping the
+/// decompressed stream at that bound stops a zstd bomb early, whatever the headers claim.
+fn decompressed_cap(limits: &UnpackLimits) -> u64 {
+    let per_entry_overhead = 3 * 512 + MAX_PATH_BYTES as u64;
+    limits
+        .max_total_bytes
+        .saturating_add(
+            limits
+                .max_entries
+                .saturating_add(1)
+                .saturating_mul(per_entry_overhead),
+        )
+        .saturating_add(2 * 512 * 10)
+}
+
+/// Turns a read error of the decompressed stream into the error it stands for: the total-size
+/// cap when the [`CappedReader`] tripped, else the IO error itself.
+struct StreamErrors {
+    tripped: Rc<Cell<bool>>,
+    max_total_bytes: u64,
+}
+
+impl StreamErrors {
+    fn error(&self, path: &str, source: io::Error) -> BundleError {
+        if self.tripped.get() {
+            BundleError::TotalTooLarge {
+                path: path.to_owned(),
+                limit: self.max_total_bytes,
+            }
+        } else {
+            BundleError::Io {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    }
+}
+
+/// A malformed long-name entry at `path`.
+fn malformed(path: &str, message: &str) -> BundleError {
+    BundleError::Io {
+        path: path.to_owned(),
+        source: io::Error::new(io::ErrorKind::InvalidData, message.to_owned()),
+    }
+}
+
+/// Reads the name a GNU long-name entry carries (without its trailing NUL), refusing one over
+/// `MAX_PATH_BYTES` before reading it.
+fn read_long_name<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    header_path: &str,
+    errors: &StreamErrors,
+) -> Result<Vec<u8>, BundleError> {
+    // `pack`, like GNU tar, ends the name with a NUL; refuse a longer one unread.
+    let size = entry.size();
+    if size > MAX_PATH_BYTES as u64 + 1 {
+        return Err(BundleError::BadPath {
+            path: header_path.to_owned(),
+            reason: EntryPathError::TooLong,
+        });
+    }
+    let mut name = Vec::new();
+    entry
+        .by_ref()
+        .take(size)
+        .read_to_end(&mut name)
+        .map_err(|e| errors.error(header_path, e))?;
+    if name.len() as u64 != size {
+        return Err(malformed(
+            header_path,
+            "archive ends inside a long-name entry",
+        ));
+    }
+    if name.last() == Some(&0) {
+        name.pop();
+    }
+    Ok(name)
+}
+
+/// Unpacks one file or directory entry at `raw_path` (its UTF-8 path) under `dest`, after the
+/// entry-count cap, the refused entry types and the path checks.
+fn unpack_entry<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    raw_path: String,
+    dest: &Path,
+    limits: &UnpackLimits,
+    errors: &StreamErrors,
+    stats: &mut UnpackStats,
+) -> Result<(), BundleError> {
+    stats.n_entries += 1;
+    if stats.n_entries > limits.max_entries {
+        return Err(BundleError::TooManyEntries {
+            path: raw_path,
+            limit: limits.max_entries,
+        });
+    }
+    let entry_type = entry.header().entry_type();
+    if let Some(kind) = refused_kind(entry_type) {
+        return Err(if entry_type.is_symlink() || entry_type.is_hard_link() {
+            BundleError::Link {
+                path: raw_path,
+                kind,
+            }
+        } else {
+            BundleError::Special {
+                path: raw_path,
+                kind,
+            }
+        });
+    }
+    let is_dir = entry_type.is_dir();
+    // Directory names conventionally end in `/`; strip one before the path check.
+    let rel = if is_dir {
+        raw_path.strip_suffix('/').unwrap_or(&raw_path)
+    } else {
+        raw_path.as_str()
+    };
+    check_entry_path(rel).map_err(|reason| BundleError::BadPath {
+        path: raw_path.clone(),
+        reason,
+    })?;
+    let target = dest.join(rel);
+    if is_dir {
+        fs::create_dir_all(&target).map_err(|source| BundleError::Io {
+            path: raw_path.clone(),
+            source,
+        })?;
+        stats.n_dirs += 1;
+        return Ok(());
+    }
+    write_file_entry(entry, raw_path, &target, limits, errors, stats)
+}
+
+/// Writes one file entry to `target` (a new file), within the per-file and total size caps.
+fn write_file_entry<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    raw_path: String,
+    target: &Path,
+    limits: &UnpackLimits,
+    errors: &StreamErrors,
+    stats: &mut UnpackStats,
+) -> Result<(), BundleError> {
+    let io_error = |source| BundleError::Io {
+        path: raw_path.clone(),
+        source,
+    };
+    let size = entry.size();
+    if size > limits.max_file_bytes {
+        return Err(BundleError::FileTooLarge {
+            path: raw_path,
+            size,
+            limit: limits.max_file_bytes,
+        });
+    }
+    if stats.total_bytes.saturating_add(size) > limits.max_total_bytes {
+        return Err(BundleError::TotalTooLarge {
+            path: raw_path,
+            limit: limits.max_total_bytes,
+        });
+    }
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_error)?;
+    }
+    let executable = entry
+        .header()
+        .mode()
+        .map(|m| m & 0o111 != 0)
+        .unwrap_or(false);
+    let mut file = create_new_file(target, executable).map_err(|source| {
+        if source.kind() == io::ErrorKind::AlreadyExists {
+            BundleError::Duplicate {
+                path: raw_path.clone(),
+            }
+        } else {
+            io_error(source)
+        }
+    })?;
+    let written = io::copy(&mut entry.by_ref().take(size), &mut file)
+        .map_err(|e| errors.error(&raw_path, e))?;
+    if written != size {
+        return Err(BundleError::Io {
+            path: raw_path,
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "archive ends inside the entry",
+            ),
+        });
+    }
+    file.flush().map_err(io_error)?;
+    stats.total_bytes += written;
+    stats.n_files += 1;
+    Ok(())
 }
 
 /// The name of an entry type [`unpack`] refuses, or `None` for files and directories.

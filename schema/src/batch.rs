@@ -320,11 +320,11 @@ pub struct UnitSummary {
     pub label: String,
     pub scenario_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub axes: Option<crate::job::CellAxes>,
+    pub axes: Option<crate::unit::CellAxes>,
     /// A pre-execution cell error (harness-behaviour.md#matrix-repeat); such a cell has no jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell_error: Option<String>,
-    pub tier: crate::job::Tier,
+    pub tier: crate::unit::Tier,
 }
 
 /// `batches/<batch>/spec.json`: the submitted spec and the planner's layout.

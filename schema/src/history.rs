@@ -12,7 +12,7 @@ use crate::ids::BatchId;
 use crate::job::CellAxes;
 
 /// The file name of a batch's stats, beside its `rollup.json`.
-pub const BATCH_STATS_FILE: &str = "stats.json";
+pub const BATCH_STATS_FILE: &str = crate::layout::names::STATS;
 
 /// Per-unit history of one decided batch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

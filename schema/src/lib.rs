@@ -6,6 +6,7 @@
 //! - [`load`]: strict YAML loading with errors that name file, line and key.
 //! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
 //! - [`batch`]: the batch spec (what a run or submit asks for).
+//! - [`unit`](mod@unit): a plan unit's tier and matrix axes (shared by [`batch`] and [`job`]).
 //! - [`job`]: one job and its tier.
 //! - [`layout`]: every storage key (decisions.md#storage), built in one place.
 //! - [`run_result`]: the reducer's view of a `result.json`.
@@ -46,5 +47,6 @@ pub mod rollup;
 pub mod run_result;
 pub mod scenario;
 pub mod session;
+pub mod unit;
 
 pub use ids::{BatchId, JobId, UnitRef};

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use crate::nats::consumer_name;
-use crate::nats::queue::NatsJobQueue;
+use crate::nats::consumers::JobConsumers;
 use crate::queue::{LostJob, LostJobs, LostReason, QueueError};
 
 /// The subject of the max-deliveries advisories of every consumer of `stream`.
@@ -45,7 +45,7 @@ struct Advisory {
 
 /// Subscribes to the advisories of the jobs stream of `queue`. The subscriptions are known to
 /// the server when this returns, so no advisory of a job published afterwards is missed.
-pub(crate) async fn follow(queue: &NatsJobQueue) -> Result<LostJobs, QueueError> {
+pub(crate) async fn follow(queue: &JobConsumers) -> Result<LostJobs, QueueError> {
     let client = queue.jetstream.client();
     let subscribe_error = |error: &dyn std::fmt::Display| QueueError::Transient {
         message: format!(

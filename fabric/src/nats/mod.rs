@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod config;
+mod consumers;
 pub mod events;
 pub mod health;
 pub mod lost;

@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::nats::consumer_name;
-use crate::nats::queue::{NatsJobQueue, SWEEP_EXPIRY, into_delivery};
+use crate::nats::consumers::{JobConsumers, SWEEP_EXPIRY, into_delivery};
 use crate::queue::{Delivery, JobPuller, QueueError};
 
 /// How long a dropped puller keeps draining its open requests (to nak what they still
@@ -55,7 +55,7 @@ pub(crate) struct NatsPuller {
 
 impl NatsPuller {
     /// Starts the pump of a standing pull on `tiers`.
-    pub(crate) fn start(queue: NatsJobQueue, tiers: &[Tier]) -> NatsPuller {
+    pub(crate) fn start(queue: JobConsumers, tiers: &[Tier]) -> NatsPuller {
         // One want at a time: `pull_many` takes `&mut self`.
         let (wants, wants_rx) = mpsc::channel(1);
         let mut unique = Vec::new();
@@ -178,7 +178,7 @@ struct TierState {
 }
 
 struct Pump {
-    queue: NatsJobQueue,
+    queue: JobConsumers,
     /// The served tiers, without repeats, in the worker's order.
     tiers: Vec<Tier>,
     state: BTreeMap<Tier, TierState>,

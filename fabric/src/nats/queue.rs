@@ -12,33 +12,28 @@
 //! [`PUBLISH_WINDOW`] publishes in flight. `lost_jobs` follows JetStream's advisories
 //! ([`crate::nats::lost`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use async_nats::jetstream::Context;
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
-use async_nats::jetstream::message::Acker as JsAcker;
 use async_nats::jetstream::message::PublishMessage;
-use async_nats::jetstream::stream::Stream as JsStream;
-use async_nats::jetstream::{AckKind, Context};
 use async_trait::async_trait;
 use cowork_schema::job::{JobSpec, Tier};
 use cowork_schema::{BatchId, JobId};
 use futures::StreamExt;
 
 use crate::nats::config::NatsConfig;
+use crate::nats::consumers::{JobConsumers, SWEEP_EXPIRY, into_delivery};
 use crate::nats::puller::NatsPuller;
 use crate::nats::{NatsError, consumer_name, jobs_subject};
 use crate::queue::{
-    Acker, Delivery, JobPuller, JobQueue, LostJobs, Published, QueueError, not_sent_after,
+    Delivery, JobPuller, JobQueue, LostJobs, Published, QueueError, not_sent_after,
     stops_publishing,
 };
-
-/// Server-side expiry of no-wait requests (the sweep of `pull_once`, the puller's fetches); it
-/// only matters when a tier is at its in-flight cap (see `fetch_one`).
-pub(crate) const SWEEP_EXPIRY: Duration = Duration::from_millis(100);
 
 /// Publishes `publish_many` keeps in flight by default. async-nats blocks a publish once 5,000
 /// acknowledgements are outstanding on one connection, and a caller that holds them unawaited
@@ -49,55 +44,21 @@ pub const PUBLISH_WINDOW: usize = 512;
 /// The job queue on a NATS JetStream server. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct NatsJobQueue {
-    pub(crate) jetstream: Context,
-    /// The jobs stream: read by sequence to name the jobs of lost-job advisories, and purged
-    /// by subject to withdraw a cancelled batch's queued jobs.
-    pub(crate) stream: JsStream<()>,
-    pub(crate) stream_name: String,
-    pub(crate) consumers: Arc<BTreeMap<Tier, PullConsumer>>,
+    /// The jobs stream and its tier consumers, shared with the puller and the lost-job
+    /// follower.
+    bound: JobConsumers,
     /// Which tier gets the next long poll, so that every tier of a multi-tier worker is
     /// waited on in turn.
     next_tier: Arc<AtomicUsize>,
-    pub(crate) pull_expiry: Duration,
-    /// How often the puller renews jobs it holds beyond the free slots: a third of the tier
-    /// consumers' `ack_wait`, as the worker renews running jobs.
-    pub(crate) renew_every: Duration,
     publish_window: usize,
 }
 
 impl NatsJobQueue {
     /// Binds to the tier consumers that `ensure_streams` created.
     pub async fn open(jetstream: &Context, config: &NatsConfig) -> Result<NatsJobQueue, NatsError> {
-        let stream = jetstream
-            .get_stream_no_info(&config.jobs_stream)
-            .await
-            .map_err(|source| NatsError::JetStream {
-                action: "opening stream",
-                name: config.jobs_stream.clone(),
-                source: Box::new(source),
-            })?;
-        let mut consumers = BTreeMap::new();
-        for tier in Tier::ALL {
-            let name = consumer_name(tier);
-            let consumer: PullConsumer =
-                stream
-                    .get_consumer(&name)
-                    .await
-                    .map_err(|source| NatsError::JetStream {
-                        action: "opening consumer",
-                        name: format!("{}/{name}", config.jobs_stream),
-                        source,
-                    })?;
-            consumers.insert(tier, consumer);
-        }
         Ok(NatsJobQueue {
-            jetstream: jetstream.clone(),
-            stream,
-            stream_name: config.jobs_stream.clone(),
-            consumers: Arc::new(consumers),
+            bound: JobConsumers::open(jetstream, config).await?,
             next_tier: Arc::new(AtomicUsize::new(0)),
-            pull_expiry: config.pull_expiry,
-            renew_every: (config.ack_wait / 3).max(Duration::from_millis(100)),
             publish_window: PUBLISH_WINDOW,
         })
     }
@@ -106,15 +67,6 @@ impl NatsJobQueue {
     pub fn with_publish_window(mut self, window: usize) -> NatsJobQueue {
         self.publish_window = window.max(1);
         self
-    }
-
-    /// The bound consumer of `tier`.
-    pub(crate) fn consumer(&self, tier: Tier) -> Result<&PullConsumer, QueueError> {
-        self.consumers
-            .get(&tier)
-            .ok_or_else(|| QueueError::Malformed {
-                message: format!("no consumer is bound for tier {}", tier.as_str()),
-            })
     }
 
     /// Sends the publish of `job`; the returned future resolves with the server's
@@ -127,7 +79,8 @@ impl NatsJobQueue {
         let message = PublishMessage::build()
             .payload(body.into())
             .message_id(job.message_id());
-        self.jetstream
+        self.bound
+            .jetstream
             .send_publish(subject, message)
             .await
             .map_err(|error| publish_error(&job.job_id, &error))
@@ -170,7 +123,7 @@ impl NatsJobQueue {
         tier: Tier,
         wait: Option<Duration>,
     ) -> Result<Option<Delivery>, QueueError> {
-        let consumer = self.consumer(tier)?;
+        let consumer = self.bound.consumer(tier)?;
         let batch = match wait {
             // The server holds even a no-wait request while the tier is at its
             // max_ack_pending, answering only when the request expires; without an expiry it
@@ -216,68 +169,6 @@ impl NatsJobQueue {
     }
 }
 
-/// The delivery of a pulled message of `tier`, or `None` when it cannot become one.
-///
-/// A body that is not a job can never run: it is terminated, so it is not delivered again (the
-/// coordinator hears of it through the terminated advisory). A message without delivery info
-/// cannot be settled either; it is left to the server, which delivers it again after
-/// `ack_wait`.
-pub(crate) async fn into_delivery(
-    tier: Tier,
-    message: async_nats::jetstream::Message,
-) -> Option<Delivery> {
-    let attempt = match message.info() {
-        Ok(info) => u32::try_from(info.delivered).unwrap_or(u32::MAX),
-        Err(error) => {
-            tracing::error!(tier = tier.as_str(), error = %error, "skipping a job message without delivery info");
-            return None;
-        }
-    };
-    let (message, acker) = message.split();
-    let job: JobSpec = match serde_json::from_slice(&message.payload) {
-        Ok(job) => job,
-        Err(error) => {
-            tracing::error!(
-                subject = %message.subject,
-                tier = tier.as_str(),
-                error = %error,
-                "terminating a job message that is not a job spec"
-            );
-            if let Err(error) = acker.ack_with(AckKind::Term).await {
-                tracing::warn!(error = %error, "terminating a malformed job message failed");
-            }
-            return None;
-        }
-    };
-    // A job must come on its own tier's subject and its batch's: a worker serves only the
-    // tiers it has the sandbox for, and the subject is what NATS permissions and the
-    // coordinator's withdrawals go by (a job that says otherwise is not one it published).
-    let subject = crate::nats::jobs_subject(job.tier, &job.batch_id);
-    if job.tier != tier || message.subject.as_str() != subject {
-        tracing::warn!(
-            subject = %message.subject,
-            tier = tier.as_str(),
-            job_id = %job.job_id,
-            job_tier = job.tier.as_str(),
-            "terminating a job message whose tier or batch is not its subject's: not run"
-        );
-        if let Err(error) = acker.ack_with(AckKind::Term).await {
-            tracing::warn!(error = %error, "terminating a misrouted job message failed");
-        }
-        return None;
-    }
-    let job_id = job.job_id.clone();
-    Some(Delivery {
-        job,
-        attempt,
-        acker: Box::new(NatsAcker {
-            acker,
-            job_id,
-            settled: AtomicBool::new(false),
-        }),
-    })
-}
-
 /// The tier consumer's current state, as the server has it now.
 async fn consumer_info(
     tier: Tier,
@@ -297,15 +188,15 @@ async fn consumer_info(
 #[async_trait]
 impl JobQueue for NatsJobQueue {
     async fn pending(&self) -> Result<Vec<(Tier, u64)>, QueueError> {
-        let mut pending = Vec::with_capacity(self.consumers.len());
-        for (tier, consumer) in self.consumers.iter() {
+        let mut pending = Vec::with_capacity(self.bound.consumers.len());
+        for (tier, consumer) in self.bound.consumers.iter() {
             pending.push((*tier, consumer_info(*tier, consumer).await?.num_pending));
         }
         Ok(pending)
     }
 
     async fn delivered_through(&self, tier: Tier) -> Result<Option<u64>, QueueError> {
-        let Some(consumer) = self.consumers.get(&tier) else {
+        let Some(consumer) = self.bound.consumers.get(&tier) else {
             return Ok(None);
         };
         let info = consumer_info(tier, consumer).await?;
@@ -368,11 +259,11 @@ impl JobQueue for NatsJobQueue {
     }
 
     fn puller(&self, tiers: &[Tier]) -> Box<dyn JobPuller + '_> {
-        Box::new(NatsPuller::start(self.clone(), tiers))
+        Box::new(NatsPuller::start(self.bound.clone(), tiers))
     }
 
     async fn lost_jobs(&self) -> Result<LostJobs, QueueError> {
-        crate::nats::lost::follow(self).await
+        crate::nats::lost::follow(&self.bound).await
     }
 
     async fn withdraw(&self, batch: &BatchId, tier: Tier) -> Result<u64, QueueError> {
@@ -381,6 +272,7 @@ impl JobQueue for NatsJobQueue {
         // finds its ack refused, which changes nothing (its `finished` event is published
         // before the ack).
         let purged = self
+            .bound
             .stream
             .purge()
             .filter(jobs_subject(tier, batch))
@@ -398,7 +290,7 @@ impl JobQueue for NatsJobQueue {
         // The NATS queue never closes, so this only returns with a job or an error; callers
         // stop waiting by dropping the future (see `pull_once` for why that is safe).
         loop {
-            if let Some(delivery) = self.pull_once(tiers, self.pull_expiry).await? {
+            if let Some(delivery) = self.pull_once(tiers, self.bound.pull_expiry).await? {
                 return Ok(Some(delivery));
             }
         }
@@ -435,56 +327,5 @@ fn publish_error(
         _ => QueueError::Transient {
             message: format!("publishing job {job_id}: {error}"),
         },
-    }
-}
-
-/// Settles one JetStream delivery. Dropping it unsettled leaves the message to the server,
-/// which delivers it again after `ack_wait`.
-struct NatsAcker {
-    acker: JsAcker,
-    job_id: JobId,
-    /// Set once an ack or nak was confirmed; later settlements are no-ops, as in the embedded
-    /// queue.
-    settled: AtomicBool,
-}
-
-impl NatsAcker {
-    async fn settle(&self, kind: AckKind, what: &str) -> Result<(), QueueError> {
-        // Relaxed is enough: one delivery is settled by one task.
-        if self.settled.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        self.acker
-            .double_ack_with(kind)
-            .await
-            .map_err(|error| QueueError::Transient {
-                message: format!("{what} of job {}: {error}", self.job_id),
-            })?;
-        self.settled.store(true, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Acker for NatsAcker {
-    async fn ack(&self) -> Result<(), QueueError> {
-        self.settle(AckKind::Ack, "ack").await
-    }
-
-    async fn nak(&self, delay: Duration) -> Result<(), QueueError> {
-        let delay = if delay.is_zero() { None } else { Some(delay) };
-        self.settle(AckKind::Nak(delay), "nak").await
-    }
-
-    async fn in_progress(&self) -> Result<(), QueueError> {
-        if self.settled.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        self.acker
-            .double_ack_with(AckKind::Progress)
-            .await
-            .map_err(|error| QueueError::Transient {
-                message: format!("in-progress ack of job {}: {error}", self.job_id),
-            })
     }
 }

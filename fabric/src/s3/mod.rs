@@ -6,11 +6,15 @@
 //! Modules, in reading order:
 //! - [`config`]: `S3Config`, the plain-data settings, and their validation.
 //! - `errors`: mapping of SDK errors to `ArtifactError` (transient, not found, failed).
-//! - [`store`]: `S3ArtifactStore`, the client built from a config, and the port's operations.
+//! - `client`: the SDK client built from a config (credentials, TLS, retries, timeouts).
+//! - `body`: upload bodies, the part size and digests.
+//! - [`store`]: `S3ArtifactStore` and the port's operations.
 //!
 //! TLS uses rustls with ring (no aws-lc); the SDK's credential chain is not built in, so the
 //! keys come from the config (see [`S3Config`]).
 
+mod body;
+mod client;
 pub mod config;
 mod errors;
 pub mod store;

@@ -9,39 +9,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{
-    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
-};
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
     BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration,
 };
-use aws_smithy_http_client::tls;
 use cowork_schema::event::ArtifactRef;
 
+use super::body::{Body, checked_reference, digest, effective_part_size, file_digest};
+use super::client::build_client;
 use super::config::S3Config;
 use super::errors::{Class, artifact_error, classify};
 use crate::artifacts::{ArtifactError, ArtifactStore, PutOutcome, check_key, check_prefix};
-use crate::sha256_hex;
 
 /// Name of the user metadata entry holding the object's sha256 (header `x-amz-meta-sha256`).
 pub const SHA256_METADATA: &str = "sha256";
-
-/// Attempts per request, first one included. Two absorbs a single dropped pooled connection
-/// (common after a server restart) without delaying the caller's own backoff.
-const SDK_MAX_ATTEMPTS: u32 = 2;
-/// The SDK's wait before its one retry; short because the caller's backoff does the real waiting.
-const SDK_INITIAL_BACKOFF: Duration = Duration::from_millis(200);
-/// Bodies larger than this are hashed on a blocking thread: sha256 runs at roughly 0.5–2 GB/s,
-/// so 1 MiB is about the 0.5 ms of CPU the project allows on the async runtime before work moves to
-/// `spawn_blocking`.
-const BLOCKING_DIGEST_BYTES: usize = 1024 * 1024;
-/// S3's limit on the number of parts of one multipart upload.
-const MAX_PARTS: u64 = 10_000;
 
 /// An artifact store on an S3 bucket.
 #[derive(Clone)]
@@ -117,7 +100,6 @@ impl S3ArtifactStore {
         &self.bucket
     }
 
-    /// The S3 key of the store key `key` (which must already have passed `check_key`).
     /// Starts reading the object under `key`: the answer (its body still to come) and the
     /// sha256 recorded with it, lower-cased, when it has one.
     async fn get_object(
@@ -148,6 +130,7 @@ impl S3ArtifactStore {
         Ok((output, expected))
     }
 
+    /// The S3 key of the store key `key` (which must already have passed `check_key`).
     fn object_key(&self, key: &str) -> String {
         format!("{}{key}", self.key_prefix)
     }
@@ -411,86 +394,6 @@ impl S3ArtifactStore {
     }
 }
 
-/// What a multipart upload reads its parts from.
-#[derive(Clone, Copy)]
-enum Body<'a> {
-    Bytes(&'a [u8]),
-    /// A file too large to hold in memory: each part is read when it goes up.
-    File(&'a std::path::Path),
-}
-
-impl Body<'_> {
-    /// The `len` bytes at `offset`.
-    async fn part(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, ArtifactError> {
-        let failed = |message: String| ArtifactError::Failed {
-            key: key.to_owned(),
-            message,
-        };
-        let len = usize::try_from(len).map_err(|_| failed("part too large".to_owned()))?;
-        match self {
-            Body::Bytes(bytes) => {
-                let start = usize::try_from(offset).unwrap_or(usize::MAX);
-                bytes
-                    .get(start..start.saturating_add(len))
-                    .map(<[u8]>::to_vec)
-                    .ok_or_else(|| failed(format!("no part at offset {offset}")))
-            }
-            Body::File(path) => {
-                use tokio::io::{AsyncReadExt, AsyncSeekExt};
-                let read =
-                    |error: std::io::Error| failed(format!("reading {}: {error}", path.display()));
-                let mut file = tokio::fs::File::open(path).await.map_err(read)?;
-                file.seek(std::io::SeekFrom::Start(offset))
-                    .await
-                    .map_err(read)?;
-                let mut part = vec![0; len];
-                file.read_exact(&mut part).await.map_err(read)?;
-                Ok(part)
-            }
-        }
-    }
-}
-
-/// The size and sha256 of the file at `path`, read in pieces on a blocking thread.
-async fn file_digest(key: &str, path: &std::path::Path) -> Result<(u64, String), ArtifactError> {
-    let path = path.to_path_buf();
-    let task_key = key.to_owned();
-    tokio::task::spawn_blocking(move || {
-        use sha2::Digest;
-        let key = task_key;
-        use std::io::Read;
-        let failed = |error: std::io::Error| ArtifactError::Failed {
-            key: key.clone(),
-            message: format!("reading {}: {error}", path.display()),
-        };
-        let mut file = std::fs::File::open(&path).map_err(failed)?;
-        let mut hasher = sha2::Sha256::new();
-        let mut buffer = vec![0; 1 << 20];
-        let mut size = 0u64;
-        loop {
-            let n = file.read(&mut buffer).map_err(failed)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buffer[..n]);
-            size += n as u64;
-        }
-        let sha256 = crate::hex(&hasher.finalize());
-        Ok((size, sha256))
-    })
-    .await
-    .map_err(|error| ArtifactError::Failed {
-        key: key.to_owned(),
-        message: format!("hashing task failed: {error}"),
-    })?
-}
-
-/// The part size for an object of `len` bytes: the configured size, raised when the object
-/// would otherwise need more than S3's 10,000 parts.
-fn effective_part_size(len: u64, configured: u64) -> u64 {
-    configured.max(len.div_ceil(MAX_PARTS))
-}
-
 /// Maps the error of a possibly conditional write: a failed `If-None-Match: *` means the object
 /// exists; anything else is an error.
 fn conditional_outcome<E, R>(
@@ -527,131 +430,6 @@ where
         },
         other => other,
     }
-}
-
-/// Builds the SDK client: static credentials, rustls with ring, small SDK retry, and the
-/// config's timeouts.
-async fn build_client(config: &S3Config, location: &str) -> Result<Client, ArtifactError> {
-    let failed = |message: String| ArtifactError::Failed {
-        key: location.to_owned(),
-        message,
-    };
-    let mut http = aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(
-        tls::rustls_provider::CryptoMode::Ring,
-    ));
-    let plain_http = config
-        .endpoint
-        .as_deref()
-        .is_some_and(|endpoint| endpoint.starts_with("http://"));
-    if let Some(ca_file) = &config.ca_file {
-        let pem = tokio::fs::read(ca_file).await.map_err(|error| {
-            failed(format!("reading s3 ca_file {}: {error}", ca_file.display()))
-        })?;
-        check_ca_pem(&pem)
-            .map_err(|reason| failed(format!("s3 ca_file {}: {reason}", ca_file.display())))?;
-        http = http.tls_context(trust(tls::TrustStore::empty().with_pem_certificate(pem))?);
-    } else if plain_http {
-        // No TLS to verify: skip loading the system's roots, which the HTTP client otherwise
-        // insists on finding even for plain http (and which a scratch image lacks).
-        http = http.tls_context(trust(tls::TrustStore::empty())?);
-    }
-    let credentials = Credentials::new(
-        &config.access_key_id,
-        config.secret_access_key.expose(),
-        None,
-        None,
-        "cowork-s3-config",
-    );
-    let mut builder = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(config.region.clone()))
-        .credentials_provider(credentials)
-        .force_path_style(config.path_style)
-        .http_client(http.build_https())
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(SDK_MAX_ATTEMPTS)
-                .with_initial_backoff(SDK_INITIAL_BACKOFF),
-        )
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(config.connect_timeout)
-                .operation_timeout(config.operation_timeout)
-                .build(),
-        )
-        // The SDK's own CRC checksums are off unless an operation requires them: several
-        // S3-compatible servers reject or mishandle them, and the sha256 metadata already
-        // guards every object end to end.
-        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-        .response_checksum_validation(ResponseChecksumValidation::WhenRequired);
-    if let Some(endpoint) = &config.endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    Ok(Client::from_conf(builder.build()))
-}
-
-fn trust(store: tls::TrustStore) -> Result<tls::TlsContext, ArtifactError> {
-    tls::TlsContext::builder()
-        .with_trust_store(store)
-        .build()
-        .map_err(|error| ArtifactError::Failed {
-            key: "s3 tls".to_owned(),
-            message: format!("building the tls context: {error}"),
-        })
-}
-
-/// Checks that `pem` holds at least one certificate usable as a trust anchor. The HTTP client
-/// parses the file only when it opens its first connection, and panics there on a bad file.
-fn check_ca_pem(pem: &[u8]) -> Result<(), String> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-
-    let certificates = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("not a PEM certificate bundle: {error}"))?;
-    if certificates.is_empty() {
-        return Err("contains no PEM certificate".to_owned());
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    for (index, certificate) in certificates.into_iter().enumerate() {
-        roots
-            .add(certificate)
-            .map_err(|error| format!("certificate {} is not usable: {error}", index + 1))?;
-    }
-    Ok(())
-}
-
-/// Computes the sha256 of `bytes`, on a blocking thread (`spawn_blocking`) when the body is large,
-/// and hands the bytes back.
-async fn digest(key: &str, bytes: Vec<u8>) -> Result<(Vec<u8>, String), ArtifactError> {
-    if bytes.len() <= BLOCKING_DIGEST_BYTES {
-        let sha256 = sha256_hex(&bytes);
-        return Ok((bytes, sha256));
-    }
-    tokio::task::spawn_blocking(move || {
-        let sha256 = sha256_hex(&bytes);
-        (bytes, sha256)
-    })
-    .await
-    .map_err(|error| ArtifactError::Failed {
-        key: key.to_owned(),
-        message: format!("hashing task failed: {error}"),
-    })
-}
-
-/// Checks `key` and computes the reference (size, sha256) of `bytes` stored under it.
-async fn checked_reference(
-    key: &str,
-    bytes: Vec<u8>,
-) -> Result<(Vec<u8>, ArtifactRef), ArtifactError> {
-    check_key(key)?;
-    let (bytes, sha256) = digest(key, bytes).await?;
-    let reference = ArtifactRef {
-        key: key.to_owned(),
-        size: bytes.len() as u64,
-        sha256,
-    };
-    Ok((bytes, reference))
 }
 
 #[async_trait]
@@ -855,48 +633,4 @@ impl ArtifactStore for S3ArtifactStore {
         names.dedup();
         Ok(names)
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn part_size_grows_to_stay_within_ten_thousand_parts() {
-        fn check(len: u64, configured: u64, expected: u64) {
-            let size = effective_part_size(len, configured);
-            assert_eq!(size, expected, "len {len}, configured {configured}");
-            assert!(len.div_ceil(size.max(1)) <= MAX_PARTS);
-        }
-        const MIB: u64 = 1024 * 1024;
-        check(12 * MIB, 5 * MIB, 5 * MIB);
-        check(10_000 * 8 * MIB, 8 * MIB, 8 * MIB);
-        check(10_000 * 8 * MIB + 1, 8 * MIB, 8 * MIB + 1);
-        check(0, 8 * MIB, 8 * MIB);
-    }
-
-    #[test]
-    fn ca_files_must_hold_usable_certificates() {
-        assert!(check_ca_pem(b"").is_err());
-        assert!(check_ca_pem(b"not a certificate").is_err());
-        let garbage = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-        assert!(check_ca_pem(garbage).is_err());
-        assert!(check_ca_pem(TEST_CA_PEM.as_bytes()).is_ok());
-    }
-
-    /// A self-signed CA made with `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256
-    /// -subj /CN=cowork-test-ca -days 36500 -nodes`; only its parsing matters here.
-    const TEST_CA_PEM: &str = "\
------BEGIN CERTIFICATE-----\n\
-MIIBiTCCAS+gAwIBAgIUVVBlKB4zPjns9WO+5dCsAaWdvskwCgYIKoZIzj0EAwIw\n\
-GTEXMBUGA1UEAwwOY293b3JrLXRlc3QtY2EwIBcNMjYxMTMwMDUyNjI2WhgPMjEy\n\
-NjExMDYwNTI2MjZaMBkxFzAVBgNVBAMMDmNvd29yay10ZXN0LWNhMFkwEwYHKoZI\n\
-zj0CAQYIKoZIzj0DAQcDQgAE4ceQG12ggUw4bpRRbWXdLsS4Gu8zGv4EYwmIiQQ/\n\
-/sGjjNcgu5NmvPKgO4Z0DFSZUiKA+ouw/Kp2TX9aqDKgGKNTMFEwHQYDVR0OBBYE\n\
-FIMzSoH3pSfnFq4qVAvzRdtOlCuyMB8GA1UdIwQYMBaAFIMzSoH3pSfnFq4qVAvz\n\
-RdtOlCuyMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIgT/ZcW5m2\n\
-zDgQfkj6BzLLCs112GCNVF95u+lB5jlfnzUCIQCtVlPui38/I7uK6v8wUkCLYkbn\n\
-XwZl3Fdm2r2ZJv4Sjg==\n\
------END CERTIFICATE-----\n\
-";
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! bundles/<sha256>.tar.zst
-//! batches/<batch>/spec.json, rollup.json, envelope.json, eval.json, report.html, …
+//! batches/<batch>/spec.json, rollup.json, envelope.json, eval.json, stats.json, report.html, …
 //! batches/<batch>/generation.json                      the resume generation (local store)
 //! batches/<batch>/jobs/<job>/result.json, …           artifacts of attempt 1 of generation 0
 //! batches/<batch>/jobs/<job>/g<G>a<A>/result.json, …  artifacts of any other attempt
@@ -22,78 +22,75 @@
 //! keys, sizes and digests of its artifacts. Readers find a job's files through its record
 //! (or through the folded `finished` event, which carries the same references), never by
 //! guessing a path.
+//!
+//! Modules: [`names`] spells every file and directory name once; [`keys`] builds typed store
+//! keys from them ([`BatchKey`], [`JobKey`], [`AttemptKey`], [`StoreKey`], [`StorePrefix`]);
+//! [`local`] gives the local paths (a local store, a batch directory, a job's work and run
+//! directories). The free functions below are the older string API, kept as thin wrappers.
+
+pub mod keys;
+pub mod local;
+pub mod names;
+
+pub use keys::{AttemptKey, BatchKey, JobKey, StoreKey, StorePrefix};
+pub use local::{BatchDir, JobWorkDir, RunDir, StoreRoot};
 
 use crate::ids::{BatchId, JobId};
 
 /// The name of a job's record file.
-pub const JOB_RECORD_FILE: &str = "outcome.json";
+pub const JOB_RECORD_FILE: &str = names::JOB_RECORD;
 
-/// `batches/<batch>/generation.json`: the resume generation of a batch in a local store (a
-/// [`StoredGeneration`](crate::batch::StoredGeneration)); absent until its first local resume.
-/// A coordinator keeps the generation in the batch record instead.
-pub const GENERATION_FILE: &str = "generation.json";
+/// `batches/<batch>/generation.json`: see [`names::GENERATION`].
+pub const GENERATION_FILE: &str = names::GENERATION;
 
 /// `batches/<batch>/<name>`: a batch-level file (`spec.json`, `rollup.json`, …).
 pub fn batch_key(batch: &BatchId, name: &str) -> String {
-    format!("batches/{batch}/{name}")
+    BatchKey::new(batch).file(name).into_string()
 }
 
 /// `batches/<batch>/jobs/`: the prefix of every job's files.
 pub fn jobs_prefix(batch: &BatchId) -> String {
-    format!("batches/{batch}/jobs/")
+    BatchKey::new(batch).jobs_prefix().into_string()
 }
 
 /// `batches/<batch>/jobs/<job>`: the directory of one job (no trailing slash).
 pub fn job_dir(job: &JobId) -> String {
-    format!("batches/{}/jobs/{}", job.batch_part(), job.local_part())
+    JobKey::new(job).dir()
 }
 
-/// `true` when `key` names a file inside `job`'s own directory ([`job_dir`]), where every
-/// attempt's artifacts and records are: the only keys a `finished` event of that job may name
-/// (another batch's or job's `result.json` must never be folded into this one). Keys with
-/// empty, `.` or `..` segments never are.
+/// `true` when `key` names a file inside `job`'s own directory ([`job_dir`]); see
+/// [`JobKey::contains`].
 pub fn is_job_key(job: &JobId, key: &str) -> bool {
-    key.strip_prefix(job_dir(job).as_str())
-        .and_then(|rest| rest.strip_prefix('/'))
-        .is_some_and(|rest| {
-            rest.split('/')
-                .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
-        })
+    JobKey::new(job).contains(key)
 }
 
 /// The directory of one attempt's artifacts: [`job_dir`] for attempt 1 of generation 0, else
 /// `<job dir>/g<generation>a<attempt>`.
 pub fn attempt_dir(job: &JobId, generation: u32, attempt: u32) -> String {
-    if generation == 0 && attempt <= 1 {
-        job_dir(job)
-    } else {
-        format!("{}/g{generation}a{attempt}", job_dir(job))
-    }
+    JobKey::new(job).attempt(generation, attempt).dir()
 }
 
 /// The key of artifact `name` of one attempt of `job`.
 pub fn artifact_key(job: &JobId, generation: u32, attempt: u32, name: &str) -> String {
-    format!("{}/{name}", attempt_dir(job, generation, attempt))
+    JobKey::new(job)
+        .attempt(generation, attempt)
+        .artifact(name)
+        .into_string()
 }
 
 /// The key of `job`'s record for `generation`.
 pub fn job_record_key(job: &JobId, generation: u32) -> String {
-    if generation == 0 {
-        format!("{}/{JOB_RECORD_FILE}", job_dir(job))
-    } else {
-        format!("{}/g{generation}/{JOB_RECORD_FILE}", job_dir(job))
-    }
+    JobKey::new(job).record(generation).into_string()
 }
 
-/// `probes/<worker id>`: the small object a worker writes at start-up to check that it can
-/// store artifacts at all, before it takes a job whose run it could not keep.
+/// `probes/<worker id>`: see [`StoreKey::probe`].
 pub fn probe_key(worker_id: &str) -> String {
-    format!("probes/{worker_id}")
+    StoreKey::probe(worker_id).into_string()
 }
 
 /// `bundles/<sha256>.tar.zst`.
 pub fn bundle_key(sha256: &str) -> String {
-    format!("bundles/{sha256}.tar.zst")
+    StoreKey::bundle(sha256).into_string()
 }
 
 #[cfg(test)]
