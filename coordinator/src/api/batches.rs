@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::ApiFailure;
 use super::upload::{self, PartError, UploadedBundle};
 use crate::intake::submitted::plan_from_bundle_reader;
-use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
+use crate::service::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
 /// batch has no progress channel here; its record is the only signal.
@@ -265,8 +265,8 @@ pub(crate) async fn status(
 fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
     ProgressSnapshot {
         unserved_tiers: live.unserved.borrow().clone(),
-        fabric_stalls: service.fabric.borrow().stalls.clone(),
-        lost_workers: service.lost_workers.borrow().clone(),
+        fabric_stalls: service.views.fabric.borrow().stalls.clone(),
+        lost_workers: service.views.lost_workers.borrow().clone(),
         ..live.progress.borrow().clone()
     }
 }
@@ -340,8 +340,8 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
-        fabric: service.fabric.subscribe(),
-        lost_workers: service.lost_workers.subscribe(),
+        fabric: service.views.fabric.subscribe(),
+        lost_workers: service.views.lost_workers.subscribe(),
         end: live.end.subscribe(),
         live,
         last: None,
@@ -670,7 +670,7 @@ pub(crate) async fn record_of(
 ) -> Result<BatchRecord, ApiFailure> {
     // While the queue stalls, a read that does not answer at once will not answer soon: the
     // caller gets the stalls after a second rather than after the client's full timeout.
-    let stalls = service.fabric.borrow().stalls.clone();
+    let stalls = service.views.fabric.borrow().stalls.clone();
     let read = service.ports.batches.get(batch_id);
     let found = if stalls.is_empty() {
         read.await
@@ -686,7 +686,7 @@ pub(crate) async fn record_of(
         Err(error) => {
             let transient = error.is_transient();
             // A record that cannot be read usually means its bucket stalls: say which.
-            let stalls = service.fabric.borrow().stalls.clone();
+            let stalls = service.views.fabric.borrow().stalls.clone();
             let what = with_stalls("reading the batch record", &stalls);
             Err(ApiFailure::port(&what, &error, transient))
         }

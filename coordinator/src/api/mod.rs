@@ -35,7 +35,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cowork_schema::api::ApiError;
 
-use crate::server::{Access, Service};
+use crate::service::{Access, Service};
 
 /// The error of a `403` for a read-only token; the CLI recognises it by its status alone.
 pub const READ_ONLY_REFUSAL: &str =

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use super::batches::{parse_id, record_of};
 use super::{ApiFailure, access_allows, bearer_token};
 use crate::report_input::load_report_input;
-use crate::server::Service;
+use crate::service::Service;
 use cowork_core::report::{
     ArtifactLinks, BatchListLive, HtmlOptions, render_batch_list_live, render_html, render_json,
     render_junit, render_markdown,
@@ -37,13 +37,6 @@ use cowork_core::report::{
 /// The content security policy of the HTML pages: inline style only, nothing loaded.
 const PAGE_CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
-
-/// Reports loaded and rendered at once; further requests wait for a turn. A report reads the
-/// batch flat, but not for free: at 100,000 runs one render peaks at ~140 MiB (a brief of each
-/// run and the runs the page details, benchmarks.md), so browser tabs opened on big batches
-/// must not add up to more than the coordinator can hold. A waiting request costs only its
-/// connection, which the HTTP limits bound.
-pub(crate) const REPORT_RENDERS_AT_ONCE: usize = 2;
 
 /// The query of the two page routes.
 #[derive(Debug, Default, Deserialize)]
