@@ -35,7 +35,8 @@ use cowork_schema::registry::{BatchRecord, BatchState};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use super::ApiFailure;
-use super::batches::{parse_id, record_of};
+use super::page_headers::page_bytes_with_policy;
+use super::records::{parse_id, record_of};
 use crate::service::{ControlError, LiveBatch, Service};
 use crate::supervisor::{LIVE_EVERY, UnitRunsRequest};
 
@@ -313,7 +314,7 @@ pub(crate) async fn script() -> Response {
 }
 
 fn live_response(content_type: &'static str, body: Vec<u8>) -> Response {
-    let mut response = super::pages::page_bytes_with_policy(content_type, body, LIVE_PAGE_CSP);
+    let mut response = page_bytes_with_policy(content_type, body, LIVE_PAGE_CSP);
     response
         .headers_mut()
         .insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
