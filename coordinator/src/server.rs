@@ -1,7 +1,7 @@
-//! Starting the coordinator: [`run`] checks the config, builds the [`Service`], starts its
+//! Starting the coordinator: [`run`] checks the config, builds the `Service`, starts its
 //! background views and serves the HTTP API (decisions.md#operations) until shutdown.
 //!
-//! The service itself (config, access, batch lifecycle, controls) lives in [`crate::service`];
+//! The service itself (config, access, batch lifecycle, controls) lives in `crate::service`;
 //! its config types are re-exported here, where the binaries that start a coordinator find them.
 
 use std::sync::Arc;

@@ -120,11 +120,11 @@ impl SharedModelLimits {
 /// The ways to stop a supervised batch early.
 #[derive(Clone, Debug, Default)]
 pub struct SuperviseSignals {
-    /// Process shutdown: supervision returns [`SuperviseError::Cancelled`] at once and leaves
+    /// Process shutdown: supervision returns [`SuperviseError::Cancelled`](super::SuperviseError::Cancelled) at once and leaves
     /// the batch for the next coordinator to resume.
     pub shutdown: CancellationToken,
     /// Batch cancel: admission stops at once, queued jobs are withdrawn, started ones finish
-    /// (harness-behaviour.md#choice-c4), and supervision returns [`SuperviseEnd::Cancelled`] unless
+    /// (harness-behaviour.md#choice-c4), and supervision returns [`SuperviseEnd::Cancelled`](super::SuperviseEnd::Cancelled) unless
     /// the batch was decided anyway.
     pub cancel: CancellationToken,
     /// The batch's controls in, its live view out (all optional).
