@@ -16,7 +16,7 @@ use futures::StreamExt;
 use std::time::Duration;
 
 use crate::metrics::count_states;
-use crate::server::Service;
+use crate::service::Service;
 
 /// Pause before watching again after the stream broke or could not be opened.
 const REWATCH: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
@@ -39,7 +39,7 @@ impl BatchStates {
     }
 }
 
-/// Keeps `service.batch_counts` current until the service shuts down.
+/// Keeps `service.views.batch_counts` current until the service shuts down.
 pub(crate) async fn watch_batch_counts(service: Arc<Service>) {
     let mut attempt = 0u32;
     loop {
@@ -47,7 +47,7 @@ pub(crate) async fn watch_batch_counts(service: Arc<Service>) {
             Ok(mut records) => {
                 let mut seen = BatchStates::default();
                 // Zero batches is a known count as soon as the watch is open.
-                service.batch_counts.send_replace(Some(seen.counts()));
+                service.views.batch_counts.send_replace(Some(seen.counts()));
                 loop {
                     let next = tokio::select! {
                         _ = service.shutdown.cancelled() => return,
@@ -57,7 +57,7 @@ pub(crate) async fn watch_batch_counts(service: Arc<Service>) {
                         Some(Ok(record)) => {
                             attempt = 0;
                             seen.record(record.batch_id, record.state);
-                            service.batch_counts.send_replace(Some(seen.counts()));
+                            service.views.batch_counts.send_replace(Some(seen.counts()));
                         }
                         Some(Err(error)) => {
                             tracing::warn!(error = %error, "batch registry watch for metrics failed; watching again");
@@ -71,7 +71,7 @@ pub(crate) async fn watch_batch_counts(service: Arc<Service>) {
                 tracing::warn!(error = %error, "batch registry watch for metrics could not start");
             }
         }
-        service.batch_counts.send_replace(None);
+        service.views.batch_counts.send_replace(None);
         let pause = REWATCH.delay(attempt);
         attempt = attempt.saturating_add(1);
         tokio::select! {

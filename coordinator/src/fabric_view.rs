@@ -12,7 +12,7 @@ use std::time::Duration;
 use cowork_fabric::ObjectHealth;
 use cowork_schema::api::{FabricStall, FabricStatus};
 
-use crate::server::Service;
+use crate::service::Service;
 
 /// How often the streams are checked. With the check's own deadline (3 s) a stall is named
 /// within about 5 s of its start, well inside the 10 s an operator watching a batch gives it.
@@ -41,7 +41,7 @@ pub(crate) async fn watch_fabric(service: Arc<Service>) {
             tracing::warn!(shortfall = %line, "a stream of the queue runs short of replicas");
         }
         shortfalls_logged.clone_from(&status.shortfalls);
-        service.fabric.send_if_modified(|current| {
+        service.views.fabric.send_if_modified(|current| {
             if *current == status {
                 return false;
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cowork_core::fleet::{lost_workers, refusal, unserved_tiers};
 use cowork_schema::job::PROTOCOL_VERSION;
 
-use crate::server::Service;
+use crate::service::Service;
 
 /// How often the view is refreshed. Well under the workers registry's heartbeat TTL (30 s by
 /// default): a tier that loses its last worker is named within one TTL of the worker's last
@@ -42,7 +42,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
         let lost = lost_workers(&workers, now_ms);
-        service.lost_workers.send_if_modified(|current| {
+        service.views.lost_workers.send_if_modified(|current| {
             if *current == lost {
                 return false;
             }
@@ -59,7 +59,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             *current = lost;
             true
         });
-        service.workers_seen.send_replace(workers.clone());
+        service.views.workers_seen.send_replace(workers.clone());
         for worker in &workers {
             if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
                 && refused_logged.insert((worker.worker_id.clone(), worker.protocol))

@@ -20,8 +20,12 @@
 //!   refused for their protocol version).
 //! - `fabric_view`: the queue's streams and buckets checked every few seconds (which one has
 //!   no leader, since when; which runs short of replicas), for status, watch and `/readyz`.
-//! - [`server`]: the coordinator service — config, ports, batch lifecycle and `run`.
-//! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth.
+//! - `service`: the coordinator service the API and the views share — config and ports, access
+//!   by token, each batch's lifecycle and the controls people change.
+//! - [`server`]: `run`, which starts the service, its views and the API (and re-exports the
+//!   config types the binaries use).
+//! - [`api`]: the HTTP API routes (axum), one file per resource, with bearer auth, over a
+//!   service.
 //! - `batch_counts`: batches per state, kept from the registry's change stream for `/metrics`.
 //! - [`metrics`]: `/metrics` in OpenMetrics text (prometheus-client), and its grammar check.
 //! - [`tls`]: HTTPS for the API with rustls.
@@ -48,6 +52,7 @@ pub mod metrics;
 pub mod rejudge;
 pub mod report_input;
 pub mod server;
+mod service;
 pub mod stored_job;
 pub mod supervisor;
 pub mod tls;

@@ -19,7 +19,7 @@ use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::registry::{BatchRecord, BatchState};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{ApiToken, CoordinatorConfig, DEFAULT_WINDOW, FleetPorts, LiveBatch, Service};
+use crate::service::{ApiToken, CoordinatorConfig, DEFAULT_WINDOW, FleetPorts, LiveBatch, Service};
 use crate::supervisor::LiveLink;
 
 /// How long the page server waits, once the batch is decided, for open live streams to carry
@@ -62,7 +62,7 @@ impl LiveUi {
             read_tokens: Vec::new(),
             allow_unauthenticated: false,
             window: DEFAULT_WINDOW,
-            max_bundle_bytes: crate::server::DEFAULT_MAX_BUNDLE_BYTES,
+            max_bundle_bytes: crate::service::DEFAULT_MAX_BUNDLE_BYTES,
             unpack_limits: Default::default(),
             scratch_dir: std::env::temp_dir(),
             usage_pause: crate::supervisor::DEFAULT_USAGE_PAUSE,
@@ -70,7 +70,7 @@ impl LiveUi {
             model_limits: Vec::new(),
             tls: None,
             http_limits: Default::default(),
-            max_concurrent_submits: crate::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
+            max_concurrent_submits: crate::service::DEFAULT_MAX_CONCURRENT_SUBMITS,
             #[cfg(feature = "k8s")]
             k8s_worker_jobs: None,
         };
@@ -132,7 +132,7 @@ impl LiveUi {
 
     /// Shows `workers` as the workers serving the batch (the run's own worker slots).
     pub fn show_workers(&self, workers: Vec<cowork_schema::registry::WorkerInfo>) {
-        self.service.workers_seen.send_replace(workers);
+        self.service.views.workers_seen.send_replace(workers);
     }
 
     /// Serves the page on `listener` until [`LiveUi::finish`] (or [`LiveUi::abandon`]).
@@ -177,7 +177,7 @@ impl LiveUi {
         };
         self.live
             .end
-            .send_replace(Some(crate::server::end_of(&record, None)));
+            .send_replace(Some(crate::service::end_of(&record, None)));
         // Graceful: no new connection; each open live stream ends after its verdict event.
         self.stop_serving.cancel();
         let mut served = served;

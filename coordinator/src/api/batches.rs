@@ -11,6 +11,7 @@ use axum::extract::{Multipart, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{IntoResponse, Response};
+use cowork_core::plan::Plan;
 use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
 use cowork_schema::api::{
@@ -21,13 +22,15 @@ use cowork_schema::batch::{BatchSpec, StoredBatch};
 use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_schema::rollup::RollupDoc;
 use futures::stream::{self, BoxStream, StreamExt};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::ApiFailure;
+use super::records::{parse_id, record_of};
+use super::stored_body::{StoredBody, set_length, stored_body};
 use super::upload::{self, PartError, UploadedBundle};
 use crate::intake::submitted::plan_from_bundle_reader;
-use crate::server::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
+use crate::service::{CancelError, LiveBatch, ResumeError, Service, end_of, new_batch_id};
 
 /// How often a watch of a batch supervised by another replica re-reads its record. Such a
 /// batch has no progress channel here; its record is the only signal.
@@ -43,62 +46,73 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[tracing::instrument(skip_all, fields(batch_id = tracing::field::Empty))]
 pub(crate) async fn submit(
     State(service): State<Arc<Service>>,
-    mut multipart: Multipart,
+    multipart: Multipart,
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiFailure> {
     // Taken before the body is read: a refused submit costs no memory, disk or CPU.
-    let Ok(_submit_slot) = Arc::clone(&service.submit_slots).try_acquire_owned() else {
-        let cap = service.config.max_concurrent_submits;
-        tracing::info!(
-            max_concurrent_submits = cap,
-            "submit refused: every submit slot busy"
-        );
-        return Err(ApiFailure::busy(
-            &format!(
-                "the coordinator is already validating {cap} submits at once (--max-concurrent-submits); try again in {SUBMIT_RETRY_AFTER_S} s"
-            ),
-            SUBMIT_RETRY_AFTER_S,
-        ));
+    let _submit_slot = take_submit_slot(&service)?;
+    let (spec, bundle) = receive_submit(&service, multipart).await?;
+
+    let batch_id = new_batch_id();
+    tracing::Span::current().record("batch_id", tracing::field::display(&batch_id));
+    let plan = check_submitted(&service, &spec, &bundle, &batch_id).await?;
+
+    let response = SubmitResponse {
+        batch_id: batch_id.clone(),
+        n_jobs: plan.n_jobs(),
+        units: u32::try_from(plan.units.len()).unwrap_or(u32::MAX),
+        state: BatchState::Planned,
     };
-    // Neither part is held whole: the bundle streams into a scratch file, hashed on the way
-    // (`upload`), and the spec is read under a small cap.
-    let mut spec_part: Option<Vec<u8>> = None;
-    let mut bundle_part: Option<UploadedBundle> = None;
-    let mut problems = Vec::new();
-    let max_bundle_bytes = service.config.max_bundle_bytes;
-    while let Some(mut field) = multipart
-        .next_field()
+    let stored = StoredBatch {
+        batch_id,
+        spec,
+        plan: plan.summary(),
+    };
+    service
+        .accept(stored, &bundle.path, plan)
         .await
-        .map_err(|error| multipart_failure(error, None, max_bundle_bytes))?
-    {
-        let name = field.name().unwrap_or_default().to_owned();
-        let repeated = match name.as_str() {
-            "spec" => {
-                let bytes = upload::receive_small(&mut field, upload::MAX_SPEC_BYTES)
-                    .await
-                    .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
-                spec_part.replace(bytes).is_some()
-            }
-            "bundle" => {
-                let bundle = upload::receive_bundle(
-                    &mut field,
-                    &service.config.scratch_dir,
-                    max_bundle_bytes,
-                )
-                .await
-                .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
-                bundle_part.replace(bundle).is_some()
-            }
-            other => {
-                problems.push(format!(
-                    "part {other:?}: unknown; a submit has the parts spec and bundle"
-                ));
-                continue;
-            }
-        };
-        if repeated {
-            problems.push(format!("part {name}: given more than once"));
-        }
-    }
+        .map_err(|error| ApiFailure::port("storing the batch", &error, error.is_transient()))?;
+    Ok((StatusCode::CREATED, Json(response)))
+}
+
+/// One of the submit slots (`max_concurrent_submits`), held while the submit is read and
+/// validated; `503` with `Retry-After` when every slot is busy.
+fn take_submit_slot(service: &Arc<Service>) -> Result<OwnedSemaphorePermit, ApiFailure> {
+    Arc::clone(&service.submit_slots)
+        .try_acquire_owned()
+        .map_err(|_| {
+            let cap = service.config.max_concurrent_submits;
+            tracing::info!(
+                max_concurrent_submits = cap,
+                "submit refused: every submit slot busy"
+            );
+            ApiFailure::busy(
+                &format!(
+                    "the coordinator is already validating {cap} submits at once (--max-concurrent-submits); try again in {SUBMIT_RETRY_AFTER_S} s"
+                ),
+                SUBMIT_RETRY_AFTER_S,
+            )
+        })
+}
+
+/// The parts of a submit as received, and what is wrong with them so far.
+#[derive(Default)]
+struct SubmitParts {
+    spec: Option<Vec<u8>>,
+    bundle: Option<UploadedBundle>,
+    problems: Vec<String>,
+}
+
+/// Reads a submit's body into its spec and bundle; `400` naming every problem when a part is
+/// missing, repeated or unknown, or the spec is not a batch spec.
+async fn receive_submit(
+    service: &Service,
+    multipart: Multipart,
+) -> Result<(BatchSpec, UploadedBundle), ApiFailure> {
+    let SubmitParts {
+        spec: spec_part,
+        bundle: bundle_part,
+        mut problems,
+    } = receive_parts(service, multipart).await?;
     if spec_part.is_none() {
         problems.push("part spec: missing (the batch spec as json)".to_owned());
     }
@@ -121,9 +135,65 @@ pub(crate) async fn submit(
     let (Some(spec), Some(bundle), true) = (spec, bundle_part, problems.is_empty()) else {
         return Err(ApiFailure::bad_request("submit refused", problems));
     };
+    Ok((spec, bundle))
+}
 
-    let batch_id = new_batch_id();
-    tracing::Span::current().record("batch_id", tracing::field::display(&batch_id));
+/// Receives every part of a submit's multipart body. Neither part is held whole: the bundle
+/// streams into a scratch file, hashed on the way (`upload`), and the spec is read under a
+/// small cap.
+async fn receive_parts(
+    service: &Service,
+    mut multipart: Multipart,
+) -> Result<SubmitParts, ApiFailure> {
+    let mut parts = SubmitParts::default();
+    let max_bundle_bytes = service.config.max_bundle_bytes;
+    while let Some(mut field) = multipart
+        .next_field()
+        .await
+        .map_err(|error| multipart_failure(error, None, max_bundle_bytes))?
+    {
+        let name = field.name().unwrap_or_default().to_owned();
+        let repeated = match name.as_str() {
+            "spec" => {
+                let bytes = upload::receive_small(&mut field, upload::MAX_SPEC_BYTES)
+                    .await
+                    .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
+                parts.spec.replace(bytes).is_some()
+            }
+            "bundle" => {
+                let bundle = upload::receive_bundle(
+                    &mut field,
+                    &service.config.scratch_dir,
+                    max_bundle_bytes,
+                )
+                .await
+                .map_err(|error| part_failure(error, &name, max_bundle_bytes))?;
+                parts.bundle.replace(bundle).is_some()
+            }
+            other => {
+                parts.problems.push(format!(
+                    "part {other:?}: unknown; a submit has the parts spec and bundle"
+                ));
+                continue;
+            }
+        };
+        if repeated {
+            parts
+                .problems
+                .push(format!("part {name}: given more than once"));
+        }
+    }
+    Ok(parts)
+}
+
+/// Unpacks and checks a submitted bundle against its spec and plans the batch as `batch_id`;
+/// `400` listing every problem when the batch is refused.
+async fn check_submitted(
+    service: &Service,
+    spec: &BatchSpec,
+    bundle: &UploadedBundle,
+    batch_id: &BatchId,
+) -> Result<Plan, ApiFailure> {
     let scratch = service.config.scratch_dir.clone();
     let limits = service.config.unpack_limits;
     let checked_spec = spec.clone();
@@ -131,7 +201,7 @@ pub(crate) async fn submit(
     let bundle_sha256 = bundle.sha256.clone();
     let checked_id = batch_id.clone();
     // Unpacking and reading YAML are blocking work, so they run in `spawn_blocking`.
-    let plan = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let file = std::fs::File::open(&bundle_path).map_err(|error| {
             vec![format!(
                 "bundle: reading the received upload {}: {error}",
@@ -152,24 +222,7 @@ pub(crate) async fn submit(
     .map_err(|problems| {
         tracing::info!(n_problems = problems.len(), "batch refused");
         ApiFailure::bad_request("batch refused", problems)
-    })?;
-
-    let response = SubmitResponse {
-        batch_id: batch_id.clone(),
-        n_jobs: plan.n_jobs(),
-        units: u32::try_from(plan.units.len()).unwrap_or(u32::MAX),
-        state: BatchState::Planned,
-    };
-    let stored = StoredBatch {
-        batch_id,
-        spec,
-        plan: plan.summary(),
-    };
-    service
-        .accept(stored, &bundle.path, plan)
-        .await
-        .map_err(|error| ApiFailure::port("storing the batch", &error, error.is_transient()))?;
-    Ok((StatusCode::CREATED, Json(response)))
+    })
 }
 
 /// A part that could not be received, named.
@@ -265,8 +318,8 @@ pub(crate) async fn status(
 fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
     ProgressSnapshot {
         unserved_tiers: live.unserved.borrow().clone(),
-        fabric_stalls: service.fabric.borrow().stalls.clone(),
-        lost_workers: service.lost_workers.borrow().clone(),
+        fabric_stalls: service.views.fabric.borrow().stalls.clone(),
+        lost_workers: service.views.lost_workers.borrow().clone(),
         ..live.progress.borrow().clone()
     }
 }
@@ -340,8 +393,8 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
-        fabric: service.fabric.subscribe(),
-        lost_workers: service.lost_workers.subscribe(),
+        fabric: service.views.fabric.subscribe(),
+        lost_workers: service.views.lost_workers.subscribe(),
         end: live.end.subscribe(),
         live,
         last: None,
@@ -526,10 +579,10 @@ pub(crate) async fn report(
     }
     let key = format!("batches/{batch_id}/envelope.json");
     // Streamed: a million-run batch's envelope is 1.5 GB.
-    match super::pages::stored_body(service.ports.store.as_ref(), &key).await {
-        Ok(super::pages::StoredBody { body, size }) => {
+    match stored_body(service.ports.store.as_ref(), &key).await {
+        Ok(StoredBody { body, size }) => {
             let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-            super::pages::set_length(&mut response, size);
+            set_length(&mut response, size);
             Ok(response)
         }
         Err(ArtifactError::NotFound { .. }) => Err(ApiFailure::not_found(&format!(
@@ -657,59 +710,4 @@ fn listing_pages(
         }
     })
     .boxed()
-}
-
-/// A batch id from the path; an id that cannot exist is simply not found.
-pub(crate) fn parse_id(id: &str) -> Result<BatchId, ApiFailure> {
-    BatchId::new(id).map_err(|_| ApiFailure::not_found(&format!("batch {id:?}")))
-}
-
-pub(crate) async fn record_of(
-    service: &Service,
-    batch_id: &BatchId,
-) -> Result<BatchRecord, ApiFailure> {
-    // While the queue stalls, a read that does not answer at once will not answer soon: the
-    // caller gets the stalls after a second rather than after the client's full timeout.
-    let stalls = service.fabric.borrow().stalls.clone();
-    let read = service.ports.batches.get(batch_id);
-    let found = if stalls.is_empty() {
-        read.await
-    } else {
-        match tokio::time::timeout(STALLED_READ_TIMEOUT, read).await {
-            Ok(found) => found,
-            Err(_) => return Err(stalled_failure("reading the batch record", &stalls)),
-        }
-    };
-    match found {
-        Ok(Some((record, _))) => Ok(record),
-        Ok(None) => Err(ApiFailure::not_found(&format!("batch {batch_id}"))),
-        Err(error) => {
-            let transient = error.is_transient();
-            // A record that cannot be read usually means its bucket stalls: say which.
-            let stalls = service.fabric.borrow().stalls.clone();
-            let what = with_stalls("reading the batch record", &stalls);
-            Err(ApiFailure::port(&what, &error, transient))
-        }
-    }
-}
-
-/// How long a registry read may take while the fabric view reports a stall (see `record_of`).
-const STALLED_READ_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// `what`, followed by every stall, each with its start.
-fn with_stalls(what: &str, stalls: &[cowork_schema::api::FabricStall]) -> String {
-    let now_ms = crate::fabric_view::now_ms();
-    let mut text = what.to_owned();
-    for stall in stalls {
-        text.push_str("; ");
-        text.push_str(&stall.describe(now_ms));
-    }
-    text
-}
-
-/// A 503 that names the stalls.
-fn stalled_failure(what: &str, stalls: &[cowork_schema::api::FabricStall]) -> ApiFailure {
-    let text = with_stalls(what, stalls);
-    tracing::warn!(error = %text, "request refused while the queue stalls");
-    ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, &text)
 }

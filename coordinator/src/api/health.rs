@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use cowork_schema::BatchId;
 
 use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, render};
-use crate::server::Service;
+use crate::service::Service;
 
 /// `GET /healthz`: the process serves requests.
 pub(crate) async fn healthz() -> &'static str {
@@ -26,7 +26,7 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
             "resuming batches\n".to_owned(),
         );
     }
-    let stalls = service.fabric.borrow().stalls.clone();
+    let stalls = service.views.fabric.borrow().stalls.clone();
     if !stalls.is_empty() {
         let now_ms = crate::fabric_view::now_ms();
         let mut body = String::from("queue stalled\n");
@@ -52,7 +52,7 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
 /// `GET /metrics`: Prometheus text.
 pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoResponse {
     // Maintained from the registry's change stream: a scrape never walks the registry.
-    let batches_by_state = service.batch_counts.borrow().clone();
+    let batches_by_state = service.views.batch_counts.borrow().clone();
     let workers_live = match service.ports.workers.list().await {
         Ok(workers) => Some(workers.len() as u64),
         Err(error) => {

@@ -35,8 +35,9 @@ use cowork_schema::registry::{BatchRecord, BatchState};
 use futures::stream::{self, BoxStream, StreamExt};
 
 use super::ApiFailure;
-use super::batches::{parse_id, record_of};
-use crate::server::{ControlError, LiveBatch, Service};
+use super::page_headers::page_bytes_with_policy;
+use super::records::{parse_id, record_of};
+use crate::service::{ControlError, LiveBatch, Service};
 use crate::supervisor::{LIVE_EVERY, UnitRunsRequest};
 
 /// How often an open stream looks again even when nothing was sent: the workers' heartbeats
@@ -115,7 +116,7 @@ fn decorate_fleet(service: &Service, live: &LiveBatch, snapshot: &mut LiveSnapsh
     if snapshot.verdict.is_some() {
         return;
     }
-    let workers = service.workers_seen.borrow();
+    let workers = service.views.workers_seen.borrow();
     snapshot.workers = workers
         .iter()
         .filter(|worker| worker.tiers.iter().any(|tier| live.tiers.contains(tier)))
@@ -128,7 +129,7 @@ fn decorate_fleet(service: &Service, live: &LiveBatch, snapshot: &mut LiveSnapsh
         })
         .collect();
     snapshot.unserved_tiers = live.unserved.borrow().clone();
-    snapshot.fabric_stalls = service.fabric.borrow().stalls.clone();
+    snapshot.fabric_stalls = service.views.fabric.borrow().stalls.clone();
 }
 
 /// `GET /v1/batches/{id}/live`.
@@ -313,7 +314,7 @@ pub(crate) async fn script() -> Response {
 }
 
 fn live_response(content_type: &'static str, body: Vec<u8>) -> Response {
-    let mut response = super::pages::page_bytes_with_policy(content_type, body, LIVE_PAGE_CSP);
+    let mut response = page_bytes_with_policy(content_type, body, LIVE_PAGE_CSP);
     response
         .headers_mut()
         .insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));

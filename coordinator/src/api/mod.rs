@@ -11,6 +11,10 @@
 //!   `GET /v1/batches/{id}/artifacts/<path>` and the batch list `GET /v1/ui`, for browsers:
 //!   these routes also accept the token as `?token=` (see [`pages`]).
 //!
+//! What those routes share sits below them, so they never import each other: `records` (a
+//! batch's id and record for a request), `page_headers` (the headers of every page answer) and
+//! `stored_body` (a stored object streamed as an answer).
+//!
 //! Every `/v1/*` route requires `Authorization: Bearer <token>` matching one of the configured
 //! tokens; the check runs before the handler (and so before a request body is read), and a
 //! refusal is `401` with `WWW-Authenticate: Bearer`. A read-only token passes only on `GET`
@@ -20,7 +24,10 @@
 pub mod batches;
 pub mod health;
 pub mod live;
+mod page_headers;
 pub mod pages;
+mod records;
+mod stored_body;
 mod upload;
 pub mod workers;
 
@@ -35,7 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cowork_schema::api::ApiError;
 
-use crate::server::{Access, Service};
+use crate::service::{Access, Service};
 
 /// The error of a `403` for a read-only token; the CLI recognises it by its status alone.
 pub const READ_ONLY_REFUSAL: &str =

@@ -15,35 +15,25 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use cowork_fabric::{ArtifactError, ArtifactStore};
+use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
 use cowork_schema::registry::BatchState;
 use serde::Deserialize;
 
-use super::batches::{parse_id, record_of};
+use super::page_headers::{PAGE_CSP, page_body_with_policy, page_response};
+use super::records::{parse_id, record_of};
+use super::stored_body::{StoredBody, set_length, stored_body};
 use super::{ApiFailure, access_allows, bearer_token};
 use crate::report_input::load_report_input;
-use crate::server::Service;
+use crate::service::Service;
 use cowork_core::report::{
     ArtifactLinks, BatchListLive, HtmlOptions, render_batch_list_live, render_html, render_json,
     render_junit, render_markdown,
 };
-
-/// The content security policy of the HTML pages: inline style only, nothing loaded.
-const PAGE_CSP: &str =
-    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
-
-/// Reports loaded and rendered at once; further requests wait for a turn. A report reads the
-/// batch flat, but not for free: at 100,000 runs one render peaks at ~140 MiB (a brief of each
-/// run and the runs the page details, benchmarks.md), so browser tabs opened on big batches
-/// must not add up to more than the coordinator can hold. A waiting request costs only its
-/// connection, which the HTTP limits bound.
-pub(crate) const REPORT_RENDERS_AT_ONCE: usize = 2;
 
 /// The query of the two page routes.
 #[derive(Debug, Default, Deserialize)]
@@ -110,43 +100,6 @@ pub(crate) async fn require_bearer_or_query_token(
         )
         .into_response()
     }
-}
-
-/// Headers every page answer carries (see the module documentation).
-fn page_response(content_type: &'static str, body: String) -> Response {
-    page_bytes(content_type, body.into_bytes())
-}
-
-/// A page answer under content security policy `csp`, with the headers of every page.
-pub(crate) fn page_bytes_with_policy(
-    content_type: &'static str,
-    body: Vec<u8>,
-    csp: &'static str,
-) -> Response {
-    page_body_with_policy(content_type, Body::from(body), csp)
-}
-
-fn page_bytes(content_type: &'static str, body: Vec<u8>) -> Response {
-    page_bytes_with_policy(content_type, body, PAGE_CSP)
-}
-
-fn page_body_with_policy(content_type: &'static str, body: Body, csp: &'static str) -> Response {
-    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(csp),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
 }
 
 /// `GET /v1/batches/{id}/report?format=…`: the batch's report in `format`, rendered from the
@@ -251,44 +204,6 @@ pub(crate) async fn artifact(
             Err(ApiFailure::port("reading the artifact", &error, transient))
         }
     }
-}
-
-/// A stored object as an answer body that streams: the store copies it into a local spool
-/// file (checking its digest on the way, so no byte it cannot vouch for is ever sent) and the
-/// answer reads the file back piece by piece. A 1.5 GB envelope costs the coordinator a file,
-/// not its memory, and any number of downloads at once cost one buffer each. The spool is
-/// unlinked as soon as it is open: nothing is left behind when the answer ends or is dropped.
-pub(crate) struct StoredBody {
-    pub(crate) body: Body,
-    pub(crate) size: u64,
-}
-
-/// Says the size up front, so a client sees a download cut short as such.
-pub(crate) fn set_length(response: &mut Response, size: u64) {
-    response
-        .headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(size));
-}
-
-pub(crate) async fn stored_body(
-    store: &dyn ArtifactStore,
-    key: &str,
-) -> Result<StoredBody, ArtifactError> {
-    let local = |error: std::io::Error| ArtifactError::Failed {
-        key: key.to_owned(),
-        message: format!("spooling the object to a local file: {error}"),
-    };
-    let spool = tempfile::NamedTempFile::new()
-        .map_err(local)?
-        .into_temp_path();
-    let size = store.get_file(key, &spool).await?;
-    let file = tokio::fs::File::open(&spool).await.map_err(local)?;
-    // Unlinked here; the open handle keeps the bytes until the body is done with them.
-    drop(spool);
-    Ok(StoredBody {
-        body: Body::from_stream(tokio_util::io::ReaderStream::with_capacity(file, 64 * 1024)),
-        size,
-    })
 }
 
 /// The type an artifact is served as: JSON as JSON, the rendered report as HTML, everything

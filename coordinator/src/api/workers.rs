@@ -11,7 +11,7 @@ use cowork_schema::api::{FabricStatus, WorkerStatus};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use super::ApiFailure;
-use crate::server::Service;
+use crate::service::Service;
 
 /// `GET /v1/workers`: every live worker, sorted by id.
 #[tracing::instrument(skip_all)]
@@ -37,5 +37,5 @@ pub(crate) async fn list(
 /// stalls).
 #[tracing::instrument(skip_all)]
 pub(crate) async fn fabric(State(service): State<Arc<Service>>) -> Json<FabricStatus> {
-    Json(service.fabric.borrow().clone())
+    Json(service.views.fabric.borrow().clone())
 }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use cowork_core::eval::{ArmSources, DEFAULT_RESAMPLES};
 use cowork_core::plan::eval::{
-    EvalLayoutInput, RawEvalFlags, plan_eval_units, validate_eval_flags,
+    EvalFlags, EvalLayoutInput, RawEvalFlags, plan_eval_units, validate_eval_flags,
 };
 use cowork_core::plan::flags::{RawFlags, validate_flags};
 use cowork_core::plan::{Plan, PlanInput, plan_units};
@@ -33,7 +33,7 @@ use cowork_schema::batch::{
     BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, SimSpec,
 };
 
-use files::{PrepareEvalInput, PrepareInput, PreparedBatch, prepare, prepare_eval};
+use files::{PrepareEvalInput, PrepareInput, PreparedBatch, PreparedEval, prepare, prepare_eval};
 
 /// Why a batch could not be taken in.
 #[derive(Debug, thiserror::Error)]
@@ -197,55 +197,12 @@ pub struct EvalIntake {
 /// Validates the whole eval batch, plans both arms and packs the bundle. A warning that both
 /// arms are one directory is pushed onto `notes`.
 pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake, IntakeError> {
-    let mut problems: Vec<String> = Vec::new();
-    let flags = match validate_eval_flags(&request.flags) {
-        Ok(flags) => Some(flags),
-        Err(errors) => {
-            problems.extend(errors.iter().map(ToString::to_string));
-            None
-        }
-    };
-    let executor = match &request.executor {
-        Ok(executor) => Some(executor.clone()),
-        Err(errors) => {
-            problems.extend(errors.iter().cloned());
-            None
-        }
-    };
-    problems.extend(request.harness_problems.iter().cloned());
-    let [arm_a, arm_b] = &request.arms;
-    notes.extend(same_arm_warning(arm_a, arm_b));
-    if let Some(model) = &request.model
-        && (model.trim().is_empty() || model.starts_with('-'))
-    {
-        problems.push(format!("--model: needs a model id, got {model:?}"));
-    }
-    let Some(first_target) = request.targets.first() else {
-        return Err(IntakeError::Invalid(vec![
-            "at least one scenario file or directory is required".to_owned(),
-        ]));
-    };
-    let input = PrepareEvalInput {
-        targets: request.targets.clone(),
-        arms: request.arms.clone(),
-        bundle_root: request
-            .bundle_root
-            .clone()
-            .unwrap_or_else(|| default_bundle_root(first_target, &request.cwd)),
-    };
-    let prepared = match prepare_eval(&input) {
-        Ok(prepared) => Some(prepared),
-        Err(errors) => {
-            problems.extend(errors.iter().map(ToString::to_string));
-            None
-        }
-    };
-    let (Some(flags), Some((executor, sim)), Some(prepared), true) =
-        (flags, executor, prepared, problems.is_empty())
-    else {
-        return Err(IntakeError::Invalid(problems));
-    };
-
+    let CheckedEval {
+        flags,
+        executor,
+        sim,
+        prepared,
+    } = check_eval(request, notes)?;
     let layout = plan_eval_units(
         &prepared.batch,
         &EvalLayoutInput {
@@ -312,6 +269,73 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             a: arm_a.declared.clone(),
             b: arm_b.declared.clone(),
         },
+    })
+}
+
+/// An eval request whose flags, executor, model and inputs all passed their checks.
+struct CheckedEval {
+    flags: EvalFlags,
+    executor: ExecutorKind,
+    sim: Option<SimSpec>,
+    prepared: PreparedEval,
+}
+
+/// Checks an eval request's flags, executor, harness and model, and prepares its scenarios
+/// and arms; every problem found is returned at once.
+fn check_eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<CheckedEval, IntakeError> {
+    let mut problems: Vec<String> = Vec::new();
+    let flags = match validate_eval_flags(&request.flags) {
+        Ok(flags) => Some(flags),
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            None
+        }
+    };
+    let executor = match &request.executor {
+        Ok(executor) => Some(executor.clone()),
+        Err(errors) => {
+            problems.extend(errors.iter().cloned());
+            None
+        }
+    };
+    problems.extend(request.harness_problems.iter().cloned());
+    let [arm_a, arm_b] = &request.arms;
+    notes.extend(same_arm_warning(arm_a, arm_b));
+    if let Some(model) = &request.model
+        && (model.trim().is_empty() || model.starts_with('-'))
+    {
+        problems.push(format!("--model: needs a model id, got {model:?}"));
+    }
+    let Some(first_target) = request.targets.first() else {
+        return Err(IntakeError::Invalid(vec![
+            "at least one scenario file or directory is required".to_owned(),
+        ]));
+    };
+    let input = PrepareEvalInput {
+        targets: request.targets.clone(),
+        arms: request.arms.clone(),
+        bundle_root: request
+            .bundle_root
+            .clone()
+            .unwrap_or_else(|| default_bundle_root(first_target, &request.cwd)),
+    };
+    let prepared = match prepare_eval(&input) {
+        Ok(prepared) => Some(prepared),
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            None
+        }
+    };
+    let (Some(flags), Some((executor, sim)), Some(prepared), true) =
+        (flags, executor, prepared, problems.is_empty())
+    else {
+        return Err(IntakeError::Invalid(problems));
+    };
+    Ok(CheckedEval {
+        flags,
+        executor,
+        sim,
+        prepared,
     })
 }
 

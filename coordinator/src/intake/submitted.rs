@@ -29,7 +29,7 @@ use super::files::{
 };
 use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};
 use cowork_core::plan::flags::check_spec_flags;
-use cowork_core::plan::{Plan, PlanInput, plan_units};
+use cowork_core::plan::{Plan, PlanInput, PlanLayout, plan_units};
 
 /// Most resamples an eval spec may name. The field belonged to the bootstrap interval, which the
 /// exact interval replaced; it is still accepted (older clients send it) and still bounded.
@@ -101,6 +101,37 @@ pub fn plan_from_bundle_reader(
             return Err(problems);
         }
     };
+    check_scenario_files(spec, &prepared, &mut problems);
+    if !flags_ok {
+        // The planner needs valid flags; the flag problems are already listed.
+        return Err(problems);
+    }
+    let layout = match plan_layout(spec, &prepared, eval_arms.as_ref()) {
+        Ok(layout) => layout,
+        Err(errors) => {
+            problems.extend(errors);
+            return Err(problems);
+        }
+    };
+    check_derived_files(spec, &layout, &dest, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Plan::new(
+        layout,
+        PlanInput {
+            batch_id,
+            flags: spec.flags.clone(),
+            mode: spec.mode,
+            executor: spec.executor,
+            sim: spec.sim.clone(),
+            bundle_sha256: spec.bundle_sha256.clone(),
+        },
+    ))
+}
+
+/// Checks that the bundle's target holds the scenario files the spec names, in its order.
+fn check_scenario_files(spec: &BatchSpec, prepared: &PreparedBatch, problems: &mut Vec<String>) {
     let scenario_files: Vec<String> = prepared
         .scenarios
         .iter()
@@ -112,13 +143,17 @@ pub fn plan_from_bundle_reader(
             spec.scenario_files
         ));
     }
-    if !flags_ok {
-        // The planner needs valid flags; the flag problems are already listed.
-        return Err(problems);
-    }
-    let layout = match (&eval_arms, &spec.eval) {
+}
+
+/// The planner's layout of a prepared batch: an eval's arms, or a run's units.
+fn plan_layout(
+    spec: &BatchSpec,
+    prepared: &PreparedBatch,
+    eval_arms: Option<&[PreparedArm; 2]>,
+) -> Result<PlanLayout, Vec<String>> {
+    match (eval_arms, &spec.eval) {
         (Some(arms), Some(settings)) => plan_eval_units(
-            &prepared,
+            prepared,
             &EvalLayoutInput {
                 arms,
                 model: settings.model.as_deref(),
@@ -126,16 +161,19 @@ pub fn plan_from_bundle_reader(
             },
         )
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
-        _ => plan_units(&prepared, &spec.flags, spec.mode)
+        _ => plan_units(prepared, &spec.flags, spec.mode)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
-    };
-    let layout = match layout {
-        Ok(layout) => layout,
-        Err(errors) => {
-            problems.extend(errors);
-            return Err(problems);
-        }
-    };
+    }
+}
+
+/// Checks that every file the planner derives is already in the unpacked bundle at `dest`,
+/// with the same bytes.
+fn check_derived_files(
+    spec: &BatchSpec,
+    layout: &PlanLayout,
+    dest: &Path,
+    problems: &mut Vec<String>,
+) {
     // An eval's derived sessions are written from its arms and model, so a mismatch there is
     // most likely a spec.eval that differs from the one the bundle was made with.
     let derived_from = if spec.eval.is_some() {
@@ -156,20 +194,6 @@ pub fn plan_from_bundle_reader(
             )),
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(Plan::new(
-        layout,
-        PlanInput {
-            batch_id,
-            flags: spec.flags.clone(),
-            mode: spec.mode,
-            executor: spec.executor,
-            sim: spec.sim.clone(),
-            bundle_sha256: spec.bundle_sha256.clone(),
-        },
-    ))
 }
 
 /// A prepared batch, and for an eval its two arms.

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::SuperviseError;
+use super::error::SuperviseError;
 use crate::stored_job::{ArtifactLocation, StoredJobError, read_artifact};
 
 // Reads in flight are taken in the reduction's order (`FuturesOrdered`).

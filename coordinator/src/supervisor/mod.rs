@@ -21,28 +21,26 @@
 //! most every [`LIVE_EVERY`], never per event.
 
 mod documents;
+mod error;
 mod gate;
 mod live;
+mod options;
+mod outcome;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cowork_core::admission::{Admission, AdmissionConfig, Decision, End, Input, Note};
-use cowork_core::limits::{ModelLimit, ModelLimits};
 use cowork_core::plan::Plan;
-use cowork_core::reduce::{BatchReduction, BatchShape, Judging};
+use cowork_core::reduce::BatchShape;
 use cowork_fabric::events::EventSubscription;
 use cowork_fabric::queue::{LostJob, LostJobs};
-use cowork_fabric::{ArtifactError, ArtifactStore, EventError, EventLog, JobQueue, QueueError};
+use cowork_fabric::{ArtifactStore, EventError};
 use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
-use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{JobEvent, JobEventKind};
-use cowork_schema::fleet::FleetMeta;
 use cowork_schema::ids::{JobId, UnitRef};
 
-use crate::stored_job::StoredJobError;
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -52,262 +50,19 @@ pub use documents::{
     ENVELOPE_FILE, EnvelopeHead, LocateResult, ROLLUP_FILE, StoredEnvelope, build_envelope,
     copy_envelope, decorated_result, rollup_bytes, spool_envelope, store_rollup,
 };
+pub use error::SuperviseError;
 pub use live::{LIVE_EVERY, LiveLink, LiveSnapshotSender, UnitRunsRequest};
-
-/// Ports the supervisor uses.
-#[derive(Clone)]
-pub struct CoordinatorPorts {
-    pub queue: Arc<dyn JobQueue>,
-    pub events: Arc<dyn EventLog>,
-    pub store: Arc<dyn ArtifactStore>,
-}
-
-/// Settings of one supervised batch.
-#[derive(Clone, Debug)]
-pub struct SuperviseOptions {
-    /// Jobs of this batch outstanding (published, not finished) at most.
-    pub window: usize,
-    /// The envelope's `command` (`run`, `record`, `replay`).
-    pub command: String,
-    /// First dispatch pause of a tier after a `usage_limit` result
-    /// (harness-behaviour.md#choice-c9); it doubles with each further one in a row, up to
-    /// `usage_pause_max`.
-    pub usage_pause: Duration,
-    pub usage_pause_max: Duration,
-    /// Per-model admission limits, shared by every batch of this process.
-    pub model_limits: Arc<SharedModelLimits>,
-    /// With `--stop-on-diverge`: jobs of a unit admitted beyond the lowest index its fold
-    /// waits for (default [`DEFAULT_SPECULATION`]).
-    pub speculation: u32,
-    /// Time a started job has beyond its timeout to report back before it is published again
-    /// (default [`DEFAULT_DEADLINE_GRACE`]).
-    pub deadline_grace: Duration,
-    /// Earlier batches whose `stats.json` order the units longest-expected-first (0: plan
-    /// order).
-    pub history_batches: usize,
-    /// Where those stats are read once and shared by the batches of a process.
-    pub history: Arc<crate::history::HistoryCache>,
-}
-
-/// Default first pause after a `usage_limit` result.
-pub const DEFAULT_USAGE_PAUSE: Duration = Duration::from_secs(30);
-/// Default longest pause after repeated `usage_limit` results.
-pub const DEFAULT_USAGE_PAUSE_MAX: Duration = Duration::from_secs(600);
-/// Default number of earlier batches read for scheduling.
-pub const DEFAULT_HISTORY_BATCHES: usize = 20;
-
-/// Jobs of a replay batch outstanding at least, whatever the configured window: a worker
-/// replays many cassettes with one harness process (harness-behaviour.md#replay-packs), so its
-/// slots need whole packs in the queue, and a replay spends nothing a window could hold back.
-pub const REPLAY_MIN_WINDOW: usize = 1024;
-
-/// The admission window of a batch: the configured one, widened for replays.
-fn admission_window(options: &SuperviseOptions) -> usize {
-    if options.command == "replay" {
-        options.window.max(REPLAY_MIN_WINDOW)
-    } else {
-        options.window
-    }
-}
-
-impl SuperviseOptions {
-    /// Options with the default pauses, speculation, grace and history.
-    pub fn new(window: usize, command: &str) -> SuperviseOptions {
-        SuperviseOptions {
-            window,
-            command: command.to_owned(),
-            usage_pause: DEFAULT_USAGE_PAUSE,
-            usage_pause_max: DEFAULT_USAGE_PAUSE_MAX,
-            model_limits: Arc::default(),
-            speculation: DEFAULT_SPECULATION,
-            deadline_grace: DEFAULT_DEADLINE_GRACE,
-            history_batches: DEFAULT_HISTORY_BATCHES,
-            history: Arc::default(),
-        }
-    }
-}
-
-/// The model limits of one process, shared by its batches, with the wake-up of batches that
-/// wait for a model's concurrency.
-#[derive(Debug, Default)]
-pub struct SharedModelLimits {
-    limits: Arc<ModelLimits>,
-    released: tokio::sync::Notify,
-}
-
-impl SharedModelLimits {
-    pub fn new(rules: Vec<ModelLimit>) -> SharedModelLimits {
-        SharedModelLimits {
-            limits: Arc::new(ModelLimits::new(rules)),
-            released: tokio::sync::Notify::new(),
-        }
-    }
-
-    /// The limits and their counters.
-    pub fn limits(&self) -> &ModelLimits {
-        &self.limits
-    }
-
-    /// Wakes the batches waiting for a model slot (one was given back).
-    pub fn notify_released(&self) {
-        self.released.notify_waiters();
-    }
-
-    /// Resolves when some job is released.
-    pub async fn released(&self) {
-        self.released.notified().await;
-    }
-}
-
-/// The ways to stop a supervised batch early.
-#[derive(Clone, Debug, Default)]
-pub struct SuperviseSignals {
-    /// Process shutdown: supervision returns [`SuperviseError::Cancelled`] at once and leaves
-    /// the batch for the next coordinator to resume.
-    pub shutdown: CancellationToken,
-    /// Batch cancel: admission stops at once, queued jobs are withdrawn, started ones finish
-    /// (harness-behaviour.md#choice-c4), and supervision returns [`SuperviseEnd::Cancelled`] unless
-    /// the batch was decided anyway.
-    pub cancel: CancellationToken,
-    /// The batch's controls in, its live view out (all optional).
-    pub live: LiveLink,
-}
-
-/// What a supervised batch produced.
-#[derive(Debug)]
-pub struct BatchOutcome {
-    pub reduction: BatchReduction,
-    /// The bytes stored as `batches/<id>/rollup.json` (deterministic).
-    pub rollup_json: Vec<u8>,
-    /// The envelope's `fleet` key.
-    pub fleet: FleetMeta,
-    /// The envelope without `results[]` (kept where they are its units): what a
-    /// summary table needs.
-    pub envelope_head: Envelope,
-    /// The store key of the envelope (`batches/<id>/envelope.json`).
-    pub envelope_key: String,
-    pub exit_code: i32,
-    pub progress: ProgressSnapshot,
-    /// The stored envelope's bytes in a local temporary file.
-    envelope_spool: tempfile::TempPath,
-}
-
-impl BatchOutcome {
-    /// Writes the whole envelope (one line and a newline) to `writer`, from the local copy of
-    /// what was stored, without holding it in memory.
-    pub fn copy_envelope_to(&self, writer: &mut dyn std::io::Write) -> std::io::Result<()> {
-        copy_envelope(&self.envelope_spool, writer)
-    }
-}
-
-/// How supervision of a batch ended.
-#[derive(Debug)]
-pub enum SuperviseEnd {
-    /// The batch was decided; `rollup.json` and `envelope.json` are stored.
-    Decided(Box<BatchOutcome>),
-    /// The batch was cancelled before it was decided; nothing was stored.
-    Cancelled { progress: Box<ProgressSnapshot> },
-}
-
-/// Why supervision stopped without a decided batch.
-#[derive(Debug, thiserror::Error)]
-pub enum SuperviseError {
-    #[error("publishing job {job_id}")]
-    Publish {
-        job_id: String,
-        #[source]
-        source: QueueError,
-    },
-    #[error("withdrawing the queued {tier} jobs of batch {batch_id}")]
-    Withdraw {
-        batch_id: String,
-        tier: &'static str,
-        #[source]
-        source: QueueError,
-    },
-    #[error("reading the events of batch {batch_id}")]
-    Events {
-        batch_id: String,
-        #[source]
-        source: EventError,
-    },
-    #[error("the event log closed before batch {batch_id} was decided")]
-    EventsClosed { batch_id: String },
-    #[error("storing or reading {key}")]
-    Store {
-        key: String,
-        #[source]
-        source: ArtifactError,
-    },
-    #[error("stored result {key} is unreadable: {message}")]
-    BadResult { key: String, message: String },
-    #[error(
-        "stored result {key} is not the one that was folded: its finished event recorded sha256 {expected}, the store holds {found}"
-    )]
-    ResultMismatch {
-        key: String,
-        expected: String,
-        found: String,
-    },
-    #[error("writing the envelope to a local temporary file: {message}")]
-    Spool { message: String },
-    #[error("the plan cannot be reduced: {message}")]
-    Shape { message: String },
-    #[error("batch {batch_id} ended before every needed outcome arrived")]
-    Incomplete { batch_id: String },
-    #[error("batch supervision was cancelled")]
-    Cancelled,
-}
-
-impl From<StoredJobError> for SuperviseError {
-    fn from(error: StoredJobError) -> Self {
-        match error {
-            StoredJobError::Store { key, source } => SuperviseError::Store { key, source },
-            StoredJobError::Unreadable { key, message } => {
-                SuperviseError::BadResult { key, message }
-            }
-            StoredJobError::Mismatch {
-                key,
-                expected,
-                found,
-            } => SuperviseError::BadResult {
-                key,
-                message: format!("sha256 {found}, its job record says {expected}"),
-            },
-        }
-    }
-}
-
-impl SuperviseError {
-    /// `true` when supervising the batch again may succeed: supervision catches up from the
-    /// event log, so a retry after a transient port failure loses nothing.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            SuperviseError::Publish { source, .. } | SuperviseError::Withdraw { source, .. } => {
-                source.is_transient()
-            }
-            SuperviseError::Events { source, .. } => source.is_transient(),
-            SuperviseError::Store { source, .. } => source.is_transient(),
-            SuperviseError::Spool { .. } => true,
-            SuperviseError::EventsClosed { .. }
-            | SuperviseError::BadResult { .. }
-            | SuperviseError::ResultMismatch { .. }
-            | SuperviseError::Shape { .. }
-            | SuperviseError::Incomplete { .. }
-            | SuperviseError::Cancelled => false,
-        }
-    }
-}
+use options::admission_window;
+pub use options::{
+    CoordinatorPorts, DEFAULT_HISTORY_BATCHES, DEFAULT_USAGE_PAUSE, DEFAULT_USAGE_PAUSE_MAX,
+    REPLAY_MIN_WINDOW, SharedModelLimits, SuperviseOptions, SuperviseSignals,
+};
+pub use outcome::{BatchOutcome, SuperviseEnd};
 
 /// The reducer's view of a planned batch, from its stored summary (so a live batch and a
 /// re-judged stored batch are shaped by the same code).
 pub fn shape_from_summary(summary: &PlanSummary, flags: &BatchFlags) -> BatchShape {
     BatchShape::from_summary(summary, flags)
-}
-
-/// The judging flags of a batch.
-pub fn judging_of(flags: &BatchFlags) -> Judging {
-    Judging::of(flags)
 }
 
 /// The unit reference of unit `index` in a plan of `kind`.

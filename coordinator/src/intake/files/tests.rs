@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use cowork_schema::scenario::{Scenario, SessionRef};
 
 /// A temporary bundle root holding `files` (path, contents).
 fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {

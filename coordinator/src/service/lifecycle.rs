@@ -1,0 +1,420 @@
+//! A batch's life in this process: accepted and stored, claimed, supervised until final (again
+//! after a transient port failure), its end recorded; and every unfinished batch resumed at
+//! start-up.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use cowork_core::plan::Plan;
+use cowork_fabric::{ArtifactError, PutOutcome, RegistryError, error_chain};
+use cowork_schema::BatchId;
+use cowork_schema::api::{BatchEnd, ProgressSnapshot};
+use cowork_schema::batch::{BatchMode, StoredBatch};
+use cowork_schema::registry::{BatchRecord, BatchState};
+
+use super::records::now_ms;
+use super::{LiveBatch, PORT_RETRY, Service};
+use crate::intake::submitted::plan_from_bundle;
+use crate::supervisor::{
+    SuperviseEnd, SuperviseError, SuperviseOptions, SuperviseSignals, supervise,
+};
+
+impl Service {
+    /// Stores an accepted batch (bundle, spec, record) and starts supervising it. Nothing is
+    /// stored before this is called, i.e. before validation passed.
+    pub(crate) async fn accept(
+        self: &Arc<Self>,
+        stored: StoredBatch,
+        bundle: &std::path::Path,
+        plan: Plan,
+    ) -> Result<BatchRecord, AcceptError> {
+        let batch_id = stored.batch_id.clone();
+        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        // Streamed from the received file (a multipart upload past the store's threshold).
+        // The key is the bundle's digest, so replacing an object already there writes the
+        // same bytes.
+        self.ports
+            .store
+            .put_file(&bundle_key, bundle)
+            .await
+            .map_err(|source| AcceptError::Store {
+                key: bundle_key.clone(),
+                source,
+            })?;
+        let spec_key = format!("batches/{batch_id}/spec.json");
+        let mut spec_json =
+            serde_json::to_vec_pretty(&stored).expect("a stored batch always serializes");
+        spec_json.push(b'\n');
+        let spec_sha256 = cowork_fabric::sha256_hex(&spec_json);
+        // Create-if-absent: a batch id that collides with an existing batch (two submits in
+        // the same second drawing the same suffix) must fail, never replace that batch's spec.
+        let created = self
+            .ports
+            .store
+            .put_if_absent(&spec_key, spec_json)
+            .await
+            .map_err(|source| AcceptError::Store {
+                key: spec_key.clone(),
+                source,
+            })?;
+        if created == PutOutcome::AlreadyExists {
+            return Err(AcceptError::IdTaken {
+                batch_id: batch_id.to_string(),
+            });
+        }
+        let now = now_ms();
+        let record = BatchRecord {
+            batch_id: batch_id.clone(),
+            state: BatchState::Planned,
+            spec_sha256,
+            n_jobs: plan.n_jobs(),
+            created_at_ms: now,
+            updated_at_ms: now,
+            ok: None,
+            exit_code: None,
+            owner: Some(self.config.coordinator_id.clone()),
+            generation: 0,
+            kill_running: false,
+            controls: Default::default(),
+        };
+        self.ports
+            .batches
+            .create(&record)
+            .await
+            .map_err(|source| AcceptError::Registry {
+                batch_id: batch_id.to_string(),
+                source,
+            })?;
+        tracing::info!(batch_id = %batch_id, n_jobs = record.n_jobs, "batch accepted");
+        // A large batch gets a Kubernetes Job of workers. Created in a tracked task so the
+        // submit does not wait on the API server; a failure is only logged.
+        #[cfg(feature = "k8s")]
+        if let Some(k8s) = self.config.k8s_worker_jobs.clone() {
+            let (batch_id, n_jobs) = (batch_id.clone(), record.n_jobs);
+            self.tracker
+                .spawn(async move { k8s.batch_accepted(&batch_id, n_jobs).await });
+        }
+        self.start(plan, stored.spec.mode.envelope_command());
+        Ok(record)
+    }
+
+    /// Starts (or restarts) supervising `plan` in a tracked task.
+    pub(super) fn start(self: &Arc<Self>, plan: Plan, command: &str) {
+        let live = {
+            let mut map = self.lock_live();
+            Arc::clone(map.entry(plan.batch_id.clone()).or_insert_with(|| {
+                Arc::new(LiveBatch::new(
+                    ProgressSnapshot {
+                        planned: plan.n_jobs(),
+                        ..ProgressSnapshot::default()
+                    },
+                    plan.units.iter().map(|unit| unit.tier).collect(),
+                ))
+            }))
+        };
+        let service = Arc::clone(self);
+        let command = command.to_owned();
+        self.tracker
+            .spawn(async move { service.run_batch(plan, command, live).await });
+    }
+
+    /// Runs one batch to a final state: claims its record, supervises it and records how it
+    /// ended.
+    #[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
+    async fn run_batch(self: Arc<Self>, mut plan: Plan, command: String, live: Arc<LiveBatch>) {
+        let Some(record) = self.claim(&plan.batch_id, &live).await else {
+            return;
+        };
+        plan.generation = record.generation;
+        let Some(end) = self.supervise_until_final(&plan, &command, &live).await else {
+            return;
+        };
+        self.record_end(&plan, &live, end).await;
+    }
+
+    /// Claims the batch's record for this coordinator (`planned`/`running` → `running`); `None`
+    /// when it is final already or cannot be claimed. A `stopping` batch is claimed and its
+    /// cancel passed on.
+    async fn claim(&self, batch_id: &BatchId, live: &LiveBatch) -> Option<BatchRecord> {
+        let owner = self.config.coordinator_id.clone();
+        let claimed =
+            self.transition_until_written(batch_id, "claiming the batch's record", |record| {
+                match record.state {
+                    BatchState::Planned | BatchState::Running => {
+                        record.state = BatchState::Running;
+                        record.owner = Some(owner.clone());
+                        true
+                    }
+                    BatchState::Stopping => {
+                        record.owner = Some(owner.clone());
+                        true
+                    }
+                    BatchState::Done | BatchState::Cancelled => false,
+                }
+            })
+            .await;
+        let record = match claimed {
+            Ok(record) => record,
+            Err(error) => {
+                // The shutdown path also lands here when the registry is gone; either way the
+                // record still says what it said, and the next start resumes it.
+                tracing::error!(error = %error, "batch not started: its record could not be claimed");
+                return None;
+            }
+        };
+        if record.state.is_final() {
+            live.end.send_replace(Some(end_of(&record, None)));
+            return None;
+        }
+        if record.state == BatchState::Stopping {
+            live.cancel.cancel();
+        }
+        // A paused batch stays paused across a restart: its controls are in its record.
+        live.controls.send_replace(record.controls.clone());
+        Some(record)
+    }
+
+    /// Supervises the batch until it is decided, cancelled or fails for good, supervising it
+    /// again after a transient port failure; `None` when this process shuts down first (the
+    /// batch stays for the next coordinator).
+    async fn supervise_until_final(
+        &self,
+        plan: &Plan,
+        command: &str,
+        live: &LiveBatch,
+    ) -> Option<FinalState> {
+        let ports = self.ports.coordinator_ports();
+        let options = SuperviseOptions {
+            usage_pause: self.config.usage_pause,
+            usage_pause_max: self.config.usage_pause_max,
+            model_limits: Arc::clone(&self.model_limits),
+            history: Arc::clone(&self.history),
+            ..SuperviseOptions::new(self.config.window, command)
+        };
+        let mut failures = 0u32;
+        loop {
+            let signals = SuperviseSignals {
+                shutdown: self.shutdown.child_token(),
+                cancel: live.cancel.clone(),
+                live: live.link(),
+            };
+            match supervise(&ports, plan, &options, &live.progress, signals).await {
+                Ok(SuperviseEnd::Decided(outcome)) => {
+                    // Eval batches: store the A/B report as `eval.json` before the
+                    // record says Done, so whoever sees the end can read it. The batch's
+                    // verdict stands without it, so a failure is logged, not fatal.
+                    if plan.mode == BatchMode::Eval
+                        && let Err(error) =
+                            crate::eval::store_eval_document(ports.store.as_ref(), plan, &outcome)
+                                .await
+                    {
+                        tracing::error!(error = %error_chain(&error), "eval report not stored");
+                    }
+                    return Some(FinalState {
+                        state: BatchState::Done,
+                        ok: Some(outcome.reduction.ok),
+                        exit_code: Some(outcome.exit_code),
+                        message: None,
+                    });
+                }
+                Ok(SuperviseEnd::Cancelled { .. }) => {
+                    return Some(FinalState {
+                        state: BatchState::Cancelled,
+                        ok: None,
+                        exit_code: None,
+                        message: None,
+                    });
+                }
+                Err(SuperviseError::Cancelled) => return None,
+                Err(error) if error.is_transient() => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "batch supervision interrupted, retrying");
+                    // Racing the pause against shutdown is safe: nothing is held across it.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                }
+                Err(error) => {
+                    // A permanent failure (a result that cannot be read, a plan the reducer
+                    // refuses) cannot heal by waiting: the batch ends as a runtime error
+                    // (exit 2, harness-behaviour.md#exit-codes) without an envelope.
+                    tracing::error!(error = %error, "batch supervision failed");
+                    return Some(FinalState {
+                        state: BatchState::Done,
+                        ok: Some(false),
+                        exit_code: Some(2),
+                        message: Some(error_chain(&error)),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records how the batch ended (unless another process finalized it meanwhile) and tells
+    /// the batch's followers.
+    async fn record_end(&self, plan: &Plan, live: &LiveBatch, end: FinalState) {
+        let batch_id = &plan.batch_id;
+        // Followers wait for the record, so a decided batch must not stay running in it.
+        let ended = self
+            .transition_until_written(batch_id, "recording the batch's end", |record| {
+                if record.state.is_final() {
+                    return false;
+                }
+                record.state = end.state;
+                record.ok = end.ok;
+                record.exit_code = end.exit_code;
+                true
+            })
+            .await;
+        match ended {
+            Ok(record) => {
+                tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
+                live.end
+                    .send_replace(Some(end_of(&record, end.message.clone())));
+                // The batch's Kubernetes Job of workers (if any) goes with it.
+                #[cfg(feature = "k8s")]
+                if let Some(k8s) = &self.config.k8s_worker_jobs {
+                    k8s.batch_ended(batch_id, plan.n_jobs()).await;
+                }
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "batch ended but its record could not be updated");
+            }
+        }
+    }
+
+    /// Resumes every batch the registry lists as not final, then marks the service ready.
+    /// Listing is retried until it succeeds or the service shuts down.
+    pub(crate) async fn resume_all(self: Arc<Self>) {
+        let mut failures = 0u32;
+        let records = loop {
+            match self.ports.batches.list().await {
+                Ok(records) => break records,
+                Err(error) => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "listing batches to resume failed, retrying");
+                    // Nothing is held across the pause; abandoning it on shutdown is safe.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                }
+            }
+        };
+        for record in records.iter().filter(|record| !record.state.is_final()) {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            match self.load(&record.batch_id).await {
+                Ok((plan, mode)) => {
+                    tracing::info!(batch_id = %record.batch_id, state = record.state.as_str(), "resuming batch");
+                    self.start(plan, mode.envelope_command());
+                }
+                Err(error) => {
+                    // The batch cannot be planned again (its spec or bundle is gone or no
+                    // longer valid); it stays as it is and is reported, not guessed at.
+                    tracing::error!(batch_id = %record.batch_id, error = %error, "batch cannot be resumed");
+                }
+            }
+        }
+        // Release pairs with the Acquire load in `is_resumed`.
+        self.resumed.store(true, Ordering::Release);
+    }
+
+    /// Reads a stored batch's spec and bundle and plans it again under its own id.
+    pub(super) async fn load(&self, batch_id: &BatchId) -> Result<(Plan, BatchMode), String> {
+        let spec_key = format!("batches/{batch_id}/spec.json");
+        let spec_json = self
+            .ports
+            .store
+            .get(&spec_key)
+            .await
+            .map_err(|e| format!("reading {spec_key}: {e}"))?;
+        let stored: StoredBatch = serde_json::from_slice(&spec_json)
+            .map_err(|e| format!("{spec_key} is unreadable: {e}"))?;
+        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        let bundle = self
+            .ports
+            .store
+            .get(&bundle_key)
+            .await
+            .map_err(|e| format!("reading {bundle_key}: {e}"))?;
+        let scratch = self.config.scratch_dir.clone();
+        let limits = self.config.unpack_limits;
+        let batch_id = batch_id.clone();
+        let mode = stored.spec.mode;
+        let plan = tokio::task::spawn_blocking(move || {
+            plan_from_bundle(&stored.spec, &bundle, batch_id, &scratch, &limits)
+        })
+        .await
+        .map_err(|e| format!("validation task failed: {e}"))?
+        .map_err(|problems| format!("stored batch is invalid: {}", problems.join("; ")))?;
+        Ok((plan, mode))
+    }
+}
+
+/// Why an accepted batch could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AcceptError {
+    #[error("storing {key}")]
+    Store {
+        key: String,
+        #[source]
+        source: ArtifactError,
+    },
+    #[error("creating the record of batch {batch_id}")]
+    Registry {
+        batch_id: String,
+        #[source]
+        source: RegistryError,
+    },
+    /// The drawn batch id is already in use; submitting again draws another.
+    #[error("batch id {batch_id} is already in use")]
+    IdTaken { batch_id: String },
+}
+
+impl AcceptError {
+    /// `true` when submitting the same batch again may succeed.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            AcceptError::Store { source, .. } => source.is_transient(),
+            AcceptError::Registry { source, .. } => source.is_transient(),
+            AcceptError::IdTaken { .. } => true,
+        }
+    }
+}
+
+/// How a supervised batch ended, for its record.
+struct FinalState {
+    state: BatchState,
+    ok: Option<bool>,
+    exit_code: Option<i32>,
+    /// Why it failed for good, when it did.
+    message: Option<String>,
+}
+
+/// The `end` event of a final record.
+pub(crate) fn end_of(record: &BatchRecord, message: Option<String>) -> BatchEnd {
+    BatchEnd {
+        state: record.state,
+        ok: record.ok,
+        exit_code: record.exit_code,
+        message,
+    }
+}
+
+/// A new batch id from the clock and a random suffix.
+pub(crate) fn new_batch_id() -> BatchId {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    // RandomState is seeded from the OS per process and per instance; hashing the time with
+    // it gives suffixes that differ between batches submitted in the same second.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
