@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{AdmissionArgs, HarnessProcessArgs};
+use super::batch::{AdmissionArgs, HarnessProcessArgs};
 
 #[derive(Debug, Args)]
 pub struct CoordinatorArgs {

@@ -1,7 +1,10 @@
 //! Command-line arguments: what the user typed, validated by clap, with no IO (each setting is
 //! defined once, in its clap field).
 //!
-//! Each setting is declared once here: its long name, its `COWORK_*` variable and its help text.
+//! Each setting is declared once in this module: its long name, its `COWORK_*` variable and its
+//! help text. The flags are grouped by command family (`batch`: the flags shared by the commands
+//! that start a batch; `start`, `remote`, `stored`, `fleet`, `bench`); [`Cli`] and [`Command`]
+//! here give `cowork --help` its order.
 
 mod batch;
 mod bench;

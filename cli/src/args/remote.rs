@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{AdmissionArgs, HarnessProcessArgs, OutputFormat};
+use super::OutputFormat;
+use super::batch::{AdmissionArgs, HarnessProcessArgs};
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {

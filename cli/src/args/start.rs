@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{AdmissionArgs, BatchArgs, ExecutorArgs, HarnessProcessArgs, ModeArgs, OutputFormat};
+use super::OutputFormat;
+use super::batch::{AdmissionArgs, BatchArgs, ExecutorArgs, HarnessProcessArgs, ModeArgs};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
