@@ -140,6 +140,15 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
         count(u64::from(plan.runs_per_unit()), "run"),
         plan.executor.as_str()
     );
+    write_units(&mut out, dry);
+    write_cost(&mut out, plan, dry, n_history);
+    write_time(&mut out, plan, dry, slots);
+    write_caps(&mut out, dry);
+    out
+}
+
+/// The table of units: tier, jobs, timeout, and the cost and time their history suggests.
+fn write_units(out: &mut String, dry: &Preflight) {
     let header = [
         "unit",
         "tier",
@@ -177,6 +186,10 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
         })
         .collect();
     out.push_str(&table(&header, &rows, &[2, 3, 4, 5, 6], TableFormat::Text));
+}
+
+/// The estimated cost line, or why there is none.
+fn write_cost(out: &mut String, plan: &Plan, dry: &Preflight, n_history: usize) {
     let without = if dry.units_without_history > 0 {
         format!(
             "; {} without history not counted",
@@ -215,6 +228,10 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
             );
         }
     }
+}
+
+/// The estimated time line (runs, and wall time on `slots`), or why there is none.
+fn write_time(out: &mut String, plan: &Plan, dry: &Preflight, slots: Option<u16>) {
     match (dry.run_ms, dry.wall_ms, slots) {
         // A replay batch's time comes from the replay rate (`render_replay`).
         _ if plan.mode.spends_nothing() => {}
@@ -238,13 +255,16 @@ fn render(plan: &Plan, dry: &Preflight, n_history: usize, slots: Option<u16>) ->
             let _ = writeln!(out, "estimated time: no history");
         }
     }
+}
+
+/// One line per cap that keeps planned jobs from running.
+fn write_caps(out: &mut String, dry: &Preflight) {
     if dry.caps.is_empty() {
         let _ = writeln!(out, "caps: none (every planned job runs)");
     }
     for cap in &dry.caps {
         let _ = writeln!(out, "cap {}: {}", cap.flag, cap.effect);
     }
-    out
 }
 
 /// The replay time of a replay batch from the replay rate: earlier replay batches' when every

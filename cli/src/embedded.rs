@@ -456,22 +456,67 @@ async fn run_locked(
         Some(listen) => Some(serve_ui(embedded, listen, plan, &ports, &kills, &stats).await?),
         None => None,
     };
-    // With a live page, its cancel and controls reach supervision as a fleet's do.
-    let signals = match &ui {
+    let stopper = Stopper {
+        plan,
+        signals: supervise_signals(ui.as_ref()),
+        stop_pulling: CancellationToken::new(),
+        kills,
+        stats,
+    };
+    // Reaped below, in every case: the worker ends once the queue is closed or it was told to
+    // stop pulling, and only after its running jobs are stored.
+    let mut worker = spawn_worker(embedded, plan, &queue, &events, &stopper)?;
+    let mut worker_end = None;
+    let end = supervise_with_interrupts(
+        embedded,
+        &ports,
+        &stopper,
+        &mut interrupts,
+        &mut worker,
+        &mut worker_end,
+    )
+    .await;
+    queue.close();
+    let worker_end = match worker_end {
+        Some(worker_end) => worker_end,
+        None => drain_worker(&mut worker, &mut interrupts, &stopper).await,
+    };
+    if !embedded.keep_work {
+        remove_work_dirs(embedded, &plan.batch_id).await;
+    }
+    let interrupted = interrupts.received() > 0;
+    if let Some(ui) = ui {
+        close_ui(ui, &end, interrupted, embedded, plan).await?;
+    }
+    batch_outcome(end, interrupted, worker_end, embedded, plan, what)
+}
+
+/// This process's worker, running.
+type WorkerTask = JoinHandle<Result<(), QueueError>>;
+/// How this process's worker ended.
+type WorkerEnd = Result<Result<(), QueueError>, tokio::task::JoinError>;
+
+/// Supervision's signals: with a live page, its cancel and controls reach supervision as a
+/// fleet's do.
+fn supervise_signals(ui: Option<&ServedUi>) -> SuperviseSignals {
+    match ui {
         Some(served) => SuperviseSignals {
             cancel: served.ui.cancel(),
             live: served.ui.link(),
             ..SuperviseSignals::default()
         },
         None => SuperviseSignals::default(),
-    };
-    let stopper = Stopper {
-        plan,
-        signals,
-        stop_pulling: CancellationToken::new(),
-        kills,
-        stats,
-    };
+    }
+}
+
+/// Starts this process's worker on the in-process queue and event log.
+fn spawn_worker(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    queue: &MemJobQueue,
+    events: &MemEventLog,
+    stopper: &Stopper<'_>,
+) -> Result<WorkerTask, CliError> {
     let worker_ports = WorkerPorts {
         queue: Arc::new(queue.clone()) as Arc<dyn JobQueue>,
         events: Arc::new(events.clone()) as Arc<dyn EventLog>,
@@ -480,24 +525,32 @@ async fn run_locked(
         batches: Some(Arc::new(stopper.kills.clone()) as Arc<dyn BatchRegistry>),
         workers: None,
     };
-    // Reaped below, in every case: the worker ends once the queue is closed or it was told to
-    // stop pulling, and only after its running jobs are stored.
-    let mut worker = tokio::spawn(cowork_worker::run(
+    Ok(tokio::spawn(cowork_worker::run(
         worker_config(embedded),
         worker_ports,
         stopper.stats.clone(),
         stopper.stop_pulling.clone(),
-    ));
-    let mut worker_end = None;
+    )))
+}
 
+/// Supervises the batch to its end with the progress line drawn, acting on every Ctrl-C
+/// meanwhile. A worker that ends first is reaped into `worker_end` and ends supervision.
+async fn supervise_with_interrupts(
+    embedded: &EmbeddedRun,
+    ports: &CoordinatorPorts,
+    stopper: &Stopper<'_>,
+    interrupts: &mut Interrupts,
+    worker: &mut WorkerTask,
+    worker_end: &mut Option<WorkerEnd>,
+) -> Result<SuperviseEnd, SuperviseError> {
     let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
     let renderer = (!embedded.quiet)
         .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
     let options = supervise_options(embedded);
     let end = {
         let supervision = supervise(
-            &ports,
-            plan,
+            ports,
+            stopper.plan,
             &options,
             &progress_tx,
             stopper.signals.clone(),
@@ -509,9 +562,9 @@ async fn run_locked(
             tokio::select! {
                 biased;
                 received = interrupts.next() => stopper.escalate(received).await,
-                joined = &mut worker, if worker_end.is_none() => {
+                joined = &mut *worker, if worker_end.is_none() => {
                     // Without a worker nothing would ever finish: supervision ends too.
-                    worker_end = Some(joined);
+                    *worker_end = Some(joined);
                     stopper.signals.shutdown.cancel();
                 }
                 end = &mut supervision => break end,
@@ -522,39 +575,52 @@ async fn run_locked(
     if let Some(renderer) = renderer {
         let _ = renderer.await;
     }
-    queue.close();
-    let worker_end = match worker_end {
-        Some(worker_end) => worker_end,
-        None => drain_worker(&mut worker, &mut interrupts, &stopper).await,
-    };
-    if !embedded.keep_work {
-        remove_work_dirs(embedded, &plan.batch_id).await;
-    }
-    let interrupted = interrupts.received() > 0;
-    if let Some(ServedUi {
+    end
+}
+
+/// Tells the batch's live page how it ended and stops serving it; a batch cancelled from the
+/// page (not by Ctrl-C) ends here as cancelled.
+async fn close_ui(
+    served_ui: ServedUi,
+    end: &Result<SuperviseEnd, SuperviseError>,
+    interrupted: bool,
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+) -> Result<(), CliError> {
+    let ServedUi {
         ui,
         served,
         workers_shown,
-    }) = ui
-    {
-        workers_shown.abort();
-        match &end {
-            Ok(SuperviseEnd::Decided(outcome)) => {
-                let ok = Some(outcome.reduction.ok);
-                ui.finish(served, BatchState::Done, ok, Some(outcome.exit_code))
-                    .await;
-            }
-            Ok(SuperviseEnd::Cancelled { .. }) if !interrupted => {
-                ui.finish(served, BatchState::Cancelled, None, None).await;
-                crate::progress::note(&format!(
-                    "cancelled from its live page; {}",
-                    interrupted_hint(embedded, &plan.batch_id)
-                ));
-                return Err(CliError::Cancelled);
-            }
-            _ => ui.abandon(served).await,
+    } = served_ui;
+    workers_shown.abort();
+    match end {
+        Ok(SuperviseEnd::Decided(outcome)) => {
+            let ok = Some(outcome.reduction.ok);
+            ui.finish(served, BatchState::Done, ok, Some(outcome.exit_code))
+                .await;
         }
+        Ok(SuperviseEnd::Cancelled { .. }) if !interrupted => {
+            ui.finish(served, BatchState::Cancelled, None, None).await;
+            crate::progress::note(&format!(
+                "cancelled from its live page; {}",
+                interrupted_hint(embedded, &plan.batch_id)
+            ));
+            return Err(CliError::Cancelled);
+        }
+        _ => ui.abandon(served).await,
     }
+    Ok(())
+}
+
+/// The outcome of a decided batch, or why it has none: interrupted, or its worker ended first.
+fn batch_outcome(
+    end: Result<SuperviseEnd, SuperviseError>,
+    interrupted: bool,
+    worker_end: WorkerEnd,
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    what: &str,
+) -> Result<BatchOutcome, CliError> {
     match end {
         Ok(SuperviseEnd::Decided(outcome)) => Ok(*outcome),
         Ok(SuperviseEnd::Cancelled { .. }) | Err(SuperviseError::Cancelled) if interrupted => {
@@ -591,10 +657,10 @@ async fn remove_work_dirs(embedded: &EmbeddedRun, batch_id: &BatchId) {
 
 /// Waits for the worker to finish its running jobs, still acting on Ctrl-C meanwhile.
 async fn drain_worker(
-    worker: &mut JoinHandle<Result<(), QueueError>>,
+    worker: &mut WorkerTask,
     interrupts: &mut Interrupts,
     stopper: &Stopper<'_>,
-) -> Result<Result<(), QueueError>, tokio::task::JoinError> {
+) -> WorkerEnd {
     loop {
         // Biased as above; the join handle may be polled again after an interrupt.
         tokio::select! {
@@ -606,9 +672,7 @@ async fn drain_worker(
 }
 
 /// Why supervision ended without an interrupt: the worker loop stopped first.
-fn worker_ended_early(
-    worker_end: Result<Result<(), QueueError>, tokio::task::JoinError>,
-) -> anyhow::Error {
+fn worker_ended_early(worker_end: WorkerEnd) -> anyhow::Error {
     match worker_end {
         Ok(Ok(())) => anyhow!("the job loop ended before the batch was decided"),
         Ok(Err(error)) => anyhow::Error::new(error).context("the job loop failed"),

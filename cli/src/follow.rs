@@ -5,7 +5,7 @@ use anyhow::anyhow;
 use cowork_client::{ClientError, CoordinatorClient, WatchEvent};
 use cowork_schema::BatchId;
 use cowork_schema::registry::BatchState;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 
 use crate::args::OutputFormat;
 use crate::connect::client_error;
@@ -44,98 +44,145 @@ pub async fn follow(
     batch: &BatchId,
     options: FollowOptions,
 ) -> Result<cowork_schema::api::BatchEnd, CliError> {
-    let quiet = options.quiet;
-    let mut progress = ProgressLine::joining();
-    let mut end = None;
-    let mut stalls = Vec::new();
-    let mut waits = Waits::default();
-    // Since when the watch is interrupted (see `Interruption`): it says so once and waits.
-    let mut interrupted_since: Option<std::time::Instant> = None;
-    let mut attempt = 0u32;
-    while end.is_none() {
-        let failure = match client.watch(batch).await {
-            Ok(events) => {
-                let mut events = std::pin::pin!(events);
-                let mut failure = None;
-                loop {
-                    // Without an unserved tier there is no deadline: the stream's own next
-                    // event (or its end) is all there is to wait for. Dropping `next()` at the
-                    // deadline is safe: the stream is not read again.
-                    // The next event, or the first of two moments: the unserved tier's
-                    // deadline, and when a progress line skipped for coming too soon is due
-                    // (without it, a pipe would never show the state a quiet batch waits in).
-                    // Dropping `next()` at either is safe: the stream keeps its place.
-                    let unserved = waits.deadline(options.unserved_timeout);
-                    let due = progress.pending_due().filter(|_| !quiet);
-                    let wake = match (&unserved, due) {
-                        (Some((deadline, _)), Some(due)) => Some((*deadline).min(due)),
-                        (Some((deadline, _)), None) => Some(*deadline),
-                        (None, due) => due,
-                    };
-                    let next = match wake {
-                        None => events.next().await,
-                        Some(wake) => {
-                            match tokio::time::timeout_at(wake.into(), events.next()).await {
-                                Ok(next) => next,
-                                Err(_) => {
-                                    if let Some((deadline, tier)) = &unserved
-                                        && std::time::Instant::now() >= *deadline
-                                    {
-                                        progress.finish();
-                                        return Err(unserved_for_too_long(batch, tier, options));
-                                    }
-                                    progress.flush_pending();
-                                    continue;
-                                }
-                            }
-                        }
-                    };
-                    let Some(event) = next else { break };
-                    let event = match event {
-                        Ok(event) => event,
-                        Err(error) => {
-                            failure = Some(error);
-                            break;
-                        }
-                    };
-                    interrupted_since = None;
-                    attempt = 0;
-                    match event {
-                        WatchEvent::Progress(snapshot) => {
-                            // A stall is said once when it starts and once when it ends, also
-                            // with --quiet: it is why the batch does not move.
-                            note_stalls(&mut stalls, &snapshot.fabric_stalls);
-                            // Why the batch waits, as lines of their own: a pipe (CI) shows
-                            // only every fifth second's progress line, a terminal redraws it.
-                            waits.note(&snapshot);
-                            if !quiet {
-                                progress.show(&snapshot);
-                            }
-                        }
-                        WatchEvent::End(batch_end) => {
-                            end = Some(batch_end);
-                            break;
-                        }
-                    }
-                }
-                match failure {
-                    Some(error) => Interruption::Failed(error),
-                    None if end.is_some() => break,
-                    None => Interruption::Closed,
-                }
-            }
+    let mut watch = Watch::new(batch, options);
+    let end = loop {
+        let interruption = match client.watch(batch).await {
+            Ok(events) => match watch.read(events).await? {
+                Watched::End(end) => break end,
+                Watched::Interrupted(interruption) => interruption,
+            },
             Err(error) => Interruption::Failed(error),
         };
+        watch.wait_to_retry(interruption).await?;
+    };
+    if !options.quiet {
+        if let Ok(status) = client.status(batch).await
+            && let Some(snapshot) = status.progress
+        {
+            watch.progress.show_last(&snapshot);
+        }
+        watch.progress.finish();
+    }
+    Ok(end)
+}
+
+/// What one followed batch has shown so far, across the watch streams it took.
+struct Watch<'a> {
+    batch: &'a BatchId,
+    options: FollowOptions,
+    progress: ProgressLine,
+    stalls: Vec<cowork_schema::api::FabricStall>,
+    waits: Waits,
+    /// Since when the watch is interrupted (see `Interruption`): it says so once and waits.
+    interrupted_since: Option<std::time::Instant>,
+    attempt: u32,
+}
+
+/// How one watch stream stopped.
+enum Watched {
+    /// The batch ended.
+    End(cowork_schema::api::BatchEnd),
+    /// The stream stopped before the batch's end.
+    Interrupted(Interruption),
+}
+
+impl<'a> Watch<'a> {
+    fn new(batch: &'a BatchId, options: FollowOptions) -> Watch<'a> {
+        Watch {
+            batch,
+            options,
+            progress: ProgressLine::joining(),
+            stalls: Vec::new(),
+            waits: Waits::default(),
+            interrupted_since: None,
+            attempt: 0,
+        }
+    }
+
+    /// Reads one watch stream until the batch's end or the stream's; an error when a tier
+    /// stayed unserved past the timeout.
+    async fn read(
+        &mut self,
+        events: impl Stream<Item = Result<WatchEvent, ClientError>>,
+    ) -> Result<Watched, CliError> {
+        let mut events = std::pin::pin!(events);
+        loop {
+            let event = match self.next_event(&mut events).await? {
+                None => return Ok(Watched::Interrupted(Interruption::Closed)),
+                Some(Err(error)) => return Ok(Watched::Interrupted(Interruption::Failed(error))),
+                Some(Ok(event)) => event,
+            };
+            self.interrupted_since = None;
+            self.attempt = 0;
+            match event {
+                WatchEvent::Progress(snapshot) => {
+                    // A stall is said once when it starts and once when it ends, also with
+                    // --quiet: it is why the batch does not move.
+                    note_stalls(&mut self.stalls, &snapshot.fabric_stalls);
+                    // Why the batch waits, as lines of their own: a pipe (CI) shows only
+                    // every fifth second's progress line, a terminal redraws it.
+                    self.waits.note(&snapshot);
+                    if !self.options.quiet {
+                        self.progress.show(&snapshot);
+                    }
+                }
+                WatchEvent::End(batch_end) => return Ok(Watched::End(batch_end)),
+            }
+        }
+    }
+
+    /// The stream's next item. Meanwhile it shows a progress line skipped for coming too soon
+    /// once it is due, and gives up once a tier stays unserved past the timeout.
+    async fn next_event<S: Stream + Unpin>(
+        &mut self,
+        events: &mut S,
+    ) -> Result<Option<S::Item>, CliError> {
+        loop {
+            // Without an unserved tier there is no deadline: the stream's own next event (or
+            // its end) is all there is to wait for.
+            // The next event, or the first of two moments: the unserved tier's deadline, and
+            // when a progress line skipped for coming too soon is due (without it, a pipe
+            // would never show the state a quiet batch waits in). Dropping `next()` at either
+            // is safe: the stream keeps its place.
+            let unserved = self.waits.deadline(self.options.unserved_timeout);
+            let due = self.progress.pending_due().filter(|_| !self.options.quiet);
+            let wake = match (&unserved, due) {
+                (Some((deadline, _)), Some(due)) => Some((*deadline).min(due)),
+                (Some((deadline, _)), None) => Some(*deadline),
+                (None, due) => due,
+            };
+            let Some(wake) = wake else {
+                return Ok(events.next().await);
+            };
+            match tokio::time::timeout_at(wake.into(), events.next()).await {
+                Ok(next) => return Ok(next),
+                Err(_) => {
+                    if let Some((deadline, tier)) = &unserved
+                        && std::time::Instant::now() >= *deadline
+                    {
+                        self.progress.finish();
+                        return Err(unserved_for_too_long(self.batch, tier, self.options));
+                    }
+                    self.progress.flush_pending();
+                }
+            }
+        }
+    }
+
+    /// Waits before the next watch of a batch whose stream stopped early; an error when the
+    /// failure is one no retry can mend, or the watch has been interrupted for too long.
+    async fn wait_to_retry(&mut self, interruption: Interruption) -> Result<(), CliError> {
         // A watch whose stream drops while the batch runs (the coordinator restarted, its
         // NATS node lost, its queue stalled) connects again and keeps waiting, for at most
         // `INTERRUPTED_FOR` from the first failure; a failure no retry can mend ends it.
-        let failure = match failure {
+        let failure = match interruption {
             Interruption::Failed(failure) if !failure.is_transient() => {
                 return Err(client_error(failure, "watching the batch"));
             }
             retried => retried,
         };
-        let since = *interrupted_since.get_or_insert_with(|| {
+        let batch = self.batch;
+        let since = *self.interrupted_since.get_or_insert_with(|| {
             // On a line of its own: a progress line may be drawn in place on a terminal.
             crate::progress::note(&format!("{}; waiting", failure.describe(batch)));
             std::time::Instant::now()
@@ -149,22 +196,10 @@ pub async fn follow(
                 )),
             });
         }
-        attempt += 1;
-        tokio::time::sleep(WATCH_RETRY.delay(attempt)).await;
+        self.attempt += 1;
+        tokio::time::sleep(WATCH_RETRY.delay(self.attempt)).await;
+        Ok(())
     }
-    if !quiet {
-        if let Ok(status) = client.status(batch).await
-            && let Some(snapshot) = status.progress
-        {
-            progress.show_last(&snapshot);
-        }
-        progress.finish();
-    }
-    end.ok_or_else(|| {
-        CliError::Failed(anyhow!(
-            "the coordinator closed the watch of batch {batch} before it ended"
-        ))
-    })
 }
 
 /// How long a watch waits on a coordinator it cannot reach, that answers 503, or that closes

@@ -63,26 +63,37 @@ pub fn table(
     right: &[usize],
     format: TableFormat,
 ) -> String {
-    let mut out = String::new();
     if format == TableFormat::Markdown {
-        let escape = cowork_core::report::markdown::escape_md;
-        let _ = writeln!(out, "| {} |", header.join(" | "));
-        let rule: Vec<&str> = (0..header.len())
-            .map(|column| {
-                if right.contains(&column) {
-                    "---:"
-                } else {
-                    "---"
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "|{}|", rule.join("|"));
-        for row in rows {
-            let cells: Vec<String> = row.iter().map(|cell| escape(cell)).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
-        return out;
+        return markdown_table(header, rows, right);
     }
+    text_table(header, rows, right)
+}
+
+/// The Markdown form of [`table`]: every row whole, its cells escaped.
+fn markdown_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut out = String::new();
+    let escape = cowork_core::report::markdown::escape_md;
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let rule: Vec<&str> = (0..header.len())
+        .map(|column| {
+            if right.contains(&column) {
+                "---:"
+            } else {
+                "---"
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "|{}|", rule.join("|"));
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|cell| escape(cell)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out
+}
+
+/// The text form of [`table`]: aligned, never wider than [`MAX_TABLE_WIDTH`].
+fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut out = String::new();
     // Every cell as one safe line: a control character in a worker id or a scenario name
     // cannot start a terminal sequence or forge a row.
     let rows: Vec<Vec<String>> = rows

@@ -2,28 +2,29 @@
 //! `results` and `report`.
 //!
 //! Every call sends the bearer token when one is configured and maps a refusal to a
-//! [`ClientError`] variant a caller can act on. [`CoordinatorClient::watch`] reads the
-//! server-sent events itself ([`SseParser`]): `event:` and `data:` lines, a blank line ends an
-//! event, comment lines (keep-alives) are skipped.
+//! [`ClientError`] variant a caller can act on. [`CoordinatorClient::watch`] and
+//! [`CoordinatorClient::live_events`] read the server-sent events themselves ([`SseParser`]).
 
-use std::collections::VecDeque;
+mod artifact_reader;
+mod live;
+mod sse;
+mod watch;
+
 use std::time::Duration;
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
-use cowork_schema::api::{
-    ApiError, BatchEnd, BatchStatus, FabricStatus, ProgressSnapshot, SSE_END, SSE_PROGRESS,
-    SubmitResponse, WorkerStatus,
-};
+use cowork_schema::api::{ApiError, BatchStatus, FabricStatus, SubmitResponse, WorkerStatus};
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
-use cowork_schema::event::ArtifactRef;
 use cowork_schema::registry::BatchRecord;
-use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
+
+pub use artifact_reader::ApiArtifactReader;
+pub use sse::{SseEvent, SseParser};
+pub use watch::WatchEvent;
+
+use crate::sse::SseReader;
 
 /// How long connecting to the coordinator may take before the call fails as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -84,17 +85,6 @@ impl ClientError {
             ClientError::Unavailable { .. } | ClientError::CannotServe { .. }
         )
     }
-}
-
-/// One event of a watched batch.
-// A watch handles one event at a time and most of its events are progress: boxing the large
-// variant would cost an allocation per event and save nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
-pub enum WatchEvent {
-    Progress(ProgressSnapshot),
-    /// The last event: the batch reached a final state.
-    End(BatchEnd),
 }
 
 /// A client of one coordinator.
@@ -361,34 +351,6 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
-    /// Watches a batch: progress events while it runs, then one [`WatchEvent::End`], after
-    /// which the stream ends. A stream that closes before the end yields an `Unavailable`
-    /// error last.
-    pub async fn watch(
-        &self,
-        batch_id: &BatchId,
-    ) -> Result<impl Stream<Item = Result<WatchEvent, ClientError>> + Send + 'static, ClientError>
-    {
-        let url = self.url(&format!("v1/batches/{batch_id}/events"))?;
-        let request = self
-            .http
-            .get(url.clone())
-            .header(reqwest::header::ACCEPT, "text/event-stream");
-        let response = self.send(url.clone(), request).await?;
-        let response = self.check(url.clone(), response).await?;
-        let state = WatchState {
-            url: url.to_string(),
-            bytes: response.bytes_stream().boxed(),
-            parser: SseParser::default(),
-            pending: VecDeque::new(),
-            finished: false,
-        };
-        Ok(stream::unfold(state, |mut state| async move {
-            let item = state.next().await?;
-            Some((item, state))
-        }))
-    }
-
     fn url(&self, path: &str) -> Result<reqwest::Url, ClientError> {
         self.base.join(path).map_err(|e| ClientError::InvalidUrl {
             url: self.base.to_string(),
@@ -411,6 +373,26 @@ impl CoordinatorClient {
             url: url.to_string(),
             message: format!("body is not the documented json: {e}"),
         })
+    }
+
+    /// The body of `GET path` as text.
+    async fn text(&self, path: &str) -> Result<String, ClientError> {
+        let url = self.url(path)?;
+        let response = self.send(url.clone(), self.http.get(url.clone())).await?;
+        let response = self.check(url.clone(), response).await?;
+        response.text().await.map_err(|e| transport_error(&url, &e))
+    }
+
+    /// Opens the server-sent events of `GET path`.
+    async fn event_stream(&self, path: &str) -> Result<SseReader, ClientError> {
+        let url = self.url(path)?;
+        let request = self
+            .http
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let response = self.send(url.clone(), request).await?;
+        let response = self.check(url.clone(), response).await?;
+        Ok(SseReader::new(&url, response))
     }
 
     async fn send(
@@ -487,294 +469,9 @@ fn transport_error(url: &reqwest::Url, error: &reqwest::Error) -> ClientError {
     }
 }
 
-/// State of a watch stream.
-struct WatchState {
-    url: String,
-    bytes: BoxStream<'static, reqwest::Result<Bytes>>,
-    parser: SseParser,
-    pending: VecDeque<SseEvent>,
-    finished: bool,
-}
-
-impl WatchState {
-    async fn next(&mut self) -> Option<Result<WatchEvent, ClientError>> {
-        loop {
-            if self.finished {
-                return None;
-            }
-            while let Some(event) = self.pending.pop_front() {
-                match self.decode(&event) {
-                    Ok(Some(WatchEvent::End(end))) => {
-                        self.finished = true;
-                        return Some(Ok(WatchEvent::End(end)));
-                    }
-                    Ok(Some(progress)) => return Some(Ok(progress)),
-                    // An event name this client does not know: skipped, for forward
-                    // compatibility.
-                    Ok(None) => {}
-                    Err(error) => {
-                        self.finished = true;
-                        return Some(Err(error));
-                    }
-                }
-            }
-            match self.bytes.next().await {
-                Some(Ok(chunk)) => self.pending.extend(self.parser.push(&chunk)),
-                Some(Err(error)) => {
-                    self.finished = true;
-                    return Some(Err(ClientError::Unavailable {
-                        url: self.url.clone(),
-                        message: format!(
-                            "the event stream broke: {}",
-                            cowork_fabric::error_chain(&error)
-                        ),
-                    }));
-                }
-                None => {
-                    self.finished = true;
-                    return Some(Err(ClientError::Unavailable {
-                        url: self.url.clone(),
-                        message: "the event stream closed before the batch ended".to_owned(),
-                    }));
-                }
-            }
-        }
-    }
-
-    fn decode(&self, event: &SseEvent) -> Result<Option<WatchEvent>, ClientError> {
-        let protocol = |e: serde_json::Error| ClientError::Protocol {
-            url: self.url.clone(),
-            message: format!("{} event is not the documented json: {e}", event.event),
-        };
-        Ok(match event.event.as_str() {
-            SSE_PROGRESS => Some(WatchEvent::Progress(
-                serde_json::from_str(&event.data).map_err(protocol)?,
-            )),
-            SSE_END => Some(WatchEvent::End(
-                serde_json::from_str(&event.data).map_err(protocol)?,
-            )),
-            _ => None,
-        })
-    }
-}
-
-/// One server-sent event: its name (`message` when none was given) and its data lines joined
-/// with `\n`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SseEvent {
-    pub event: String,
-    pub data: String,
-}
-
-/// An incremental parser of a `text/event-stream` body (the subset the API uses: `event:`,
-/// `data:`, comments; `id:` and `retry:` are ignored).
-#[derive(Debug, Default)]
-pub struct SseParser {
-    /// Bytes of an incomplete line.
-    line: Vec<u8>,
-    event: Option<String>,
-    data: Vec<String>,
-}
-
-impl SseParser {
-    /// Feeds a chunk of the body; returns the events it completed.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        let mut events = Vec::new();
-        for &byte in chunk {
-            if byte != b'\n' {
-                self.line.push(byte);
-                continue;
-            }
-            if self.line.last() == Some(&b'\r') {
-                self.line.pop();
-            }
-            let line = String::from_utf8_lossy(&self.line).into_owned();
-            self.line.clear();
-            if let Some(event) = self.take_line(&line) {
-                events.push(event);
-            }
-        }
-        events
-    }
-
-    fn take_line(&mut self, line: &str) -> Option<SseEvent> {
-        if line.is_empty() {
-            let event = self.event.take();
-            if self.data.is_empty() {
-                return None;
-            }
-            return Some(SseEvent {
-                event: event.unwrap_or_else(|| "message".to_owned()),
-                data: std::mem::take(&mut self.data).join("\n"),
-            });
-        }
-        if line.starts_with(':') {
-            return None;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        match field {
-            "event" => self.event = Some(value.to_owned()),
-            "data" => self.data.push(value.to_owned()),
-            _ => {}
-        }
-        None
-    }
-}
-
-/// The read side of an [`ArtifactStore`] over a coordinator's API: one batch's stored objects
-/// (`GET /v1/batches/{id}/artifacts[/{path}]`), for reports of batches only the coordinator
-/// can read. Writes are refused.
-#[derive(Debug)]
-pub struct ApiArtifactReader {
-    client: CoordinatorClient,
-    batch_id: BatchId,
-    /// `batches/<id>/`: the only keys this reader serves.
-    prefix: String,
-}
-
-impl ApiArtifactReader {
-    /// A reader of `batch_id`'s objects through `client`.
-    pub fn new(client: CoordinatorClient, batch_id: BatchId) -> ApiArtifactReader {
-        let prefix = format!("batches/{batch_id}/");
-        ApiArtifactReader {
-            client,
-            batch_id,
-            prefix,
-        }
-    }
-
-    fn refused(key: &str) -> ArtifactError {
-        ArtifactError::Failed {
-            key: key.to_owned(),
-            message: "the coordinator's artifacts are read-only here".to_owned(),
-        }
-    }
-}
-
-/// Maps a client error about `key` to the store's vocabulary.
-fn artifact_error(key: &str, error: ClientError) -> ArtifactError {
-    match error {
-        ClientError::NotFound { .. } => ArtifactError::NotFound {
-            key: key.to_owned(),
-        },
-        error if error.is_transient() => ArtifactError::Transient {
-            key: key.to_owned(),
-            message: error.to_string(),
-        },
-        error => ArtifactError::Failed {
-            key: key.to_owned(),
-            message: error.to_string(),
-        },
-    }
-}
-
-#[async_trait]
-impl ArtifactStore for ApiArtifactReader {
-    async fn put(&self, key: &str, _bytes: Vec<u8>) -> Result<ArtifactRef, ArtifactError> {
-        Err(ApiArtifactReader::refused(key))
-    }
-
-    async fn put_if_absent(&self, key: &str, _bytes: Vec<u8>) -> Result<PutOutcome, ArtifactError> {
-        Err(ApiArtifactReader::refused(key))
-    }
-
-    async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
-        let Some(path) = key.strip_prefix(&self.prefix) else {
-            return Err(ArtifactError::NotFound {
-                key: key.to_owned(),
-            });
-        };
-        self.client
-            .artifact(&self.batch_id, path)
-            .await
-            .map_err(|error| artifact_error(key, error))
-    }
-
-    async fn get_file(&self, key: &str, path: &std::path::Path) -> Result<u64, ArtifactError> {
-        let Some(relative) = key.strip_prefix(&self.prefix) else {
-            return Err(ArtifactError::NotFound {
-                key: key.to_owned(),
-            });
-        };
-        self.client
-            .download_artifact(&self.batch_id, relative, path)
-            .await
-            .map_err(|error| artifact_error(key, error))
-    }
-
-    async fn exists(&self, key: &str) -> Result<bool, ArtifactError> {
-        match self.get(key).await {
-            Ok(_) => Ok(true),
-            Err(ArtifactError::NotFound { .. }) => Ok(false),
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
-        // The coordinator lists only under the prefix when it can (a job's directory, not the
-        // whole batch); one that cannot lists everything, and the filter below still holds.
-        let under = prefix.strip_prefix(&self.prefix).unwrap_or("");
-        let paths = self
-            .client
-            .artifacts_under(&self.batch_id, under)
-            .await
-            .map_err(|error| artifact_error(prefix, error))?;
-        let mut keys: Vec<String> = paths
-            .into_iter()
-            .map(|path| format!("{}{path}", self.prefix))
-            .filter(|key| key.starts_with(prefix))
-            .collect();
-        keys.sort();
-        Ok(keys)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn event(name: &str, data: &str) -> SseEvent {
-        SseEvent {
-            event: name.to_owned(),
-            data: data.to_owned(),
-        }
-    }
-
-    /// Parses `chunks` in order and compares every completed event with `expect`.
-    fn check(chunks: &[&str], expect: &[SseEvent]) {
-        let mut parser = SseParser::default();
-        let events: Vec<SseEvent> = chunks
-            .iter()
-            .flat_map(|chunk| parser.push(chunk.as_bytes()))
-            .collect();
-        assert_eq!(events, expect, "{chunks:?}");
-    }
-
-    #[test]
-    fn sse_events_are_parsed_across_chunks() {
-        check(
-            &["event: progress\ndata: {}\n\n"],
-            &[event("progress", "{}")],
-        );
-        check(
-            &["event: prog", "ress\r\ndata: {\"a\"", ":1}\r\n", "\r\n"],
-            &[event("progress", "{\"a\":1}")],
-        );
-        check(&[": keep-alive\n\n"], &[]);
-        check(&["data: a\ndata: b\n\n"], &[event("message", "a\nb")]);
-        check(
-            &["data:x\n\nevent: end\ndata: {}\n\n"],
-            &[event("message", "x"), event("end", "{}")],
-        );
-        check(&["event: end\ndata: {}\n"], &[]);
-        check(
-            &["id: 3\nretry: 10\nevent: end\ndata: {}\n\n"],
-            &[event("end", "{}")],
-        );
-    }
 
     #[test]
     fn base_urls_keep_their_path() {

@@ -140,28 +140,7 @@ fn render_trend(
     all: bool,
 ) -> String {
     if format == TableFormat::Json {
-        let units: Vec<Value> = rows
-            .iter()
-            .map(|row| {
-                json!({
-                    "label": row.label,
-                    "batches": row.cells.iter().map(|cell| unit_json(cell.as_ref())).collect::<Vec<_>>(),
-                    "runs": row.runs,
-                    "passes": row.passes,
-                    "passRate": row.pass_rate(),
-                    "costUsd": (row.priced_runs > 0).then_some(row.cost_usd),
-                    "costPerRunUsd": row.cost_per_run_usd(),
-                    "batchesPassed": row.batches_passed,
-                    "batchesFailed": row.batches_failed,
-                    "flaky": row.flaky(),
-                })
-            })
-            .collect();
-        let ids: Vec<&str> = batches
-            .iter()
-            .map(|batch| batch.batch_id.as_str())
-            .collect();
-        return format!("{}\n", json!({ "batches": ids, "units": units }));
+        return trend_json(batches, rows);
     }
     // Columns are headed b1, b2, … (oldest first) and a legend below names each batch: a batch
     // id (22 characters) or even its time per column would push five batches past 100
@@ -174,29 +153,7 @@ fn render_trend(
     // looks at after a nightly sweep) and counts the steady rest.
     let compact = !all && rows.len() > crate::text::LISTED_UNITS;
     let shown: Vec<&TrendRow> = rows.iter().filter(|row| !compact || row.flaky()).collect();
-    let cells: Vec<Vec<String>> = shown
-        .iter()
-        .map(|row| {
-            let mut cells = vec![row.label.clone()];
-            cells.extend(row.cells.iter().map(|cell| match cell {
-                Some(unit) => format!("{:.0}%", unit.pass_rate().unwrap_or(0.0) * 100.0),
-                None => "-".to_owned(),
-            }));
-            cells.push(format!(
-                "{}/{} {:.0}%",
-                row.passes,
-                row.runs,
-                row.pass_rate().unwrap_or(0.0) * 100.0
-            ));
-            cells.push(usd(row.cost_per_run_usd()));
-            cells.push(if row.flaky() {
-                "FLAKY".to_owned()
-            } else {
-                String::new()
-            });
-            cells
-        })
-        .collect();
+    let cells: Vec<Vec<String>> = shown.iter().map(|row| trend_cells(row)).collect();
     let right: Vec<usize> = (1..=batches.len() + 2).collect();
     let mut out = if cells.is_empty() {
         String::new()
@@ -237,4 +194,53 @@ fn render_trend(
         );
     }
     out
+}
+
+/// The trend as one JSON document: the batches, oldest first, and every unit.
+fn trend_json(batches: &[BatchCounts], rows: &[TrendRow]) -> String {
+    let units: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "label": row.label,
+                "batches": row.cells.iter().map(|cell| unit_json(cell.as_ref())).collect::<Vec<_>>(),
+                "runs": row.runs,
+                "passes": row.passes,
+                "passRate": row.pass_rate(),
+                "costUsd": (row.priced_runs > 0).then_some(row.cost_usd),
+                "costPerRunUsd": row.cost_per_run_usd(),
+                "batchesPassed": row.batches_passed,
+                "batchesFailed": row.batches_failed,
+                "flaky": row.flaky(),
+            })
+        })
+        .collect();
+    let ids: Vec<&str> = batches
+        .iter()
+        .map(|batch| batch.batch_id.as_str())
+        .collect();
+    format!("{}\n", json!({ "batches": ids, "units": units }))
+}
+
+/// One unit's row of the text or Markdown table: its pass rate per batch, over every run,
+/// its cost per run and its flaky flag.
+fn trend_cells(row: &TrendRow) -> Vec<String> {
+    let mut cells = vec![row.label.clone()];
+    cells.extend(row.cells.iter().map(|cell| match cell {
+        Some(unit) => format!("{:.0}%", unit.pass_rate().unwrap_or(0.0) * 100.0),
+        None => "-".to_owned(),
+    }));
+    cells.push(format!(
+        "{}/{} {:.0}%",
+        row.passes,
+        row.runs,
+        row.pass_rate().unwrap_or(0.0) * 100.0
+    ));
+    cells.push(usd(row.cost_per_run_usd()));
+    cells.push(if row.flaky() {
+        "FLAKY".to_owned()
+    } else {
+        String::new()
+    });
+    cells
 }

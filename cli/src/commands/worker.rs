@@ -367,6 +367,50 @@ async fn metrics_endpoint(
     Ok(Some(guard))
 }
 
+/// The job loop's settings from the flags.
+fn worker_config(
+    args: &WorkerArgs,
+    nats: &cowork_fabric::nats::NatsConfig,
+    worker_id: &str,
+    tiers: &[Tier],
+    timings: &WorkerTimings,
+) -> WorkerConfig {
+    WorkerConfig {
+        worker_id: worker_id.to_owned(),
+        tiers: tiers.to_vec(),
+        slots: usize::from(args.slots),
+        replay_pack: usize::from(args.replay_pack),
+        ack_wait: nats.ack_wait,
+        max_deliver: u32::try_from(nats.max_deliver).unwrap_or(5).max(1),
+        cache_dir: args.cache_dir.clone(),
+        cache_max_bytes: (args.cache_max_mib > 0)
+            .then(|| args.cache_max_mib.saturating_mul(1024 * 1024)),
+        work_dir: args.work_dir.clone(),
+        keep_work_dirs: args.keep_work,
+        unpack_limits: UnpackLimits::default(),
+        backoff: Backoff::default(),
+        renew_every: timings.renew_every,
+        verify_jobs: true,
+        store_deadline: timings.store_deadline,
+    }
+}
+
+/// The job loop's ports: the fleet's queue, events and registries, the bucket, the executor.
+fn worker_ports(
+    fabric: &cowork_fabric::nats::NatsFabric,
+    store: Arc<cowork_fabric::s3::S3ArtifactStore>,
+    executor: Arc<dyn Executor>,
+) -> WorkerPorts {
+    WorkerPorts {
+        queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,
+        events: Arc::new(fabric.events.clone()) as Arc<dyn EventLog>,
+        store: store as Arc<dyn ArtifactStore>,
+        executor,
+        batches: Some(Arc::new(fabric.batches.clone()) as Arc<dyn BatchRegistry>),
+        workers: Some(Arc::new(fabric.workers.clone()) as Arc<dyn WorkerRegistry>),
+    }
+}
+
 /// `cowork worker`.
 pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let nats = nats_config(&args.nats)?;
@@ -390,32 +434,8 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let fabric = connect_nats(&nats).await.map_err(set_up_refused)?;
 
     let (executor, executor_name, version) = build_executor(&args, &host_probe).await?;
-    let config = WorkerConfig {
-        worker_id: worker_id.clone(),
-        tiers: tiers.clone(),
-        slots: usize::from(args.slots),
-        replay_pack: usize::from(args.replay_pack),
-        ack_wait: nats.ack_wait,
-        max_deliver: u32::try_from(nats.max_deliver).unwrap_or(5).max(1),
-        cache_dir: args.cache_dir.clone(),
-        cache_max_bytes: (args.cache_max_mib > 0)
-            .then(|| args.cache_max_mib.saturating_mul(1024 * 1024)),
-        work_dir: args.work_dir.clone(),
-        keep_work_dirs: args.keep_work,
-        unpack_limits: UnpackLimits::default(),
-        backoff: Backoff::default(),
-        renew_every: timings.renew_every,
-        verify_jobs: true,
-        store_deadline: timings.store_deadline,
-    };
-    let ports = WorkerPorts {
-        queue: Arc::new(fabric.queue.clone()) as Arc<dyn JobQueue>,
-        events: Arc::new(fabric.events.clone()) as Arc<dyn EventLog>,
-        store: store as Arc<dyn ArtifactStore>,
-        executor,
-        batches: Some(Arc::new(fabric.batches.clone()) as Arc<dyn BatchRegistry>),
-        workers: Some(Arc::new(fabric.workers.clone()) as Arc<dyn WorkerRegistry>),
-    };
+    let config = worker_config(&args, &nats, &worker_id, &tiers, &timings);
+    let ports = worker_ports(&fabric, store, executor);
     let identity = WorkerIdentity {
         worker_id: worker_id.clone(),
         tiers: tiers.clone(),

@@ -1,0 +1,174 @@
+//! The batch flags shared by the commands that start a batch (`run`, `submit`, `eval`,
+//! `resume`, `coordinator`): what to run, how often, with which executor, mode and limits.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+/// Which executor runs jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorArg {
+    /// The real cowork-harness CLI (--harness-bin), one process per job.
+    Harness,
+    /// The seeded simulator: fast, free, and marked simulated everywhere.
+    Sim,
+}
+
+/// Admission controls shared by `run` and `coordinator`.
+#[derive(Debug, Args)]
+pub struct AdmissionArgs {
+    /// First dispatch pause of a tier after a run hits the model's usage limit; it doubles with
+    /// each further one in a row, up to 10 minutes. A duration with a unit: `30s`, `500ms`.
+    #[arg(
+        long,
+        env = "COWORK_USAGE_LIMIT_PAUSE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub usage_limit_pause: String,
+    /// Per-model admission limit shared by every job (repeatable or comma-separated):
+    /// `MODEL=CONCURRENCY[/PERIOD]`, e.g. `claude-sonnet=20/4s` = at most 20 jobs of models
+    /// starting with `claude-sonnet` in flight and at most 20 admissions in any 4 s. `default`
+    /// names jobs without a model axis.
+    #[arg(
+        long,
+        env = "COWORK_MODEL_LIMITS",
+        value_name = "MODEL=N[/PERIOD]",
+        value_delimiter = ','
+    )]
+    pub model_limit: Vec<String>,
+}
+
+// The batch flags shared by `run` and `submit` (harness-behaviour.md#repeat-flags,
+// harness-behaviour.md#matrix-flags). Numbers are read with JavaScript `Number()` rules, like the
+// CLI's.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Run each scenario (or each matrix cell) N times: 2..=10000 (the CLI's own cap is 100).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub repeat: Option<String>,
+    /// Sweep a matrix file (baselines × models × skill_dirs) over one scenario.
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
+    /// A rollup passes when passes/completed >= this, in [0, 1] (default 1). Needs --repeat.
+    #[arg(long, value_name = "RATE", allow_negative_numbers = true)]
+    pub min_pass_rate: Option<String>,
+    /// Stop a unit at the first index where both a pass and a fail exist; the unit fails.
+    #[arg(long)]
+    pub stop_on_diverge: bool,
+    /// Per-file / per-cell budget in USD: stop when spend >= cap and runs remain (as the
+    /// harness CLI does).
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub max_budget_usd: Option<String>,
+    /// Budget in USD for the whole batch, all cells together (a fleet feature beside the CLI's
+    /// per-cell --max-budget-usd): admission keeps known spend plus the in-flight estimate
+    /// under it; when reached, every open unit stops as a budget stop. Needs --repeat.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub batch_budget_usd: Option<String>,
+    /// Judge a budget-stopped unit on its completed runs instead of failing it.
+    #[arg(long)]
+    pub allow_budget_stop: bool,
+    /// Keep the first N matrix cells (default 16, like the CLI). Needs --matrix.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_cells: Option<String>,
+    /// Judge a truncated matrix on its executed cells instead of failing it.
+    #[arg(long)]
+    pub allow_truncated_matrix: bool,
+    /// Accepted for CLI compatibility (1..=8, needs --matrix); fleet parallelism is --slots.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub concurrency: Option<String>,
+    /// Run every job as a control arm without the skill (forwarded to the harness).
+    #[arg(long)]
+    pub ablate_skill: bool,
+    /// Policy for gates without a scripted answer, forwarded to every job: fail or first.
+    #[arg(long, value_name = "POLICY")]
+    pub on_unanswered: Option<String>,
+    /// Decider model id, forwarded to every job.
+    #[arg(long, value_name = "MODEL")]
+    pub decider_model: Option<String>,
+    /// Refused: an external decider is interactive and serial.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub decider_dir: Option<String>,
+    /// Refused: an external decider is interactive and serial.
+    #[arg(long, value_name = "CMD", hide = true)]
+    pub decider_cmd: Option<String>,
+    /// A label forwarded to every run (`RunResult.runLabel`; one line, at most 200 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Hard wall-clock limit per job, with a unit: 45m, 90s, 1h, 500ms (a bare number is
+    /// refused). Default: the scenario's timeout_ms + 120 s, else 30 min. It must exceed the
+    /// scenario's own timeout.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+    pub job_timeout: Option<String>,
+    /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
+    /// work tree holding the target, else the current directory).
+    #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
+    pub bundle_root: Option<PathBuf>,
+}
+
+/// The executor of a batch and the simulator's settings, shared by `run` and `submit`.
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// Executor for every job of the batch.
+    #[arg(long, value_enum, env = "COWORK_EXECUTOR", default_value = "harness")]
+    pub executor: ExecutorArg,
+    /// Seed of the sim executor: the same seed gives the same results.
+    #[arg(long, env = "COWORK_SIM_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// Simulation profile (YAML `rules:` list: pass_rate, cost_usd, duration_ms … per scenario/cell).
+    #[arg(long, value_name = "FILE")]
+    pub sim_profile: Option<PathBuf>,
+}
+
+/// How the harness process is started and stopped (the harness executor; the container
+/// executor keeps its own environment rules).
+#[derive(Debug, Args)]
+pub struct HarnessProcessArgs {
+    /// How long a harness sent SIGTERM (job timeout, cancel --kill-running, the second Ctrl-C,
+    /// cowork's own death) may take to remove its Docker containers and networks before its
+    /// process group is killed (e.g. 30s, 2m).
+    #[arg(
+        long,
+        env = "COWORK_HARNESS_GRACE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub harness_grace: String,
+    /// Another worker environment variable passed to the harness, beside the default
+    /// allow-list (repeatable; COWORK_HARNESS_ENV takes names separated by commas). Its value
+    /// is scrubbed from everything stored when it looks like a secret.
+    #[arg(
+        long,
+        env = "COWORK_HARNESS_ENV",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub harness_env: Vec<String>,
+}
+
+/// Record and replay: the two harness modes CI lives on.
+#[derive(Debug, Args)]
+pub struct ModeArgs {
+    /// Run each job with `cowork-harness record`; its cassette is stored beside result.json.
+    #[arg(long, conflicts_with = "replay")]
+    pub record: bool,
+    /// Replay a cassette file or a directory of cassettes (*.json): one job per cassette on the
+    /// `replay` tier, no model tokens spent. Each cassette needs its session and skill dirs at
+    /// their recorded relative places.
+    #[arg(long, value_name = "CASSETTES", conflicts_with = "target")]
+    pub replay: Option<PathBuf>,
+}
+
+impl ModeArgs {
+    /// The batch mode these flags ask for.
+    pub fn batch_mode(&self) -> cowork_schema::batch::BatchMode {
+        use cowork_schema::batch::BatchMode;
+        if self.replay.is_some() {
+            BatchMode::Replay
+        } else if self.record {
+            BatchMode::Record
+        } else {
+            BatchMode::Run
+        }
+    }
+}
