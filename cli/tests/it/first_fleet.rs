@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::fleet::Fleet;
@@ -15,21 +16,20 @@ use crate::support::{Sandbox, copy_dir, fixture, workspace_root};
 /// Polls `cowork workers` until `done` holds for its output, with a deadline (the heartbeat
 /// and its expiry are the workers' own pace, not the test's).
 fn workers_until(fleet: &Fleet, cwd: &Path, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = fleet.cowork(cwd, &["workers"]);
-        assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
-        let text = format!("{}{}", out.stdout, out.stderr);
-        if done(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "`cowork workers` never showed {what}:\n{text}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(format!("`cowork workers` shows {what}"))
+        .within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let out = fleet.cowork(cwd, &["workers"]);
+            assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
+            let text = format!("{}{}", out.stdout, out.stderr);
+            if done(&text) {
+                Ok(text)
+            } else {
+                Err(format!("\n{text}"))
+            }
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
