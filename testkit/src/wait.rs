@@ -12,6 +12,8 @@
 //!     .poll(|| started.exists());
 //! ```
 //!
+//! A wait for a message ([`Wait::try_receive`]) blocks on its channel instead of polling.
+//!
 //! What a poll returns decides what the wait gives back ([`Attempt`]): `bool` gives `()`,
 //! `Option<T>` gives the `T` found, and `Result<T, E>` gives the `T` and prints the last `E`
 //! (the last thing seen) on timeout.
@@ -85,7 +87,8 @@ impl<T, E: Display> Attempt for Result<T, E> {
     }
 }
 
-/// A wait that ran out of time: its reason, bound and the last thing seen.
+/// A wait that ran out of time (or whose channel closed): its reason, bound and the last thing
+/// seen.
 #[derive(Debug)]
 pub struct TimedOut {
     reason: String,
@@ -97,7 +100,7 @@ impl Display for TimedOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "timed out after {:?} waiting until {}",
+            "gave up after {:?} waiting until {}",
             self.within, self.reason
         )?;
         if let Some(seen) = &self.last_seen {
@@ -149,6 +152,35 @@ impl<'a> Wait<'a> {
     /// that cleans up before it fails, or that checks what is left itself.
     pub fn try_poll<A: Attempt>(self, attempt: impl FnMut() -> A) -> Result<A::Found, TimedOut> {
         try_poll_blocking(self.reason, self.within, self.every, attempt)
+    }
+
+    /// Receives from `channel` until `accept` takes a message (returning `Some`), blocking on
+    /// the channel, not polling it: what `accept` returned, or [`TimedOut`] once the bound
+    /// passed or every sender hung up.
+    pub fn try_receive<T, U>(
+        self,
+        channel: &std::sync::mpsc::Receiver<T>,
+        mut accept: impl FnMut(T) -> Option<U>,
+    ) -> Result<U, TimedOut> {
+        let deadline = std::time::Instant::now() + self.within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let last_seen = match channel.recv_timeout(left) {
+                Ok(message) => match accept(message) {
+                    Some(accepted) => return Ok(accepted),
+                    None => continue,
+                },
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    Some("every sender hung up".to_owned())
+                }
+            };
+            return Err(TimedOut {
+                reason: self.reason,
+                within: self.within,
+                last_seen,
+            });
+        }
     }
 
     /// [`Wait::poll`] of an async `attempt`, on tokio's clock (so it also runs in paused time).
@@ -246,6 +278,7 @@ mod tests {
             .expect_err("the condition never holds");
         let text = timed_out.to_string();
         assert!(text.contains("waiting until never"), "{text}");
+        assert!(text.starts_with("gave up after 20ms"), "{text}");
         assert!(text.contains("last seen: still nothing"), "{text}");
     }
 
@@ -257,6 +290,36 @@ mod tests {
             .every(Duration::from_millis(1))
             .context(|| "the fleet's logs".to_owned())
             .poll(|| false);
+    }
+
+    #[test]
+    fn a_receive_returns_the_first_message_accepted() {
+        let (sender, channel) = std::sync::mpsc::channel();
+        for line in ["starting", "stopping: waiting for 2 jobs", "later"] {
+            sender.send(line).expect("the channel is open");
+        }
+        let mut passed = Vec::new();
+        let found = wait_until("a stopping line").try_receive(&channel, |line| {
+            if line.starts_with("stopping") {
+                Some(line)
+            } else {
+                passed.push(line);
+                None
+            }
+        });
+        assert_eq!(
+            found.expect("the line was sent"),
+            "stopping: waiting for 2 jobs"
+        );
+        assert_eq!(passed, ["starting"]);
+        drop(sender);
+        let closed = wait_until("another line")
+            .try_receive(&channel, |line| (line == "never").then_some(()))
+            .expect_err("the sender hung up");
+        assert!(
+            closed.to_string().contains("every sender hung up"),
+            "{closed}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

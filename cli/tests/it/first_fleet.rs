@@ -5,7 +5,7 @@
 //! with `kill -9` is listed as lost.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_testkit::wait_until;
 use serde_json::Value;
@@ -215,23 +215,21 @@ async fn a_watch_names_a_worker_killed_mid_batch_and_what_waits_on_it() {
         })
     });
     fleet.kill("w0");
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
-    let named = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) if line.contains("worker w0 lost: no heartbeat since") => break line,
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = watch.kill();
-                panic!(
-                    "the watch never named the lost worker:\n{}\n{}",
-                    seen.join("\n"),
-                    fleet.logs()
-                );
+    let named = wait_until("the watch names the lost worker")
+        .within(Duration::from_secs(60))
+        .try_receive(&lines, |line| {
+            if line.contains("worker w0 lost: no heartbeat since") {
+                Some(line)
+            } else {
+                seen.push(line);
+                None
             }
-        }
-    };
+        });
+    let named = named.unwrap_or_else(|timed_out| {
+        let _ = watch.kill();
+        panic!("{timed_out}\n{}\n{}", seen.join("\n"), fleet.logs());
+    });
     let _ = watch.kill();
     let _ = watch.wait();
     assert!(

@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_testkit::wait_until;
 
@@ -143,22 +143,16 @@ impl Running {
 
     /// Waits for a stderr line holding `needle` and returns it.
     fn line_with(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.stderr.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(_) => {
-                    let context = self.context();
-                    panic!("stderr never said {needle:?}\n{context}");
-                }
-            }
-        }
+        let said = wait_until(format!("stderr says {needle:?}"))
+            .within(PATIENCE)
+            .try_receive(&self.lines, |line| {
+                self.stderr.push(line.clone());
+                line.contains(needle).then_some(line)
+            });
+        said.unwrap_or_else(|timed_out| {
+            let context = self.context();
+            panic!("{timed_out}\n{context}");
+        })
     }
 
     /// Sends `signal` (a `kill` name: `INT`, `KILL`) to the process.
