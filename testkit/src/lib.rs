@@ -18,6 +18,10 @@
 //! - [`DelayProxy`] ([`delay`]): a proxy that makes a server slow — its answers, or some NATS
 //!   publishes — for fault tests.
 //!
+//! - [`wait_until`] ([`wait`]): polls a condition until it holds, failing with its reason
+//!   after a bound that is only a safety net.
+//! - [`job_spec`] and [`batch_spec`] ([`specs`]): builders of the specs tests publish.
+//!
 //! A server can also be frozen (`pause`, SIGSTOP) and thawed (`resume`, SIGCONT): its process
 //! and connections stay, it just stops answering.
 
@@ -31,7 +35,11 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 pub mod delay;
+pub mod specs;
+pub mod wait;
 pub use delay::{DelayProxy, Slowness};
+pub use specs::{batch_spec, job_spec};
+pub use wait::wait_until;
 
 /// The lowest port [`free_port`] hands out: above the well-known and the usual service ports.
 const FIRST_TEST_PORT: u16 = 10_000;

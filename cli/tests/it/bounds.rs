@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use cowork_testkit::wait_until;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -226,18 +227,20 @@ async fn metrics_scrapes_do_not_walk_the_batch_registry() {
     let metrics_url = format!("{}/metrics", fleet.coordinator_url());
     let done_series = "cowork_batches{state=\"done\"}";
     // Readiness with a deadline: the coordinator's view follows the registry's changes.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_until(format!(
+        "/metrics counts the {REGISTRY_BATCHES} done batches"
+    ))
+    .within(Duration::from_secs(30))
+    .every(Duration::from_millis(100))
+    .poll_async(async || {
         let text = get_text(&metrics_url).await;
         if sample(&text, done_series) == Some(REGISTRY_BATCHES as f64) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("\n{text}"))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "/metrics never counted the {REGISTRY_BATCHES} done batches:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 
     let before = nats_messages(monitor_port).await;
     let mut took = Vec::new();
@@ -369,25 +372,24 @@ async fn submits_beyond_the_cap_are_refused_with_retry_after() {
     };
     let mut held = start_held().await;
     // Readiness with a deadline: the held submit takes its slot once its handler runs.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let retry_after = loop {
-        let (status, retry_after) = empty_submit(port).await;
-        if status.starts_with("HTTP/1.1 503") {
-            break retry_after;
-        }
-        // Answered (refused while a probe held the slot) or closed: send it again.
-        let mut answer = [0u8; 64];
-        let still_waiting = matches!(held.try_read(&mut answer),
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock);
-        if !still_waiting {
-            held = start_held().await;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a submit beyond a cap of 1 was not refused: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let retry_after = wait_until("a submit beyond a cap of 1 is refused")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(50))
+        .poll_async(async || {
+            let (status, retry_after) = empty_submit(port).await;
+            if status.starts_with("HTTP/1.1 503") {
+                return Ok(retry_after);
+            }
+            // Answered (refused while a probe held the slot) or closed: send it again.
+            let mut answer = [0u8; 64];
+            let still_waiting = matches!(held.try_read(&mut answer),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock);
+            if !still_waiting {
+                held = start_held().await;
+            }
+            Err(status)
+        })
+        .await;
     assert_eq!(
         retry_after.as_deref(),
         Some("5"),
@@ -406,19 +408,18 @@ async fn submits_beyond_the_cap_are_refused_with_retry_after() {
     refused.expect_stderr("--max-concurrent-submits");
 
     drop(held);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = fleet.cowork(&root, &args);
-        if out.code() == 0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the freed slot never served a submit: {}",
-            out.context()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("the freed slot serves a submit")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(50))
+        .poll_async(async || {
+            let out = fleet.cowork(&root, &args);
+            if out.code() == 0 {
+                Ok(())
+            } else {
+                Err(out.context())
+            }
+        })
+        .await;
 }
 
 /// Bytes of each large submit's bundle part (under the default 256 MiB bundle limit).

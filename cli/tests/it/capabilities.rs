@@ -8,6 +8,7 @@ use std::process::Command;
 
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::event::JobEventKind;
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::faults::EventFollower;
@@ -34,25 +35,20 @@ fn harness_worker_args(name: &str, tiers: &str) -> Vec<String> {
 /// first heartbeat.
 fn worker_record(fleet: &Fleet, cwd: &Path, name: &str) -> Value {
     // The heartbeat is the worker's first act after connecting; poll for it with a deadline.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let out = fleet.cowork(cwd, &["workers", "--output-format", "json"]);
-        assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
-        let workers: Value = serde_json::from_str(out.stdout.trim())
-            .unwrap_or_else(|e| out.fail(&format!("workers is not JSON: {e}")));
-        let found = workers
-            .as_array()
-            .and_then(|all| all.iter().find(|worker| worker["workerId"] == name));
-        if let Some(worker) = found {
-            return worker.clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "worker {name} never listed: {workers}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until(format!("worker {name} is listed"))
+        .within(std::time::Duration::from_secs(60))
+        .every(std::time::Duration::from_millis(50))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let out = fleet.cowork(cwd, &["workers", "--output-format", "json"]);
+            assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
+            let workers: Value = serde_json::from_str(out.stdout.trim())
+                .unwrap_or_else(|e| out.fail(&format!("workers is not JSON: {e}")));
+            let found = workers
+                .as_array()
+                .and_then(|all| all.iter().find(|worker| worker["workerId"] == name));
+            found.cloned().ok_or(workers)
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,10 +14,11 @@
 //! stored run, never run again). Faults are timed by the batch's own events and conditions
 //! are awaited by bounded polling.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::BatchId;
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::faults::{EventFollower, check_each_ran_once, finish_and_check_of, submit_of};
@@ -110,22 +111,21 @@ const STALL_GUARD: Duration = Duration::from_secs(60);
 
 /// Polls `probe` until its output names a stall of the jobs stream; returns that output.
 fn until_stall_shown(fleet: &Fleet, what: &str, probe: impl Fn() -> String) -> String {
-    let deadline = Instant::now() + STALL_GUARD;
-    loop {
-        let text = probe();
-        if text.contains("stream COWORK_JOBS has no")
-            || text.contains("stream COWORK_JOBS does not answer")
-        {
-            eprintln!("{what} names the stall:\n{text}");
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not name the stalled jobs stream within {STALL_GUARD:?}; last output:\n{text}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until(format!("{what} names the stalled jobs stream"))
+        .within(STALL_GUARD)
+        .every(Duration::from_millis(200))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let text = probe();
+            if text.contains("stream COWORK_JOBS has no")
+                || text.contains("stream COWORK_JOBS does not answer")
+            {
+                eprintln!("{what} names the stall:\n{text}");
+                Ok(text)
+            } else {
+                Err(format!("\n{text}"))
+            }
+        })
 }
 
 /// Milliseconds since the Unix epoch, the clock of a stall's `sinceMs`.

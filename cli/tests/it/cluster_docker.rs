@@ -29,6 +29,7 @@ use cowork_fabric::s3::{S3ArtifactStore, S3Config};
 use cowork_fabric::secret::Secret;
 use cowork_schema::BatchId;
 use cowork_schema::event::JobEventKind;
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::faults::{batch_args, check_each_ran_once, profile_file, reference_rollup_of};
@@ -308,35 +309,27 @@ impl ClusterLab {
     /// The node that is the cluster's meta leader now, from a node's `/jsz`.
     fn meta_leader(&self) -> String {
         use std::io::{Read, Write};
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            for node in NODES {
-                let address = self.address(node, &self.main, MONITOR_PORT);
-                let Ok(mut stream) =
-                    std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))
-                else {
-                    continue;
-                };
-                // A short deadline bounds one probe; this loop owns the overall deadline.
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = stream.write_all(b"GET /jsz HTTP/1.0\r\n\r\n");
-                let mut reply = String::new();
-                let _ = stream.read_to_string(&mut reply);
-                let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
-                if let Ok(jsz) = serde_json::from_str::<Value>(body)
-                    && let Some(leader) = jsz["meta_cluster"]["leader"].as_str()
-                    && NODES.contains(&leader)
-                {
-                    return leader.to_owned();
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no node named a meta leader\n{}",
-                self.lab.logs()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_until("a node names a meta leader")
+            .within(Duration::from_secs(30))
+            .every(Duration::from_millis(200))
+            .context(|| self.lab.logs())
+            .poll(|| {
+                NODES.iter().find_map(|node| {
+                    let address = self.address(node, &self.main, MONITOR_PORT);
+                    let mut stream =
+                        std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))
+                            .ok()?;
+                    // A short deadline bounds one probe; the wait owns the overall bound.
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                    let _ = stream.write_all(b"GET /jsz HTTP/1.0\r\n\r\n");
+                    let mut reply = String::new();
+                    let _ = stream.read_to_string(&mut reply);
+                    let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
+                    let jsz = serde_json::from_str::<Value>(body).ok()?;
+                    let leader = jsz["meta_cluster"]["leader"].as_str()?;
+                    NODES.contains(&leader).then(|| leader.to_owned())
+                })
+            })
     }
 
     /// Follows the batch to its end from the host and checks it: every job counted, started

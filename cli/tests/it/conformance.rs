@@ -17,6 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::fleet::Fleet;
@@ -938,14 +939,10 @@ fn ctrl_c_twice_during_a_replay_leaves_no_replay_temp_dir() {
     let started = repo.root.join("../started");
     // Waits for the harness to have leaked its temp dir and started to hang: a file the
     // harness writes, polled, not a guess at how long that takes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the harness never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the harness started")
+        .within(std::time::Duration::from_secs(60))
+        .every(std::time::Duration::from_millis(20))
+        .poll(|| started.exists());
     // Stderr is read line by line, so that the second Ctrl-C is sent only once cowork said it
     // handled the first.
     let stderr = child.stderr.take().expect("piped stderr");
@@ -1124,15 +1121,11 @@ fn cancel_with_kill_running_on_the_fleet_leaves_no_replay_temp_dir() {
     // Waits for the harness to have leaked its temp dir and started to hang: a file the
     // harness writes, polled, not a guess at how long that takes.
     let started = repo.root.join("../started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the harness never started\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the harness started")
+        .within(std::time::Duration::from_secs(120))
+        .every(std::time::Duration::from_millis(20))
+        .context(|| fleet.logs())
+        .poll(|| started.exists());
     let cancel = fleet.cowork(&repo.root, &["cancel", batch.as_str(), "--kill-running"]);
     assert_eq!(cancel.code(), 0, "{}\n{}", cancel.context(), fleet.logs());
     // `watch` of a cancelled batch ends with exit 1 and no verdict, once its running job ended.
@@ -1434,15 +1427,11 @@ fn a_worker_killed_mid_pack_loses_no_replay_and_counts_none_twice() {
     fleet.spawn("w1", &args.iter().map(String::as_str).collect::<Vec<_>>());
     let batch = fleet.submit_detached(&repo.root, &["--replay", "examples/corpus/"]);
     // Polls for the file the hanging harness writes, not a guess at how long a pull takes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !started.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "w1 never started a replay\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("w1 started a replay")
+        .within(std::time::Duration::from_secs(120))
+        .every(std::time::Duration::from_millis(20))
+        .context(|| fleet.logs())
+        .poll(|| started.exists());
     fleet.kill("w1");
     let (harness, calls) = counting_harness(&repo);
     let args = worker("w2", &harness);

@@ -5,8 +5,9 @@
 //! with `kill -9` is listed as lost.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::fleet::Fleet;
@@ -15,21 +16,20 @@ use crate::support::{Sandbox, copy_dir, fixture, workspace_root};
 /// Polls `cowork workers` until `done` holds for its output, with a deadline (the heartbeat
 /// and its expiry are the workers' own pace, not the test's).
 fn workers_until(fleet: &Fleet, cwd: &Path, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = fleet.cowork(cwd, &["workers"]);
-        assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
-        let text = format!("{}{}", out.stdout, out.stderr);
-        if done(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "`cowork workers` never showed {what}:\n{text}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(format!("`cowork workers` shows {what}"))
+        .within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let out = fleet.cowork(cwd, &["workers"]);
+            assert_eq!(out.code(), 0, "{}\n{}", out.context(), fleet.logs());
+            let text = format!("{}{}", out.stdout, out.stderr);
+            if done(&text) {
+                Ok(text)
+            } else {
+                Err(format!("\n{text}"))
+            }
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,23 +215,21 @@ async fn a_watch_names_a_worker_killed_mid_batch_and_what_waits_on_it() {
         })
     });
     fleet.kill("w0");
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
-    let named = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) if line.contains("worker w0 lost: no heartbeat since") => break line,
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = watch.kill();
-                panic!(
-                    "the watch never named the lost worker:\n{}\n{}",
-                    seen.join("\n"),
-                    fleet.logs()
-                );
+    let named = wait_until("the watch names the lost worker")
+        .within(Duration::from_secs(60))
+        .try_receive(&lines, |line| {
+            if line.contains("worker w0 lost: no heartbeat since") {
+                Some(line)
+            } else {
+                seen.push(line);
+                None
             }
-        }
-    };
+        });
+    let named = named.unwrap_or_else(|timed_out| {
+        let _ = watch.kill();
+        panic!("{timed_out}\n{}\n{}", seen.join("\n"), fleet.logs());
+    });
     let _ = watch.kill();
     let _ = watch.wait();
     assert!(

@@ -5,13 +5,13 @@
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::EventLog;
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::BatchId;
 use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind};
-use cowork_testkit::{ClusterProbe, NatsCluster, NatsServer, S3Server, free_port};
+use cowork_testkit::{ClusterProbe, NatsCluster, NatsServer, S3Server, free_port, wait_until};
 
 use crate::support::Output;
 
@@ -198,15 +198,11 @@ impl Fleet {
         );
         // Readiness probe with a deadline: returns as soon as the API accepts connections.
         let address = SocketAddr::from(([127, 0, 0, 1], self.api_port));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the coordinator did not listen; log:\n{}",
-                self.log("coordinator")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("the coordinator listens")
+            .within(Duration::from_secs(30))
+            .every(Duration::from_millis(20))
+            .context(|| format!("log:\n{}", self.log("coordinator")))
+            .poll(|| TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok());
     }
 
     /// The arguments of a `sim` worker named `name`.

@@ -22,10 +22,9 @@ use std::path::{Path, PathBuf};
 
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::api::ApiError;
-use cowork_schema::batch::{
-    BATCH_SPEC_VERSION, BatchFlags, BatchMode, BatchSpec, ExecutorKind, SimSpec,
-};
+use cowork_schema::batch::{BatchFlags, BatchSpec, SimSpec};
 use cowork_schema::event::JobEventKind;
+use cowork_testkit::batch_spec;
 use serde_json::Value;
 
 use crate::fleet::{Fleet, TOKEN, batch_of};
@@ -598,25 +597,19 @@ pub(crate) fn valid_bundle() -> Vec<u8> {
 
 /// A valid spec of a plain `--repeat 2` batch of the project's scenario over `bundle`.
 pub(crate) fn spec_for(bundle: &[u8]) -> BatchSpec {
-    BatchSpec {
-        schema_version: BATCH_SPEC_VERSION,
-        mode: BatchMode::Run,
-        target_display: SCENARIO.to_owned(),
-        target: SCENARIO.to_owned(),
-        scenario_files: vec![SCENARIO.to_owned()],
-        matrix_file: None,
-        flags: BatchFlags {
+    batch_spec()
+        .target(SCENARIO, SCENARIO)
+        .scenario_files([SCENARIO])
+        .flags(BatchFlags {
             repeat: Some(2),
             ..BatchFlags::default()
-        },
-        executor: ExecutorKind::Sim,
-        sim: Some(SimSpec {
+        })
+        .sim(SimSpec {
             seed: 7,
             rules: Vec::new(),
-        }),
-        bundle_sha256: cowork_fabric::sha256_hex(bundle),
-        eval: None,
-    }
+        })
+        .bundle_sha256(cowork_fabric::sha256_hex(bundle))
+        .build()
 }
 
 /// What the coordinator answered.

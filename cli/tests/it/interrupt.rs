@@ -18,7 +18,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use cowork_testkit::wait_until;
 
 use crate::support::{
     Output, Sandbox, cowork, only_batch_dir, read_bytes, read_json, strict_harness, workspace_root,
@@ -141,22 +143,16 @@ impl Running {
 
     /// Waits for a stderr line holding `needle` and returns it.
     fn line_with(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.stderr.push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(_) => {
-                    let context = self.context();
-                    panic!("stderr never said {needle:?}\n{context}");
-                }
-            }
-        }
+        let said = wait_until(format!("stderr says {needle:?}"))
+            .within(PATIENCE)
+            .try_receive(&self.lines, |line| {
+                self.stderr.push(line.clone());
+                line.contains(needle).then_some(line)
+            });
+        said.unwrap_or_else(|timed_out| {
+            let context = self.context();
+            panic!("{timed_out}\n{context}");
+        })
     }
 
     /// Sends `signal` (a `kill` name: `INT`, `KILL`) to the process.
@@ -170,17 +166,17 @@ impl Running {
 
     /// Waits at most `bound` for the process to end; its exit code (`None`: killed by a signal).
     fn exit_within(&mut self, bound: Duration) -> Option<i32> {
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("waiting for cowork") {
-                return status.code();
-            }
-            if Instant::now() > deadline {
+        let ended = wait_until("cowork ended")
+            .within(bound)
+            .every(POLL)
+            .try_poll(|| self.child.try_wait().expect("waiting for cowork"));
+        match ended {
+            Ok(status) => status.code(),
+            Err(timed_out) => {
                 let _ = self.child.kill();
                 let context = self.context();
-                panic!("cowork did not end within {bound:?}\n{context}");
+                panic!("{timed_out}\n{context}");
             }
-            std::thread::sleep(POLL);
         }
     }
 }
@@ -261,53 +257,49 @@ fn wait_for_two_hanging_jobs(
     running: &mut Running,
     batch_dir: &dyn Fn() -> Option<PathBuf>,
 ) -> Vec<Process> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let tree = tree_of(running.pid());
-        let sleeping = tree
-            .iter()
-            .filter(|p| p.cmdline.starts_with("sleep 1000"))
-            .count();
-        let passed = batch_dir().is_some_and(|dir| {
-            (0..2).all(|repeat| {
-                dir.join(format!("jobs/f0/r{repeat}/outcome.json"))
-                    .is_file()
-            })
+    let pid = running.pid();
+    let found = wait_until("the two hanging jobs run beside the stored passing ones")
+        .within(PATIENCE)
+        .every(POLL)
+        .try_poll(|| {
+            let tree = tree_of(pid);
+            let sleeping = tree
+                .iter()
+                .filter(|p| p.cmdline.starts_with("sleep 1000"))
+                .count();
+            let passed = batch_dir().is_some_and(|dir| {
+                (0..2).all(|repeat| {
+                    dir.join(format!("jobs/f0/r{repeat}/outcome.json"))
+                        .is_file()
+                })
+            });
+            if sleeping == 2 && passed {
+                Ok(tree.into_iter().filter(|p| p.pid != pid).collect())
+            } else {
+                Err(format!("{tree:?}"))
+            }
         });
-        if sleeping == 2 && passed {
-            return tree
-                .into_iter()
-                .filter(|p| p.pid != running.pid())
-                .collect();
-        }
-        if Instant::now() > deadline {
-            let context = running.context();
-            panic!(
-                "the two hanging jobs never ran beside the stored passing ones: {tree:?}\n{context}"
-            );
-        }
-        std::thread::sleep(POLL);
-    }
+    found.unwrap_or_else(|timed_out| {
+        let context = running.context();
+        panic!("{timed_out}\n{context}");
+    })
 }
 
 /// Waits at most `bound` until none of `processes` is alive.
 fn all_gone_within(processes: &[Process], bound: Duration, context: &str) {
-    let deadline = Instant::now() + bound;
-    loop {
+    let gone = wait_until("no process outlives cowork")
+        .within(bound)
+        .every(POLL)
+        .try_poll(|| alive(processes).is_empty());
+    if let Err(timed_out) = gone {
         let left = alive(processes);
-        if left.is_empty() {
-            return;
+        // Not left running after the failure: each is killed by its own pid.
+        for process in &left {
+            let _ = Command::new("kill")
+                .args(["-KILL", &process.pid.to_string()])
+                .status();
         }
-        if Instant::now() > deadline {
-            // Not left running after the failure: each is killed by its own pid.
-            for process in &left {
-                let _ = Command::new("kill")
-                    .args(["-KILL", &process.pid.to_string()])
-                    .status();
-            }
-            panic!("processes outlived cowork by {bound:?}: {left:?}\n{context}");
-        }
-        std::thread::sleep(POLL);
+        panic!("{timed_out}\nleft: {left:?}\n{context}");
     }
 }
 
@@ -630,13 +622,13 @@ fn stop_a_held_container_job(stop_by: StopBy) {
             ("TMPDIR", tmp.as_path()),
         ],
     );
-    let deadline = Instant::now() + PATIENCE;
-    while names_in(&sidecars).is_empty() {
-        if Instant::now() > deadline {
-            let context = running.context();
-            panic!("the double never started its sidecar\n{context}");
-        }
-        std::thread::sleep(POLL);
+    let started = wait_until("the double started its sidecar")
+        .within(PATIENCE)
+        .every(POLL)
+        .try_poll(|| !names_in(&sidecars).is_empty());
+    if let Err(timed_out) = started {
+        let context = running.context();
+        panic!("{timed_out}\n{context}");
     }
     assert!(
         names_in(&tmp)
@@ -661,17 +653,16 @@ fn stop_a_held_container_job(stop_by: StopBy) {
             running.signal("KILL");
             assert_eq!(running.exit_within(PATIENCE), None, "killed by the signal");
             // The guard, left alone, stops the harness and removes the temp dir on its own.
-            let deadline = Instant::now() + PATIENCE;
-            while !names_in(&sidecars).is_empty()
-                || names_in(&tmp)
-                    .iter()
-                    .any(|name| name.starts_with("cowork-job-"))
-            {
-                if Instant::now() > deadline {
-                    break;
-                }
-                std::thread::sleep(POLL);
-            }
+            // A timeout is no failure here: the checks below name what is left.
+            let _ = wait_until("the guard removed the sidecar and the temp dir")
+                .within(PATIENCE)
+                .every(POLL)
+                .try_poll(|| {
+                    names_in(&sidecars).is_empty()
+                        && !names_in(&tmp)
+                            .iter()
+                            .any(|name| name.starts_with("cowork-job-"))
+                });
         }
         StopBy::JobTimeout => {
             running.exit_within(PATIENCE);

@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::nats::NatsConfig;
 use cowork_fabric::s3::{S3ArtifactStore, S3Config};
@@ -31,6 +31,7 @@ use cowork_fabric::secret::Secret;
 use cowork_fabric::{ArtifactStore, EventLog, EventSubscription};
 use cowork_schema::BatchId;
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome};
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::faults::{batch_args, profile_file, reference_rollup};
@@ -312,28 +313,26 @@ impl DockerLab {
         request: &[u8],
         expected: &[u8],
     ) {
-        let deadline = Instant::now() + WAIT_LIMIT;
-        loop {
-            if probe(address, request, expected) {
-                return;
-            }
-            let name = self.container_name(role);
-            let running = docker(
-                &["inspect", "--format", "{{.State.Running}}", &name],
-                &|| self.logs(),
-            );
-            assert!(
-                running.trim() == "true",
-                "container {name} exited before serving\n{}",
-                self.logs()
-            );
-            assert!(
-                Instant::now() < deadline,
-                "{role} did not serve on {address} within {WAIT_LIMIT:?}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(format!("{role} serves on {address}"))
+            .within(WAIT_LIMIT)
+            .every(Duration::from_millis(100))
+            .context(|| self.logs())
+            .poll(|| {
+                if probe(address, request, expected) {
+                    return true;
+                }
+                let name = self.container_name(role);
+                let running = docker(
+                    &["inspect", "--format", "{{.State.Running}}", &name],
+                    &|| self.logs(),
+                );
+                assert!(
+                    running.trim() == "true",
+                    "container {name} exited before serving\n{}",
+                    self.logs()
+                );
+                false
+            });
     }
 }
 

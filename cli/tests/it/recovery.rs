@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cowork_schema::event::{JobEventKind, JobOutcome};
+use cowork_testkit::wait_until;
 use serde_json::Value;
 
 use crate::faults::{EventFollower, profile_file};
@@ -68,16 +69,18 @@ async fn cancel_kill_running_kills_every_harness_process_and_ends_the_batch_canc
     );
     let work = fleet.dir.path().join("wh/work");
     // Both slots run a harness (and its grandchild): wait for their processes to appear.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while processes_under(&work).len() < 4 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "two hanging harness runs did not start: {:?}\n{}",
-            processes_under(&work),
-            fleet.logs()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until("two hanging harness runs started")
+        .within(std::time::Duration::from_secs(60))
+        .every(std::time::Duration::from_millis(50))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let processes = processes_under(&work);
+            if processes.len() < 4 {
+                Err(format!("{processes:?}"))
+            } else {
+                Ok(())
+            }
+        });
 
     let out = fleet.cowork(
         sandbox.path(),

@@ -15,12 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::WorkerRegistry;
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::BatchId;
 use cowork_schema::event::{ErrorCategory, JobEvent, JobEventKind, JobOutcome, JobRecord};
+use cowork_testkit::wait_until;
 use cowork_testkit::{DelayProxy, Slowness};
 use serde_json::Value;
 
@@ -56,17 +57,14 @@ pub(crate) fn assert_each_ran_once(runs: &BTreeMap<String, usize>, n_jobs: usize
     assert_eq!(runs.len(), n_jobs, "every job ran once: {runs:?}");
 }
 
-/// Polls `ready` every 50 ms until it holds, or fails naming `what` after `limit`.
-fn wait_for(fleet: &Fleet, what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {limit:?}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Polls `ready` every 50 ms until it holds, or fails naming `what` (and the fleet's logs)
+/// after `limit`.
+fn wait_for(fleet: &Fleet, what: &str, limit: Duration, ready: impl FnMut() -> bool) {
+    wait_until(what)
+        .within(limit)
+        .every(Duration::from_millis(50))
+        .context(|| fleet.logs())
+        .poll(ready);
 }
 
 /// The demo's 4 matrix cells × `repeat` runs of about a second each, on the simulator.

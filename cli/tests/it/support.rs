@@ -343,3 +343,17 @@ pub fn rollup_passes(rollup: &Value, min_pass_rate: f64, allow_budget_stop: bool
         Some(_) => false,
     }
 }
+
+/// A job as a test forges it on the queue, one the coordinator never published: `run` of file
+/// unit 0 (scenario `forged`) on the hostloop tier by the `sim` executor (seed 1, no rules),
+/// with a 60 s timeout.
+pub fn forged_job(batch: &cowork_schema::BatchId) -> cowork_testkit::specs::JobSpecBuilder {
+    cowork_testkit::job_spec()
+        .batch_id(batch.clone())
+        .tier(cowork_schema::job::Tier::Hostloop)
+        .scenario_name("forged")
+        .sim(cowork_schema::batch::SimSpec {
+            seed: 1,
+            rules: Vec::new(),
+        })
+}

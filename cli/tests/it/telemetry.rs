@@ -10,9 +10,9 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cowork_testkit::free_port;
+use cowork_testkit::{free_port, wait_until};
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -423,19 +423,18 @@ fn a_worker_serves_its_job_counters_on_metrics_listen() {
     );
     // The worker counts a job after its ack, which follows the `finished` event the batch
     // already folded: poll the counter itself, with a deadline.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let body = loop {
-        let body = scrape(address);
-        if sample(&body, "cowork_worker_jobs_finished_total") == Some(DEMO_JOBS as u64) {
-            break body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the worker never counted {DEMO_JOBS} finished jobs:\n{body}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let body = wait_until(format!("the worker counted {DEMO_JOBS} finished jobs"))
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(20))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let body = scrape(address);
+            if sample(&body, "cowork_worker_jobs_finished_total") == Some(DEMO_JOBS as u64) {
+                Ok(body)
+            } else {
+                Err(format!("\n{body}"))
+            }
+        });
     assert_eq!(
         sample(&body, "cowork_worker_jobs_running"),
         Some(0),

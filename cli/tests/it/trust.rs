@@ -10,17 +10,17 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::JobQueue as _;
 use cowork_fabric::nats::NatsConfig;
 use cowork_schema::BatchId;
 use cowork_schema::event::JobEventKind;
-use cowork_testkit::{NatsOptions, NatsServer, S3Server};
+use cowork_testkit::{NatsOptions, NatsServer, S3Server, wait_until};
 
 use crate::fleet::{Fleet, TOKEN, batch_of};
 use crate::hostile::{Api, SCENARIO, spec_for, valid_bundle};
-use crate::support::{Output, Sandbox};
+use crate::support::{Output, Sandbox, forged_job};
 
 /// A plain sim batch of the fixture project's scenario.
 const SIM_BATCH: &[&str] = &[SCENARIO, "--repeat", "2", "--executor", "sim"];
@@ -78,23 +78,11 @@ async fn a_sim_job_naming_a_host_file_reads_nothing_outside_the_bundle() {
         ),
     ];
     for (repeat, scenario_file) in &forged {
-        let job: cowork_schema::job::JobSpec = serde_json::from_value(serde_json::json!({
-            "protocol": cowork_schema::job::PROTOCOL_VERSION,
-            "batchId": batch.as_str(),
-            "jobId": format!("{batch}/f0/r{repeat}"),
-            "command": "run",
-            "tier": "hostloop",
-            "unit": cowork_schema::ids::UnitRef::File(0),
-            "repeatIndex": repeat,
-            "scenarioFile": scenario_file,
-            "scenarioName": "forged",
-            "forwardedFlags": [],
-            "bundleSha256": &bundle_sha256,
-            "timeoutMs": 60_000,
-            "executor": "sim",
-            "sim": {"seed": 1, "rules": []},
-        }))
-        .expect("a job spec");
+        let job = forged_job(&batch)
+            .repeat_index(*repeat)
+            .scenario_file(scenario_file)
+            .bundle_sha256(&bundle_sha256)
+            .build();
         fabric
             .queue
             .publish(&job)
@@ -103,31 +91,31 @@ async fn a_sim_job_naming_a_host_file_reads_nothing_outside_the_bundle() {
     }
     fleet.spawn_worker("w0", "hostloop", "1");
 
-    // Wait for both forged jobs to finish (a deadline, not a sleep: the loop ends as soon as
+    // Wait for both forged jobs to finish (a bound, not a sleep: the wait ends as soon as
     // they have).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let finished = loop {
-        let events = fleet.events(&batch).await;
-        let finished: Vec<String> = events
-            .iter()
-            .filter(|event| {
-                forged
-                    .iter()
-                    .any(|(repeat, _)| event.job_id.as_str() == format!("{batch}/f0/r{repeat}"))
-            })
-            .filter(|event| matches!(event.event, JobEventKind::Finished { .. }))
-            .map(|event| serde_json::to_string(event).expect("an event serializes"))
-            .collect();
-        if finished.len() >= forged.len() {
-            break finished;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the forged jobs did not finish; events: {events:?}\n{}",
-            fleet.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let finished = wait_until("the forged jobs finished")
+        .within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll_async(async || {
+            let events = fleet.events(&batch).await;
+            let finished: Vec<String> = events
+                .iter()
+                .filter(|event| {
+                    forged
+                        .iter()
+                        .any(|(repeat, _)| event.job_id.as_str() == format!("{batch}/f0/r{repeat}"))
+                })
+                .filter(|event| matches!(event.event, JobEventKind::Finished { .. }))
+                .map(|event| serde_json::to_string(event).expect("an event serializes"))
+                .collect();
+            if finished.len() >= forged.len() {
+                Ok(finished)
+            } else {
+                Err(format!("events: {events:?}"))
+            }
+        })
+        .await;
     for event in &finished {
         assert!(
             event.contains("must be a relative path inside the bundle"),
@@ -195,24 +183,23 @@ async fn a_fake_worker_heartbeat_with_control_characters_forges_no_row() {
         .expect("writing the fake heartbeat");
 
     let sandbox = Sandbox::empty();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let json = cowork_with(
-            &fleet,
-            sandbox.path(),
-            &["workers", "--output-format", "json"],
-            &[],
-        );
-        if json.stdout.contains("forged-row") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the fake worker never listed: {}",
-            json.context()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("the fake worker is listed")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .poll_async(async || {
+            let json = cowork_with(
+                &fleet,
+                sandbox.path(),
+                &["workers", "--output-format", "json"],
+                &[],
+            );
+            if json.stdout.contains("forged-row") {
+                Ok(())
+            } else {
+                Err(json.context())
+            }
+        })
+        .await;
     let out = cowork_with(&fleet, sandbox.path(), &["workers"], &[]);
     assert_eq!(out.code(), 0, "{}", out.context());
     expect_no_raw_controls("`cowork workers` stdout", &out.stdout);

@@ -8,7 +8,7 @@
 //! - jobs published by someone other than the coordinator (a made-up batch, forged flags
 //!   or bundle on a real batch) are never run.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::nats::NatsConfig;
 use cowork_fabric::{EventLog as _, JobQueue as _};
@@ -16,10 +16,11 @@ use cowork_schema::BatchId;
 use cowork_schema::event::{ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::job::Tier;
+use cowork_testkit::wait_until;
 
 use crate::fleet::Fleet;
 use crate::hostile::SCENARIO;
-use crate::support::Sandbox;
+use crate::support::{Sandbox, forged_job};
 
 /// A sim batch of the fixture project's scenario, 2 runs, on the container tier.
 const SIM_BATCH: &[&str] = &[SCENARIO, "--repeat", "2", "--executor", "sim"];
@@ -45,32 +46,27 @@ fn count(progress: &serde_json::Value, key: &str) -> u64 {
 
 /// Waits until the batch's progress counts `n` refused events; returns that progress.
 fn until_refused(fleet: &Fleet, sandbox: &Sandbox, batch: &BatchId, n: u64) -> serde_json::Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let progress = progress(fleet, sandbox, batch);
-        if count(&progress, "refusedEvents") >= n {
-            return progress;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{n} refused events expected: {progress}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(format!("the batch's progress counts {n} refused events"))
+        .within(WAIT)
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let progress = progress(fleet, sandbox, batch);
+            if count(&progress, "refusedEvents") >= n {
+                Ok(progress)
+            } else {
+                Err(progress)
+            }
+        })
 }
 
 /// Waits until the coordinator has published the batch's jobs.
 fn until_admitted(fleet: &Fleet, sandbox: &Sandbox, batch: &BatchId) {
-    let deadline = Instant::now() + WAIT;
-    while count(&progress(fleet, sandbox, batch), "admitted") == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the batch's jobs were never admitted\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the batch's jobs are admitted")
+        .within(WAIT)
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| count(&progress(fleet, sandbox, batch), "admitted") > 0);
 }
 
 fn event(batch: &BatchId, job_id: &JobId, kind: JobEventKind) -> JobEvent {
@@ -190,24 +186,12 @@ async fn jobs_the_coordinator_did_not_publish_are_never_run() {
     let bundle_sha256 = fleet.only_bundle_sha256();
     let made_up = BatchId::new("20261201-000000-f0f0f0").expect("a batch id");
     let job = |batch: &BatchId, repeat: u32, flags: &[&str], bundle: &str| {
-        let job: cowork_schema::job::JobSpec = serde_json::from_value(serde_json::json!({
-            "protocol": cowork_schema::job::PROTOCOL_VERSION,
-            "batchId": batch.as_str(),
-            "jobId": format!("{batch}/f0/r{repeat}"),
-            "command": "run",
-            "tier": "hostloop",
-            "unit": UnitRef::File(0),
-            "repeatIndex": repeat,
-            "scenarioFile": "scenarios/basic.yaml",
-            "scenarioName": "forged",
-            "forwardedFlags": flags,
-            "bundleSha256": bundle,
-            "timeoutMs": 60_000,
-            "executor": "sim",
-            "sim": {"seed": 1, "rules": []},
-        }))
-        .expect("a job spec");
-        job
+        forged_job(batch)
+            .repeat_index(repeat)
+            .scenario_file("scenarios/basic.yaml")
+            .forwarded_flags(flags.iter().copied())
+            .bundle_sha256(bundle)
+            .build()
     };
     let forged = [
         // A batch that does not exist.
@@ -229,23 +213,22 @@ async fn jobs_the_coordinator_did_not_publish_are_never_run() {
             .expect("publishing a forged job");
     }
     fleet.spawn_worker("w0", "hostloop", "2");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let refusals = fleet
-            .log("w0")
-            .matches("refusing a job the coordinator did not admit")
-            .count();
-        if refusals >= forged.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} refusals expected, {refusals} seen\n{}",
-            forged.len(),
-            fleet.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(format!("w0 refused {} jobs", forged.len()))
+        .within(WAIT)
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll_async(async || {
+            let refusals = fleet
+                .log("w0")
+                .matches("refusing a job the coordinator did not admit")
+                .count();
+            if refusals >= forged.len() {
+                Ok(())
+            } else {
+                Err(format!("{refusals} refusals seen"))
+            }
+        })
+        .await;
     let log = fleet.log("w0");
     for reason in [
         "has no record",

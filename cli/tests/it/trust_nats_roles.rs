@@ -26,7 +26,7 @@ use cowork_testkit::{NatsOptions, NatsServer, S3Server};
 
 use crate::fleet::{BUCKET, Fleet, batch_of};
 use crate::hostile::SCENARIO;
-use crate::support::{Output, Sandbox, workspace_root};
+use crate::support::{Output, Sandbox, forged_job, workspace_root};
 
 /// A plain sim batch of the fixture project's scenario.
 const SIM_BATCH: &[&str] = &[SCENARIO, "--repeat", "3", "--executor", "sim"];
@@ -138,23 +138,12 @@ fn record(batch: &BatchId) -> BatchRecord {
 }
 
 fn job(batch: &BatchId) -> JobSpec {
-    serde_json::from_value(serde_json::json!({
-        "protocol": cowork_schema::job::PROTOCOL_VERSION,
-        "batchId": batch.as_str(),
-        "jobId": format!("{batch}/f0/r0"),
-        "command": "run",
-        "tier": "container",
-        "unit": cowork_schema::ids::UnitRef::File(0),
-        "repeatIndex": 0,
-        "scenarioFile": "scenarios/report.yaml",
-        "scenarioName": "forged",
-        "forwardedFlags": [],
-        "bundleSha256": "00",
-        "timeoutMs": 60_000,
-        "executor": "sim",
-        "sim": {"seed": 1, "rules": []},
-    }))
-    .expect("a job spec")
+    forged_job(batch)
+        .tier(Tier::Container)
+        .repeat_index(0)
+        .scenario_file("scenarios/report.yaml")
+        .bundle_sha256("00")
+        .build()
 }
 
 fn started(batch: &BatchId, worker_id: &str) -> JobEvent {

@@ -18,11 +18,12 @@ use cowork_fabric::queue::{Delivery, Published};
 use cowork_fabric::{ArtifactStore, EventLog, JobQueue, QueueError};
 use cowork_schema::BatchId;
 use cowork_schema::api::{BatchEnd, ProgressSnapshot};
-use cowork_schema::batch::{BATCH_SPEC_VERSION, BatchFlags, BatchMode, BatchSpec, ExecutorKind};
+use cowork_schema::batch::{BatchFlags, BatchMode, BatchSpec};
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::job::{JobSpec, Tier};
 use cowork_schema::registry::WorkerInfo;
 use cowork_schema::run_result::RunView;
+use cowork_testkit::{batch_spec, wait_until};
 use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -179,16 +180,17 @@ impl Server {
     /// Polls `/readyz` (bounded) until it answers 200.
     async fn wait_ready(&self) {
         let http = reqwest::Client::new();
-        let mut last = String::new();
-        for _ in 0..500 {
-            match http.get(format!("{}/readyz", self.url)).send().await {
-                Ok(response) if response.status() == 200 => return,
-                Ok(response) => last = format!("status {}", response.status()),
-                Err(error) => last = error.to_string(),
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("coordinator at {} never became ready: {last}", self.url);
+        wait_until(format!("the coordinator at {} is ready", self.url))
+            .within(std::time::Duration::from_secs(5))
+            .every(std::time::Duration::from_millis(10))
+            .poll_async(
+                async || match http.get(format!("{}/readyz", self.url)).send().await {
+                    Ok(response) if response.status() == 200 => Ok(()),
+                    Ok(response) => Err(format!("status {}", response.status())),
+                    Err(error) => Err(error.to_string()),
+                },
+            )
+            .await;
     }
 
     pub fn client(&self) -> CoordinatorClient {
@@ -242,23 +244,17 @@ pub fn packed(root: &Path, flags: BatchFlags) -> Packed {
         &layout.derived_for_bundle(),
     )
     .expect("pack the fixture");
-    let spec = BatchSpec {
-        schema_version: BATCH_SPEC_VERSION,
-        mode: BatchMode::Run,
-        target_display: "scenarios/s.yaml".into(),
-        target: prepared.target.clone(),
-        scenario_files: prepared
-            .scenarios
-            .iter()
-            .map(|scenario| scenario.rel_path.clone())
-            .collect(),
-        matrix_file: None,
-        flags,
-        executor: ExecutorKind::Sim,
-        sim: None,
-        bundle_sha256: bundle.sha256.clone(),
-        eval: None,
-    };
+    let spec = batch_spec()
+        .target("scenarios/s.yaml", prepared.target.clone())
+        .scenario_files(
+            prepared
+                .scenarios
+                .iter()
+                .map(|scenario| scenario.rel_path.clone()),
+        )
+        .flags(flags)
+        .bundle_sha256(bundle.sha256.clone())
+        .build();
     Packed {
         spec,
         bundle: bundle.bytes,

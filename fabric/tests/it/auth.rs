@@ -14,11 +14,9 @@ use cowork_fabric::nats::{NatsConfig, NatsError, connect};
 use cowork_fabric::queue::JobQueue;
 use cowork_fabric::s3::{S3ArtifactStore, S3Config};
 use cowork_fabric::secret::Secret;
-use cowork_schema::batch::ExecutorKind;
-use cowork_schema::ids::{BatchId, JobId, UnitRef};
-use cowork_schema::job::{JobCommand, JobSpec, Tier};
+use cowork_schema::job::{JobSpec, Tier};
 use cowork_testkit::{
-    NatsOptions, NatsServer, S3Options, S3Server, TestCertificates, TlsCertificate,
+    NatsOptions, NatsServer, S3Options, S3Server, TestCertificates, TlsCertificate, job_spec,
 };
 
 const USER: &str = "fleet";
@@ -64,29 +62,12 @@ async fn refused(mut config: NatsConfig) -> String {
 }
 
 fn job(batch_id: &str) -> JobSpec {
-    let batch = BatchId::new(batch_id).expect("valid literal");
-    JobSpec {
-        protocol: cowork_schema::job::PROTOCOL_VERSION,
-        job_id: JobId::new(&batch, UnitRef::File(0), Some(0)),
-        batch_id: batch,
-        command: JobCommand::Run,
-        tier: Tier::Container,
-        unit: UnitRef::File(0),
-        repeat_index: Some(0),
-        scenario_file: "s.yaml".into(),
-        scenario_name: "s".into(),
-        axes: None,
-        arm: None,
-        forwarded_flags: vec![],
-        bundle_sha256: "00".into(),
-        timeout_ms: 1000,
-        executor: ExecutorKind::Sim,
-        sim: None,
-        generation: 0,
-        traceparent: None,
-        republished: 0,
-        dispatch_epoch: 0,
-    }
+    job_spec()
+        .batch(batch_id)
+        .tier(Tier::Container)
+        .repeat_index(0)
+        .timeout_ms(1000)
+        .build()
 }
 
 /// Connects with `config` (which sets up the streams), publishes a job of batch `batch_id` and

@@ -5,7 +5,7 @@
 //!
 //! Conditions are awaited with bounded polling of the health checks; nothing sleeps.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_fabric::events::EventLog;
 use cowork_fabric::nats::{NatsConfig, Replicas};
@@ -13,7 +13,7 @@ use cowork_fabric::{FabricHealth, ObjectHealth, ObjectKind, ObjectState};
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::ids::BatchId;
 use cowork_schema::job::Tier;
-use cowork_testkit::{NatsCluster, NatsServer};
+use cowork_testkit::{NatsCluster, NatsServer, wait_until};
 
 use crate::nats::{EVENTUALLY, event, fabric, job, next_event, publish, pull};
 
@@ -30,18 +30,18 @@ async fn until_health(
     what: &str,
     wanted: impl Fn(&[ObjectHealth]) -> bool,
 ) -> Vec<ObjectHealth> {
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        let checked = health.check().await;
-        if wanted(&checked) {
-            return checked;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} within {EVENTUALLY:?}; last check: {checked:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until(what)
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(200))
+        .poll_async(async || {
+            let checked = health.check().await;
+            if wanted(&checked) {
+                Ok(checked)
+            } else {
+                Err(format!("{checked:#?}"))
+            }
+        })
+        .await
 }
 
 fn all_whole(checked: &[ObjectHealth], replicas: usize) -> bool {
@@ -95,25 +95,25 @@ async fn a_cluster_gets_three_replicas_and_r1_streams_move_up_in_place() {
         .get_stream("COWORK_JOBS")
         .await
         .expect("the jobs stream");
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        let consumer = jobs
-            .consumer_info(cowork_fabric::nats::consumer_name(Tier::Container))
-            .await
-            .expect("the container tier's consumer");
-        let peers = consumer
-            .cluster
-            .as_ref()
-            .map(|cluster| cluster.replicas.len() + 1);
-        if peers == Some(3) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the consumer did not move with its stream: {consumer:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until("the consumer moved with its stream")
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(200))
+        .poll_async(async || {
+            let consumer = jobs
+                .consumer_info(cowork_fabric::nats::consumer_name(Tier::Container))
+                .await
+                .expect("the container tier's consumer");
+            let peers = consumer
+                .cluster
+                .as_ref()
+                .map(|cluster| cluster.replicas.len() + 1);
+            if peers == Some(3) {
+                Ok(())
+            } else {
+                Err(format!("{consumer:?}"))
+            }
+        })
+        .await;
     // The job queued at R1 is still there.
     let delivery = pull(&new.queue, &[Tier::Container]).await;
     assert_eq!(delivery.job.job_id, job("b1", 0, Tier::Container).job_id);
@@ -203,46 +203,36 @@ async fn a_single_server_keeps_one_replica_and_reports_a_count_it_cannot_have() 
 
 /// The node (0-based index) that leads `stream` now, by its server name `n<idx + 1>`.
 async fn stream_leader(jetstream: &async_nats::jetstream::Context, stream: &str) -> usize {
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        let leader = match jetstream.get_stream(stream).await {
-            Ok(mut handle) => handle
-                .info()
-                .await
-                .ok()
-                .and_then(|info| info.cluster.as_ref().and_then(|c| c.leader.clone())),
-            Err(_) => None,
-        };
-        if let Some(index) = leader
-            .as_deref()
-            .and_then(|name| name.strip_prefix('n'))
-            .and_then(|number| number.parse::<usize>().ok())
-        {
-            return index - 1;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no leader of {stream} within {EVENTUALLY:?} (last answer {leader:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until(format!("{stream} has a leader"))
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(200))
+        .poll_async(async || {
+            let leader = match jetstream.get_stream(stream).await {
+                Ok(mut handle) => handle
+                    .info()
+                    .await
+                    .ok()
+                    .and_then(|info| info.cluster.as_ref().and_then(|c| c.leader.clone())),
+                Err(_) => None,
+            };
+            leader
+                .as_deref()
+                .and_then(|name| name.strip_prefix('n'))
+                .and_then(|number| number.parse::<usize>().ok())
+                .map(|number| number - 1)
+                .ok_or_else(|| format!("leader {leader:?}"))
+        })
+        .await
 }
 
 /// Publishes `event` until the cluster stores it (a new leader may still be being elected),
 /// for at most [`EVENTUALLY`]; returns its stream sequence.
 async fn publish_event(events: &dyn EventLog, event: &JobEvent) -> u64 {
-    let deadline = Instant::now() + EVENTUALLY;
-    loop {
-        match events.publish(event).await {
-            Ok(seq) => return seq,
-            Err(error) => assert!(
-                Instant::now() < deadline,
-                "publishing an event of {} within {EVENTUALLY:?}: {error}",
-                event.job_id
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until(format!("the cluster stored an event of {}", event.job_id))
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(200))
+        .poll_async(async || events.publish(event).await)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

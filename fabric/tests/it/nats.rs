@@ -13,12 +13,11 @@ use cowork_fabric::events::{EventLog, EventSubscription};
 use cowork_fabric::nats::{NatsConfig, NatsError, NatsFabric, connect};
 use cowork_fabric::queue::{Delivery, JobQueue};
 use cowork_fabric::registry::{BatchRegistry, RegistryError, WorkerRegistry};
-use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::{InfraClass, JobEvent, JobEventKind};
 use cowork_schema::ids::{BatchId, JobId, UnitRef};
-use cowork_schema::job::{JobCommand, JobSpec, Tier};
+use cowork_schema::job::{JobSpec, Tier};
 use cowork_schema::registry::{BatchRecord, BatchState, WorkerInfo};
-use cowork_testkit::NatsServer;
+use cowork_testkit::{NatsServer, job_spec, wait_until};
 use tokio_util::sync::CancellationToken;
 
 /// How long a pull waits on the server when a test asserts that nothing is delivered.
@@ -44,29 +43,12 @@ fn batch(id: &str) -> BatchId {
 }
 
 pub(crate) fn job(batch_id: &str, index: u32, tier: Tier) -> JobSpec {
-    let batch = batch(batch_id);
-    JobSpec {
-        protocol: cowork_schema::job::PROTOCOL_VERSION,
-        job_id: JobId::new(&batch, UnitRef::File(0), Some(index)),
-        batch_id: batch,
-        command: JobCommand::Run,
-        tier,
-        unit: UnitRef::File(0),
-        repeat_index: Some(index),
-        scenario_file: "s.yaml".into(),
-        scenario_name: "s".into(),
-        axes: None,
-        arm: None,
-        forwarded_flags: vec![],
-        bundle_sha256: "00".into(),
-        timeout_ms: 1000,
-        executor: ExecutorKind::Sim,
-        sim: None,
-        generation: 0,
-        traceparent: None,
-        republished: 0,
-        dispatch_epoch: 0,
-    }
+    job_spec()
+        .batch_id(batch(batch_id))
+        .tier(tier)
+        .repeat_index(index)
+        .timeout_ms(1000)
+        .build()
 }
 
 pub(crate) async fn publish(queue: &dyn JobQueue, job: &JobSpec) {
@@ -654,17 +636,11 @@ async fn workers_beat_leave_and_expire() {
     assert!(error.to_string().contains("\"bad id\""), "{error}");
 
     // Without heartbeats the entry expires (max_age = worker_ttl): poll, bounded.
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    loop {
-        if workers.list().await.expect("list").is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the silent worker did not expire within {EVENTUALLY:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until("the silent worker expired")
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(200))
+        .poll_async(async || workers.list().await.expect("list").is_empty())
+        .await;
 }
 
 #[tokio::test]

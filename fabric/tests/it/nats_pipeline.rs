@@ -16,7 +16,7 @@ use cowork_fabric::queue::{Delivery, JobPuller, JobQueue, LostReason};
 use cowork_fabric::{EventError, LostJobs, QueueError};
 use cowork_schema::event::JobEventKind;
 use cowork_schema::job::{JobSpec, Tier};
-use cowork_testkit::NatsServer;
+use cowork_testkit::{NatsServer, wait_until};
 use futures::StreamExt;
 
 use crate::nats::{EVENTUALLY, assert_nothing, config, event, fabric, job, next_event, publish};
@@ -60,28 +60,28 @@ async fn every_tier_watched(fabric: &NatsFabric) {
         .get_stream("COWORK_JOBS")
         .await
         .expect("jobs stream");
-    let deadline = tokio::time::Instant::now() + EVENTUALLY;
-    loop {
-        let mut unwatched = Vec::new();
-        for tier in Tier::ALL {
-            let info = jobs
-                .consumer_info(&format!("cowork-{}", tier.as_str()))
-                .await
-                .expect("consumer info");
-            if info.num_waiting == 0 {
-                unwatched.push(tier.as_str());
+    // Polling the server's view, bounded: there is nothing to wait on otherwise.
+    wait_until("a pull request waits on every tier")
+        .within(EVENTUALLY)
+        .every(Duration::from_millis(10))
+        .poll_async(async || {
+            let mut unwatched = Vec::new();
+            for tier in Tier::ALL {
+                let info = jobs
+                    .consumer_info(&format!("cowork-{}", tier.as_str()))
+                    .await
+                    .expect("consumer info");
+                if info.num_waiting == 0 {
+                    unwatched.push(tier.as_str());
+                }
             }
-        }
-        if unwatched.is_empty() {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no pull request waits on tiers {unwatched:?} after {EVENTUALLY:?}"
-        );
-        // Polling the server's view, bounded: there is nothing to wait on otherwise.
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+            if unwatched.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("no pull request waits on tiers {unwatched:?}"))
+            }
+        })
+        .await;
 }
 
 #[tokio::test]

@@ -33,7 +33,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{JobDirs, artifact_bytes, artifact_json, job};
+use crate::support::{JobDirs, artifact_bytes, artifact_json, job_builder};
 
 /// `worker/tests/fixtures/container-image`.
 fn image_dir() -> PathBuf {
@@ -152,14 +152,13 @@ fn config(owner: &str) -> ContainerConfig {
 }
 
 fn container_job(timeout_ms: u64) -> JobSpec {
-    JobSpec {
-        timeout_ms,
-        ..job(
-            JobCommand::Run,
-            "scenarios/smoke.yaml",
-            ExecutorKind::Container,
-        )
-    }
+    job_builder(
+        JobCommand::Run,
+        "scenarios/smoke.yaml",
+        ExecutorKind::Container,
+    )
+    .timeout_ms(timeout_ms)
+    .build()
 }
 
 /// Every container of `owner`, running or not.

@@ -31,6 +31,7 @@ use cowork_schema::event::{
 use cowork_schema::job::{JobCommand, JobSpec, PROTOCOL_VERSION, Tier};
 use cowork_schema::layout;
 use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_testkit::{batch_spec, wait_until};
 use cowork_worker::executor::{
     Artifact, ArtifactSource, Classified, ExecOutput, Executor, JobContext,
 };
@@ -345,17 +346,18 @@ impl Fixture {
 
     /// Waits (in paused time) until the log holds `n` settlements, or fails after an hour.
     async fn until_settled(&self, n: usize) -> Vec<(&'static str, u32)> {
-        let waited = tokio::time::timeout(Duration::from_secs(3600), async {
-            while self.settlements.log().len() < n {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        assert!(
-            waited.is_ok(),
-            "{n} settlements expected within an hour (paused time): {:?}",
-            self.settlements.log()
-        );
+        wait_until(format!("the log holds {n} settlements (paused time)"))
+            .within(Duration::from_secs(3600))
+            .every(Duration::from_millis(100))
+            .poll_async(async || {
+                let log = self.settlements.log();
+                if log.len() < n {
+                    Err(format!("{log:?}"))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
         self.settlements.log()
     }
 
@@ -546,13 +548,13 @@ async fn a_finished_event_that_cannot_be_published_is_reported_by_the_next_deliv
     let (worker, shutdown) = fixture.start();
     // The first delivery stores its record, gives up publishing at the deadline and leaves the
     // delivery unsettled; the queue hands it out again, and that delivery finds the record.
-    tokio::time::timeout(Duration::from_secs(3600), async {
-        while fixture.runs() == 0 || started(&fixture.events(&job.batch_id).await) == 0 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the job ran");
+    wait_until("the job ran")
+        .within(Duration::from_secs(3600))
+        .every(Duration::from_millis(100))
+        .poll_async(async || {
+            fixture.runs() > 0 && started(&fixture.events(&job.batch_id).await) > 0
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(90)).await;
     *fixture.events.finished_down.lock().expect("no panic") = false;
     let log = fixture.until_settled(1).await;
@@ -748,19 +750,7 @@ async fn a_job_of_a_cancelled_batch_is_settled_without_starting() {
 /// A stored spec of `job`'s batch (as the coordinator stores it before it writes the record)
 /// and the record naming its digest.
 async fn admitted_batch(fixture: &Fixture, job: &JobSpec, spec_bundle: &str) -> BatchRecord {
-    let spec = cowork_schema::batch::BatchSpec {
-        schema_version: 1,
-        mode: cowork_schema::batch::BatchMode::Run,
-        target_display: "s.yaml".into(),
-        target: "s.yaml".into(),
-        scenario_files: vec!["s.yaml".into()],
-        matrix_file: None,
-        flags: Default::default(),
-        executor: ExecutorKind::Sim,
-        sim: None,
-        bundle_sha256: spec_bundle.to_owned(),
-        eval: None,
-    };
+    let spec = batch_spec().bundle_sha256(spec_bundle).build();
     let stored = cowork_schema::batch::StoredBatch {
         batch_id: job.batch_id.clone(),
         spec,

@@ -14,9 +14,8 @@ use cowork_fabric::embedded::{
 };
 use cowork_fabric::queue::{Delivery, JobPuller, Published, QueueError};
 use cowork_fabric::{ArtifactStore, BatchRegistry, EventLog, JobQueue, WorkerRegistry};
-use cowork_schema::BatchId;
 use cowork_schema::batch::ExecutorKind;
-use cowork_schema::ids::{JobId, UnitRef};
+use cowork_schema::ids::UnitRef;
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
 use cowork_schema::registry::{BatchState, WorkerInfo};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, JobContext};
@@ -24,7 +23,7 @@ use cowork_worker::{WorkerConfig, WorkerPorts, WorkerStats};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::job;
+use crate::support::job_builder;
 
 /// A queue whose batch is published in parts while the worker looks at it: every look at the
 /// queue's depth first publishes the next part, as a coordinator still publishing would. With
@@ -101,16 +100,14 @@ impl Executor for CountingExecutor {
 }
 
 fn replay_job(index: u32) -> JobSpec {
-    let mut spec = job(
+    job_builder(
         JobCommand::Replay,
         &format!("corpus/c{index:03}.cassette.json"),
         ExecutorKind::Harness,
-    );
-    let batch_id = BatchId::new("b1").expect("valid literal");
-    spec.tier = Tier::Replay;
-    spec.unit = UnitRef::File(index);
-    spec.job_id = JobId::new(&batch_id, UnitRef::File(index), None);
-    spec
+    )
+    .tier(Tier::Replay)
+    .unit(UnitRef::File(index))
+    .build()
 }
 
 fn config(dir: &std::path::Path) -> WorkerConfig {

@@ -6,10 +6,11 @@
 //! whose cleanup outlasts the grace is killed, and the log says so.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::job::{JobCommand, Tier};
+use cowork_testkit::wait_until;
 use cowork_worker::executor::{Classified, ExecOutput, Executor, HarnessConfig, HarnessExecutor};
 use tokio_util::sync::CancellationToken;
 
@@ -64,14 +65,11 @@ fn sidecar_markers(sidecars: &Path) -> Vec<String> {
 
 /// Waits until the double has started its sidecar.
 async fn wait_for_sidecar(sidecars: &Path) {
-    let deadline = Instant::now() + PATIENCE;
-    while sidecar_markers(sidecars).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the double never started its sidecar"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until("the double started its sidecar")
+        .within(PATIENCE)
+        .every(Duration::from_millis(20))
+        .poll_async(async || !sidecar_markers(sidecars).is_empty())
+        .await;
 }
 
 /// The job's stored stderr and the `TMPDIR` the double held with.

@@ -4,8 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use cowork_schema::batch::{ExecutorKind, SimSpec};
-use cowork_schema::ids::{BatchId, JobId, UnitRef};
+use cowork_schema::ids::{BatchId, UnitRef};
 use cowork_schema::job::{JobCommand, JobSpec, Tier};
+use cowork_testkit::job_spec;
+use cowork_testkit::specs::JobSpecBuilder;
 use cowork_worker::executor::{
     ArtifactSource, ExecOutput, Executor, HarnessConfig, HarnessExecutor, JobContext,
 };
@@ -94,46 +96,39 @@ pub fn strict_executor(extra_env: &[(&str, &str)], stdout_limit_bytes: usize) ->
     })
 }
 
+/// A job of batch `b1` on the protocol tier (scenario `smoke`, a 60 s timeout), for a test to
+/// adjust before it builds it.
+pub fn job_builder(
+    command: JobCommand,
+    scenario_file: &str,
+    executor: ExecutorKind,
+) -> JobSpecBuilder {
+    job_spec()
+        .command(command)
+        .tier(Tier::Protocol)
+        .scenario_file(scenario_file)
+        .scenario_name("smoke")
+        .bundle_sha256("0".repeat(64))
+        .executor(executor)
+}
+
 /// A job of batch `b1`.
 pub fn job(command: JobCommand, scenario_file: &str, executor: ExecutorKind) -> JobSpec {
-    let batch_id = BatchId::new("b1").expect("valid literal");
-    JobSpec {
-        protocol: cowork_schema::job::PROTOCOL_VERSION,
-        job_id: JobId::new(&batch_id, UnitRef::File(0), None),
-        batch_id,
-        command,
-        tier: Tier::Protocol,
-        unit: UnitRef::File(0),
-        repeat_index: None,
-        scenario_file: scenario_file.to_owned(),
-        scenario_name: "smoke".to_owned(),
-        axes: None,
-        arm: None,
-        forwarded_flags: Vec::new(),
-        bundle_sha256: "0".repeat(64),
-        timeout_ms: 60_000,
-        executor,
-        sim: None,
-        generation: 0,
-        traceparent: None,
-        republished: 0,
-        dispatch_epoch: 0,
-    }
+    job_builder(command, scenario_file, executor).build()
 }
 
 /// A sim job of `scenario` with the given spec.
 pub fn sim_job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>, sim: &SimSpec) -> JobSpec {
-    let batch_id = BatchId::new("b1").expect("valid literal");
-    JobSpec {
-        job_id: JobId::new(&batch_id, unit, repeat_index),
-        unit,
-        repeat_index,
-        scenario_name: scenario.to_owned(),
-        scenario_file: format!("{scenario}.yaml"),
-        sim: Some(sim.clone()),
-        generation: 0,
-        ..job(JobCommand::Run, "unused.yaml", ExecutorKind::Sim)
-    }
+    job_builder(
+        JobCommand::Run,
+        &format!("{scenario}.yaml"),
+        ExecutorKind::Sim,
+    )
+    .unit(unit)
+    .repeat_index(repeat_index)
+    .scenario_name(scenario)
+    .sim(sim.clone())
+    .build()
 }
 
 /// The directories of one job: a bundle with the scenario and an empty work dir.
