@@ -197,7 +197,9 @@ fn folded_and_passes(
 /// The results of each unit, by unit index. Results are stored in index order (unit, then
 /// repeat), so each repeat unit owns the next `completed` of them, and a plain unit the next
 /// result of its scenario. Results that do not line up with the plan give the units no
-/// results at all rather than somebody else's.
+/// results at all rather than somebody else's. The envelope results are the CLI's RunResults,
+/// read by key (their shape is the CLI's, open across CLI versions; see
+/// `cowork_schema::run_result`).
 fn results_per_unit<'a>(
     stored: &StoredBatch,
     rollup: &RollupDoc,
@@ -252,9 +254,7 @@ fn run_cost(result: &Value) -> Option<f64> {
 }
 
 fn run_ms(result: &Value) -> Option<u64> {
-    result
-        .get("durationMs")
-        .and_then(Value::as_f64)
+    cowork_schema::run_result::duration_ms(result)
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
         .map(|ms| ms as u64)
 }

@@ -1,21 +1,17 @@
 //! What a report reads from a stored `result.json`: its verdict, failing assertions, verdict
 //! signals, failure lines and duration. A field a result lacks reads as absent, never as a pass.
+//! Read by key: the result is the CLI's document, its shape open across CLI versions (see
+//! `cowork_schema::run_result`).
 
-use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key};
+use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key, verdict_pass};
 use serde_json::Value;
 
-pub(super) fn duration_ms(result: &Value) -> Option<f64> {
-    result.get("durationMs").and_then(Value::as_f64)
-}
+pub(super) use cowork_schema::run_result::duration_ms;
 
 /// `verdict.pass` as persisted; a result without one never counts as a pass
 /// (harness-behaviour.md#runresult-fields).
 pub(super) fn run_passes(result: &Value) -> bool {
-    result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("pass"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+    verdict_pass(result).unwrap_or(false)
 }
 
 /// The failing entries of a run's `assertions[]`: (key, message).
