@@ -223,6 +223,14 @@ fn build_view(result: &Value, verdict: VerdictView) -> Result<RunView, RunViewEr
     })
 }
 
+/// `verdict.signals[]` as persisted, when it is an array.
+pub fn verdict_signals(result: &Value) -> Option<&Vec<Value>> {
+    result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("signals"))
+        .and_then(Value::as_array)
+}
+
 /// `durationMs` when it is a number.
 pub fn duration_ms(result: &Value) -> Option<f64> {
     result.get("durationMs").and_then(Value::as_f64)

@@ -480,10 +480,7 @@ fn run_card(
 /// The run's verdict signals, except `assertion` ones: those repeat the failing assertions the
 /// table below shows.
 fn signals(out: &mut String, result: &Value) {
-    let signals: Vec<&Value> = result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("signals"))
-        .and_then(Value::as_array)
+    let signals: Vec<&Value> = cowork_schema::run_result::verdict_signals(result)
         .map(|signals| {
             signals
                 .iter()

@@ -3,7 +3,9 @@
 //! Read by key: the result is the CLI's document, its shape open across CLI versions (see
 //! `cowork_schema::run_result`).
 
-use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key, verdict_pass};
+use cowork_schema::run_result::{
+    EMPTY_ASSERTION_KEY, assertion_key, verdict_pass, verdict_signals,
+};
 use serde_json::Value;
 
 pub(super) use cowork_schema::run_result::duration_ms;
@@ -41,11 +43,7 @@ pub(super) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
 /// A run's verdict signals other than `assertion` (those repeat the failing assertions):
 /// (code, fail severity, message).
 pub(super) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String)> {
-    let Some(signals) = result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("signals"))
-        .and_then(Value::as_array)
-    else {
+    let Some(signals) = verdict_signals(result) else {
         return Vec::new();
     };
     signals
