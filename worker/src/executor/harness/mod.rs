@@ -57,7 +57,7 @@ pub use self::config::{
     DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, DEFAULT_STOP_GRACE,
     DEFAULT_UPLOAD_LIMIT_BYTES, HarnessConfig, SECRET_ENV,
 };
-pub use self::launch::{CASSETTE_FILE_NAME, RUNS_DIR_NAME, harness_args};
+pub use self::launch::harness_args;
 pub(crate) use self::launch::{Launch, not_started};
 pub use super::ScenarioPathError;
 use super::{ExecOutput, Executor, JobContext};
