@@ -32,7 +32,7 @@ enum KeyShape {
     Empty,
     /// The event recorded no `result.json`: the job's directory, unverified.
     Unrecorded,
-    /// `layout::artifact_key` of the slot's generation and attempt.
+    /// `layout::AttemptKey::result` of the slot's generation and attempt.
     Layout,
     /// `<job dir>/result.json`, whatever the attempt (a worker that writes every attempt there).
     JobDir,

@@ -73,6 +73,9 @@ pub const RUN_CONTROL_OUT: &str = "control-out.jsonl";
 pub const AGENT_STDERR: &str = "agent.stderr.log";
 /// `<run dir>/status.json`: the run's status, uploaded under the same name.
 pub const RUN_STATUS: &str = "status.json";
+/// `<attempt dir>/run/`: where the run-dir files without a name of their own are uploaded, at
+/// their place in the run dir (`run/<path in the run dir>`).
+pub const RUN_FILES_DIR: &str = "run";
 
 #[cfg(test)]
 mod tests {
@@ -85,5 +88,6 @@ mod tests {
         assert_eq!(RUN_CONTROL_OUT, "control-out.jsonl");
         assert_eq!(AGENT_STDERR, "agent.stderr.log");
         assert_eq!(RUN_STATUS, "status.json");
+        assert_eq!(RUN_FILES_DIR, "run");
     }
 }

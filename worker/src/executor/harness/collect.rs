@@ -12,10 +12,6 @@ use crate::executor::{Artifact, ArtifactSource};
 /// `outDir` of a result that has no run dir (`replay`, harness-behaviour.md#real-cli).
 const REPLAY_OUT_DIR: &str = "(replay)";
 
-/// Artifact-name prefix of the run-dir files that have no name of their own: `run/<path in
-/// the run dir>`.
-pub const RUN_DIR_PREFIX: &str = "run/";
-
 /// Run-dir files uploaded when present (the "should" list of harness-behaviour.md#uploads), by
 /// their artifact names.
 const RUN_DIR_ARTIFACTS: &[&str] = &[
@@ -114,7 +110,7 @@ pub(super) fn collect(request: &CollectRequest) -> Collected {
                 continue;
             }
             collected.artifacts.push(Artifact {
-                name: format!("{RUN_DIR_PREFIX}{relative}"),
+                name: format!("{}/{relative}", names::RUN_FILES_DIR),
                 source: ArtifactSource::File(path),
             });
         }

@@ -52,7 +52,6 @@ use cowork_schema::batch::ExecutorKind;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use self::capture::{Capture, Captured, Finished, Keep};
-pub use self::collect::RUN_DIR_PREFIX;
 pub use self::config::{
     DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, DEFAULT_STOP_GRACE,
     DEFAULT_UPLOAD_LIMIT_BYTES, HarnessConfig, SECRET_ENV,
