@@ -137,8 +137,8 @@ impl AdmittedSpecs {
 
 /// Reads and verifies the spec `record` names.
 async fn read_facts(store: &dyn ArtifactStore, record: &BatchRecord) -> Result<SpecFacts, Checked> {
-    let key = cowork_schema::layout::batch_key(&record.batch_id, "spec.json");
-    let bytes = match store.get(&key).await {
+    let key = cowork_schema::layout::BatchKey::new(&record.batch_id).spec();
+    let bytes = match store.get(key.as_str()).await {
         Ok(bytes) => bytes,
         Err(error) if error.is_transient() => {
             return Err(Checked::Unknown(format!("reading {key}: {error}")));

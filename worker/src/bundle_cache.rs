@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use cowork_fabric::bundle::{UnpackLimits, unpack};
 use cowork_fabric::{ArtifactError, ArtifactStore, sha256_hex};
+use cowork_schema::layout::StoreKey;
 
 /// Why a bundle could not be made ready.
 #[derive(Debug, thiserror::Error)]
@@ -40,11 +41,6 @@ impl BundleCacheError {
     pub fn is_transient(&self) -> bool {
         matches!(self, BundleCacheError::Fetch { source, .. } if source.is_transient())
     }
-}
-
-/// The store key of a bundle (decisions.md#storage).
-pub fn bundle_key(sha256: &str) -> String {
-    format!("bundles/{sha256}.tar.zst")
 }
 
 /// A per-worker cache of unpacked bundles.
@@ -151,7 +147,7 @@ impl BundleCache {
         }
         let bytes = self
             .store
-            .get(&bundle_key(sha256))
+            .get(StoreKey::bundle(sha256).as_str())
             .await
             .map_err(|source| BundleCacheError::Fetch {
                 sha256: sha256.to_owned(),

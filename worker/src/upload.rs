@@ -1,6 +1,6 @@
 //! Storing a job's artifacts and its record (decisions.md#storage, keys from `schema::layout`).
 //!
-//! Each attempt writes its artifacts under its own directory (`layout::attempt_dir`), so two
+//! Each attempt writes its artifacts under its own directory (`layout::AttemptKey::dir`), so two
 //! deliveries of one job never overwrite each other's files. The job's record is written last
 //! and create-if-absent: the first attempt that stores one wins, and a later attempt reads it
 //! back instead of claiming the job for itself.
@@ -13,7 +13,7 @@ use cowork_fabric::backoff::Backoff;
 use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::event::{ArtifactRef, JobRecord};
 use cowork_schema::ids::JobId;
-use cowork_schema::layout;
+use cowork_schema::layout::{AttemptKey, JobKey};
 use tokio::time::Instant;
 
 use crate::executor::{Artifact, ArtifactSource};
@@ -45,12 +45,16 @@ pub struct AttemptKeys<'a> {
 impl AttemptKeys<'_> {
     /// The key of artifact `name` of this attempt.
     pub fn artifact(&self, name: &str) -> String {
-        layout::artifact_key(self.job, self.generation, self.attempt, name)
+        self.attempt_key().artifact(name).into_string()
     }
 
     /// The key of the job's record for this attempt's generation.
     pub fn record(&self) -> String {
-        layout::job_record_key(self.job, self.generation)
+        self.attempt_key().record().into_string()
+    }
+
+    fn attempt_key(&self) -> AttemptKey<'_> {
+        JobKey::new(self.job).attempt(self.generation, self.attempt)
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use cowork_schema::event::{ErrorCategory, JobOutcome};
+use cowork_schema::layout::{BatchKey, JobKey};
 use cowork_schema::live::{
     LiveCell, LiveCost, LiveDelta, LiveDispatch, LiveFailure, LiveProgress, LiveRun, LiveSnapshot,
     LiveUnitRuns,
@@ -109,11 +110,11 @@ impl LiveTally {
                 ("error", format!("{}: {message}", category.as_str()))
             }
         };
-        let prefix = format!("batches/{}/", finished.job_id.batch_part());
+        let prefix = JobKey::new(&finished.job_id).batch_prefix();
         let files = finished
             .artifacts
             .iter()
-            .filter_map(|artifact| artifact.key.strip_prefix(&prefix))
+            .filter_map(|artifact| prefix.relative(&artifact.key))
             .take(4)
             .map(str::to_owned)
             .collect();
@@ -259,7 +260,7 @@ impl Admission {
     /// The runs of unit `unit` for its strip; `None` for a unit the plan does not have.
     pub fn live_unit_runs(&self, unit: u32) -> Option<LiveUnitRuns> {
         let state = self.units.get(unit as usize)?;
-        let prefix = format!("batches/{}/", self.batch_id);
+        let prefix = BatchKey::new(&self.batch_id).prefix();
         let runs = (0..self.grid.runs().min(LIVE_RUNS_MAX))
             .map(|run| {
                 let ordinal = self.grid.ordinal(unit, run);
@@ -269,7 +270,7 @@ impl Admission {
                 };
                 let result = self
                     .result_location(job)
-                    .and_then(|location| location.key.strip_prefix(&prefix).map(str::to_owned));
+                    .and_then(|location| prefix.relative(&location.key).map(str::to_owned));
                 let state = if self.finished.contains(ordinal) {
                     if self.passed.contains(ordinal) {
                         "pass"

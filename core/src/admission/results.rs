@@ -13,7 +13,7 @@ use cowork_schema::ids::JobId;
 use cowork_schema::layout;
 
 /// The file of a completed run the envelope lists.
-pub const RESULT_FILE: &str = "result.json";
+pub const RESULT_FILE: &str = layout::names::RESULT;
 
 /// Where a folded run's result is and what its bytes must hash to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ enum KeyShape {
     Empty,
     /// The event recorded no `result.json`: the job's directory, unverified.
     Unrecorded,
-    /// `layout::artifact_key` of the slot's generation and attempt.
+    /// `layout::AttemptKey::result` of the slot's generation and attempt.
     Layout,
     /// `<job dir>/result.json`, whatever the attempt (a worker that writes every attempt there).
     JobDir,
@@ -88,9 +88,14 @@ impl ResultIndex {
             return;
         };
         let sha256 = parse_sha256(&result.sha256);
-        let shape = if result.key == layout::artifact_key(job, generation, attempt, RESULT_FILE) {
+        let shape = if result.key
+            == layout::JobKey::new(job)
+                .attempt(generation, attempt)
+                .result()
+                .as_str()
+        {
             KeyShape::Layout
-        } else if result.key == format!("{}/{RESULT_FILE}", layout::job_dir(job)) {
+        } else if result.key == layout::JobKey::new(job).result().as_str() {
             KeyShape::JobDir
         } else {
             KeyShape::Other
@@ -121,7 +126,7 @@ impl ResultIndex {
     /// recorded for it.
     pub fn location(&self, (unit, run): (u32, u32), job: &JobId) -> Option<ResultLocation> {
         let slot = self.slots.get(unit as usize)?.get(run as usize)?;
-        let job_dir_key = || format!("{}/{RESULT_FILE}", layout::job_dir(job));
+        let job_dir_key = || layout::JobKey::new(job).result().into_string();
         match slot.shape {
             KeyShape::Empty => None,
             KeyShape::Unrecorded => Some(ResultLocation {
@@ -129,7 +134,10 @@ impl ResultIndex {
                 sha256: None,
             }),
             KeyShape::Layout => Some(ResultLocation {
-                key: layout::artifact_key(job, slot.generation, slot.attempt, RESULT_FILE),
+                key: layout::JobKey::new(job)
+                    .attempt(slot.generation, slot.attempt)
+                    .result()
+                    .into_string(),
                 sha256: Some(slot.sha256),
             }),
             KeyShape::JobDir => Some(ResultLocation {
@@ -155,7 +163,7 @@ impl ResultIndex {
                 sha256: parse_sha256(&result.sha256),
             },
             None => ResultLocation {
-                key: format!("{}/{RESULT_FILE}", layout::job_dir(job)),
+                key: layout::JobKey::new(job).result().into_string(),
                 sha256: None,
             },
         };

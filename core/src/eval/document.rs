@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use cowork_schema::batch::{BatchMode, EvalSpec, ExecutorKind};
 use cowork_schema::eval::{Arm, EvalDocument};
 use cowork_schema::ids::BatchId;
+use cowork_schema::layout;
 use serde_json::Value;
 
 use super::{ArmOutcome, ArmSources, EvalError, EvalOptions, PairedOutcome, eval_report};
@@ -105,11 +106,11 @@ pub fn paired_outcomes(
 }
 
 /// The file name of an eval batch's report in its batch directory: `batches/<id>/eval.json`.
-pub const EVAL_DOCUMENT_FILE: &str = "eval.json";
+pub const EVAL_DOCUMENT_FILE: &str = layout::names::EVAL;
 
 /// The store key of `batch_id`'s eval report.
 pub fn eval_document_key(batch_id: &BatchId) -> String {
-    format!("batches/{batch_id}/{EVAL_DOCUMENT_FILE}")
+    layout::BatchKey::new(batch_id).eval().into_string()
 }
 
 /// What the report of a decided eval batch is computed from.

@@ -100,6 +100,11 @@ impl StorePrefix {
     pub fn direct_child<'k>(&self, key: &'k str) -> Option<&'k str> {
         self.relative(key).filter(|rest| !rest.contains('/'))
     }
+
+    /// `<prefix><name>/`: the subdirectory `name` (a path relative to this prefix) as a prefix.
+    pub fn child(&self, name: &str) -> StorePrefix {
+        StorePrefix(format!("{}{name}/", self.0))
+    }
 }
 
 impl fmt::Display for StorePrefix {
@@ -261,6 +266,11 @@ impl<'j> JobKey<'j> {
                 .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
         })
     }
+
+    /// `batches/<batch>/`: the prefix of every file of the job's batch.
+    pub fn batch_prefix(&self) -> StorePrefix {
+        StorePrefix(format!("{}/{}/", names::BATCHES_DIR, self.job.batch_part()))
+    }
 }
 
 /// The keys of one attempt's artifacts. Attempt 1 of generation 0 keeps the job's own
@@ -413,5 +423,15 @@ mod tests {
             job_prefix.direct_child("batches/b1/jobs/c0/r3/g0a2/result.json"),
             None
         );
+    }
+
+    #[test]
+    fn subdirectory_and_batch_prefixes_render_the_layout() {
+        let batch = batch();
+        let jobs = BatchKey::new(&batch).jobs_prefix();
+        assert_eq!(jobs.child("c0").as_str(), "batches/b1/jobs/c0/");
+        assert_eq!(jobs.child("c0/r3").as_str(), "batches/b1/jobs/c0/r3/");
+        let job = JobId::new(&batch, UnitRef::Cell(0), Some(3));
+        assert_eq!(JobKey::new(&job).batch_prefix().as_str(), "batches/b1/");
     }
 }

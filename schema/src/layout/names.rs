@@ -62,3 +62,32 @@ pub const CACHE_DIR: &str = "cache";
 pub fn cassette_file_name(stem: &str) -> String {
     format!("{stem}{CASSETTE_SUFFIX}")
 }
+
+/// The artifact holding the harness's standard output, kept when it printed no envelope.
+pub const HARNESS_STDOUT: &str = "harness.stdout.log";
+/// `<run dir>/events.jsonl`: the run's event log, uploaded under the same name.
+pub const RUN_EVENTS: &str = "events.jsonl";
+/// `<run dir>/control-out.jsonl`: the run's control-channel output, uploaded under the same name.
+pub const RUN_CONTROL_OUT: &str = "control-out.jsonl";
+/// `<run dir>/agent.stderr.log`: the agent's standard error, uploaded under the same name.
+pub const AGENT_STDERR: &str = "agent.stderr.log";
+/// `<run dir>/status.json`: the run's status, uploaded under the same name.
+pub const RUN_STATUS: &str = "status.json";
+/// `<attempt dir>/run/`: where the run-dir files without a name of their own are uploaded, at
+/// their place in the run dir (`run/<path in the run dir>`).
+pub const RUN_FILES_DIR: &str = "run";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_and_log_names_are_the_harness_file_names() {
+        assert_eq!(HARNESS_STDOUT, "harness.stdout.log");
+        assert_eq!(RUN_EVENTS, "events.jsonl");
+        assert_eq!(RUN_CONTROL_OUT, "control-out.jsonl");
+        assert_eq!(AGENT_STDERR, "agent.stderr.log");
+        assert_eq!(RUN_STATUS, "status.json");
+        assert_eq!(RUN_FILES_DIR, "run");
+    }
+}

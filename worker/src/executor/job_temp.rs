@@ -19,12 +19,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use cowork_schema::layout::local::recorded_cassette;
+use cowork_schema::layout::names;
+
 /// Prefix of every job temp root's name.
 pub const JOB_TEMP_PREFIX: &str = "cowork-job-";
-
-/// Directory of the cassettes a `record` job writes, inside its bundle copy; the CLI's own
-/// default for `record` run from the root of a tree.
-pub const CASSETTES_DIR: &str = "cassettes";
 
 /// Makes the names of one process's temp roots unique; with the pid they are unique on the
 /// host. Only uniqueness matters, so relaxed ordering is enough.
@@ -148,7 +147,9 @@ pub fn ignore_new_cassettes(bundle_copy: &Path) -> io::Result<()> {
         .create(true)
         .append(true)
         .open(info.join("exclude"))?;
-    writeln!(exclude, "/{CASSETTES_DIR}/")
+    // `cassettes/` is where a `record` job writes inside its bundle copy: the CLI's own
+    // default for `record` run from the root of a tree.
+    writeln!(exclude, "/{}/", names::CASSETTES_DIR)
 }
 
 /// The cassette path of a `record` job inside its bundle copy: `cassettes/<stem>.cassette.json`
@@ -159,9 +160,7 @@ pub fn cassette_in_copy(bundle_copy: &Path, scenario_file: &str) -> PathBuf {
         .map(|stem| stem.to_string_lossy().into_owned())
         .filter(|stem| !stem.is_empty())
         .unwrap_or_else(|| "scenario".to_owned());
-    bundle_copy
-        .join(CASSETTES_DIR)
-        .join(format!("{stem}.cassette.json"))
+    recorded_cassette(bundle_copy, &stem)
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! note saying so; the files the fleet reads back (the result, the envelope, the cassette)
 //! are never cut.
 
+use cowork_schema::layout::names;
+
 /// What replaces a secret value.
 pub const REDACTED: &[u8] = b"[REDACTED]";
 
@@ -19,10 +21,10 @@ pub const MIN_SECRET_LEN: usize = 8;
 
 /// Artifacts the fleet parses back (rollups, replays): never cut, or they would not parse.
 pub const NEVER_CUT: &[&str] = &[
-    "result.json",
-    "partial-result.json",
-    "envelope.json",
-    "cassette.json",
+    names::RESULT,
+    names::PARTIAL_RESULT,
+    names::ENVELOPE,
+    names::CASSETTE,
 ];
 
 /// Every form of each secret value the scrub looks for, longest first (so a base64 form is

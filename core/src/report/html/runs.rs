@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use cowork_schema::ids::{BatchId, JobId};
+use cowork_schema::layout::{BatchKey, JobKey};
 use serde_json::Value;
 
 use super::page::{escape, query_value, verdict_badge};
@@ -44,12 +46,12 @@ pub enum ArtifactLinks {
 
 impl ArtifactLinks {
     /// The link to the stored file `key` of batch `batch_id`; `None` when files are not linked.
-    fn href(&self, batch_id: &str, key: &str) -> Option<String> {
+    fn href(&self, batch_id: &BatchId, key: &str) -> Option<String> {
         match self {
             ArtifactLinks::None => None,
             ArtifactLinks::StoreRelative { prefix } => Some(format!("{prefix}{}", path_of(key))),
             ArtifactLinks::Coordinator { token } => {
-                let in_batch = key.strip_prefix(&format!("batches/{batch_id}/"))?;
+                let in_batch = BatchKey::new(batch_id).prefix().relative(key)?;
                 let query = token.as_deref().map_or_else(String::new, |token| {
                     format!("?token={}", query_value(token))
                 });
@@ -318,10 +320,13 @@ fn unit_section(
     );
     if index.left_out > 0 && undetailed > 0 {
         // The drill-down of a run without a section: its stored files, one directory per run.
-        let key = format!("batches/{}/jobs/{}/", summary.batch_id, unit.id);
+        let key = BatchKey::new(&summary.input.stored.batch_id)
+            .jobs_prefix()
+            .child(&unit.id)
+            .into_string();
         // Only a local store lists a directory (the coordinator serves files, not folders).
         let href = match links {
-            ArtifactLinks::StoreRelative { .. } => links.href(summary.batch_id, &key),
+            ArtifactLinks::StoreRelative { .. } => links.href(&summary.input.stored.batch_id, &key),
             _ => None,
         };
         let place = match href {
@@ -578,11 +583,12 @@ fn assertions(out: &mut String, result: &Value) {
 /// The run's stored files, linked as the report's place allows, and its job record.
 fn files(out: &mut String, summary: &Summary<'_>, run: &StoredRun, links: &ArtifactLinks) {
     if !run.artifacts.is_empty() {
-        let job_dir = format!("batches/{}/jobs/{}/", summary.batch_id, run.job_path());
+        let job = JobId::new(&summary.input.stored.batch_id, run.unit, run.repeat_index);
+        let job_dir = JobKey::new(&job).prefix();
         out.push_str("<p class=\"files small\">files: ");
         for key in &run.artifacts {
-            let name = key.strip_prefix(&job_dir).unwrap_or(key);
-            match links.href(summary.batch_id, key) {
+            let name = job_dir.relative(key).unwrap_or(key);
+            match links.href(&summary.input.stored.batch_id, key) {
                 Some(href) => {
                     let _ = write!(
                         out,

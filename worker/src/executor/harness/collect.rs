@@ -4,6 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use cowork_schema::layout::{RunDir, names};
 use serde_json::Value;
 
 use crate::executor::{Artifact, ArtifactSource};
@@ -11,17 +12,13 @@ use crate::executor::{Artifact, ArtifactSource};
 /// `outDir` of a result that has no run dir (`replay`, harness-behaviour.md#real-cli).
 const REPLAY_OUT_DIR: &str = "(replay)";
 
-/// Artifact-name prefix of the run-dir files that have no name of their own: `run/<path in
-/// the run dir>`.
-pub const RUN_DIR_PREFIX: &str = "run/";
-
 /// Run-dir files uploaded when present (the "should" list of harness-behaviour.md#uploads), by
 /// their artifact names.
 const RUN_DIR_ARTIFACTS: &[&str] = &[
-    "events.jsonl",
-    "control-out.jsonl",
-    "agent.stderr.log",
-    "status.json",
+    names::RUN_EVENTS,
+    names::RUN_CONTROL_OUT,
+    names::AGENT_STDERR,
+    names::RUN_STATUS,
 ];
 
 /// What to look for in the run dir.
@@ -67,7 +64,7 @@ pub(super) fn collect(request: &CollectRequest) -> Collected {
     if let Some(run_dir) = &run_dir {
         match request.want {
             Want::Result | Want::PartialResult => {
-                if let Some(path) = highest_turn_file(run_dir, "result.json") {
+                if let Some(path) = highest_turn_file(run_dir, names::RESULT) {
                     match read_json(&path) {
                         Ok(value) => collected.result = Some((path, value)),
                         Err(err) => tracing::warn!(
@@ -96,10 +93,10 @@ pub(super) fn collect(request: &CollectRequest) -> Collected {
                 });
             }
         }
-        if let Some(path) = highest_turn_file(run_dir, "trace.json") {
+        if let Some(path) = highest_turn_file(run_dir, names::TRACE) {
             named.push(path.clone());
             collected.artifacts.push(Artifact {
-                name: "trace.json".to_owned(),
+                name: names::TRACE.to_owned(),
                 source: ArtifactSource::File(path),
             });
         }
@@ -113,7 +110,7 @@ pub(super) fn collect(request: &CollectRequest) -> Collected {
                 continue;
             }
             collected.artifacts.push(Artifact {
-                name: format!("{RUN_DIR_PREFIX}{relative}"),
+                name: format!("{}/{relative}", names::RUN_FILES_DIR),
                 source: ArtifactSource::File(path),
             });
         }
@@ -122,7 +119,7 @@ pub(super) fn collect(request: &CollectRequest) -> Collected {
         && is_regular_file(cassette)
     {
         collected.artifacts.push(Artifact {
-            name: "cassette.json".to_owned(),
+            name: names::CASSETTE.to_owned(),
             source: ArtifactSource::File(cassette.clone()),
         });
     }
@@ -212,7 +209,7 @@ fn sorted_subdirs(dir: &Path) -> Vec<PathBuf> {
 
 /// `<run_dir>/turns/<N>/<file_name>` with the highest numeric `N` for which it is a regular file.
 fn highest_turn_file(run_dir: &Path, file_name: &str) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(run_dir.join("turns")).ok()?;
+    let entries = std::fs::read_dir(RunDir::new(run_dir).turns_dir()).ok()?;
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| {

@@ -6,16 +6,11 @@ use std::path::{Path, PathBuf};
 
 use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::{JobCommand, JobSpec};
+use cowork_schema::layout::JobWorkDir;
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::job_temp::{JobTemp, cassette_in_copy, copy_tree, ignore_new_cassettes};
 use crate::executor::{Classified, ExecOutput, JobContext, ScenarioPathError, scenario_in_bundle};
-
-/// Name of the per-job runs root inside the work dir (passed as `--run-dir`).
-pub const RUNS_DIR_NAME: &str = "runs";
-
-/// Name of the cassette a `record` job writes inside the work dir (passed as `--out`).
-pub const CASSETTE_FILE_NAME: &str = "cassette.json";
 
 /// Builds the CLI's arguments for `job` (harness-behaviour.md#job-invocation,
 /// harness-behaviour.md#recording).
@@ -31,7 +26,8 @@ pub fn harness_args(
     let scenario = scenario_in_bundle(job, bundle_dir)?;
     let mut args: Vec<OsString> = vec![
         "--run-dir".into(),
-        work_dir.join(RUNS_DIR_NAME).into(),
+        // The per-job runs root inside the work dir.
+        JobWorkDir::new(work_dir).runs_dir().into(),
         job.command.as_str().into(),
         scenario.into(),
     ];
@@ -155,14 +151,15 @@ impl Launch {
             }
         };
         let cassette = staged.map_or_else(
-            || work_dir.join(CASSETTE_FILE_NAME),
+            // The cassette a `record` job writes inside the work dir (passed as `--out`).
+            || JobWorkDir::new(&work_dir).cassette(),
             |staged| staged.cassette.clone(),
         );
         let args = match harness_args(&ctx.job, &bundle_dir, &work_dir, &cassette) {
             Ok(args) => args,
             Err(err) => return refuse(Classified::error(ErrorCategory::Usage, err.to_string())),
         };
-        let runs_root = work_dir.join(RUNS_DIR_NAME);
+        let runs_root = JobWorkDir::new(&work_dir).runs_dir();
         if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
             return refuse(Classified::Infra {
                 class: InfraClass::Spawn,

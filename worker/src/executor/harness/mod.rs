@@ -52,12 +52,11 @@ use cowork_schema::batch::ExecutorKind;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use self::capture::{Capture, Captured, Finished, Keep};
-pub use self::collect::RUN_DIR_PREFIX;
 pub use self::config::{
     DEFAULT_PASSTHROUGH_ENV, DEFAULT_STDOUT_LIMIT_BYTES, DEFAULT_STOP_GRACE,
     DEFAULT_UPLOAD_LIMIT_BYTES, HarnessConfig, SECRET_ENV,
 };
-pub use self::launch::{CASSETTE_FILE_NAME, RUNS_DIR_NAME, harness_args};
+pub use self::launch::harness_args;
 pub(crate) use self::launch::{Launch, not_started};
 pub use super::ScenarioPathError;
 use super::{ExecOutput, Executor, JobContext};

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use cowork_schema::job::JobSpec;
+use cowork_schema::layout::names;
 
 use super::capture::Captured;
 use super::collect::sorted_entries;
@@ -15,14 +16,14 @@ pub(super) fn append_stderr_note(output: &mut ExecOutput, note: &str) {
     match output
         .artifacts
         .iter_mut()
-        .find(|artifact| artifact.name == "harness.stderr.log")
+        .find(|artifact| artifact.name == names::HARNESS_STDERR)
     {
         Some(Artifact {
             source: ArtifactSource::Bytes(bytes),
             ..
         }) => bytes.extend_from_slice(format!("\n{note}\n").as_bytes()),
         _ => output.artifacts.push(Artifact {
-            name: "harness.stderr.log".to_owned(),
+            name: names::HARNESS_STDERR.to_owned(),
             source: ArtifactSource::Bytes(format!("{note}\n").into_bytes()),
         }),
     }
@@ -82,7 +83,7 @@ pub(super) fn stderr_artifact(stderr: Captured) -> Artifact {
         );
     }
     Artifact {
-        name: "harness.stderr.log".to_owned(),
+        name: names::HARNESS_STDERR.to_owned(),
         source: ArtifactSource::Bytes(bytes),
     }
 }

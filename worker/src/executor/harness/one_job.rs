@@ -6,14 +6,13 @@ use std::path::Path;
 
 use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::JobSpec;
+use cowork_schema::layout::JobWorkDir;
 use tokio_util::sync::CancellationToken;
 
 use super::HarnessExecutor;
 use super::capture::Captured;
 use super::docker_sweep::leaves_docker_resources;
-use super::launch::{
-    CASSETTE_FILE_NAME, ChildDirs, Launch, RUNS_DIR_NAME, Staged, not_started, stage_record_bundle,
-};
+use super::launch::{ChildDirs, Launch, Staged, not_started, stage_record_bundle};
 use super::notes::{note_quarantined, note_removed, stderr_artifact};
 use super::outcome::guard_spawn_failure;
 use super::signal_death::oom_kills;
@@ -41,7 +40,7 @@ impl HarnessExecutor {
         if output.spawned && leaves_docker_resources(&ctx.job) {
             self.remove_docker_leftovers(&mut output, ctx).await;
         }
-        note_quarantined(&mut output, &ctx.work_dir.join(RUNS_DIR_NAME));
+        note_quarantined(&mut output, &JobWorkDir::new(&ctx.work_dir).runs_dir());
         let removed = temp.remove().await;
         note_removed(&mut output, &ctx.job, &removed);
         output
@@ -120,7 +119,7 @@ fn wait_failure(err: &io::Error, stderr: Captured) -> ExecOutput {
 /// Copies a `record` job's cassette out of its bundle copy: the copy is removed with the temp
 /// root, and the cassette is kept where the upload looks for it.
 async fn keep_recorded_cassette(job: &JobSpec, staged: &Staged, work_dir: &Path) {
-    let kept = work_dir.join(CASSETTE_FILE_NAME);
+    let kept = JobWorkDir::new(work_dir).cassette();
     if let Err(err) = tokio::fs::copy(&staged.cassette, &kept).await
         && err.kind() != io::ErrorKind::NotFound
     {

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use cowork_schema::job::{JobCommand, JobSpec};
+use cowork_schema::layout::{JobWorkDir, names};
 use serde_json::Value;
 
 use super::HarnessExecutor;
 use super::capture::{Captured, Finished};
 use super::collect::{CollectRequest, Collected, Want, collect};
-use super::launch::{CASSETTE_FILE_NAME, RUNS_DIR_NAME};
 use super::notes::stderr_artifact;
 use crate::executor::classify::{Envelope, ProcessEnd, classify, find_envelope};
 use crate::executor::{Artifact, ArtifactSource, Classified, ExecOutput};
@@ -34,7 +34,7 @@ impl HarnessExecutor {
         let mut artifacts = Vec::new();
         if let Some(envelope) = &envelope {
             artifacts.push(Artifact {
-                name: "envelope.json".to_owned(),
+                name: names::ENVELOPE.to_owned(),
                 source: ArtifactSource::Bytes(envelope.line.clone()),
             });
         }
@@ -96,8 +96,8 @@ async fn collect_run_dir(
 ) -> Collected {
     let request = CollectRequest {
         job_id: job.job_id.to_string(),
-        runs_root: work_dir.join(RUNS_DIR_NAME),
-        cassette: (job.command == JobCommand::Record).then(|| work_dir.join(CASSETTE_FILE_NAME)),
+        runs_root: JobWorkDir::new(work_dir).runs_dir(),
+        cassette: (job.command == JobCommand::Record).then(|| JobWorkDir::new(work_dir).cassette()),
         out_dir: envelope.and_then(envelope_out_dir),
         want: match classified {
             Classified::Completed { .. } => Want::Result,
@@ -143,7 +143,7 @@ fn result_artifact(
             Some((path, on_disk)) => {
                 *result = on_disk;
                 Some(Artifact {
-                    name: "result.json".to_owned(),
+                    name: names::RESULT.to_owned(),
                     source: ArtifactSource::File(path),
                 })
             }
@@ -151,14 +151,14 @@ fn result_artifact(
                 let bytes = cowork_schema::json_number::to_vec(result)
                     .expect("serializing a json value to memory cannot fail");
                 Some(Artifact {
-                    name: "result.json".to_owned(),
+                    name: names::RESULT.to_owned(),
                     source: ArtifactSource::Bytes(bytes),
                 })
             }
         }
     } else {
         result_file.map(|(path, _)| Artifact {
-            name: "partial-result.json".to_owned(),
+            name: names::PARTIAL_RESULT.to_owned(),
             source: ArtifactSource::File(path),
         })
     }
@@ -176,7 +176,7 @@ fn log_artifacts(envelope_seen: bool, stdout: Captured, stderr: Captured) -> Vec
     if !envelope_seen && !stdout.bytes.is_empty() {
         // Without an envelope the raw stdout is the only clue to what the CLI did.
         artifacts.push(Artifact {
-            name: "harness.stdout.log".to_owned(),
+            name: names::HARNESS_STDOUT.to_owned(),
             source: ArtifactSource::Bytes(stdout.bytes),
         });
     }

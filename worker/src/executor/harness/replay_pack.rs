@@ -27,12 +27,13 @@ use std::time::Instant;
 
 use cowork_schema::event::InfraClass;
 use cowork_schema::job::{JobCommand, JobSpec};
+use cowork_schema::layout::{JobWorkDir, names};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::HarnessExecutor;
 use super::capture::{Captured, Finished};
-use super::launch::{ChildDirs, Launch, RUNS_DIR_NAME, not_started};
+use super::launch::{ChildDirs, Launch, not_started};
 use super::notes::note_removed;
 use super::outcome::guard_spawn_failure;
 use crate::executor::classify::{ProcessEnd, find_envelope};
@@ -44,9 +45,6 @@ use crate::executor::{Classified, ExecOutput, Executor, JobContext, bundle_path}
 /// its time replaying and still ends within about two seconds. Packs are cut smaller than this
 /// to share the queue evenly across the fleet's slots (`pack::pack_share`).
 pub const DEFAULT_REPLAY_PACK: usize = 256;
-
-/// The file names the CLI's dir replay takes.
-const CASSETTE_SUFFIX: &str = ".cassette.json";
 
 /// Forwarded flags the CLI accepts for a dir replay exactly as for one file. Any other flag
 /// (`--session` is refused for a dir; `--write`, `--mutate`, `--assert-from` act per file)
@@ -74,7 +72,7 @@ pub struct PackKey {
 
 /// The pack a job may join, or `None` when it must run alone.
 pub fn pack_key(job: &JobSpec) -> Option<PackKey> {
-    if job.command != JobCommand::Replay || !job.scenario_file.ends_with(CASSETTE_SUFFIX) {
+    if job.command != JobCommand::Replay || !job.scenario_file.ends_with(names::CASSETTE_SUFFIX) {
         return None;
     }
     if !job
@@ -274,8 +272,8 @@ fn lay_out<'a>(
                 ctx,
                 launch,
                 solo_path,
-                link: view_dir.join(format!("m{member_idx:06}-0{CASSETTE_SUFFIX}")),
-                marker: view_dir.join(format!("m{member_idx:06}-1{CASSETTE_SUFFIX}")),
+                link: view_dir.join(names::cassette_file_name(&format!("m{member_idx:06}-0"))),
+                marker: view_dir.join(names::cassette_file_name(&format!("m{member_idx:06}-1"))),
             },
         ));
     }
@@ -429,7 +427,7 @@ async fn run_view(
 fn pack_args(first: &Member<'_>, view_dir: &Path) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![
         "--run-dir".into(),
-        first.launch.work_dir.join(RUNS_DIR_NAME).into(),
+        JobWorkDir::new(&first.launch.work_dir).runs_dir().into(),
         "replay".into(),
         view_dir.into(),
         "--output-format".into(),
@@ -706,7 +704,8 @@ impl View {
         link_entries(&source, &real, |entry| {
             entry
                 .to_str()
-                .is_some_and(|entry| entry.ends_with(CASSETTE_SUFFIX))
+                // The file names the CLI's dir replay takes.
+                .is_some_and(|entry| entry.ends_with(names::CASSETTE_SUFFIX))
         })?;
         for (cassette, link, marker) in &self.links {
             std::os::unix::fs::symlink(cassette, link)?;

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use cowork_schema::job::Tier;
+use cowork_schema::layout::names;
 
 use super::HarnessExecutor;
 use crate::capabilities::{AGENT_BINARY, find_on_path};
@@ -29,7 +30,7 @@ impl HarnessExecutor {
             let stderr_tail = output
                 .artifacts
                 .iter()
-                .find(|artifact| artifact.name == "harness.stderr.log")
+                .find(|artifact| artifact.name == names::HARNESS_STDERR)
                 .and_then(|artifact| match &artifact.source {
                     ArtifactSource::Bytes(bytes) => Some(last_lines(bytes, STDERR_TAIL_LINES)),
                     ArtifactSource::File(_) => None,

@@ -34,6 +34,7 @@ use std::time::Instant;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::{JobCommand, JobSpec};
+use cowork_schema::layout::names;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -127,7 +128,7 @@ impl Executor for SimExecutor {
             && matches!(output.classified, Classified::Completed { .. })
         {
             output.artifacts.push(Artifact {
-                name: "cassette.json".to_owned(),
+                name: names::CASSETTE.to_owned(),
                 source: ArtifactSource::Bytes(sim_cassette(&ctx.job, scenario.as_ref())),
             });
         }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::JobSpec;
+use cowork_schema::layout::names;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +72,7 @@ pub(super) async fn run(
     let mut artifacts = Vec::new();
     let classified = match simulated.outcome {
         SimOutcome::Completed { result } => {
-            artifacts.push(json_artifact("result.json", &result));
+            artifacts.push(json_artifact(names::RESULT, &result));
             Classified::Completed { result }
         }
         SimOutcome::Unanswered {
@@ -79,7 +80,7 @@ pub(super) async fn run(
             hint,
             partial_result,
         } => {
-            artifacts.push(json_artifact("partial-result.json", &partial_result));
+            artifacts.push(json_artifact(names::PARTIAL_RESULT, &partial_result));
             Classified::Unanswered {
                 message,
                 hint: Some(hint),
