@@ -133,9 +133,10 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
         }
     }
     if files.is_empty() {
-        return Err(CliError::usage(
-            "no result.json files found in the given paths",
-        ));
+        return Err(CliError::usage(format!(
+            "no {} files found in the given paths",
+            names::RESULT
+        )));
     }
     let mut groups: Vec<(String, Vec<RunView>)> = Vec::new();
     let mut values = Vec::new();
