@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use cowork_core::trend::{BatchCounts, Change, CompareRow, UnitCounts, compare, counts_from_stats};
+use cowork_schema::layout::names;
 use serde_json::{Value, json};
 
 use crate::args::{DiffArgs, TableFormat};
@@ -64,8 +65,9 @@ async fn decided_counts(text: &str, source: &Source) -> Result<(BatchCounts, boo
         .map_err(|e| CliError::usage(format!("{e} (in {})", source.describe())))?;
     let counts = counts_of(&batch).ok_or_else(|| {
         CliError::usage(format!(
-            "batch {batch_id} has no verdict yet (no rollup.json): it is still running or was \
-             interrupted; `cowork rollup {batch_id}` judges the runs it has"
+            "batch {batch_id} has no verdict yet (no {}): it is still running or was \
+             interrupted; `cowork rollup {batch_id}` judges the runs it has",
+            names::ROLLUP
         ))
     })?;
     Ok((counts, batch.stored.spec.mode.spends_nothing()))

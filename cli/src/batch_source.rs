@@ -15,6 +15,7 @@ use cowork_coordinator::catalog::batch_ids;
 use cowork_fabric::ArtifactStore;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
+use cowork_schema::layout::{BatchDir, BatchKey, StoreRoot, names};
 
 use crate::args::BatchSourceArgs;
 use crate::connect::{client, client_error};
@@ -77,13 +78,9 @@ impl Source {
                 // Ids tell time to the second; batches started within one second are ordered
                 // by when their spec was written (stable: it is written once).
                 let written = |batch_id: &BatchId| {
-                    std::fs::metadata(
-                        dir.join("batches")
-                            .join(batch_id.as_str())
-                            .join("spec.json"),
-                    )
-                    .and_then(|metadata| metadata.modified())
-                    .ok()
+                    std::fs::metadata(StoreRoot::new(dir).batch_dir(batch_id).spec_file())
+                        .and_then(|metadata| metadata.modified())
+                        .ok()
                 };
                 let mut keyed: Vec<_> = ids
                     .drain(..)
@@ -136,13 +133,13 @@ fn latest_offset(text: &str) -> Option<Result<usize, String>> {
 
 /// The store and id of a stored batch dir (`<store>/batches/<id>` holding `spec.json`).
 fn batch_dir(path: &Path) -> Option<(PathBuf, BatchId)> {
-    if !path.join("spec.json").is_file() {
+    if !BatchDir::new(path).spec_file().is_file() {
         return None;
     }
     let dir = std::fs::canonicalize(path).ok()?;
     let batch_id = BatchId::new(dir.file_name()?.to_str()?).ok()?;
     let batches = dir.parent()?;
-    if batches.file_name()? != "batches" {
+    if batches.file_name()? != names::BATCHES_DIR {
         return None;
     }
     Some((batches.parent()?.to_path_buf(), batch_id))
@@ -181,8 +178,10 @@ pub async fn resolve(text: &str, source: &Source) -> Result<Resolved, CliError> 
     let path = Path::new(text);
     if path.is_dir() {
         return Err(CliError::usage(format!(
-            "{}: not a stored batch dir (expected <store>/batches/<id> holding spec.json)",
-            path.display()
+            "{}: not a stored batch dir (expected <store>/{}/<id> holding {})",
+            path.display(),
+            names::BATCHES_DIR,
+            names::SPEC
         )));
     }
     let batch_id = match BatchId::new(text) {
@@ -194,8 +193,8 @@ pub async fn resolve(text: &str, source: &Source) -> Result<Resolved, CliError> 
         }
     };
     if let Source::Local(dir) = source {
-        let key = format!("batches/{batch_id}/spec.json");
-        if !dir.join(&key).is_file() {
+        let key = BatchKey::new(&batch_id).spec();
+        if !StoreRoot::new(dir).key_path(&key).is_file() {
             let known = source.batch_ids().await.unwrap_or_default();
             return Err(CliError::usage(not_found_locally(&batch_id, dir, &known)));
         }

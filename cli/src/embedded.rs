@@ -37,6 +37,7 @@ use cowork_schema::BatchId;
 use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchSpec, ExecutorKind, StoredBatch};
 use cowork_schema::job::Tier;
+use cowork_schema::layout::{BatchKey, StoreKey, StoreRoot, names};
 use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_worker::executor::Executor;
 use cowork_worker::executor::harness::{HarnessConfig, HarnessExecutor};
@@ -60,10 +61,6 @@ pub const MAX_DELIVER: u32 = 3;
 /// Jobs outstanding per slot when `--window` is not given: two keep every slot busy while the
 /// supervisor folds a finished job and admits the next.
 pub const WINDOW_PER_SLOT: usize = 2;
-
-/// The stored batch's spec, which also carries the lock of a batch being run (see
-/// [`lock_batch`]).
-const SPEC_FILE: &str = "spec.json";
 
 /// Exit code of a batch interrupted with Ctrl-C or SIGTERM, like a shell's.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
@@ -98,9 +95,9 @@ pub async fn store_batch(
     bundle: PackedBundle,
 ) -> Result<(), CliError> {
     let batch_id = &plan.batch_id;
-    let bundle_key = format!("bundles/{}.tar.zst", bundle.sha256);
+    let bundle_key = StoreKey::bundle(&bundle.sha256);
     store
-        .put_if_absent(&bundle_key, bundle.bytes)
+        .put_if_absent(bundle_key.as_str(), bundle.bytes)
         .await
         .with_context(|| format!("storing {bundle_key}"))?;
     let stored = StoredBatch {
@@ -108,11 +105,12 @@ pub async fn store_batch(
         spec,
         plan: plan.summary(),
     };
-    let spec_key = cowork_schema::layout::batch_key(batch_id, SPEC_FILE);
-    let mut spec_json = serde_json::to_vec_pretty(&stored).context("serializing spec.json")?;
+    let spec_key = BatchKey::new(batch_id).spec();
+    let mut spec_json = serde_json::to_vec_pretty(&stored)
+        .with_context(|| format!("serializing {}", names::SPEC))?;
     spec_json.push(b'\n');
     store
-        .put(&spec_key, spec_json)
+        .put(spec_key.as_str(), spec_json)
         .await
         .with_context(|| format!("storing {spec_key}"))?;
     Ok(())
@@ -293,9 +291,9 @@ pub async fn run_stored(
 /// the same batch — a `cowork resume` while the interrupted run is still draining — would run
 /// its jobs twice.
 fn lock_batch(store: &DirArtifactStore, batch_id: &BatchId) -> Result<std::fs::File, CliError> {
-    let key = cowork_schema::layout::batch_key(batch_id, SPEC_FILE);
+    let key = BatchKey::new(batch_id).spec();
     let path = store
-        .path_of(&key)
+        .path_of(key.as_str())
         .with_context(|| format!("locking batch {batch_id}"))?;
     let file = std::fs::File::open(&path)
         .with_context(|| format!("opening {} to lock batch {batch_id}", path.display()))?;
@@ -337,9 +335,9 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
         replay_pack: embedded.replay_pack,
         ack_wait: ACK_WAIT,
         max_deliver: MAX_DELIVER,
-        cache_dir: embedded.store_dir.join("cache").join("bundles"),
+        cache_dir: StoreRoot::new(&embedded.store_dir).bundle_cache_dir(),
         cache_max_bytes: None,
-        work_dir: embedded.store_dir.join("work"),
+        work_dir: StoreRoot::new(&embedded.store_dir).work_dir(),
         keep_work_dirs: embedded.keep_work,
         unpack_limits: UnpackLimits::default(),
         backoff: Backoff::default(),
@@ -642,7 +640,7 @@ fn batch_outcome(
 /// attempt dir as the job ends, and the job and cell dirs it empties; what is left here is
 /// what a killed job or `--keep-work` left, and the batch's own dir.
 async fn remove_work_dirs(embedded: &EmbeddedRun, batch_id: &BatchId) {
-    let dir = embedded.store_dir.join("work").join(batch_id.as_str());
+    let dir = StoreRoot::new(&embedded.store_dir).batch_work_dir(batch_id);
     // A big tree is blocking work, so it runs in `spawn_blocking`; a leftover dir is only disk, so
     // a failure is logged, not fatal.
     let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
@@ -708,7 +706,10 @@ pub fn print_local_outcome(
     ));
     eprintln!(
         "results: {}",
-        store_dir.join("batches").join(batch_id.as_str()).display()
+        StoreRoot::new(store_dir)
+            .batch_dir(batch_id)
+            .path()
+            .display()
     );
     if output_format == OutputFormat::Json {
         outcome
@@ -724,8 +725,9 @@ pub fn print_local_outcome(
 /// are ignored, since only tidiness is at stake. Not called with `--keep-work`, which keeps
 /// every scratch dir as the job left it.
 pub fn remove_empty_scratch_dirs(store: &Path, batch_id: &cowork_schema::BatchId) {
-    let work = store.join("work");
-    remove_empty_dirs(&work.join(batch_id.as_str()));
+    let root = StoreRoot::new(store);
+    let work = root.work_dir();
+    remove_empty_dirs(&root.batch_work_dir(batch_id));
     let _ = std::fs::remove_dir(&work);
 }
 

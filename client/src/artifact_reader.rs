@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use cowork_fabric::{ArtifactError, ArtifactStore, PutOutcome};
 use cowork_schema::BatchId;
 use cowork_schema::event::ArtifactRef;
+use cowork_schema::layout::{BatchKey, StorePrefix};
 
 use crate::{ClientError, CoordinatorClient};
 
@@ -16,13 +17,13 @@ pub struct ApiArtifactReader {
     client: CoordinatorClient,
     batch_id: BatchId,
     /// `batches/<id>/`: the only keys this reader serves.
-    prefix: String,
+    prefix: StorePrefix,
 }
 
 impl ApiArtifactReader {
     /// A reader of `batch_id`'s objects through `client`.
     pub fn new(client: CoordinatorClient, batch_id: BatchId) -> ApiArtifactReader {
-        let prefix = format!("batches/{batch_id}/");
+        let prefix = BatchKey::new(&batch_id).prefix();
         ApiArtifactReader {
             client,
             batch_id,
@@ -66,7 +67,7 @@ impl ArtifactStore for ApiArtifactReader {
     }
 
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
-        let Some(path) = key.strip_prefix(&self.prefix) else {
+        let Some(path) = self.prefix.relative(key) else {
             return Err(ArtifactError::NotFound {
                 key: key.to_owned(),
             });
@@ -78,7 +79,7 @@ impl ArtifactStore for ApiArtifactReader {
     }
 
     async fn get_file(&self, key: &str, path: &std::path::Path) -> Result<u64, ArtifactError> {
-        let Some(relative) = key.strip_prefix(&self.prefix) else {
+        let Some(relative) = self.prefix.relative(key) else {
             return Err(ArtifactError::NotFound {
                 key: key.to_owned(),
             });
@@ -100,7 +101,7 @@ impl ArtifactStore for ApiArtifactReader {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, ArtifactError> {
         // The coordinator lists only under the prefix when it can (a job's directory, not the
         // whole batch); one that cannot lists everything, and the filter below still holds.
-        let under = prefix.strip_prefix(&self.prefix).unwrap_or("");
+        let under = self.prefix.relative(prefix).unwrap_or("");
         let paths = self
             .client
             .artifacts_under(&self.batch_id, under)
@@ -108,7 +109,7 @@ impl ArtifactStore for ApiArtifactReader {
             .map_err(|error| artifact_error(prefix, error))?;
         let mut keys: Vec<String> = paths
             .into_iter()
-            .map(|path| format!("{}{path}", self.prefix))
+            .map(|path| self.prefix.key(&path).into_string())
             .filter(|key| key.starts_with(prefix))
             .collect();
         keys.sort();

@@ -16,6 +16,7 @@ use cowork_schema::BatchId;
 use cowork_schema::api::{ApiError, BatchStatus, FabricStatus, SubmitResponse, WorkerStatus};
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
+use cowork_schema::layout::names;
 use cowork_schema::registry::BatchRecord;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -150,11 +151,11 @@ impl CoordinatorClient {
     ) -> Result<SubmitResponse, ClientError> {
         let spec_json = serde_json::to_vec(spec).expect("a batch spec always serializes");
         let spec_part = reqwest::multipart::Part::bytes(spec_json)
-            .file_name("spec.json")
+            .file_name(names::SPEC)
             .mime_str("application/json")
             .expect("a literal mime type parses");
         let bundle_part = reqwest::multipart::Part::bytes(bundle)
-            .file_name("bundle.tar.zst")
+            .file_name(format!("bundle{}", names::BUNDLE_EXTENSION))
             .mime_str("application/zstd")
             .expect("a literal mime type parses");
         let form = reqwest::multipart::Form::new()

@@ -20,8 +20,7 @@ use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
-    EVAL_DOCUMENT_FILE, EvalDocument, EvalDocumentInput, EvalGate, eval_document,
-    eval_document_key, eval_exit_code, nothing_to_compare,
+    EvalDocument, EvalDocumentInput, EvalGate, eval_document, eval_exit_code, nothing_to_compare,
 };
 use cowork_core::plan::Plan;
 use cowork_core::plan::eval::RawEvalFlags;
@@ -29,6 +28,7 @@ use cowork_fabric::ArtifactStore;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::batch::BatchMode;
+use cowork_schema::layout::{BatchKey, StoreRoot, names};
 use cowork_schema::registry::BatchState;
 
 use crate::args::{EvalArgs, FailOnArg, OutputFormat};
@@ -120,14 +120,17 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let document_json = document
         .to_stored_json()
         .context("serializing the eval report")?;
-    let eval_key = eval_document_key(&batch_id);
+    let eval_key = BatchKey::new(&batch_id).eval();
     store
-        .put(&eval_key, document_json.clone())
+        .put(eval_key.as_str(), document_json.clone())
         .await
         .with_context(|| format!("storing {eval_key}"))?;
     let results_line = format!(
         "results: {}",
-        args.store.join("batches").join(batch_id.as_str()).display()
+        StoreRoot::new(&args.store)
+            .batch_dir(&batch_id)
+            .path()
+            .display()
     );
     finish(&args, &document, &document_json, &results_line).await
 }
@@ -235,7 +238,7 @@ async fn submit(
     }
     follow_to_end(&client, &batch_id, args.quiet).await?;
     let bytes = client
-        .artifact(&batch_id, EVAL_DOCUMENT_FILE)
+        .artifact(&batch_id, names::EVAL)
         .await
         .map_err(|e| client_error(e, "fetching the batch's eval report"))?;
     let document: EvalDocument = serde_json::from_slice(&bytes)

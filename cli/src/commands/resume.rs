@@ -9,6 +9,7 @@ use anyhow::Context;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::batch::BatchMode;
+use cowork_schema::layout::{BatchKey, StoreRoot};
 
 use crate::args::ResumeArgs;
 use crate::batch_source::resolve_remote;
@@ -37,7 +38,9 @@ async fn local_batch(args: &ResumeArgs) -> Result<Option<(PathBuf, BatchId)>, Cl
         None => (PathBuf::from(DEFAULT_STORE), false),
     };
     if crate::batch_source::names_by_position_or_dir(&args.batch)
-        && (explicit || store.join("batches").is_dir() || Path::new(&args.batch).is_dir())
+        && (explicit
+            || StoreRoot::new(&store).batches_dir().is_dir()
+            || Path::new(&args.batch).is_dir())
     {
         let local = crate::batch_source::Source::Local(store);
         return match crate::batch_source::resolve(&args.batch, &local).await {
@@ -57,19 +60,18 @@ async fn local_batch(args: &ResumeArgs) -> Result<Option<(PathBuf, BatchId)>, Cl
     }
     if explicit {
         return Err(CliError::usage(format!(
-            "--store: {} holds no batch {batch_id} (no batches/{batch_id}/spec.json); give the \
-             store the batch was run with",
-            store.display()
+            "--store: {} holds no batch {batch_id} (no {}); give the store the batch was run with",
+            store.display(),
+            BatchKey::new(&batch_id).spec()
         )));
     }
     Ok(None)
 }
 
 fn holds_batch(store: &Path, batch_id: &BatchId) -> bool {
-    store
-        .join("batches")
-        .join(batch_id.as_str())
-        .join("spec.json")
+    StoreRoot::new(store)
+        .batch_dir(batch_id)
+        .spec_file()
         .is_file()
 }
 

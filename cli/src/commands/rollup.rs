@@ -6,15 +6,14 @@ use anyhow::Context;
 use cowork_coordinator::catalog::{overview, stored_batch};
 use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
 use cowork_coordinator::supervisor::{
-    ENVELOPE_FILE, EnvelopeHead, StoredEnvelope, build_envelope, copy_envelope, rollup_bytes,
-    spool_envelope,
+    EnvelopeHead, StoredEnvelope, build_envelope, copy_envelope, rollup_bytes, spool_envelope,
 };
 use cowork_core::plan::flags::js_number;
 use cowork_core::reduce::{Judging, StopRules};
 use cowork_core::verdict::{Lane, with_rederived_verdict};
 use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
-use cowork_schema::layout::batch_key;
+use cowork_schema::layout::{BatchDir, BatchKey, names};
 use cowork_schema::run_result::RunView;
 use serde_json::{Value, json};
 
@@ -89,7 +88,7 @@ fn find_results(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
         let path = entry.path();
         if entry.file_type()?.is_dir() {
             find_results(&path, found)?;
-        } else if entry.file_name() == "result.json" {
+        } else if entry.file_name() == names::RESULT {
             found.push(path);
         }
     }
@@ -103,7 +102,7 @@ async fn stored_batch_named(path: &Path, store: &Path) -> Result<Option<Resolved
     let Some(text) = path.to_str() else {
         return Ok(None);
     };
-    if path.join("spec.json").is_file() || !path.exists() {
+    if BatchDir::new(path).spec_file().is_file() || !path.exists() {
         return resolve(text, &local).await.map(Some);
     }
     Ok(None)
@@ -134,9 +133,10 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
         }
     }
     if files.is_empty() {
-        return Err(CliError::usage(
-            "no result.json files found in the given paths",
-        ));
+        return Err(CliError::usage(format!(
+            "no {} files found in the given paths",
+            names::RESULT
+        )));
     }
     let mut groups: Vec<(String, Vec<RunView>)> = Vec::new();
     let mut values = Vec::new();
@@ -245,7 +245,7 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
     // than from the stored envelope, which holds every result; a batch that never stored an
     // envelope (it was interrupted) names none.
     let has_envelope = store
-        .exists(&batch_key(&batch_id, ENVELOPE_FILE))
+        .exists(BatchKey::new(&batch_id).envelope().as_str())
         .await
         .unwrap_or(false);
     let version = if has_envelope {

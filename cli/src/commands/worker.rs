@@ -141,9 +141,9 @@ async fn check_bucket_write(
     bucket: &str,
     worker_id: &str,
 ) -> Result<(), CliError> {
-    let key = cowork_schema::layout::probe_key(worker_id);
+    let key = cowork_schema::layout::StoreKey::probe(worker_id);
     let body = format!("cowork worker {worker_id} can write here\n").into_bytes();
-    match store.put(&key, body).await {
+    match store.put(key.as_str(), body).await {
         Ok(_) => Ok(()),
         Err(error) => Err(CliError::Failed(anyhow::anyhow!(error).context(format!(
             "S3 bucket {bucket}: this worker cannot write to it (probe object {key}); check the access key and secret key it uses (--s3-access-key-id, COWORK_S3_SECRET_ACCESS_KEY), that they may write to the bucket, and that the bucket exists"

@@ -19,9 +19,9 @@ use cowork_schema::batch::{StoredBatch, StoredGeneration};
 use cowork_schema::event::{ArtifactRef, JobEvent, JobOutcome, JobRecord, StoredOutcome};
 use cowork_schema::ids::{BatchId, JobId};
 use cowork_schema::job::PROTOCOL_VERSION;
-use cowork_schema::layout;
+use cowork_schema::layout::{BatchKey, JobKey, StoreKey, StoreRoot, names};
 
-use super::{EmbeddedRun, SPEC_FILE, lock_batch, run_locked};
+use super::{EmbeddedRun, lock_batch, run_locked};
 use crate::exit::CliError;
 
 use cowork_fabric::artifacts::PARALLEL_READS;
@@ -119,9 +119,9 @@ async fn count_records(
     let checks = plan.jobs().map(|job| async move {
         // Any generation's record counts; most jobs finished in generation 0, so it goes first.
         for generation in 0..=previous {
-            let key = layout::job_record_key(&job.job_id, generation);
+            let key = JobKey::new(&job.job_id).record(generation);
             if store
-                .exists(&key)
+                .exists(key.as_str())
                 .await
                 .with_context(|| format!("looking for {key}"))?
             {
@@ -143,9 +143,9 @@ async fn read_stored_batch(
     store: &DirArtifactStore,
     batch_id: &BatchId,
 ) -> Result<StoredBatch, CliError> {
-    let key = layout::batch_key(batch_id, SPEC_FILE);
+    let key = BatchKey::new(batch_id).spec();
     let bytes = store
-        .get(&key)
+        .get(key.as_str())
         .await
         .with_context(|| format!("reading {key}"))?;
     let stored: StoredBatch =
@@ -166,13 +166,13 @@ async fn replan(
     batch_id: &BatchId,
     stored: &StoredBatch,
 ) -> Result<Plan, CliError> {
-    let bundle_key = layout::bundle_key(&stored.spec.bundle_sha256);
+    let bundle_key = StoreKey::bundle(&stored.spec.bundle_sha256);
     let bundle = embedded
         .store
-        .get(&bundle_key)
+        .get(bundle_key.as_str())
         .await
         .with_context(|| format!("reading the bundle of batch {batch_id} ({bundle_key})"))?;
-    let scratch = embedded.store_dir.join("work").join("replan");
+    let scratch = StoreRoot::new(&embedded.store_dir).replan_dir();
     let spec = stored.spec.clone();
     let id = batch_id.clone();
     // Unpacking and planning is blocking work, so it runs in `spawn_blocking`.
@@ -196,7 +196,8 @@ async fn replan(
     if plan.summary() != stored.plan {
         return Err(CliError::Failed(anyhow!(
             "batch {batch_id}: its stored spec and bundle plan other jobs than the batch ran \
-             (spec.json's plan differs); it cannot be resumed"
+             ({spec}'s plan differs); it cannot be resumed",
+            spec = names::SPEC
         )));
     }
     Ok(plan)
@@ -204,8 +205,8 @@ async fn replan(
 
 /// The batch's latest resume generation: 0 for a batch never resumed.
 async fn read_generation(store: &DirArtifactStore, batch_id: &BatchId) -> Result<u32, CliError> {
-    let key = layout::batch_key(batch_id, layout::GENERATION_FILE);
-    match store.get(&key).await {
+    let key = BatchKey::new(batch_id).generation();
+    match store.get(key.as_str()).await {
         Ok(bytes) => {
             let stored: StoredGeneration = serde_json::from_slice(&bytes)
                 .with_context(|| format!("{key} is not a generation record"))?;
@@ -223,12 +224,12 @@ async fn write_generation(
     batch_id: &BatchId,
     generation: u32,
 ) -> Result<(), CliError> {
-    let key = layout::batch_key(batch_id, layout::GENERATION_FILE);
+    let key = BatchKey::new(batch_id).generation();
     let mut bytes = serde_json::to_vec_pretty(&StoredGeneration { generation })
         .context("serializing the generation record")?;
     bytes.push(b'\n');
     store
-        .put(&key, bytes)
+        .put(key.as_str(), bytes)
         .await
         .with_context(|| format!("storing {key}"))?;
     Ok(())
@@ -287,8 +288,8 @@ async fn newest_record(
     previous: u32,
 ) -> Result<Option<JobRecord>, CliError> {
     for generation in (0..=previous).rev() {
-        let key = layout::job_record_key(job_id, generation);
-        let bytes = match store.get(&key).await {
+        let key = JobKey::new(job_id).record(generation);
+        let bytes = match store.get(key.as_str()).await {
             Ok(bytes) => bytes,
             Err(ArtifactError::NotFound { .. }) => continue,
             Err(error) => {
@@ -321,15 +322,15 @@ async fn bare_record(
 ) -> Result<JobRecord, CliError> {
     let mut artifacts = Vec::new();
     if matches!(outcome, JobOutcome::Completed { .. }) {
-        let key = layout::artifact_key(job_id, 0, 1, "result.json");
+        let key = JobKey::new(job_id).attempt(0, 1).result();
         let bytes = store
-            .get(&key)
+            .get(key.as_str())
             .await
             .with_context(|| format!("reading {key}, the result of a completed job"))?;
         artifacts.push(ArtifactRef {
             size: bytes.len() as u64,
             sha256: cowork_fabric::sha256_hex(&bytes),
-            key,
+            key: key.into_string(),
         });
     }
     Ok(JobRecord {

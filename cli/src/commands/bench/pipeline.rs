@@ -28,7 +28,7 @@ use cowork_fabric::queue::Delivery;
 use cowork_fabric::{ArtifactStore, EventLog, EventSubscription, JobQueue};
 use cowork_schema::event::{JobEvent, JobEventKind, JobOutcome, JobRecord};
 use cowork_schema::job::{JobSpec, PROTOCOL_VERSION, Tier};
-use cowork_schema::layout::{artifact_key, job_record_key};
+use cowork_schema::layout::{JobKey, names};
 use cowork_worker::executor::sim::{SimOutcome, simulate_scenario};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
@@ -208,7 +208,10 @@ async fn fold_events(
             let key = artifacts
                 .into_iter()
                 .map(|artifact| artifact.key)
-                .find(|key| key.ends_with("/result.json"))
+                .find(|key| {
+                    key.strip_suffix(names::RESULT)
+                        .is_some_and(|dir| dir.ends_with('/'))
+                })
                 .ok_or_else(|| anyhow!("job {} finished without a result", event.job_id))?;
             result_keys.push(key);
             window.add_permits(1);
@@ -299,10 +302,12 @@ impl PipelineWorker {
             Ok(run) => JobOutcome::Completed { run },
             Err(error) => return Err(anyhow!("the simulated result is unreadable: {error}")),
         };
-        let result_key = artifact_key(&job.job_id, job.generation, delivery.attempt, "result.json");
+        let result_key = JobKey::new(&job.job_id)
+            .attempt(job.generation, delivery.attempt)
+            .result();
         let result_ref = self
             .store
-            .put(&result_key, serde_json::to_vec(&result)?)
+            .put(result_key.as_str(), serde_json::to_vec(&result)?)
             .await
             .with_context(|| format!("storing {result_key}"))?;
         let record = JobRecord {
@@ -315,9 +320,9 @@ impl PipelineWorker {
             exit_code: Some(simulated.exit_code),
             run_ms: 0,
         };
-        let record_key = job_record_key(&job.job_id, job.generation);
+        let record_key = JobKey::new(&job.job_id).record(job.generation);
         self.store
-            .put_if_absent(&record_key, serde_json::to_vec(&record)?)
+            .put_if_absent(record_key.as_str(), serde_json::to_vec(&record)?)
             .await
             .with_context(|| format!("storing {record_key}"))?;
         self.publish(

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
+use cowork_schema::layout::StoreRoot;
+use cowork_schema::layout::names::CASSETTE_SUFFIX;
 
 use crate::exit::CliError;
 
@@ -20,8 +22,6 @@ pub struct ReplayBench {
     pub slots: u16,
     pub rounds: u32,
 }
-
-const CASSETTE_SUFFIX: &str = ".cassette.json";
 
 pub async fn run(bench: &ReplayBench) -> Result<i32, CliError> {
     let corpus = std::path::absolute(&bench.cassettes)
@@ -102,7 +102,7 @@ pub async fn run(bench: &ReplayBench) -> Result<i32, CliError> {
             .context("running cowork run --replay")?;
         // Exit 2 is also a corpus with a corrupt cassette; a refused one wrote no batch and
         // says why on stderr.
-        if status.status.code() == Some(2) && !store.join("batches").exists() {
+        if status.status.code() == Some(2) && !StoreRoot::new(&store).batches_dir().exists() {
             return Err(CliError::usage(format!(
                 "cowork run --replay {} refused the corpus:\n{}",
                 corpus.display(),
