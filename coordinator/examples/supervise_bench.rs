@@ -31,6 +31,7 @@ use cowork_schema::batch::{BatchFlags, BatchMode, ExecutorKind};
 use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::UnitRef;
 use cowork_schema::job::{CellAxes, JobSpec, PROTOCOL_VERSION, Tier};
+use cowork_schema::layout::{JobKey, names};
 use cowork_schema::run_result::RunView;
 use sha2::Digest;
 use tokio::sync::mpsc;
@@ -252,7 +253,7 @@ impl ArtifactStore for OneResultStore {
         })
     }
     async fn get(&self, key: &str) -> Result<Vec<u8>, ArtifactError> {
-        match key.ends_with("result.json") {
+        match key.ends_with(names::RESULT) {
             true => Ok(RESULT.as_bytes().to_vec()),
             false => Err(ArtifactError::NotFound {
                 key: key.to_owned(),
@@ -274,7 +275,10 @@ async fn work(queue: Arc<ChannelQueue>, events: Arc<PassEventLog>) {
     let sha256 = sha256_hex(RESULT.as_bytes());
     while let Ok(Some(delivery)) = queue.pull(&[Tier::Replay]).await {
         let job = delivery.job;
-        let key = cowork_schema::layout::artifact_key(&job.job_id, 0, 1, "result.json");
+        let key = JobKey::new(&job.job_id)
+            .attempt(0, 1)
+            .result()
+            .into_string();
         let event = JobEvent {
             protocol: PROTOCOL_VERSION,
             batch_id: job.batch_id.clone(),

@@ -11,11 +11,11 @@ use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::envelope::Envelope;
-use cowork_schema::history::{BATCH_STATS_FILE, BatchStats};
-use cowork_schema::layout::batch_key;
+use cowork_schema::history::BatchStats;
+use cowork_schema::layout::{BatchKey, StorePrefix};
 use cowork_schema::rollup::RollupDoc;
 
-use cowork_core::eval::{EvalDocument, EvalGate, EvalVerdict, eval_document_key, eval_exit_code};
+use cowork_core::eval::{EvalDocument, EvalGate, EvalVerdict, eval_exit_code};
 use cowork_core::trend::stats_from_rollup;
 use cowork_schema::batch::BatchMode;
 
@@ -94,7 +94,7 @@ impl BatchOverview {
 /// Entries under `batches/` that are not batch ids are passed over.
 pub async fn batch_ids(store: &dyn ArtifactStore) -> Result<Vec<BatchId>, ArtifactError> {
     let mut ids: Vec<BatchId> = store
-        .list_children("batches/")
+        .list_children(StorePrefix::batches().as_str())
         .await?
         .iter()
         .filter_map(|name| BatchId::new(name).ok())
@@ -131,7 +131,7 @@ pub async fn stored_batch(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,
 ) -> Result<StoredBatch, CatalogError> {
-    let key = batch_key(batch_id, "spec.json");
+    let key = BatchKey::new(batch_id).spec().into_string();
     read_optional(store, &key)
         .await?
         .ok_or_else(|| CatalogError::NotFound {
@@ -147,13 +147,13 @@ pub async fn overview(
 ) -> Result<BatchOverview, CatalogError> {
     let stored = stored_batch(store, batch_id).await?;
     let rollup: Option<RollupDoc> =
-        read_optional(store, &batch_key(batch_id, "rollup.json")).await?;
+        read_optional(store, BatchKey::new(batch_id).rollup().as_str()).await?;
     let stats = match &rollup {
         Some(rollup) => Some(unit_history(store, &stored, rollup).await?),
         None => None,
     };
     let eval = if stored.spec.mode == BatchMode::Eval {
-        read_optional(store, &eval_document_key(batch_id)).await?
+        read_optional(store, BatchKey::new(batch_id).eval().as_str()).await?
     } else {
         None
     };
@@ -173,11 +173,11 @@ async fn unit_history(
     rollup: &RollupDoc,
 ) -> Result<BatchStats, CatalogError> {
     let batch_id = &stored.batch_id;
-    if let Some(stats) = read_optional(store, &batch_key(batch_id, BATCH_STATS_FILE)).await? {
+    if let Some(stats) = read_optional(store, BatchKey::new(batch_id).stats().as_str()).await? {
         return Ok(stats);
     }
     let envelope: Option<Envelope> =
-        read_optional(store, &batch_key(batch_id, "envelope.json")).await?;
+        read_optional(store, BatchKey::new(batch_id).envelope().as_str()).await?;
     let results = envelope
         .map(|envelope| envelope.results)
         .unwrap_or_default();

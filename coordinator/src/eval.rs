@@ -6,11 +6,11 @@
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::StoredBatch;
+use cowork_schema::layout::BatchKey;
 
 use crate::supervisor::BatchOutcome;
 use cowork_core::eval::{
     ArmSources, EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document,
-    eval_document_key,
 };
 use cowork_core::plan::Plan;
 
@@ -63,7 +63,7 @@ pub async fn store_eval_document(
     plan: &Plan,
     outcome: &BatchOutcome,
 ) -> Result<EvalDocument, EvalStoreError> {
-    let spec_key = format!("batches/{}/spec.json", plan.batch_id);
+    let spec_key = BatchKey::new(&plan.batch_id).spec().into_string();
     let spec_bytes = store
         .get(&spec_key)
         .await
@@ -113,7 +113,7 @@ pub async fn store_eval_document(
     let bytes = document
         .to_stored_json()
         .map_err(EvalStoreError::Serialize)?;
-    let key = eval_document_key(&plan.batch_id);
+    let key = BatchKey::new(&plan.batch_id).eval().into_string();
     store
         .put(&key, bytes)
         .await

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::BatchId;
-use cowork_schema::history::{BATCH_STATS_FILE, BatchStats};
-use cowork_schema::layout::batch_key;
+use cowork_schema::history::BatchStats;
+use cowork_schema::layout::{BatchKey, StorePrefix};
 
 /// How long one read of the history serves batch starts before the next start reads it again.
 /// History orders units longest-expected-first: a hint that changes slowly, not worth a store
@@ -103,7 +103,7 @@ pub async fn recent_stats(
     limit: usize,
     skip: Option<&BatchId>,
 ) -> Result<Vec<BatchStats>, ArtifactError> {
-    let mut ids = store.list_children("batches/").await?;
+    let mut ids = store.list_children(StorePrefix::batches().as_str()).await?;
     ids.reverse();
     let mut found = Vec::new();
     for id in ids.into_iter().take(limit.saturating_mul(SCAN_PER_WANTED)) {
@@ -116,8 +116,8 @@ pub async fn recent_stats(
         if skip == Some(&batch_id) {
             continue;
         }
-        let key = batch_key(&batch_id, BATCH_STATS_FILE);
-        let bytes = match store.get(&key).await {
+        let key = BatchKey::new(&batch_id).stats();
+        let bytes = match store.get(key.as_str()).await {
             Ok(bytes) => bytes,
             Err(ArtifactError::NotFound { .. }) => continue,
             Err(error) => return Err(error),

@@ -9,6 +9,7 @@ use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{BatchFlags, StoredBatch};
 use cowork_schema::event::{ArtifactRef, JobOutcome};
 use cowork_schema::ids::JobId;
+use cowork_schema::layout::{JobKey, names};
 use cowork_schema::run_result::RunView;
 use serde_json::Value;
 
@@ -168,8 +169,8 @@ pub async fn rejudge_stored(
                 }
                 (JobOutcome::Completed { .. }, None) => {
                     return Err(RejudgeError::Unreadable {
-                        key: cowork_schema::layout::job_record_key(&job_id, job.generation),
-                        message: "a completed run whose record names no result.json".to_owned(),
+                        key: JobKey::new(&job_id).record(job.generation).into_string(),
+                        message: format!("a completed run whose record names no {}", names::RESULT),
                     });
                 }
                 (other, _) => other,

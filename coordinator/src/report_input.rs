@@ -26,15 +26,15 @@ use std::collections::HashSet;
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::batch::{BatchMode, StoredBatch};
 use cowork_schema::envelope::Envelope;
-use cowork_schema::history::BATCH_STATS_FILE;
 use cowork_schema::ids::{BatchId, JobId};
+use cowork_schema::layout::BatchKey;
 use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
 use serde_json::Value;
 
+use cowork_core::eval::EvalDocument;
 use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison};
-use cowork_core::eval::{EVAL_DOCUMENT_FILE, EvalDocument};
 use cowork_core::report::{
     DetailedRuns, EvalArm, EvalRow, EvalSection, ReportInput, RunBrief, RunState, StoredRun,
 };
@@ -200,15 +200,15 @@ async fn read_envelope_head(
     })
 }
 
-/// The batch's wall time: `stats.json`'s `wallMs`, else the envelope's `fleet.wallMs` (or
+/// The batch's wall time: `stats.json`'s (at `stats_key`) `wallMs`, else the envelope's `fleet.wallMs` (or
 /// `fleet.timing.wallMs`). A `stats.json` that does not read is passed over: the wall time is
 /// then simply unknown.
 async fn wall_ms(
     store: &dyn ArtifactStore,
-    prefix: &str,
+    stats_key: &str,
     envelope: Option<&Envelope>,
 ) -> Result<Option<u64>, ReportError> {
-    let stats = read_optional(store, &format!("{prefix}{BATCH_STATS_FILE}")).await?;
+    let stats = read_optional(store, stats_key).await?;
     let from_stats = stats
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
         .and_then(|stats| stats.get("wallMs").and_then(Value::as_u64));
@@ -224,8 +224,8 @@ pub async fn load_report_input(
     store: &dyn ArtifactStore,
     batch_id: &BatchId,
 ) -> Result<ReportInput, ReportError> {
-    let prefix = format!("batches/{batch_id}/");
-    let spec_key = format!("{prefix}spec.json");
+    let keys = BatchKey::new(batch_id);
+    let spec_key = keys.spec().into_string();
     let stored: StoredBatch = parse(
         &read(store, batch_id, &spec_key, Missing::Batch).await?,
         &spec_key,
@@ -238,14 +238,14 @@ pub async fn load_report_input(
             message: format!("it names batch {}", stored.batch_id),
         });
     }
-    let rollup_key = format!("{prefix}rollup.json");
+    let rollup_key = keys.rollup().into_string();
     let rollup: Option<RollupDoc> = match read_optional(store, &rollup_key).await? {
         Some(bytes) => Some(parse(&bytes, &rollup_key, "rollup document")?),
         None => None,
     };
-    let envelope_key = format!("{prefix}envelope.json");
+    let envelope_key = keys.envelope().into_string();
     let envelope = read_envelope_head(store, &envelope_key).await?;
-    let wall_ms = wall_ms(store, &prefix, envelope.as_ref()).await?;
+    let wall_ms = wall_ms(store, keys.stats().as_str(), envelope.as_ref()).await?;
     let Some(rollup) = rollup else {
         // Read twice, each time in flat memory: once to judge (the reducer folds in the plan's
         // order, harness-behaviour.md#index-order-reducer), once for the briefs and the runs
@@ -273,7 +273,7 @@ pub async fn load_report_input(
     let discarded = discarded_jobs(&envelope);
     let (runs, briefs) = read_decided_jobs(store, &stored, &discarded).await?;
     let eval = if stored.spec.mode == BatchMode::Eval {
-        load_eval(store, &format!("{prefix}{EVAL_DOCUMENT_FILE}")).await?
+        load_eval(store, keys.eval().as_str()).await?
     } else {
         None
     };

@@ -10,7 +10,7 @@
 use cowork_fabric::{ArtifactError, ArtifactStore};
 use cowork_schema::event::{JobOutcome, StoredOutcome};
 use cowork_schema::ids::JobId;
-use cowork_schema::layout;
+use cowork_schema::layout::{JobKey, names};
 
 /// Why a job's stored files could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +74,7 @@ async fn read_record(
     job: &JobId,
     generation: u32,
 ) -> Result<Option<FoundRecord>, StoredJobError> {
-    let key = layout::job_record_key(job, generation);
+    let key = JobKey::new(job).record(generation).into_string();
     let bytes = match store.get(&key).await {
         Ok(bytes) => bytes,
         Err(ArtifactError::NotFound { .. }) => return Ok(None),
@@ -97,7 +97,7 @@ fn stored_job(job: &JobId, found: FoundRecord) -> StoredJob {
     let outcome = match found.stored {
         StoredOutcome::Record(record) => {
             let result = matches!(record.outcome, JobOutcome::Completed { .. })
-                .then(|| record.artifact("result.json"))
+                .then(|| record.artifact(names::RESULT))
                 .flatten()
                 .map(|artifact| ArtifactLocation {
                     key: artifact.key.clone(),
@@ -115,7 +115,7 @@ fn stored_job(job: &JobId, found: FoundRecord) -> StoredJob {
     };
     // The shape written before job records: a bare outcome, artifacts in the job's directory.
     let result = matches!(outcome, JobOutcome::Completed { .. }).then(|| ArtifactLocation {
-        key: format!("{}/result.json", layout::job_dir(job)),
+        key: JobKey::new(job).result().into_string(),
         sha256: None,
     });
     StoredJob {
@@ -132,23 +132,18 @@ async fn later_generations(
     store: &dyn ArtifactStore,
     job: &JobId,
 ) -> Result<Vec<u32>, StoredJobError> {
-    let prefix = format!("{}/", layout::job_dir(job));
+    let job_key = JobKey::new(job);
+    let prefix = job_key.prefix();
     let keys = store
-        .list(&prefix)
+        .list(prefix.as_str())
         .await
         .map_err(|source| StoredJobError::Store {
-            key: prefix.clone(),
+            key: prefix.into_string(),
             source,
         })?;
     let mut generations: Vec<u32> = keys
         .iter()
-        .filter_map(|key| {
-            let rest = key.strip_prefix(&prefix)?;
-            let generation = rest
-                .strip_suffix(&format!("/{}", layout::JOB_RECORD_FILE))?
-                .strip_prefix('g')?;
-            generation.parse().ok()
-        })
+        .filter_map(|key| job_key.record_generation(key))
         .filter(|generation| *generation > 0)
         .collect();
     generations.sort_unstable_by(|a, b| b.cmp(a));
@@ -223,7 +218,7 @@ pub async fn read_result(
         .await?
         .and_then(|stored| stored.result)
         .unwrap_or_else(|| ArtifactLocation {
-            key: format!("{}/result.json", layout::job_dir(job)),
+            key: JobKey::new(job).result().into_string(),
             sha256: None,
         });
     let bytes = read_artifact(store, &location).await?;
@@ -236,6 +231,7 @@ mod tests {
     use cowork_fabric::embedded::DirArtifactStore;
     use cowork_schema::event::{ArtifactRef, ErrorCategory, JobRecord};
     use cowork_schema::ids::{BatchId, UnitRef};
+    use cowork_schema::layout;
     use cowork_schema::run_result::RunView;
 
     fn run() -> RunView {

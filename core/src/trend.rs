@@ -17,6 +17,7 @@ use cowork_schema::BatchId;
 use cowork_schema::batch::{PlanKindName, StoredBatch};
 use cowork_schema::history::{BatchStats, UnitStats};
 use cowork_schema::rollup::{RepeatRollup, RollupDoc};
+use cowork_schema::run_result::cost_usd;
 use serde_json::Value;
 
 use crate::history::{median_f64, median_u64};
@@ -112,7 +113,7 @@ pub fn stats_from_rollup(
         let Some((folded, passes)) = folded_and_passes(stored, rollup, unit_idx, runs) else {
             continue;
         };
-        let mut costs: Vec<f64> = runs.iter().filter_map(|run| run_cost(run)).collect();
+        let mut costs: Vec<f64> = runs.iter().filter_map(|run| cost_usd(run)).collect();
         let mut times: Vec<u64> = runs.iter().filter_map(|run| run_ms(run)).collect();
         let rollup_cost = unit_rollup(rollup, unit_idx, plan.kind).and_then(|r| r.total_cost_usd);
         let (priced_runs, cost_usd) = match (costs.len(), rollup_cost) {
@@ -190,14 +191,16 @@ fn folded_and_passes(
         return cell.error.is_none().then_some((1, u32::from(cell.pass)));
     }
     let result = runs.first()?;
-    let pass = result.pointer("/verdict/pass").and_then(Value::as_bool) == Some(true);
+    let pass = cowork_schema::run_result::verdict_pass(result) == Some(true);
     Some((1, u32::from(pass)))
 }
 
 /// The results of each unit, by unit index. Results are stored in index order (unit, then
 /// repeat), so each repeat unit owns the next `completed` of them, and a plain unit the next
 /// result of its scenario. Results that do not line up with the plan give the units no
-/// results at all rather than somebody else's.
+/// results at all rather than somebody else's. The envelope results are the CLI's RunResults,
+/// read by key (their shape is the CLI's, open across CLI versions; see
+/// `cowork_schema::run_result`).
 fn results_per_unit<'a>(
     stored: &StoredBatch,
     rollup: &RollupDoc,
@@ -247,14 +250,8 @@ fn results_per_unit<'a>(
     per_unit
 }
 
-fn run_cost(result: &Value) -> Option<f64> {
-    result.pointer("/cost/usd").and_then(Value::as_f64)
-}
-
 fn run_ms(result: &Value) -> Option<u64> {
-    result
-        .get("durationMs")
-        .and_then(Value::as_f64)
+    cowork_schema::run_result::duration_ms(result)
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
         .map(|ms| ms as u64)
 }

@@ -7,6 +7,10 @@
 //! never has to fetch a result file to judge a batch. [`RunView::from_result`] is the only way to
 //! build one from a result, so every consumer reads the same fields with the same
 //! absent-versus-present rules (harness-behaviour.md#json-absent-keys).
+//!
+//! Everything here reads the CLI's result.json by key on purpose: its shape is the CLI's and open
+//! across CLI versions, and a field that is absent or of another type reads as the JavaScript CLI
+//! reads it (loosely). The small accessors below are the shared reads other crates use.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -212,11 +216,43 @@ fn build_view(result: &Value, verdict: VerdictView) -> Result<RunView, RunViewEr
         provenance_model: provenance_model(result),
         provenance_skill: provenance_skill(result).to_owned(),
         ablated: result.get("ablated") == Some(&Value::Bool(true)),
-        duration_ms: result.get("durationMs").and_then(Value::as_f64),
+        duration_ms: duration_ms(result),
         effective_fidelity: string_field(result, "effectiveFidelity"),
         out_dir: string_field(result, "outDir"),
-        simulated: result.get("simulated") == Some(&Value::Bool(true)),
+        simulated: is_simulated(result),
     })
+}
+
+/// `verdict.signals[]` as persisted, when it is an array.
+pub fn verdict_signals(result: &Value) -> Option<&Vec<Value>> {
+    result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("signals"))
+        .and_then(Value::as_array)
+}
+
+/// `durationMs` when it is a number.
+pub fn duration_ms(result: &Value) -> Option<f64> {
+    result.get("durationMs").and_then(Value::as_f64)
+}
+
+/// `simulated === true`: the result was made by the `sim` executor.
+pub fn is_simulated(result: &Value) -> bool {
+    result.get("simulated") == Some(&Value::Bool(true))
+}
+
+/// `result === "error"`: the agent turn itself ended with an error.
+pub fn result_is_error(result: &Value) -> bool {
+    result.get("result").and_then(Value::as_str) == Some("error")
+}
+
+/// `verdict.pass` when it is a boolean; `None` when the verdict or its `pass` is absent or of
+/// another type.
+pub fn verdict_pass(result: &Value) -> Option<bool> {
+    result
+        .get("verdict")
+        .and_then(|verdict| verdict.get("pass"))
+        .and_then(Value::as_bool)
 }
 
 fn string_field(result: &Value, key: &str) -> Option<String> {
@@ -351,7 +387,7 @@ pub fn persisted_outcome(result: &Value) -> Option<&'static str> {
             })
         });
     Some(outcome_for(OutcomeFacts {
-        result_is_error: result.get("result").and_then(Value::as_str) == Some("error"),
+        result_is_error: result_is_error(result),
         pass,
         no_deliverable_signal: no_deliverable,
     }))

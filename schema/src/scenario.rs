@@ -402,7 +402,8 @@ impl Scenario {
 
     /// The inputs the scenario names besides its session, relative to the scenario file
     /// (rule R4 of harness-behaviour.md#path-resolution): `workspace_fixture` and each
-    /// `semantic_pairwise.refs[]` entry.
+    /// `semantic_pairwise.refs[]` entry. The assertion values are read by key: they are free-form
+    /// and kept as authored (the CLI judges them).
     pub fn input_paths(&self) -> Vec<PathField> {
         let mut out = Vec::new();
         if let Some(fixture) = &self.workspace_fixture {
@@ -557,7 +558,7 @@ fn read_assertions(
 }
 
 /// The schema's `not` clause: `no_delete_in_outputs` contradicts `allow_outputs_delete` and an
-/// `allow_delete_in` that lists `outputs`.
+/// `allow_delete_in` that lists `outputs`. Read by key: assertion values are kept as authored.
 fn check_delete_conflict(
     reader: &mut Reader<'_>,
     node: &Node,

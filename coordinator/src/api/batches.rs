@@ -19,6 +19,7 @@ use cowork_schema::api::{
     SubmitResponse, UnservedTier,
 };
 use cowork_schema::batch::{BatchSpec, StoredBatch};
+use cowork_schema::layout::BatchKey;
 use cowork_schema::registry::{BatchRecord, BatchState};
 use cowork_schema::rollup::RollupDoc;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -326,8 +327,8 @@ fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
 
 /// The stored rollup of a done batch; `None` when it is missing or unreadable (logged).
 async fn read_rollup(service: &Service, batch_id: &BatchId) -> Option<RollupDoc> {
-    let key = format!("batches/{batch_id}/rollup.json");
-    match service.ports.store.get(&key).await {
+    let key = BatchKey::new(batch_id).rollup();
+    match service.ports.store.get(key.as_str()).await {
         Ok(bytes) => match serde_json::from_slice(&bytes) {
             Ok(rollup) => Some(rollup),
             Err(error) => {
@@ -577,7 +578,7 @@ pub(crate) async fn report(
             record.state.as_str()
         )));
     }
-    let key = format!("batches/{batch_id}/envelope.json");
+    let key = BatchKey::new(&batch_id).envelope().into_string();
     // Streamed: a million-run batch's envelope is 1.5 GB.
     match stored_body(service.ports.store.as_ref(), &key).await {
         Ok(StoredBody { body, size }) => {
@@ -631,9 +632,11 @@ pub(crate) async fn artifacts(
             )],
         ));
     }
-    let batch_prefix = format!("batches/{batch_id}/");
-    let prefix = format!("{batch_prefix}{under}");
-    let after = query.after.map(|after| format!("{batch_prefix}{after}"));
+    let batch_prefix = BatchKey::new(&batch_id).prefix();
+    let prefix = batch_prefix.key(&under).into_string();
+    let after = query
+        .after
+        .map(|after| batch_prefix.key(&after).into_string());
     let limit = query
         .limit
         .map_or(MAX_ARTIFACT_PAGE, |limit| limit.min(MAX_ARTIFACT_PAGE));
@@ -647,11 +650,7 @@ pub(crate) async fn artifacts(
             let transient = error.is_transient();
             ApiFailure::port("listing the batch's artifacts", &error, transient)
         })?;
-    let relative = move |key: &str| {
-        key.strip_prefix(batch_prefix.as_str())
-            .unwrap_or(key)
-            .to_owned()
-    };
+    let relative = move |key: &str| batch_prefix.relative(key).unwrap_or(key).to_owned();
     if query.limit.is_some() {
         let keys: Vec<String> = first.iter().map(|key| relative(key)).collect();
         return Ok(Json(keys).into_response());

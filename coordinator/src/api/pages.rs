@@ -21,6 +21,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use cowork_fabric::ArtifactError;
 use cowork_schema::BatchId;
+use cowork_schema::layout::BatchKey;
 use cowork_schema::registry::BatchState;
 use serde::Deserialize;
 
@@ -183,7 +184,7 @@ pub(crate) async fn artifact(
 ) -> Result<Response, ApiFailure> {
     let batch_id = parse_id(&id)?;
     record_of(&service, &batch_id).await?;
-    let key = format!("batches/{batch_id}/{path}");
+    let key = BatchKey::new(&batch_id).file(&path).into_string();
     // The store refuses keys with `..` or empty segments, so a path cannot leave the batch.
     match stored_body(service.ports.store.as_ref(), &key).await {
         Ok(StoredBody { body, size }) => {
@@ -262,8 +263,8 @@ pub(crate) async fn ui(
 
 /// The target a batch was submitted for (its spec's `targetDisplay`), when it can be read.
 async fn read_target(service: &Service, batch_id: &BatchId) -> Option<String> {
-    let key = format!("batches/{batch_id}/spec.json");
-    let bytes = service.ports.store.get(&key).await.ok()?;
+    let key = BatchKey::new(batch_id).spec();
+    let bytes = service.ports.store.get(key.as_str()).await.ok()?;
     let stored: cowork_schema::batch::StoredBatch = serde_json::from_slice(&bytes).ok()?;
     Some(stored.spec.target_display)
 }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use axum::extract::multipart::Field;
+use cowork_schema::layout::names;
 use sha2::Digest;
 use tokio::io::AsyncWriteExt;
 
@@ -55,7 +56,11 @@ pub(crate) async fn receive_bundle(
     // unpack dirs, whose names are batch ids and never start with a dot.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = scratch.join(format!(".upload-{}-{n}.tar.zst", std::process::id()));
+    let path = scratch.join(format!(
+        ".upload-{}-{n}{}",
+        std::process::id(),
+        names::BUNDLE_EXTENSION
+    ));
     let mut file = tokio::fs::File::create(&path)
         .await
         .map_err(|error| PartError::Io(format!("creating {}: {error}", path.display())))?;

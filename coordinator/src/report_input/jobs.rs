@@ -17,15 +17,12 @@ use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::event::{JobOutcome, StoredOutcome};
 use cowork_schema::ids::{JobId, UnitRef};
-use cowork_schema::layout;
+use cowork_schema::layout::{JobKey, names};
 use serde_json::Value;
 
 use super::{Missing, ReportError, parse, read, read_optional};
 use crate::stored_job::{FoundRecord, StoredJobError, read_job_record};
 use cowork_core::report::{RunOutcome, RunRecord, StoredRun};
-
-/// The name of a run's result among its artifacts.
-const RESULT_FILE: &str = "result.json";
 
 /// Every job of the batch's plan, in (unit, repeat index) order, computed from the stored plan
 /// rather than found by listing the store: a listing of a million-run batch is two million
@@ -53,20 +50,17 @@ pub(super) fn planned_jobs(
 /// The files directly in `job`'s directory (attempt 1 of generation 0, or an older shape's):
 /// listed only for the older shapes, whose record names no files.
 async fn flat_files(store: &dyn ArtifactStore, job: &JobId) -> Result<Vec<String>, ReportError> {
-    let prefix = format!("{}/", layout::job_dir(job));
+    let prefix = JobKey::new(job).prefix();
     let keys = store
-        .list(&prefix)
+        .list(prefix.as_str())
         .await
         .map_err(|source| ReportError::Store {
-            key: prefix.clone(),
+            key: prefix.to_string(),
             source,
         })?;
     Ok(keys
         .into_iter()
-        .filter(|key| {
-            key.strip_prefix(&prefix)
-                .is_some_and(|rest| !rest.contains('/'))
-        })
+        .filter(|key| prefix.direct_child(key).is_some())
         .collect())
 }
 
@@ -129,7 +123,7 @@ pub(super) async fn read_job(
         }) => (outcome, flat_files(store, &job).await?, None),
         None => {
             // The oldest shape: no record, a result at the job's flat path.
-            let result_key = format!("{}/{RESULT_FILE}", layout::job_dir(&job));
+            let result_key = JobKey::new(&job).result().into_string();
             let Some(bytes) = read_optional(store, &result_key).await? else {
                 return Ok(None);
             };
@@ -162,7 +156,7 @@ pub(super) async fn read_job(
             return Err(ReportError::Malformed {
                 key: record_key.unwrap_or_default(),
                 what: "job record",
-                message: "a completed job whose record names no result.json".to_owned(),
+                message: format!("a completed job whose record names no {}", names::RESULT),
             });
         }
         JobOutcome::Completed { .. } => RunOutcome::Completed,
@@ -197,7 +191,7 @@ pub(super) async fn read_job(
 }
 
 fn is_result(key: &str) -> bool {
-    key.rsplit('/').next() == Some(RESULT_FILE)
+    key.rsplit('/').next() == Some(names::RESULT)
 }
 
 async fn read_result(

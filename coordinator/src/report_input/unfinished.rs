@@ -19,6 +19,7 @@ use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{ErrorCategory, JobOutcome};
 use cowork_schema::fleet_key::{FleetKey, UnfinishedMeta};
 use cowork_schema::ids::{JobId, UnitRef};
+use cowork_schema::layout::BatchKey;
 use cowork_schema::rollup::RollupDoc;
 
 use super::{ReportError, job_reads};
@@ -49,7 +50,7 @@ pub(super) async fn judge(
     let plan = &stored.plan;
     let shape = shape_from_summary(plan, &stored.spec.flags);
     let shape_error = |message: String| ReportError::Malformed {
-        key: format!("batches/{}/spec.json", stored.batch_id),
+        key: BatchKey::new(&stored.batch_id).spec().into_string(),
         what: "batch plan",
         message,
     };

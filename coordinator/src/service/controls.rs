@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cowork_fabric::RegistryError;
 use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
+use cowork_schema::layout::BatchKey;
 use cowork_schema::registry::{BatchRecord, BatchState};
 
 use super::Service;
@@ -109,8 +110,8 @@ impl Service {
     /// The batch budget a batch was submitted with, from its stored spec (`None` when it had
     /// none, or the spec cannot be read: the change record then says `none`).
     async fn submitted_budget_usd(&self, batch_id: &BatchId) -> Option<f64> {
-        let key = format!("batches/{batch_id}/spec.json");
-        let bytes = self.ports.store.get(&key).await.ok()?;
+        let key = BatchKey::new(batch_id).spec();
+        let bytes = self.ports.store.get(key.as_str()).await.ok()?;
         let stored: StoredBatch = serde_json::from_slice(&bytes).ok()?;
         stored.spec.flags.batch_budget_usd
     }

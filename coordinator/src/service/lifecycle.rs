@@ -10,6 +10,7 @@ use cowork_fabric::{ArtifactError, PutOutcome, RegistryError, error_chain};
 use cowork_schema::BatchId;
 use cowork_schema::api::{BatchEnd, ProgressSnapshot};
 use cowork_schema::batch::{BatchMode, StoredBatch};
+use cowork_schema::layout::{BatchKey, StoreKey};
 use cowork_schema::registry::{BatchRecord, BatchState};
 
 use super::records::now_ms;
@@ -29,7 +30,7 @@ impl Service {
         plan: Plan,
     ) -> Result<BatchRecord, AcceptError> {
         let batch_id = stored.batch_id.clone();
-        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        let bundle_key = StoreKey::bundle(&stored.spec.bundle_sha256).into_string();
         // Streamed from the received file (a multipart upload past the store's threshold).
         // The key is the bundle's digest, so replacing an object already there writes the
         // same bytes.
@@ -41,7 +42,7 @@ impl Service {
                 key: bundle_key.clone(),
                 source,
             })?;
-        let spec_key = format!("batches/{batch_id}/spec.json");
+        let spec_key = BatchKey::new(&batch_id).spec().into_string();
         let mut spec_json =
             serde_json::to_vec_pretty(&stored).expect("a stored batch always serializes");
         spec_json.push(b'\n');
@@ -326,7 +327,7 @@ impl Service {
 
     /// Reads a stored batch's spec and bundle and plans it again under its own id.
     pub(super) async fn load(&self, batch_id: &BatchId) -> Result<(Plan, BatchMode), String> {
-        let spec_key = format!("batches/{batch_id}/spec.json");
+        let spec_key = BatchKey::new(batch_id).spec().into_string();
         let spec_json = self
             .ports
             .store
@@ -335,7 +336,7 @@ impl Service {
             .map_err(|e| format!("reading {spec_key}: {e}"))?;
         let stored: StoredBatch = serde_json::from_slice(&spec_json)
             .map_err(|e| format!("{spec_key} is unreadable: {e}"))?;
-        let bundle_key = format!("bundles/{}.tar.zst", stored.spec.bundle_sha256);
+        let bundle_key = StoreKey::bundle(&stored.spec.bundle_sha256).into_string();
         let bundle = self
             .ports
             .store

@@ -18,8 +18,7 @@ use cowork_schema::BatchId;
 use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::fleet::FleetMeta;
 use cowork_schema::fleet_key::FleetKey;
-use cowork_schema::history::BATCH_STATS_FILE;
-use cowork_schema::layout::batch_key;
+use cowork_schema::layout::{BatchKey, names};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -30,10 +29,8 @@ use crate::stored_job::{ArtifactLocation, StoredJobError, read_artifact};
 // Reads in flight are taken in the reduction's order (`FuturesOrdered`).
 use cowork_fabric::artifacts::PARALLEL_READS;
 
-/// The file name of a batch's envelope.
-pub const ENVELOPE_FILE: &str = "envelope.json";
-/// The file name of a batch's rollup.
-pub const ROLLUP_FILE: &str = "rollup.json";
+/// The file name of a batch's envelope (kept for callers outside this crate).
+pub const ENVELOPE_FILE: &str = names::ENVELOPE;
 
 /// A stored envelope and what the callers of a decided batch need of it.
 #[derive(Debug)]
@@ -54,7 +51,7 @@ pub async fn store_rollup(
     command: &str,
 ) -> Result<Vec<u8>, SuperviseError> {
     let rollup_json = rollup_bytes(reduction, command);
-    let key = batch_key(batch_id, ROLLUP_FILE);
+    let key = BatchKey::new(batch_id).rollup().into_string();
     store
         .put(&key, rollup_json.clone())
         .await
@@ -85,7 +82,7 @@ pub async fn store_stats(
         });
     let now = tokio::time::Instant::now().into_std();
     let stats = admission.batch_stats(reduction, decided_at_ms, now);
-    let key = batch_key(batch_id, BATCH_STATS_FILE);
+    let key = BatchKey::new(batch_id).stats().into_string();
     let mut bytes = serde_json::to_vec_pretty(&stats).expect("batch stats always serialize");
     bytes.push(b'\n');
     if let Err(error) = store.put(&key, bytes).await {
@@ -115,7 +112,7 @@ pub async fn store_envelope(
         },
     )
     .await?;
-    let key = batch_key(admission.batch_id(), ENVELOPE_FILE);
+    let key = BatchKey::new(admission.batch_id()).envelope().into_string();
     store
         .put_file(&key, &envelope.spool)
         .await

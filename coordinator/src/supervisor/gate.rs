@@ -7,7 +7,7 @@
 //! then embedded. So, besides NATS permissions:
 //!
 //! - every event's job must be this batch's, and a `finished` event may name only keys inside
-//!   the job's own directory (`layout::is_job_key`) — checked for every event, the log's
+//!   the job's own directory (`JobKey::contains`) — checked for every event, the log's
 //!   history included;
 //! - a live event (one that arrives while this supervision runs) is folded only for a job the
 //!   batch already knows to be out (a folded event started or finished it: re-acks and
@@ -32,6 +32,7 @@ use cowork_schema::BatchId;
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::ids::JobId;
 use cowork_schema::job::Tier;
+use cowork_schema::layout::JobKey;
 
 /// How long a live event waits for the queue to say whether its job was delivered, when the
 /// queue fails to answer: past it the event is folded (with a warning), because refusing a
@@ -143,12 +144,12 @@ pub(super) fn refuses_anywhere(batch_id: &BatchId, event: &JobEvent) -> Option<S
     };
     artifacts
         .iter()
-        .find(|artifact| !cowork_schema::layout::is_job_key(&event.job_id, &artifact.key))
+        .find(|artifact| !JobKey::new(&event.job_id).contains(&artifact.key))
         .map(|artifact| {
             format!(
                 "a finished event naming {:?}, which is not one of the job's own keys ({}/…)",
                 artifact.key,
-                cowork_schema::layout::job_dir(&event.job_id)
+                JobKey::new(&event.job_id).dir()
             )
         })
 }

@@ -40,6 +40,7 @@ use cowork_schema::api::ProgressSnapshot;
 use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::event::{JobEvent, JobEventKind};
 use cowork_schema::ids::{JobId, UnitRef};
+use cowork_schema::layout::BatchKey;
 
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -47,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use cowork_core::admission::{DEFAULT_DEADLINE_GRACE, DEFAULT_SPECULATION};
 pub use documents::{
-    ENVELOPE_FILE, EnvelopeHead, LocateResult, ROLLUP_FILE, StoredEnvelope, build_envelope,
-    copy_envelope, decorated_result, rollup_bytes, spool_envelope, store_rollup,
+    ENVELOPE_FILE, EnvelopeHead, LocateResult, StoredEnvelope, build_envelope, copy_envelope,
+    decorated_result, rollup_bytes, spool_envelope, store_rollup,
 };
 pub use error::SuperviseError;
 pub use live::{LIVE_EVERY, LiveLink, LiveSnapshotSender, UnitRunsRequest};
@@ -570,7 +571,7 @@ impl<'a> Supervised<'a> {
             rollup_json,
             fleet,
             envelope_head: envelope.head,
-            envelope_key: cowork_schema::layout::batch_key(batch_id, ENVELOPE_FILE),
+            envelope_key: BatchKey::new(batch_id).envelope().into_string(),
             progress,
             envelope_spool: envelope.spool,
         })))

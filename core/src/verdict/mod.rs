@@ -7,6 +7,10 @@
 //! `outcome` of harness-behaviour.md#run-outcome. Views built from a re-derived verdict are marked
 //! `verdict_rederived`.
 //!
+//! The port reads the CLI's result.json by key, here and in `signals`: its shape is the CLI's,
+//! open across CLI versions, and an absent or mistyped field must read as the JavaScript CLI
+//! reads it (loosely), which a typed struct would not do.
+//!
 //! Gaps (harness-behaviour.md#verdict does not give the data, so this port does what it says
 //! and no more):
 //! - Signal messages other than `assertion`'s are not specified; ours are descriptive English.
@@ -24,7 +28,7 @@
 
 use cowork_schema::run_result::{
     NO_DELIVERABLE_CODES, OutcomeFacts, RunView, RunViewError, SignalView, VerdictView,
-    assertion_key, outcome_for,
+    assertion_key, outcome_for, result_is_error,
 };
 use serde_json::{Map, Value};
 
@@ -350,7 +354,7 @@ pub fn outcome(result: &Value, verdict: Option<&Verdict>) -> Option<&'static str
         .iter()
         .any(|signal| NO_DELIVERABLE_CODES.contains(&signal.code));
     Some(outcome_for(OutcomeFacts {
-        result_is_error: result.get("result").and_then(Value::as_str) == Some("error"),
+        result_is_error: result_is_error(result),
         pass: verdict.pass,
         no_deliverable_signal: no_deliverable,
     }))

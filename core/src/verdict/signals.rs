@@ -1,6 +1,7 @@
 //! The signals of a run, one step per signal family, emitted in the order of
 //! harness-behaviour.md#signal-order (the check numbers are positions in that order; a step never
 //! reorders the checks it holds).
+//! Each step reads the CLI's result.json by key (why: see the `verdict` module doc).
 
 use serde_json::Value;
 

@@ -5,6 +5,9 @@
 //! and decides which outcome the job had. It does no IO, so every exit-code rule is tested
 //! here without a process. Reading the run directory (to prefer the on-disk, secret-scrubbed
 //! copy of a result) is the caller's job.
+//!
+//! The envelope is read by key: it is the CLI's stdout line, its shape open across CLI versions,
+//! and it is kept as printed (unknown keys and key order survive byte for byte).
 
 use cowork_schema::event::ErrorCategory;
 use serde_json::Value;

@@ -1,6 +1,8 @@
 //! The drill-down of the HTML report: a section per unit (its runs as a strip, in index order)
 //! and one per run (verdict, signals, every assertion with its evidence, error, cost, tokens,
 //! duration, model, the job record and links to the stored files).
+//! A run's result.json is read by key: its shape is the CLI's, open across CLI versions (see
+//! `cowork_schema::run_result`), and a field it lacks is shown as unknown.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -392,7 +394,7 @@ fn run_facts(result: &Value, replay: bool) -> Vec<String> {
     }
     facts.push(format!(
         "duration {}",
-        seconds(result.get("durationMs").and_then(Value::as_f64))
+        seconds(cowork_schema::run_result::duration_ms(result))
     ));
     let outcome = [
         result.get("result").and_then(Value::as_str),
@@ -478,10 +480,7 @@ fn run_card(
 /// The run's verdict signals, except `assertion` ones: those repeat the failing assertions the
 /// table below shows.
 fn signals(out: &mut String, result: &Value) {
-    let signals: Vec<&Value> = result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("signals"))
-        .and_then(Value::as_array)
+    let signals: Vec<&Value> = cowork_schema::run_result::verdict_signals(result)
         .map(|signals| {
             signals
                 .iter()

@@ -2,7 +2,6 @@
 //! aggregates read, packed so that a batch of a million runs is summarized in flat memory.
 
 use cowork_schema::ids::UnitRef;
-use serde_json::Value;
 
 use super::result::{
     duration_ms, failing_assertions, non_assertion_signals, run_failure_lines, run_passes,
@@ -95,7 +94,7 @@ impl RunBrief {
                 | flag(run.is_completed(), BRIEF_COMPLETED)
                 | flag(run_passes(result), BRIEF_PASS)
                 | flag(
-                    result.get("simulated") == Some(&Value::Bool(true)),
+                    cowork_schema::run_result::is_simulated(result),
                     BRIEF_SIMULATED,
                 ),
             duration_ms: duration_ms(result).unwrap_or(f64::NAN),

@@ -1,21 +1,19 @@
 //! What a report reads from a stored `result.json`: its verdict, failing assertions, verdict
 //! signals, failure lines and duration. A field a result lacks reads as absent, never as a pass.
+//! Read by key: the result is the CLI's document, its shape open across CLI versions (see
+//! `cowork_schema::run_result`).
 
-use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, assertion_key};
+use cowork_schema::run_result::{
+    EMPTY_ASSERTION_KEY, assertion_key, verdict_pass, verdict_signals,
+};
 use serde_json::Value;
 
-pub(super) fn duration_ms(result: &Value) -> Option<f64> {
-    result.get("durationMs").and_then(Value::as_f64)
-}
+pub(super) use cowork_schema::run_result::duration_ms;
 
 /// `verdict.pass` as persisted; a result without one never counts as a pass
 /// (harness-behaviour.md#runresult-fields).
 pub(super) fn run_passes(result: &Value) -> bool {
-    result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("pass"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+    verdict_pass(result).unwrap_or(false)
 }
 
 /// The failing entries of a run's `assertions[]`: (key, message).
@@ -45,11 +43,7 @@ pub(super) fn failing_assertions(result: &Value) -> Vec<(String, String)> {
 /// A run's verdict signals other than `assertion` (those repeat the failing assertions):
 /// (code, fail severity, message).
 pub(super) fn non_assertion_signals(result: &Value) -> Vec<(String, bool, String)> {
-    let Some(signals) = result
-        .get("verdict")
-        .and_then(|verdict| verdict.get("signals"))
-        .and_then(Value::as_array)
-    else {
+    let Some(signals) = verdict_signals(result) else {
         return Vec::new();
     };
     signals

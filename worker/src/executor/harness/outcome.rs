@@ -197,7 +197,8 @@ pub(crate) fn guard_spawn_failure(finished: &Finished) -> Option<String> {
     ))
 }
 
-/// `results[0].outDir` of an envelope.
+/// `results[0].outDir` of an envelope, read by key: the envelope is the CLI's (see
+/// [`crate::executor::classify`]).
 fn envelope_out_dir(envelope: &Envelope) -> Option<String> {
     envelope
         .value

@@ -538,6 +538,8 @@ impl Share {
 }
 
 /// Cuts a dir replay's output into one [`Share`] per member; `Err` says why it cannot.
+/// The envelope and its results are the CLI's documents, read by key (their shape is the CLI's,
+/// open across CLI versions) and passed on with their key order kept.
 fn split(finished: &Finished, markers: &[String], links: &[String]) -> Result<Vec<Share>, String> {
     match finished.end {
         ProcessEnd::Exited(0..=2) => {}
@@ -592,11 +594,7 @@ fn split(finished: &Finished, markers: &[String], links: &[String]) -> Result<Ve
         if stub && !is_stub_for(result, &links[member_idx]) {
             return Err(format!("result {} is not its cassette's", 2 * member_idx));
         }
-        let pass = result
-            .get("verdict")
-            .and_then(|verdict| verdict.get("pass"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let pass = cowork_schema::run_result::verdict_pass(result).unwrap_or(false);
         let exit_code = if stub {
             2
         } else {

@@ -248,7 +248,8 @@ fn is_about_skill(key: &str, argument: &Value) -> bool {
 
 /// The scenario's assertions as the CLI stores them: each object's keys in the schema's
 /// declaration order (harness-behaviour.md#repeat-rollup), paired with the first key. `None` when
-/// the scenario cannot be read, in which case the simulator draws generic assertions.
+/// the scenario cannot be read, in which case the simulator draws generic assertions. Read by
+/// key: the assertion values are the scenario's free-form fields, kept as authored.
 pub fn authored_assertions(scenario: &Value) -> Option<Vec<(String, Map<String, Value>)>> {
     let entries = scenario.get("assert")?.as_array()?;
     let mut out = Vec::with_capacity(entries.len());

@@ -94,7 +94,8 @@ impl Executor for SimExecutor {
             .ok()
             .and_then(|text| cowork_schema::load::yaml_to_json(&text, &scenario_path).ok());
         // A cassette (replay) freezes its scenario under `scenario`
-        // (harness-behaviour.md#cassette-file).
+        // (harness-behaviour.md#cassette-file). Read by key: the cassette is the CLI's document,
+        // its shape open across CLI versions.
         let scenario = match &document {
             Some(doc) if ctx.job.command == JobCommand::Replay => doc.get("scenario").cloned(),
             other => other.clone(),

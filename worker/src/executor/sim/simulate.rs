@@ -107,6 +107,7 @@ pub fn simulate_scenario(
         scan_available,
         non_deterministic,
     );
+    // The signals are built in the CLI's shape (see `signal`), so they are read back by key.
     let verdict_pass = !signals
         .iter()
         .any(|signal| signal.get("severity").and_then(Value::as_str) == Some("fail"));
@@ -123,6 +124,7 @@ pub fn simulate_scenario(
         &assertions,
         telemetry.as_ref(),
         &skills_invoked,
+        verdict_pass,
         json!({
             "pass": verdict_pass,
             "exitCode": if verdict_pass { 0 } else { 1 },
@@ -265,16 +267,17 @@ struct CompletedDraws {
     duration_ms: u64,
 }
 
-/// The RunResult of a completed run, its keys in the CLI's order.
+/// The RunResult of a completed run, its keys in the CLI's order; `verdict_pass` is `verdict`'s
+/// `pass`.
 fn completed_result(
     facts: &RunFacts,
     draws: &CompletedDraws,
     assertions: &[AssertionEntry],
     telemetry: Option<&Telemetry>,
     skills_invoked: &[&str],
+    verdict_pass: bool,
     verdict: Value,
 ) -> Value {
-    let verdict_pass = verdict.get("pass").and_then(Value::as_bool) == Some(true);
     let outcome = if draws.result_error {
         "errored"
     } else if verdict_pass {
