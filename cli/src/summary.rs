@@ -3,6 +3,7 @@
 
 use cowork_core::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
 use cowork_schema::envelope::Envelope;
+use cowork_schema::fleet_key::FleetView;
 use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;
 
@@ -25,19 +26,14 @@ fn cost(value: Option<f64>) -> String {
 
 /// Whether the fleet key says `unit` was stopped by a run killed on request (`cancel
 /// --kill-running`, a second Ctrl-C): its stop is then said as `killed`, not `error`.
-fn killed_on_request(fleet: &Value, unit: &str) -> bool {
+fn killed_on_request(fleet: &FleetView, unit: &str) -> bool {
     fleet
-        .get("stopErrors")
-        .and_then(Value::as_array)
-        .is_some_and(|errors| {
-            errors.iter().any(|error| {
-                error.get("unit").and_then(Value::as_str) == Some(unit)
-                    && error.get("category").and_then(Value::as_str) == Some("cancelled")
-            })
-        })
+        .stop_errors
+        .iter()
+        .any(|error| error.unit == unit && error.category == "cancelled")
 }
 
-fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging, fleet: &Value) -> Row {
+fn repeat_row(unit: String, rollup: &RepeatRollup, judging: &Judging, fleet: &FleetView) -> Row {
     let mut verdict = if rollup_passes(rollup, judging) {
         "PASS".to_owned()
     } else {
@@ -88,20 +84,11 @@ impl<'a> Summary<'a> {
     /// The summary of `envelope`; judging settings come from its `fleet` key (defaults: the
     /// CLI's) and the exit code from `exit_code`.
     pub fn new(envelope: &'a Envelope, exit_code: i32) -> Summary<'a> {
-        let fleet = &envelope.fleet;
+        let fleet = envelope.fleet_view();
         let judging = Judging {
-            min_pass_rate: fleet
-                .get("minPassRate")
-                .and_then(Value::as_f64)
-                .unwrap_or(1.0),
-            allow_budget_stop: fleet
-                .get("allowBudgetStop")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            allow_truncated_matrix: fleet
-                .get("allowTruncatedMatrix")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            min_pass_rate: fleet.min_pass_rate.unwrap_or(1.0),
+            allow_budget_stop: fleet.allow_budget_stop.unwrap_or(false),
+            allow_truncated_matrix: fleet.allow_truncated_matrix.unwrap_or(false),
         };
         Summary {
             envelope,
@@ -124,28 +111,28 @@ impl<'a> Summary<'a> {
 
 /// Discarded runs and their spend: the fleet key's `discardedTotal`, or the sum of its
 /// `discarded` list (an envelope written before the total existed).
-fn discarded_spend(fleet: &Value) -> Option<(u64, f64)> {
-    if let Some(total) = fleet.get("discardedTotal") {
-        let runs = total.get("runs").and_then(Value::as_u64)?;
-        let spend = total.get("costUsd").and_then(Value::as_f64).unwrap_or(0.0);
+fn discarded_spend(fleet: &FleetView) -> Option<(u64, f64)> {
+    if let Some(total) = &fleet.discarded_total {
         // `+ 0.0` turns a stored `-0` into `0`, so the line never prints `$-0.0000`.
-        return Some((runs, spend + 0.0));
+        return Some((total.runs, total.cost_usd + 0.0));
     }
-    let discarded = fleet.get("discarded").and_then(Value::as_array)?;
+    if fleet.discarded.is_empty() {
+        return None;
+    }
     // Folding from 0.0 keeps an all-unpriced list at `$0.0000`, not `-0`.
-    let spend = discarded
+    let spend = fleet
+        .discarded
         .iter()
-        .filter_map(|d| d.get("costUsd").and_then(Value::as_f64))
+        .filter_map(|d| d.cost_usd)
         .fold(0.0, |sum, cost| sum + cost);
-    Some((discarded.len() as u64, spend))
+    Some((fleet.discarded.len() as u64, spend))
 }
 
 /// With a per-unit budget: the cap and what the unit that spent most spent (folded and
 /// discarded runs together).
-fn unit_budget_line(fleet: &Value) -> Option<String> {
-    let admission = fleet.get("admission")?;
-    let cap = admission.get("unitBudgetUsd").and_then(Value::as_f64)?;
-    let most = admission.get("maxUnitSpentUsd").and_then(Value::as_f64)?;
+fn unit_budget_line(fleet: &FleetView) -> Option<String> {
+    let cap = fleet.unit_budget_usd?;
+    let most = fleet.max_unit_spent_usd?;
     Some(format!(
         "unit budget ${cap:.4}: the unit that spent most spent ${most:.4} (folded and discarded runs)\n"
     ))
@@ -271,16 +258,12 @@ fn matrix_scenario(envelope: &Envelope) -> Option<String> {
 /// One row per unit: each file's or cell's rollup, a plain matrix's cells, or a plain run's
 /// results.
 fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
+    let fleet = envelope.fleet_view();
     let mut rows = Vec::new();
     let scenario = matrix_scenario(envelope);
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
-            rows.push(repeat_row(
-                rollup.scenario.clone(),
-                rollup,
-                judging,
-                &envelope.fleet,
-            ));
+            rows.push(repeat_row(rollup.scenario.clone(), rollup, judging, &fleet));
         }
     } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
@@ -290,7 +273,7 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
                 None => cell_unit(scenario.as_deref(), cell.index, &cell.axes.label()),
             };
             match (&cell.rollup, &cell.error) {
-                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, &envelope.fleet)),
+                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, &fleet)),
                 (None, Some(error)) => rows.push(error_row(unit, error)),
                 (None, None) => {}
             }
@@ -395,8 +378,9 @@ fn notes(envelope: &Envelope) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    out.push_str(&stop_error_lines(&envelope.fleet));
-    let discarded = discarded_spend(&envelope.fleet);
+    let fleet = envelope.fleet_view();
+    out.push_str(&stop_error_lines(&fleet));
+    let discarded = discarded_spend(&fleet);
     if let Some((runs, spend)) = discarded
         && runs > 0
     {
@@ -404,10 +388,10 @@ fn notes(envelope: &Envelope) -> String {
             "discarded {runs} run(s) after an early stop: ${spend:.4} spent outside the rollups (not folded)\n"
         ));
     }
-    if let Some(line) = unit_budget_line(&envelope.fleet) {
+    if let Some(line) = unit_budget_line(&fleet) {
         out.push_str(&line);
     }
-    let simulated = simulated_runs(envelope, discarded.map_or(0, |(runs, _)| runs));
+    let simulated = simulated_runs(envelope, &fleet, discarded.map_or(0, |(runs, _)| runs));
     if simulated > 0 {
         out.push_str(&format!(
             "SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"
@@ -419,22 +403,14 @@ fn notes(envelope: &Envelope) -> String {
 /// Why each unit stopped by a run without a result stopped (the fleet key's `stopErrors`), one
 /// line per distinct reason naming its units, so "FAIL (stopped: error)" never stands alone.
 /// Past [`STOP_REASONS_LISTED`] reasons one line counts the rest (`cowork report` has them all).
-pub fn stop_error_lines(fleet: &Value) -> String {
-    let Some(errors) = fleet.get("stopErrors").and_then(Value::as_array) else {
-        return String::new();
-    };
+pub fn stop_error_lines(fleet: &FleetView) -> String {
     // Reasons in first-seen order, each with its units: twenty cells failing for one cause
     // read as one line.
     let mut reasons: Vec<((&str, String), Vec<&str>)> = Vec::new();
-    for error in errors {
-        let (Some(unit), Some(message)) = (
-            error.get("unit").and_then(Value::as_str),
-            error.get("message").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
+    for error in &fleet.stop_errors {
+        let (unit, message) = (error.unit.as_str(), error.message.as_str());
         // A run killed on request (`cancel --kill-running`, a second Ctrl-C) is no fault.
-        let how = if error.get("category").and_then(Value::as_str) == Some("cancelled") {
+        let how = if error.category == "cancelled" {
             "killed on request"
         } else {
             "stopped by an error"
@@ -482,16 +458,16 @@ fn generic_reason(message: &str) -> String {
 /// the batch ran on the simulator (every run then is simulated), so the line counts every run
 /// that was made, as the report does. An envelope without a fleet key (a re-judged batch) is
 /// counted from its results.
-fn simulated_runs(envelope: &Envelope, discarded_runs: u64) -> u64 {
-    let fleet = &envelope.fleet;
-    let Some(folded) = fleet.get("simulatedRuns").and_then(Value::as_u64) else {
+fn simulated_runs(envelope: &Envelope, fleet: &FleetView, discarded_runs: u64) -> u64 {
+    let Some(folded) = fleet.simulated_runs else {
+        // The CLI's results, read by key: their shape is the CLI's.
         return envelope
             .results
             .iter()
             .filter(|r| r.get("simulated") == Some(&Value::Bool(true)))
             .count() as u64;
     };
-    let on_the_simulator = fleet.get("executor").and_then(Value::as_str) == Some("sim");
+    let on_the_simulator = fleet.executor.as_deref() == Some("sim");
     folded + if on_the_simulator { discarded_runs } else { 0 }
 }
 
@@ -500,10 +476,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn fleet_key(fleet: Value) -> Option<cowork_schema::fleet_key::FleetKey> {
+        Some(serde_json::from_value(fleet).expect("any object is a fleet key"))
+    }
+
     fn render_fleet(fleet: Value) -> String {
         let mut envelope = Envelope::new("2.0.0", "run");
         envelope.ok = true;
-        envelope.fleet = fleet;
+        envelope.fleet = fleet_key(fleet);
         render(&Summary::new(&envelope, 0))
     }
 
@@ -568,11 +548,13 @@ mod tests {
         }))
         .expect("a rollup");
         envelope.rollups = Some(vec![rollup]);
-        envelope.fleet = json!({"stopErrors": [{"unit": "csv", "category": "cancelled",
+        let mut fleet = json!({"stopErrors": [{"unit": "csv", "category": "cancelled",
             "message": "job was cancelled while the simulated run was in progress"}]});
+        envelope.fleet = fleet_key(fleet.clone());
         let text = render(&Summary::new(&envelope, 1));
         assert!(text.contains("FAIL (stopped: killed)"), "{text}");
-        envelope.fleet["stopErrors"][0]["category"] = json!("runtime");
+        fleet["stopErrors"][0]["category"] = json!("runtime");
+        envelope.fleet = fleet_key(fleet);
         let text = render(&Summary::new(&envelope, 1));
         assert!(text.contains("FAIL (stopped: error)"), "{text}");
     }

@@ -128,18 +128,11 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(
 /// The job ids the envelope's `fleet.discarded` lists (overshoot, never folded): either a list
 /// of `{job, costUsd}` entries, or `{runs: [...], costUsd}`.
 fn discarded_jobs(envelope: &Envelope) -> HashSet<String> {
-    let entries = match envelope.fleet.get("discarded") {
-        Some(Value::Array(entries)) => entries.as_slice(),
-        Some(Value::Object(object)) => object
-            .get("runs")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice),
-        _ => &[],
-    };
-    entries
-        .iter()
-        .filter_map(|entry| entry.get("job").and_then(Value::as_str))
-        .map(str::to_owned)
+    envelope
+        .fleet_view()
+        .discarded
+        .into_iter()
+        .filter_map(|entry| entry.job)
         .collect()
 }
 
@@ -219,13 +212,7 @@ async fn wall_ms(
     let from_stats = stats
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
         .and_then(|stats| stats.get("wallMs").and_then(Value::as_u64));
-    let from_fleet = envelope.and_then(|envelope| {
-        let fleet = &envelope.fleet;
-        fleet
-            .get("wallMs")
-            .or_else(|| fleet.get("timing").and_then(|timing| timing.get("wallMs")))
-            .and_then(Value::as_u64)
-    });
+    let from_fleet = envelope.and_then(|envelope| envelope.fleet_view().wall_ms);
     Ok(from_stats.or(from_fleet))
 }
 

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::fleet_key::{FleetKey, FleetView};
 use crate::rollup::{MatrixRepeatRollup, MatrixRollup, RepeatRollup};
 use crate::run_result::{RunView, persisted_outcome, provenance_value};
 
@@ -54,10 +55,9 @@ pub struct Envelope {
     pub extras: Map<String, Value>,
     /// `null` on success: the one optional key that is always present.
     pub error: Option<EnvelopeError>,
-    /// Orchestrator metadata (harness-behaviour.md#choice-c15); `null` means absent, as in a CLI
-    /// envelope.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub fleet: Value,
+    /// Orchestrator metadata (harness-behaviour.md#choice-c15); absent in a CLI envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetKey>,
 }
 
 impl Envelope {
@@ -75,7 +75,7 @@ impl Envelope {
             matrix_repeat: None,
             extras: Map::new(),
             error: None,
-            fleet: Value::Null,
+            fleet: None,
         }
     }
 
@@ -86,6 +86,11 @@ impl Envelope {
     /// too where this holds.
     pub fn results_are_units(&self) -> bool {
         self.rollups.is_none() && self.matrix_repeat.is_none()
+    }
+
+    /// What the envelope's `fleet` key says (all absent for a CLI envelope).
+    pub fn fleet_view(&self) -> FleetView {
+        self.fleet.as_ref().map(FleetKey::view).unwrap_or_default()
     }
 
     /// The envelope as one compact line of JSON, without a trailing newline, numbers as the
@@ -178,7 +183,7 @@ mod tests {
             serde_json::from_value(original.clone()).expect("fixture is a valid envelope");
         assert_eq!(envelope.tool, TOOL);
         assert!(envelope.error.is_none());
-        assert!(envelope.fleet.is_null());
+        assert!(envelope.fleet.is_none());
         // String comparison, not `Value` equality: map equality ignores key order.
         assert_eq!(envelope.to_line(), original.to_string());
     }
@@ -204,7 +209,10 @@ mod tests {
             message: "G".into(),
             hint: None,
         });
-        envelope.fleet = serde_json::json!({"foldOrder": "index"});
+        envelope.fleet = Some(
+            serde_json::from_value(serde_json::json!({"foldOrder": "index"}))
+                .expect("any object is a fleet key"),
+        );
         assert_eq!(
             envelope.to_line(),
             r#"{"tool":"cowork-harness","version":"2.0.0","command":"run","ok":false,"results":[],"cassette":"c.json","error":{"category":"unanswered","message":"G"},"fleet":{"foldOrder":"index"}}"#

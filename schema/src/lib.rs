@@ -19,6 +19,7 @@
 //!   (harness-behaviour.md#envelope).
 //! - [`eval`]: the eval document (`eval.json`), an A/B batch's comparison and verdict.
 //! - [`fleet`]: the typed `fleet` key of a supervised batch's envelope.
+//! - [`fleet_key`]: the envelope's `fleet` key whoever wrote it, and the one reading of it.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`live`]: the live view of a running batch and its deltas.
 //! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
@@ -33,6 +34,7 @@ pub mod envelope;
 pub mod eval;
 pub mod event;
 pub mod fleet;
+pub mod fleet_key;
 pub mod history;
 pub mod ids;
 pub mod job;

@@ -132,7 +132,9 @@ pub async fn status(
         if let Ok(envelope) = crate::connect::fetch_envelope(&client, &batch).await {
             print!(
                 "{}",
-                for_terminal_lines(&crate::summary::stop_error_lines(&envelope.head.fleet))
+                for_terminal_lines(&crate::summary::stop_error_lines(
+                    &envelope.head.fleet_view()
+                ))
             );
         }
     }

@@ -13,9 +13,12 @@ use cowork_core::reduce::{Judging, StopRules};
 use cowork_core::verdict::{Lane, with_rederived_verdict};
 use cowork_schema::batch::BatchFlags;
 use cowork_schema::envelope::decorate_result;
+use cowork_schema::fleet::StopError;
+use cowork_schema::fleet_key::{FleetKey, RejudgedMeta};
 use cowork_schema::layout::{BatchDir, BatchKey, names};
+use cowork_schema::rollup::FoldOrder;
 use cowork_schema::run_result::RunView;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::args::{OutputFormat, RollupArgs};
 use crate::batch_source::{Resolved, Source, resolve};
@@ -200,8 +203,26 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
         .and_then(Value::as_str)
         .unwrap_or("unknown")
         .to_owned();
-    let fleet = json!({ "rejudged": true, "files": files.len(), "minPassRate": cowork_schema::json_number::to_value(flags.min_pass_rate), "allowBudgetStop": flags.allow_budget_stop, "foldOrder": "index" });
-    let envelope = build_envelope(&reduction, &version, "run", results, fleet);
+    let fleet = RejudgedMeta {
+        batch_id: None,
+        rejudged: true,
+        files: Some(files.len() as u64),
+        min_pass_rate: flags.min_pass_rate,
+        allow_budget_stop: flags.allow_budget_stop,
+        fold_order: FoldOrder::Index,
+        results_order: None,
+        stop_errors: Vec::new(),
+        incomplete: false,
+        never_ran: Vec::new(),
+        simulated_runs: None,
+    };
+    let envelope = build_envelope(
+        &reduction,
+        &version,
+        "run",
+        results,
+        Some(FleetKey::Rejudged(fleet)),
+    );
     finish(&args, &reduction, &envelope)
 }
 
@@ -216,30 +237,31 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
         .await
         .map_err(|e| CliError::Failed(e.into()))?;
     let never_ran = &rejudged.never_ran;
-    let mut fleet = json!({
-        "batchId": stored.batch_id.as_str(),
-        "rejudged": true,
-        "minPassRate": cowork_schema::json_number::to_value(flags.min_pass_rate),
-        "allowBudgetStop": flags.allow_budget_stop,
-        "foldOrder": "index",
-        "resultsOrder": "index",
-    });
-    let stop_errors: Vec<Value> = rejudged
-        .reduction
-        .stop_errors
-        .iter()
-        .map(|(unit, category, message)| json!({"unit": unit, "message": message, "category": category}))
-        .collect();
-    if !stop_errors.is_empty() {
-        fleet["stopErrors"] = Value::Array(stop_errors);
-    }
-    if !never_ran.is_empty() {
-        fleet["incomplete"] = Value::Bool(true);
-        fleet["neverRan"] = never_ran
+    let fleet = RejudgedMeta {
+        batch_id: Some(stored.batch_id.to_string()),
+        rejudged: true,
+        files: None,
+        min_pass_rate: flags.min_pass_rate,
+        allow_budget_stop: flags.allow_budget_stop,
+        fold_order: FoldOrder::Index,
+        results_order: Some(FoldOrder::Index),
+        stop_errors: rejudged
+            .reduction
+            .stop_errors
             .iter()
-            .map(|job| Value::from(job.as_str()))
-            .collect();
-    }
+            .map(|(unit, category, message)| StopError {
+                unit: unit.clone(),
+                message: message.clone(),
+                category: category.clone(),
+            })
+            .collect(),
+        incomplete: !never_ran.is_empty(),
+        never_ran: never_ran
+            .iter()
+            .map(|job| job.as_str().to_owned())
+            .collect(),
+        simulated_runs: None,
+    };
     let command = stored.spec.mode.envelope_command();
     // The version the batch's envelope names, by the same rule, from the job records rather
     // than from the stored envelope, which holds every result; a batch that never stored an
@@ -261,7 +283,7 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
         EnvelopeHead {
             version: &version,
             command,
-            fleet,
+            fleet: Some(FleetKey::Rejudged(fleet)),
         },
     )
     .await
@@ -327,13 +349,10 @@ fn finish_spooled(
     // The summary counts simulated runs from the fleet key, or else from the results, which
     // the head does not hold: the reduction's count of folded simulated runs is that count.
     let mut head = envelope.head.clone();
-    if head.fleet.get("simulatedRuns").is_none()
-        && let Some(fleet) = head.fleet.as_object_mut()
+    if let Some(FleetKey::Rejudged(fleet)) = &mut head.fleet
+        && fleet.simulated_runs.is_none()
     {
-        fleet.insert(
-            "simulatedRuns".to_owned(),
-            Value::from(reduction.simulated_runs),
-        );
+        fleet.simulated_runs = Some(reduction.simulated_runs);
     }
     let summary = crate::summary::Summary::new(&head, reduction.exit_code);
     let (summary, code) = match judged_as {

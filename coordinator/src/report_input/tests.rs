@@ -476,7 +476,7 @@ async fn wall_time_and_summed_run_time_are_labelled_apart() {
 #[tokio::test]
 async fn discarded_runs_and_their_cost_are_shown_in_either_envelope_shape() {
     let input = load_case("files-repeat").await;
-    let entries = input.envelope.fleet["discarded"]
+    let entries = fleet_value(&input)["discarded"]
         .as_array()
         .expect("discarded entries")
         .clone();
@@ -496,7 +496,9 @@ async fn discarded_runs_and_their_cost_are_shown_in_either_envelope_shape() {
     assert_eq!(summary["totals"]["discardedRuns"], 2);
     // The shape with a total: `{runs: [...], costUsd}`.
     let mut input = input;
-    input.envelope.fleet["discarded"] = serde_json::json!({"runs": entries, "costUsd": 0.5});
+    let mut fleet = fleet_value(&input);
+    fleet["discarded"] = serde_json::json!({"runs": entries, "costUsd": 0.5});
+    input.envelope.fleet = Some(serde_json::from_value(fleet).expect("any object is a fleet key"));
     assert_contains(
         &html(&input),
         "<div><dt>discarded runs</dt><dd>2 (spend $0.5000, not in any verdict)</dd></div>",
@@ -714,7 +716,7 @@ async fn html_without_simulated_runs_has_no_banner() {
     let mut input = load_case("matrix-plain").await;
     input.stored.spec.executor = cowork_schema::batch::ExecutorKind::Harness;
     input.rollup.fleet.simulated_runs = 0;
-    input.envelope.fleet = Value::Null;
+    input.envelope.fleet = None;
     for run in &mut input.runs {
         if let Some(object) = run.result.as_object_mut() {
             object.remove("simulated");
@@ -763,7 +765,7 @@ async fn html_files_batch_has_a_row_per_scenario_and_its_stops() {
         "<li data-scope=\"f1\">skill-triggers&#58; stopped early (diverged) after 2/4 runs</li>",
     );
     // The two discarded runs are disclosed with their spend (from the stored envelope).
-    let spend: f64 = input.envelope.fleet["discarded"]
+    let spend: f64 = fleet_value(&input)["discarded"]
         .as_array()
         .expect("discarded entries")
         .iter()
@@ -1370,4 +1372,9 @@ fn batch_list_links_each_done_batch_to_its_reports() {
         &without_token,
         "href=\"batches/20261130-010101-aaaaaa/report?format&#61;junit\"",
     );
+}
+
+/// The envelope's `fleet` key as JSON, for tests that edit or index it.
+fn fleet_value(input: &ReportInput) -> Value {
+    serde_json::to_value(&input.envelope.fleet).expect("a fleet key serializes")
 }

@@ -17,10 +17,10 @@ use futures::StreamExt;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::envelope::Envelope;
 use cowork_schema::event::{ErrorCategory, JobOutcome};
+use cowork_schema::fleet_key::{FleetKey, UnfinishedMeta};
 use cowork_schema::ids::{JobId, UnitRef};
 use cowork_schema::layout::BatchKey;
 use cowork_schema::rollup::RollupDoc;
-use serde_json::json;
 
 use super::{ReportError, job_reads};
 use crate::supervisor::{build_envelope, shape_from_summary};
@@ -126,12 +126,12 @@ pub(super) async fn judge(
         1 => versions.pop_first().unwrap_or_default(),
         _ => "mixed".to_owned(),
     };
-    let fleet = json!({
-        "batchId": stored.batch_id,
-        "executor": stored.spec.executor.as_str(),
-        "incomplete": true,
+    let fleet = FleetKey::Unfinished(UnfinishedMeta {
+        batch_id: stored.batch_id.to_string(),
+        executor: stored.spec.executor.as_str().to_owned(),
+        incomplete: true,
     });
-    let envelope = build_envelope(&reduction, &version, command, Vec::new(), fleet);
+    let envelope = build_envelope(&reduction, &version, command, Vec::new(), Some(fleet));
     Ok(Judged {
         rollup: reduction.to_rollup_doc(command),
         envelope,

@@ -17,6 +17,7 @@ use cowork_fabric::ArtifactStore;
 use cowork_schema::BatchId;
 use cowork_schema::envelope::{Envelope, decorate_result};
 use cowork_schema::fleet::FleetMeta;
+use cowork_schema::fleet_key::FleetKey;
 use cowork_schema::layout::{BatchKey, names};
 use futures::StreamExt;
 use serde_json::Value;
@@ -98,7 +99,7 @@ pub async fn store_envelope(
     command: &str,
     fleet: &FleetMeta,
 ) -> Result<StoredEnvelope, SuperviseError> {
-    let fleet = serde_json::to_value(fleet).expect("the fleet key always serializes");
+    let fleet = Some(FleetKey::Batch(Box::new(fleet.clone())));
     let locate = |job: JobRef| admission.result_location(job);
     let envelope = spool_envelope(
         store,
@@ -126,7 +127,7 @@ pub struct EnvelopeHead<'a> {
     /// The envelope's `command`.
     pub command: &'a str,
     /// The envelope's `fleet` key.
-    pub fleet: Value,
+    pub fleet: Option<FleetKey>,
 }
 
 /// Where a folded run's `result.json` is and the digest it must have, by job: the folded
@@ -273,7 +274,7 @@ pub fn build_envelope(
     version: &str,
     command: &str,
     results: Vec<Value>,
-    fleet: Value,
+    fleet: Option<FleetKey>,
 ) -> Envelope {
     let mut envelope = Envelope::new(version, command);
     envelope.ok = reduction.ok;

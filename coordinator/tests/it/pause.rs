@@ -180,7 +180,7 @@ async fn a_usage_limit_pauses_the_tiers_dispatch_and_counts_as_a_failing_run() {
     assert_eq!(envelope.results.len(), 4);
     assert_eq!(
         serde_json::to_value(&outcome.fleet).expect("json"),
-        envelope.fleet
+        serde_json::to_value(&envelope.fleet).expect("json")
     );
     assert_eq!(format!("{}\n", envelope.to_line()).into_bytes(), stored);
     let mut printed = Vec::new();

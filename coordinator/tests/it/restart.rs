@@ -82,7 +82,8 @@ async fn a_restarted_coordinator_resumes_and_catches_up() {
     );
     let envelope = client.report(&id).await.expect("report");
     assert_eq!(envelope.results.len(), 4);
-    assert_eq!(envelope.fleet["jobs"]["finished"], 4);
+    let fleet = serde_json::to_value(&envelope.fleet).expect("json");
+    assert_eq!(fleet["jobs"]["finished"], 4);
     second.stop().await;
 }
 

@@ -59,7 +59,8 @@ async fn a_submitted_batch_runs_to_an_envelope() {
     assert!(envelope.ok);
     assert_eq!(envelope.results.len(), 3);
     assert_eq!(envelope.version, "9.9.9");
-    assert_eq!(envelope.fleet["batchId"], accepted.batch_id.as_str());
+    let fleet_key = serde_json::to_value(&envelope.fleet).expect("json");
+    assert_eq!(fleet_key["batchId"], accepted.batch_id.as_str());
 
     let records = client.list().await.expect("list");
     assert_eq!(records.len(), 1);

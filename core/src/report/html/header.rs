@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use cowork_schema::batch::BatchMode;
+use cowork_schema::fleet_key::FleetView;
 
 use super::eval::{ab_class, ab_verdict};
 use super::page::{escape, verdict_badge};
@@ -67,23 +68,10 @@ fn wall_time(input: &ReportInput) -> String {
 /// What delivering the batch's jobs took, from the envelope's `fleet` key: redeliveries (a
 /// worker lost, an ack wait passed), retries, jobs lost for good, jobs a cancel took back, and
 /// resumes. Always shown, so "nothing of the kind" is said too.
-fn deliveries(fleet: &serde_json::Value) -> String {
-    let jobs = |key: &str| {
-        fleet
-            .pointer(&format!("/jobs/{key}"))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-    };
-    let resumes = fleet
-        .get("generation")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
+fn deliveries(fleet: &FleetView) -> String {
     format!(
-        "{} redelivered, {} retried, {} lost, {} withdrawn by a cancel, resumed {resumes} time(s)",
-        jobs("redelivered"),
-        jobs("retries"),
-        jobs("lost"),
-        jobs("withdrawn"),
+        "{} redelivered, {} retried, {} lost, {} withdrawn by a cancel, resumed {} time(s)",
+        fleet.redelivered, fleet.retries, fleet.lost, fleet.withdrawn, fleet.generation,
     )
 }
 
@@ -138,7 +126,7 @@ pub(super) fn facts(out: &mut String, summary: &Summary<'_>) {
             }
         ),
     ));
-    rows.push(("deliveries", deliveries(&input.envelope.fleet)));
+    rows.push(("deliveries", deliveries(&input.envelope.fleet_view())));
     if summary.discarded.runs > 0 {
         rows.push((
             "discarded runs",
@@ -214,17 +202,18 @@ mod tests {
 
     #[test]
     fn the_header_says_redeliveries_retries_losses_cancels_and_resumes() {
-        let fleet = serde_json::json!({
+        let fleet: cowork_schema::fleet_key::FleetKey = serde_json::from_value(serde_json::json!({
             "generation": 1,
             "jobs": {"redelivered": 4, "retries": 1, "lost": 0, "withdrawn": 3},
-        });
+        }))
+        .expect("any object is a fleet key");
         assert_eq!(
-            deliveries(&fleet),
+            deliveries(&fleet.view()),
             "4 redelivered, 1 retried, 0 lost, 3 withdrawn by a cancel, resumed 1 time(s)"
         );
         // An envelope without a fleet key (a re-judged batch) says nothing happened.
         assert_eq!(
-            deliveries(&serde_json::Value::Null),
+            deliveries(&FleetView::default()),
             "0 redelivered, 0 retried, 0 lost, 0 withdrawn by a cancel, resumed 0 time(s)"
         );
     }

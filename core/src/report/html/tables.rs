@@ -192,37 +192,24 @@ pub(super) fn stops_section(out: &mut String, summary: &Summary<'_>) {
 /// The changes people made to the batch's controls while it ran (pause, resume of dispatch,
 /// adjusted limits): who, when, what, from and to. Nothing when there were none.
 pub(super) fn control_changes_section(out: &mut String, input: &ReportInput) {
-    let Some(changes) = input
-        .envelope
-        .fleet
-        .get("controlChanges")
-        .and_then(|changes| changes.as_array())
-        .filter(|changes| !changes.is_empty())
-    else {
+    let changes = input.envelope.fleet_view().control_changes;
+    if changes.is_empty() {
         return;
-    };
+    }
     out.push_str(
         "<section id=\"control-changes\"><h2>Changes of the controls while it ran</h2>\n\
          <table><thead><tr><th>when (UTC)</th><th>who</th><th>what</th><th>before</th>\
          <th>after</th></tr></thead><tbody>\n",
     );
-    for change in changes {
-        let text = |key: &str| {
-            change
-                .get(key)
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_owned()
-        };
-        let at_ms = change.get("atMs").and_then(|v| v.as_u64()).unwrap_or(0);
+    for change in &changes {
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&utc_time(at_ms)),
-            escape(&text("by")),
-            escape(&text("control")),
-            escape(&text("old")),
-            escape(&text("new"))
+            escape(&utc_time(change.at_ms)),
+            escape(&change.by),
+            escape(&change.control),
+            escape(&change.old),
+            escape(&change.new)
         );
     }
     out.push_str("</tbody></table></section>\n");

@@ -2,7 +2,6 @@
 //! recorded), simulated runs, truncated cells, failure reasons and stop notes.
 
 use cowork_schema::batch::{PlanKindName, PlanSummary};
-use serde_json::Value;
 
 use super::notes::{failure_reasons, stop_notes};
 use super::units::unit_reports;
@@ -31,7 +30,7 @@ pub(crate) fn summarize(input: &ReportInput) -> Summary<'_> {
     let summed_run_ms = summed_run_ms(briefs);
     let simulated = simulated_runs > 0
         || input.stored.spec.executor == cowork_schema::batch::ExecutorKind::Sim
-        || input.envelope.fleet.get("simulated") == Some(&Value::Bool(true));
+        || input.envelope.fleet_view().simulated;
     let total_runs = units.iter().map(|unit| u64::from(unit.completed)).sum();
     let total_passes = units.iter().map(|unit| u64::from(unit.passes)).sum();
     if input.stored.spec.mode.spends_nothing() {

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use cowork_schema::batch::PlanKindName;
 use cowork_schema::job::CellAxes;
 use cowork_schema::rollup::StopReason;
-use serde_json::Value;
 
 use crate::reduce::Judging;
 use crate::report::input::{ReportInput, RunBrief, RunState, StoredRun, unit_id};
@@ -383,24 +382,13 @@ fn discarded_of(input: &ReportInput) -> Discarded {
             cost_usd: sum_present(discarded.iter().map(|run| run.cost_usd())),
         }
     };
-    let field = input.envelope.fleet.get("discarded");
-    let (entries, total) = match field {
-        Some(Value::Array(entries)) => (entries.as_slice(), None),
-        Some(Value::Object(object)) => (
-            object
-                .get("runs")
-                .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice),
-            object.get("costUsd").and_then(Value::as_f64),
-        ),
-        _ => return from_runs(),
-    };
+    let fleet = input.envelope.fleet_view();
+    if fleet.discarded.is_empty() && fleet.discarded_listed_cost_usd.is_none() {
+        return from_runs();
+    }
     let stored = from_runs();
-    let listed_cost = sum_present(
-        entries
-            .iter()
-            .map(|entry| entry.get("costUsd").and_then(Value::as_f64)),
-    );
+    let listed_cost = sum_present(fleet.discarded.iter().map(|entry| entry.cost_usd));
+    let (entries, total) = (&fleet.discarded, fleet.discarded_listed_cost_usd);
     Discarded {
         runs: (entries.len() as u64).max(stored.runs),
         cost_usd: total.or(listed_cost).or(stored.cost_usd),
