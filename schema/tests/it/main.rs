@@ -3,6 +3,7 @@
 
 mod examples;
 mod js_numbers;
+mod keys_in_one_place;
 mod negative;
 
 /// Support code shared by the test modules.
