@@ -56,7 +56,7 @@ pub use local_resume::resume;
 /// Deliveries of one job before an infrastructure failure before spend is final
 /// (harness-behaviour.md#choice-c8): in one process a failure to start the harness rarely heals, so
 /// few retries are enough.
-pub const MAX_DELIVER: u32 = 3;
+pub const MAX_DELIVER: u32 = cowork_schema::retries::broker::EMBEDDED_MAX_DELIVER;
 
 /// Jobs outstanding per slot when `--window` is not given: two keep every slot busy while the
 /// supervisor folds a finished job and admits the next.
@@ -106,7 +106,7 @@ pub async fn store_batch(
         plan: plan.summary(),
     };
     let spec_key = BatchKey::new(batch_id).spec();
-    let mut spec_json = serde_json::to_vec_pretty(&stored)
+    let mut spec_json = cowork_schema::json_number::to_vec_pretty(&stored)
         .with_context(|| format!("serializing {}", names::SPEC))?;
     spec_json.push(b'\n');
     store

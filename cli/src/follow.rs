@@ -205,14 +205,12 @@ impl<'a> Watch<'a> {
 /// How long a watch waits on a coordinator it cannot reach, that answers 503, or that closes
 /// the watch before the batch ended: a NATS cluster elects new leaders within seconds, a
 /// restarted node or coordinator is back within a minute.
-const INTERRUPTED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+const INTERRUPTED_FOR: std::time::Duration = cowork_schema::retries::client::WATCH_GIVE_UP;
 /// Pauses between watch attempts on such a coordinator: from 500 ms, doubling to 5 s.
 /// Also between reads of the report of a batch whose end was seen but whose record, read
 /// from a replica that lags, does not say so yet.
-const WATCH_RETRY: cowork_fabric::backoff::Backoff = cowork_fabric::backoff::Backoff::new(
-    std::time::Duration::from_millis(500),
-    std::time::Duration::from_secs(5),
-);
+const WATCH_RETRY: cowork_fabric::backoff::Backoff =
+    cowork_fabric::backoff::Backoff::of(cowork_schema::retries::client::WATCH);
 
 /// Why a watch's stream stopped before the batch's end.
 enum Interruption {

@@ -21,17 +21,20 @@ pub struct Backoff {
 }
 
 impl Default for Backoff {
-    /// 200 ms doubling to 10 s: short enough that a blinking store costs little, long enough
-    /// that a down store is not hammered.
+    /// A worker's schedule before and after spend (`cowork_schema::retries::worker`): 200 ms
+    /// doubling to 10 s, short enough that a blinking store costs little, long enough that a
+    /// down store is not hammered.
     fn default() -> Self {
-        Backoff {
-            initial: Duration::from_millis(200),
-            max: Duration::from_secs(10),
-        }
+        Backoff::of(cowork_schema::retries::worker::BEFORE_SPEND)
     }
 }
 
 impl Backoff {
+    /// The jittered form of one of the fleet's schedules (`cowork_schema::retries`).
+    pub const fn of(schedule: cowork_schema::retries::Schedule) -> Backoff {
+        Backoff::new(schedule.initial, schedule.max)
+    }
+
     /// A schedule from `initial` doubling to `max`.
     pub const fn new(initial: Duration, max: Duration) -> Backoff {
         Backoff { initial, max }

@@ -11,6 +11,7 @@
 //! - [`layout`]: every storage key (decisions.md#storage), built in one place.
 //! - [`run_result`]: the reducer's view of a `result.json`.
 //! - [`event`]: job events on the event log.
+//! - [`retries`]: who retries what, every layer's numbers in one place.
 //! - [`registry`]: batch records and worker heartbeats (the fleet's KV buckets).
 //! - [`rollup`]: repeat and matrix rollups (harness-behaviour.md#repeat-rollup,
 //!   harness-behaviour.md#matrix).
@@ -45,6 +46,7 @@ pub mod live;
 pub mod load;
 pub mod matrix;
 pub mod registry;
+pub mod retries;
 pub mod rollup;
 pub mod run_result;
 pub mod scenario;

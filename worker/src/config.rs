@@ -60,7 +60,7 @@ pub struct WorkerConfig {
 
 /// Default of [`WorkerConfig::store_deadline`]: ten minutes outlast a store or broker restart
 /// and most outages, and still end a job whose artifacts can never be stored.
-pub const DEFAULT_STORE_DEADLINE: Duration = Duration::from_secs(600);
+pub const DEFAULT_STORE_DEADLINE: Duration = cowork_schema::retries::worker::STORE_DEADLINE;
 
 /// The ports a worker uses.
 #[derive(Clone)]

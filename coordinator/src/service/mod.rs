@@ -21,7 +21,6 @@ mod records;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use cowork_fabric::backoff::Backoff;
 use cowork_schema::BatchId;
@@ -50,7 +49,7 @@ pub(crate) const REPORT_RENDERS_AT_ONCE: usize = 2;
 /// Pauses before supervising a batch (or listing batches) again after a transient port
 /// failure: from 1 s, doubling to 30 s, jittered. A broker or store outage usually lasts
 /// seconds.
-const PORT_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+const PORT_RETRY: Backoff = Backoff::of(cowork_schema::retries::coordinator::SUPERVISION);
 
 /// What the background views last saw, each in a channel they write and the API reads.
 pub(crate) struct FleetViews {

@@ -48,9 +48,9 @@ pub struct SuperviseOptions {
 }
 
 /// Default first pause after a `usage_limit` result.
-pub const DEFAULT_USAGE_PAUSE: Duration = Duration::from_secs(30);
+pub const DEFAULT_USAGE_PAUSE: Duration = cowork_schema::retries::admission::USAGE_PAUSE;
 /// Default longest pause after repeated `usage_limit` results.
-pub const DEFAULT_USAGE_PAUSE_MAX: Duration = Duration::from_secs(600);
+pub const DEFAULT_USAGE_PAUSE_MAX: Duration = cowork_schema::retries::admission::USAGE_PAUSE_MAX;
 /// Default number of earlier batches read for scheduling.
 pub const DEFAULT_HISTORY_BATCHES: usize = 20;
 

@@ -84,7 +84,7 @@ pub const DEFAULT_SPECULATION: u32 = 2;
 
 /// Time a started job has beyond its own timeout to report back before it is published again:
 /// room for the worker's artifact upload and event publish retries after the harness stopped.
-pub const DEFAULT_DEADLINE_GRACE: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_DEADLINE_GRACE: Duration = cowork_schema::retries::admission::LOST_JOB_GRACE;
 
 /// The `workerId` of a `finished` event the coordinator publishes for a job that never
 /// reported back.

@@ -128,10 +128,10 @@ fn default_workers_bucket() -> String {
     "COWORK_WORKERS".to_owned()
 }
 fn default_ack_wait() -> Duration {
-    Duration::from_secs(60)
+    cowork_schema::retries::broker::ACK_WAIT
 }
 fn default_max_deliver() -> i64 {
-    5
+    cowork_schema::retries::broker::MAX_DELIVER
 }
 fn default_duplicate_window() -> Duration {
     Duration::from_secs(3600)

@@ -76,10 +76,11 @@ pub fn event_message_id(event: &JobEvent, body: &[u8]) -> String {
 #[async_trait]
 impl EventLog for NatsEventLog {
     async fn publish(&self, event: &JobEvent) -> Result<u64, EventError> {
-        let body = serde_json::to_vec(event).map_err(|error| EventError::Malformed {
-            seq: 0,
-            message: format!("encoding an event of job {}: {error}", event.job_id),
-        })?;
+        let body =
+            cowork_schema::json_number::to_vec(event).map_err(|error| EventError::Malformed {
+                seq: 0,
+                message: format!("encoding an event of job {}: {error}", event.job_id),
+            })?;
         let message_id = event_message_id(event, &body);
         let message = PublishMessage::build()
             .payload(body.into())
@@ -149,7 +150,7 @@ const CREATE_ATTEMPT_LIMIT: Duration = Duration::from_secs(10);
 const QUIET_LIMIT: Duration = Duration::from_secs(30);
 /// The pause between two attempts to create the consumer: from 250 ms doubling to 5 s, short
 /// enough that an election (a few seconds) costs little more than itself.
-const RECREATE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+const RECREATE_BACKOFF: Backoff = Backoff::of(cowork_schema::retries::event_log::RESUBSCRIBE);
 
 /// Creates an ordered push consumer on the batch's subject from `first_seq` and opens its
 /// message stream, within [`CREATE_ATTEMPT_LIMIT`].
