@@ -149,7 +149,8 @@ impl CoordinatorClient {
         spec: &BatchSpec,
         bundle: Vec<u8>,
     ) -> Result<SubmitResponse, ClientError> {
-        let spec_json = serde_json::to_vec(spec).expect("a batch spec always serializes");
+        let spec_json =
+            cowork_schema::json_number::to_vec(spec).expect("a batch spec always serializes");
         let spec_part = reqwest::multipart::Part::bytes(spec_json)
             .file_name(names::SPEC)
             .mime_str("application/json")

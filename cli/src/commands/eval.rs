@@ -181,7 +181,8 @@ async fn finish(
             .with_context(|| format!("writing the eval report to {}", path.display()))?;
     }
     if args.output_format == OutputFormat::Json {
-        let line = serde_json::to_string(document).context("serializing the eval report")?;
+        let line = cowork_schema::json_number::to_string(document)
+            .context("serializing the eval report")?;
         println!("{line}");
     }
     if let Some(message) = nothing_to_compare(&document.report) {

@@ -96,7 +96,8 @@ pub async fn status(
     if output == OutputFormat::Json {
         println!(
             "{}",
-            serde_json::to_string(&status).map_err(|e| CliError::Failed(e.into()))?
+            cowork_schema::json_number::to_string(&status)
+                .map_err(|e| CliError::Failed(e.into()))?
         );
         return Ok(0);
     }
@@ -346,7 +347,8 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
     if output == OutputFormat::Json {
         println!(
             "{}",
-            serde_json::to_string(&workers).map_err(|e| CliError::Failed(e.into()))?
+            cowork_schema::json_number::to_string(&workers)
+                .map_err(|e| CliError::Failed(e.into()))?
         );
         return Ok(0);
     }

@@ -225,7 +225,7 @@ async fn write_generation(
     generation: u32,
 ) -> Result<(), CliError> {
     let key = BatchKey::new(batch_id).generation();
-    let mut bytes = serde_json::to_vec_pretty(&StoredGeneration { generation })
+    let mut bytes = cowork_schema::json_number::to_vec_pretty(&StoredGeneration { generation })
         .context("serializing the generation record")?;
     bytes.push(b'\n');
     store

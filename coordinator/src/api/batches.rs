@@ -483,15 +483,16 @@ fn remote_stream(service: Arc<Service>, batch_id: BatchId) -> EventStream {
 }
 
 fn progress_event(snapshot: &ProgressSnapshot) -> Event {
-    Event::default()
-        .event(SSE_PROGRESS)
-        .data(serde_json::to_string(snapshot).expect("a progress snapshot always serializes"))
+    Event::default().event(SSE_PROGRESS).data(
+        cowork_schema::json_number::to_string(snapshot)
+            .expect("a progress snapshot always serializes"),
+    )
 }
 
 fn end_event(end: &BatchEnd) -> Event {
     Event::default()
         .event(SSE_END)
-        .data(serde_json::to_string(end).expect("a batch end always serializes"))
+        .data(cowork_schema::json_number::to_string(end).expect("a batch end always serializes"))
 }
 
 /// Query of `POST /v1/batches/{id}/cancel`.

@@ -250,7 +250,7 @@ async fn wait_for_change(service: &Service, live: Option<&LiveBatch>) -> bool {
 fn json_event<T: serde::Serialize>(name: &str, body: &T) -> Event {
     Event::default()
         .event(name)
-        .data(serde_json::to_string(body).expect("a live view always serializes"))
+        .data(cowork_schema::json_number::to_string(body).expect("a live view always serializes"))
 }
 
 /// `GET /v1/batches/{id}/live/units/{unit}`: the runs of one unit of a batch supervised

@@ -43,8 +43,8 @@ impl Service {
                 source,
             })?;
         let spec_key = BatchKey::new(&batch_id).spec().into_string();
-        let mut spec_json =
-            serde_json::to_vec_pretty(&stored).expect("a stored batch always serializes");
+        let mut spec_json = cowork_schema::json_number::to_vec_pretty(&stored)
+            .expect("a stored batch always serializes");
         spec_json.push(b'\n');
         let spec_sha256 = cowork_fabric::sha256_hex(&spec_json);
         // Create-if-absent: a batch id that collides with an existing batch (two submits in

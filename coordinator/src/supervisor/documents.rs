@@ -61,7 +61,7 @@ pub async fn store_rollup(
 
 /// The bytes of a batch's `rollup.json`: pretty JSON and a final newline.
 pub fn rollup_bytes(reduction: &BatchReduction, command: &str) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(&reduction.to_rollup_doc(command))
+    let mut bytes = cowork_schema::json_number::to_vec_pretty(&reduction.to_rollup_doc(command))
         .expect("a rollup document always serializes");
     bytes.push(b'\n');
     bytes
@@ -83,7 +83,8 @@ pub async fn store_stats(
     let now = tokio::time::Instant::now().into_std();
     let stats = admission.batch_stats(reduction, decided_at_ms, now);
     let key = BatchKey::new(batch_id).stats().into_string();
-    let mut bytes = serde_json::to_vec_pretty(&stats).expect("batch stats always serialize");
+    let mut bytes =
+        cowork_schema::json_number::to_vec_pretty(&stats).expect("batch stats always serialize");
     bytes.push(b'\n');
     if let Err(error) = store.put(&key, bytes).await {
         tracing::warn!(s3_key = %key, error = %error, "batch stats not stored");
@@ -190,7 +191,8 @@ pub async fn spool_envelope(
             writer.write_all(b",").await.map_err(spool_error)?;
         }
         first = false;
-        let bytes = serde_json::to_vec(&result).expect("a JSON value always serializes");
+        let bytes =
+            cowork_schema::json_number::to_vec(&result).expect("a JSON value always serializes");
         writer.write_all(&bytes).await.map_err(spool_error)?;
         if keep_results {
             head.results.push(result);

@@ -72,9 +72,10 @@ impl NatsJobQueue {
     /// Sends the publish of `job`; the returned future resolves with the server's
     /// acknowledgement.
     async fn send_job(&self, job: &JobSpec) -> Result<PublishAckFuture, QueueError> {
-        let body = serde_json::to_vec(job).map_err(|error| QueueError::Malformed {
-            message: format!("encoding job {}: {error}", job.job_id),
-        })?;
+        let body =
+            cowork_schema::json_number::to_vec(job).map_err(|error| QueueError::Malformed {
+                message: format!("encoding job {}: {error}", job.job_id),
+            })?;
         let subject = jobs_subject(job.tier, &job.batch_id);
         let message = PublishMessage::build()
             .payload(body.into())

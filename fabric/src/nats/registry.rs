@@ -164,7 +164,7 @@ impl NatsBatchRegistry {
     }
 
     fn encode(record: &BatchRecord) -> Result<Vec<u8>, RegistryError> {
-        serde_json::to_vec(record).map_err(|error| RegistryError::Failed {
+        cowork_schema::json_number::to_vec(record).map_err(|error| RegistryError::Failed {
             message: format!("encoding the record of batch {}: {error}", record.batch_id),
         })
     }
@@ -278,12 +278,13 @@ fn invalid_worker_id(worker_id: &str) -> Result<(), RegistryError> {
 impl WorkerRegistry for NatsWorkerRegistry {
     async fn heartbeat(&self, info: &WorkerInfo) -> Result<(), RegistryError> {
         invalid_worker_id(&info.worker_id)?;
-        let value = serde_json::to_vec(info).map_err(|error| RegistryError::Failed {
-            message: format!(
-                "encoding the heartbeat of worker {}: {error}",
-                info.worker_id
-            ),
-        })?;
+        let value =
+            cowork_schema::json_number::to_vec(info).map_err(|error| RegistryError::Failed {
+                message: format!(
+                    "encoding the heartbeat of worker {}: {error}",
+                    info.worker_id
+                ),
+            })?;
         self.store
             .put(&info.worker_id, value.into())
             .await

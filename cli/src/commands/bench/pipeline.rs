@@ -307,7 +307,10 @@ impl PipelineWorker {
             .result();
         let result_ref = self
             .store
-            .put(result_key.as_str(), serde_json::to_vec(&result)?)
+            .put(
+                result_key.as_str(),
+                cowork_schema::json_number::to_vec(&result)?,
+            )
             .await
             .with_context(|| format!("storing {result_key}"))?;
         let record = JobRecord {
@@ -322,7 +325,10 @@ impl PipelineWorker {
         };
         let record_key = JobKey::new(&job.job_id).record(job.generation);
         self.store
-            .put_if_absent(record_key.as_str(), serde_json::to_vec(&record)?)
+            .put_if_absent(
+                record_key.as_str(),
+                cowork_schema::json_number::to_vec(&record)?,
+            )
             .await
             .with_context(|| format!("storing {record_key}"))?;
         self.publish(
