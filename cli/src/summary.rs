@@ -240,6 +240,7 @@ fn matrix_scenario(envelope: &Envelope) -> Option<String> {
             .find_map(|cell| cell.rollup.as_ref())
             .map(|rollup| rollup.scenario.clone())
     });
+    // Results are the CLI's `result.json`s, read by key: their shape is the CLI's.
     let from_result = || {
         envelope
             .results
@@ -302,6 +303,7 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
             });
         }
     } else {
+        // The CLI's results, read by key: their shape is the CLI's, open across versions.
         for result in &envelope.results {
             let pass = result.pointer("/verdict/pass") == Some(&Value::Bool(true));
             let unit = result

@@ -209,9 +209,15 @@ async fn wall_ms(
     envelope: Option<&Envelope>,
 ) -> Result<Option<u64>, ReportError> {
     let stats = read_optional(store, stats_key).await?;
+    /// The one field of `stats.json` read here; any other field may be missing or newer.
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct StatsWall {
+        wall_ms: Option<u64>,
+    }
     let from_stats = stats
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .and_then(|stats| stats.get("wallMs").and_then(Value::as_u64));
+        .and_then(|bytes| serde_json::from_slice::<StatsWall>(&bytes).ok())
+        .and_then(|stats| stats.wall_ms);
     let from_fleet = envelope.and_then(|envelope| envelope.fleet_view().wall_ms);
     Ok(from_stats.or(from_fleet))
 }

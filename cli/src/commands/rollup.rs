@@ -141,6 +141,9 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
             names::RESULT
         )));
     }
+    // The files are the CLI's `result.json`s: kept as JSON values (their keys and order are
+    // written back untouched) and read by key (`scenario`, `harnessVersion`), their shape
+    // being the CLI's, open across its versions.
     let mut groups: Vec<(String, Vec<RunView>)> = Vec::new();
     let mut values = Vec::new();
     for file in &files {
