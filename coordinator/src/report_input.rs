@@ -30,7 +30,6 @@ use cowork_schema::ids::{BatchId, JobId};
 use cowork_schema::layout::BatchKey;
 use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
-use serde_json::Value;
 
 use cowork_core::eval::EvalDocument;
 use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
