@@ -64,6 +64,26 @@ pub struct RejudgedMeta {
     pub simulated_runs: Option<u64>,
 }
 
+impl RejudgedMeta {
+    /// The key of an envelope re-judged at these settings, folded in index order, before what
+    /// the re-judging found is filled in.
+    pub fn new(min_pass_rate: f64, allow_budget_stop: bool) -> RejudgedMeta {
+        RejudgedMeta {
+            batch_id: None,
+            rejudged: true,
+            files: None,
+            min_pass_rate,
+            allow_budget_stop,
+            fold_order: FoldOrder::Index,
+            results_order: None,
+            stop_errors: Vec::new(),
+            incomplete: false,
+            never_ran: Vec::new(),
+            simulated_runs: None,
+        }
+    }
+}
+
 /// The `fleet` key of the envelope a report builds for a batch that never finished (it was
 /// interrupted): which batch, on which executor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

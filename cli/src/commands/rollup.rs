@@ -176,9 +176,35 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
     };
     let reduction =
         rejudge_runs(groups.clone(), rules, judging).map_err(|e| CliError::Failed(e.into()))?;
-    // Envelope results follow the reduction's (group, index) order.
+    let results = results_in_fold_order(&reduction, &groups, &values);
+    let version = values
+        .first()
+        .and_then(|(v, _)| v.get("harnessVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned();
+    let fleet = RejudgedMeta {
+        files: Some(files.len() as u64),
+        ..RejudgedMeta::new(flags.min_pass_rate, flags.allow_budget_stop)
+    };
+    let envelope = build_envelope(
+        &reduction,
+        &version,
+        "run",
+        results,
+        Some(FleetKey::Rejudged(fleet)),
+    );
+    finish(&args, &reduction, &envelope)
+}
+
+/// The envelope's results, decorated, in the reduction's (group, index) order.
+fn results_in_fold_order(
+    reduction: &cowork_core::reduce::BatchReduction,
+    groups: &[(String, Vec<RunView>)],
+    values: &[(Value, RunView)],
+) -> Vec<Value> {
     let mut by_group: Vec<Vec<Value>> = vec![Vec::new(); groups.len()];
-    for (value, _) in &values {
+    for (value, _) in values {
         let scenario = value
             .get("scenario")
             .and_then(Value::as_str)
@@ -187,7 +213,7 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
             by_group[idx].push(value.clone());
         }
     }
-    let results = reduction
+    reduction
         .results
         .iter()
         .filter_map(|(unit, repeat)| {
@@ -199,34 +225,7 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
             let value = with_rederived_verdict(value, Lane::Live);
             Some(decorate_result(value, &view))
         })
-        .collect();
-    let version = values
-        .first()
-        .and_then(|(v, _)| v.get("harnessVersion"))
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .to_owned();
-    let fleet = RejudgedMeta {
-        batch_id: None,
-        rejudged: true,
-        files: Some(files.len() as u64),
-        min_pass_rate: flags.min_pass_rate,
-        allow_budget_stop: flags.allow_budget_stop,
-        fold_order: FoldOrder::Index,
-        results_order: None,
-        stop_errors: Vec::new(),
-        incomplete: false,
-        never_ran: Vec::new(),
-        simulated_runs: None,
-    };
-    let envelope = build_envelope(
-        &reduction,
-        &version,
-        "run",
-        results,
-        Some(FleetKey::Rejudged(fleet)),
-    );
-    finish(&args, &reduction, &envelope)
+        .collect()
 }
 
 async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, CliError> {
@@ -242,11 +241,6 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
     let never_ran = &rejudged.never_ran;
     let fleet = RejudgedMeta {
         batch_id: Some(stored.batch_id.to_string()),
-        rejudged: true,
-        files: None,
-        min_pass_rate: flags.min_pass_rate,
-        allow_budget_stop: flags.allow_budget_stop,
-        fold_order: FoldOrder::Index,
         results_order: Some(FoldOrder::Index),
         stop_errors: rejudged
             .reduction
@@ -263,7 +257,7 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
             .iter()
             .map(|job| job.as_str().to_owned())
             .collect(),
-        simulated_runs: None,
+        ..RejudgedMeta::new(flags.min_pass_rate, flags.allow_budget_stop)
     };
     let command = stored.spec.mode.envelope_command();
     // The version the batch's envelope names, by the same rule, from the job records rather
