@@ -103,7 +103,8 @@ pub struct S3Args {
 /// How a client reaches the coordinator.
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
-    /// Coordinator base URL.
+    /// Coordinator base URL (`http://HOST:8700`, `https://…`; a bare `HOST:PORT` is read as
+    /// http).
     #[arg(
         long,
         env = "COWORK_COORDINATOR",

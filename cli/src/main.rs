@@ -40,7 +40,7 @@ mod text;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 
 use crate::args::{Cli, Command};
 
@@ -55,10 +55,19 @@ fn main() -> ExitCode {
         cowork_worker::executor::guard::run_guard(raw_args);
     }
     quiet_on_closed_stdout();
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(error) => return parse_failed(&error),
+    };
+    let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => return parse_failed(&error),
     };
+    if let (Command::Resume(args), Some(("resume", typed))) =
+        (&mut cli.command, matches.subcommand())
+    {
+        args.note_command_line(typed);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -123,10 +123,7 @@ impl CoordinatorClient {
             url: base_url.to_owned(),
             message,
         };
-        let mut base = reqwest::Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(invalid("the scheme must be http or https".to_owned()));
-        }
+        let mut base = parse_base_url(base_url).map_err(invalid)?;
         // Joining relative paths keeps a base path such as `/coordinator/` only with a
         // trailing slash.
         if !base.path().ends_with('/') {
@@ -454,11 +451,83 @@ impl CoordinatorClient {
     }
 }
 
+/// The form of a coordinator address, for messages about one that cannot be used.
+const EXPECTED_FORM: &str = "expected the coordinator's address as http://HOST:8700 (or \
+     https://HOST:PORT, or HOST:PORT for http)";
+
+/// The coordinator's base URL from `text`: an http or https URL, or `HOST:PORT` (or `HOST`)
+/// read as `http://HOST:PORT`. Anything else is refused with the expected form.
+fn parse_base_url(text: &str) -> Result<reqwest::Url, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(format!("it is empty; {EXPECTED_FORM}"));
+    }
+    if text.contains("://") {
+        let base = reqwest::Url::parse(text).map_err(|e| format!("{e}; {EXPECTED_FORM}"))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(format!(
+                "the scheme must be http or https, not {:?}; {EXPECTED_FORM}",
+                base.scheme()
+            ));
+        }
+        return Ok(base);
+    }
+    // No scheme: only a bare host and port is read as http, so a typo such as `http//host`
+    // is refused rather than taken for a host named `http`.
+    let base = reqwest::Url::parse(&format!("http://{text}"))
+        .ok()
+        .filter(|base| {
+            base.host_str().is_some_and(|host| !host.is_empty())
+                && base.path() == "/"
+                && base.query().is_none()
+                && base.fragment().is_none()
+                && base.username().is_empty()
+                && !text.ends_with('/')
+        })
+        .ok_or_else(|| format!("not a URL nor HOST:PORT; {EXPECTED_FORM}"))?;
+    Ok(base)
+}
+
+/// Whether `message` (an error chain) says the peer answered with something that is not HTTP:
+/// hyper's parse errors ("invalid HTTP version parsed" when a NATS server's `INFO` line is read
+/// as the answer, "received unexpected message from connection" when that line arrives before
+/// the request is sent).
+fn answered_not_http(message: &str) -> bool {
+    [
+        "invalid HTTP",
+        "message head is too large",
+        "received unexpected message from connection",
+    ]
+    .iter()
+    .any(|said| message.contains(said))
+}
+
 /// A transport failure: unreachable, timed out or cut off is `Unavailable`, anything else
-/// (a body that cannot be decoded) is `Protocol`.
+/// (a body that cannot be decoded, an answer that is not HTTP) is `Protocol`. The message says
+/// what to check.
 fn transport_error(url: &reqwest::Url, error: &reqwest::Error) -> ClientError {
     let message = cowork_fabric::error_chain(error);
-    if error.is_connect() || error.is_timeout() || error.is_request() || error.is_body() {
+    let address = url.origin().ascii_serialization();
+    if answered_not_http(&message) {
+        return ClientError::Protocol {
+            url: url.to_string(),
+            message: format!(
+                "{address} answered, but not as a cowork coordinator's HTTP API does (is it a \
+                 NATS port? `cowork coordinator` serves its API on port 8700 by default; give \
+                 --coordinator http://HOST:8700): {message}"
+            ),
+        };
+    }
+    if error.is_connect() {
+        return ClientError::Unavailable {
+            url: url.to_string(),
+            message: format!(
+                "{message}; check that `cowork coordinator` is running at {address} (the port \
+                 its --listen names, 8700 by default) and that no firewall blocks that port"
+            ),
+        };
+    }
+    if error.is_timeout() || error.is_request() || error.is_body() {
         ClientError::Unavailable {
             url: url.to_string(),
             message,
@@ -488,5 +557,34 @@ mod tests {
             CoordinatorClient::new("ftp://x", None),
             Err(ClientError::InvalidUrl { .. })
         ));
+    }
+
+    #[test]
+    fn a_host_and_port_is_read_as_http_and_garbage_is_refused_with_the_expected_form() {
+        let base = |text: &str| parse_base_url(text).map(|url| url.to_string());
+        assert_eq!(
+            base("127.0.0.1:8700").as_deref(),
+            Ok("http://127.0.0.1:8700/")
+        );
+        assert_eq!(
+            base(" coordinator:8700 ").as_deref(),
+            Ok("http://coordinator:8700/")
+        );
+        assert_eq!(base("localhost").as_deref(), Ok("http://localhost/"));
+        assert_eq!(
+            base("https://c.example:9443/api").as_deref(),
+            Ok("https://c.example:9443/api")
+        );
+        for garbage in [
+            "",
+            "http//x",
+            "foo bar",
+            "host:port",
+            "x:8700/path",
+            "nats://n:4222",
+        ] {
+            let error = base(garbage).expect_err(garbage);
+            assert!(error.contains("http://HOST:8700"), "{garbage:?}: {error}");
+        }
     }
 }

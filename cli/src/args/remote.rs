@@ -63,10 +63,17 @@ pub struct ResumeArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Local store holding the batch (as for `cowork run`): the batch is finished in this
-    /// process. Without it, a batch found in `.cowork` is finished here and any other id is
-    /// resumed by the coordinator.
+    /// process. `--coordinator` on the command line has the coordinator resume its batch
+    /// instead (`latest` is its newest). With neither, a batch found in `.cowork` is finished
+    /// here and any other id is resumed by the coordinator; a reference both hold is refused.
     #[arg(long, env = "COWORK_STORE", value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// `--store` was given on the command line (not by COWORK_STORE).
+    #[arg(skip)]
+    pub store_on_command_line: bool,
+    /// `--coordinator` was given on the command line (not by COWORK_COORDINATOR).
+    #[arg(skip)]
+    pub coordinator_on_command_line: bool,
     /// Jobs run at once in this process (batch of the local store).
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,
@@ -84,6 +91,21 @@ pub struct ResumeArgs {
     /// Keep each job's scratch directory under <store>/work (batch of the local store).
     #[arg(long)]
     pub keep_work: bool,
+}
+
+impl ResumeArgs {
+    /// Notes which of the flags naming where the batch is were typed on the command line:
+    /// those win over the environment.
+    pub fn note_command_line(&mut self, matches: &clap::ArgMatches) {
+        let typed = |id: &str| {
+            matches!(
+                matches.value_source(id),
+                Some(clap::parser::ValueSource::CommandLine)
+            )
+        };
+        self.store_on_command_line = typed("store");
+        self.coordinator_on_command_line = typed("coordinator");
+    }
 }
 
 #[derive(Debug, Args)]

@@ -20,12 +20,77 @@ use crate::follow::{FollowOptions, watch_to_end};
 /// The store searched when `--store` is not given.
 const DEFAULT_STORE: &str = ".cowork";
 
-/// `cowork resume`.
+/// `cowork resume`: `--coordinator` typed on the command line resolves the batch on the
+/// coordinator, `--store` in the local store; with neither, a batch the local store holds is
+/// finished here unless the coordinator holds one by the same reference too (refused, naming
+/// both), and any other is resumed by the coordinator.
 pub async fn run(args: ResumeArgs) -> Result<i32, CliError> {
+    if args.coordinator_on_command_line && args.store_on_command_line {
+        return Err(CliError::usage(
+            "--store and --coordinator both given: --store DIR finishes a batch of that local \
+             store in this process, --coordinator URL has that coordinator resume its batch; \
+             give one",
+        ));
+    }
+    if args.coordinator_on_command_line {
+        return resume_remote(args).await;
+    }
     match local_batch(&args).await? {
-        Some((store, batch_id)) => resume_local(&args, &store, &batch_id).await,
+        Some((store, batch_id)) => {
+            if !args.store_on_command_line {
+                refuse_if_the_coordinator_holds_it_too(&args, &store, &batch_id).await?;
+            }
+            resume_local(&args, &store, &batch_id).await
+        }
         None => resume_remote(args).await,
     }
+}
+
+/// Refuses, naming both, when the coordinator (COWORK_COORDINATOR or the default) holds a
+/// batch by the reference that named `batch_id` in the local `store` too. A coordinator that
+/// cannot be asked (none runs there, no token) holds nothing.
+async fn refuse_if_the_coordinator_holds_it_too(
+    args: &ResumeArgs,
+    store: &Path,
+    batch_id: &BatchId,
+) -> Result<(), CliError> {
+    let Ok(coordinator) = client(&args.client) else {
+        return Ok(());
+    };
+    let remote = if crate::batch_source::names_by_position_or_dir(&args.batch) {
+        let source = crate::batch_source::Source::Remote(coordinator);
+        match crate::batch_source::resolve(&args.batch, &source).await {
+            Ok(crate::batch_source::Resolved {
+                batch_id,
+                source: crate::batch_source::Source::Remote(_),
+            }) => Some(batch_id),
+            _ => None,
+        }
+    } else {
+        coordinator
+            .status(batch_id)
+            .await
+            .ok()
+            .map(|_| batch_id.clone())
+    };
+    let Some(remote) = remote else {
+        return Ok(());
+    };
+    let url = args.client.coordinator.trim();
+    let store = store.display();
+    let which = if &remote == batch_id {
+        format!("batch {batch_id} is both in store {store} and on the coordinator at {url}")
+    } else {
+        format!(
+            "{} names batch {batch_id} in store {store} and batch {remote} on the coordinator \
+             at {url}",
+            args.batch
+        )
+    };
+    Err(CliError::usage(format!(
+        "{which}: say which to resume with --store {store} (finished in this process) or \
+         --coordinator {url} (resumed by the coordinator)"
+    )))
 }
 
 /// The local store and batch to resume, or `None` when the coordinator should resume it: with

@@ -29,7 +29,9 @@
 //! pause, resume, cancel clicked), `telemetry` (OTLP traces of a run
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
-//! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
+//! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost),
+//! `connect` (a `--coordinator` address read, refused or named as not a coordinator; which
+//! batch `resume` resumes when a local store and a coordinator both could), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch), `readme` (the README's quick start, run from the
 //! README's own text), `bounds` (what a client can make the coordinator hold: a flood of idle
 //! connections, the store reads of many batch starts) and `trust` (the trust boundaries:
@@ -48,6 +50,7 @@ mod capabilities;
 mod cluster;
 mod cluster_docker;
 mod conformance;
+mod connect;
 mod distributed;
 mod eval;
 mod faults;
