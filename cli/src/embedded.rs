@@ -704,7 +704,7 @@ pub async fn print_local_outcome(
     let reasons = if outcome.envelope_head.ok {
         String::new()
     } else {
-        crate::summary_reasons::local(store_dir, batch_id).await
+        crate::summary_reasons::local(store_dir, batch_id, &outcome.envelope_head).await
     };
     crate::summary::print(
         &crate::summary::Summary::new(&outcome.envelope_head, outcome.exit_code)

@@ -383,7 +383,7 @@ pub async fn watch_to_end(
             let reasons = if envelope.head.ok {
                 String::new()
             } else {
-                crate::summary_reasons::remote(client, batch).await
+                crate::summary_reasons::remote(client, batch, &envelope.head).await
             };
             crate::summary::print(
                 &crate::summary::Summary::new(&envelope.head, exit_code).with_reasons(reasons),

@@ -7,12 +7,48 @@ use std::path::Path;
 
 use cowork_client::CoordinatorClient;
 use cowork_fabric::embedded::DirArtifactStore;
+use cowork_schema::envelope::Envelope;
 use cowork_schema::ids::{BatchId, JobId};
 use cowork_schema::layout::{StoreRoot, job_dir};
+use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;
 
 /// Reasons listed under the table, at most.
 const LISTED: usize = 3;
+
+/// Past this many folded runs the summary does not read every run back for its reasons (a
+/// million runs take the report some twenty seconds): one line sends the user to the report.
+const READ_UP_TO_RUNS: u64 = 20_000;
+
+/// The runs an envelope folded: its rollups' `completed`, or one per cell or result.
+fn folded_runs(head: &Envelope) -> u64 {
+    let completed = |rollups: &mut dyn Iterator<Item = &RepeatRollup>| {
+        rollups
+            .map(|rollup| u64::from(rollup.completed))
+            .sum::<u64>()
+    };
+    if let Some(rollups) = &head.rollups {
+        return completed(&mut rollups.iter());
+    }
+    if let Some(matrix) = &head.matrix_repeat {
+        return completed(&mut matrix.cells.iter().filter_map(|cell| cell.rollup.as_ref()));
+    }
+    match &head.matrix {
+        Some(matrix) => matrix.cells.len() as u64,
+        None => head.results.len() as u64,
+    }
+}
+
+/// The line that stands for the reasons of a batch too big to read back here.
+fn too_many_runs(head: &Envelope, report_command: &str) -> Option<String> {
+    let runs = folded_runs(head);
+    (runs > READ_UP_TO_RUNS).then(|| {
+        format!(
+            "why runs failed: `{report_command}` groups the reasons of all {runs} runs (not read \
+             here, to end at once)\n"
+        )
+    })
+}
 
 /// One fail reason of the report's summary.
 struct Reason {
@@ -89,7 +125,16 @@ fn render(
 /// The reasons of a batch stored under `store` (`cowork run`, a local resume, `cowork rollup`
 /// of a stored batch), each naming one job's directory. Empty when the batch passed or its
 /// report cannot be read (the table above still stands).
-pub async fn local(store: &Path, batch: &BatchId) -> String {
+pub async fn local(store: &Path, batch: &BatchId, head: &Envelope) -> String {
+    let store_flag = if store == Path::new(crate::embedded::DEFAULT_STORE) {
+        String::new()
+    } else {
+        format!(" --store {}", store.display())
+    };
+    let report_command = format!("cowork report {batch}{store_flag} --format markdown");
+    if let Some(line) = too_many_runs(head, &report_command) {
+        return line;
+    }
     let reader = DirArtifactStore::new(store);
     let input = match cowork_coordinator::report_input::load_report_input(&reader, batch).await {
         Ok(input) => input,
@@ -102,11 +147,6 @@ pub async fn local(store: &Path, batch: &BatchId) -> String {
         Ok(summary) => summary,
         Err(_) => return String::new(),
     };
-    let store_flag = if store == Path::new(crate::embedded::DEFAULT_STORE) {
-        String::new()
-    } else {
-        format!(" --store {}", store.display())
-    };
     let look = |job: &str| match JobId::parse(&format!("{batch}/{job}")) {
         Some((batch, unit, repeat)) => {
             let dir = StoreRoot::new(store)
@@ -116,17 +156,18 @@ pub async fn local(store: &Path, batch: &BatchId) -> String {
         }
         None => format!("job {job}"),
     };
-    render(
-        &summary,
-        &look,
-        None,
-        &format!("cowork report {batch}{store_flag} --format markdown"),
-    )
+    render(&summary, &look, None, &report_command)
 }
 
 /// The reasons of a batch a coordinator ran (`cowork submit --watch`), each naming one job, and
 /// the command that saves the jobs' files. Empty when the summary cannot be read.
-pub async fn remote(client: &CoordinatorClient, batch: &BatchId) -> String {
+pub async fn remote(client: &CoordinatorClient, batch: &BatchId, head: &Envelope) -> String {
+    let coordinator = client.base_url().trim_end_matches('/');
+    let report_command =
+        format!("cowork report {batch} --coordinator {coordinator} --format markdown");
+    if let Some(line) = too_many_runs(head, &report_command) {
+        return line;
+    }
     let summary = match client.report_summary(batch).await {
         Ok(summary) => summary,
         Err(error) => {
@@ -134,7 +175,6 @@ pub async fn remote(client: &CoordinatorClient, batch: &BatchId) -> String {
             return String::new();
         }
     };
-    let coordinator = client.base_url().trim_end_matches('/');
     render(
         &summary,
         &|job: &str| format!("job {job}"),
@@ -142,7 +182,7 @@ pub async fn remote(client: &CoordinatorClient, batch: &BatchId) -> String {
             "the jobs' files (agent.stderr.log, result.json, …): \
              `cowork results {batch} --coordinator {coordinator} --out DIR` saves them under DIR/jobs/"
         )),
-        &format!("cowork report {batch} --coordinator {coordinator} --format markdown"),
+        &report_command,
     )
 }
 
@@ -178,6 +218,29 @@ mod tests {
         assert_eq!(
             render(&json!({"failureReasons": []}), &|j| j.to_owned(), None, "r"),
             ""
+        );
+    }
+
+    #[test]
+    fn a_huge_batch_is_sent_to_the_report_instead_of_read_back() {
+        let rollup = |completed: u32| -> RepeatRollup {
+            serde_json::from_value(json!({
+                "scenario": "csv", "requested": completed, "completed": completed, "passes": 0,
+                "passRate": 0, "signalHistogram": {}, "perAssertion": [],
+                "nonDeterministicRuns": 0, "provenance": {"models": [], "skills": [], "ablatedRuns": 0}
+            }))
+            .expect("a rollup")
+        };
+        let mut head = Envelope::new("2.0.0", "run");
+        head.rollups = Some(vec![rollup(20_000)]);
+        assert_eq!(too_many_runs(&head, "cowork report b"), None);
+        head.rollups = Some(vec![rollup(20_000), rollup(1)]);
+        assert_eq!(
+            too_many_runs(&head, "cowork report b").as_deref(),
+            Some(
+                "why runs failed: `cowork report b` groups the reasons of all 20001 runs (not \
+                 read here, to end at once)\n"
+            )
         );
     }
 }

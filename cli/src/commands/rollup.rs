@@ -314,7 +314,7 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
     // Why runs failed, read from the stored runs (the same reasons `cowork report` lists).
     let reasons = match &source {
         Source::Local(root) if rejudged.reduction.exit_code != 0 => {
-            crate::summary_reasons::local(root, &batch_id).await
+            crate::summary_reasons::local(root, &batch_id, &envelope.head).await
         }
         _ => String::new(),
     };
