@@ -66,7 +66,7 @@ pub const WINDOW_PER_SLOT: usize = 2;
 const INTERRUPTED_EXIT_CODE: i32 = 130;
 
 /// The store `cowork run` uses when `--store` is not given.
-pub(crate) const DEFAULT_STORE: &str = ".cowork";
+const DEFAULT_STORE: &str = ".cowork";
 
 /// The embedded queue has no ack deadline (a job task that dies drops its delivery, which
 /// puts the job back at once); this only paces the executor's in-progress calls.

@@ -13,6 +13,9 @@ use cowork_schema::layout::{StoreRoot, job_dir};
 use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;
 
+/// The store `--store` names by default: a command naming it needs no `--store`.
+const DEFAULT_STORE: &str = ".cowork";
+
 /// Reasons listed under the table, at most.
 const LISTED: usize = 3;
 
@@ -126,7 +129,7 @@ fn render(
 /// of a stored batch), each naming one job's directory. Empty when the batch passed or its
 /// report cannot be read (the table above still stands).
 pub async fn local(store: &Path, batch: &BatchId, head: &Envelope) -> String {
-    let store_flag = if store == Path::new(crate::embedded::DEFAULT_STORE) {
+    let store_flag = if store == Path::new(DEFAULT_STORE) {
         String::new()
     } else {
         format!(" --store {}", store.display())
