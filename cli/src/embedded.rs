@@ -694,16 +694,22 @@ fn interrupted_hint(embedded: &EmbeddedRun, batch_id: &BatchId) -> String {
 /// The end of a batch run in this process (`cowork run`, a local `cowork resume`): the summary
 /// table and where the results are on stderr, the envelope on stdout under
 /// `--output-format json`; returns the exit code.
-pub fn print_local_outcome(
+pub async fn print_local_outcome(
     outcome: &BatchOutcome,
     store_dir: &Path,
     batch_id: &cowork_schema::BatchId,
     output_format: OutputFormat,
 ) -> Result<i32, CliError> {
-    crate::summary::print(&crate::summary::Summary::new(
-        &outcome.envelope_head,
-        outcome.exit_code,
-    ));
+    // Why runs failed, read back from the stored runs: only a failed batch pays for it.
+    let reasons = if outcome.envelope_head.ok {
+        String::new()
+    } else {
+        crate::summary_reasons::local(store_dir, batch_id, &outcome.envelope_head).await
+    };
+    crate::summary::print(
+        &crate::summary::Summary::new(&outcome.envelope_head, outcome.exit_code)
+            .with_reasons(reasons),
+    );
     eprintln!(
         "results: {}",
         StoreRoot::new(store_dir)

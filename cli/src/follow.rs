@@ -362,14 +362,32 @@ pub async fn watch_to_end(
     output: OutputFormat,
     options: FollowOptions,
 ) -> Result<i32, CliError> {
-    let end = follow(client, batch, options).await?;
+    crate::progress::note(&live_page_line(client, batch));
+    let end = match crate::interrupts::Interrupts::install() {
+        Ok(mut interrupts) => tokio::select! {
+            end = follow(client, batch, options) => end?,
+            _ = interrupts.next() => {
+                crate::progress::note(&interrupted_watch_note(client, batch));
+                return Ok(INTERRUPTED_EXIT);
+            }
+        },
+        // Without a handler Ctrl-C ends the watch as it always would.
+        Err(_) => follow(client, batch, options).await?,
+    };
     match end.state {
         BatchState::Done => {
             let envelope = report_of_ended(client, batch).await?;
             let exit_code = end
                 .exit_code
                 .unwrap_or(if envelope.head.ok { 0 } else { 1 });
-            crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
+            let reasons = if envelope.head.ok {
+                String::new()
+            } else {
+                crate::summary_reasons::remote(client, batch, &envelope.head).await
+            };
+            crate::summary::print(
+                &crate::summary::Summary::new(&envelope.head, exit_code).with_reasons(reasons),
+            );
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
                 envelope.print()?;
@@ -386,6 +404,30 @@ pub async fn watch_to_end(
             end.message.map(|m| format!(": {m}")).unwrap_or_default()
         ))),
     }
+}
+
+/// The exit code of a watch stopped by Ctrl-C or SIGTERM, as a shell gives it.
+const INTERRUPTED_EXIT: i32 = 130;
+
+/// `live page: <url>`: where a browser follows the batch, with what it needs when the
+/// coordinator asks for a token.
+pub fn live_page_line(client: &CoordinatorClient, batch: &BatchId) -> String {
+    let token = if client.has_token() {
+        " (append ?token=<API token>: the page asks for the same token as the API)"
+    } else {
+        ""
+    };
+    format!("live page: {}{token}", client.live_page_url(batch))
+}
+
+/// What a watch stopped by Ctrl-C says: the batch goes on, and how to follow or stop it.
+fn interrupted_watch_note(client: &CoordinatorClient, batch: &BatchId) -> String {
+    let coordinator = format!(" --coordinator {}", client.base_url().trim_end_matches('/'));
+    format!(
+        "stopped watching: batch {batch} keeps running on the fleet; follow it again with \
+         `cowork watch {batch}{coordinator}` (or `cowork status {batch}{coordinator}`), \
+         cancel it with `cowork cancel {batch}{coordinator}`"
+    )
 }
 
 /// How long the report of a batch whose end the watch saw may stay unreadable: the record is

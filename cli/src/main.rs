@@ -35,6 +35,7 @@ mod interrupts;
 mod log_scrub;
 mod progress;
 mod summary;
+mod summary_reasons;
 mod telemetry;
 mod text;
 

@@ -78,6 +78,8 @@ pub struct Summary<'a> {
     /// The verdict word when the batch is judged otherwise than by its rollup (an eval, by its
     /// A/B comparison); `None`: PASS or FAIL from the envelope.
     pub verdict: Option<String>,
+    /// Why runs failed, under the table (`crate::summary_reasons`); empty when none is known.
+    pub reasons: String,
 }
 
 impl<'a> Summary<'a> {
@@ -95,7 +97,13 @@ impl<'a> Summary<'a> {
             judging,
             exit_code,
             verdict: None,
+            reasons: String::new(),
         }
+    }
+
+    /// The same summary with `reasons` (the lines saying why runs failed) under the table.
+    pub fn with_reasons(self, reasons: String) -> Summary<'a> {
+        Summary { reasons, ..self }
     }
 
     /// The same summary ending in `verdict` and `exit_code` instead of the rollup's: an eval
@@ -206,6 +214,7 @@ pub fn render(summary: &Summary<'_>) -> String {
         table(&all_rows)
     };
     out.push_str(&notes(envelope));
+    out.push_str(&summary.reasons);
     let verdict = match &summary.verdict {
         Some(verdict) => verdict.as_str(),
         None if envelope.ok => "PASS",

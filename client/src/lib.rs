@@ -226,6 +226,35 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// The compact JSON summary of an ended batch (`GET /v1/batches/{id}/report?format=json`):
+    /// verdict, units, failure reasons and stop notes, as `cowork report --format json` prints it.
+    pub async fn report_summary(
+        &self,
+        batch_id: &BatchId,
+    ) -> Result<serde_json::Value, ClientError> {
+        let url = self.url(&format!("v1/batches/{batch_id}/report?format=json"))?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
+    /// The coordinator's base URL, as given (e.g. `http://127.0.0.1:8080/`).
+    pub fn base_url(&self) -> &str {
+        self.base.as_str()
+    }
+
+    /// Whether the client sends a bearer token (a browser then needs `?token=` on a page).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The address of a batch's live page, to open in a browser.
+    pub fn live_page_url(&self, batch_id: &BatchId) -> String {
+        self.url(&format!("v1/batches/{batch_id}/live.html"))
+            .map_or_else(
+                |_| format!("{}v1/batches/{batch_id}/live.html", self.base),
+                |url| url.to_string(),
+            )
+    }
+
     /// Every stored key of a batch, relative to `batches/<id>/`.
     pub async fn artifacts(&self, batch_id: &BatchId) -> Result<Vec<String>, ClientError> {
         self.artifacts_under(batch_id, "").await

@@ -42,6 +42,10 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
         &prepared.spec.bundle_sha256[..12]
     );
     if !args.watch {
+        eprintln!(
+            "{}",
+            crate::follow::live_page_line(&client, &response.batch_id)
+        );
         println!("{}", response.batch_id);
         return Ok(0);
     }
@@ -108,6 +112,10 @@ pub async fn status(
     line("batch   ", record.batch_id.as_str());
     line("state   ", record.state.as_str());
     line("jobs    ", &record.n_jobs.to_string());
+    line(
+        "live    ",
+        crate::follow::live_page_line(&client, &batch).trim_start_matches("live page: "),
+    );
     if let Some(owner) = &record.owner {
         line("owner   ", owner);
     }

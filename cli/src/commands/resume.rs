@@ -174,7 +174,7 @@ async fn resume_local(
             .await
             .with_context(|| format!("storing the eval report of batch {batch_id}"))?;
     }
-    crate::embedded::print_local_outcome(&outcome, store_dir, batch_id, args.output_format)
+    crate::embedded::print_local_outcome(&outcome, store_dir, batch_id, args.output_format).await
 }
 
 /// `cowork resume <batch> [--watch]` of a fleet batch: the coordinator runs again what has no

@@ -305,7 +305,14 @@ async fn rollup_stored_batch(args: &RollupArgs, batch: Resolved) -> Result<i32, 
     } else {
         None
     };
-    let code = finish_spooled(args, &rejudged.reduction, &envelope, eval_verdict)?;
+    // Why runs failed, read from the stored runs (the same reasons `cowork report` lists).
+    let reasons = match &source {
+        Source::Local(root) if rejudged.reduction.exit_code != 0 => {
+            crate::summary_reasons::local(root, &batch_id, &envelope.head).await
+        }
+        _ => String::new(),
+    };
+    let code = finish_spooled(args, &rejudged.reduction, &envelope, eval_verdict, reasons)?;
     if !never_ran.is_empty() {
         eprint!("{}", incomplete_note(stored.plan.n_jobs, never_ran));
     }
@@ -341,6 +348,7 @@ fn finish_spooled(
     reduction: &cowork_core::reduce::BatchReduction,
     envelope: &StoredEnvelope,
     judged_as: Option<(String, i32)>,
+    reasons: String,
 ) -> Result<i32, CliError> {
     write_rollup(args, reduction, &envelope.head.command)?;
     // The summary counts simulated runs from the fleet key, or else from the results, which
@@ -351,7 +359,7 @@ fn finish_spooled(
     {
         fleet.simulated_runs = Some(reduction.simulated_runs);
     }
-    let summary = crate::summary::Summary::new(&head, reduction.exit_code);
+    let summary = crate::summary::Summary::new(&head, reduction.exit_code).with_reasons(reasons);
     let (summary, code) = match judged_as {
         Some((verdict, code)) => (summary.judged_as(verdict, code), code),
         None => (summary, reduction.exit_code),

@@ -96,5 +96,5 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         remove_empty_scratch_dirs(&args.store, &batch_id);
     }
     let outcome = outcome?;
-    print_local_outcome(&outcome, &args.store, &batch_id, args.output_format)
+    print_local_outcome(&outcome, &args.store, &batch_id, args.output_format).await
 }

@@ -174,3 +174,27 @@ fn summary_spend_of_discarded_error_runs_is_not_negative_zero() {
         out.fail("the summary prints a negative zero spend");
     }
 }
+
+#[test]
+fn a_failed_batch_says_why_its_runs_failed_and_which_job_to_open() {
+    let sandbox = Sandbox::empty();
+    add_scenario(&sandbox, "fail", "fail");
+    let out = run_harness(&sandbox, "scenarios/fail.yaml", "2");
+    out.expect_code(1);
+    let batch = only_batch_dir(&sandbox.store());
+    // Under the table: the reason with its count and first line, and one job's own dir.
+    out.expect_stderr("why runs failed (most frequent first):");
+    out.expect_stderr("2 runs: [transcript_contains] transcript_contains: \"Audit\" not found");
+    out.expect_stderr(&format!("look in {}/", batch.join("jobs/f0/r0").display()));
+    let reasons_at = out.stderr.find("why runs failed").unwrap_or_default();
+    let verdict_at = out.stderr.find("verdict: FAIL").unwrap_or_default();
+    assert!(reasons_at < verdict_at, "{}", out.context());
+    // A passing batch has nothing to explain.
+    let sandbox = Sandbox::empty();
+    add_scenario(&sandbox, "pass", "pass");
+    let out = run_harness(&sandbox, "scenarios/pass.yaml", "2");
+    out.expect_code(0);
+    if out.stderr.contains("why runs failed") {
+        out.fail("a passing batch lists failure reasons");
+    }
+}

@@ -56,6 +56,7 @@ mod eval;
 mod faults;
 mod first_fleet;
 mod first_run;
+mod fleet_watch;
 mod harness;
 mod help;
 mod history;

@@ -174,6 +174,7 @@ fn reason_json(reason: &FailureReason) -> Value {
     object.insert("occurrences".into(), Value::from(reason.occurrences));
     object.insert("runs".into(), Value::from(reason.runs));
     object.insert("units".into(), Value::from(reason.units.clone()));
+    object.insert("job".into(), Value::from(reason.job.clone()));
     if let Some((message, _)) = reason.messages.first() {
         object.insert("sample".into(), Value::from(message.clone()));
     }

@@ -243,6 +243,8 @@ pub(crate) struct FailureReason {
     pub(crate) units: Vec<String>,
     /// Distinct messages with their counts, most frequent first (first seen on ties).
     pub(crate) messages: Vec<(String, u64)>,
+    /// The job path (`c1/r0`, `f2`) of the first run holding an entry: where to look first.
+    pub(crate) job: String,
 }
 
 /// A stop, truncation, discard or error worth a line under "Stop reasons".

@@ -16,6 +16,8 @@ struct ReasonTally {
     runs: u64,
     units: BTreeSet<(u32, String)>,
     messages: IndexMap<String, u64>,
+    /// The job path of the first run holding an entry.
+    job: String,
 }
 
 /// Failures of every folded run, grouped by assertion key and by signal code.
@@ -36,7 +38,12 @@ pub(super) fn failure_reasons(units: &[UnitReport<'_>]) -> Vec<FailureReason> {
                 .iter()
                 .map(|(code, fail, message)| (ReasonKind::Signal, code, *fail, message));
             for (kind, key, fail, message) in assertions.chain(signals) {
-                let tally = tallies.entry((kind, key.clone())).or_default();
+                let tally = tallies
+                    .entry((kind, key.clone()))
+                    .or_insert_with(|| ReasonTally {
+                        job: run.job_path(),
+                        ..ReasonTally::default()
+                    });
                 tally.fail |= fail;
                 tally.occurrences += 1;
                 if seen_in_run.insert((kind, key.as_str())) {
@@ -61,6 +68,7 @@ pub(super) fn failure_reasons(units: &[UnitReport<'_>]) -> Vec<FailureReason> {
                 runs: tally.runs,
                 units: tally.units.into_iter().map(|(_, id)| id).collect(),
                 messages,
+                job: tally.job,
             }
         })
         .collect();
