@@ -209,7 +209,7 @@ pub struct EvalDocument {
 impl EvalDocument {
     /// The bytes stored as `eval.json`: pretty JSON and a final newline.
     pub fn to_stored_json(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let mut bytes = serde_json::to_vec_pretty(self)?;
+        let mut bytes = crate::json_number::to_vec_pretty(self)?;
         bytes.push(b'\n');
         Ok(bytes)
     }
