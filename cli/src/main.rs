@@ -37,6 +37,7 @@ mod progress;
 mod summary;
 mod telemetry;
 mod text;
+mod writable_dirs;
 
 use std::process::ExitCode;
 
