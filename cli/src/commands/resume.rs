@@ -82,8 +82,6 @@ async fn resume_local(
     store_dir: &Path,
     batch_id: &BatchId,
 ) -> Result<i32, CliError> {
-    // The stored batch's executor is read later: the temp dir a harness needs is checked too.
-    crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(store_dir, true))?;
     let store = Arc::new(DirArtifactStore::new(store_dir));
     let admission = crate::connect::Admission::from_args(&args.admission)?;
     let embedded = crate::embedded::EmbeddedRun {
@@ -103,6 +101,8 @@ async fn resume_local(
         command: BatchMode::Run.envelope_command(),
         ui: None,
     };
+    // The stored batch's executor is read later: the temp dir a harness needs is checked too.
+    crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(store_dir, true))?;
     let resumed = crate::embedded::resume(&embedded, batch_id).await?;
     let outcome = resumed.outcome;
     if resumed.plan.mode == BatchMode::Eval {
