@@ -38,6 +38,7 @@ mod summary;
 mod summary_reasons;
 mod telemetry;
 mod text;
+mod writable_dirs;
 
 use std::process::ExitCode;
 

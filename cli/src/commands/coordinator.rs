@@ -46,6 +46,11 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
             std::process::id()
         )
     });
+    // A coordinator that could not unpack a submitted bundle would refuse every submit: it is
+    // refused before it connects or listens.
+    crate::writable_dirs::check_writable(&crate::writable_dirs::coordinator_dirs(
+        &args.scratch_dir,
+    ))?;
     let fabric = connect_nats(&nats).await?;
     let store = connect_s3(&s3).await?;
     #[cfg(feature = "k8s")]

@@ -91,6 +91,10 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         command: BatchMode::Eval.envelope_command(),
         ui: None,
     };
+    crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(
+        &args.store,
+        plan.executor != cowork_schema::batch::ExecutorKind::Sim,
+    ))?;
     store_batch(&store, &plan, spec, bundle).await?;
     let outcome = run_stored(&embedded, &plan, "eval batch").await;
     if !args.keep_work {

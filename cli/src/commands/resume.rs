@@ -166,6 +166,8 @@ async fn resume_local(
         command: BatchMode::Run.envelope_command(),
         ui: None,
     };
+    // The stored batch's executor is read later: the temp dir a harness needs is checked too.
+    crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(store_dir, true))?;
     let resumed = crate::embedded::resume(&embedded, batch_id).await?;
     let outcome = resumed.outcome;
     if resumed.plan.mode == BatchMode::Eval {

@@ -46,6 +46,10 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
     // Bound before anything is stored: a taken port is a usage error that changes nothing.
     let ui = args.ui.map(crate::embedded::UiListener::bind).transpose()?;
 
+    crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(
+        &args.store,
+        executor_kind != ExecutorKind::Sim,
+    ))?;
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
     crate::embedded::store_batch(&store, &plan, spec, bundle).await?;

@@ -424,6 +424,13 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     check_worker_id(&worker_id)
         .map_err(|problem| CliError::usage(format!("--worker-id: {problem}")))?;
     let timings = WorkerTimings::from_args(&args)?;
+    // A worker that could not unpack a bundle or run a job in its directories would fail every
+    // job it takes: it is refused before it connects or advertises itself.
+    crate::writable_dirs::check_writable(&crate::writable_dirs::worker_dirs(
+        &args.cache_dir,
+        &args.work_dir,
+        args.executor != WorkerExecutorArg::Sim,
+    ))?;
     let (host_probe, tiers) = probe_host(&args, &tiers, &worker_id).await?;
     let store = Arc::new(
         connect_s3(&s3)

@@ -34,9 +34,10 @@
 //! batch `resume` resumes when a local store and a coordinator both could), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch), `readme` (the README's quick start, run from the
 //! README's own text), `bounds` (what a client can make the coordinator hold: a flood of idle
-//! connections, the store reads of many batch starts) and `trust` (the trust boundaries:
+//! connections, the store reads of many batch starts), `trust` (the trust boundaries:
 //! forged events and jobs, NATS permissions, the sim executor's path confinement, control
-//! characters in every output, secrets in log lines, read-only tokens).
+//! characters in every output, secrets in log lines, read-only tokens) and `writable_dirs` (a
+//! worker, coordinator or `cowork run` refused at start-up for a directory it cannot write).
 
 mod cdp;
 mod fleet;
@@ -79,3 +80,4 @@ mod telemetry;
 mod trust;
 mod trust_nats;
 mod trust_nats_roles;
+mod writable_dirs;
