@@ -17,10 +17,11 @@ use crate::batch_source::{Resolved, Source, resolve, when};
 use crate::exit::CliError;
 use crate::text::table;
 
-/// `PASS 4/5 80%`: the unit's verdict at its batch's `min_pass_rate` and its runs, or `-` when
-/// the unit did not run.
+/// `PASS 4/5 80%`: the unit's verdict at its batch's `min_pass_rate` and its runs; `ERROR` when
+/// the batch holds the unit but judged none of its runs (they errored), `-` when it does not.
 fn runs_cell(unit: Option<&UnitCounts>, min_pass_rate: f64) -> String {
-    match unit.filter(|unit| unit.runs > 0) {
+    match unit {
+        Some(unit) if unit.runs == 0 => "ERROR".to_owned(),
         Some(unit) => format!(
             "{} {}/{} {:.0}%",
             verdict_word(unit.passed(min_pass_rate)),

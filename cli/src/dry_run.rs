@@ -230,11 +230,80 @@ fn write_cost(out: &mut String, plan: &Plan, dry: &Preflight, n_history: usize) 
     }
 }
 
+/// The least and the greatest time scale of the simulator over the plan's jobs
+/// (docs/sim-profile.md: per job, the first matching rule that sets `time_scale`, else 0; a
+/// negative or non-finite one counts as 0); `None` unless the plan runs on the simulator.
+fn sim_time_scales(plan: &Plan) -> Option<(f64, f64)> {
+    if plan.executor != cowork_schema::batch::ExecutorKind::Sim {
+        return None;
+    }
+    let rules = plan
+        .sim
+        .as_ref()
+        .map_or(&[][..], |sim| sim.rules.as_slice());
+    let mut range: Option<(f64, f64)> = None;
+    for job in plan.jobs() {
+        let scale = rules
+            .iter()
+            .filter(|rule| cowork_core::sim_rules::rule_matches(rule, &job))
+            .find_map(|rule| rule.time_scale)
+            .filter(|scale| scale.is_finite())
+            .map_or(0.0, |scale| scale.max(0.0));
+        range = Some(range.map_or((scale, scale), |(least, most)| {
+            (least.min(scale), most.max(scale))
+        }));
+    }
+    Some(range.unwrap_or((0.0, 0.0)))
+}
+
+/// The estimated time lines of a simulated batch: the simulator sleeps each run's simulated
+/// duration times its profile's `time_scale`, so the wall time is the history's times that.
+fn write_sim_time(out: &mut String, dry: &Preflight, slots: Option<u16>, scales: (f64, f64)) {
+    let runs = dry.run_ms.map_or_else(String::new, |run_ms| {
+        format!("{} of simulated runs; ", minutes(run_ms))
+    });
+    let (least, most) = scales;
+    let scale = if least == most {
+        format!("time_scale {most}")
+    } else {
+        format!("time_scale up to {most}")
+    };
+    let bound = if least == most { "about" } else { "at most" };
+    let _ = match (dry.wall_ms, slots) {
+        _ if most == 0.0 => writeln!(
+            out,
+            "estimated time: {runs}about 0 s of wall time (time_scale 0: runs do not sleep)"
+        ),
+        (Some(wall_ms), Some(slots)) => writeln!(
+            out,
+            "estimated time: {runs}{bound} {} of wall time on {} at {scale}",
+            minutes((wall_ms as f64 * most).round() as u64),
+            count(u64::from(slots), "slot")
+        ),
+        (Some(_), None) => writeln!(
+            out,
+            "estimated time: {runs}the wall time at {scale} depends on the fleet's free slots"
+        ),
+        (None, _) => writeln!(out, "estimated time: no history"),
+    };
+    let _ = writeln!(
+        out,
+        "simulator: a run sleeps its simulated time × its profile's time_scale (docs/sim-profile.md)"
+    );
+}
+
 /// The estimated time line (runs, and wall time on `slots`), or why there is none.
 fn write_time(out: &mut String, plan: &Plan, dry: &Preflight, slots: Option<u16>) {
+    // A replay batch's time comes from the replay rate (`render_replay`).
+    if plan.mode.spends_nothing() {
+        return;
+    }
+    // The simulator's wall time is its time scale's (docs/sim-profile.md).
+    if let Some(scales) = sim_time_scales(plan) {
+        write_sim_time(out, dry, slots, scales);
+        return;
+    }
     match (dry.run_ms, dry.wall_ms, slots) {
-        // A replay batch's time comes from the replay rate (`render_replay`).
-        _ if plan.mode.spends_nothing() => {}
         (Some(run_ms), Some(wall_ms), Some(slots)) => {
             let _ = writeln!(
                 out,

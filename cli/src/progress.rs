@@ -204,10 +204,13 @@ pub fn format_line_at(
     eta: Option<Duration>,
     per_s: Option<f64>,
 ) -> String {
-    let expected = progress.planned.saturating_sub(progress.skipped).max(1);
-    let done = progress.finished.min(expected);
+    // Finished and skipped jobs add up to the planned ones once the batch ends: the count says
+    // both against what was planned, and the bar fills with both.
+    let planned = progress.planned.max(1);
+    let skipped = progress.skipped.min(planned);
+    let done = progress.finished.min(planned - skipped);
     let width = 20u64;
-    let filled = (done * width / expected) as usize;
+    let filled = ((done + skipped) * width / planned) as usize;
     let bar: String = "#".repeat(filled) + &".".repeat(width as usize - filled);
     let eta = eta.map_or_else(String::new, |left| {
         format!("  ETA {}", human_duration(left.as_secs_f64()))
@@ -216,9 +219,19 @@ pub fn format_line_at(
         Some(per_s) if done > 0 && per_s >= 1.0 => format!("  {per_s:.0} jobs/s"),
         _ => String::new(),
     };
+    let skipped = if skipped > 0 {
+        format!(" ({skipped} skipped)")
+    } else {
+        String::new()
+    };
     let mut line = format!(
-        "[{bar}] {done}/{expected} jobs  running {}  pass {}  fail {}  error {}  ${:.4}{rate}{eta}",
-        progress.running, progress.passed, progress.failed, progress.errored, progress.cost_usd
+        "[{bar}] {done}/{} jobs{skipped}  running {}  pass {}  fail {}  error {}  ${:.4}{rate}{eta}",
+        progress.planned,
+        progress.running,
+        progress.passed,
+        progress.failed,
+        progress.errored,
+        progress.cost_usd
     );
     if progress.retries > 0 {
         line.push_str(&format!("  retries {}", progress.retries));
@@ -233,7 +246,12 @@ pub fn format_line_at(
         line.push_str(&format!("  re-acked {}", progress.reacked));
     }
     if progress.discarded > 0 {
-        line.push_str(&format!("  discarded {}", progress.discarded));
+        // Discarded jobs finished (pass, fail and error count them) after their unit was
+        // decided: said as a part of the finished ones, not beside them.
+        line.push_str(&format!(
+            "  discarded {} of the {done} finished",
+            progress.discarded
+        ));
     }
     if progress.pauses > 0 {
         line.push_str(&format!("  usage-limit pauses {}", progress.pauses));
@@ -438,13 +456,31 @@ mod tests {
     }
 
     #[test]
-    fn skipped_jobs_shrink_the_total() {
+    fn skipped_and_discarded_jobs_add_up_to_the_planned_ones() {
         let progress = ProgressSnapshot {
             planned: 10,
             skipped: 7,
             finished: 3,
             ..ProgressSnapshot::default()
         };
-        assert!(format_line(&progress, None).starts_with("[####################] 3/3 jobs"));
+        assert!(
+            format_line(&progress, None)
+                .starts_with("[####################] 3/10 jobs (7 skipped)")
+        );
+        // It said "9/9 jobs … discarded 7" for 10 planned.
+        let progress = ProgressSnapshot {
+            planned: 10,
+            skipped: 1,
+            finished: 9,
+            errored: 9,
+            discarded: 7,
+            ..ProgressSnapshot::default()
+        };
+        let line = format_line(&progress, None);
+        assert!(
+            line.starts_with("[####################] 9/10 jobs (1 skipped)"),
+            "{line}"
+        );
+        assert!(line.ends_with("discarded 7 of the 9 finished"), "{line}");
     }
 }

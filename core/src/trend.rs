@@ -283,13 +283,20 @@ pub fn flaky(passes: u32, runs: u32) -> bool {
 pub enum Change {
     /// Passed then, fails now.
     NewlyFailing,
+    /// Had runs then; in the later batch too, but no run of it was judged (every run errored
+    /// or stopped unanswered, a cell error, or a batch that stopped before it).
+    ErroredNow,
     /// Failed then, passes now.
     NewlyPassing,
     /// Failed both times.
     Failing,
-    /// Ran now only.
+    /// In both batches, and no run of it was judged in either.
+    ErroredBoth,
+    /// In both batches; no run of it was judged then, and it has runs now.
+    ErroredThen,
+    /// Only in the later batch.
     New,
-    /// Ran then only.
+    /// Only in the earlier batch.
     Gone,
     /// Passed both times.
     Passing,
@@ -300,8 +307,11 @@ impl Change {
     pub fn as_str(self) -> &'static str {
         match self {
             Change::NewlyFailing => "newly failing",
+            Change::ErroredNow => "errored now",
             Change::NewlyPassing => "newly passing",
             Change::Failing => "failing",
+            Change::ErroredBoth => "errored both times",
+            Change::ErroredThen => "errored then",
             Change::New => "new",
             Change::Gone => "gone",
             Change::Passing => "passing",
@@ -322,9 +332,10 @@ pub struct CompareRow {
 
 /// Compares two batches unit by unit. Each batch judges its units at its own min pass rate; the
 /// change is the change of verdict, and [`CompareRow::flaky`] says apart from it whether the
-/// runs of both batches together passed and failed. Units that produced no run in a batch
-/// count as absent from it. Rows
-/// come in [`Change`] order, and in the later batch's unit order (then the earlier's) within one.
+/// runs of both batches together passed and failed. A unit a batch holds but produced no judged
+/// run in (its runs errored, a cell error) is in that batch and errored there, never new or
+/// gone. Rows come in [`Change`] order, and in the later batch's unit order (then the earlier's)
+/// within one.
 pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
     let mut labels: Vec<&str> = now.units.iter().map(|unit| unit.label.as_str()).collect();
     for unit in &then.units {
@@ -335,11 +346,15 @@ pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
     let mut rows: Vec<CompareRow> = labels
         .into_iter()
         .map(|label| {
-            let before = then.unit(label).filter(|unit| unit.runs > 0);
-            let after = now.unit(label).filter(|unit| unit.runs > 0);
+            let (held_then, held_now) = (then.unit(label), now.unit(label));
+            let before = held_then.filter(|unit| unit.runs > 0);
+            let after = held_now.filter(|unit| unit.runs > 0);
             let change = match (before, after) {
-                (None, _) => Change::New,
-                (Some(_), None) => Change::Gone,
+                _ if held_then.is_none() => Change::New,
+                _ if held_now.is_none() => Change::Gone,
+                (None, None) => Change::ErroredBoth,
+                (None, Some(_)) => Change::ErroredThen,
+                (Some(_), None) => Change::ErroredNow,
                 (Some(before), Some(after)) => {
                     let passed_then = before.passed(then.min_pass_rate) == Some(true);
                     let passes_now = after.passed(now.min_pass_rate) == Some(true);

@@ -36,7 +36,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "cowork", version, propagate_version = true)]
 #[command(
-    after_help = "Exit codes: 0 the batch passed, 1 the batch verdict failed, 2 usage or input error.\n\
+    after_help = "Exit codes: 0 the batch passed; 1 the batch verdict failed (also an \
+interrupted batch re-judged by `cowork rollup`, and a watched batch cancelled before its \
+verdict); 2 usage or input error (nothing was run), a store or coordinator that failed, or a \
+single run (no --repeat or --matrix) that errored or stopped at an unanswered question; 3 a \
+boundary error in a single run (the harness refused to stage a path: one outside its root, or a \
+skill dir with no git-tracked file); 130 interrupted by Ctrl-C or SIGTERM before the batch was \
+decided (`cowork resume <batch>` runs the rest). `cowork eval` has its own: cowork eval --help.\n\
 Start with `cowork run <scenario> --executor sim` (free, simulated) or read README.md."
 )]
 pub struct Cli {
@@ -61,15 +67,17 @@ caps, and runs nothing."
     )]
     Run(Box<RunArgs>),
     /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
-    /// interleaved runs in this process, then pass rates, the difference with its exact 95%
-    /// interval, an exact McNemar test, the smallest detectable difference and a verdict.
+    /// interleaved runs in this process, then pass rates, the difference with its 95% interval
+    /// (Tango's score interval), McNemar's score test, the smallest detectable difference and a
+    /// verdict.
     #[command(
         after_help = "Each scenario runs --runs times per arm; run i of arm A is paired \
 with run i of arm B, and jobs are admitted repeat-major with the arms alternating, so both arms \
 meet the same conditions. Each arm's directory replaces the session's single \
 plugins.local_plugins entry (same basename required), and --model replaces the session's model in \
 both arms. --seed seeds the sim executor. The report goes to stderr (per scenario and overall: \
-pass rate A and B, B - A with its exact interval at 1 - alpha, the McNemar p explained in words, \
+pass rate A and B, B - A with Tango's score interval at 1 - alpha, the p of McNemar's score test \
+(no continuity correction) explained in words, \
 the smallest difference the runs can detect, verdict) and to <store>/batches/<batch id>/eval.json; \
 --output-format json also prints it as one JSON line on stdout. The interval and the verdict \
 always agree: the interval excludes 0 exactly when the verdict is a difference.\n\n\

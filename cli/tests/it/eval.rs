@@ -456,10 +456,112 @@ fn eval_help_documents_the_flags_and_exit_codes() {
         "any-difference",
         "2 nothing to compare",
         "cowork eval --a",
+        "Tango's score interval",
+        "McNemar's score test",
     ] {
         if !out.stdout.contains(fragment) {
             out.fail(&format!("eval --help does not mention {fragment:?}"));
         }
+    }
+    // The statistics are score statistics (core/src/eval/stats.rs), not exact ones.
+    for wrong in ["exact 95%", "exact McNemar", "exact interval"] {
+        if out.stdout.contains(wrong) {
+            out.fail(&format!("eval --help still says {wrong:?}"));
+        }
+    }
+}
+
+/// The numbers of the last progress line on stderr: (finished, planned, skipped, pass, fail,
+/// error, discarded).
+fn last_progress(out: &Output) -> [u64; 7] {
+    let line = out
+        .stderr
+        .lines()
+        .rev()
+        .find(|line| line.starts_with('[') && line.contains(" jobs"))
+        .unwrap_or_else(|| out.fail("no progress line"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |word: &str| -> u64 {
+        words
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|at| words.get(at + 1))
+            .map_or(0, |n| {
+                n.trim_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap_or(0)
+            })
+    };
+    let (done, planned) = words[1]
+        .split_once('/')
+        .unwrap_or_else(|| out.fail(&format!("no done/planned in {line:?}")));
+    let number = |text: &str| -> u64 {
+        text.parse()
+            .unwrap_or_else(|_| out.fail(&format!("not a number {text:?} in {line:?}")))
+    };
+    let skipped = words
+        .iter()
+        .position(|w| *w == "skipped)")
+        .map_or(0, |at| number(words[at - 1].trim_start_matches('(')));
+    [
+        number(done),
+        number(planned),
+        skipped,
+        after("pass"),
+        after("fail"),
+        after("error"),
+        after("discarded"),
+    ]
+}
+
+#[test]
+fn the_progress_of_an_eval_whose_arm_stops_adds_up_to_the_planned_jobs() {
+    // Arm B stops at its first run (unanswered): its other runs are skipped, or discarded when
+    // they finished first. The line said "9/9 jobs … discarded 7" for 10 planned.
+    let sandbox = Sandbox::empty();
+    let profile = sandbox.path().join("b-never-answers.yaml");
+    std::fs::write(&profile, "rules:\n  - arm: b\n    unanswered_rate: 1.0\n")
+        .expect("writing the profile");
+    for slots in ["1", "4"] {
+        let store = sandbox.path().join(format!("store-{slots}"));
+        let args: Vec<OsString> = [
+            "eval",
+            "--a",
+            ARM_V1,
+            "--b",
+            ARM_WORSE,
+            "examples/demo/scenarios/csv-report.yaml",
+            "--executor",
+            "sim",
+            "--sim-profile",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .chain([profile.clone().into_os_string()])
+        .chain(["--runs", "5", "--slots", slots, "--store"].map(OsString::from))
+        .chain([store.clone().into_os_string()])
+        .collect();
+        let out = cowork(&workspace_root(), &args);
+        out.expect_code(2);
+        let [done, planned, skipped, pass, fail, error, discarded] = last_progress(&out);
+        if planned != 10 || done + skipped != planned {
+            out.fail("the last progress line does not add up to the 10 planned jobs");
+        }
+        if pass + fail + error != done || discarded > done {
+            out.fail("pass, fail and error are not the finished jobs, discarded among them");
+        }
+        // What the stored batch says was discarded and skipped, the line says too.
+        let envelope = read_json(&only_batch_dir(&store).join("envelope.json"));
+        let fleet = &envelope["fleet"];
+        assert_eq!(
+            (discarded, skipped),
+            (
+                number(&fleet["discardedTotal"], "runs") as u64,
+                number(&fleet["jobs"], "skipped") as u64
+            ),
+            "{}",
+            out.context()
+        );
     }
 }
 

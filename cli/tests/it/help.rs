@@ -32,6 +32,17 @@ const CONTRACT_FLAGS: &[&str] = &[
 #[test]
 fn top_level_help_lists_the_commands_and_exit_codes() {
     check(&["--help"], &["run", "rollup", "Exit codes", "--log"]);
+    // Every code the CLI exits with (cli/src/exit.rs and the batch verdicts), with its meaning.
+    check(
+        &["--help"],
+        &[
+            "0 the batch passed",
+            "1 the batch verdict failed",
+            "2 usage or input error",
+            "3 a boundary error",
+            "130 interrupted",
+        ],
+    );
 }
 
 #[test]

@@ -49,6 +49,14 @@ struct DemoBatch {
 }
 
 impl DemoBatch {
+    /// The id of the batch stored in `dir`.
+    fn read_id(dir: &Path) -> String {
+        dir.file_name()
+            .and_then(|name| name.to_str())
+            .expect("a batch id")
+            .to_owned()
+    }
+
     fn read(dir: &Path) -> DemoBatch {
         let rollup = read_json(&dir.join("rollup.json"));
         let cells = array(&rollup["matrixRepeat"], "cells")
@@ -65,11 +73,7 @@ impl DemoBatch {
             })
             .collect();
         DemoBatch {
-            id: dir
-                .file_name()
-                .and_then(|name| name.to_str())
-                .expect("a batch id")
-                .to_owned(),
+            id: DemoBatch::read_id(dir),
             ok: rollup["ok"] == Value::Bool(true),
             cells,
         }
@@ -441,6 +445,8 @@ fn batches_diff_trend_and_dry_run_read_the_history_of_three_demo_batches() {
         "plan: 20 jobs in 4 units × 5 runs",
         "cap --min-pass-rate",
         "nothing was run",
+        // The demo profile leaves time_scale at 0: the simulator takes no wall time.
+        "about 0 s of wall time",
     ] {
         if !dry.stdout.contains(fragment) {
             dry.fail(&format!("the dry run does not say {fragment:?}"));
@@ -622,8 +628,10 @@ async fn batches_latest_diff_and_dry_run_read_a_coordinator() {
     if with_history != 4 {
         dry.fail("every unit's estimate should draw on the coordinator's 2 batches");
     }
-    if !dry.stdout.contains("depends on the fleet's free slots") {
-        dry.fail("a fleet's wall time is not guessed");
+    // The fleet's free slots are unknown here, but the simulator at the demo's time scale of 0
+    // takes no wall time on any number of them.
+    if !dry.stdout.contains("about 0 s of wall time (time_scale 0") {
+        dry.fail("a simulated batch at time_scale 0 takes no wall time on a fleet either");
     }
     let listed = fleet.cowork(sandbox.path(), &["batches", "--format", "json"]);
     let listed: Value = serde_json::from_str(&listed.stdout).expect("JSON");
@@ -632,4 +640,146 @@ async fn batches_latest_diff_and_dry_run_read_a_coordinator() {
         2,
         "a dry run submits nothing"
     );
+}
+
+/// The `estimated time:` line of a dry run.
+fn time_line(dry: &Output) -> &str {
+    dry.stdout
+        .lines()
+        .find(|line| line.starts_with("estimated time:"))
+        .unwrap_or_else(|| dry.fail("no estimated time"))
+}
+
+#[test]
+fn a_simulated_dry_run_estimates_wall_time_at_the_profiles_time_scale() {
+    let sandbox = Sandbox::with_project();
+    // Runs that say they took a minute each; at the default time scale of 0 the simulator does
+    // not sleep, so a batch of them takes no wall time (it estimated "about 7.6 min").
+    sandbox.write(
+        "minute.yaml",
+        "rules:\n  - duration_ms: 60000\n    pass_rate: 1.0\n",
+    );
+    sandbox.write(
+        "scaled.yaml",
+        "rules:\n  - duration_ms: 60000\n    pass_rate: 1.0\n    time_scale: 0.001\n",
+    );
+    let batch = |profile: &'static str| {
+        vec![
+            "scenarios/report.yaml",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            profile,
+            "--repeat",
+            "8",
+            "--slots",
+            "1",
+            "--quiet",
+        ]
+    };
+    sandbox.run_batch(&batch("minute.yaml")).expect_code(0);
+    let mut args = batch("minute.yaml");
+    args.push("--dry-run");
+    let dry = sandbox.run_batch(&args);
+    dry.expect_code(0);
+    let line = time_line(&dry);
+    for fragment in [
+        "of simulated runs",
+        "about 0 s of wall time",
+        "(time_scale 0: runs do not sleep)",
+    ] {
+        if !line.contains(fragment) {
+            dry.fail(&format!("the time line does not say {fragment:?}"));
+        }
+    }
+    if !dry.stdout.contains("time_scale (docs/sim-profile.md)") {
+        dry.fail("the dry run does not say where the time scale comes from");
+    }
+    fits_100_columns(&dry);
+    if !dry.stdout.contains("estimated cost: $") {
+        dry.fail("the cost estimate is gone");
+    }
+    // At a time scale of 0.001 the 8 simulated minutes take about half a second.
+    let mut args = batch("scaled.yaml");
+    args.push("--dry-run");
+    let dry = sandbox.run_batch(&args);
+    dry.expect_code(0);
+    let line = time_line(&dry);
+    if !line.contains("ms of wall time") || !line.contains("at time_scale 0.001") {
+        dry.fail("the wall time is not scaled by the profile's time_scale");
+    }
+}
+
+/// `cowork diff THEN NOW --format json` in `sandbox`, and its stderr tally.
+fn diff_of(sandbox: &Sandbox, then: &str, now: &str) -> (Value, String) {
+    let store = sandbox.store().display().to_string();
+    let out = cowork(
+        sandbox.path(),
+        &["diff", then, now, "--store", &store, "--format", "json"],
+    );
+    out.expect_code(0);
+    let diff: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| out.fail(&format!("stdout is not JSON: {e}")));
+    (diff, out.stderr.clone())
+}
+
+/// Runs the sandbox's scenario (2 runs) with the sim profile `profile`; returns the id of the
+/// new batch (ids of one second need not sort in run order, so `latest` is not used).
+fn sim_batch(sandbox: &Sandbox, profile: &str) -> String {
+    let before = existing(&sandbox.store());
+    let out = sandbox.run_batch(&[
+        "scenarios/report.yaml",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        profile,
+        "--repeat",
+        "2",
+        "--quiet",
+    ]);
+    if !matches!(out.code, Some(0..=2)) {
+        out.fail("a batch that ran exits 0, 1 or 2");
+    }
+    let new: Vec<PathBuf> = batch_dirs(&sandbox.store())
+        .into_iter()
+        .filter(|dir| !before.contains(dir))
+        .collect();
+    let [dir] = new.as_slice() else {
+        out.fail("one new batch per run");
+    };
+    DemoBatch::read_id(dir)
+}
+
+#[test]
+fn diff_says_a_unit_errored_rather_than_calling_it_new() {
+    let sandbox = Sandbox::with_project();
+    sandbox.write("stuck.yaml", "rules:\n  - unanswered_rate: 1.0\n");
+    sandbox.write("fine.yaml", "rules:\n  - pass_rate: 1.0\n");
+    let stuck = sim_batch(&sandbox, "stuck.yaml");
+    let stuck_again = sim_batch(&sandbox, "stuck.yaml");
+    let fine = sim_batch(&sandbox, "fine.yaml");
+    // Both batches ran the unit and it errored in both: not "new" (it said so).
+    let (diff, tally) = diff_of(&sandbox, &stuck, &stuck_again);
+    let [unit] = array(&diff, "units") else {
+        panic!("one unit: {diff}");
+    };
+    assert_eq!(unit["change"], "errored both times", "{diff}");
+    assert!(tally.contains("1 errored both times"), "{tally}");
+    // It errored then and passes now, and the other way round.
+    let (diff, _) = diff_of(&sandbox, &stuck, &fine);
+    assert_eq!(diff["units"][0]["change"], "errored then", "{diff}");
+    let (diff, _) = diff_of(&sandbox, &fine, &stuck);
+    assert_eq!(diff["units"][0]["change"], "errored now", "{diff}");
+    // The table says which side errored.
+    let store = sandbox.store().display().to_string();
+    let out = cowork(sandbox.path(), &["diff", &fine, &stuck, "--store", &store]);
+    out.expect_code(0);
+    let row = out
+        .stdout
+        .lines()
+        .find(|line| line.starts_with("report"))
+        .unwrap_or_else(|| out.fail("no row for the unit"));
+    if !row.contains("ERROR") || !row.contains("errored now") {
+        out.fail("the row does not say the unit errored now");
+    }
 }

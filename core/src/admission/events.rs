@@ -157,19 +157,29 @@ impl Admission {
             unit: finished.unit,
             repeat_index: self.grid.repeat_index(finished.run),
         };
-        match self
+        // A fold that stops discards the outcomes it buffered beyond its stop index: counted
+        // here with the offered one, so the live count is the reduction's.
+        let discarded_before = self.discarded_by_fold(job.unit);
+        let offer = self
             .reducer
-            .offer(job.unit, job.repeat_index, finished.outcome)
-        {
-            // The live count; the final list comes from the reduction, which also discards
-            // outcomes that were buffered when a lower index decided the unit.
-            Offer::Discarded => self.progress.discarded += 1,
+            .offer(job.unit, job.repeat_index, finished.outcome);
+        let newly_discarded = self.discarded_by_fold(job.unit) - discarded_before;
+        match offer {
+            // A plain file after the one that aborted the batch is discarded by no fold.
+            Offer::Discarded => self.progress.discarded += newly_discarded.max(1),
             Offer::Duplicate => self.progress.duplicates += 1,
             Offer::Unexpected => self.notes.push(Note::ForeignJob {
                 job_id: finished.job_id,
             }),
-            Offer::Folded | Offer::Buffered => {}
+            Offer::Folded | Offer::Buffered => self.progress.discarded += newly_discarded,
         }
+    }
+
+    /// Outcomes the repeat fold of `unit` discarded so far (0 for a plain unit).
+    fn discarded_by_fold(&self, unit: u32) -> u64 {
+        self.reducer
+            .repeat_fold(unit)
+            .map_or(0, |fold| fold.discarded().len() as u64)
     }
 
     /// Counts a first `finished` outcome: verdicts, spend, prices, pauses, samples, results.

@@ -231,6 +231,26 @@ fn a_decided_unit_admits_nothing_more() {
     assert_eq!(published(&admission.next(t0)), [r(1, 1)]);
 }
 
+#[test]
+fn a_run_buffered_before_its_unit_stopped_counts_as_discarded() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(4));
+    let (mut admission, t0) = start(&plan, config(2));
+    assert_eq!(published(&admission.next(t0)), [r(0, 0), r(0, 1)]);
+    // r1 finishes first and waits for r0; r0 then stops the unit, so r1 is never folded.
+    let input = passed(&admission, r(0, 1), 0.1);
+    admission.apply(input, t0);
+    let error = JobOutcome::Error {
+        category: ErrorCategory::Runtime,
+        message: "boom".into(),
+    };
+    let input = finished_with(&admission, r(0, 0), error);
+    admission.apply(input, t0);
+    let _ = admission.next(t0);
+    let progress = admission.progress();
+    assert_eq!((progress.finished, progress.skipped), (2, 2));
+    assert_eq!(progress.discarded, 1, "the buffered run is discarded");
+}
+
 /// Drives one unit to its end with runs finishing in a seeded pseudo-random order at seeded
 /// prices within ±50% of `mean`; returns (spend, most expensive run).
 fn budget_run(seed: u64, cap: f64, mean: f64, window: usize) -> (f64, f64) {

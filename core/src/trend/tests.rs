@@ -50,6 +50,8 @@ fn compare_names_every_kind_of_change_most_urgent_first() {
             unit("bad", 5, 0),
             unit("dropped", 5, 5),
             unit("errored", 0, 0),
+            unit("stalled", 5, 5),
+            unit("broken", 0, 0),
         ],
     );
     let now = batch(
@@ -63,6 +65,8 @@ fn compare_names_every_kind_of_change_most_urgent_first() {
             unit("bad", 5, 0),
             unit("added", 3, 3),
             unit("errored", 2, 1),
+            unit("stalled", 0, 0),
+            unit("broken", 0, 0),
         ],
     );
     check_compare(
@@ -71,12 +75,14 @@ fn compare_names_every_kind_of_change_most_urgent_first() {
         &[
             // Flaky is said beside the change of verdict, never instead of it.
             ("broke", Change::NewlyFailing, true),
+            ("stalled", Change::ErroredNow, false),
             ("fixed", Change::NewlyPassing, true),
             ("wobbly", Change::Failing, true),
             ("bad", Change::Failing, false),
+            ("broken", Change::ErroredBoth, false),
+            // A unit that produced no run then was in the batch: it errored then, it is not new.
+            ("errored", Change::ErroredThen, true),
             ("added", Change::New, false),
-            // A unit that produced no run then is new now, not a change of verdict.
-            ("errored", Change::New, true),
             ("dropped", Change::Gone, false),
             ("steady", Change::Passing, false),
         ],
