@@ -369,7 +369,12 @@ pub async fn watch_to_end(
             let exit_code = end
                 .exit_code
                 .unwrap_or(if envelope.head.ok { 0 } else { 1 });
-            crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
+            let mut summary = crate::summary::Summary::new(&envelope.head, exit_code);
+            // An eval batch ends judged by its A/B comparison, not by its arms' rollup.
+            if let Some(words) = end.eval_verdict {
+                summary = summary.judged_as(format!("{words} (eval, A/B comparison)"), exit_code);
+            }
+            crate::summary::print(&summary);
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
                 envelope.print()?;

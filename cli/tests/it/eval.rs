@@ -741,6 +741,13 @@ fn an_eval_on_a_coordinator_is_judged_as_an_eval_in_its_list_pages_and_reports()
         serde_json::from_str(&get(&format!("/v1/batches/{batch}"))).expect("a JSON status");
     assert_eq!(status["record"], *record, "{status:#}");
 
+    // Watching the decided batch ends as the eval ended.
+    let batch_id = cowork_schema::BatchId::new(&batch).expect("a batch id");
+    fleet
+        .watch(&workspace_root(), &batch_id)
+        .expect_code(0)
+        .expect_stderr("verdict: no detectable difference (eval, A/B comparison) (exit 0)");
+
     // The batch list page shows an eval and its verdict, not FAIL.
     let page = get(&format!("/v1/ui?token={TOKEN}"));
     let row = page
