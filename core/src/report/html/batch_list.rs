@@ -71,7 +71,7 @@ pub fn render_batch_list_live(
         let exit = record
             .exit_code
             .map_or_else(String::new, |code| format!(" exit {code}"));
-        let mode = if eval { "eval" } else { "batch" };
+        let mode = if eval { " data-mode=\"eval\"" } else { "" };
         let eval_mark = if eval {
             " <span class=\"badge eval\">eval</span>"
         } else {
@@ -118,7 +118,7 @@ pub fn render_batch_list_live(
         };
         let _ = writeln!(
             out,
-            "<tr data-batch=\"{id}\" data-state=\"{state}\" data-mode=\"{mode}\">\
+            "<tr data-batch=\"{id}\" data-state=\"{state}\"{mode}>\
              <td><code>{id}</code></td><td>{state}{eval_mark}{simulated}</td><td>{verdict}{exit}</td><td class=\"num\">{jobs}</td>\
              <td class=\"progress\">{progress}</td><td>{target}</td><td class=\"num\">{cost}</td>\
              <td>{reports}</td></tr>",
