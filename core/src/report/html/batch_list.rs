@@ -58,19 +58,7 @@ pub fn render_batch_list_live(
         let state = record.state.as_str();
         let now = live.get(id);
         let eval = record.eval_verdict.is_some() || now.is_some_and(|now| now.eval);
-        let verdict = match (record.state, record.ok, &record.eval_verdict) {
-            // An eval is judged by its A/B comparison, never PASS or FAIL.
-            (BatchState::Done, _, Some(words)) => {
-                verdict_badge(ab_class(words), &format!("eval: {words}"))
-            }
-            (BatchState::Done, Some(true), None) => verdict_badge("pass", "PASS"),
-            (BatchState::Done, Some(false), None) => verdict_badge("fail", "FAIL"),
-            (BatchState::Cancelled, _, _) => verdict_badge("incomplete", "INCOMPLETE"),
-            _ => "<span class=\"muted\">-</span>".to_owned(),
-        };
-        let exit = record
-            .exit_code
-            .map_or_else(String::new, |code| format!(" exit {code}"));
+        let verdict = verdict_cell(record);
         let mode = if eval { " data-mode=\"eval\"" } else { "" };
         let eval_mark = if eval {
             " <span class=\"badge eval\">eval</span>"
@@ -119,7 +107,7 @@ pub fn render_batch_list_live(
         let _ = writeln!(
             out,
             "<tr data-batch=\"{id}\" data-state=\"{state}\"{mode}>\
-             <td><code>{id}</code></td><td>{state}{eval_mark}{simulated}</td><td>{verdict}{exit}</td><td class=\"num\">{jobs}</td>\
+             <td><code>{id}</code></td><td>{state}{eval_mark}{simulated}</td><td>{verdict}</td><td class=\"num\">{jobs}</td>\
              <td class=\"progress\">{progress}</td><td>{target}</td><td class=\"num\">{cost}</td>\
              <td>{reports}</td></tr>",
             id = escape(id),
@@ -133,4 +121,21 @@ pub fn render_batch_list_live(
     out.push_str("</tbody>\n</table>\n");
     page_end(&mut out);
     out
+}
+
+/// A batch's verdict and exit code. An eval is judged by its A/B comparison, never PASS or FAIL.
+fn verdict_cell(record: &BatchRecord) -> String {
+    let badge = match (record.state, record.ok, &record.eval_verdict) {
+        (BatchState::Done, _, Some(words)) => {
+            verdict_badge(ab_class(words), &format!("eval: {words}"))
+        }
+        (BatchState::Done, Some(true), None) => verdict_badge("pass", "PASS"),
+        (BatchState::Done, Some(false), None) => verdict_badge("fail", "FAIL"),
+        (BatchState::Cancelled, _, _) => verdict_badge("incomplete", "INCOMPLETE"),
+        _ => "<span class=\"muted\">-</span>".to_owned(),
+    };
+    match record.exit_code {
+        Some(code) => format!("{badge} exit {code}"),
+        None => badge,
+    }
 }
