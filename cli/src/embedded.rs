@@ -392,6 +392,7 @@ impl Stopper<'_> {
             updated_at_ms: 0,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             owner: None,
             generation: self.plan.generation,
             kill_running: true,

@@ -380,14 +380,15 @@ pub async fn watch_to_end(
             let exit_code = end
                 .exit_code
                 .unwrap_or(if envelope.head.ok { 0 } else { 1 });
-            let reasons = if envelope.head.ok {
-                String::new()
-            } else {
-                crate::summary_reasons::remote(client, batch, &envelope.head).await
-            };
-            crate::summary::print(
-                &crate::summary::Summary::new(&envelope.head, exit_code).with_reasons(reasons),
-            );
+            let mut summary = crate::summary::Summary::new(&envelope.head, exit_code);
+            // An eval batch ends judged by its A/B comparison, not by its arms' rollup.
+            if let Some(words) = end.eval_verdict {
+                summary = summary.judged_as(format!("{words} (eval, A/B comparison)"), exit_code);
+            } else if !envelope.head.ok {
+                let reasons = crate::summary_reasons::remote(client, batch, &envelope.head).await;
+                summary = summary.with_reasons(reasons);
+            }
+            crate::summary::print(&summary);
             eprintln!("results: cowork results {batch}");
             if output == OutputFormat::Json {
                 envelope.print()?;

@@ -355,6 +355,7 @@ mod tests {
             updated_at_ms: 1_000_000,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             owner: None,
             generation: 0,
             kill_running: false,

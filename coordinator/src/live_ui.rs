@@ -90,6 +90,7 @@ impl LiveUi {
             updated_at_ms: now,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             owner: Some(owner),
             generation: plan.generation,
             kill_running: false,

@@ -243,6 +243,10 @@ pub struct BatchEnd {
     /// The batch's exit code (harness-behaviour.md#exit-codes), when the batch was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// An eval batch's A/B verdict in words (the record's `evalVerdict`); `ok` and `exitCode`
+    /// are then the eval's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_verdict: Option<String>,
     /// Why supervision failed, when it ended without a stored envelope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -358,6 +362,7 @@ mod tests {
             state: BatchState::Cancelled,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             message: None,
         };
         assert_eq!(

@@ -207,7 +207,8 @@ pub struct EvalDocument {
 }
 
 impl EvalDocument {
-    /// The bytes stored as `eval.json`: pretty JSON and a final newline.
+    /// The bytes stored as `eval.json`: pretty JSON and a final newline, its numbers written
+    /// as the `--output-format json` line writes them ([`crate::json_number`]).
     pub fn to_stored_json(&self) -> Result<Vec<u8>, serde_json::Error> {
         let mut bytes = crate::json_number::to_vec_pretty(self)?;
         bytes.push(b'\n');

@@ -164,6 +164,9 @@ pub struct LiveVerdict {
     pub ok: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// An eval batch's A/B verdict in words: the page shows it instead of PASS or FAIL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_verdict: Option<String>,
     /// The report's path (`report?format=html`), once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,

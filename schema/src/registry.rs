@@ -54,11 +54,17 @@ pub struct BatchRecord {
     pub created_at_ms: u64,
     /// Last state change, milliseconds since the Unix epoch.
     pub updated_at_ms: u64,
-    /// The batch verdict once `done`.
+    /// The batch verdict once `done`. An eval batch is judged by its A/B comparison:
+    /// `ok` and `exitCode` are those `cowork eval` gives it with its default gate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// An eval batch's overall A/B verdict in words (`no detectable difference`, `B worse`,
+    /// `B better` or `nothing to compare`), once its `eval.json` is stored; absent for every
+    /// other batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_verdict: Option<String>,
     /// Id of the coordinator replica that owns the batch's supervision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,

@@ -772,6 +772,7 @@ mod tests {
             updated_at_ms: 0,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             owner: None,
             generation,
             kill_running: false,

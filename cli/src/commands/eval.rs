@@ -383,11 +383,7 @@ fn render_human(document: &EvalDocument) -> String {
             "{excluded} pairs left out: an arm's run did not complete (error or unanswered)"
         );
     }
-    let verdict = if report.overall.pairs == 0 {
-        "nothing to compare"
-    } else {
-        report.overall.verdict.label()
-    };
+    let verdict = cowork_core::eval::verdict_words(report);
     let _ = writeln!(out, "verdict (overall, alpha {}): {verdict}", report.alpha);
     let _ = writeln!(out, "  {}", p_value_sentence(&report.overall));
     if let Some(sentence) = sensitivity_sentence(report, document.runs_per_arm) {

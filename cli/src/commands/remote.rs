@@ -207,7 +207,12 @@ pub async fn results(
         .record
         .exit_code
         .unwrap_or(if envelope.head.ok { 0 } else { 1 });
-    crate::summary::print(&crate::summary::Summary::new(&envelope.head, exit_code));
+    let mut summary = crate::summary::Summary::new(&envelope.head, exit_code);
+    // An eval batch is judged by its A/B comparison, not by its arms' rollup.
+    if let Some(words) = status.record.eval_verdict {
+        summary = summary.judged_as(format!("{words} (eval, A/B comparison)"), exit_code);
+    }
+    crate::summary::print(&summary);
     if let Some(dir) = download {
         let downloaded = download_all(&client, &batch, dir).await?;
         crate::progress::note(&format!(

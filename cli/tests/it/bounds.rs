@@ -213,6 +213,7 @@ async fn metrics_scrapes_do_not_walk_the_batch_registry() {
             updated_at_ms: 1,
             ok: Some(true),
             exit_code: Some(0),
+            eval_verdict: None,
             owner: None,
             generation: 0,
             kill_running: false,

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, TOKEN};
 use crate::support::{
     Output, Sandbox, array, copy_dir, cowork, number, only_batch_dir, read_json, workspace_root,
 };
@@ -778,4 +778,121 @@ fn the_report_of_an_eval_batch_shows_the_ab_table_with_labelled_arms() {
         number(&rows[2], "pValue"),
         number(&eval_report["overall"], "mcnemarP")
     );
+}
+
+#[test]
+fn an_eval_on_a_coordinator_is_judged_as_an_eval_in_its_list_pages_and_reports() {
+    // Both arms run the same skill under a profile without an `arm` rule: no difference.
+    let mut fleet = Fleet::start();
+    fleet.spawn_worker("w1", "container", "4");
+    let out = fleet.cowork(
+        &workspace_root(),
+        &[
+            "eval",
+            "--a",
+            ARM_V1,
+            "--b",
+            ARM_V1,
+            SCENARIOS,
+            "--executor",
+            "sim",
+            "--sim-profile",
+            DEMO_PROFILE,
+            "--runs",
+            "4",
+            "--output-format",
+            "json",
+            "--quiet",
+            "--watch",
+        ],
+    );
+    if out.code() != 0 {
+        out.fail(&format!(
+            "expected exit 0 (no difference)\n{}",
+            fleet.logs()
+        ));
+    }
+    let report = out.envelope();
+    assert_eq!(report["overall"]["verdict"], "noDetectableDifference");
+    let batch = report["batchId"]
+        .as_str()
+        .unwrap_or_else(|| out.fail("the report names no batch"))
+        .to_owned();
+    let port = fleet.api_port;
+    let get = |target: &str| {
+        let (status, _, body) = crate::report::http_get(port, target, Some(TOKEN));
+        assert_eq!(status, 200, "GET {target}: {body}\n{}", fleet.logs());
+        body
+    };
+
+    // The list API judges it by its A/B verdict, with `cowork eval`'s exit code.
+    let listed: Value = serde_json::from_str(&get("/v1/batches")).expect("a JSON list");
+    let record = listed
+        .as_array()
+        .unwrap_or_else(|| panic!("GET /v1/batches is no list: {listed:#}"))
+        .iter()
+        .find(|record| record["batchId"] == batch.as_str())
+        .unwrap_or_else(|| panic!("batch {batch} is not listed: {listed:#}"));
+    assert_eq!(record["ok"], true, "{record:#}");
+    assert_eq!(record["exitCode"], 0, "{record:#}");
+    assert_eq!(
+        record["evalVerdict"], "no detectable difference",
+        "{record:#}"
+    );
+    let status: Value =
+        serde_json::from_str(&get(&format!("/v1/batches/{batch}"))).expect("a JSON status");
+    assert_eq!(status["record"], *record, "{status:#}");
+
+    // Watching the decided batch ends as the eval ended.
+    let batch_id = cowork_schema::BatchId::new(&batch).expect("a batch id");
+    fleet
+        .watch(&workspace_root(), &batch_id)
+        .expect_code(0)
+        .expect_stderr("verdict: no detectable difference (eval, A/B comparison) (exit 0)");
+
+    // The batch list page shows an eval and its verdict, not FAIL.
+    let page = get(&format!("/v1/ui?token={TOKEN}"));
+    let row = page
+        .split(&format!("<tr data-batch=\"{batch}\""))
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for {batch} in {page}"));
+    for fragment in [
+        "data-mode=\"eval\"",
+        "eval&#58; no detectable difference",
+        "exit 0",
+    ] {
+        assert!(row.contains(fragment), "the row lacks {fragment:?}: {row}");
+    }
+    assert!(!row.contains("FAIL"), "the row judges the eval: {row}");
+
+    // The live view's verdict is the eval's.
+    let live: Value =
+        serde_json::from_str(&get(&format!("/v1/batches/{batch}/live"))).expect("a JSON snapshot");
+    assert_eq!(live["verdict"]["ok"], true, "{live:#}");
+    assert_eq!(live["verdict"]["exitCode"], 0, "{live:#}");
+    assert_eq!(
+        live["verdict"]["evalVerdict"], "no detectable difference",
+        "{live:#}"
+    );
+
+    // The Markdown report says eval and lists the arms without judging them one by one.
+    let markdown = get(&format!("/v1/batches/{batch}/report?format=markdown"));
+    for fragment in [
+        "cowork eval `",
+        "mode `eval`",
+        "| arm | runs | pass rate | cost |",
+        "csv-report \\[arm=A\\]",
+    ] {
+        assert!(
+            markdown.contains(fragment),
+            "the markdown lacks {fragment:?}:\n{markdown}"
+        );
+    }
+    for wrong in ["command `run`", "PASS", "FAIL", "min pass rate"] {
+        assert!(
+            !markdown.contains(wrong),
+            "the markdown says {wrong:?}:\n{markdown}"
+        );
+    }
 }

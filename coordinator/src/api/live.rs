@@ -82,18 +82,22 @@ pub(crate) fn decorated(
     let end = live.as_ref().and_then(|live| live.end.borrow().clone());
     let final_state = end
         .as_ref()
-        .map(|end| (end.state, end.ok, end.exit_code))
+        .map(|end| (end.state, end.ok, end.exit_code, end.eval_verdict.clone()))
         .or_else(|| {
             record
                 .filter(|record| record.state.is_final())
-                .map(|record| (record.state, record.ok, record.exit_code))
+                .map(|record| {
+                    let eval_verdict = record.eval_verdict.clone();
+                    (record.state, record.ok, record.exit_code, eval_verdict)
+                })
         });
-    if let Some((state, ok, exit_code)) = final_state {
+    if let Some((state, ok, exit_code, eval_verdict)) = final_state {
         snapshot.state = state.as_str().to_owned();
         snapshot.dispatch.held_by = None;
         snapshot.verdict = Some(LiveVerdict {
             ok,
             exit_code,
+            eval_verdict,
             report: service
                 .links_reports
                 .then(|| "report?format=html".to_owned()),

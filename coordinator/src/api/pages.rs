@@ -244,7 +244,7 @@ pub(crate) async fn ui(
     let mut live = std::collections::BTreeMap::new();
     for record in records.iter().filter(|record| !record.state.is_final()) {
         let snapshot = super::live::decorated(&service, Some(record), &record.batch_id);
-        let target = read_target(&service, &record.batch_id).await;
+        let spec = read_spec(&service, &record.batch_id).await;
         live.insert(
             record.batch_id.to_string(),
             BatchListLive {
@@ -253,7 +253,10 @@ pub(crate) async fn ui(
                 cost_usd: snapshot.cost.spent_usd,
                 simulated: snapshot.simulated,
                 paused: snapshot.dispatch.paused || record.controls.paused,
-                target,
+                eval: spec
+                    .as_ref()
+                    .is_some_and(|spec| spec.mode == cowork_schema::batch::BatchMode::Eval),
+                target: spec.map(|spec| spec.target_display),
             },
         );
     }
@@ -261,12 +264,15 @@ pub(crate) async fn ui(
     Ok(page_response(ReportFormat::Html.content_type(), body))
 }
 
-/// The target a batch was submitted for (its spec's `targetDisplay`), when it can be read.
-async fn read_target(service: &Service, batch_id: &BatchId) -> Option<String> {
+/// The spec a batch was submitted with (for its `targetDisplay` and mode), when it can be read.
+async fn read_spec(
+    service: &Service,
+    batch_id: &BatchId,
+) -> Option<cowork_schema::batch::BatchSpec> {
     let key = BatchKey::new(batch_id).spec();
     let bytes = service.ports.store.get(key.as_str()).await.ok()?;
     let stored: cowork_schema::batch::StoredBatch = serde_json::from_slice(&bytes).ok()?;
-    Some(stored.spec.target_display)
+    Some(stored.spec)
 }
 
 #[cfg(test)]

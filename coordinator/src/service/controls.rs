@@ -151,6 +151,7 @@ impl Service {
                 record.kill_running = false;
                 record.ok = None;
                 record.exit_code = None;
+                record.eval_verdict = None;
                 record.owner = Some(self.config.coordinator_id.clone());
                 true
             })

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use cowork_core::eval::{EvalGate, eval_exit_code, verdict_words};
 use cowork_core::plan::Plan;
 use cowork_fabric::{ArtifactError, PutOutcome, RegistryError, error_chain};
 use cowork_schema::BatchId;
@@ -73,6 +74,7 @@ impl Service {
             updated_at_ms: now,
             ok: None,
             exit_code: None,
+            eval_verdict: None,
             owner: Some(self.config.coordinator_id.clone()),
             generation: 0,
             kill_running: false,
@@ -201,20 +203,14 @@ impl Service {
             };
             match supervise(&ports, plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
-                    // Eval batches: store the A/B report as `eval.json` before the
-                    // record says Done, so whoever sees the end can read it. The batch's
-                    // verdict stands without it, so a failure is logged, not fatal.
-                    if plan.mode == BatchMode::Eval
-                        && let Err(error) =
-                            crate::eval::store_eval_document(ports.store.as_ref(), plan, &outcome)
-                                .await
-                    {
-                        tracing::error!(error = %error_chain(&error), "eval report not stored");
+                    if plan.mode == BatchMode::Eval {
+                        return self.eval_end(ports.store.as_ref(), plan, &outcome).await;
                     }
                     return Some(FinalState {
                         state: BatchState::Done,
                         ok: Some(outcome.reduction.ok),
                         exit_code: Some(outcome.exit_code),
+                        eval_verdict: None,
                         message: None,
                     });
                 }
@@ -223,6 +219,7 @@ impl Service {
                         state: BatchState::Cancelled,
                         ok: None,
                         exit_code: None,
+                        eval_verdict: None,
                         message: None,
                     });
                 }
@@ -246,11 +243,65 @@ impl Service {
                         state: BatchState::Done,
                         ok: Some(false),
                         exit_code: Some(2),
+                        eval_verdict: None,
                         message: Some(error_chain(&error)),
                     });
                 }
             }
         }
+    }
+
+    /// How a decided eval batch ended: its A/B report is stored as `eval.json` before the
+    /// record says Done (whoever sees the end can read it), and the batch is judged by it as
+    /// `cowork eval` judges it (its default gate), not by its arms' pass rates. Storing is
+    /// retried while the store fails transiently; a report that cannot be made ends the batch
+    /// as a runtime error (exit 2). `None` when this process shuts down first.
+    async fn eval_end(
+        &self,
+        store: &dyn cowork_fabric::ArtifactStore,
+        plan: &Plan,
+        outcome: &crate::supervisor::BatchOutcome,
+    ) -> Option<FinalState> {
+        let mut failures = 0u32;
+        let error = loop {
+            match crate::eval::store_eval_document(store, plan, outcome).await {
+                Ok(document) => {
+                    let code = eval_exit_code(&document.report, EvalGate::default());
+                    return Some(FinalState {
+                        state: BatchState::Done,
+                        ok: Some(code == 0),
+                        exit_code: Some(code),
+                        eval_verdict: Some(verdict_words(&document.report).to_owned()),
+                        message: None,
+                    });
+                }
+                Err(error) if error.is_transient() => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error_chain(&error), pause_s = pause.as_secs_f64(), "eval report not stored, retrying");
+                    // Nothing is held across the pause; abandoning it on shutdown is safe.
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                }
+                Err(error) => break error,
+            }
+        };
+        tracing::error!(error = %error_chain(&error), "eval report not stored");
+        Some(FinalState {
+            state: BatchState::Done,
+            ok: Some(false),
+            exit_code: Some(2),
+            eval_verdict: None,
+            message: Some(format!(
+                "the eval's A/B report ({}) was not stored, so the eval has no verdict: {}; \
+                 `cowork report {}` shows the stored runs of both arms",
+                BatchKey::new(&plan.batch_id).eval().as_str(),
+                error_chain(&error),
+                plan.batch_id
+            )),
+        })
     }
 
     /// Records how the batch ended (unless another process finalized it meanwhile) and tells
@@ -266,6 +317,7 @@ impl Service {
                 record.state = end.state;
                 record.ok = end.ok;
                 record.exit_code = end.exit_code;
+                record.eval_verdict = end.eval_verdict.clone();
                 true
             })
             .await;
@@ -393,6 +445,8 @@ struct FinalState {
     state: BatchState,
     ok: Option<bool>,
     exit_code: Option<i32>,
+    /// An eval batch's A/B verdict in words, once its report is stored.
+    eval_verdict: Option<String>,
     /// Why it failed for good, when it did.
     message: Option<String>,
 }
@@ -403,6 +457,7 @@ pub(crate) fn end_of(record: &BatchRecord, message: Option<String>) -> BatchEnd 
         state: record.state,
         ok: record.ok,
         exit_code: record.exit_code,
+        eval_verdict: record.eval_verdict.clone(),
         message,
     }
 }

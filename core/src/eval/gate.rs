@@ -38,6 +38,17 @@ pub fn eval_exit_code(report: &EvalReport, gate: EvalGate) -> i32 {
     if fails { EXIT_B_WORSE } else { 0 }
 }
 
+/// The overall verdict in words, as every view of an eval batch names it: `nothing to compare`
+/// when no pair completed, else the verdict's label (`no detectable difference`, `B worse`,
+/// `B better`).
+pub fn verdict_words(report: &EvalReport) -> &'static str {
+    if report.overall.pairs == 0 {
+        "nothing to compare"
+    } else {
+        report.overall.verdict.label()
+    }
+}
+
 /// Why there is nothing to compare, when no pair of runs completed in both arms; `None` when
 /// some pair did.
 pub fn nothing_to_compare(report: &EvalReport) -> Option<String> {

@@ -43,6 +43,7 @@ pub use document::{
 };
 pub use gate::{
     EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, eval_exit_code, nothing_to_compare,
+    verdict_words,
 };
 pub use stats::{
     TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_score, min_detectable_difference,

@@ -244,8 +244,11 @@
     box.hidden = !verdict;
     if (!verdict) return;
     clear(box);
-    const word = snap.state === 'cancelled' ? 'CANCELLED' : verdict.ok ? 'PASS' : 'FAIL';
-    box.dataset.verdict = word;
+    // An eval is judged by its A/B comparison, not PASS or FAIL.
+    const word = snap.state === 'cancelled' ? 'CANCELLED'
+      : verdict.evalVerdict ? 'eval: ' + verdict.evalVerdict
+      : verdict.ok ? 'PASS' : 'FAIL';
+    box.dataset.verdict = verdict.evalVerdict && snap.state !== 'cancelled' ? 'EVAL' : word;
     box.appendChild(el('strong', word + (verdict.exitCode !== undefined ? ' · exit ' + verdict.exitCode : '')));
     if (verdict.report) {
       const link = el('a', 'open the report', 'report');

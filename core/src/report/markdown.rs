@@ -60,7 +60,11 @@ pub fn render_markdown(input: &ReportInput) -> String {
     verdict_line(&mut out, &summary);
     warnings(&mut out, &summary);
     facts_line(&mut out, &summary);
-    units_table(&mut out, &summary);
+    if summary.is_eval() {
+        arms_table(&mut out, &summary);
+    } else {
+        units_table(&mut out, &summary);
+    }
     reasons_table(&mut out, &summary);
     stops_list(&mut out, &summary);
     out
@@ -138,11 +142,16 @@ fn facts_line(out: &mut String, summary: &Summary<'_>) {
             percent(summary.judging.min_pass_rate)
         )
     };
+    // An eval's jobs are plain runs, but the batch is an eval: its mode says so.
+    let command = if summary.is_eval() {
+        "mode `eval`".to_owned()
+    } else {
+        format!("command `{}`", input.rollup.command)
+    };
     let _ = writeln!(
         out,
-        "command `{}` · executor `{}` · {shape} · {} of {} runs passed · cost of folded runs \
+        "{command} · executor `{}` · {shape} · {} of {} runs passed · cost of folded runs \
          {}{discarded} · wall time {wall} · summed run time {}\n",
-        input.rollup.command,
         input.stored.spec.executor.as_str(),
         summary.total_passes,
         summary.total_runs,
@@ -269,6 +278,38 @@ fn units_table(out: &mut String, summary: &Summary<'_>) {
             "\n{count} cell(s) from index {first} were cut by `--max-cells` and never ran."
         );
     }
+}
+
+/// An eval's table: one row per arm of each scenario, with its runs, pass rate and cost. The
+/// arms are compared by the A/B result above, so no row is judged PASS or FAIL on its own; an
+/// arm that errored or stopped early says so.
+fn arms_table(out: &mut String, summary: &Summary<'_>) {
+    out.push_str("| arm | runs | pass rate | cost |\n|---|---:|---:|---:|\n");
+    for unit in &summary.units {
+        let rate = unit.pass_rate.map_or_else(|| "-".to_owned(), percent);
+        let flaky = if unit.flaky() { " (flaky)" } else { "" };
+        let mut note = String::new();
+        match &unit.status {
+            UnitStatus::Error(error) => note = format!(" (error: {})", shortened(error)),
+            UnitStatus::NotRun => note = " (not run)".to_owned(),
+            UnitStatus::Incomplete => note = " (incomplete)".to_owned(),
+            UnitStatus::Passed | UnitStatus::Failed => {}
+        }
+        if let Some(stop) = unit.stopped_early {
+            let _ = write!(note, " (stopped: {})", stop.as_str());
+        }
+        let _ = writeln!(
+            out,
+            "| `{}` {}{} | {}/{} | {rate}{flaky} | {} |",
+            unit.id,
+            escape_md(unit.label),
+            escape_md(&note),
+            unit.completed,
+            unit.requested,
+            cost_text(unit.cost_usd, unit.recorded_cost_usd),
+        );
+    }
+    out.push_str("\nThe arms are compared by the A/B result above, not judged one by one.\n");
 }
 
 /// An eval's lead: the A/B verdict as the heading, then the comparison in one line, what p

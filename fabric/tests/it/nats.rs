@@ -539,6 +539,7 @@ fn record(batch_id: &str, state: BatchState) -> BatchRecord {
         updated_at_ms: 1,
         ok: None,
         exit_code: None,
+        eval_verdict: None,
         owner: None,
         generation: 0,
         kill_running: false,

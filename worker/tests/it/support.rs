@@ -233,6 +233,7 @@ pub fn batch_record(
         updated_at_ms: 0,
         ok: None,
         exit_code: None,
+        eval_verdict: None,
         owner: None,
         generation: 0,
         kill_running: false,

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use cowork_schema::registry::{BatchRecord, BatchState};
 
+use super::eval::ab_class;
 use super::page::{escape, page_end, page_start, query_value, verdict_badge};
 
 /// The coordinator's batch list page (`GET /v1/ui`): id, state, verdict and links to each
@@ -25,6 +26,8 @@ pub struct BatchListLive {
     pub paused: bool,
     /// The batch's target as the user named it.
     pub target: Option<String>,
+    /// The batch is an eval (`cowork eval`): two arms compared, not judged one by one.
+    pub eval: bool,
 }
 
 /// The batch list, with the progress, target, cost and SIMULATED mark of the batches in
@@ -53,15 +56,15 @@ pub fn render_batch_list_live(
     for record in records.iter().rev() {
         let id = record.batch_id.as_str();
         let state = record.state.as_str();
-        let verdict = match (record.state, record.ok) {
-            (BatchState::Done, Some(true)) => verdict_badge("pass", "PASS"),
-            (BatchState::Done, Some(false)) => verdict_badge("fail", "FAIL"),
-            (BatchState::Cancelled, _) => verdict_badge("incomplete", "INCOMPLETE"),
-            _ => "<span class=\"muted\">-</span>".to_owned(),
+        let now = live.get(id);
+        let eval = record.eval_verdict.is_some() || now.is_some_and(|now| now.eval);
+        let verdict = verdict_cell(record);
+        let mode = if eval { " data-mode=\"eval\"" } else { "" };
+        let eval_mark = if eval {
+            " <span class=\"badge eval\">eval</span>"
+        } else {
+            ""
         };
-        let exit = record
-            .exit_code
-            .map_or_else(String::new, |code| format!(" exit {code}"));
         let token_query = token.map_or_else(String::new, |token| {
             format!("?token={}", query_value(token))
         });
@@ -69,7 +72,6 @@ pub fn render_batch_list_live(
             "<a href=\"{}\" class=\"live\">live</a>",
             escape(&format!("batches/{id}/live.html{token_query}"))
         );
-        let now = live.get(id);
         let progress = match now {
             Some(now) => format!(
                 "{}/{}{}",
@@ -104,8 +106,8 @@ pub fn render_batch_list_live(
         };
         let _ = writeln!(
             out,
-            "<tr data-batch=\"{id}\" data-state=\"{state}\"><td><code>{id}</code></td>\
-             <td>{state}{simulated}</td><td>{verdict}{exit}</td><td class=\"num\">{jobs}</td>\
+            "<tr data-batch=\"{id}\" data-state=\"{state}\"{mode}>\
+             <td><code>{id}</code></td><td>{state}{eval_mark}{simulated}</td><td>{verdict}</td><td class=\"num\">{jobs}</td>\
              <td class=\"progress\">{progress}</td><td>{target}</td><td class=\"num\">{cost}</td>\
              <td>{reports}</td></tr>",
             id = escape(id),
@@ -119,4 +121,21 @@ pub fn render_batch_list_live(
     out.push_str("</tbody>\n</table>\n");
     page_end(&mut out);
     out
+}
+
+/// A batch's verdict and exit code. An eval is judged by its A/B comparison, never PASS or FAIL.
+fn verdict_cell(record: &BatchRecord) -> String {
+    let badge = match (record.state, record.ok, &record.eval_verdict) {
+        (BatchState::Done, _, Some(words)) => {
+            verdict_badge(ab_class(words), &format!("eval: {words}"))
+        }
+        (BatchState::Done, Some(true), None) => verdict_badge("pass", "PASS"),
+        (BatchState::Done, Some(false), None) => verdict_badge("fail", "FAIL"),
+        (BatchState::Cancelled, _, _) => verdict_badge("incomplete", "INCOMPLETE"),
+        _ => "<span class=\"muted\">-</span>".to_owned(),
+    };
+    match record.exit_code {
+        Some(code) => format!("{badge} exit {code}"),
+        None => badge,
+    }
 }
