@@ -9,7 +9,7 @@ use cowork_client::CoordinatorClient;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::envelope::Envelope;
 use cowork_schema::ids::{BatchId, JobId};
-use cowork_schema::layout::{StoreRoot, job_dir};
+use cowork_schema::layout::{StoreRoot, job_dir, names};
 use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;
 
@@ -182,8 +182,11 @@ pub async fn remote(client: &CoordinatorClient, batch: &BatchId, head: &Envelope
         &summary,
         &|job: &str| format!("job {job}"),
         Some(format!(
-            "the jobs' files (agent.stderr.log, result.json, …): \
-             `cowork results {batch} --coordinator {coordinator} --out DIR` saves them under DIR/jobs/"
+            "the jobs' files ({}, {}, …): \
+             `cowork results {batch} --coordinator {coordinator} --out DIR` saves them under DIR/{}/",
+            names::AGENT_STDERR,
+            names::RESULT,
+            names::JOBS_DIR,
         )),
         &report_command,
     )
