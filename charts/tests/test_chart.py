@@ -551,7 +551,8 @@ def test_coordinator_and_workers_share_one_config_map() -> None:
 
 def cli_settings() -> tuple[set[str], set[str]]:
     """The COWORK_* variables and --flags that `cowork` declares or reads, from its source."""
-    sources = [REPO_ROOT / "cli" / "src" / "args.rs", REPO_ROOT / "cli" / "src" / "fleet_args.rs"]
+    sources = sorted((REPO_ROOT / "cli" / "src" / "args").glob("*.rs"))
+    sources += [REPO_ROOT / "cli" / "src" / "fleet_args.rs"]
     sources += sorted((REPO_ROOT / "cli" / "src" / "commands").glob("*.rs"))
     text = "\n".join(path.read_text() for path in sources if path.exists())
     variables = set(re.findall(r"\bCOWORK_[A-Z0-9_]+\b", text))
