@@ -38,9 +38,8 @@ pub fn stringify(value: f64) -> String {
 /// representable, otherwise `Number.prototype.toString`'s text.
 pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
     let value = *value;
-    if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
-        // `-0.0` prints as `0` in JavaScript too.
-        serializer.serialize_i64(value as i64)
+    if let Some(integer) = safe_integer(value) {
+        serializer.serialize_i64(integer)
     } else if value.is_finite() {
         let raw = serde_json::value::RawValue::from_string(stringify(value))
             .map_err(serde::ser::Error::custom)?;
@@ -62,12 +61,18 @@ pub fn serialize_opt<S: Serializer>(value: &Option<f64>, serializer: S) -> Resul
 /// non-integral value stays a float: write the tree with [`to_string`] or [`to_string_pretty`] to
 /// get JavaScript's text for it.
 pub fn to_value(value: f64) -> serde_json::Value {
-    if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
-        serde_json::Value::from(value as i64)
+    if let Some(integer) = safe_integer(value) {
+        serde_json::Value::from(integer)
     } else {
         serde_json::Number::from_f64(value)
             .map_or(serde_json::Value::Null, serde_json::Value::Number)
     }
+}
+
+/// `value` as an integer when it is integral and exactly representable (`-0.0` is `0`, as in
+/// JavaScript).
+fn safe_integer(value: f64) -> Option<i64> {
+    (value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER).then_some(value as i64)
 }
 
 /// `serde_json::to_string` with floats written as JavaScript writes them.
@@ -85,10 +90,7 @@ pub fn to_writer<W: io::Write, T: Serialize + ?Sized>(
     writer: W,
     value: &T,
 ) -> serde_json::Result<()> {
-    value.serialize(&mut serde_json::Serializer::with_formatter(
-        writer,
-        JsFormatter(CompactFormatter),
-    ))
+    write_with(writer, value, JsFormatter(CompactFormatter))
 }
 
 /// `serde_json::to_writer_pretty` with floats written as JavaScript writes them.
@@ -96,10 +98,7 @@ pub fn to_writer_pretty<W: io::Write, T: Serialize + ?Sized>(
     writer: W,
     value: &T,
 ) -> serde_json::Result<()> {
-    value.serialize(&mut serde_json::Serializer::with_formatter(
-        writer,
-        JsFormatter(PrettyFormatter::new()),
-    ))
+    write_with(writer, value, JsFormatter(PrettyFormatter::new()))
 }
 
 /// `serde_json::to_string_pretty` with floats written as JavaScript writes them.
@@ -122,10 +121,18 @@ fn to_vec_with<T: Serialize + ?Sized, F: Formatter>(
     formatter: F,
 ) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(128);
-    value.serialize(&mut serde_json::Serializer::with_formatter(
-        &mut out, formatter,
-    ))?;
+    write_with(&mut out, value, formatter)?;
     Ok(out)
+}
+
+fn write_with<W: io::Write, T: Serialize + ?Sized, F: Formatter>(
+    writer: W,
+    value: &T,
+    formatter: F,
+) -> serde_json::Result<()> {
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        writer, formatter,
+    ))
 }
 
 /// A serde_json formatter that writes floats with `Number.prototype.toString` and leaves the
@@ -134,7 +141,8 @@ struct JsFormatter<F>(F);
 
 impl<F: Formatter> Formatter for JsFormatter<F> {
     fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        writer.write_all(stringify(value).as_bytes())
+        // serde_json writes `null` itself for a non-finite float and never calls this with one.
+        writer.write_all(ryu_js::Buffer::new().format_finite(value).as_bytes())
     }
 
     fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
