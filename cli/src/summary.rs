@@ -80,6 +80,8 @@ pub struct Summary<'a> {
     pub verdict: Option<String>,
     /// Why runs failed, under the table (`crate::summary_reasons`); empty when none is known.
     pub reasons: String,
+    /// The envelope's `fleet` key, read once for every line that needs it.
+    pub fleet: FleetView,
 }
 
 impl<'a> Summary<'a> {
@@ -98,6 +100,7 @@ impl<'a> Summary<'a> {
             exit_code,
             verdict: None,
             reasons: String::new(),
+            fleet,
         }
     }
 
@@ -194,7 +197,7 @@ fn colour_verdicts(text: &str) -> String {
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
-    let all_rows = rows(envelope, &summary.judging);
+    let all_rows = rows(envelope, &summary.fleet, &summary.judging);
     // A 1,000-cell sweep would print a thousand rows: past `LISTED_UNITS` the table keeps the
     // units that did not pass and one line counts the rest (the envelope has every unit).
     let mut out = if all_rows.len() > crate::text::LISTED_UNITS {
@@ -213,7 +216,7 @@ pub fn render(summary: &Summary<'_>) -> String {
     } else {
         table(&all_rows)
     };
-    out.push_str(&notes(envelope));
+    out.push_str(&notes(envelope, &summary.fleet));
     out.push_str(&summary.reasons);
     let verdict = match &summary.verdict {
         Some(verdict) => verdict.as_str(),
@@ -267,13 +270,12 @@ fn matrix_scenario(envelope: &Envelope) -> Option<String> {
 
 /// One row per unit: each file's or cell's rollup, a plain matrix's cells, or a plain run's
 /// results.
-fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
-    let fleet = envelope.fleet_view();
+fn rows(envelope: &Envelope, fleet: &FleetView, judging: &Judging) -> Vec<Row> {
     let mut rows = Vec::new();
     let scenario = matrix_scenario(envelope);
     if let Some(rollups) = &envelope.rollups {
         for rollup in rollups {
-            rows.push(repeat_row(rollup.scenario.clone(), rollup, judging, &fleet));
+            rows.push(repeat_row(rollup.scenario.clone(), rollup, judging, fleet));
         }
     } else if let Some(matrix) = &envelope.matrix_repeat {
         for cell in &matrix.cells {
@@ -283,7 +285,7 @@ fn rows(envelope: &Envelope, judging: &Judging) -> Vec<Row> {
                 None => cell_unit(scenario.as_deref(), cell.index, &cell.axes.label()),
             };
             match (&cell.rollup, &cell.error) {
-                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, &fleet)),
+                (Some(rollup), _) => rows.push(repeat_row(unit, rollup, judging, fleet)),
                 (None, Some(error)) => rows.push(error_row(unit, error)),
                 (None, None) => {}
             }
@@ -374,7 +376,7 @@ fn table(rows: &[Row]) -> String {
 
 /// The lines under the table: truncation, the error, discarded runs and their spend, the
 /// per-unit budget, and the simulated-runs warning.
-fn notes(envelope: &Envelope) -> String {
+fn notes(envelope: &Envelope, fleet: &FleetView) -> String {
     let mut out = String::new();
     let truncation = match (&envelope.matrix_repeat, &envelope.matrix) {
         (Some(m), _) => Some((m.truncated, m.ran_cells, m.requested)),
@@ -389,9 +391,8 @@ fn notes(envelope: &Envelope) -> String {
     if let Some(error) = &envelope.error {
         out.push_str(&format!("error ({}): {}\n", error.category, error.message));
     }
-    let fleet = envelope.fleet_view();
-    out.push_str(&stop_error_lines(&fleet));
-    let discarded = discarded_spend(&fleet);
+    out.push_str(&stop_error_lines(fleet));
+    let discarded = discarded_spend(fleet);
     if let Some((runs, spend)) = discarded
         && runs > 0
     {
@@ -399,10 +400,10 @@ fn notes(envelope: &Envelope) -> String {
             "discarded {runs} run(s) after an early stop: ${spend:.4} spent outside the rollups (not folded)\n"
         ));
     }
-    if let Some(line) = unit_budget_line(&fleet) {
+    if let Some(line) = unit_budget_line(fleet) {
         out.push_str(&line);
     }
-    let simulated = simulated_runs(envelope, &fleet, discarded.map_or(0, |(runs, _)| runs));
+    let simulated = simulated_runs(envelope, fleet, discarded.map_or(0, |(runs, _)| runs));
     if simulated > 0 {
         out.push_str(&format!(
             "SIMULATED: {simulated} run(s) came from the sim executor, not from the harness\n"
