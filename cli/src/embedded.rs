@@ -397,6 +397,7 @@ impl Stopper<'_> {
             generation: self.plan.generation,
             kill_running: true,
             controls: Default::default(),
+            listing: Default::default(),
         };
         self.kills.create(&record).await.map(|_| ())
     }

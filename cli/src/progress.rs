@@ -360,6 +360,7 @@ mod tests {
             generation: 0,
             kill_running: false,
             controls: Default::default(),
+            listing: Default::default(),
         };
         let progress = ProgressSnapshot {
             planned: 80,

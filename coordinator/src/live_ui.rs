@@ -95,6 +95,7 @@ impl LiveUi {
             generation: plan.generation,
             kill_running: false,
             controls: Default::default(),
+            listing: Default::default(),
         };
         match service.ports.batches.get(&plan.batch_id).await? {
             None => {

@@ -230,19 +230,7 @@ pub async fn load_report_input(
     batch_id: &BatchId,
 ) -> Result<ReportInput, ReportError> {
     let keys = BatchKey::new(batch_id);
-    let spec_key = keys.spec().into_string();
-    let stored: StoredBatch = parse(
-        &read(store, batch_id, &spec_key, Missing::Batch).await?,
-        &spec_key,
-        "batch spec",
-    )?;
-    if stored.batch_id != *batch_id {
-        return Err(ReportError::Malformed {
-            key: spec_key,
-            what: "batch spec",
-            message: format!("it names batch {}", stored.batch_id),
-        });
-    }
+    let stored = read_stored_batch(store, batch_id).await?;
     let rollup_key = keys.rollup().into_string();
     let rollup: Option<RollupDoc> = match read_optional(store, &rollup_key).await? {
         Some(bytes) => Some(parse(&bytes, &rollup_key, "rollup document")?),
@@ -423,3 +411,35 @@ fn eval_arm(summary: &ArmSummary) -> EvalArm {
 
 #[cfg(test)]
 mod tests;
+
+/// The envelope of a batch that never stored one (cancelled, interrupted): its stored outcomes
+/// judged as [`load_report_input`] judges them, marked incomplete. Reads the outcomes once, in
+/// flat memory, and no run's details.
+pub async fn unfinished_envelope(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+) -> Result<Envelope, ReportError> {
+    let stored = read_stored_batch(store, batch_id).await?;
+    Ok(unfinished::judge(store, &stored).await?.envelope)
+}
+
+/// A batch's `spec.json`, checked to name the batch it is stored under.
+async fn read_stored_batch(
+    store: &dyn ArtifactStore,
+    batch_id: &BatchId,
+) -> Result<StoredBatch, ReportError> {
+    let spec_key = BatchKey::new(batch_id).spec().into_string();
+    let stored: StoredBatch = parse(
+        &read(store, batch_id, &spec_key, Missing::Batch).await?,
+        &spec_key,
+        "batch spec",
+    )?;
+    if stored.batch_id != *batch_id {
+        return Err(ReportError::Malformed {
+            key: spec_key,
+            what: "batch spec",
+            message: format!("it names batch {}", stored.batch_id),
+        });
+    }
+    Ok(stored)
+}

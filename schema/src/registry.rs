@@ -80,6 +80,30 @@ pub struct BatchRecord {
     /// Kept in the record so a restarted coordinator, and every worker, sees it.
     #[serde(default, skip_serializing_if = "BatchControls::is_untouched")]
     pub controls: BatchControls,
+    /// What a list of batches shows without reading the store: kept in the record so that
+    /// `GET /v1/batches`, `/v1/ui` and `cowork batches` show a finished or cancelled batch's
+    /// target and spend from one read of the bucket.
+    #[serde(flatten)]
+    pub listing: BatchListing,
+}
+
+/// What lists show of a batch, kept in its record. Records written before these fields
+/// existed read as empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchListing {
+    /// The batch's target as the user named it (`targetDisplay` of its spec), set when the
+    /// batch is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `true` for an eval batch (`cowork eval`), set when it is accepted, so a list marks an
+    /// eval as one even when it was cancelled before its A/B verdict.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eval: bool,
+    /// What the batch's finished runs reported spending in USD, folded or not, set when the
+    /// batch ends (decided or cancelled): a cancelled batch has no stats, yet it spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
 }
 
 /// The controls of a running batch: its dispatch pause, its adjusted limits and every change.

@@ -777,6 +777,7 @@ mod tests {
             generation,
             kill_running: false,
             controls: Default::default(),
+            listing: Default::default(),
         }
     }
 

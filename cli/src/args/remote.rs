@@ -133,7 +133,10 @@ pub struct ResultsArgs {
     #[command(flatten)]
     pub client: crate::fleet_args::ClientArgs,
     /// Also save every stored file of the batch (spec.json, jobs/*/…, rollup.json,
-    /// envelope.json) into this directory.
+    /// envelope.json) into this directory. The exit code then says whether the download
+    /// worked (0 every file saved, 2 it failed), not the verdict, which the summary still
+    /// prints: a CI step that fetches a failed batch's artifacts goes on. Without it, the exit
+    /// code is the batch's (0 passed; 1 failed, or cancelled before its verdict).
     #[arg(long, value_name = "DIR")]
     pub download: Option<PathBuf>,
 }

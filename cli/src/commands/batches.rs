@@ -8,7 +8,7 @@
 
 use cowork_coordinator::catalog::{BatchOverview, CatalogError, overview};
 use cowork_schema::BatchId;
-use cowork_schema::registry::BatchState;
+use cowork_schema::registry::BatchRecord;
 use serde_json::json;
 
 use crate::args::{BatchesArgs, TableFormat};
@@ -28,7 +28,10 @@ struct Row {
 }
 
 impl Row {
-    fn of(batch: &BatchOverview, state: Option<BatchState>) -> Row {
+    /// A row of `batch`, with its coordinator's record when listed from one: the record
+    /// has the state, and the spend of a batch that ended without stats (cancelled).
+    fn of(batch: &BatchOverview, record: Option<&BatchRecord>) -> Row {
+        let state = record.map(|record| record.state);
         let stored = &batch.stored;
         // An eval is listed by its A/B verdict and the exit `cowork eval` gave it, not by its
         // arms' rollup (which judges arm B at the min pass rate).
@@ -55,7 +58,9 @@ impl Row {
             units: stored.plan.units.len(),
             jobs: stored.plan.n_jobs,
             verdict,
-            cost_usd: batch.cost_usd(),
+            cost_usd: batch
+                .cost_usd()
+                .or_else(|| record.and_then(|record| record.listing.spent_usd)),
             state,
         }
     }
@@ -64,14 +69,11 @@ impl Row {
 /// `cowork batches`.
 pub async fn list(args: BatchesArgs) -> Result<i32, CliError> {
     let source = Source::from_args(&args.source)?;
-    let states = match &source {
+    let records = match &source {
         Source::Remote(client) => client
             .list()
             .await
-            .map_err(|e| client_error(e, "listing batches"))?
-            .into_iter()
-            .map(|record| (record.batch_id, record.state))
-            .collect(),
+            .map_err(|e| client_error(e, "listing batches"))?,
         Source::Local(_) => Vec::new(),
     };
     let ids = source.batch_ids().await?;
@@ -89,11 +91,8 @@ pub async fn list(args: BatchesArgs) -> Result<i32, CliError> {
                 continue;
             }
         };
-        let state = states
-            .iter()
-            .find(|(id, _)| id == batch_id)
-            .map(|(_, state)| *state);
-        rows.push(Row::of(&batch, state));
+        let record = records.iter().find(|record| record.batch_id == *batch_id);
+        rows.push(Row::of(&batch, record));
     }
     print!("{}", render(&rows, args.format));
     if rows.is_empty() {

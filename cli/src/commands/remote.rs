@@ -5,6 +5,7 @@ use anyhow::anyhow;
 use cowork_client::CoordinatorClient;
 use cowork_core::safe_text::{for_terminal, for_terminal_lines};
 use cowork_schema::BatchId;
+use cowork_schema::registry::BatchState;
 use futures::StreamExt;
 
 use crate::args::{OutputFormat, SubmitArgs};
@@ -211,18 +212,28 @@ pub async fn results(
     // An eval batch is judged by its A/B comparison, not by its arms' rollup.
     if let Some(words) = status.record.eval_verdict {
         summary = summary.judged_as(format!("{words} (eval, A/B comparison)"), exit_code);
+    } else if status.record.state == BatchState::Cancelled {
+        // Its envelope judges only the runs that finished before the cancel.
+        summary = summary.judged_as(
+            "INCOMPLETE (cancelled before its verdict; the units judge the runs that finished)"
+                .to_owned(),
+            exit_code,
+        );
     }
     crate::summary::print(&summary);
-    if let Some(dir) = download {
-        let downloaded = download_all(&client, &batch, dir).await?;
-        crate::progress::note(&format!(
-            "downloaded {} of batch {batch} to {}",
-            count(downloaded, "file"),
-            dir.display()
-        ));
-    }
+    let Some(dir) = download else {
+        envelope.print()?;
+        return Ok(exit_code);
+    };
+    let downloaded = download_all(&client, &batch, dir).await?;
+    crate::progress::note(&format!(
+        "downloaded {} of batch {batch} to {}",
+        count(downloaded, "file"),
+        dir.display()
+    ));
     envelope.print()?;
-    Ok(exit_code)
+    // The download is what was asked for, and it worked; the verdict is in the summary.
+    Ok(0)
 }
 
 /// How many files `cowork results --download` fetches at once.

@@ -218,6 +218,7 @@ async fn metrics_scrapes_do_not_walk_the_batch_registry() {
             generation: 0,
             kill_running: false,
             controls: Default::default(),
+            listing: Default::default(),
         };
         fabric
             .batches

@@ -818,12 +818,7 @@ fn an_eval_on_a_coordinator_is_judged_as_an_eval_in_its_list_pages_and_reports()
         .as_str()
         .unwrap_or_else(|| out.fail("the report names no batch"))
         .to_owned();
-    let port = fleet.api_port;
-    let get = |target: &str| {
-        let (status, _, body) = crate::report::http_get(port, target, Some(TOKEN));
-        assert_eq!(status, 200, "GET {target}: {body}\n{}", fleet.logs());
-        body
-    };
+    let get = |target: &str| fleet.api_get(target);
 
     // The list API judges it by its A/B verdict, with `cowork eval`'s exit code.
     let listed: Value = serde_json::from_str(&get("/v1/batches")).expect("a JSON list");
@@ -852,11 +847,7 @@ fn an_eval_on_a_coordinator_is_judged_as_an_eval_in_its_list_pages_and_reports()
 
     // The batch list page shows an eval and its verdict, not FAIL.
     let page = get(&format!("/v1/ui?token={TOKEN}"));
-    let row = page
-        .split(&format!("<tr data-batch=\"{batch}\""))
-        .nth(1)
-        .and_then(|rest| rest.split("</tr>").next())
-        .unwrap_or_else(|| panic!("no row for {batch} in {page}"));
+    let row = crate::fleet::list_page_row(&page, &batch);
     for fragment in [
         "data-mode=\"eval\"",
         "eval&#58; no detectable difference",

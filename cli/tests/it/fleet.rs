@@ -303,6 +303,32 @@ impl Fleet {
         self.cowork(cwd, &all)
     }
 
+    /// [`Fleet::submit`], again until it exits `code`: the first submits can find no live
+    /// worker yet (a worker registers a moment after it starts).
+    pub fn submit_until_code(&self, cwd: &Path, args: &[&str], code: i32) -> Output {
+        wait_until(format!(
+            "a submit exiting {code}: a live worker takes the batch"
+        ))
+        .within(Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .context(|| self.logs())
+        .poll(|| {
+            let out = self.submit(cwd, args);
+            if out.code() == code {
+                Ok(out)
+            } else {
+                Err(out.context())
+            }
+        })
+    }
+
+    /// The body of `GET target` from the coordinator with the API token; panics unless `200`.
+    pub fn api_get(&self, target: &str) -> String {
+        let (status, _, body) = crate::report::http_get(self.api_port, target, Some(TOKEN));
+        assert_eq!(status, 200, "GET {target}: {body}\n{}", self.logs());
+        body
+    }
+
     /// `cowork submit …` without waiting: the batch id it printed.
     pub fn submit_detached(&self, cwd: &Path, args: &[&str]) -> BatchId {
         let mut all = vec!["submit"];
@@ -452,6 +478,14 @@ impl Drop for Fleet {
 }
 
 /// The batch id an envelope's `fleet` key names.
+/// The row of `batch` in the batch list page (`/v1/ui`).
+pub fn list_page_row<'a>(page: &'a str, batch: &str) -> &'a str {
+    page.split(&format!("<tr data-batch=\"{batch}\""))
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row for {batch} in {page}"))
+}
+
 pub fn batch_of(envelope: &serde_json::Value) -> BatchId {
     let id = envelope["fleet"]["batchId"]
         .as_str()

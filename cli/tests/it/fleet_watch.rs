@@ -26,29 +26,19 @@ async fn a_watch_names_its_live_page_why_runs_failed_and_what_ctrl_c_leaves_runn
 
     // A batch whose runs all fail: the summary says why and names one job and the command
     // that fetches its files.
-    let failed = wait_until("a live worker takes the batch")
-        .within(PATIENCE)
-        .every(Duration::from_millis(100))
-        .context(|| fleet.logs())
-        .poll(|| {
-            let out = fleet.submit(
-                sandbox.path(),
-                &[
-                    "scenarios/in-container.yaml",
-                    "--repeat",
-                    "2",
-                    "--executor",
-                    "sim",
-                    "--sim-profile",
-                    "never.yaml",
-                ],
-            );
-            if out.code() == 1 {
-                Ok(out)
-            } else {
-                Err(out.context())
-            }
-        });
+    let failed = fleet.submit_until_code(
+        sandbox.path(),
+        &[
+            "scenarios/in-container.yaml",
+            "--repeat",
+            "2",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "never.yaml",
+        ],
+        1,
+    );
     failed
         .expect_stderr("live page: ")
         .expect_stderr("/live.html")

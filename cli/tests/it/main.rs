@@ -47,6 +47,7 @@ mod bad_input;
 mod bounds;
 mod browser;
 mod budget;
+mod cancelled;
 mod capabilities;
 mod cluster;
 mod cluster_docker;

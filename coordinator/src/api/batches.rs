@@ -301,7 +301,7 @@ pub(crate) async fn status(
     let record = record_of(&service, &batch_id).await?;
     let progress = service
         .live(&batch_id)
-        .map(|live| live_progress(&service, &live));
+        .map(|live| live_progress(&service, &live, record.state.is_final()));
     let rollup = if record.state == BatchState::Done {
         read_rollup(&service, &batch_id).await
     } else {
@@ -315,8 +315,11 @@ pub(crate) async fn status(
 }
 
 /// The progress of a batch supervised here, with the fleet view's unserved tiers and the
-/// fabric view's stalls.
-fn live_progress(service: &Service, live: &LiveBatch) -> ProgressSnapshot {
+/// fabric view's stalls while it runs: an ended batch waits for nothing.
+fn live_progress(service: &Service, live: &LiveBatch, ended: bool) -> ProgressSnapshot {
+    if ended {
+        return live.progress.borrow().clone();
+    }
     ProgressSnapshot {
         unserved_tiers: live.unserved.borrow().clone(),
         fabric_stalls: service.views.fabric.borrow().stalls.clone(),
@@ -573,6 +576,9 @@ pub(crate) async fn report(
     }
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
+    if record.state == BatchState::Cancelled {
+        return unfinished_envelope(&service, &batch_id).await;
+    }
     if record.state != BatchState::Done {
         return Err(ApiFailure::not_found(&format!(
             "report of batch {batch_id} (the batch is {})",
@@ -595,6 +601,45 @@ pub(crate) async fn report(
             Err(ApiFailure::port("reading the report", &error, transient))
         }
     }
+}
+
+/// The envelope of a cancelled batch: none was stored, so its stored outcomes are judged as
+/// `cowork rollup` judges an interrupted batch (marked incomplete, every missing job named),
+/// the same judgment its formatted reports show. Its `ok` is false: a batch cancelled before
+/// its verdict fails, as `cowork watch` says of it.
+async fn unfinished_envelope(
+    service: &Service,
+    batch_id: &BatchId,
+) -> Result<Response, ApiFailure> {
+    // The same turn as a formatted report: judging reads every stored outcome once.
+    let _render_turn = Arc::clone(&service.report_renders)
+        .acquire_owned()
+        .await
+        .map_err(|error| ApiFailure::port("waiting for a report render", &error, true))?;
+    let envelope = match crate::report_input::unfinished_envelope(
+        service.ports.store.as_ref(),
+        batch_id,
+    )
+    .await
+    {
+        Ok(envelope) => envelope,
+        Err(error) if error.is_not_found() => {
+            return Err(ApiFailure::not_found(&format!(
+                "report of batch {batch_id}"
+            )));
+        }
+        Err(error) => {
+            let transient = error.is_transient();
+            return Err(ApiFailure::port(
+                "judging the cancelled batch",
+                &error,
+                transient,
+            ));
+        }
+    };
+    let body = cowork_schema::json_number::to_vec(&envelope)
+        .map_err(|error| ApiFailure::port("writing the envelope", &error, false))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// The query of `GET /v1/batches/{id}/artifacts`.

@@ -12,7 +12,7 @@ use cowork_schema::BatchId;
 use cowork_schema::api::{BatchEnd, ProgressSnapshot};
 use cowork_schema::batch::{BatchMode, StoredBatch};
 use cowork_schema::layout::{BatchKey, StoreKey};
-use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_schema::registry::{BatchListing, BatchRecord, BatchState};
 
 use super::records::now_ms;
 use super::{LiveBatch, PORT_RETRY, Service};
@@ -79,6 +79,11 @@ impl Service {
             generation: 0,
             kill_running: false,
             controls: Default::default(),
+            listing: BatchListing {
+                target: Some(stored.spec.target_display.clone()),
+                eval: stored.spec.mode == BatchMode::Eval,
+                spent_usd: None,
+            },
         };
         self.ports
             .batches
@@ -308,6 +313,12 @@ impl Service {
     /// the batch's followers.
     async fn record_end(&self, plan: &Plan, live: &LiveBatch, end: FinalState) {
         let batch_id = &plan.batch_id;
+        // An ended batch waits for nothing: the fleet view stops refreshing it, so what it
+        // last said about unserved tiers would stand forever.
+        live.unserved.send_replace(Vec::new());
+        // What its runs reported spending, folded or discarded: kept in the record because a
+        // cancelled batch has no stats to read it from.
+        let spent_usd = live.progress.borrow().cost_usd;
         // Followers wait for the record, so a decided batch must not stay running in it.
         let ended = self
             .transition_until_written(batch_id, "recording the batch's end", |record| {
@@ -318,6 +329,7 @@ impl Service {
                 record.ok = end.ok;
                 record.exit_code = end.exit_code;
                 record.eval_verdict = end.eval_verdict.clone();
+                record.listing.spent_usd = Some(spent_usd);
                 true
             })
             .await;

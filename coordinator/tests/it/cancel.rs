@@ -57,11 +57,20 @@ async fn cancel_stops_admission_and_ends_cancelled() {
         .await
         .expect_err("a final batch cannot be cancelled");
     assert_eq!(kind(&again), "conflict", "{again}");
+    // No envelope was stored: the report judges the stored runs, marked incomplete.
     let report = client
         .report(&id)
         .await
-        .expect_err("a cancelled batch has no report");
-    assert_eq!(kind(&report), "not-found", "{report}");
+        .expect("a cancelled batch's runs, judged");
+    assert!(!report.ok, "cancelled before its verdict: {report:?}");
+    assert!(
+        matches!(
+            &report.fleet,
+            Some(cowork_schema::fleet_key::FleetKey::Unfinished(meta)) if meta.incomplete
+        ),
+        "{:?}",
+        report.fleet
+    );
     server.stop().await;
 }
 

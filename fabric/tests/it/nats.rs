@@ -544,6 +544,7 @@ fn record(batch_id: &str, state: BatchState) -> BatchRecord {
         generation: 0,
         kill_running: false,
         controls: Default::default(),
+        listing: Default::default(),
     }
 }
 

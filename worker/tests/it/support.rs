@@ -238,5 +238,6 @@ pub fn batch_record(
         generation: 0,
         kill_running: false,
         controls: Default::default(),
+        listing: Default::default(),
     }
 }

@@ -57,7 +57,8 @@ pub fn render_batch_list_live(
         let id = record.batch_id.as_str();
         let state = record.state.as_str();
         let now = live.get(id);
-        let eval = record.eval_verdict.is_some() || now.is_some_and(|now| now.eval);
+        let eval =
+            record.eval_verdict.is_some() || record.listing.eval || now.is_some_and(|now| now.eval);
         let verdict = verdict_cell(record);
         let mode = if eval { " data-mode=\"eval\"" } else { "" };
         let eval_mark = if eval {
@@ -82,8 +83,15 @@ pub fn render_batch_list_live(
             None if record.state.is_final() => String::new(),
             None => format!("0/{}", record.n_jobs),
         };
-        let target = now.and_then(|now| now.target.clone()).unwrap_or_default();
-        let cost = now.map_or_else(String::new, |now| format!("${:.2}", now.cost_usd));
+        // A running batch's spend is live; an ended one's was kept in its record.
+        let target = now
+            .and_then(|now| now.target.clone())
+            .or_else(|| record.listing.target.clone())
+            .unwrap_or_default();
+        let cost = now
+            .map(|now| now.cost_usd)
+            .or(record.listing.spent_usd)
+            .map_or_else(String::new, |usd| format!("${usd:.2}"));
         let simulated = if now.is_some_and(|now| now.simulated) {
             " <span class=\"badge simulated\">SIMULATED</span>"
         } else {
