@@ -12,6 +12,9 @@
 //! Each case compares what `cowork` stored with what the CLI itself prints for the same input:
 //! results and rollups equal the CLI's own, apart from run times, run ids and temp paths.
 
+#[path = "conformance_examples.rs"]
+mod examples;
+
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
