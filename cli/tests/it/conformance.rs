@@ -14,6 +14,8 @@
 
 #[path = "conformance_examples.rs"]
 mod examples;
+#[path = "conformance_workflows.rs"]
+mod workflows;
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
