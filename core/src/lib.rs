@@ -4,6 +4,7 @@
 //! - [`prepared`]: the validated inputs of a batch (what `cowork_coordinator::intake::files` reads
 //!   from disk), as plain data.
 //! - [`plan`]: flags, cells, job ids, materialized axis overrides; eval batches (`plan::eval`).
+//! - [`effort`]: the `effort:` a session's model takes under a baseline, as the harness decides.
 //! - [`verdict`]: a per-run verdict re-derived for results written without one.
 //! - [`reduce`]: index-order folding into rollups, verdicts, envelope keys and exit codes.
 //! - [`fleet`]: workers refused for their protocol version, tiers no live worker serves.
@@ -29,6 +30,7 @@
 
 pub mod admission;
 pub mod controls;
+pub mod effort;
 pub mod eta;
 pub mod eval;
 pub mod fleet;

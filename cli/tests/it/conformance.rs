@@ -12,6 +12,11 @@
 //! Each case compares what `cowork` stored with what the CLI itself prints for the same input:
 //! results and rollups equal the CLI's own, apart from run times, run ids and temp paths.
 
+#[path = "conformance_examples.rs"]
+mod examples;
+#[path = "conformance_workflows.rs"]
+mod workflows;
+
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

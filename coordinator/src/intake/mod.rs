@@ -90,6 +90,7 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
             .clone()
             .unwrap_or_else(|| default_bundle_root(&request.target, &request.cwd)),
         mode: request.mode,
+        executor: request.executor,
     };
     let prepared = prepare(&input);
     let (flags, prepared): (_, PreparedBatch) = match (flags, prepared) {

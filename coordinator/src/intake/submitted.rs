@@ -211,6 +211,7 @@ fn prepare_files(spec: &BatchSpec, dest: &Path) -> Result<Prepared, Vec<String>>
         matrix: spec.matrix_file.as_ref().map(|matrix| dest.join(matrix)),
         bundle_root: dest.to_path_buf(),
         mode: spec.mode,
+        executor: spec.executor,
     };
     match prepare(&input) {
         Ok(prepared) => Ok((prepared, None)),

@@ -234,6 +234,7 @@ pub fn packed(root: &Path, flags: BatchFlags) -> Packed {
         matrix: None,
         bundle_root: root.to_path_buf(),
         mode: BatchMode::Run,
+        executor: cowork_schema::batch::ExecutorKind::Harness,
     })
     .unwrap_or_else(|errors| panic!("fixture project is valid: {errors:?}"));
     let layout = plan_units(&prepared, &flags, BatchMode::Run)

@@ -16,6 +16,8 @@
 //! The matrix preconditions of harness-behaviour.md#matrix-axes are checked here: a skill-dir
 //! candidate whose basename differs from the replaced entry's basename (the mount name derives from
 //! it) is a cell error, not a usage error — the cell gets no jobs and the other cells still run.
+//! So is a session `effort:` the cell's model does not take under the cell's baseline
+//! ([`crate::effort`]), which the harness refuses for that cell alone.
 
 use serde_json::{Map, Value};
 
@@ -44,6 +46,14 @@ pub fn materialize_cell(
     resolved_skill_dir: Option<&str>,
     scenario: &PreparedScenario,
 ) -> Result<MaterializedCell, String> {
+    // The harness refuses the cell's run before staging anything: a cell error, as in the CLI.
+    if let Some(refusal) = crate::effort::unit_effort_refusal(
+        scenario,
+        axes.model.as_deref(),
+        axes.baseline.as_deref(),
+    ) {
+        return Err(refusal.to_string());
+    }
     if axes.baseline.is_none() && axes.model.is_none() && axes.skill_dir.is_none() {
         return Ok(MaterializedCell {
             scenario_file: scenario.rel_path.clone(),

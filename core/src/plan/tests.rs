@@ -337,6 +337,41 @@ fn baseline_only_cells_keep_the_original_session() {
 }
 
 #[test]
+fn an_effort_the_cell_model_does_not_take_is_a_cell_error() {
+    let session =
+        "model: claude-sonnet-4-5\neffort: high\nplugins:\n  local_plugins:\n    - ../skills/k\n";
+    let scenario = prepared_scenario(
+        "scenarios/t.yaml",
+        SCENARIO,
+        Some(("sessions/s.yaml", session)),
+    );
+    let batch = matrix_batch(
+        scenario,
+        "{models: [claude-sonnet-4-5, claude-opus-4-8]}",
+        &[],
+    );
+    let layout = layout_of(&batch);
+    assert_eq!(
+        layout.units[0].cell_error.as_deref(),
+        Some(
+            "sessions/s.yaml:2:1: effort: model \"claude-sonnet-4-5\" has no effort selector — omit \
+             `effort:` (real Cowork always runs it at the medium fallback, with no UI picker)"
+        )
+    );
+    assert_eq!(layout.units[1].cell_error, None);
+    // A baseline axis from before the harness knew selectors takes the effort.
+    let scenario = prepared_scenario(
+        "scenarios/t.yaml",
+        SCENARIO,
+        Some(("sessions/s.yaml", session)),
+    );
+    let batch = matrix_batch(scenario, "{baselines: [desktop-1.18286.2, latest]}", &[]);
+    let layout = layout_of(&batch);
+    assert_eq!(layout.units[0].cell_error, None);
+    assert!(layout.units[1].cell_error.is_some());
+}
+
+#[test]
 fn basename_mismatch_is_a_cell_error() {
     let batch = matrix_batch(
         simple_scenario(),

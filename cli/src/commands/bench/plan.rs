@@ -58,6 +58,7 @@ pub(super) fn bench_plan(n_jobs: u64) -> Result<i32, CliError> {
         matrix: Some(dir.join("matrix.yaml")),
         bundle_root: dir.clone(),
         mode: BatchMode::Run,
+        executor: cowork_schema::batch::ExecutorKind::Sim,
     };
     let prepared = prepare(&input).map_err(|errors| {
         CliError::Failed(anyhow::anyhow!(

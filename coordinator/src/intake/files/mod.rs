@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use cowork_schema::batch::BatchMode;
+use cowork_schema::batch::{BatchMode, ExecutorKind};
 use cowork_schema::load::Position;
 use cowork_schema::session::Session;
 
@@ -49,11 +49,15 @@ pub struct PrepareInput {
     /// Every input must lie under this directory; it becomes the root of the bundle.
     pub bundle_root: PathBuf,
     pub mode: BatchMode,
+    /// The executor of the batch's jobs: every one but `sim` runs the real harness, which
+    /// cannot replay a simulated cassette.
+    pub executor: ExecutorKind,
 }
 
 /// Loads and checks every input of a batch. Returns all problems found.
 pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
     let mut ctx = Ctx::for_root(&input.bundle_root)?;
+    ctx.real_harness = input.executor != ExecutorKind::Sim;
 
     let targets = ctx.list_targets(&input.target, input.mode);
     if input.matrix.is_some() && input.mode == BatchMode::Replay {
@@ -89,6 +93,22 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
         .matrix
         .as_deref()
         .and_then(|matrix| ctx.load_matrix(matrix, scenarios.first()));
+    // Without a matrix every run uses the session's model and the scenario's baseline, and the
+    // harness refuses an effort they do not take before it stages anything; a matrix cell is
+    // judged on its own axes by the planner (a cell error there). A replay stages nothing.
+    if input.matrix.is_none() && input.mode != BatchMode::Replay {
+        for scenario in &scenarios {
+            if let Some(mut refusal) =
+                cowork_core::effort::unit_effort_refusal(scenario, None, None)
+            {
+                refusal.file = ctx.display(&refusal.file.display().to_string());
+                // A session shared by several scenarios is refused once.
+                if !ctx.errors.contains(&refusal) {
+                    ctx.errors.push(refusal);
+                }
+            }
+        }
+    }
 
     if ctx.errors.is_empty() {
         Ok(PreparedBatch {
@@ -261,6 +281,7 @@ impl Ctx {
             files: BTreeSet::new(),
             sessions: BTreeMap::new(),
             target_rel: String::new(),
+            real_harness: false,
         })
     }
 }
@@ -311,6 +332,8 @@ struct Ctx {
     sessions: BTreeMap<String, Option<Session>>,
     /// The target, bundle-relative, once listed.
     target_rel: String,
+    /// `true` when the real harness runs the jobs: a simulated cassette is then refused.
+    real_harness: bool,
 }
 
 impl Ctx {

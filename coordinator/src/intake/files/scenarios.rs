@@ -264,6 +264,21 @@ impl Ctx {
                 return None;
             }
         };
+        if self.real_harness && value.get("simulated") == Some(&serde_json::Value::Bool(true)) {
+            self.errors.push(InputError {
+                hint: Some(
+                    "record a real cassette (`cowork run <scenario> --record`, or `cowork-harness \
+                     record`) or replay this one with `--executor sim`"
+                        .to_owned(),
+                ),
+                ..plain_error(
+                    &file,
+                    "a simulated cassette (`\"simulated\": true`, written by the sim executor) holds \
+                     no recorded run, so cowork-harness cannot replay it",
+                )
+            });
+            return None;
+        }
         let (Some(frozen), true) = (
             value.get("scenario").filter(|s| s.is_object()),
             value.get("events").is_some_and(serde_json::Value::is_array),

@@ -27,6 +27,7 @@ fn input(root: &Path, target: &str, matrix: Option<&str>, mode: BatchMode) -> Pr
         matrix: matrix.map(|m| root.join(m)),
         bundle_root: root.to_path_buf(),
         mode,
+        executor: ExecutorKind::Harness,
     }
 }
 
@@ -292,6 +293,7 @@ fn targets_outside_the_root_suggest_bundle_root() {
         matrix: None,
         bundle_root: outer.path().join("root"),
         mode: BatchMode::Run,
+        executor: ExecutorKind::Harness,
     });
     assert_eq!(got.len(), 1);
     assert!(got[0].ends_with("elsewhere/s.yaml: the target lies outside the bundle root (hint: every input must lie inside the bundle root <root>; pass a --bundle-root that contains it)"), "{got:?}");
@@ -536,4 +538,60 @@ fn materialized_cells_resolve_inside_the_unpacked_bundle() {
         session_dir.join(&session.uploads[0]).is_file(),
         "uploads still resolve"
     );
+}
+
+#[test]
+fn a_simulated_cassette_is_refused_for_the_real_harness_and_taken_by_the_simulator() {
+    let simulated = r#"{"generator": "cowork-fleet-sim", "simulated": true, "scenario": {"name": "s", "prompt": "p"}, "events": []}"#;
+    let dir = tree(&[("replays/s.json", simulated)]);
+    let mut replay = input(dir.path(), "replays", None, BatchMode::Replay);
+    for executor in [ExecutorKind::Harness, ExecutorKind::Container] {
+        replay.executor = executor;
+        assert_eq!(
+            errors(&replay),
+            [
+                "<root>/replays/s.json: a simulated cassette (`\"simulated\": true`, written by the sim \
+                 executor) holds no recorded run, so cowork-harness cannot replay it (hint: record a \
+                 real cassette (`cowork run <scenario> --record`, or `cowork-harness record`) or \
+                 replay this one with `--executor sim`)"
+            ]
+        );
+    }
+    replay.executor = ExecutorKind::Sim;
+    assert_eq!(ok(&replay).scenarios.len(), 1);
+}
+
+#[test]
+fn an_effort_the_model_has_no_selector_for_is_refused_at_the_session_line() {
+    let session = "model: claude-sonnet-4-5\neffort: high\n";
+    let dir = tree(&[
+        ("s/a.yaml", "prompt: a\nsession: ../sessions/s.yaml\n"),
+        ("s/b.yaml", "prompt: b\nsession: ../sessions/s.yaml\n"),
+        ("sessions/s.yaml", session),
+    ]);
+    // Once for the session both scenarios share, in the harness's words, at its line.
+    for mode in [BatchMode::Run, BatchMode::Record] {
+        assert_eq!(
+            errors(&input(dir.path(), "s", None, mode)),
+            [
+                "<root>/sessions/s.yaml:2:1: effort: model \"claude-sonnet-4-5\" has no effort \
+                 selector — omit `effort:` (real Cowork always runs it at the medium fallback, with \
+                 no UI picker)"
+            ]
+        );
+    }
+    // A model with the level, or a baseline from before the harness knew selectors, passes.
+    write(
+        dir.path(),
+        "sessions/s.yaml",
+        "model: claude-opus-4-8\neffort: high\n",
+    );
+    ok(&run_input(dir.path(), "s"));
+    write(dir.path(), "sessions/s.yaml", session);
+    write(
+        dir.path(),
+        "s/a.yaml",
+        "prompt: a\nbaseline: desktop-1.18286.2\nsession: ../sessions/s.yaml\n",
+    );
+    ok(&run_input(dir.path(), "s/a.yaml"));
 }

@@ -45,6 +45,7 @@ fn submitted(root: &Path, matrix: Option<&str>, flags: BatchFlags) -> Submitted 
         matrix: matrix.map(|m| root.join(m)),
         bundle_root: root.to_path_buf(),
         mode: BatchMode::Run,
+        executor: cowork_schema::batch::ExecutorKind::Harness,
     })
     .unwrap_or_else(|errors| panic!("fixture project is valid: {errors:?}"));
     let layout = plan_units(&prepared, &flags, BatchMode::Run)
@@ -329,4 +330,42 @@ fn a_wrong_version_and_sim_settings_for_another_executor_are_refused() {
             "spec.sim: only the sim executor",
         ],
     );
+}
+
+#[test]
+fn a_simulated_cassette_in_a_harness_batch_is_refused_by_the_coordinator_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cassette = r#"{"simulated": true, "scenario": {"name": "s", "prompt": "p"}, "events": []}"#;
+    fs::create_dir_all(dir.path().join("cassettes")).expect("cassettes dir");
+    fs::write(dir.path().join("cassettes/s.json"), cassette).expect("write cassette");
+    // Packed as a client that skipped its own check would pack it (here: as for the simulator).
+    let prepared = prepare(&PrepareInput {
+        target: dir.path().join("cassettes"),
+        matrix: None,
+        bundle_root: dir.path().to_path_buf(),
+        mode: BatchMode::Replay,
+        executor: ExecutorKind::Sim,
+    })
+    .unwrap_or_else(|errors| panic!("the simulator takes it: {errors:?}"));
+    let bundle = pack(&prepared.root, &prepared.files, &[]).expect("pack");
+    let mut spec = BatchSpec {
+        schema_version: BATCH_SPEC_VERSION,
+        mode: BatchMode::Replay,
+        target_display: "cassettes".into(),
+        target: prepared.target.clone(),
+        scenario_files: vec!["cassettes/s.json".into()],
+        matrix_file: None,
+        flags: BatchFlags::default(),
+        executor: ExecutorKind::Harness,
+        sim: None,
+        bundle_sha256: bundle.sha256.clone(),
+        eval: None,
+    };
+    check_refused(
+        &spec,
+        &bundle.bytes,
+        &["cassettes/s.json: a simulated cassette (`\"simulated\": true`"],
+    );
+    spec.executor = ExecutorKind::Sim;
+    intake(&spec, &bundle.bytes).expect("a sim batch replays it");
 }
