@@ -74,7 +74,7 @@ fi
 missing_paths="$(python3 - <<'PY'
 import os, re
 text = open("docs/architecture.md", encoding="utf-8").read()
-tops = ("schema/", "core/", "fabric/", "client/", "coordinator/", "worker/", "cli/", "testkit/", "scripts/", "docs/", "charts/", "fuzz/")
+tops = ("schema/", "core/", "fabric/", "client/", "coordinator/", "worker/", "cli/", "testkit/", "scripts/", "docs/", "charts/", "fuzz/", "docker/", "examples/")
 missing = []
 for path in sorted(set(re.findall(r"`([A-Za-z0-9_./-]+)`", text))):
     if not path.startswith(tops):
