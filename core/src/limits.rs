@@ -166,6 +166,21 @@ impl ModelLimits {
         Ok(())
     }
 
+    /// Counts a job of `model` that is already running (a worker started it before this
+    /// process admitted anything): it holds a slot whatever the limit, so nothing new of its
+    /// model is admitted until the running ones fit, and the most seen at once says what
+    /// happened. It is not a new start, so a rate window does not count it.
+    pub fn adopt(&self, model: &str) -> bool {
+        let Some(index) = self.rule_of(model) else {
+            return false;
+        };
+        let mut state = self.lock();
+        let entry = state.entry(index).or_default();
+        entry.in_flight += 1;
+        entry.max_in_flight = entry.max_in_flight.max(entry.in_flight);
+        true
+    }
+
     /// Gives back the slot of a finished (or abandoned) job of `model`.
     pub fn release(&self, model: &str) {
         let Some(index) = self.rule_of(model) else {
@@ -230,6 +245,24 @@ mod tests {
             limits.snapshot(),
             vec![("claude-sonnet=2".to_owned(), 2, 2)]
         );
+    }
+
+    #[test]
+    fn adopted_running_jobs_hold_slots_over_the_limit() {
+        let limits = ModelLimits::new(vec![ModelLimit::parse("m=2/10s").expect("valid")]);
+        let now = Instant::now();
+        assert!(limits.adopt("m") && limits.adopt("m") && limits.adopt("m"));
+        assert!(!limits.adopt("other"), "no rule, no slot");
+        assert_eq!(limits.try_acquire("m", now), Err(Held::Concurrency));
+        limits.release("m");
+        assert_eq!(limits.try_acquire("m", now), Err(Held::Concurrency));
+        limits.release("m");
+        assert_eq!(
+            limits.try_acquire("m", now),
+            Ok(()),
+            "adoptions are not starts of the rate window"
+        );
+        assert_eq!(limits.snapshot(), vec![("m=2/10s".to_owned(), 2, 3)]);
     }
 
     #[test]

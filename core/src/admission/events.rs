@@ -82,12 +82,17 @@ impl Admission {
         }
         let withdrawn = (self.cancelling && self.withdrawal == Withdrawal::Done)
             || self.dispatch.withdrew_any();
-        if !self.outstanding.contains_key(&ordinal) && withdrawn {
-            // A worker took it just before the withdrawal: it runs, so the batch waits for it
-            // (and a resumed dispatch does not publish it again).
-            self.track(unit, run, None);
+        if !self.outstanding.contains_key(&ordinal) && (withdrawn || !self.catching_up) {
+            // A worker took it just before the withdrawal, or an earlier supervisor published
+            // it and it starts only now: it runs, so the batch waits for it, a resumed dispatch
+            // does not publish it again, and it holds its model's slot (over the limit if need
+            // be) so nothing new of that model is admitted beside it.
+            let model = &self.units[unit as usize].model;
+            let model_slot = self.limits.adopt(model).then(|| model.clone());
+            self.track(unit, run, model_slot);
             if !self.cancelling {
-                // The pause's withdrawal had taken it off the admitted count.
+                // Not on the admitted count yet: the pause's withdrawal took it off, or this
+                // supervisor never admitted it.
                 self.progress.admitted += 1;
             }
         }

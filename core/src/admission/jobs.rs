@@ -42,6 +42,15 @@ impl JobGrid {
         u64::from(unit) * u64::from(self.runs) + u64::from(run)
     }
 
+    /// The unit and run of an ordinal of this grid.
+    pub fn unit_and_run(&self, ordinal: u64) -> (u32, u32) {
+        let runs = u64::from(self.runs);
+        (
+            u32::try_from(ordinal / runs).unwrap_or(u32::MAX),
+            (ordinal % runs) as u32,
+        )
+    }
+
     /// The unit and run of a job id's parts, if they belong to this grid.
     pub fn locate(&self, unit: UnitRef, repeat_index: Option<u32>) -> Option<(u32, u32)> {
         let unit = unit.index();
@@ -93,6 +102,23 @@ impl BitSet {
             .sum()
     }
 
+    /// Ordinals in this set and not in `other`, in order.
+    pub fn difference<'a>(&'a self, other: &'a BitSet) -> impl Iterator<Item = u64> + 'a {
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(move |(index, word)| {
+                let mut left = word & !other.words.get(index).copied().unwrap_or(0);
+                std::iter::from_fn(move || {
+                    (left != 0).then(|| {
+                        let bit = left.trailing_zeros();
+                        left &= left - 1;
+                        index as u64 * 64 + u64::from(bit)
+                    })
+                })
+            })
+    }
+
     /// Ordinals in `start..end` that are in neither this set nor `other`.
     pub fn count_absent_from_both(&self, other: &BitSet, start: u64, end: u64) -> u64 {
         (start..end)
@@ -110,6 +136,7 @@ mod tests {
         let grid = JobGrid::new(3, Some(4));
         assert_eq!((grid.n_ordinals(), grid.runs()), (12, 4));
         assert_eq!(grid.ordinal(2, 3), 11);
+        assert_eq!(grid.unit_and_run(11), (2, 3));
         assert_eq!(grid.locate(UnitRef::Cell(2), Some(3)), Some((2, 3)));
         assert_eq!(grid.locate(UnitRef::Cell(3), Some(0)), None);
         assert_eq!(grid.locate(UnitRef::Cell(0), Some(4)), None);
@@ -128,6 +155,8 @@ mod tests {
         assert!(b.insert(129) && b.insert(64));
         assert!(a.contains(129) && !a.contains(64) && !a.contains(500));
         assert!(!a.insert(500), "out of range is ignored");
+        assert_eq!(a.difference(&b).collect::<Vec<_>>(), [0]);
+        assert_eq!(b.difference(&a).collect::<Vec<_>>(), [64]);
         assert_eq!(a.union_len(&b), 3);
         assert_eq!(a.count_absent_from_both(&b, 60, 70), 9);
     }

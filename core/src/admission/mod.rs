@@ -299,6 +299,9 @@ pub struct Admission {
     /// Jobs declared lost that are not outstanding (admitted by an earlier coordinator).
     lost_elsewhere: Vec<u64>,
     catching_up: bool,
+    /// The jobs a worker started before this supervisor did are tracked (with their model
+    /// slots), which happens once, before anything new is admitted.
+    adopted_running: bool,
     cancelling: bool,
     withdrawal: Withdrawal,
     budget_stopped: Option<Vec<String>>,
@@ -359,6 +362,7 @@ impl Admission {
             lost_by_queue: Vec::new(),
             lost_elsewhere: Vec::new(),
             catching_up: true,
+            adopted_running: false,
             cancelling: false,
             withdrawal: Withdrawal::NotAsked,
             budget_stopped: None,

@@ -69,6 +69,9 @@ impl Admission {
     pub fn next(&mut self, now: Instant) -> Decision {
         let mut decision = Decision::default();
         if !self.catching_up {
+            if !self.adopted_running {
+                self.adopt_running(now, &mut decision);
+            }
             self.expire_deadlines(now, &mut decision);
         }
         self.declare_given_up(&mut decision);
@@ -88,6 +91,33 @@ impl Admission {
         }
         self.conclude(now, waits, &mut decision);
         decision
+    }
+
+    /// Tracks the jobs a worker started before this supervisor did, before anything new is
+    /// admitted: each holds its model's slot (over the limit if need be), so a restart never
+    /// admits beside them more than the limit allows, and gets a deadline. Published again
+    /// (deduplicated by the queue) in case the delivery went with its worker.
+    fn adopt_running(&mut self, now: Instant, decision: &mut Decision) {
+        self.adopted_running = true;
+        let running: Vec<u64> = self.started.difference(&self.finished).collect();
+        for ordinal in running {
+            if self.outstanding.contains_key(&ordinal) {
+                continue;
+            }
+            let (unit, run) = self.grid.unit_and_run(ordinal);
+            let model = &self.units[unit as usize].model;
+            let model_slot = self.limits.adopt(model).then(|| model.clone());
+            self.track(unit, run, model_slot);
+            let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
+            self.set_deadline(ordinal, Some(deadline));
+            decision.publish.push(Publish {
+                job: JobRef {
+                    unit,
+                    repeat_index: self.grid.repeat_index(run),
+                },
+                republished: 0,
+            });
+        }
     }
 
     /// Started jobs past their deadline: published once more, then declared lost.

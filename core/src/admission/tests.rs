@@ -781,11 +781,78 @@ fn catch_up_never_admits_a_finished_job_and_republishes_the_running_ones() {
     }
     admission.end_catch_up();
     assert_eq!(admission.progress().admitted, 2);
-    assert_eq!(published(&admission.next(t0)), [r(0, 1), r(0, 2), r(0, 3)]);
+    assert_eq!(
+        published(&admission.next(t0)),
+        [r(0, 2), r(0, 1), r(0, 3)],
+        "the running job is taken in first"
+    );
     assert_eq!(
         admission.progress().admitted,
         4,
         "r2 was admitted before already"
+    );
+}
+
+#[test]
+fn a_restart_counts_the_running_jobs_of_a_model_before_admitting_more_of_it() {
+    let limits = Arc::new(ModelLimits::new(vec![
+        ModelLimit::parse("sonnet=2").expect("a valid rule"),
+    ]));
+    let plan = plan_of(&[cell("sonnet-4"), cell("sonnet-4")], repeat(3));
+    let config = AdmissionConfig {
+        model_limits: Arc::clone(&limits),
+        ..config(8)
+    };
+    let mut admission = Admission::new(&plan, config).expect("reduces");
+    let t0 = Instant::now();
+    // The coordinator before the restart had the second unit's first two runs running.
+    for input in [started(&admission, r(1, 0)), started(&admission, r(1, 1))] {
+        admission.apply(input, t0);
+    }
+    admission.end_catch_up();
+    let decision = admission.next(t0);
+    assert_eq!(
+        published(&decision),
+        [r(1, 0), r(1, 1)],
+        "nothing new of the model while its limit is taken by the running jobs"
+    );
+    assert_eq!(
+        admission.progress().held_by.as_deref(),
+        Some("model limit sonnet=2")
+    );
+    let input = passed(&admission, r(1, 0), 0.1);
+    admission.apply(input, t0);
+    assert_eq!(published(&admission.next(t0)), [r(0, 0)]);
+    let meta = admission.fleet_meta(&reduction_so_far(&admission));
+    assert_eq!(meta.model_limits["sonnet=2"].max_in_flight, 2);
+}
+
+#[test]
+fn a_job_an_earlier_coordinator_queued_holds_its_model_slot_when_it_starts() {
+    let limits = Arc::new(ModelLimits::new(vec![
+        ModelLimit::parse("sonnet=1").expect("a valid rule"),
+    ]));
+    let plan = plan_of(&[cell("sonnet-4"), cell("sonnet-4")], repeat(2));
+    let config = AdmissionConfig {
+        model_limits: Arc::clone(&limits),
+        ..config(8)
+    };
+    let (mut admission, t0) = start(&plan, config);
+    assert_eq!(published(&admission.next(t0)), [r(0, 0)]);
+    // A job published before a restart, still queued then, starts now: it runs, so it counts.
+    let input = started(&admission, r(1, 1));
+    admission.apply(input, t0);
+    let input = passed(&admission, r(0, 0), 0.1);
+    admission.apply(input, t0);
+    assert_eq!(
+        published(&admission.next(t0)),
+        [],
+        "the started job holds the one slot"
+    );
+    let meta = admission.fleet_meta(&reduction_so_far(&admission));
+    assert_eq!(
+        meta.model_limits["sonnet=1"].max_in_flight, 2,
+        "what happened"
     );
 }
 
