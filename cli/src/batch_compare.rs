@@ -8,7 +8,9 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use cowork_core::trend::{BatchCounts, Change, CompareRow, UnitCounts, compare, counts_from_stats};
+use cowork_core::trend::{
+    BatchCounts, Change, CompareRow, Flakiness, FlakyReason, UnitCounts, compare, counts_from_stats,
+};
 use cowork_schema::layout::names;
 use serde_json::{Value, json};
 
@@ -43,6 +45,50 @@ fn verdict_word(passed: Option<bool>) -> &'static str {
 
 pub fn usd(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |usd| format!("${usd:.4}"))
+}
+
+/// Why a unit is flaky, for a table: its verdicts when they flipped (`PASS→FAIL→PASS`; past
+/// four verdicts, how many flips), else the 95% interval of its pass rate and the bar it
+/// straddles (`unsure 49–94% vs 80%`); empty when it is not flaky.
+pub fn flaky_cell(flakiness: &Flakiness) -> String {
+    match flakiness.reason {
+        None => String::new(),
+        Some(FlakyReason::Flipped) => {
+            let path = flakiness.path();
+            if path.matches('→').count() < 4 {
+                path
+            } else {
+                format!("{} flips", flakiness.flips.len())
+            }
+        }
+        Some(FlakyReason::StraddlesBar) => {
+            let (low, high) = flakiness.interval.unwrap_or((0.0, 1.0));
+            format!(
+                "unsure {:.0}–{:.0}% vs {:.0}%",
+                low * 100.0,
+                high * 100.0,
+                flakiness.bar.unwrap_or(1.0) * 100.0
+            )
+        }
+    }
+}
+
+/// Adds the flaky fields to a unit's JSON: `flaky`, `flakyReason` (`flipped`, `straddlesBar` or
+/// null), `flips` (the ids of the batches whose verdict differs from the batch before) and
+/// `passInterval` (the 95% Wilson interval over every judged run, `[low, high]`).
+pub fn flaky_json(unit: &mut Value, flakiness: &Flakiness, flips: &[&str]) {
+    if let Some(object) = unit.as_object_mut() {
+        object.insert("flaky".into(), json!(flakiness.flaky()));
+        object.insert(
+            "flakyReason".into(),
+            json!(flakiness.reason.map(FlakyReason::as_str)),
+        );
+        object.insert("flips".into(), json!(flips));
+        object.insert(
+            "passInterval".into(),
+            json!(flakiness.interval.map(|(low, high)| [low, high])),
+        );
+    }
 }
 
 pub fn unit_json(unit: Option<&UnitCounts>) -> Value {
@@ -133,13 +179,88 @@ pub async fn diff_to(args: DiffArgs, output: Option<&Path>) -> Result<i32, CliEr
         .iter()
         .map(|(change, n)| format!("{n} {}", change.as_str()))
         .collect();
-    let n_flaky = rows.iter().filter(|row| row.flaky).count();
+    let n_flaky = rows.iter().filter(|row| row.flaky()).count();
     eprintln!(
-        "{} units: {}; {n_flaky} flaky (some runs passed, some failed)",
+        "{} units: {}; {n_flaky} flaky (verdict flipped, or pass rate too uncertain to say \
+         which side of the bar it is on)",
         rows.len(),
         tally.join(", ")
     );
     Ok(0)
+}
+
+/// `N units: …`: every kind of change counted, the steady ones (same verdict, not flaky)
+/// apart, then the flaky ones.
+fn diff_counts(rows: &[CompareRow]) -> String {
+    let steady = |change| {
+        rows.iter()
+            .filter(|row| row.change == change && !row.flaky())
+            .count()
+    };
+    let mut parts = vec![
+        format!("{} steady failing", steady(Change::Failing)),
+        format!("{} steady passing", steady(Change::Passing)),
+    ];
+    let mut changes: Vec<(Change, usize)> = Vec::new();
+    for row in rows {
+        if matches!(row.change, Change::Passing | Change::Failing) {
+            continue;
+        }
+        match changes.iter_mut().find(|(change, _)| *change == row.change) {
+            Some((_, n)) => *n += 1,
+            None => changes.push((row.change, 1)),
+        }
+    }
+    changes.sort();
+    parts.extend(
+        changes
+            .iter()
+            .map(|(change, n)| format!("{n} {}", change.as_str())),
+    );
+    let flaky = rows.iter().filter(|row| row.flaky()).count();
+    format!(
+        "{}: {}; {flaky} flaky",
+        crate::text::count(rows.len() as u64, "unit"),
+        parts.join(", ")
+    )
+}
+
+fn diff_json(then: &BatchCounts, now: &BatchCounts, rows: &[CompareRow]) -> String {
+    let units: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let side = |unit: Option<&UnitCounts>, min_pass_rate: f64| {
+                let mut value = unit_json(unit);
+                if let (Some(object), Some(unit)) = (value.as_object_mut(), unit) {
+                    object.insert("passed".into(), json!(unit.passed(min_pass_rate)));
+                }
+                value
+            };
+            let mut unit = json!({
+                "label": row.label,
+                "change": row.change.as_str(),
+                "then": side(row.then.as_ref(), then.min_pass_rate),
+                "now": side(row.now.as_ref(), now.min_pass_rate),
+            });
+            let flips: Vec<&str> = row
+                .flakiness
+                .flips
+                .iter()
+                .map(|at| {
+                    let batch = if *at == 0 { then } else { now };
+                    batch.batch_id.as_str()
+                })
+                .collect();
+            flaky_json(&mut unit, &row.flakiness, &flips);
+            unit
+        })
+        .collect();
+    let document = json!({
+        "then": {"batchId": then.batch_id.as_str(), "minPassRate": then.min_pass_rate},
+        "now": {"batchId": now.batch_id.as_str(), "minPassRate": now.min_pass_rate},
+        "units": units,
+    });
+    format!("{document}\n")
 }
 
 fn render_diff(
@@ -150,32 +271,9 @@ fn render_diff(
     all: bool,
 ) -> String {
     if format == TableFormat::Json {
-        let units: Vec<Value> = rows
-            .iter()
-            .map(|row| {
-                let side = |unit: Option<&UnitCounts>, min_pass_rate: f64| {
-                    let mut value = unit_json(unit);
-                    if let (Some(object), Some(unit)) = (value.as_object_mut(), unit) {
-                        object.insert("passed".into(), json!(unit.passed(min_pass_rate)));
-                    }
-                    value
-                };
-                json!({
-                    "label": row.label,
-                    "change": row.change.as_str(),
-                    "flaky": row.flaky,
-                    "then": side(row.then.as_ref(), then.min_pass_rate),
-                    "now": side(row.now.as_ref(), now.min_pass_rate),
-                })
-            })
-            .collect();
-        let document = json!({
-            "then": {"batchId": then.batch_id.as_str(), "minPassRate": then.min_pass_rate},
-            "now": {"batchId": now.batch_id.as_str(), "minPassRate": now.min_pass_rate},
-            "units": units,
-        });
-        return format!("{document}\n");
+        return diff_json(then, now, rows);
     }
+    let markdown = format == TableFormat::Markdown;
     let header = format!(
         "then {} ({}) → now {} ({})",
         then.batch_id,
@@ -183,15 +281,22 @@ fn render_diff(
         now.batch_id,
         when(&now.batch_id)
     );
-    // A sweep of a thousand cells would print a thousand rows, nearly all unchanged: past
-    // `crate::text::LISTED_UNITS` the table keeps what changed and counts the rest.
+    // The morning view: a sweep of a thousand cells would print a thousand rows, nearly all
+    // unchanged. Past `crate::text::LISTED_UNITS` the table lists what changed or is flaky, in
+    // `Change` order (worst first), at most `crate::text::MORNING_ROWS`; the count line
+    // counts the rest.
     let unchanged =
-        |row: &&CompareRow| !row.flaky && matches!(row.change, Change::Passing | Change::Failing);
+        |row: &&CompareRow| !row.flaky() && matches!(row.change, Change::Passing | Change::Failing);
     let compact = !all && rows.len() > crate::text::LISTED_UNITS;
-    let shown: Vec<&CompareRow> = rows
+    let mut shown: Vec<&CompareRow> = rows
         .iter()
         .filter(|row| !compact || !unchanged(row))
         .collect();
+    let mut more = 0;
+    if compact {
+        more = shown.len().saturating_sub(crate::text::MORNING_ROWS);
+        shown.truncate(crate::text::MORNING_ROWS);
+    }
     let cells: Vec<Vec<String>> = shown
         .iter()
         .map(|row| {
@@ -200,40 +305,28 @@ fn render_diff(
                 runs_cell(row.then.as_ref(), then.min_pass_rate),
                 runs_cell(row.now.as_ref(), now.min_pass_rate),
                 row.change.as_str().to_owned(),
-                if row.flaky { "FLAKY" } else { "" }.to_owned(),
+                flaky_cell(&row.flakiness),
             ]
         })
         .collect();
-    let mut body = if cells.is_empty() {
-        String::new()
-    } else {
-        table(
+    let mut body = diff_counts(rows);
+    body.push_str(if markdown { "\n\n" } else { "\n" });
+    if !cells.is_empty() {
+        body.push_str(&table(
             &["unit", "then", "now", "change", "flaky"],
             &cells,
             &[1, 2],
             format,
-        )
-    };
-    if compact {
-        let count = |change| {
-            rows.iter()
-                .filter(|row| row.change == change && !row.flaky)
-                .count() as u64
-        };
+        ));
+    }
+    if more > 0 {
         let _ = writeln!(
             body,
-            "{}{} not listed: {} failing both times, {} passing both times (--all lists every unit)",
-            if format == TableFormat::Markdown {
-                "\n"
-            } else {
-                ""
-            },
-            crate::text::count((rows.len() - shown.len()) as u64, "unchanged unit"),
-            count(Change::Failing),
-            count(Change::Passing),
+            "{}… and {more} more changed or flaky (--all)",
+            if markdown { "\n" } else { "" }
         );
     }
-    if format == TableFormat::Markdown {
+    if markdown {
         format!("**{header}**\n\n{body}")
     } else {
         format!("{header}\n{body}")

@@ -12,6 +12,12 @@ use crate::args::TableFormat;
 /// does not print a thousand rows.
 pub const LISTED_UNITS: usize = 40;
 
+/// Rows the morning view of `cowork diff` and `cowork trend` lists past [`LISTED_UNITS`] (what
+/// changed or is flaky, worst first), before `… and N more (--all)`. A matrix cell's label often
+/// takes a line of its own above its cells, so each row may take two lines: with the count
+/// line, the header and a legend of ten batches, the view stays under 60 lines.
+pub const MORNING_ROWS: usize = 15;
+
 /// `1 job`, `2 jobs`: a count with its noun in the right number (regular plurals).
 pub fn count(n: u64, noun: &str) -> String {
     count_of(n, noun, &format!("{noun}s"))

@@ -1,6 +1,7 @@
 //! Batches side by side: two batches compared unit by unit (`cowork diff`), and units followed
-//! over many batches (`cowork trend`), with the one definition of flaky every view shares
-//! ([`flaky`]: some runs passed and some failed).
+//! over many batches (`cowork trend`), with the one definition of flaky every view shares:
+//! [`flakiness`] across batches (the verdict flipped, or the runs' pass rate is too uncertain
+//! to say which side of the bar it is on) and [`flaky`] within one batch (the second half).
 //!
 //! The input is each batch's per-unit counts ([`BatchCounts`]): from its `stats.json`
 //! ([`counts_from_stats`]) or, for a batch written without one, from its `rollup.json` and
@@ -18,6 +19,7 @@ use cowork_schema::batch::{PlanKindName, StoredBatch};
 use cowork_schema::history::{BatchStats, UnitStats};
 use cowork_schema::rollup::{RepeatRollup, RollupDoc};
 use cowork_schema::run_result::cost_usd;
+use cowork_schema::unit::CellAxes;
 use serde_json::Value;
 
 use crate::history::{median_f64, median_u64};
@@ -29,6 +31,8 @@ pub struct UnitCounts {
     pub label: String,
     /// The effective scenario name.
     pub scenario: String,
+    /// The axes of a matrix cell (`None` for a file's unit).
+    pub axes: Option<CellAxes>,
     /// Folded runs (a unit stopped early counts what it folded).
     pub runs: u32,
     pub passes: u32,
@@ -48,9 +52,9 @@ impl UnitCounts {
         self.pass_rate().map(|rate| rate >= min_pass_rate)
     }
 
-    /// Some runs passed and some failed, in this one batch ([`flaky`]).
-    pub fn mixed(&self) -> bool {
-        flaky(self.passes, self.runs)
+    /// Flaky within this one batch, against its bar ([`flaky`]).
+    pub fn flaky(&self, min_pass_rate: f64) -> bool {
+        flaky(self.passes, self.runs, min_pass_rate)
     }
 
     /// Mean cost of a priced run; `None` when no run reported a cost.
@@ -85,6 +89,7 @@ pub fn counts_from_stats(stats: &BatchStats, min_pass_rate: f64) -> BatchCounts 
             .map(|unit| UnitCounts {
                 label: unit.label.clone(),
                 scenario: unit.scenario.clone(),
+                axes: unit.axes.clone(),
                 runs: unit.folded,
                 passes: unit.passes,
                 cost_usd: unit.cost_usd,
@@ -268,13 +273,146 @@ pub fn counts_from_rollup(
     )
 }
 
-/// The one definition of flaky, shared by `cowork diff`, `cowork trend` and the reports: some of
-/// a unit's runs passed and some failed (`passes` of `runs`, over whatever runs the view
-/// counts: one batch, two compared batches, or every batch a trend shows). Flaky says nothing
-/// about the verdict: a unit passing at a min pass rate of 0.8 with 4 of 5 runs is flaky and
-/// passing, and the views show both.
-pub fn flaky(passes: u32, runs: u32) -> bool {
-    passes > 0 && passes < runs
+/// The z of a two-sided 95% interval.
+const Z_95: f64 = 1.959_963_984_540_054;
+
+/// The Wilson score interval at 95% of a pass rate of `passes` in `runs`: `(low, high)`, within
+/// [0, 1]; `None` when nothing ran. Unlike `passes / runs ± error` it stays sensible for few
+/// runs and for rates near 0 or 1 (5 of 5 gives about 57%–100%, not 100%–100%).
+pub fn wilson_interval(passes: u32, runs: u32) -> Option<(f64, f64)> {
+    if runs == 0 {
+        return None;
+    }
+    let n = f64::from(runs);
+    let p = f64::from(passes.min(runs)) / n;
+    let z2 = Z_95 * Z_95;
+    let denominator = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denominator;
+    let half = Z_95 / denominator * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
+/// The flaky rule of one batch (the reports): some of the unit's `runs` passed and some failed,
+/// and the 95% Wilson interval of its pass rate straddles `min_pass_rate` (the bar lies
+/// strictly inside it), so the runs cannot tell whether the unit really meets the bar. A unit
+/// whose runs all passed or all failed is steady, whatever their number; a unit failing some
+/// runs whose interval lies clear of the bar (9 of 10 against a bar of 100%, 45 of 50 against
+/// 50%) is steadily failing or passing, not flaky. One batch cannot show a verdict flip; across
+/// batches, [`flakiness`] adds it.
+pub fn flaky(passes: u32, runs: u32, min_pass_rate: f64) -> bool {
+    passes > 0
+        && passes < runs
+        && wilson_interval(passes, runs)
+            .is_some_and(|(low, high)| low < min_pass_rate && min_pass_rate < high)
+}
+
+/// Why a unit is flaky across batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlakyReason {
+    /// Its verdict changed between consecutive batches that judged it.
+    Flipped,
+    /// Its verdict held, but its runs over the batches passed and failed with a pass rate
+    /// whose 95% interval straddles the bar ([`flaky`]).
+    StraddlesBar,
+}
+
+impl FlakyReason {
+    /// The word the JSON documents carry (`flakyReason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlakyReason::Flipped => "flipped",
+            FlakyReason::StraddlesBar => "straddlesBar",
+        }
+    }
+}
+
+/// One batch's judgment of one unit, as [`flakiness`] takes it: the batch's position in the
+/// view (0 = oldest), the unit's runs there and the batch's bar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judged {
+    pub batch: usize,
+    pub passes: u32,
+    pub runs: u32,
+    pub min_pass_rate: f64,
+}
+
+/// A unit's verdicts over the batches of a view, and whether that makes it flaky.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Flakiness {
+    /// Each judging batch's position and verdict (`true`: passed), oldest first. Batches
+    /// without a judged run of the unit are not in it.
+    pub verdicts: Vec<(usize, bool)>,
+    /// Positions of the batches whose verdict differs from the previous judging batch's.
+    pub flips: Vec<usize>,
+    /// The 95% Wilson interval of the pass rate over every judged run, and the bar it is held
+    /// against (the newest judging batch's).
+    pub interval: Option<(f64, f64)>,
+    pub bar: Option<f64>,
+    /// `None`: not flaky.
+    pub reason: Option<FlakyReason>,
+}
+
+impl Flakiness {
+    pub fn flaky(&self) -> bool {
+        self.reason.is_some()
+    }
+
+    /// The verdicts as a path, `PASS→FAIL→PASS`, a repeated verdict written once; empty when
+    /// the verdict never flipped.
+    pub fn path(&self) -> String {
+        if self.flips.is_empty() {
+            return String::new();
+        }
+        let mut words: Vec<&str> = Vec::new();
+        for (_, passed) in &self.verdicts {
+            let word = if *passed { "PASS" } else { "FAIL" };
+            if words.last() != Some(&word) {
+                words.push(word);
+            }
+        }
+        words.join("→")
+    }
+}
+
+/// The one definition of flaky of `cowork diff` and `cowork trend` (oldest batch first in
+/// `judged`): the unit is flaky when its verdict flipped between two consecutive batches that
+/// judged it ([`FlakyReason::Flipped`]), or, its verdict steady, when its runs over those batches
+/// together are flaky against the newest judging batch's bar ([`flaky`]:
+/// [`FlakyReason::StraddlesBar`]). A steady unit with some failed runs whose interval lies
+/// clear of the bar is not flaky: it is failing (or passing) every time, and the views count it
+/// as such. Batches in `judged` with no run are skipped.
+pub fn flakiness(judged: &[Judged]) -> Flakiness {
+    let judged: Vec<&Judged> = judged.iter().filter(|one| one.runs > 0).collect();
+    let verdicts: Vec<(usize, bool)> = judged
+        .iter()
+        .map(|one| {
+            let rate = f64::from(one.passes) / f64::from(one.runs);
+            (one.batch, rate >= one.min_pass_rate)
+        })
+        .collect();
+    let flips: Vec<usize> = verdicts
+        .windows(2)
+        .filter(|pair| pair[0].1 != pair[1].1)
+        .map(|pair| pair[1].0)
+        .collect();
+    let (passes, runs) = judged.iter().fold((0, 0), |(passes, runs), one| {
+        (passes + one.passes, runs + one.runs)
+    });
+    let bar = judged.last().map(|one| one.min_pass_rate);
+    let reason = if !flips.is_empty() {
+        Some(FlakyReason::Flipped)
+    } else if bar.is_some_and(|bar| flaky(passes, runs, bar)) {
+        Some(FlakyReason::StraddlesBar)
+    } else {
+        None
+    };
+    Flakiness {
+        verdicts,
+        flips,
+        interval: wilson_interval(passes, runs),
+        bar,
+        reason,
+    }
 }
 
 /// How a unit changed between two batches. The order is the order of the `diff` table: what
@@ -326,13 +464,20 @@ pub struct CompareRow {
     pub then: Option<UnitCounts>,
     pub now: Option<UnitCounts>,
     pub change: Change,
-    /// Some of the unit's runs in the two batches together passed and some failed ([`flaky`]).
-    pub flaky: bool,
+    /// The unit's verdict then and now: flaky when it flipped, or when the runs of both
+    /// batches together straddle the later bar ([`flakiness`]).
+    pub flakiness: Flakiness,
+}
+
+impl CompareRow {
+    pub fn flaky(&self) -> bool {
+        self.flakiness.flaky()
+    }
 }
 
 /// Compares two batches unit by unit. Each batch judges its units at its own min pass rate; the
-/// change is the change of verdict, and [`CompareRow::flaky`] says apart from it whether the
-/// runs of both batches together passed and failed. A unit a batch holds but produced no judged
+/// change is the change of verdict, and [`CompareRow::flaky`] says beside it whether the unit
+/// is flaky over the two ([`flakiness`]: a changed verdict always is). A unit a batch holds but produced no judged
 /// run in (its runs errored, a cell error) is in that batch and errored there, never new or
 /// gone. Rows come in [`Change`] order, and in the later batch's unit order (then the earlier's)
 /// within one.
@@ -366,18 +511,23 @@ pub fn compare(then: &BatchCounts, now: &BatchCounts) -> Vec<CompareRow> {
                     }
                 }
             };
-            let (passes, runs) = [before, after]
+            let judged: Vec<Judged> = [(0, before, then), (1, after, now)]
                 .into_iter()
-                .flatten()
-                .fold((0, 0), |(passes, runs), unit| {
-                    (passes + unit.passes, runs + unit.runs)
-                });
+                .filter_map(|(batch, unit, counts)| {
+                    unit.map(|unit| Judged {
+                        batch,
+                        passes: unit.passes,
+                        runs: unit.runs,
+                        min_pass_rate: counts.min_pass_rate,
+                    })
+                })
+                .collect();
             CompareRow {
                 label: label.to_owned(),
                 then: then.unit(label).cloned(),
                 now: now.unit(label).cloned(),
                 change,
-                flaky: flaky(passes, runs),
+                flakiness: flakiness(&judged),
             }
         })
         .collect();
@@ -401,12 +551,36 @@ pub struct TrendRow {
     /// Batches in which the unit passed and failed, each at its own min pass rate.
     pub batches_passed: u32,
     pub batches_failed: u32,
+    /// Its verdict over the batches and whether it is flaky ([`flakiness`]).
+    pub flakiness: Flakiness,
 }
 
 impl TrendRow {
-    /// Some of the unit's runs over every batch shown passed and some failed ([`flaky`]).
+    /// Flaky over the batches shown ([`flakiness`]).
     pub fn flaky(&self) -> bool {
-        flaky(self.passes, self.runs)
+        self.flakiness.flaky()
+    }
+
+    /// The verdict of the newest batch that judged the unit (`true`: passed).
+    pub fn latest_passed(&self) -> Option<bool> {
+        self.flakiness.verdicts.last().map(|(_, passed)| *passed)
+    }
+
+    /// The order of the morning view, worst first: failing now before passing now, a flip
+    /// before an uncertain rate, then the lowest pass rate in the newest batch that ran it.
+    pub fn attention(&self) -> (bool, bool, u64) {
+        let latest_rate = self
+            .cells
+            .iter()
+            .rev()
+            .flatten()
+            .find_map(UnitCounts::pass_rate)
+            .unwrap_or(0.0);
+        (
+            self.latest_passed() == Some(true),
+            self.flakiness.reason != Some(FlakyReason::Flipped),
+            (latest_rate * 1e6) as u64,
+        )
     }
 
     /// The verdict changed between the batches shown: it passed in some and failed in others.
@@ -451,9 +625,17 @@ pub fn trend(batches: &[BatchCounts], wanted: &dyn Fn(&str) -> bool) -> Vec<Tren
             priced_runs: 0,
             batches_passed: 0,
             batches_failed: 0,
+            flakiness: Flakiness::default(),
         };
-        for (batch, cell) in batches.iter().zip(&cells) {
+        let mut judged = Vec::new();
+        for (position, (batch, cell)) in batches.iter().zip(&cells).enumerate() {
             let Some(unit) = cell else { continue };
+            judged.push(Judged {
+                batch: position,
+                passes: unit.passes,
+                runs: unit.runs,
+                min_pass_rate: batch.min_pass_rate,
+            });
             row.passes += unit.passes;
             row.runs += unit.runs;
             row.cost_usd += unit.cost_usd;
@@ -465,6 +647,7 @@ pub fn trend(batches: &[BatchCounts], wanted: &dyn Fn(&str) -> bool) -> Vec<Tren
             }
         }
         row.cells = cells;
+        row.flakiness = flakiness(&judged);
         rows.insert(label, row);
     }
     order
@@ -473,5 +656,6 @@ pub fn trend(batches: &[BatchCounts], wanted: &dyn Fn(&str) -> bool) -> Vec<Tren
         .collect()
 }
 
+pub mod suggest;
 #[cfg(test)]
 mod tests;

@@ -68,7 +68,8 @@ cowork diff 20261130-101500-a1b2c3 20261201-101500-d4e5f6 --format markdown >> \
         "trend" => {
             "cowork trend examples/demo/scenarios/csv-report.yaml --last 7
 cowork trend examples/demo/scenarios --last 30 --coordinator http://coordinator:8700
-cowork trend csv-report --format json"
+cowork trend csv-report --format json
+cowork trend examples/demo/scenarios --last 7 --suggest-quarantine"
         }
         "coordinator" => {
             "COWORK_NATS_URL=nats://nats:4222 COWORK_S3_ENDPOINT=http://minio:9000 COWORK_S3_BUCKET=cowork COWORK_S3_ACCESS_KEY_ID=… COWORK_S3_SECRET_ACCESS_KEY=… COWORK_API_TOKEN=… cowork coordinator --listen 0.0.0.0:8700"

@@ -166,9 +166,12 @@ unknown batch. --compare THEN NOW is `cowork diff THEN NOW`."
         after_help = "Units are matched by their label (the scenario name, plus the axes \
 of a matrix cell). A unit passes when its pass rate reaches the min pass rate its batch was \
 judged with; each side shows PASS or FAIL and its runs. Change: newly failing (passed then, \
-fails now), newly passing, failing, passing, new (only now), gone (only then). Flaky: some of \
-the unit's runs passed and some failed (here over both batches) — the same rule as `cowork \
-trend` and the reports, shown beside the verdict, never instead of it."
+fails now), newly passing, failing, passing, new (only now), gone (only then). Flaky: the \
+verdict flipped (PASS→FAIL or FAIL→PASS), or the runs of both batches passed and failed with a \
+pass rate whose 95% interval (Wilson) straddles the later bar — the same rule as `cowork \
+trend`; shown beside the verdict, never instead of it. A unit failing some runs but clearly \
+below (or above) the bar is steady, not flaky. Past 40 units the table counts the steady \
+units and lists what changed or is flaky, worst first, at most 15 (--all lists every unit)."
     )]
     Diff(DiffArgs),
     /// Pass rate and cost per unit over the last N batches that ran these scenarios, with a
@@ -176,8 +179,11 @@ trend` and the reports, shown beside the verdict, never instead of it."
     #[command(
         after_help = "<scenarios> is a scenario file, a directory of them, or a scenario \
 name. Columns b1, b2, … are the batches, oldest first, named in the legend below the table. \
-Flaky: some of the unit's runs passed and some failed (here over every batch shown) — the \
-same rule as `cowork diff` and the reports: the unit to look at first after a nightly sweep. \
+Flaky: the verdict flipped between batches shown (the flaky column shows PASS→FAIL→…), or \
+the runs over them passed and failed with a pass rate whose 95% interval (Wilson) straddles \
+the newest bar (`unsure 49–94% vs 80%`) — the same rule as `cowork diff`. Past 40 units the \
+table counts the steady units and lists the flaky ones, worst first, at most 15 (--all lists \
+every unit). --suggest-quarantine prints quarantine.yaml entries for the flaky units. \
 History comes from each batch's stats.json, or its rollup.json for batches without one."
     )]
     Trend(TrendArgs),

@@ -120,8 +120,9 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: TableFormat,
-    /// List every unit. Past 40 units the text and Markdown tables list only the units that
-    /// changed or are flaky, then one line counting the rest; JSON always lists every unit.
+    /// List every unit. Past 40 units the text and Markdown tables count the steady units
+    /// (failing or passing both times) and list only what changed or is flaky, worst first,
+    /// at most 15; JSON always lists every unit.
     #[arg(long)]
     pub all: bool,
 }
@@ -139,8 +140,13 @@ pub struct TrendArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: TableFormat,
-    /// List every unit. Past 40 units the text and Markdown tables list only the flaky units,
-    /// then one line counting the steady ones; JSON always lists every unit.
+    /// List every unit. Past 40 units the text and Markdown tables count the steady units
+    /// (failing or passing every batch) and list the flaky ones only, worst first, at most 15;
+    /// JSON always lists every unit.
     #[arg(long)]
     pub all: bool,
+    /// Print `quarantine.yaml` entries for the flaky units instead of the table: owner left
+    /// blank to fill in, expiring 14 days from today.
+    #[arg(long, conflicts_with_all = ["all", "format"])]
+    pub suggest_quarantine: bool,
 }

@@ -1,5 +1,6 @@
 //! `cowork diff` (also `cowork report --compare`): two batches unit by unit; and `cowork trend`:
-//! units over the last N batches that ran them, with the flaky flag across batches. The rows
+//! units over the last N batches that ran them, with the flaky flag across batches (and
+//! `--suggest-quarantine`, quarantine entries for the flaky ones). The rows
 //! are the core's (`cowork_core::trend`); this module finds the batches, reads their history
 //! (`cowork_coordinator::catalog`) and prints the tables.
 
@@ -7,11 +8,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use cowork_coordinator::catalog::{BatchOverview, HistoryScope, decided_history};
-use cowork_core::trend::{BatchCounts, TrendRow};
+use cowork_core::trend::{BatchCounts, TrendRow, suggest};
 use serde_json::{Value, json};
 
 use crate::args::{TableFormat, TrendArgs};
-use crate::batch_compare::{counts_of, unit_json, usd};
+use crate::batch_compare::{counts_of, flaky_cell, flaky_json, unit_json, usd};
 use crate::batch_source::{Source, when};
 use crate::exit::CliError;
 use crate::text::table;
@@ -123,14 +124,60 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
     let rows = cowork_core::trend::trend(&batches, &|scenario| {
         names.iter().any(|name| name == scenario)
     });
+    if args.suggest_quarantine {
+        let today = today_days();
+        let text = suggest::quarantine_suggestions(&rows, batches.len(), today);
+        if text.is_empty() {
+            eprintln!(
+                "no flaky unit over the last {}: nothing to suggest",
+                crate::text::count_of(batches.len() as u64, "batch", "batches")
+            );
+        }
+        print!("{text}");
+        return Ok(0);
+    }
     print!("{}", render_trend(&batches, &rows, args.format, args.all));
     let flaky = rows.iter().filter(|row| row.flaky()).count();
     eprintln!(
-        "{} over the last {}; {flaky} flaky (some runs passed, some failed)",
+        "{} over the last {}; {flaky} flaky (verdict flipped, or pass rate too uncertain to \
+         say which side of the bar it is on)",
         crate::text::count(rows.len() as u64, "unit"),
         crate::text::count_of(batches.len() as u64, "batch", "batches"),
     );
     Ok(0)
+}
+
+/// Today, in days since 1970-01-01 by the system clock (UTC): the only clock the suggestions
+/// read, here at the edge.
+fn today_days() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| (since.as_secs() / 86_400) as i64)
+}
+
+/// `N units over K batches: …`: the units that kept their verdict, counted, and the flaky ones.
+fn trend_counts(batches: &[BatchCounts], rows: &[TrendRow]) -> String {
+    let steady = |passed: bool| {
+        rows.iter()
+            .filter(|row| !row.flaky() && row.latest_passed() == Some(passed))
+            .count()
+    };
+    let flaky = rows.iter().filter(|row| row.flaky()).count();
+    let unjudged = rows
+        .iter()
+        .filter(|row| row.latest_passed().is_none())
+        .count();
+    let mut line = format!(
+        "{} over {}: {} steady failing, {} steady passing, {flaky} flaky",
+        crate::text::count(rows.len() as u64, "unit"),
+        crate::text::count_of(batches.len() as u64, "batch", "batches"),
+        steady(false),
+        steady(true),
+    );
+    if unjudged > 0 {
+        let _ = write!(line, ", {unjudged} with no judged run");
+    }
+    line
 }
 
 fn render_trend(
@@ -142,6 +189,7 @@ fn render_trend(
     if format == TableFormat::Json {
         return trend_json(batches, rows);
     }
+    let markdown = format == TableFormat::Markdown;
     // Columns are headed b1, b2, … (oldest first) and a legend below names each batch: a batch
     // id (22 characters) or even its time per column would push five batches past 100
     // columns, and batches run in the same minute need their ids anyway.
@@ -149,46 +197,39 @@ fn render_trend(
     let mut header: Vec<&str> = vec!["unit"];
     header.extend(columns.iter().map(String::as_str));
     header.extend(["all runs", "cost/run", "flaky"]);
-    // Past `crate::text::LISTED_UNITS` units the table keeps the flaky ones (what a reader
-    // looks at after a nightly sweep) and counts the steady rest.
+    // The morning view: past `crate::text::LISTED_UNITS` units the table lists the flaky ones
+    // only, worst first and at most `crate::text::MORNING_ROWS` of them; the steady rest are
+    // in the count line.
     let compact = !all && rows.len() > crate::text::LISTED_UNITS;
-    let shown: Vec<&TrendRow> = rows.iter().filter(|row| !compact || row.flaky()).collect();
+    let mut shown: Vec<&TrendRow> = rows.iter().filter(|row| !compact || row.flaky()).collect();
+    let mut more = 0;
+    if compact {
+        shown.sort_by_key(|row| row.attention());
+        more = shown.len().saturating_sub(crate::text::MORNING_ROWS);
+        shown.truncate(crate::text::MORNING_ROWS);
+    }
+    let mut out = trend_counts(batches, rows);
+    out.push_str(if markdown { "\n\n" } else { "\n" });
     let cells: Vec<Vec<String>> = shown.iter().map(|row| trend_cells(row)).collect();
     let right: Vec<usize> = (1..=batches.len() + 2).collect();
-    let mut out = if cells.is_empty() {
-        String::new()
-    } else {
-        table(&header, &cells, &right, format)
-    };
-    if compact {
-        let steady: Vec<&TrendRow> = rows.iter().filter(|row| !row.flaky()).collect();
-        let failing = steady.iter().filter(|row| row.batches_failed > 0).count();
+    if !cells.is_empty() {
+        out.push_str(&table(&header, &cells, &right, format));
+    }
+    if more > 0 {
         let _ = writeln!(
             out,
-            "{}{} not listed: {} failing in every batch, {} passing in every batch (--all lists \
-             every unit)",
-            if format == TableFormat::Markdown {
-                "\n"
-            } else {
-                ""
-            },
-            crate::text::count(steady.len() as u64, "steady unit"),
-            failing,
-            steady.len() - failing,
+            "{}… and {more} more flaky (--all)",
+            if markdown { "\n" } else { "" }
         );
     }
-    if format == TableFormat::Markdown {
+    if markdown {
         out.push('\n');
     }
     for (column, batch) in columns.iter().zip(batches) {
         let _ = writeln!(
             out,
             "{}{column} = {} ({})",
-            if format == TableFormat::Markdown {
-                "- "
-            } else {
-                ""
-            },
+            if markdown { "- " } else { "" },
             batch.batch_id,
             when(&batch.batch_id)
         );
@@ -201,7 +242,7 @@ fn trend_json(batches: &[BatchCounts], rows: &[TrendRow]) -> String {
     let units: Vec<Value> = rows
         .iter()
         .map(|row| {
-            json!({
+            let mut unit = json!({
                 "label": row.label,
                 "batches": row.cells.iter().map(|cell| unit_json(cell.as_ref())).collect::<Vec<_>>(),
                 "runs": row.runs,
@@ -211,8 +252,16 @@ fn trend_json(batches: &[BatchCounts], rows: &[TrendRow]) -> String {
                 "costPerRunUsd": row.cost_per_run_usd(),
                 "batchesPassed": row.batches_passed,
                 "batchesFailed": row.batches_failed,
-                "flaky": row.flaky(),
-            })
+            });
+            let flips: Vec<&str> = row
+                .flakiness
+                .flips
+                .iter()
+                .filter_map(|at| batches.get(*at))
+                .map(|batch| batch.batch_id.as_str())
+                .collect();
+            flaky_json(&mut unit, &row.flakiness, &flips);
+            unit
         })
         .collect();
     let ids: Vec<&str> = batches
@@ -223,7 +272,7 @@ fn trend_json(batches: &[BatchCounts], rows: &[TrendRow]) -> String {
 }
 
 /// One unit's row of the text or Markdown table: its pass rate per batch, over every run,
-/// its cost per run and its flaky flag.
+/// its cost per run and why it is flaky.
 fn trend_cells(row: &TrendRow) -> Vec<String> {
     let mut cells = vec![row.label.clone()];
     cells.extend(row.cells.iter().map(|cell| match cell {
@@ -237,10 +286,6 @@ fn trend_cells(row: &TrendRow) -> Vec<String> {
         row.pass_rate().unwrap_or(0.0) * 100.0
     ));
     cells.push(usd(row.cost_per_run_usd()));
-    cells.push(if row.flaky() {
-        "FLAKY".to_owned()
-    } else {
-        String::new()
-    });
+    cells.push(flaky_cell(&row.flakiness));
     cells
 }

@@ -32,7 +32,8 @@
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost),
 //! `connect` (a `--coordinator` address read, refused or named as not a coordinator; which
 //! batch `resume` resumes when a local store and a coordinator both could), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
-//! and the rollup of an interrupted batch), `readme` (the README's quick start, run from the
+//! and the rollup of an interrupted batch), `morning` (the short morning view of `diff` and
+//! `trend` after two 1,000-cell sweeps, `--all`, and quarantine suggestions), `readme` (the README's quick start, run from the
 //! README's own text), `bounds` (what a client can make the coordinator hold: a flood of idle
 //! connections, the store reads of many batch starts), `trust` (the trust boundaries:
 //! forged events and jobs, NATS permissions, the sim executor's path confinement, control
@@ -67,6 +68,7 @@ mod https;
 mod interrupt;
 mod limits;
 mod live_browser;
+mod morning;
 mod multihost;
 mod readme;
 mod recovery;

@@ -1,5 +1,5 @@
-//! Table tests of the rows `cowork diff` and `cowork trend` print, the flaky rule across batches,
-//! and history read back from a `rollup.json`.
+//! Table tests of the rows `cowork diff` and `cowork trend` print, the flaky rule (within one
+//! batch and across batches), and history read back from a `rollup.json`.
 
 use serde_json::json;
 
@@ -9,6 +9,7 @@ fn unit(label: &str, runs: u32, passes: u32) -> UnitCounts {
     UnitCounts {
         label: label.to_owned(),
         scenario: label.split(' ').next().unwrap_or(label).to_owned(),
+        axes: None,
         runs,
         passes,
         cost_usd: 0.1 * f64::from(runs),
@@ -28,7 +29,8 @@ fn batch(id: &str, min_pass_rate: f64, units: Vec<UnitCounts>) -> BatchCounts {
 fn check_compare(then: &BatchCounts, now: &BatchCounts, expect: &[(&str, Change, bool)]) {
     let got: Vec<(String, Change, bool)> = compare(then, now)
         .into_iter()
-        .map(|row| (row.label, row.change, row.flaky))
+        .map(|row| (row.flaky(), row.label, row.change))
+        .map(|(flaky, label, change)| (label, change, flaky))
         .collect();
     let expect: Vec<(String, Change, bool)> = expect
         .iter()
@@ -74,14 +76,18 @@ fn compare_names_every_kind_of_change_most_urgent_first() {
         &now,
         &[
             // Flaky is said beside the change of verdict, never instead of it.
+            // A changed verdict is a flip: flaky.
             ("broke", Change::NewlyFailing, true),
             ("stalled", Change::ErroredNow, false),
             ("fixed", Change::NewlyPassing, true),
-            ("wobbly", Change::Failing, true),
+            // Failed some runs both times, but 6 of 10 is clearly below a bar of 100%: failing,
+            // not flaky.
+            ("wobbly", Change::Failing, false),
             ("bad", Change::Failing, false),
             ("broken", Change::ErroredBoth, false),
             // A unit that produced no run then was in the batch: it errored then, it is not new.
-            ("errored", Change::ErroredThen, true),
+            // One judged batch cannot flip, and 1 of 2 is below 100% for sure.
+            ("errored", Change::ErroredThen, false),
             ("added", Change::New, false),
             ("dropped", Change::Gone, false),
             ("steady", Change::Passing, false),
@@ -95,24 +101,100 @@ fn compare_judges_each_batch_at_its_own_bar() {
     let then = batch("b1", 1.0, vec![unit("s", 5, 4)]);
     let now = batch("b2", 0.8, vec![unit("s", 5, 4)]);
     check_compare(&then, &now, &[("s", Change::NewlyPassing, true)]);
-    // Two identical batches with mixed runs (the "4 units: 4 flaky" with no verdict):
-    // passing both times, and flaky.
+    // Passing both times, but 7 of 10 runs cannot tell whether the unit meets a bar of 50%
+    // (its interval is about 40%–89%): flaky.
     let now = batch("b2", 0.5, vec![unit("s", 5, 3)]);
     let then = batch("b1", 0.5, vec![unit("s", 5, 4)]);
     check_compare(&then, &now, &[("s", Change::Passing, true)]);
-    // Every run passed in one batch and every run failed in the other: flaky over the two.
+    // Every run passed in one batch and every run failed in the other: a flip.
     let then = batch("b1", 0.5, vec![unit("s", 5, 5)]);
     let now = batch("b2", 0.5, vec![unit("s", 5, 0)]);
     check_compare(&then, &now, &[("s", Change::NewlyFailing, true)]);
 }
 
+/// `(low, high)` in whole tenths of a percent, to compare intervals without float noise.
+fn permille(interval: Option<(f64, f64)>) -> Option<(i64, i64)> {
+    interval.map(|(low, high)| {
+        (
+            (low * 1000.0).round() as i64,
+            (high * 1000.0).round() as i64,
+        )
+    })
+}
+
 #[test]
-fn diff_trend_and_the_report_share_one_definition_of_flaky() {
-    // Some runs passed and some failed, in whatever runs the view counts.
-    assert!(flaky(1, 2) && flaky(4, 5));
-    assert!(!flaky(0, 5) && !flaky(5, 5) && !flaky(0, 0));
-    let one = unit("s", 5, 4);
-    assert_eq!(one.mixed(), flaky(4, 5));
+fn wilson_interval_at_95_percent() {
+    assert_eq!(permille(wilson_interval(4, 5)), Some((376, 964)));
+    assert_eq!(permille(wilson_interval(5, 5)), Some((566, 1000)));
+    assert_eq!(permille(wilson_interval(0, 5)), Some((0, 434)));
+    assert_eq!(permille(wilson_interval(45, 50)), Some((786, 957)));
+    assert_eq!(wilson_interval(0, 0), None);
+}
+
+#[test]
+fn one_batch_is_flaky_only_when_its_runs_straddle_the_bar() {
+    // 4 of 5 may or may not meet 80%: flaky. Against 100% it fails for sure (a failed run is
+    // below the bar whatever the rest do), and 45 of 50 is above 50% for sure: not flaky.
+    assert!(flaky(4, 5, 0.8) && flaky(1, 2, 0.5));
+    assert!(!flaky(4, 5, 1.0) && !flaky(45, 50, 0.5) && !flaky(1, 10, 0.9));
+    // Runs that all passed or all failed are steady, however few.
+    assert!(!flaky(5, 5, 0.8) && !flaky(0, 5, 0.2) && !flaky(0, 0, 0.5));
+    assert!(unit("s", 5, 4).flaky(0.8) && !unit("s", 5, 4).flaky(1.0));
+}
+
+fn judged(batch: usize, passes: u32, runs: u32, min_pass_rate: f64) -> Judged {
+    Judged {
+        batch,
+        passes,
+        runs,
+        min_pass_rate,
+    }
+}
+
+#[test]
+fn a_steady_unit_with_failed_runs_is_not_flaky() {
+    // Failing every night against 100% with one run in five failing: steady, failing.
+    let steady = flakiness(&[
+        judged(0, 4, 5, 1.0),
+        judged(1, 4, 5, 1.0),
+        judged(2, 3, 5, 1.0),
+    ]);
+    assert_eq!(steady.reason, None);
+    assert_eq!(steady.verdicts, [(0, false), (1, false), (2, false)]);
+    assert!(steady.flips.is_empty() && steady.path().is_empty());
+    // Passing every night against 50% with a few failed runs: steady, passing.
+    let passing = flakiness(&[judged(0, 45, 50, 0.5), judged(1, 44, 50, 0.5)]);
+    assert!(!passing.flaky());
+}
+
+#[test]
+fn a_flipping_unit_is_flaky_and_shows_its_flips() {
+    // A batch that judged no run is skipped: the flips are between judging batches.
+    let flipping = flakiness(&[
+        judged(0, 5, 5, 1.0),
+        judged(1, 4, 5, 1.0),
+        judged(2, 0, 0, 1.0),
+        judged(3, 4, 5, 1.0),
+        judged(4, 5, 5, 1.0),
+    ]);
+    assert_eq!(flipping.reason, Some(FlakyReason::Flipped));
+    assert_eq!(flipping.flips, [1, 4]);
+    assert_eq!(flipping.path(), "PASS→FAIL→PASS");
+    assert_eq!(FlakyReason::Flipped.as_str(), "flipped");
+}
+
+#[test]
+fn a_steady_verdict_whose_interval_straddles_the_bar_is_flaky() {
+    // Passing 80% every time against a bar of 80%: 8 of 10 runs cannot say it meets the bar.
+    let unsure = flakiness(&[judged(0, 4, 5, 0.8), judged(1, 4, 5, 0.8)]);
+    assert_eq!(unsure.reason, Some(FlakyReason::StraddlesBar));
+    assert!(unsure.flips.is_empty() && unsure.path().is_empty());
+    assert_eq!(permille(unsure.interval), Some((490, 943)));
+    assert_eq!(FlakyReason::StraddlesBar.as_str(), "straddlesBar");
+    // The newest bar is the one judged against.
+    let raised = flakiness(&[judged(0, 4, 5, 0.5), judged(1, 4, 5, 1.0)]);
+    assert_eq!(raised.reason, Some(FlakyReason::Flipped));
+    assert_eq!(flakiness(&[]).reason, None);
 }
 
 #[test]
@@ -139,17 +221,20 @@ fn trend_flags_units_whose_runs_passed_and_failed() {
         .iter()
         .map(|row| (row.label.as_str(), row.flaky(), row.passes, row.runs))
         .collect();
-    // `a` passed in b1 and b3 and failed in b2, `b` failed in every batch with mixed runs:
-    // both flaky (some runs passed, some failed), whatever their verdicts. `c` passed every
-    // run; b2 did not run it.
+    // `a` passed in b1 and b3 and failed in b2: flipped, flaky. `b` failed in every batch
+    // with mixed runs, clearly below 100%: steady, failing, not flaky. `c` passed every run;
+    // b2 did not run it.
     assert_eq!(
         got,
         [
             ("a", true, 14, 15),
-            ("b", true, 11, 15),
+            ("b", false, 11, 15),
             ("c", false, 10, 10)
         ]
     );
+    assert_eq!(rows[0].flakiness.path(), "PASS→FAIL→PASS");
+    assert_eq!(rows[0].flakiness.flips, [1, 2]);
+    assert_eq!(rows[2].flakiness.verdicts, [(0, true), (2, true)]);
     assert!(rows[0].verdict_changed() && !rows[1].verdict_changed());
     let c = &rows[2];
     assert_eq!(
@@ -360,6 +445,7 @@ fn history_from_plain_batches_takes_one_run_per_unit() {
         [UnitCounts {
             label: "b".to_owned(),
             scenario: "b".to_owned(),
+            axes: None,
             runs: 1,
             passes: 0,
             cost_usd: 0.2,
@@ -396,5 +482,35 @@ fn counts_from_stats_keep_folded_runs() {
         (5, 4, None)
     );
     assert_eq!(unit.passed(0.8), Some(true));
-    assert!(unit.mixed());
+    assert!(unit.flaky(0.8));
+}
+
+#[test]
+fn the_morning_view_puts_units_failing_now_first() {
+    let batches = [
+        batch(
+            "b1",
+            0.8,
+            vec![
+                unit("healed", 5, 0),
+                unit("broke", 5, 5),
+                unit("unsure", 5, 3),
+            ],
+        ),
+        batch(
+            "b2",
+            0.8,
+            vec![
+                unit("healed", 5, 5),
+                unit("broke", 5, 1),
+                unit("unsure", 5, 3),
+            ],
+        ),
+    ];
+    let mut rows = trend(&batches, &|_| true);
+    rows.sort_by_key(TrendRow::attention);
+    let labels: Vec<&str> = rows.iter().map(|row| row.label.as_str()).collect();
+    // Failing now first (a flip before an uncertain rate), then passing now.
+    assert_eq!(labels, ["broke", "unsure", "healed"]);
+    assert!(rows.iter().all(TrendRow::flaky));
 }

@@ -173,7 +173,8 @@ fn legend(out: &mut String, summary: &Summary<'_>) {
         " · runs in index order: <span class=\"dot pass\"></span>pass\
          <span class=\"dot fail\"></span>fail<span class=\"dot error\"></span>error\
          <span class=\"dot discarded\"></span>discarded<span class=\"dot not-run\"></span>not \
-         run · <span class=\"flakymark\">flaky</span> = runs both passed and failed · click a \
+         run · <span class=\"flakymark\">flaky</span> = runs passed and failed, too few to \
+         tell whether the unit meets the bar · click a \
          cell for its runs</p>\n",
     );
 }

@@ -18,7 +18,8 @@ pub(super) const OVERVIEW_FROM_UNITS: usize = 40;
 const OVERVIEW_LISTED: usize = 12;
 
 /// Where a unit stands in the overview's order: failing (by how far below the bar), then
-/// flaky, then passing, then not run; each by pass rate, then index.
+/// flaky (`crate::trend::flaky`: its pass rate is too uncertain to say it meets the bar), then
+/// passing, then not run; each by pass rate, then index.
 fn overview_rank(unit: &UnitReport<'_>) -> (u8, u64, u32) {
     let group = match unit.status {
         UnitStatus::Failed | UnitStatus::Error(_) | UnitStatus::Incomplete => 0,
@@ -78,7 +79,7 @@ pub(super) fn overview(out: &mut String, summary: &Summary<'_>) {
         "<section id=\"overview\">\n<h2>Overview: {} {noun}s, worst first</h2>\n\
          <p class=\"counts\" data-failing=\"{failing}\" data-flaky=\"{flaky}\" \
          data-passing=\"{passing}\">{failing} failing (below the {} bar or no run) · {flaky} \
-         flaky but passing · {} passing every run{}</p>",
+         flaky but passing · {} steadily passing{}</p>",
         summary.units.len(),
         percent(summary.judging.min_pass_rate),
         passing,

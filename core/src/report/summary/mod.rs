@@ -65,6 +65,8 @@ pub(crate) struct UnitReport<'a> {
     pub(crate) passes: u32,
     /// `passes / completed` as the rollup computed it; `None` when nothing completed.
     pub(crate) pass_rate: Option<f64>,
+    /// The batch's bar (`--min-pass-rate`), which [`UnitReport::flaky`] judges against.
+    pub(crate) min_pass_rate: f64,
     pub(crate) status: UnitStatus,
     pub(crate) stopped_early: Option<StopReason>,
     /// The arm label of harness-behaviour.md#provenance (`""`, ` [ABLATED — control arm]`, ` [MIXED
@@ -138,6 +140,7 @@ impl<'a> UnitReport<'a> {
             completed: 0,
             passes: 0,
             pass_rate: None,
+            min_pass_rate: 1.0,
             status: UnitStatus::NotRun,
             stopped_early: None,
             arm_label: String::new(),
@@ -155,10 +158,11 @@ impl<'a> UnitReport<'a> {
 }
 
 impl UnitReport<'_> {
-    /// Runs that both passed and failed: the unit is flaky (`crate::trend::flaky`, the one
-    /// definition every view shares).
+    /// Flaky within this batch: some runs passed and some failed, and the 95% interval of the
+    /// pass rate straddles the bar (`crate::trend::flaky`, the single-batch half of the rule
+    /// `cowork diff` and `cowork trend` share; one batch cannot show a verdict flip).
     pub(crate) fn flaky(&self) -> bool {
-        crate::trend::flaky(self.passes, self.completed)
+        crate::trend::flaky(self.passes, self.completed, self.min_pass_rate)
     }
 
     /// Mean duration of a folded run, in milliseconds.

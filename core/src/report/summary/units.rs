@@ -46,6 +46,7 @@ pub(super) fn unit_reports<'a>(input: &'a ReportInput, judging: &Judging) -> Vec
             .find(|run| !run.discarded() && run.completed());
         let detailed = detailed_by_unit.remove(&unit.unit).unwrap_or_default();
         let mut report = UnitReport::empty(unit, plan.repeat, all_runs, detailed);
+        report.min_pass_rate = judging.min_pass_rate;
         if let Some(error) = &unit.cell_error {
             report.status = UnitStatus::Error(error.clone());
         } else if let Some(rollup) = repeat_rollup_of(&input.rollup, kind, position, index) {
