@@ -108,3 +108,44 @@ pub fn quarantine_notes(plan: &Plan) -> Vec<String> {
     }
     notes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(body: &str) -> QuarantineText {
+        QuarantineText {
+            source: "quarantine.yaml".into(),
+            file: PathBuf::from("quarantine.yaml"),
+            text: body.into(),
+            today: Date::parse("2026-12-06").expect("a date"),
+        }
+    }
+
+    #[test]
+    fn a_spec_carries_its_day_and_a_hash_the_coordinator_checks() {
+        let body = "quarantine:\n  - scenario: csv\n    owner: o\n    reason: r\n    expires: 2027-01-01\n";
+        let spec = quarantine_spec(&text(body)).expect("valid");
+        assert_eq!(spec.today, "2026-12-06");
+        assert_eq!(spec.sha256.len(), 64);
+        assert!(check_submitted(&spec).is_empty());
+        // The same entries on other lines hash alike: the hash is over the entries.
+        let moved = quarantine_spec(&text(&format!("# note\n{body}"))).expect("valid");
+        assert_eq!(moved.sha256, spec.sha256);
+        let mut tampered = spec.clone();
+        tampered.entries[0].expires = "2027-03-01".into();
+        assert!(check_submitted(&tampered)[0].contains("does not match its entries"));
+        let undated = QuarantineSpec {
+            today: "tomorrow".into(),
+            ..spec
+        };
+        assert!(check_submitted(&undated)[0].contains("is not a date"));
+        let errors = quarantine_spec(&text("quarantine:\n  - scenario: csv\n")).unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("quarantine.yaml:2:5: quarantine[0].owner")),
+            "{errors:?}"
+        );
+    }
+}

@@ -193,4 +193,100 @@ mod tests {
         assert_eq!(record.expired, ["a"]);
         assert!(record.applied.is_empty() && record.quarantined.is_empty());
     }
+
+    /// A matrix with `--repeat 2`: the cell of model m2 fails every run. An entry for that
+    /// cell alone makes the batch pass; one for the other cell does not; the rollups and the
+    /// matrix's `anyFail` stay what the runs made them.
+    #[test]
+    fn the_reducer_sets_aside_only_the_covered_cell() {
+        use crate::reduce::batch::UnitShape;
+        use crate::reduce::{BatchReducer, BatchShape, FileErrors, Judging, ShapeKind, StopRules};
+        use cowork_schema::event::JobOutcome;
+        use cowork_schema::run_result::RunView;
+
+        let run = |pass: bool| JobOutcome::Completed {
+            run: RunView::from_result(&serde_json::json!({
+                "scenario": "csv",
+                "result": if pass { "success" } else { "error" },
+                "assertions": [],
+                "verdict": {"pass": pass, "exitCode": i32::from(!pass), "signals": []},
+            }))
+            .expect("a readable result"),
+        };
+        let axes = |model: &str| CellAxes {
+            model: Some(model.into()),
+            ..CellAxes::default()
+        };
+        let judge = |model: &str| {
+            let entry = QuarantineEntry {
+                cell: Some(axes(model)),
+                ..entry("csv", "2027-01-01")
+            };
+            let spec = QuarantineSpec {
+                source: "q".into(),
+                today: "2026-12-06".into(),
+                sha256: "h".into(),
+                entries: vec![entry],
+            };
+            let (a1, a2) = (axes("m1"), axes("m2"));
+            let keys = [
+                UnitKey {
+                    scenario: "csv",
+                    axes: Some(&a1),
+                    label: "csv [model=m1]",
+                },
+                UnitKey {
+                    scenario: "csv",
+                    axes: Some(&a2),
+                    label: "csv [model=m2]",
+                },
+            ];
+            let shape = BatchShape {
+                kind: ShapeKind::Matrix,
+                repeat: Some(2),
+                units: ["m1", "m2"]
+                    .iter()
+                    .map(|model| UnitShape {
+                        label: format!("csv [model={model}]"),
+                        axes: Some(axes(model)),
+                        cell_error: None,
+                    })
+                    .collect(),
+                requested_cells: 2,
+                truncated: false,
+                rules: StopRules {
+                    stop_on_diverge: false,
+                    max_budget_usd: None,
+                },
+                judging: Judging {
+                    min_pass_rate: 1.0,
+                    allow_budget_stop: false,
+                    allow_truncated_matrix: false,
+                },
+                file_errors: FileErrors::AbortBatch,
+                quarantine: Some(QuarantinePlan::new(&spec, &keys)),
+            };
+            let mut reducer = BatchReducer::new(shape).expect("a valid shape");
+            for index in 0..2 {
+                reducer.offer(0, Some(index), run(true));
+                reducer.offer(1, Some(index), run(false));
+            }
+            reducer.finish().expect("complete")
+        };
+        let covered = judge("m2");
+        assert!(covered.ok);
+        assert_eq!(covered.exit_code, 0);
+        let matrix = covered.matrix_repeat.as_ref().expect("a matrix repeat");
+        assert!(matrix.any_fail, "the cells' own verdicts stand");
+        let record = covered.quarantine.expect("a record");
+        assert_eq!(record.applied, ["csv [model=m2]"]);
+        assert_eq!(record.quarantined, ["csv [model=m2]"]);
+
+        let other = judge("m1");
+        assert!(!other.ok);
+        assert_eq!(other.exit_code, 1);
+        let record = other.quarantine.expect("a record");
+        assert_eq!(record.quarantined, ["csv [model=m1]"]);
+        assert!(record.applied.is_empty());
+    }
 }
