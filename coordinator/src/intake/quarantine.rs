@@ -140,7 +140,8 @@ mod tests {
             ..spec
         };
         assert!(check_submitted(&undated)[0].contains("is not a date"));
-        let errors = quarantine_spec(&text("quarantine:\n  - scenario: csv\n")).unwrap_err();
+        let errors = quarantine_spec(&text("quarantine:\n  - scenario: csv\n"))
+            .expect_err("an entry without owner, reason or expires");
         assert!(
             errors
                 .iter()
