@@ -23,16 +23,23 @@ pub async fn prepare_batch(
     executor: ExecutorKind,
     sim: Option<SimSpec>,
 ) -> Result<Intake, CliError> {
+    let cwd = current_dir()?;
+    let bundle_root = batch
+        .bundle_root
+        .clone()
+        .unwrap_or_else(|| intake::default_bundle_root(target, &cwd));
+    let quarantine = crate::quarantine::read_quarantine(&batch.quarantine, &bundle_root, &cwd)?;
     let request = BatchRequest {
         target: target.to_path_buf(),
         flags: raw_flags(batch),
         matrix: batch.matrix.clone(),
         bundle_root: batch.bundle_root.clone(),
-        cwd: current_dir()?,
+        cwd,
         mode,
         executor,
         sim,
         batch_id: crate::embedded::new_batch_id(),
+        quarantine,
     };
     take_in(move |notes| intake::batch(&request, notes)).await
 }

@@ -9,6 +9,7 @@
 //! - `batch_source`: how a command finds the batch it was given (id, dir, `latest~N`).
 //! - `batch_compare`: two decided batches unit by unit (`diff`, `report --compare`).
 //! - `dry_run`: the plan and estimate `--dry-run` prints.
+//! - `quarantine`: today's date and the quarantine file, from the working tree or a git ref.
 //! - `embedded`: the in-process fleet `run`, `eval` and `resume` use.
 //! - `connect`: flags, environment and secret files → connected ports and API clients.
 //! - `follow`: following a submitted batch to its end.
@@ -34,6 +35,7 @@ mod harness_process;
 mod interrupts;
 mod log_scrub;
 mod progress;
+mod quarantine;
 mod summary;
 mod summary_reasons;
 mod telemetry;

@@ -4,6 +4,7 @@
 use cowork_core::reduce::{Judging, arm_label, js_to_fixed, rollup_passes};
 use cowork_schema::envelope::Envelope;
 use cowork_schema::fleet_key::FleetView;
+use cowork_schema::quarantine::QuarantineRecord;
 use cowork_schema::rollup::RepeatRollup;
 use serde_json::Value;
 
@@ -197,7 +198,10 @@ fn colour_verdicts(text: &str) -> String {
 /// Renders the table, a verdict line, and a marker when results are simulated.
 pub fn render(summary: &Summary<'_>) -> String {
     let envelope = summary.envelope;
-    let all_rows = rows(envelope, &summary.fleet, &summary.judging);
+    let mut all_rows = rows(envelope, &summary.fleet, &summary.judging);
+    if let Some(quarantine) = &envelope.quarantine {
+        mark_quarantined(&mut all_rows, quarantine);
+    }
     // A 1,000-cell sweep would print a thousand rows: past `LISTED_UNITS` the table keeps the
     // units that did not pass and one line counts the rest (the envelope has every unit).
     let mut out = if all_rows.len() > crate::text::LISTED_UNITS {
@@ -217,6 +221,9 @@ pub fn render(summary: &Summary<'_>) -> String {
         table(&all_rows)
     };
     out.push_str(&notes(envelope, &summary.fleet));
+    if let Some(quarantine) = &envelope.quarantine {
+        out.push_str(&quarantine_lines(quarantine));
+    }
     out.push_str(&summary.reasons);
     let verdict = match &summary.verdict {
         Some(verdict) => verdict.as_str(),
@@ -230,6 +237,48 @@ pub fn render(summary: &Summary<'_>) -> String {
     // Unit names, messages and reasons come from scenarios and harnesses: one escape for the
     // whole block, so no line of it can start a terminal sequence or forge a row.
     cowork_core::safe_text::for_terminal_lines(&out)
+}
+
+/// Marks each quarantined unit's verdict (`FAIL (quarantined)` still says FAIL: the unit's own
+/// verdict stands) and each unit whose entry expired.
+fn mark_quarantined(rows: &mut [Row], quarantine: &QuarantineRecord) {
+    for row in rows {
+        if quarantine.quarantined.contains(&row.unit) {
+            row.verdict.push_str(" (quarantined)");
+        } else if quarantine.expired.contains(&row.unit) {
+            row.verdict.push_str(" (quarantine EXPIRED)");
+        }
+    }
+}
+
+/// The lines under the table about the quarantine: what it set aside, what expired (loudly:
+/// those units gate again) and entries that matched nothing.
+pub fn quarantine_lines(quarantine: &QuarantineRecord) -> String {
+    let mut out = format!(
+        "quarantine {} (sha256 {}): {} quarantined",
+        quarantine.source,
+        quarantine.sha256.get(..12).unwrap_or(&quarantine.sha256),
+        crate::text::count(quarantine.quarantined.len() as u64, "unit"),
+    );
+    if quarantine.applied.is_empty() {
+        out.push_str(", no failure set aside\n");
+    } else {
+        out.push_str(&format!(
+            "; failures set aside, not gating the verdict: {}\n",
+            quarantine.applied.join(", ")
+        ));
+    }
+    for unit in &quarantine.expired {
+        out.push_str(&format!(
+            "WARNING: the quarantine of {unit} has EXPIRED: it gates the verdict again (renew the entry or fix the unit)\n"
+        ));
+    }
+    for entry in &quarantine.unmatched {
+        out.push_str(&format!(
+            "warning: the quarantine entry {entry} matches no unit of this batch\n"
+        ));
+    }
+    out
 }
 
 /// A matrix cell's unit name as every other view (dry run, diff, trend, reports) spells it:

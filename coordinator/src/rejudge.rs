@@ -299,6 +299,7 @@ pub fn rejudge_runs(
             rules,
             judging,
             file_errors: FileErrors::AbortBatch,
+            quarantine: None,
         };
         let mut reducer = BatchReducer::new(shape).map_err(|error| RejudgeError::Shape {
             message: error.to_string(),

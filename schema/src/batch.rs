@@ -126,6 +126,10 @@ pub struct BatchFlags {
     /// `timeout_ms` (harness-behaviour.md#choice-c13). `None` derives it from the scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_timeout_ms: Option<u64>,
+    /// The quarantine the verdict honours (`quarantine.yaml`, `--quarantine`): units it covers
+    /// still run and are reported but do not gate `ok` or the exit code until they expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<crate::quarantine::QuarantineSpec>,
 }
 
 impl Default for BatchFlags {
@@ -144,6 +148,7 @@ impl Default for BatchFlags {
             decider_model: None,
             label: None,
             job_timeout_ms: None,
+            quarantine: None,
         }
     }
 }

@@ -58,6 +58,10 @@ pub struct Envelope {
     /// Orchestrator metadata (harness-behaviour.md#choice-c15); absent in a CLI envelope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetKey>,
+    /// The quarantine the verdict applied and what it did; absent when none was applied (and
+    /// in a CLI envelope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<crate::quarantine::QuarantineRecord>,
 }
 
 impl Envelope {
@@ -76,6 +80,7 @@ impl Envelope {
             extras: Map::new(),
             error: None,
             fleet: None,
+            quarantine: None,
         }
     }
 

@@ -6,6 +6,7 @@
 //! - [`load`]: strict YAML loading with errors that name file, line and key.
 //! - [`scenario`], [`session`], [`matrix`]: the harness's input files.
 //! - [`batch`]: the batch spec (what a run or submit asks for).
+//! - [`quarantine`]: the quarantine file, the entries a batch applies and what they did.
 //! - [`unit`](mod@unit): a plan unit's tier and matrix axes (shared by [`batch`] and [`job`]).
 //! - [`job`]: one job and its tier.
 //! - [`layout`]: every storage key (decisions.md#storage), built in one place.
@@ -45,6 +46,7 @@ pub mod layout;
 pub mod live;
 pub mod load;
 pub mod matrix;
+pub mod quarantine;
 pub mod registry;
 pub mod retries;
 pub mod rollup;

@@ -237,6 +237,9 @@ pub struct RollupDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix_repeat: Option<MatrixRepeatRollup>,
     pub fleet: FleetJudging,
+    /// The quarantine `ok` and `exitCode` honour, as in the envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<crate::quarantine::QuarantineRecord>,
 }
 
 #[cfg(test)]

@@ -104,6 +104,24 @@ pub struct BatchArgs {
     /// work tree holding the target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
     pub bundle_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub quarantine: QuarantineArgs,
+}
+
+/// Which quarantine file the verdict honours, shared by `run`, `submit`, `eval` and `rollup`.
+#[derive(Debug, Default, Args)]
+pub struct QuarantineArgs {
+    /// The quarantine file (default: quarantine.yaml at the bundle root, when it exists). Units
+    /// it lists still run and are reported, but do not gate the verdict until they expire.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_quarantine")]
+    pub quarantine: Option<PathBuf>,
+    /// Read the quarantine file from this git ref (e.g. origin/main) instead of the working
+    /// tree, so a change cannot quarantine its own regression.
+    #[arg(long, value_name = "REF", conflicts_with = "no_quarantine")]
+    pub quarantine_ref: Option<String>,
+    /// Ignore any quarantine file: every unit gates.
+    #[arg(long)]
+    pub no_quarantine: bool,
 }
 
 /// The executor of a batch and the simulator's settings, shared by `run` and `submit`.

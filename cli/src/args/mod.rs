@@ -16,6 +16,7 @@ mod stored;
 
 pub use batch::{
     AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs,
+    QuarantineArgs,
 };
 pub use bench::{BenchArgs, BenchWhat};
 pub use examples::examples;

@@ -131,6 +131,8 @@ pub struct EvalArgs {
     /// git work tree holding the first scenario target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
     pub bundle_root: Option<PathBuf>,
+    #[command(flatten)]
+    pub quarantine: super::batch::QuarantineArgs,
     /// Jobs run at once in this process.
     #[arg(long, env = "COWORK_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub slots: u16,

@@ -37,6 +37,11 @@ pub struct RollupArgs {
     /// Also write the rollup document (the bytes of a batch's rollup.json) to this file.
     #[arg(long, value_name = "FILE")]
     pub rollup_out: Option<PathBuf>,
+    /// A stored batch is judged with the quarantine it recorded (same entries, same day);
+    /// --quarantine FILE or --quarantine-ref REF re-judge it with another file as of today,
+    /// --no-quarantine without any.
+    #[command(flatten)]
+    pub quarantine: crate::args::QuarantineArgs,
 }
 
 /// The formats of `cowork report`.

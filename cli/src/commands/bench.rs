@@ -170,6 +170,10 @@ async fn demo_batch(
         label: None,
         job_timeout: None,
         bundle_root: None,
+        quarantine: crate::args::QuarantineArgs {
+            no_quarantine: true,
+            ..crate::args::QuarantineArgs::default()
+        },
     };
     let target = std::path::Path::new("examples/demo/scenarios");
     crate::batch_input::prepare_batch(

@@ -300,11 +300,18 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             Err(other) => return Err(other),
         }
     }
+    let cwd = current_dir()?;
+    let bundle_root = match (&args.bundle_root, args.scenarios.first()) {
+        (Some(root), _) => root.clone(),
+        (None, Some(first)) => cowork_coordinator::intake::default_bundle_root(first, &cwd),
+        (None, None) => cwd.clone(),
+    };
+    let quarantine = crate::quarantine::read_quarantine(&args.quarantine, &bundle_root, &cwd)?;
     let request = EvalRequest {
         targets: args.scenarios.clone(),
         arms: [args.arm_a.clone(), args.arm_b.clone()],
         bundle_root: args.bundle_root.clone(),
-        cwd: current_dir()?,
+        cwd,
         flags: RawEvalFlags {
             runs: args.runs.clone(),
             alpha: args.alpha.clone(),
@@ -315,6 +322,7 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
         harness_problems,
         seed: args.executor.seed,
         batch_id: new_batch_id(),
+        quarantine,
     };
     take_in(move |notes| intake::eval(&request, notes)).await
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cowork_coordinator::catalog::{overview, stored_batch};
+use cowork_coordinator::intake::quarantine::quarantine_spec;
 use cowork_coordinator::rejudge::{rejudge_runs, rejudge_stored, view_of_result};
 use cowork_coordinator::supervisor::{
     EnvelopeHead, StoredEnvelope, build_envelope, copy_envelope, rollup_bytes, spool_envelope,
@@ -16,6 +17,7 @@ use cowork_schema::envelope::decorate_result;
 use cowork_schema::fleet::StopError;
 use cowork_schema::fleet_key::{FleetKey, RejudgedMeta};
 use cowork_schema::layout::{BatchDir, BatchKey, names};
+use cowork_schema::quarantine::QuarantineSpec;
 use cowork_schema::rollup::FoldOrder;
 use cowork_schema::run_result::RunView;
 use serde_json::Value;
@@ -61,7 +63,28 @@ fn judged_flags(args: &RollupArgs, stored: Option<&BatchFlags>) -> Result<BatchF
     flags.stop_on_diverge |= args.stop_on_diverge;
     flags.allow_budget_stop |= args.allow_budget_stop;
     flags.allow_truncated_matrix |= args.allow_truncated_matrix;
+    flags.quarantine = judged_quarantine(args, flags.quarantine.take())?;
     Ok(flags)
+}
+
+/// The quarantine to judge with: the recorded one (its own entries and day) unless the flags
+/// name another file (judged as of today) or none.
+fn judged_quarantine(
+    args: &RollupArgs,
+    recorded: Option<QuarantineSpec>,
+) -> Result<Option<QuarantineSpec>, CliError> {
+    let given = &args.quarantine;
+    if given.no_quarantine {
+        return Ok(None);
+    }
+    if given.quarantine.is_none() && given.quarantine_ref.is_none() {
+        return Ok(recorded);
+    }
+    let cwd = crate::batch_input::current_dir()?;
+    let Some(text) = crate::quarantine::read_quarantine(given, &cwd, &cwd)? else {
+        return Ok(None);
+    };
+    quarantine_spec(&text).map(Some).map_err(CliError::Usage)
 }
 
 /// Natural order for paths: digit runs compare as numbers, so `r2` sorts before `r10`.
@@ -165,6 +188,12 @@ pub async fn run(args: RollupArgs) -> Result<i32, CliError> {
         values.push((value, view));
     }
     let flags = judged_flags(&args, None)?;
+    if flags.quarantine.is_some() {
+        return Err(CliError::usage(
+            "--quarantine: applies to a stored batch, whose units it can match; loose result \
+             files have none (drop the flag, or give the batch)",
+        ));
+    }
     let rules = StopRules {
         stop_on_diverge: flags.stop_on_diverge,
         max_budget_usd: flags.max_budget_usd,

@@ -33,8 +33,9 @@
 //! `connect` (a `--coordinator` address read, refused or named as not a coordinator; which
 //! batch `resume` resumes when a local store and a coordinator both could), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch), `morning` (the short morning view of `diff` and
-//! `trend` after two 1,000-cell sweeps, `--all`, and quarantine suggestions), `readme` (the README's quick start, run from the
-//! README's own text), `bounds` (what a client can make the coordinator hold: a flood of idle
+//! `trend` after two 1,000-cell sweeps, `--all`, and quarantine suggestions), `readme` (the
+//! README's quick start, run from the README's own text), `quarantine` (units that run but do
+//! not gate: expiry, reports, rollup, a git ref's file, the fleet), `bounds` (what a client can make the coordinator hold: a flood of idle
 //! connections, the store reads of many batch starts), `trust` (the trust boundaries:
 //! forged events and jobs, NATS permissions, the sim executor's path confinement, control
 //! characters in every output, secrets in log lines, read-only tokens) and `writable_dirs` (a
@@ -70,6 +71,7 @@ mod limits;
 mod live_browser;
 mod morning;
 mod multihost;
+mod quarantine;
 mod readme;
 mod recovery;
 mod report;

@@ -16,6 +16,7 @@
 //! `spawn_blocking`.
 
 pub mod files;
+pub mod quarantine;
 pub mod submitted;
 
 use std::collections::BTreeSet;
@@ -74,6 +75,8 @@ pub struct BatchRequest {
     pub sim: Option<SimSpec>,
     /// The id the batch will have.
     pub batch_id: BatchId,
+    /// The quarantine file the verdict honours, as read by the caller.
+    pub quarantine: Option<quarantine::QuarantineText>,
 }
 
 /// Validates the whole batch, plans it and packs its bundle. Notes for the person (subfolders
@@ -82,6 +85,11 @@ pub struct BatchRequest {
 pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, IntakeError> {
     // Flags and files are checked together so that one run of the command lists every problem.
     let flags = validate_flags(&request.flags);
+    let quarantine = request
+        .quarantine
+        .as_ref()
+        .map(quarantine::quarantine_spec)
+        .transpose();
     let input = PrepareInput {
         target: request.target.clone(),
         matrix: request.matrix.clone(),
@@ -93,15 +101,24 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
         executor: request.executor,
     };
     let prepared = prepare(&input);
-    let (flags, prepared): (_, PreparedBatch) = match (flags, prepared) {
-        (Ok(flags), Ok(prepared)) => (flags, prepared),
-        (flags, prepared) => {
+    let (flags, prepared): (_, PreparedBatch) = match (flags, prepared, quarantine) {
+        (Ok(flags), Ok(prepared), Ok(quarantine)) => (
+            cowork_schema::batch::BatchFlags {
+                quarantine,
+                ..flags
+            },
+            prepared,
+        ),
+        (flags, prepared, quarantine) => {
             let mut problems: Vec<String> = Vec::new();
             if let Err(errors) = flags {
                 problems.extend(errors.iter().map(ToString::to_string));
             }
             if let Err(errors) = prepared {
                 problems.extend(errors.iter().map(ToString::to_string));
+            }
+            if let Err(errors) = quarantine {
+                problems.extend(errors);
             }
             return Err(IntakeError::Invalid(problems));
         }
@@ -155,6 +172,7 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
         eval: None,
     };
     notes.extend(unmatched_sim_rules(&plan));
+    notes.extend(quarantine::quarantine_notes(&plan));
     Ok(Intake { plan, spec, bundle })
 }
 
@@ -181,6 +199,8 @@ pub struct EvalRequest {
     pub seed: u64,
     /// The id the batch will have.
     pub batch_id: BatchId,
+    /// The quarantine file the arms' verdict honours, as read by the caller.
+    pub quarantine: Option<quarantine::QuarantineText>,
 }
 
 /// An eval batch taken in.
@@ -198,12 +218,19 @@ pub struct EvalIntake {
 /// Validates the whole eval batch, plans both arms and packs the bundle. A warning that both
 /// arms are one directory is pushed onto `notes`.
 pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake, IntakeError> {
+    let quarantine = request
+        .quarantine
+        .as_ref()
+        .map(quarantine::quarantine_spec)
+        .transpose()
+        .map_err(IntakeError::Invalid)?;
     let CheckedEval {
-        flags,
+        mut flags,
         executor,
         sim,
         prepared,
     } = check_eval(request, notes)?;
+    flags.batch.quarantine = quarantine;
     let layout = plan_eval_units(
         &prepared.batch,
         &EvalLayoutInput {
@@ -238,6 +265,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         },
     );
     notes.extend(unmatched_sim_rules(&plan));
+    notes.extend(quarantine::quarantine_notes(&plan));
     let spec = BatchSpec {
         schema_version: BATCH_SPEC_VERSION,
         mode: BatchMode::Eval,

@@ -285,6 +285,9 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
         &spec.target_display,
     ));
     problems.extend(check_spec_flags(&spec.flags, spec.matrix_file.is_some()));
+    if let Some(quarantine) = &spec.flags.quarantine {
+        problems.extend(super::quarantine::check_submitted(quarantine));
+    }
     match (&spec.eval, spec.mode) {
         (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),
         (None, BatchMode::Eval) => {
@@ -333,11 +336,12 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
     let allowed = BatchFlags {
         repeat: spec.flags.repeat,
         job_timeout_ms: spec.flags.job_timeout_ms,
+        quarantine: spec.flags.quarantine.clone(),
         ..BatchFlags::default()
     };
     if spec.flags != allowed {
         problems.push(
-            "spec.flags: an eval takes only repeat and jobTimeoutMs; every other flag must keep its default"
+            "spec.flags: an eval takes only repeat, jobTimeoutMs and quarantine; every other flag must keep its default"
                 .to_owned(),
         );
     }

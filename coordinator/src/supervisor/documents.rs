@@ -286,5 +286,6 @@ pub fn build_envelope(
     envelope.matrix_repeat = reduction.matrix_repeat.clone();
     envelope.error = reduction.error.clone();
     envelope.fleet = fleet;
+    envelope.quarantine = reduction.quarantine.clone();
     envelope
 }

@@ -28,11 +28,13 @@ use cowork_schema::batch::{BatchFlags, PlanKindName, PlanSummary};
 use cowork_schema::envelope::EnvelopeError;
 use cowork_schema::event::JobOutcome;
 use cowork_schema::job::{CellAxes, Tier};
+use cowork_schema::quarantine::QuarantineRecord;
 use cowork_schema::rollup::{
     FleetJudging, FoldOrder, MatrixRepeatRollup, MatrixRollup, ROLLUP_DOC_VERSION, RepeatRollup,
     RollupDoc,
 };
 
+use super::quarantine::{QuarantinePlan, UnitKey};
 use super::repeat::RepeatFold;
 use super::{Judging, Offer, StopRules};
 
@@ -86,6 +88,8 @@ pub struct BatchShape {
     /// What a throwing file does to a plain files batch (ignored with `--repeat` and for a
     /// matrix, whose in-run exceptions are early stops or cell errors).
     pub file_errors: FileErrors,
+    /// The quarantine the verdict honours, matched against `units`.
+    pub quarantine: Option<QuarantinePlan>,
 }
 
 impl BatchShape {
@@ -122,6 +126,18 @@ impl BatchShape {
             } else {
                 FileErrors::AbortBatch
             },
+            quarantine: flags.quarantine.as_ref().map(|spec| {
+                let keys: Vec<UnitKey<'_>> = summary
+                    .units
+                    .iter()
+                    .map(|unit| UnitKey {
+                        scenario: &unit.scenario_name,
+                        axes: unit.axes.as_ref(),
+                        label: &unit.label,
+                    })
+                    .collect();
+                QuarantinePlan::new(spec, &keys)
+            }),
         }
     }
 }
@@ -190,6 +206,8 @@ pub struct BatchReduction {
     pub budget_telemetry_missing: Vec<String>,
     pub rules: StopRules,
     pub judging: Judging,
+    /// The quarantine `ok` and `exit_code` honour and what it did.
+    pub quarantine: Option<QuarantineRecord>,
 }
 
 impl BatchReduction {
@@ -215,6 +233,7 @@ impl BatchReduction {
                 simulated_runs: self.simulated_runs,
                 budget_telemetry_missing: self.budget_telemetry_missing.clone(),
             },
+            quarantine: self.quarantine.clone(),
         }
     }
 }

@@ -14,6 +14,8 @@
 //! - [`repeat`]: [`RepeatFold`], the incremental harness-behaviour.md#repeat-loop /
 //!   harness-behaviour.md#index-order-reducer loop for one file or cell.
 //! - [`batch`]: [`BatchReducer`], the whole batch (files or matrix, with or without repeat).
+//! - [`quarantine`]: units a quarantine covers, and the batch verdict that sets their failures
+//!   aside.
 //! - [`human`]: the stderr renderings of harness-behaviour.md#repeat-human and
 //!   harness-behaviour.md#matrix-repeat and JavaScript's `toFixed`.
 //!
@@ -21,6 +23,7 @@
 
 pub mod batch;
 pub mod human;
+pub mod quarantine;
 pub mod repeat;
 
 use cowork_schema::rollup::{MatrixRepeatRollup, MatrixRollup, RepeatRollup, StopReason};

@@ -483,6 +483,7 @@ fn files_shape(
         rules,
         judging,
         file_errors: FileErrors::AbortBatch,
+        quarantine: None,
     }
 }
 
@@ -719,6 +720,7 @@ fn matrix_shape(
         rules,
         judging,
         file_errors: FileErrors::AbortBatch,
+        quarantine: None,
     }
 }
 
@@ -1111,6 +1113,7 @@ fn a_tampered_cassette_of_a_replay_batch_fails_alone() {
     // and the call exits 2 with `ok: false` and no error envelope.
     let replay = || BatchShape {
         file_errors: FileErrors::FailFile,
+        quarantine: None,
         ..files_shape(None, &["a", "b", "c"], NO_STOPS, DEFAULT_JUDGING)
     };
     let mut batch = reducer(replay());

@@ -1,5 +1,6 @@
 //! The JSON summary ([`render_json`]): one line of machine-readable verdict, units, failure
-//! reasons, stop notes and, for an eval, the A/B table.
+//! reasons, stop notes, the quarantine (the envelope's record, and a mark per unit it covers)
+//! and, for an eval, the A/B table.
 
 use cowork_schema::json_number;
 use serde_json::{Map, Value, json};
@@ -88,7 +89,17 @@ pub fn render_json(input: &ReportInput) -> String {
             json!({ "reason": incomplete.reason, "neverRan": incomplete.never_ran }),
         );
     }
-    let units: Vec<Value> = summary.units.iter().map(unit_json).collect();
+    let units: Vec<Value> = summary
+        .units
+        .iter()
+        .map(|unit| unit_json(unit, &summary))
+        .collect();
+    if let Some(record) = summary.quarantine() {
+        head.insert(
+            "quarantine".into(),
+            serde_json::to_value(record).unwrap_or(Value::Null),
+        );
+    }
     head.insert("units".into(), Value::from(units));
     if let Some((first, count)) = summary.truncated_cells {
         head.insert(
@@ -134,7 +145,7 @@ fn totals_json(summary: &Summary<'_>) -> Value {
 }
 
 /// One unit's entry: status, counts, pass rate, flakiness, stop, cost, duration, error.
-fn unit_json(unit: &UnitReport<'_>) -> Value {
+fn unit_json(unit: &UnitReport<'_>, summary: &Summary<'_>) -> Value {
     let mut object = Map::new();
     object.insert("unit".into(), Value::from(unit.id.clone()));
     object.insert("label".into(), Value::from(unit.label));
@@ -158,6 +169,15 @@ fn unit_json(unit: &UnitReport<'_>) -> Value {
     opt_number(&mut object, "durationMs", unit.duration_ms);
     if let UnitStatus::Error(error) = &unit.status {
         object.insert("error".into(), Value::from(error.clone()));
+    }
+    if let Some(mark) = summary.quarantine_mark(unit) {
+        object.insert(
+            "quarantine".into(),
+            json!({
+                "state": if mark.in_force() { "quarantined" } else { "expired" },
+                "text": mark.text(),
+            }),
+        );
     }
     Value::Object(object)
 }

@@ -9,7 +9,9 @@
 //! batch's wall time when it was recorded (a batch of parallel runs takes far less than their
 //! sum), else the sum, and both are given as properties. The arms of an eval are not judged
 //! one by one: they pass as testcases, and one more testcase carries the A/B verdict (failing
-//! when B is worse). A simulated batch says so in the suite name and in a property.
+//! when B is worse). A simulated batch says so in the suite name and in a property. A unit a
+//! quarantine entry in force covers is `<skipped>` with the entry's reason and its own verdict;
+//! one whose entry expired fails as usual, the expiry said first in the message.
 
 use std::fmt::Write as _;
 
@@ -190,6 +192,9 @@ pub fn render_junit(input: &ReportInput) -> String {
         ("discarded_runs", summary.discarded.runs.to_string()),
         ("incomplete", input.incomplete.is_some().to_string()),
     ];
+    let properties = properties
+        .into_iter()
+        .chain(quarantine_properties(&summary));
     for (name, value) in properties {
         let _ = writeln!(
             out,
@@ -201,6 +206,22 @@ pub fn render_junit(input: &ReportInput) -> String {
     out.push_str(&cases);
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
+}
+
+/// The suite's properties about its quarantine: the file, its hash and the units it covered,
+/// set aside, found expired or could not match (none without a quarantine).
+fn quarantine_properties(summary: &Summary<'_>) -> Vec<(&'static str, String)> {
+    let Some(record) = summary.quarantine() else {
+        return Vec::new();
+    };
+    vec![
+        ("quarantine", record.source.clone()),
+        ("quarantine_sha256", record.sha256.clone()),
+        ("quarantined_units", record.quarantined.join(", ")),
+        ("quarantine_set_aside", record.applied.join(", ")),
+        ("quarantine_expired", record.expired.join(", ")),
+        ("quarantine_unmatched", record.unmatched.join(", ")),
+    ]
 }
 
 /// How a unit's testcase ended.
@@ -220,6 +241,12 @@ fn unit_testcase(cases: &mut String, unit: &UnitReport<'_>, summary: &Summary<'_
         escape_xml(unit.scenario_name),
         junit_seconds(unit.duration_ms)
     );
+    if let Some(mark) = summary.quarantine_mark(unit)
+        && mark.in_force()
+        && !summary.is_eval()
+    {
+        return quarantined_testcase(cases, unit, summary, &mark.text());
+    }
     match &unit.status {
         UnitStatus::Passed => {
             cases.push_str("/>\n");
@@ -244,7 +271,10 @@ fn unit_testcase(cases: &mut String, unit: &UnitReport<'_>, summary: &Summary<'_
             Case::Error
         }
         UnitStatus::Failed => {
-            let (message, body) = failure_of(unit, summary);
+            let (mut message, body) = failure_of(unit, summary);
+            if let Some(mark) = summary.quarantine_mark(unit) {
+                message = format!("{}; {message}", mark.text());
+            }
             let _ = write!(
                 cases,
                 ">\n      <failure message=\"{}\" type=\"verdict\">{}</failure>\n    </testcase>\n",
@@ -268,6 +298,36 @@ fn unit_testcase(cases: &mut String, unit: &UnitReport<'_>, summary: &Summary<'_
             Case::Skipped
         }
     }
+}
+
+/// A quarantined unit: `<skipped>` with the entry's reason, whatever its own verdict (said in
+/// the message, with the failing runs' reasons in `<system-out>`), so CI does not count it
+/// against the batch.
+fn quarantined_testcase(
+    cases: &mut String,
+    unit: &UnitReport<'_>,
+    summary: &Summary<'_>,
+    mark: &str,
+) -> Case {
+    let (verdict, body) = match &unit.status {
+        UnitStatus::Failed => ("FAIL".to_owned(), failure_of(unit, summary).1),
+        UnitStatus::Error(error) => (format!("ERROR: {error}"), String::new()),
+        _ => (unit.verdict_text(), String::new()),
+    };
+    let _ = write!(
+        cases,
+        ">\n      <skipped message=\"{}\"/>\n",
+        escape_xml(&format!("{mark}; its own verdict: {verdict}"))
+    );
+    if !body.is_empty() {
+        let _ = writeln!(
+            cases,
+            "      <system-out>{}</system-out>",
+            escape_xml_text(&body)
+        );
+    }
+    cases.push_str("    </testcase>\n");
+    Case::Skipped
 }
 
 /// Appends the A/B testcase of an eval to `case`: failing when B is worse, an error when

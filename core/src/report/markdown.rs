@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::input::{EvalSection, ReportInput};
 use super::numbers::{cost_text, js_number, percent, seconds, usd};
-use super::summary::{Summary, UnitReport, UnitStatus, summarize};
+use super::summary::{Summary, UnitReport, UnitStatus, quarantine_lines, summarize};
 
 /// Failure reasons listed; the HTML report has all of them.
 const TOP_REASONS: usize = 10;
@@ -100,6 +100,19 @@ fn warnings(out: &mut String, summary: &Summary<'_>) {
             "> [!WARNING]\n> **{}**\n",
             escape_md(&summary.simulated_warning())
         );
+    }
+    if let Some(record) = summary.quarantine() {
+        let lines = quarantine_lines(record);
+        let alert = if record.expired.is_empty() {
+            "NOTE"
+        } else {
+            "CAUTION"
+        };
+        let _ = writeln!(out, "> [!{alert}]");
+        for line in lines {
+            let _ = writeln!(out, "> {}", escape_md(&line));
+        }
+        out.push('\n');
     }
     if let Some(incomplete) = &input.incomplete {
         let _ = writeln!(
@@ -260,6 +273,9 @@ fn units_table(out: &mut String, summary: &Summary<'_>) {
         }
         if let UnitStatus::Error(error) = &unit.status {
             let _ = write!(verdict, ": {}", shortened(error));
+        }
+        if let Some(mark) = summary.quarantine_mark(unit) {
+            let _ = write!(verdict, " — {}", mark.text());
         }
         let _ = writeln!(
             out,

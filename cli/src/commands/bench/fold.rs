@@ -37,6 +37,7 @@ pub(super) fn bench_fold(n_outcomes: u64) -> Result<i32, CliError> {
             allow_truncated_matrix: false,
         },
         file_errors: FileErrors::AbortBatch,
+        quarantine: None,
     };
     let mut reducer = BatchReducer::new(shape)
         .map_err(|e| CliError::Failed(anyhow::anyhow!("bench shape: {e}")))?;

@@ -13,6 +13,7 @@ use cowork_schema::run_result::{EMPTY_ASSERTION_KEY, RunView};
 use super::{
     BatchReducer, BatchReduction, DiscardedJob, FileErrors, NotComplete, ShapeKind, UnitState,
 };
+use crate::reduce::quarantine::waive;
 use crate::reduce::{EnvelopeKeys, envelope_ok, rollup_passes};
 
 impl BatchReducer {
@@ -40,6 +41,7 @@ impl BatchReducer {
             budget_telemetry_missing: Vec::new(),
             rules: self.shape.rules,
             judging: self.shape.judging,
+            quarantine: None,
         };
         match (self.shape.kind, self.shape.repeat.is_some()) {
             (ShapeKind::Files, true) => self.finish_files_repeat(&mut reduction),
@@ -47,7 +49,43 @@ impl BatchReducer {
             (ShapeKind::Matrix, false) => self.finish_matrix_plain(&mut reduction),
             (ShapeKind::Matrix, true) => self.finish_matrix_repeat(&mut reduction),
         }
+        self.apply_quarantine(&mut reduction);
         Ok(reduction)
+    }
+
+    /// Sets the failures of quarantined units aside in `ok` and the exit code, and records what
+    /// the quarantine did. Unit verdicts and rollups stay as they are.
+    fn apply_quarantine(&self, reduction: &mut BatchReduction) {
+        let Some(plan) = &self.shape.quarantine else {
+            return;
+        };
+        let failing: Vec<bool> = (0..self.units.len())
+            .map(|unit_idx| self.unit_fails(unit_idx))
+            .collect();
+        let truncation_fails = self.shape.kind == ShapeKind::Matrix
+            && self.shape.truncated
+            && !self.shape.judging.allow_truncated_matrix;
+        (reduction.ok, reduction.exit_code) = waive(
+            reduction.ok,
+            reduction.exit_code,
+            &failing,
+            plan,
+            truncation_fails,
+        );
+        reduction.quarantine = Some(plan.record(&failing));
+    }
+
+    /// `true` when the unit's own verdict is a failure (a failing run or rollup, a cell error,
+    /// a run without a result).
+    fn unit_fails(&self, unit_idx: usize) -> bool {
+        match &self.units[unit_idx] {
+            UnitState::Repeat(fold) => fold
+                .rollup()
+                .is_some_and(|rollup| !rollup_passes(&rollup, &self.shape.judging)),
+            UnitState::Plain(Some(JobOutcome::Completed { run })) => !run.pass,
+            UnitState::Plain(Some(_)) | UnitState::CellError(_) => true,
+            UnitState::Plain(None) => false,
+        }
     }
 
     /// Results, discards, simulated counts and telemetry labels of the repeat folds.

@@ -10,7 +10,7 @@ use super::eval::{ab_class, ab_verdict};
 use super::page::{escape, verdict_badge};
 use crate::report::input::ReportInput;
 use crate::report::numbers::{cost_text, percent, seconds, usd};
-use crate::report::summary::Summary;
+use crate::report::summary::{Summary, quarantine_lines};
 
 /// The page's title and header: the batch's verdict (an eval's A/B verdict), then the
 /// SIMULATED and INCOMPLETE banners.
@@ -42,6 +42,22 @@ pub(super) fn header(out: &mut String, summary: &Summary<'_>) {
             out,
             "<div class=\"banner simulated\" id=\"simulated\" role=\"alert\">{}</div>",
             escape(&summary.simulated_warning())
+        );
+    }
+    if let Some(record) = summary.quarantine() {
+        let lines: Vec<String> = quarantine_lines(record)
+            .iter()
+            .map(|line| escape(line))
+            .collect();
+        let (class, role) = if record.expired.is_empty() {
+            ("quarantine", "note")
+        } else {
+            ("quarantine expired", "alert")
+        };
+        let _ = writeln!(
+            out,
+            "<div class=\"banner {class}\" id=\"quarantine\" role=\"{role}\">{}</div>",
+            lines.join("<br>")
         );
     }
     if let Some(incomplete) = &summary.input.incomplete {

@@ -29,6 +29,9 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:now
 .banner{margin:12px 0;padding:12px 16px;border-radius:6px;font-weight:600}
 .banner.simulated{background:#fff8c5;border:2px solid #d4a72c;color:#6c4400;font-size:15px}
 .banner.incomplete{background:#fff1e5;border:2px solid #bc4c00;color:#762c00;font-size:15px}
+.banner.quarantine{background:#ddf4ff;border:2px solid #54aeff;color:#0a3069}
+.banner.quarantine.expired{background:#ffebe9;border:2px solid #cf222e;color:#82071e}
+.qmark{font-size:12px;color:#57606a}
 dl.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(210px,1fr));gap:6px 10px;margin:12px 0 0;padding:0}
 dl.facts div{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:5px 10px;min-width:0}
 dl.facts dt{font-size:11px;letter-spacing:.04em;text-transform:uppercase;color:#59636e}

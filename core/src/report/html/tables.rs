@@ -58,6 +58,18 @@ pub(super) fn units_table(out: &mut String, summary: &Summary<'_>) {
         if let UnitStatus::Error(error) = &unit.status {
             detail.push(format!("error: {error}"));
         }
+        let badge = match summary.quarantine_mark(unit) {
+            Some(mark) => format!(
+                "{badge} <span class=\"qmark\" data-quarantine=\"{}\">{}</span>",
+                if mark.in_force() {
+                    "quarantined"
+                } else {
+                    "expired"
+                },
+                escape(&mark.text())
+            ),
+            None => badge,
+        };
         let _ = writeln!(
             out,
             "<tr data-unit=\"{id}\"><td><a href=\"#unit-{id}\"><code>{id}</code></a></td>\

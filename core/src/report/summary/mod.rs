@@ -4,6 +4,7 @@
 
 mod build;
 mod notes;
+mod quarantine;
 mod units;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use crate::reduce::Judging;
 use crate::report::input::{ReportInput, RunBrief, RunState, StoredRun, unit_id};
 
 pub(crate) use build::summarize;
+pub(crate) use quarantine::quarantine_lines;
 
 /// How a unit (scenario file or matrix cell) ended.
 #[derive(Clone, Debug, PartialEq)]
