@@ -15,7 +15,7 @@ mod start;
 mod stored;
 
 pub use batch::{
-    AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs,
+    AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs, StallArgs,
 };
 pub use bench::{BenchArgs, BenchWhat};
 pub use examples::examples;
