@@ -185,7 +185,7 @@ impl StallReason {
                 };
                 format!("every job failing at sandbox start ({failures} {word})")
             }
-            StallReason::Unexplained => "no job started or finished".to_owned(),
+            StallReason::Unexplained => "no cause the fleet can see".to_owned(),
         }
     }
 }

@@ -232,3 +232,25 @@ fn stall_flags_are_checked_before_anything_is_sent() {
         out.expect_code(2).expect_stderr(expected);
     }
 }
+
+#[test]
+fn cowork_run_says_when_its_batch_stalls() {
+    let sandbox = Sandbox::empty();
+    copy_dir(&fixture("routing"), sandbox.path());
+    // One run of ten seconds against a threshold of one: the batch stalls while it runs.
+    sandbox.write(
+        "slow.yaml",
+        "rules:\n  - duration_ms: 10000\n    time_scale: 1.0\n    pass_rate: 1.0\n",
+    );
+    let out = sandbox.run_batch(&[
+        "scenarios/in-container.yaml",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "slow.yaml",
+        "--stall-after",
+        "1s",
+    ]);
+    out.expect_code(0)
+        .expect_stderr("stalled: no cause the fleet can see — no job started or finished for ");
+}
