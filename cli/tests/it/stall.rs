@@ -2,7 +2,9 @@
 //! finished for its `--stall-after` is marked stalled with the reason in words (`cowork status`,
 //! its JSON, `/metrics`); `--on-stall cancel` cancels it with the reason recorded.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use cowork_schema::BatchId;
@@ -120,6 +122,32 @@ async fn a_batch_for_a_tier_no_worker_serves_is_stalled_and_says_so() {
             .any(|line| line == "cowork_batches_stalled 1"),
         "{metrics}"
     );
+    // `cowork watch` says it on a line of its own.
+    let mut watch = fleet
+        .watch_command(sandbox.path(), &batch)
+        .spawn()
+        .expect("starting cowork watch");
+    let stderr = watch.stderr.take().expect("stderr is piped");
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut said = Vec::new();
+    let line = wait_until("cowork watch says the batch is stalled")
+        .within(PATIENCE)
+        .try_receive(&lines, |line| {
+            said.push(line.clone());
+            line.starts_with("stalled: no worker serves tier microvm")
+                .then_some(line)
+        });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let line = line.unwrap_or_else(|timed_out| panic!("{timed_out}\n{}", said.join("\n")));
+    assert!(line.contains("(stall after 2s)"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
