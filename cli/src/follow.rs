@@ -240,6 +240,8 @@ struct Waits {
     lost_workers: Vec<String>,
     /// The stall reason last printed.
     stall: Option<String>,
+    /// Jobs past their timeout plus grace already named.
+    overdue: Vec<String>,
 }
 
 impl Waits {
@@ -288,6 +290,16 @@ impl Waits {
             .lost_workers
             .iter()
             .map(|lost| lost.worker_id.clone())
+            .collect();
+        for overdue in &snapshot.overdue_jobs {
+            if !self.overdue.contains(&overdue.job_id) {
+                crate::progress::note(&overdue.describe(crate::progress::now_ms()));
+            }
+        }
+        self.overdue = snapshot
+            .overdue_jobs
+            .iter()
+            .map(|overdue| overdue.job_id.clone())
             .collect();
         let stall = snapshot.stall.as_ref().map(|stall| stall.message.clone());
         if stall != self.stall {
