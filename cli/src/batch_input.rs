@@ -102,6 +102,8 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         decider_model: batch.decider_model.clone(),
         label: batch.label.clone(),
         job_timeout: batch.job_timeout.clone(),
+        stall_after: batch.stall.stall_after.clone(),
+        on_stall: batch.stall.on_stall.clone(),
     }
 }
 

@@ -16,6 +16,7 @@
 //! job's record in the store, and [`resume`] finishes it.
 
 mod local_resume;
+mod stall;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +53,9 @@ use crate::exit::CliError;
 use crate::interrupts::Interrupts;
 
 pub use local_resume::resume;
+
+/// Recent batches of the store whose run times set the default `--stall-after`.
+const STALL_HISTORY: usize = 20;
 
 /// Deliveries of one job before an infrastructure failure before spend is final
 /// (harness-behaviour.md#choice-c8): in one process a failure to start the harness rarely heals, so
@@ -467,13 +471,14 @@ async fn run_locked(
     // stop pulling, and only after its running jobs are stored.
     let mut worker = spawn_worker(embedded, plan, &queue, &events, &stopper)?;
     let mut worker_end = None;
+    let mut stall_cancel = None;
     let end = supervise_with_interrupts(
         embedded,
         &ports,
         &stopper,
         &mut interrupts,
         &mut worker,
-        &mut worker_end,
+        (&mut worker_end, &mut stall_cancel),
     )
     .await;
     queue.close();
@@ -487,6 +492,12 @@ async fn run_locked(
     let interrupted = interrupts.received() > 0;
     if let Some(ui) = ui {
         close_ui(ui, &end, interrupted, embedded, plan).await?;
+    }
+    if let (Ok(SuperviseEnd::Cancelled { .. }), Some(reason)) = (&end, stall_cancel) {
+        return Err(CliError::Failed(anyhow!(
+            "{what} {} cancelled by --on-stall cancel: stalled: {reason}",
+            plan.batch_id
+        )));
     }
     batch_outcome(end, interrupted, worker_end, embedded, plan, what)
 }
@@ -534,16 +545,34 @@ fn spawn_worker(
 }
 
 /// Supervises the batch to its end with the progress line drawn, acting on every Ctrl-C
-/// meanwhile. A worker that ends first is reaped into `worker_end` and ends supervision.
+/// meanwhile. A worker that ends first is reaped into `worker_end` and ends supervision; a
+/// stall is said, and with `--on-stall cancel` cancels the batch (its reason in
+/// `stall_cancel`).
 async fn supervise_with_interrupts(
     embedded: &EmbeddedRun,
     ports: &CoordinatorPorts,
     stopper: &Stopper<'_>,
     interrupts: &mut Interrupts,
     worker: &mut WorkerTask,
-    worker_end: &mut Option<WorkerEnd>,
+    (worker_end, stall_cancel): (&mut Option<WorkerEnd>, &mut Option<String>),
 ) -> Result<SuperviseEnd, SuperviseError> {
     let (progress_tx, progress_rx) = watch::channel(ProgressSnapshot::default());
+    let history = match stopper.plan.flags.stall_after_ms {
+        Some(_) => Vec::new(),
+        None => cowork_coordinator::history::recent_stats(
+            embedded.store.as_ref(),
+            STALL_HISTORY,
+            Some(&stopper.plan.batch_id),
+        )
+        .await
+        .unwrap_or_default(),
+    };
+    let mut stalls = stall::StallWatch::new(
+        &stopper.plan.flags,
+        &history,
+        progress_rx.clone(),
+        stopper.signals.live.controls.clone(),
+    );
     let renderer = (!embedded.quiet)
         .then(|| tokio::spawn(crate::progress::render(progress_rx, embedded.started)));
     let options = supervise_options(embedded);
@@ -568,6 +597,13 @@ async fn supervise_with_interrupts(
                     stopper.signals.shutdown.cancel();
                 }
                 end = &mut supervision => break end,
+                stall = stalls.next(), if stall_cancel.is_none() => {
+                    crate::progress::note(&stall.describe(crate::progress::now_ms()));
+                    if stall.cancelled {
+                        stopper.signals.cancel.cancel();
+                        *stall_cancel = Some(stall.message);
+                    }
+                }
             }
         }
     };

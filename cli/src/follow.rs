@@ -238,6 +238,10 @@ struct Waits {
     unserved: Vec<(cowork_schema::api::UnservedTier, std::time::Instant)>,
     held_by: Option<String>,
     lost_workers: Vec<String>,
+    /// The stall reason last printed.
+    stall: Option<String>,
+    /// Jobs past their timeout plus grace already named.
+    overdue: Vec<String>,
 }
 
 impl Waits {
@@ -287,6 +291,24 @@ impl Waits {
             .iter()
             .map(|lost| lost.worker_id.clone())
             .collect();
+        for overdue in &snapshot.overdue_jobs {
+            if !self.overdue.contains(&overdue.job_id) {
+                crate::progress::note(&overdue.describe(crate::progress::now_ms()));
+            }
+        }
+        self.overdue = snapshot
+            .overdue_jobs
+            .iter()
+            .map(|overdue| overdue.job_id.clone())
+            .collect();
+        let stall = snapshot.stall.as_ref().map(|stall| stall.message.clone());
+        if stall != self.stall {
+            match &snapshot.stall {
+                Some(stall) => crate::progress::note(&stall.describe(crate::progress::now_ms())),
+                None => crate::progress::note("no longer stalled: a job started or finished"),
+            }
+            self.stall = stall;
+        }
         if snapshot.held_by != self.held_by {
             if let Some(why) = &snapshot.held_by {
                 crate::progress::note(&format!("waiting: {why}"));

@@ -256,6 +256,9 @@ pub fn format_line_at(
     if progress.pauses > 0 {
         line.push_str(&format!("  usage-limit pauses {}", progress.pauses));
     }
+    if let Some(stall) = &progress.stall {
+        line.push_str(&format!("  STALLED: {}", stall.message));
+    }
     for unserved in &progress.unserved_tiers {
         line.push_str(&format!("  {}", unserved.describe()));
     }

@@ -22,25 +22,30 @@ const REFRESH_EVERY: Duration = Duration::from_secs(5);
 pub(crate) async fn watch_fleet(service: Arc<Service>) {
     // Workers already logged as refused, with the version they were refused for.
     let mut refused_logged: HashSet<(String, u32)> = HashSet::new();
+    let mut stalls = crate::stall_watch::StallWatch::default();
     loop {
         // Abandoning the pause at shutdown is safe: nothing is held across it.
         tokio::select! {
             _ = service.shutdown.cancelled() => return,
             _ = tokio::time::sleep(REFRESH_EVERY) => {}
         }
-        let workers = match service.ports.workers.list().await {
-            Ok(workers) => workers,
-            Err(error) => {
-                tracing::debug!(error = %error, "listing workers for the fleet view failed");
-                continue;
-            }
-        };
+        let workers = service.ports.workers.list().await;
         // Wall clock: heartbeats carry the workers' wall-clock times.
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
+        stalls
+            .refresh(&service, workers.as_deref().ok(), now_ms)
+            .await;
+        let workers = match workers {
+            Ok(workers) => workers,
+            Err(error) => {
+                tracing::debug!(error = %error, "listing workers for the fleet view failed");
+                continue;
+            }
+        };
         let lost = lost_workers(&workers, now_ms);
         service.views.lost_workers.send_if_modified(|current| {
             if *current == lost {

@@ -18,6 +18,8 @@
 //! - [`eval`]: storing and reading an eval batch's A/B document.
 //! - `fleet_view`: the live workers against the live batches' tiers (unserved tiers, workers
 //!   refused for their protocol version).
+//! - `stall_watch`: batches with jobs outstanding and no start or finish for their
+//!   `--stall-after`, marked stalled with the reason; `--on-stall cancel` cancels them.
 //! - `fabric_view`: the queue's streams and buckets checked every few seconds (which one has
 //!   no leader, since when; which runs short of replicas), for status, watch and `/readyz`.
 //! - `service`: the coordinator service the API and the views share — config and ports, access
@@ -53,6 +55,7 @@ pub mod rejudge;
 pub mod report_input;
 pub mod server;
 mod service;
+mod stall_watch;
 pub mod stored_job;
 pub mod supervisor;
 pub mod tls;

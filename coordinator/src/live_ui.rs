@@ -111,6 +111,7 @@ impl LiveUi {
                 ..ProgressSnapshot::default()
             },
             plan.units.iter().map(|unit| unit.tier).collect(),
+            crate::service::StallPolicy::of(&plan.flags),
         ));
         service.host_live(plan.batch_id.clone(), Arc::clone(&live));
         Ok(LiveUi {

@@ -35,6 +35,8 @@ pub struct MetricsSnapshot {
     /// Store walks for the recent batches' stats since the process started (one serves many
     /// batch starts).
     pub history_reads: u64,
+    /// Batches supervised here that are stalled now (the stall watchdog's).
+    pub batches_stalled: u64,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -137,9 +139,21 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
         "jobs started and not finished",
         jobs.running,
     );
+    fleet_gauges(&mut registry, snapshot);
+    encode(&registry)
+}
+
+/// The gauges of the fleet: stalled batches, live workers and the queue's depth per tier.
+fn fleet_gauges(registry: &mut Registry, snapshot: &MetricsSnapshot) {
+    gauge(
+        registry,
+        "cowork_batches_stalled",
+        "batches with jobs outstanding and none started or finished for their --stall-after",
+        snapshot.batches_stalled,
+    );
     if let Some(workers) = snapshot.workers_live {
         gauge(
-            &mut registry,
+            registry,
             "cowork_workers_live",
             "workers with a live heartbeat",
             workers,
@@ -158,7 +172,6 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
             family,
         );
     }
-    encode(&registry)
 }
 
 /// Registers a gauge holding a count.
@@ -329,6 +342,7 @@ mod tests {
             workers_live: Some(2),
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
             history_reads: 3,
+            batches_stalled: 1,
         };
         let text = render(&snapshot);
         assert_eq!(check_exposition(&text), Ok(()), "{text}");
@@ -349,6 +363,7 @@ mod tests {
             "cowork_workers_live 2",
             "cowork_queue_pending{tier=\"container\"} 5",
             "cowork_history_reads_total 3",
+            "cowork_batches_stalled 1",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {

@@ -16,6 +16,7 @@
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
 //! - [`preflight`]: the plan and estimate `--dry-run` prints.
+//! - [`stall`]: whether a batch that stopped moving is stalled and why, with the clock passed in.
 //! - [`eta`]: the time a running batch still needs, from the rate its jobs were seen to finish.
 //! - [`eval`]: A/B statistics — McNemar's test, Tango's score interval of the paired
 //!   difference, arm summaries, verdict.
@@ -43,5 +44,6 @@ pub mod reduce;
 pub mod report;
 pub mod safe_text;
 pub mod sim_rules;
+pub mod stall;
 pub mod trend;
 pub mod verdict;

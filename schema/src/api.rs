@@ -102,6 +102,128 @@ pub struct ProgressSnapshot {
     /// jobs they held wait for redelivery.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_workers: Vec<LostWorker>,
+    /// Infrastructure failures at the start of a job (the CLI or its sandbox could not be
+    /// started) reported so far; the watchdog compares them across a stall.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub sandbox_start_failures: u64,
+    /// Set while the batch has jobs outstanding and none started or finished for its
+    /// `--stall-after`: why, in words, and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<BatchStall>,
+    /// Jobs past their timeout plus the grace that the worker which started them has not
+    /// reported back on, longest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overdue_jobs: Vec<OverdueJob>,
+}
+
+/// A started job past its timeout plus the grace, still claimed by the worker that started it
+/// (no result yet).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverdueJob {
+    pub job_id: String,
+    pub worker_id: String,
+    /// When its timeout plus the grace ran out, in milliseconds since the Unix epoch.
+    pub overdue_since_ms: u64,
+}
+
+impl OverdueJob {
+    /// One line for people, given the reader's clock: `job b1/f0/r2 on worker w1: 95s past
+    /// its timeout plus grace, no result yet`.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let seconds = now_ms.saturating_sub(self.overdue_since_ms) / 1000;
+        format!(
+            "job {} on worker {}: {seconds}s past its timeout plus grace, no result yet",
+            self.job_id, self.worker_id
+        )
+    }
+}
+
+/// Why a batch with jobs outstanding makes no progress, as the stall watchdog decides it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum StallReason {
+    /// The broker does not answer, or a stream or bucket the fleet needs cannot serve.
+    BrokerUnreachable,
+    /// Dispatch of the batch is paused (`cowork pause`).
+    Paused,
+    /// Tiers of the batch's outstanding jobs that no live worker serves.
+    #[serde(rename_all = "camelCase")]
+    NoWorker { tiers: Vec<Tier> },
+    /// Every job tried since the last progress failed before its harness started (the CLI or
+    /// its sandbox could not be started): this many failures.
+    #[serde(rename_all = "camelCase")]
+    SandboxStart { failures: u64 },
+    /// Nothing the coordinator can see explains it.
+    Unexplained,
+}
+
+impl StallReason {
+    /// The reason in words: `no worker serves tier microvm: no live worker of that tier`,
+    /// `every job failing at sandbox start (3 failures)`, `the broker unreachable`, `paused`.
+    pub fn describe(&self) -> String {
+        match self {
+            StallReason::BrokerUnreachable => "the broker unreachable".to_owned(),
+            StallReason::Paused => "paused".to_owned(),
+            StallReason::NoWorker { tiers } => {
+                let names: Vec<&str> = tiers.iter().map(|tier| tier.as_str()).collect();
+                let (tier, that) = if tiers.len() == 1 {
+                    ("tier", "that tier")
+                } else {
+                    ("tiers", "those tiers")
+                };
+                format!(
+                    "no worker serves {tier} {}: no live worker of {that}",
+                    names.join(", ")
+                )
+            }
+            StallReason::SandboxStart { failures } => {
+                let word = if *failures == 1 {
+                    "failure"
+                } else {
+                    "failures"
+                };
+                format!("every job failing at sandbox start ({failures} {word})")
+            }
+            StallReason::Unexplained => "no cause the fleet can see".to_owned(),
+        }
+    }
+}
+
+/// A stalled batch: why, since when, and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchStall {
+    pub reason: StallReason,
+    /// The reason in words ([`StallReason::describe`]).
+    pub message: String,
+    /// The last time a job of the batch started or finished (or supervision began), in
+    /// milliseconds since the Unix epoch.
+    pub progress_at_ms: u64,
+    /// The stall threshold that applied, in milliseconds.
+    pub stall_after_ms: u64,
+    /// `true` once `--on-stall cancel` cancelled the batch for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+}
+
+impl BatchStall {
+    /// One line for people, given the reader's clock: `stalled: no worker serves tier microvm:
+    /// no live worker of that tier — no job started or finished for 242s (stall after 2m)`.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let idle = now_ms.saturating_sub(self.progress_at_ms) / 1000;
+        let after =
+            crate::duration::format_duration(std::time::Duration::from_millis(self.stall_after_ms));
+        let action = if self.cancelled {
+            "; cancelled (--on-stall cancel)"
+        } else {
+            ""
+        };
+        format!(
+            "stalled: {} — no job started or finished for {idle}s (stall after {after}){action}",
+            self.message
+        )
+    }
 }
 
 /// A worker that stopped beating while it ran jobs.
@@ -302,6 +424,53 @@ mod tests {
         assert!(text.contains(r#""costUsd":2}"#), "{text}");
         let back: ProgressSnapshot = serde_json::from_str(&text).expect("round trip");
         assert_eq!(back, snapshot);
+    }
+
+    #[test]
+    fn stall_reasons_read_as_words() {
+        let one = StallReason::NoWorker {
+            tiers: vec![Tier::Microvm],
+        };
+        assert_eq!(
+            one.describe(),
+            "no worker serves tier microvm: no live worker of that tier"
+        );
+        assert_eq!(StallReason::Paused.describe(), "paused");
+        assert_eq!(
+            StallReason::BrokerUnreachable.describe(),
+            "the broker unreachable"
+        );
+        assert_eq!(
+            StallReason::SandboxStart { failures: 3 }.describe(),
+            "every job failing at sandbox start (3 failures)"
+        );
+        let stall = BatchStall {
+            message: one.describe(),
+            reason: one,
+            progress_at_ms: 1_000,
+            stall_after_ms: 120_000,
+            cancelled: true,
+        };
+        assert_eq!(
+            stall.describe(243_000),
+            "stalled: no worker serves tier microvm: no live worker of that tier — no job started or finished for 242s (stall after 2m); cancelled (--on-stall cancel)"
+        );
+        let text = serde_json::to_string(&stall).expect("serializes");
+        assert!(
+            text.starts_with(r#"{"reason":{"kind":"noWorker","tiers":["microvm"]},"#),
+            "{text}"
+        );
+        let back: BatchStall = serde_json::from_str(&text).expect("round trip");
+        assert_eq!(back, stall);
+        let overdue = OverdueJob {
+            job_id: "b1/f0/r2".to_owned(),
+            worker_id: "w1".to_owned(),
+            overdue_since_ms: 5_000,
+        };
+        assert_eq!(
+            overdue.describe(100_000),
+            "job b1/f0/r2 on worker w1: 95s past its timeout plus grace, no result yet"
+        );
     }
 
     #[test]

@@ -130,6 +130,25 @@ pub struct BatchFlags {
     /// still run and are reported but do not gate `ok` or the exit code until they expire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine: Option<crate::quarantine::QuarantineSpec>,
+    /// `--stall-after`: how long the batch may go with jobs outstanding and none started or
+    /// finished before it is marked stalled, in milliseconds. `None`: three times the p95 run
+    /// time of recent batches, else 15 minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_after_ms: Option<u64>,
+    /// `--on-stall`: what the coordinator does when the batch stalls (`None`: nothing, it
+    /// only says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_stall: Option<OnStall>,
+}
+
+/// What the coordinator does with a stalled batch (`--on-stall`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStall {
+    /// Cancel it, as `cowork cancel` does, with the reason recorded (a paused batch is kept).
+    Cancel,
+    /// Only mark it stalled.
+    None,
 }
 
 impl Default for BatchFlags {
@@ -149,6 +168,8 @@ impl Default for BatchFlags {
             label: None,
             job_timeout_ms: None,
             quarantine: None,
+            stall_after_ms: None,
+            on_stall: None,
         }
     }
 }

@@ -10,7 +10,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{FabricStall, UnservedTier};
+use crate::api::{BatchStall, FabricStall, UnservedTier};
 use crate::job::Tier;
 use crate::registry::ControlChange;
 
@@ -39,6 +39,9 @@ pub struct LiveSnapshot {
     pub unserved_tiers: Vec<UnservedTier>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fabric_stalls: Vec<FabricStall>,
+    /// Set while the batch is stalled (no job started or finished for its `--stall-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<BatchStall>,
     /// Every change people made to the batch's controls, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub control_changes: Vec<ControlChange>,
@@ -194,10 +197,26 @@ pub struct LiveDelta {
     pub workers: Option<Vec<LiveWorker>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unserved_tiers: Option<Vec<UnservedTier>>,
+    /// A changed stall: `null` once the batch moves again.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_even_if_null"
+    )]
+    pub stall: Option<Option<BatchStall>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_changes: Option<Vec<ControlChange>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<LiveVerdict>,
+}
+
+/// Reads a present field as `Some`, `null` included, so a delta can say a value went away.
+fn some_even_if_null<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 impl LiveDelta {

@@ -100,6 +100,8 @@ pub struct BatchArgs {
     /// scenario's own timeout.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
+    #[command(flatten)]
+    pub stall: StallArgs,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
     /// work tree holding the target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
@@ -122,6 +124,21 @@ pub struct QuarantineArgs {
     /// Ignore any quarantine file: every unit gates.
     #[arg(long)]
     pub no_quarantine: bool,
+}
+
+/// What the fleet does about a batch that stops progressing, shared by `run`, `submit` and
+/// `eval`; both travel with the batch.
+#[derive(Debug, Args)]
+pub struct StallArgs {
+    /// Mark the batch stalled when it has jobs outstanding and none started or finished for
+    /// this long, with a unit: 10m, 90s (default: 3 × the p95 run time of recent batches, else
+    /// 15m). A stalled batch says why in `status`, `watch`, the live page and metrics.
+    #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
+    pub stall_after: Option<String>,
+    /// What to do when the batch stalls: `none` (only say so) or `cancel` (cancel it as
+    /// `cowork cancel` does, with the reason recorded; a paused batch is kept).
+    #[arg(long, value_name = "ACTION")]
+    pub on_stall: Option<String>,
 }
 
 /// The executor of a batch and the simulator's settings, shared by `run` and `submit`.

@@ -127,6 +127,8 @@ pub struct EvalArgs {
     /// refused). Default: the scenario's timeout_ms + 120 s, else 30 min.
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub job_timeout: Option<String>,
+    #[command(flatten)]
+    pub stall: super::batch::StallArgs,
     /// Root of the bundle: every file a scenario or arm reaches must lie below it (default: the
     /// git work tree holding the first scenario target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]

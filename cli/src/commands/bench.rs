@@ -169,6 +169,10 @@ async fn demo_batch(
         decider_cmd: None,
         label: None,
         job_timeout: None,
+        stall: crate::args::StallArgs {
+            stall_after: None,
+            on_stall: None,
+        },
         bundle_root: None,
         quarantine: crate::args::QuarantineArgs {
             no_quarantine: true,

@@ -316,6 +316,8 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             runs: args.runs.clone(),
             alpha: args.alpha.clone(),
             job_timeout: args.job_timeout.clone(),
+            stall_after: args.stall.stall_after.clone(),
+            on_stall: args.stall.on_stall.clone(),
         },
         model: args.model.clone(),
         executor,

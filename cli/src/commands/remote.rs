@@ -126,11 +126,17 @@ pub async fn status(
         for unserved in &progress.unserved_tiers {
             line("waiting ", &unserved.describe());
         }
+        if let Some(stall) = &progress.stall {
+            line("stalled ", &stall.describe(crate::progress::now_ms()));
+        }
         for stall in &progress.fabric_stalls {
             line("stalled ", &stall.describe(crate::progress::now_ms()));
         }
         for lost in &progress.lost_workers {
             line("lost    ", &lost.describe(crate::progress::now_ms()));
+        }
+        for overdue in &progress.overdue_jobs {
+            line("overdue ", &overdue.describe(crate::progress::now_ms()));
         }
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {

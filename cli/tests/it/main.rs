@@ -23,7 +23,8 @@
 //! worker, the coordinator cut off from the leader), `eval` (A/B batches embedded and on the
 //! fleet), `spend` (no run paid twice: slow stores and brokers, a failed upload after spawn,
 //! a worker killed between upload and ack, plain cancel, unserved tiers, refused workers,
-//! start-up checks), `report` (`cowork report` in every format), `browser` (headless Chromium
+//! start-up checks), `stall` (a batch marked stalled for a tier no worker serves or a worker
+//! killed mid-batch, and cancelled by `--on-stall cancel`), `report` (`cowork report` in every format), `browser` (headless Chromium
 //! on a generated report and on the coordinator's pages), `live_browser` (Chromium driven over
 //! the DevTools protocol by `cdp` on the live page of a fleet batch and of `cowork run --ui`:
 //! pause, resume, cancel clicked), `telemetry` (OTLP traces of a run
@@ -79,6 +80,7 @@ mod rollup;
 mod run;
 mod secrets;
 mod spend;
+mod stall;
 mod steer;
 mod strict_double;
 mod telemetry;

@@ -315,12 +315,17 @@ pub(crate) async fn status(
 }
 
 /// The progress of a batch supervised here, with the fleet view's unserved tiers and the
-/// fabric view's stalls while it runs: an ended batch waits for nothing.
+/// fabric view's stalls while it runs: an ended batch waits for nothing. The stall watchdog's
+/// verdict stays on a batch it cancelled.
 fn live_progress(service: &Service, live: &LiveBatch, ended: bool) -> ProgressSnapshot {
     if ended {
-        return live.progress.borrow().clone();
+        return ProgressSnapshot {
+            stall: live.stall.borrow().clone(),
+            ..live.progress.borrow().clone()
+        };
     }
     ProgressSnapshot {
+        stall: live.stall.borrow().clone(),
         unserved_tiers: live.unserved.borrow().clone(),
         fabric_stalls: service.views.fabric.borrow().stalls.clone(),
         lost_workers: service.views.lost_workers.borrow().clone(),
@@ -384,6 +389,7 @@ struct LiveWatch {
     live: Arc<LiveBatch>,
     progress: watch::Receiver<ProgressSnapshot>,
     unserved: watch::Receiver<Vec<UnservedTier>>,
+    stall: watch::Receiver<Option<cowork_schema::api::BatchStall>>,
     fabric: watch::Receiver<cowork_schema::api::FabricStatus>,
     lost_workers: watch::Receiver<Vec<cowork_schema::api::LostWorker>>,
     end: watch::Receiver<Option<BatchEnd>>,
@@ -397,6 +403,7 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
+        stall: live.stall.subscribe(),
         fabric: service.views.fabric.subscribe(),
         lost_workers: service.views.lost_workers.subscribe(),
         end: live.end.subscribe(),
@@ -420,6 +427,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
     loop {
         let snapshot = ProgressSnapshot {
             unserved_tiers: state.unserved.borrow_and_update().clone(),
+            stall: state.stall.borrow_and_update().clone(),
             fabric_stalls: state.fabric.borrow_and_update().stalls.clone(),
             lost_workers: state.lost_workers.borrow_and_update().clone(),
             ..state.progress.borrow_and_update().clone()
@@ -446,6 +454,9 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
                 debug_assert!(changed.is_ok());
             }
             changed = state.unserved.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+            changed = state.stall.changed() => {
                 debug_assert!(changed.is_ok());
             }
             // The service, which holds the sender, outlives every watch it serves.

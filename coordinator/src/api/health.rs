@@ -61,7 +61,11 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         }
     };
     let mut jobs = ProgressSnapshot::default();
+    let mut batches_stalled = 0;
     for live in service.live_batches() {
+        if live.end.borrow().is_none() && live.stall.borrow().is_some() {
+            batches_stalled += 1;
+        }
         let progress = live.progress.borrow();
         jobs.planned += progress.planned;
         jobs.admitted += progress.admitted;
@@ -90,6 +94,7 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         workers_live,
         queue_pending,
         history_reads: service.history.reads(),
+        batches_stalled,
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&snapshot))
 }

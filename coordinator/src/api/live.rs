@@ -133,6 +133,7 @@ fn decorate_fleet(service: &Service, live: &LiveBatch, snapshot: &mut LiveSnapsh
         })
         .collect();
     snapshot.unserved_tiers = live.unserved.borrow().clone();
+    snapshot.stall = live.stall.borrow().clone();
     snapshot.fabric_stalls = service.views.fabric.borrow().stalls.clone();
 }
 
@@ -239,6 +240,7 @@ async fn wait_for_change(service: &Service, live: Option<&LiveBatch>) -> bool {
     let mut end = live.end.subscribe();
     let mut controls = live.controls.subscribe();
     let mut unserved = live.unserved.subscribe();
+    let mut stall = live.stall.subscribe();
     // Each receiver is new, so any change from here wakes it; abandoning the others is safe
     // (they are dropped and made again next time).
     tokio::select! {
@@ -247,6 +249,7 @@ async fn wait_for_change(service: &Service, live: Option<&LiveBatch>) -> bool {
         _ = end.changed() => true,
         _ = controls.changed() => true,
         _ = unserved.changed() => true,
+        _ = stall.changed() => true,
         _ = tokio::time::sleep(QUIET_REFRESH) => true,
     }
 }

@@ -337,11 +337,13 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
         repeat: spec.flags.repeat,
         job_timeout_ms: spec.flags.job_timeout_ms,
         quarantine: spec.flags.quarantine.clone(),
+        stall_after_ms: spec.flags.stall_after_ms,
+        on_stall: spec.flags.on_stall,
         ..BatchFlags::default()
     };
     if spec.flags != allowed {
         problems.push(
-            "spec.flags: an eval takes only repeat, jobTimeoutMs and quarantine; every other flag must keep its default"
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall; every other flag must keep its default"
                 .to_owned(),
         );
     }

@@ -7,7 +7,7 @@ use cowork_fabric::RegistryError;
 use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::layout::BatchKey;
-use cowork_schema::registry::{BatchRecord, BatchState};
+use cowork_schema::registry::{BatchRecord, BatchState, ControlChange};
 
 use super::Service;
 use super::records::now_ms;
@@ -52,6 +52,33 @@ impl Service {
         }
         tracing::info!(batch_id = %batch_id, kill_running, "batch cancel requested");
         Ok(Some(record))
+    }
+
+    /// Cancels a stalled batch for `--on-stall cancel`: records the reason among the batch's
+    /// control changes (by `stall watchdog`), then cancels it as [`Service::cancel`] does,
+    /// letting running jobs finish.
+    pub(crate) async fn cancel_stalled(
+        &self,
+        batch_id: &BatchId,
+        reason: &str,
+    ) -> Result<Option<BatchRecord>, CancelError> {
+        let at_ms = now_ms();
+        self.transition(batch_id, |record| {
+            if record.state.is_final() {
+                return false;
+            }
+            record.controls.changes.push(ControlChange {
+                at_ms,
+                by: "stall watchdog".to_owned(),
+                control: "on-stall".to_owned(),
+                old: record.state.as_str().to_owned(),
+                new: format!("cancelled: {reason}"),
+            });
+            true
+        })
+        .await
+        .map_err(CancelError::Registry)?;
+        self.cancel(batch_id, false).await
     }
 
     /// Changes a running batch's controls (`cowork pause`, `resume-dispatch`, `adjust`): the

@@ -117,6 +117,7 @@ impl Service {
                         ..ProgressSnapshot::default()
                     },
                     plan.units.iter().map(|unit| unit.tier).collect(),
+                    crate::service::StallPolicy::of(&plan.flags),
                 ))
             }))
         };
@@ -316,6 +317,9 @@ impl Service {
         // An ended batch waits for nothing: the fleet view stops refreshing it, so what it
         // last said about unserved tiers would stand forever.
         live.unserved.send_replace(Vec::new());
+        // Nor is it stalled, unless the watchdog cancelled it for a stall: that stays said.
+        live.stall
+            .send_if_modified(|stall| stall.take_if(|stall| !stall.cancelled).is_some());
         // What its runs reported spending, folded or discarded: kept in the record because a
         // cancelled batch has no stats to read it from.
         let spent_usd = live.progress.borrow().cost_usd;

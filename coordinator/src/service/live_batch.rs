@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use cowork_schema::api::{BatchEnd, ProgressSnapshot};
+use cowork_schema::batch::{BatchFlags, OnStall};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -15,6 +16,11 @@ pub(crate) struct LiveBatch {
     /// Tiers of the batch with waiting jobs and no live worker, kept by the fleet view and
     /// merged into the progress the API serves (the supervisor owns the rest of it).
     pub(crate) unserved: watch::Sender<Vec<cowork_schema::api::UnservedTier>>,
+    /// What the stall watchdog says of the batch (`crate::stall_watch`), merged into the
+    /// progress the API serves like the unserved tiers.
+    pub(crate) stall: watch::Sender<Option<cowork_schema::api::BatchStall>>,
+    /// The batch's `--stall-after` and `--on-stall`.
+    pub(crate) stall_policy: StallPolicy,
     /// `Some` once the batch reached a final state (set after the record was updated).
     pub(crate) end: watch::Sender<Option<BatchEnd>>,
     pub(crate) cancel: CancellationToken,
@@ -32,6 +38,7 @@ impl LiveBatch {
     pub(crate) fn new(
         progress: ProgressSnapshot,
         tiers: Vec<cowork_schema::job::Tier>,
+        stall_policy: StallPolicy,
     ) -> LiveBatch {
         // A few strip requests queue at most; more wait in the API (each page asks for one
         // strip at a time).
@@ -40,6 +47,8 @@ impl LiveBatch {
             progress: watch::Sender::new(progress),
             tiers,
             unserved: watch::Sender::new(Vec::new()),
+            stall: watch::Sender::new(None),
+            stall_policy,
             end: watch::Sender::new(None),
             cancel: CancellationToken::new(),
             controls: watch::Sender::new(Default::default()),
@@ -55,6 +64,23 @@ impl LiveBatch {
             controls: Some(self.controls.subscribe()),
             snapshot: Some(Arc::clone(&self.snapshot)),
             unit_requests: Some(Arc::clone(&self.unit_receiver)),
+        }
+    }
+}
+
+/// A batch's `--stall-after` and `--on-stall`, from its flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StallPolicy {
+    /// `None`: the default from history.
+    pub(crate) after_ms: Option<u64>,
+    pub(crate) cancel: bool,
+}
+
+impl StallPolicy {
+    pub(crate) fn of(flags: &BatchFlags) -> StallPolicy {
+        StallPolicy {
+            after_ms: flags.stall_after_ms,
+            cancel: flags.on_stall == Some(OnStall::Cancel),
         }
     }
 }

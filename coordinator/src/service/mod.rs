@@ -37,7 +37,7 @@ pub use config::{
 };
 pub(crate) use controls::{CancelError, ControlError, ResumeError};
 pub(crate) use lifecycle::{end_of, new_batch_id};
-pub(crate) use live_batch::LiveBatch;
+pub(crate) use live_batch::{LiveBatch, StallPolicy};
 
 /// Reports loaded and rendered at once; further requests wait for a turn. A report reads the
 /// batch flat, but not for free: at 100,000 runs one render peaks at ~140 MiB (a brief of each
@@ -50,6 +50,9 @@ pub(crate) const REPORT_RENDERS_AT_ONCE: usize = 2;
 /// failure: from 1 s, doubling to 30 s, jittered. A broker or store outage usually lasts
 /// seconds.
 const PORT_RETRY: Backoff = Backoff::of(cowork_schema::retries::coordinator::SUPERVISION);
+
+/// Stalls a slow subscriber of [`FleetViews::stalls`] may fall behind by before it misses some.
+const STALLS_BUFFERED: usize = 64;
 
 /// What the background views last saw, each in a channel they write and the API reads.
 pub(crate) struct FleetViews {
@@ -64,6 +67,9 @@ pub(crate) struct FleetViews {
     /// Batches per state, kept current from the registry's change stream (`batch_counts`);
     /// `None` while the registry cannot be watched. `/metrics` reads it instead of the registry.
     pub(crate) batch_counts: watch::Sender<Option<Vec<(BatchState, u64)>>>,
+    /// Every batch that becomes stalled, with why, as the stall watchdog
+    /// (`crate::stall_watch::became_stalled`) decides it: what notifications subscribe to.
+    pub(crate) stalls: tokio::sync::broadcast::Sender<(BatchId, cowork_schema::api::BatchStall)>,
 }
 
 impl Default for FleetViews {
@@ -73,6 +79,7 @@ impl Default for FleetViews {
             lost_workers: watch::Sender::new(Vec::new()),
             workers_seen: watch::Sender::new(Vec::new()),
             batch_counts: watch::Sender::new(None),
+            stalls: tokio::sync::broadcast::Sender::new(STALLS_BUFFERED),
         }
     }
 }
@@ -150,6 +157,14 @@ impl Service {
     /// (`cowork run --ui`, see [`crate::live_ui`]).
     pub(crate) fn host_live(&self, batch_id: BatchId, live: Arc<LiveBatch>) {
         self.lock_live().insert(batch_id, live);
+    }
+
+    /// Every batch this process supervises or supervised since it started, with its id.
+    pub(crate) fn live_batches_by_id(&self) -> Vec<(BatchId, Arc<LiveBatch>)> {
+        self.lock_live()
+            .iter()
+            .map(|(id, live)| (id.clone(), Arc::clone(live)))
+            .collect()
     }
 
     /// Every batch this process supervises or supervised since it started.

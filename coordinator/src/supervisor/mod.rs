@@ -111,7 +111,7 @@ pub async fn supervise(
         if let Some(end) = decision.end {
             break end;
         }
-        progress_tx.send_replace(batch.admission.progress().clone());
+        progress_tx.send_replace(batch.progress_now());
         live.publish_if_due(&batch.admission, now());
         let waits = Waits {
             decision: &decision,
@@ -125,7 +125,7 @@ pub async fn supervise(
             live.touch();
         }
     };
-    progress_tx.send_replace(batch.admission.progress().clone());
+    progress_tx.send_replace(batch.progress_now());
     live.publish(&batch.admission, now());
     match end {
         End::Cancelled => Ok(SuperviseEnd::Cancelled {
@@ -147,6 +147,35 @@ pub async fn supervise(
 /// The supervisor's clock, on tokio's time so that tests can pause it.
 fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
+}
+
+impl Supervised<'_> {
+    /// The batch's progress with its overdue jobs named, their times on the wall clock (what
+    /// status readers compare with their own).
+    fn progress_now(&self) -> ProgressSnapshot {
+        let mut progress = self.admission.progress().clone();
+        // Wall clock: status readers compare these times with their own.
+        let wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        progress.overdue_jobs = self
+            .admission
+            .overdue_jobs(now())
+            .into_iter()
+            .map(|(job_id, worker_id, past)| {
+                let past_ms = u64::try_from(past.as_millis()).unwrap_or(u64::MAX);
+                cowork_schema::api::OverdueJob {
+                    job_id: job_id.to_string(),
+                    worker_id,
+                    // Whole seconds: the snapshot changes only when the list does.
+                    overdue_since_ms: wall_ms.saturating_sub(past_ms) / 1000 * 1000,
+                }
+            })
+            .collect();
+        progress
+    }
 }
 
 struct WakeOnDrop(Arc<SharedModelLimits>);

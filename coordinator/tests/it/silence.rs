@@ -1,5 +1,5 @@
-//! Nothing waits in silence: a job whose worker died with its last delivery is published once
-//! more and then folded as an infrastructure error (on tokio's paused clock: the deadline passes
+//! Nothing waits in silence: a job whose worker died with its last delivery is named overdue
+//! with its worker, published once more and then folded as an infrastructure error (on tokio's paused clock: the deadline passes
 //! without the test sleeping), and a garbage item on a real NATS event log is counted and
 //! skipped while a `finished` event carrying a field this build does not know is folded.
 
@@ -68,7 +68,19 @@ async fn a_job_whose_worker_died_on_its_last_delivery_ends_as_an_infra_error() {
             delivery.acker.ack().await.expect("ack");
         }
     });
-    let (progress_tx, _progress_rx) = watch::channel(ProgressSnapshot::default());
+    let (progress_tx, mut progress_rx) = watch::channel(ProgressSnapshot::default());
+    // Every job the progress named overdue, as (job id, worker).
+    let overdue: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let named = Arc::clone(&overdue);
+    let reader = tokio::spawn(async move {
+        while progress_rx.changed().await.is_ok() {
+            let progress = progress_rx.borrow_and_update().clone();
+            let mut named = named.lock().expect("not poisoned");
+            for job in progress.overdue_jobs {
+                named.push((job.job_id, job.worker_id));
+            }
+        }
+    });
     let end = supervise(
         &ports,
         &plan,
@@ -79,7 +91,23 @@ async fn a_job_whose_worker_died_on_its_last_delivery_ends_as_an_infra_error() {
     .await
     .expect("the batch is supervised to its end");
     worker.abort();
+    drop(progress_tx);
+    reader
+        .await
+        .expect("the progress reader ends with the channel");
     let outcome = decided(end);
+    // Past its first deadline, r0 was named overdue with the worker that started it.
+    let overdue = overdue.lock().expect("not poisoned").clone();
+    assert!(
+        overdue
+            .iter()
+            .any(|(job, worker)| job.ends_with("/f0/r0") && worker == "w"),
+        "{overdue:?}"
+    );
+    assert!(
+        overdue.iter().all(|(job, _)| job.ends_with("/f0/r0")),
+        "only the silent job: {overdue:?}"
+    );
 
     let deliveries = deliveries.lock().expect("not poisoned").clone();
     let r0: Vec<&(String, u32)> = deliveries

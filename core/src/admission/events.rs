@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::event::{ArtifactRef, InfraClass, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::JobId;
 
 use super::reacks::Report;
@@ -29,8 +29,13 @@ impl Admission {
             return;
         };
         match event {
-            JobEventKind::Started => self.apply_started((unit, run), generation, now),
-            JobEventKind::Failed { will_retry, .. } => {
+            JobEventKind::Started => self.apply_started((unit, run), generation, worker_id, now),
+            JobEventKind::Failed {
+                will_retry, class, ..
+            } => {
+                if class == InfraClass::Spawn {
+                    self.progress.sandbox_start_failures += 1;
+                }
                 if will_retry {
                     self.progress.retries += 1;
                 }
@@ -67,7 +72,13 @@ impl Admission {
         }
     }
 
-    fn apply_started(&mut self, (unit, run): (u32, u32), generation: u32, now: Instant) {
+    fn apply_started(
+        &mut self,
+        (unit, run): (u32, u32),
+        generation: u32,
+        worker_id: String,
+        now: Instant,
+    ) {
         // A start of an earlier generation says nothing about this one: the job is either
         // finished (its event follows) or runs again.
         if generation < self.generation {
@@ -98,6 +109,9 @@ impl Admission {
         }
         let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
         self.set_deadline(ordinal, Some(deadline));
+        if let Some(job) = self.outstanding.get_mut(&ordinal) {
+            job.claim = Some((worker_id, deadline));
+        }
     }
 
     fn apply_finished(&mut self, finished: Finished, now: Instant) {

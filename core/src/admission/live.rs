@@ -327,6 +327,7 @@ pub fn live_delta(before: &LiveSnapshot, after: &LiveSnapshot) -> LiveDelta {
         failures: changed(&before.failures, &after.failures),
         workers: changed(&before.workers, &after.workers),
         unserved_tiers: changed(&before.unserved_tiers, &after.unserved_tiers),
+        stall: changed(&before.stall, &after.stall),
         control_changes: changed(&before.control_changes, &after.control_changes),
         verdict: changed(&before.verdict, &after.verdict).flatten(),
     }

@@ -255,6 +255,9 @@ struct Outstanding {
     republished: u32,
     /// Declared lost: its infrastructure-error event is on its way.
     lost: bool,
+    /// The worker that last started it, and when its timeout plus the grace runs out for
+    /// that start (kept past the deadline, so an overdue job is named with its worker).
+    claim: Option<(String, Instant)>,
 }
 
 /// The state of the withdrawal of queued jobs after a cancel.
@@ -398,6 +401,32 @@ impl Admission {
         &self.progress
     }
 
+    /// Jobs started and not reported back whose timeout plus the grace ran out at `now`: each
+    /// with the worker that started it last and how long ago its time ran out, longest first.
+    pub fn overdue_jobs(&self, now: Instant) -> Vec<(JobId, String, Duration)> {
+        let mut overdue: Vec<(u64, &Outstanding, &str, Duration)> = self
+            .outstanding
+            .iter()
+            .filter(|(_, job)| !job.lost)
+            .filter_map(|(ordinal, job)| {
+                let (worker, until) = job.claim.as_ref()?;
+                let past = now.checked_duration_since(*until)?;
+                Some((*ordinal, job, worker.as_str(), past))
+            })
+            .collect();
+        overdue.sort_by(|a, b| b.3.cmp(&a.3).then(a.0.cmp(&b.0)));
+        overdue
+            .into_iter()
+            .map(|(_, job, worker, past)| {
+                let job_ref = JobRef {
+                    unit: job.unit,
+                    repeat_index: self.grid.repeat_index(job.run),
+                };
+                (self.job_id(job_ref), worker.to_owned(), past)
+            })
+            .collect()
+    }
+
     /// The batch's reducer.
     pub fn reducer(&self) -> &BatchReducer {
         &self.reducer
@@ -501,6 +530,7 @@ impl Admission {
                 deadline: None,
                 republished: 0,
                 lost: false,
+                claim: None,
             },
         );
         self.units[unit as usize].in_flight += 1;

@@ -1039,3 +1039,31 @@ fn a_stored_run_reported_again_is_a_reack_and_a_second_run_or_another_result_a_d
 }
 
 mod controls;
+
+#[test]
+fn a_job_past_its_timeout_plus_grace_is_named_with_its_worker() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(2));
+    let (mut admission, t0) = start(&plan, config(2));
+    assert_eq!(published(&admission.next(t0)), [r(0, 0), r(0, 1)]);
+    let input = started(&admission, r(0, 0));
+    admission.apply(input, t0);
+    let deadline = t0 + TIMEOUT + GRACE;
+    assert_eq!(
+        admission.overdue_jobs(deadline - Duration::from_millis(1)),
+        []
+    );
+    admission.next(deadline);
+    let later = deadline + Duration::from_secs(7);
+    assert_eq!(
+        admission.overdue_jobs(later),
+        [(
+            admission.job_id(r(0, 0)),
+            "w1".to_owned(),
+            Duration::from_secs(7)
+        )]
+    );
+    // Its result ends it.
+    let input = passed(&admission, r(0, 0), 0.1);
+    admission.apply(input, later);
+    assert_eq!(admission.overdue_jobs(later), []);
+}

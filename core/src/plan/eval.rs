@@ -61,6 +61,9 @@ pub struct RawEvalFlags {
     pub alpha: String,
     /// `--job-timeout`, as the batch flag.
     pub job_timeout: Option<String>,
+    /// `--stall-after` and `--on-stall`, as the batch flags.
+    pub stall_after: Option<String>,
+    pub on_stall: Option<String>,
 }
 
 /// Validated eval flags.
@@ -103,6 +106,8 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
     }
     let batch = validate_flags(&RawFlags {
         job_timeout: raw.job_timeout.clone(),
+        stall_after: raw.stall_after.clone(),
+        on_stall: raw.on_stall.clone(),
         ..RawFlags::default()
     });
     match batch {
@@ -485,6 +490,8 @@ pub(crate) mod tests {
             runs: runs.to_owned(),
             alpha: alpha.to_owned(),
             job_timeout: None,
+            stall_after: None,
+            on_stall: None,
         };
         let flags = validate_eval_flags(&raw("10", "0.05")).expect("defaults are valid");
         assert_eq!(flags.batch.repeat, Some(10));

@@ -22,7 +22,7 @@
 //!   which nobody meant).
 
 use cowork_schema::batch::{
-    BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
+    BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnStall, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
 };
 
 /// The batch flags as typed: strings for values, booleans for switches. `None` means the flag
@@ -46,6 +46,10 @@ pub struct RawFlags {
     pub decider_model: Option<String>,
     pub label: Option<String>,
     pub job_timeout: Option<String>,
+    /// `--stall-after DURATION`.
+    pub stall_after: Option<String>,
+    /// `--on-stall cancel|none`.
+    pub on_stall: Option<String>,
 }
 
 /// A refused flag. Displays as `--flag: message`.
@@ -263,6 +267,30 @@ fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
             Err(problem) => checked.error("--job-timeout", problem.to_string()),
         }
     }
+    check_stall_flags(raw, checked);
+}
+
+/// `--stall-after` (a duration above 0) and `--on-stall` (`cancel` or `none`).
+fn check_stall_flags(raw: &RawFlags, checked: &mut Checked) {
+    if let Some(text) = &raw.stall_after {
+        match cowork_schema::duration::parse_duration(text) {
+            Ok(after) if !after.is_zero() => {
+                checked.flags.stall_after_ms =
+                    Some(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+            }
+            Ok(_) => checked.error("--stall-after", format!("must be above 0, got {text:?}")),
+            Err(problem) => checked.error("--stall-after", problem.to_string()),
+        }
+    }
+    match raw.on_stall.as_deref() {
+        None => {}
+        Some("cancel") => checked.flags.on_stall = Some(OnStall::Cancel),
+        Some("none") => checked.flags.on_stall = Some(OnStall::None),
+        Some(other) => checked.error(
+            "--on-stall",
+            format!("must be cancel or none, got {other:?}"),
+        ),
+    }
 }
 
 /// Checks the flags of a submitted spec: the same rules as [`validate_flags`] applied to the
@@ -329,6 +357,9 @@ pub fn check_spec_flags(flags: &BatchFlags, has_matrix: bool) -> Vec<String> {
     }
     if flags.job_timeout_ms == Some(0) {
         problems.push("spec.flags.jobTimeoutMs: must be greater than 0".to_owned());
+    }
+    if flags.stall_after_ms == Some(0) {
+        problems.push("spec.flags.stallAfterMs: must be greater than 0".to_owned());
     }
     problems
 }

@@ -172,7 +172,7 @@ fn bad_eval_settings_and_flags_are_listed_together() {
             "spec.eval.alpha: must be a number strictly between 0 and 1, got 1.5",
             "spec.eval.resamples: must be an integer from 1 to 1000000, got 0",
             "spec.eval.model: needs a model id",
-            "spec.flags: an eval takes only repeat, jobTimeoutMs and quarantine",
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall",
         ],
     );
 }

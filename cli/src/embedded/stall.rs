@@ -1,0 +1,174 @@
+//! The stall watchdog of a batch run in this process (`cowork run`, `cowork eval` without
+//! `--coordinator`): the same decision as the coordinator's (`cowork_core::stall`), with what
+//! applies here. This process's worker serves every tier of the batch and its queue is in
+//! memory, so a stall is a pause (from the live page), sandbox start failures, or a cause this
+//! process cannot see. The clock is read here, once a second.
+
+use std::time::{Duration, Instant};
+
+use cowork_core::stall::{StallInputs, default_stall_after_ms, stall_reason};
+use cowork_schema::api::{BatchStall, ProgressSnapshot, StallReason};
+use cowork_schema::batch::{BatchFlags, OnStall};
+use cowork_schema::history::BatchStats;
+use cowork_schema::registry::BatchControls;
+use tokio::sync::watch;
+
+/// How often the watchdog looks.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// The watchdog of one batch run here.
+pub(super) struct StallWatch {
+    progress: watch::Receiver<ProgressSnapshot>,
+    controls: Option<watch::Receiver<BatchControls>>,
+    stall_after_ms: u64,
+    /// `--on-stall cancel`.
+    pub(super) cancels: bool,
+    started: Instant,
+    ticks: tokio::time::Interval,
+    /// Jobs finished and running when last seen, and when that changed.
+    moved: (u64, u64),
+    progress_at: Instant,
+    failures_at_progress: u64,
+    /// Said once per stall: a stalled batch is not reported again until it moves.
+    stalled: bool,
+}
+
+impl StallWatch {
+    pub(super) fn new(
+        flags: &BatchFlags,
+        history: &[BatchStats],
+        progress: watch::Receiver<ProgressSnapshot>,
+        controls: Option<watch::Receiver<BatchControls>>,
+    ) -> StallWatch {
+        let started = Instant::now();
+        StallWatch {
+            progress,
+            controls,
+            stall_after_ms: flags
+                .stall_after_ms
+                .unwrap_or_else(|| default_stall_after_ms(history)),
+            cancels: flags.on_stall == Some(OnStall::Cancel),
+            started,
+            ticks: tokio::time::interval(LOOK_EVERY),
+            moved: (0, 0),
+            progress_at: started,
+            failures_at_progress: 0,
+            stalled: false,
+        }
+    }
+
+    /// Waits until the batch becomes stalled, and says why. Cancel-safe: a dropped wait loses
+    /// nothing (the state is kept here).
+    pub(super) async fn next(&mut self) -> BatchStall {
+        loop {
+            self.ticks.tick().await;
+            if let Some(stall) = self.look(Instant::now()) {
+                return stall;
+            }
+        }
+    }
+
+    fn look(&mut self, now: Instant) -> Option<BatchStall> {
+        let progress = self.progress.borrow().clone();
+        let moved = (progress.finished, progress.running);
+        if moved != self.moved {
+            self.moved = moved;
+            self.progress_at = now;
+            self.failures_at_progress = progress.sandbox_start_failures;
+            self.stalled = false;
+        }
+        let ms = |at: Instant| {
+            u64::try_from(at.saturating_duration_since(self.started).as_millis())
+                .unwrap_or(u64::MAX)
+        };
+        // This process's worker serves every tier: no tier goes unserved.
+        let inputs = StallInputs {
+            now_ms: ms(now),
+            progress_at_ms: ms(self.progress_at),
+            outstanding: progress
+                .planned
+                .saturating_sub(progress.finished.saturating_add(progress.skipped)),
+            tiers: &[],
+            paused: self
+                .controls
+                .as_ref()
+                .is_some_and(|controls| controls.borrow().paused),
+            broker_healthy: true,
+            sandbox_start_failures: progress
+                .sandbox_start_failures
+                .saturating_sub(self.failures_at_progress),
+            stall_after_ms: self.stall_after_ms,
+        };
+        let reason = stall_reason(&inputs)?;
+        if self.stalled {
+            return None;
+        }
+        self.stalled = true;
+        let wall_ms = crate::progress::now_ms();
+        Some(BatchStall {
+            message: reason.describe(),
+            cancelled: self.cancels && reason != StallReason::Paused,
+            reason,
+            progress_at_ms: wall_ms.saturating_sub(ms(now).saturating_sub(ms(self.progress_at))),
+            stall_after_ms: self.stall_after_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch_of(
+        progress: ProgressSnapshot,
+        flags: &BatchFlags,
+    ) -> (watch::Sender<ProgressSnapshot>, StallWatch) {
+        let (sender, receiver) = watch::channel(progress);
+        (sender, StallWatch::new(flags, &[], receiver, None))
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_stops_moving_is_said_stalled_once_until_it_moves() {
+        let flags = BatchFlags {
+            stall_after_ms: Some(60_000),
+            on_stall: Some(OnStall::Cancel),
+            ..BatchFlags::default()
+        };
+        let progress = ProgressSnapshot {
+            planned: 3,
+            ..ProgressSnapshot::default()
+        };
+        let (sender, mut watch) = watch_of(progress.clone(), &flags);
+        let t0 = watch.started;
+        assert_eq!(watch.look(t0 + Duration::from_secs(59)), None);
+        let stall = watch
+            .look(t0 + Duration::from_secs(60))
+            .expect("stalled after a minute");
+        assert_eq!(stall.reason, StallReason::Unexplained);
+        assert!(stall.cancelled, "--on-stall cancel");
+        assert_eq!(watch.look(t0 + Duration::from_secs(90)), None, "said once");
+        // A job finishes: the clock starts again.
+        sender.send_replace(ProgressSnapshot {
+            finished: 1,
+            ..progress
+        });
+        assert_eq!(watch.look(t0 + Duration::from_secs(100)), None);
+        assert!(watch.look(t0 + Duration::from_secs(160)).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_finished_batch_and_the_default_policy_cancel_nothing() {
+        let (_sender, mut watch) = watch_of(ProgressSnapshot::default(), &BatchFlags::default());
+        assert_eq!(
+            watch.stall_after_ms,
+            cowork_core::stall::DEFAULT_STALL_AFTER_MS
+        );
+        assert!(!watch.cancels);
+        let t0 = watch.started;
+        assert_eq!(
+            watch.look(t0 + Duration::from_secs(3600)),
+            None,
+            "no job outstanding"
+        );
+    }
+}
