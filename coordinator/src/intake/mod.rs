@@ -153,6 +153,7 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
         sim: request.sim.clone(),
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     notes.extend(unmatched_sim_rules(&plan));
     Ok(Intake { plan, spec, bundle })
@@ -260,6 +261,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         sim,
         bundle_sha256: bundle.sha256.clone(),
         eval: Some(settings.clone()),
+        notify: Vec::new(),
     };
     Ok(EvalIntake {
         plan,

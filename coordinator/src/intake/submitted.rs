@@ -285,6 +285,12 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
         &spec.target_display,
     ));
     problems.extend(check_spec_flags(&spec.flags, spec.matrix_file.is_some()));
+    problems.extend(
+        spec.notify
+            .iter()
+            .filter_map(|url| crate::notify::check_hook_url(url).err())
+            .map(|problem| format!("spec.notify: {problem}")),
+    );
     match (&spec.eval, spec.mode) {
         (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),
         (None, BatchMode::Eval) => {

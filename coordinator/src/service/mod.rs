@@ -102,6 +102,8 @@ pub(crate) struct Service {
     /// Whether a decided batch's live view links its report: not on the page of a
     /// `cowork run --ui`, whose server closes with the run.
     pub(crate) links_reports: bool,
+    /// Tells each batch's hooks of its moments (decided, cancelled, budget stop, lost worker).
+    pub(crate) notifier: crate::notify::Notifier,
 }
 
 impl Service {
@@ -117,6 +119,7 @@ impl Service {
             config.max_concurrent_submits.max(1),
         ));
         let tokens = TokenDigests::of(&config);
+        let notifier = crate::notify::Notifier::new(config.notify.clone());
         Service {
             config,
             ports,
@@ -131,6 +134,7 @@ impl Service {
             report_renders: Arc::new(tokio::sync::Semaphore::new(REPORT_RENDERS_AT_ONCE)),
             tokens,
             links_reports: true,
+            notifier,
         }
     }
 
@@ -155,6 +159,14 @@ impl Service {
     /// Every batch this process supervises or supervised since it started.
     pub(crate) fn live_batches(&self) -> Vec<Arc<LiveBatch>> {
         self.lock_live().values().cloned().collect()
+    }
+
+    /// [`Service::live_batches`] with their ids.
+    pub(crate) fn live_batches_by_id(&self) -> Vec<(BatchId, Arc<LiveBatch>)> {
+        self.lock_live()
+            .iter()
+            .map(|(id, live)| (id.clone(), Arc::clone(live)))
+            .collect()
     }
 
     fn lock_live(&self) -> std::sync::MutexGuard<'_, HashMap<BatchId, Arc<LiveBatch>>> {

@@ -68,6 +68,7 @@ fn submitted(root: &Path, matrix: Option<&str>, flags: BatchFlags) -> Submitted 
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     Submitted {
         spec,
@@ -360,6 +361,7 @@ fn a_simulated_cassette_in_a_harness_batch_is_refused_by_the_coordinator_too() {
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     check_refused(
         &spec,
