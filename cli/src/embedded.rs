@@ -16,6 +16,7 @@
 //! job's record in the store, and [`resume`] finishes it.
 
 mod local_resume;
+mod notify_end;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -139,6 +140,9 @@ pub struct EmbeddedRun {
     /// `--ui`: the listener of the batch's live page, bound before the batch was stored (so a
     /// taken port changes nothing), and the page's token.
     pub ui: Option<UiListener>,
+    /// Tells the batch's hooks of its end and of a budget stop (`--notify`); `None` without
+    /// hooks.
+    pub notifier: Option<cowork_coordinator::notify::Notifier>,
 }
 
 /// Where `cowork run --ui` serves the batch's live page, and the token the page needs.
@@ -356,6 +360,7 @@ fn supervise_options(embedded: &EmbeddedRun) -> SuperviseOptions {
     SuperviseOptions {
         usage_pause: embedded.usage_pause,
         model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
+        notifier: embedded.notifier.clone(),
         ..SuperviseOptions::new(window, embedded.command)
     }
 }
@@ -485,6 +490,7 @@ async fn run_locked(
         remove_work_dirs(embedded, &plan.batch_id).await;
     }
     let interrupted = interrupts.received() > 0;
+    notify_end::notify_end(embedded, plan, &end).await;
     if let Some(ui) = ui {
         close_ui(ui, &end, interrupted, embedded, plan).await?;
     }

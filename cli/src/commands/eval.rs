@@ -10,6 +10,7 @@
 //! supervises it and stores the same `eval.json`; `--watch` follows the batch, reads that report
 //! back and ends exactly like the embedded eval.
 
+use cowork_coordinator::notify::ReportLink;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,7 +45,15 @@ use crate::text::count;
 /// `cowork eval`.
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let started = Instant::now();
-    let validated = validate(&args).await?;
+    let mut validated = validate(&args).await?;
+    // Checked before anything is stored or submitted: a bad hook URL or secret file changes
+    // nothing. A submitted eval's events are signed with the coordinator's secret.
+    let notifier = crate::notify::notifier(
+        &args.notify.notify,
+        args.notify.notify_secret_file.as_deref(),
+        ReportLink::LocalStore(args.store.display().to_string()),
+    )?;
+    validated.spec.notify = args.notify.notify.clone();
     if args.dry_run {
         return dry_run(&args, &validated.plan).await;
     }
@@ -90,6 +99,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         started,
         command: BatchMode::Eval.envelope_command(),
         ui: None,
+        notifier,
     };
     crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(
         &args.store,

@@ -44,9 +44,20 @@ pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<Resume
     let store = embedded.store.as_ref();
     let _lock = lock_batch(store, batch_id)?;
     let stored = read_stored_batch(store, batch_id).await?;
+    let notifier = match &embedded.notifier {
+        None => crate::notify::notifier(
+            &stored.spec.notify,
+            None,
+            cowork_coordinator::notify::ReportLink::LocalStore(
+                embedded.store_dir.display().to_string(),
+            ),
+        )?,
+        given => given.clone(),
+    };
     let embedded = &EmbeddedRun {
         command: stored.spec.mode.envelope_command(),
         ui: None,
+        notifier,
         ..embedded.clone()
     };
     let mut plan = replan(embedded, batch_id, &stored).await?;

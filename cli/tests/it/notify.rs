@@ -1,0 +1,213 @@
+//! Notifications end to end: `cowork run --notify` tells its hook the batch was decided, with
+//! a signature that verifies; a fleet batch submitted with `--notify` is told by the
+//! coordinator, and a hook that refuses shows in `cowork status`; `cowork notify-test` exits by
+//! the hook's answer. The secret is in no log line of any process.
+
+use std::time::Duration;
+
+use cowork_core::notify::hmac_sha256;
+use cowork_testkit::{HookServer, wait_until};
+
+use crate::fleet::Fleet;
+use crate::support::{Output, Sandbox, copy_dir, cowork, fixture};
+
+const SECRET: &str = "whsec-cli-8d2e41c7";
+/// Only turns a hang into a failure.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Checks a `t=…,v1=…` signature against the body, recomputed with the secret.
+fn check_signature(signature: Option<&str>, body: &[u8]) {
+    let signature = signature.expect("a Cowork-Signature header");
+    let (t, v1) = signature
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",v1="))
+        .unwrap_or_else(|| panic!("not t=…,v1=…: {signature}"));
+    let mut signed = format!("{t}.").into_bytes();
+    signed.extend_from_slice(body);
+    let expected: String = hmac_sha256(SECRET.as_bytes(), &signed)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    assert_eq!(v1, expected, "the signature verifies");
+}
+
+fn assert_no_secret(out: &Output) {
+    assert!(
+        !out.stderr.contains(SECRET) && !out.stdout.contains(SECRET),
+        "the secret leaked:\n{}",
+        out.context()
+    );
+}
+
+/// Runs `cowork <args>` off the async runtime, so the hook keeps answering meanwhile.
+async fn cowork_blocking(cwd: std::path::PathBuf, args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || cowork(&cwd, &args))
+        .await
+        .expect("the cowork process ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_tells_its_hook_it_was_decided_signed_and_logs_no_secret() {
+    let hook = HookServer::start(&[]).await;
+    let sandbox = Sandbox::with_project();
+    sandbox.write("notify-secret", &format!("{SECRET}\n"));
+    let store = sandbox.store();
+    let args: Vec<String> = [
+        "--log",
+        "trace",
+        "run",
+        "scenarios/report.yaml",
+        "--repeat",
+        "2",
+        "--executor",
+        "sim",
+        "--notify",
+        &hook.url,
+        "--notify-secret-file",
+        "notify-secret",
+        "--store",
+        &store.display().to_string(),
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    assert!(matches!(out.code(), 0 | 1), "{}", out.context());
+    assert_no_secret(&out);
+    // The run waits for its deliveries before it exits: the event is there already.
+    let received = hook.received();
+    assert_eq!(received.len(), 1, "{received:?}\n{}", out.context());
+    let event = &received[0];
+    check_signature(event.signature.as_deref(), &event.body);
+    let body = event.json();
+    assert_eq!(body["kind"], "decided", "{body}");
+    assert_eq!(event.event_id.as_deref(), body["id"].as_str());
+    assert_eq!(body["unitsTotal"], 1, "{body}");
+    assert_eq!(body["quarantined"], serde_json::json!([]), "{body}");
+    let verdict = body["verdict"].as_str().expect("a verdict");
+    assert!(verdict == "PASS" || verdict == "FAIL", "{body}");
+    let text = body["text"].as_str().expect("a text");
+    assert!(
+        text.starts_with(&format!(
+            "cowork: batch {} {verdict} — ",
+            body["batchId"].as_str().unwrap_or_default()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("cowork report "), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_test_exits_by_the_hooks_answer() {
+    let sandbox = Sandbox::empty();
+    sandbox.write("notify-secret", SECRET);
+    for (script, code) in [(200u16, 0), (500, 1)] {
+        let hook = HookServer::start(&[script]).await;
+        let args: Vec<String> = [
+            "--log",
+            "trace",
+            "notify-test",
+            &hook.url,
+            "--notify-secret-file",
+            "notify-secret",
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect();
+        let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+        out.expect_code(code);
+        assert!(
+            out.stdout.contains(&format!("answered {script}")),
+            "{}",
+            out.context()
+        );
+        assert_no_secret(&out);
+        let received = hook.received();
+        assert_eq!(received.len(), 1, "sent once, never retried");
+        check_signature(received[0].signature.as_deref(), &received[0].body);
+        assert_eq!(received[0].json()["kind"], "test");
+    }
+    let bad = cowork(sandbox.path(), &["notify-test", "ftp://example.com/x"]);
+    bad.expect_code(2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_batch_is_told_decided_and_a_refusing_hook_shows_in_status() {
+    let hook = HookServer::start(&[]).await;
+    let refusing = HookServer::start(&[404]).await;
+    let fleet = tokio::task::spawn_blocking(|| {
+        let mut fleet =
+            Fleet::start_with_env(&[("COWORK_NOTIFY_SECRET", SECRET), ("COWORK_LOG", "debug")]);
+        fleet.spawn_worker("w1", "container", "2");
+        fleet
+    })
+    .await
+    .expect("the fleet started");
+    let sandbox = Sandbox::empty();
+    copy_dir(&fixture("routing"), sandbox.path());
+    sandbox.write("pass.yaml", "rules:\n  - pass_rate: 1.0\n");
+    let cwd = sandbox.path().to_path_buf();
+    let (hook_url, refusing_url) = (hook.url.clone(), refusing.url.clone());
+    let (fleet, out) = tokio::task::spawn_blocking(move || {
+        let out = fleet.submit_until_code(
+            &cwd,
+            &[
+                "scenarios/in-container.yaml",
+                "--repeat",
+                "2",
+                "--executor",
+                "sim",
+                "--sim-profile",
+                "pass.yaml",
+                "--notify",
+                &hook_url,
+                "--notify",
+                &refusing_url,
+            ],
+            0,
+        );
+        (fleet, out)
+    })
+    .await
+    .expect("the submit ran");
+    let received = hook.wait_for(1, PATIENCE).await;
+    let event = &received[0];
+    check_signature(event.signature.as_deref(), &event.body);
+    let body = event.json();
+    assert_eq!(body["kind"], "decided", "{body}");
+    assert_eq!(body["verdict"], "PASS", "{body}");
+    let batch = body["batchId"].as_str().expect("a batch id").to_owned();
+    assert_eq!(
+        crate::fleet::batch_of(&out.envelope()).as_str(),
+        batch,
+        "{}",
+        out.context()
+    );
+    refusing.wait_for(1, PATIENCE).await;
+    let cwd = sandbox.path().to_path_buf();
+    let fleet = tokio::task::spawn_blocking(move || {
+        wait_until("cowork status shows the refusing hook")
+            .within(PATIENCE)
+            .every(Duration::from_millis(100))
+            .context(|| fleet.logs())
+            .poll(|| {
+                let status = fleet.cowork(&cwd, &["status", &batch]);
+                if status.stdout.contains("notify   hook http://127.0.0.1:")
+                    && status.stdout.contains("answered 404")
+                {
+                    Ok(())
+                } else {
+                    Err(status.context())
+                }
+            });
+        fleet
+    })
+    .await
+    .expect("status was read");
+    let logs = fleet.logs();
+    assert!(
+        logs.contains("notification delivered"),
+        "the coordinator logs at debug"
+    );
+    assert!(!logs.contains(SECRET), "the secret is in no log line");
+}
