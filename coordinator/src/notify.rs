@@ -437,15 +437,17 @@ pub fn earlier_counts(history: &[BatchStats], now: &BatchCounts) -> Option<Batch
         .map(|stats| counts_from_stats(stats, now.min_pass_rate))
 }
 
-/// The notification of a decided batch: its failing units from its stats, the newly failing
-/// ones against the most recent earlier batch of `history` (newest first) that shares a unit.
-/// Quarantined units are not known here yet: the list is empty.
+/// The notification of a decided batch: its failing units from its stats (judged at
+/// `min_pass_rate`), the newly failing ones against the most recent earlier batch of
+/// `history` (newest first) that shares a unit. Quarantined units are not known here yet: the
+/// list is empty.
 pub fn decided_event(
-    outcome: &crate::supervisor::BatchOutcome,
+    stats: &BatchStats,
+    min_pass_rate: f64,
     history: &[BatchStats],
     verdict: Verdict,
 ) -> NotifyEvent {
-    let now = counts_from_stats(&outcome.stats, outcome.reduction.judging.min_pass_rate);
+    let now = counts_from_stats(stats, min_pass_rate);
     let then = earlier_counts(history, &now);
     NotifyEvent::Decided(Box::new(Decided::from_counts(
         &now,

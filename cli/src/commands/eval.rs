@@ -46,14 +46,7 @@ use crate::text::count;
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let started = Instant::now();
     let mut validated = validate(&args).await?;
-    // Checked before anything is stored or submitted: a bad hook URL or secret file changes
-    // nothing. A submitted eval's events are signed with the coordinator's secret.
-    let notifier = crate::notify::notifier(
-        &args.notify.notify,
-        args.notify.notify_secret_file.as_deref(),
-        ReportLink::LocalStore(args.store.display().to_string()),
-    )?;
-    validated.spec.notify = args.notify.notify.clone();
+    let notifier = hooks(&args, &mut validated)?;
     if args.dry_run {
         return dry_run(&args, &validated.plan).await;
     }
@@ -449,4 +442,20 @@ fn signed_points(value: f64) -> String {
     } else {
         format!("{rounded:+.0}")
     }
+}
+
+/// The eval's hooks, checked before anything is stored or submitted (a bad hook URL or secret
+/// file changes nothing) and stored with the batch: what tells them of an eval run here. A
+/// submitted eval's events are signed with the coordinator's secret.
+fn hooks(
+    args: &EvalArgs,
+    validated: &mut EvalIntake,
+) -> Result<Option<cowork_coordinator::notify::Notifier>, CliError> {
+    let notifier = crate::notify::notifier(
+        &args.notify.notify,
+        args.notify.notify_secret_file.as_deref(),
+        ReportLink::LocalStore(args.store.display().to_string()),
+    )?;
+    validated.spec.notify = args.notify.notify.clone();
+    Ok(notifier)
 }

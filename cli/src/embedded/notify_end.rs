@@ -41,7 +41,12 @@ pub(super) async fn notify_end(
                 exit_code: outcome.exit_code,
                 cost_usd: outcome.progress.cost_usd,
             };
-            decided_event(outcome, &history, verdict)
+            decided_event(
+                &outcome.stats,
+                outcome.reduction.judging.min_pass_rate,
+                &history,
+                verdict,
+            )
         }
         Ok(SuperviseEnd::Cancelled { progress }) => NotifyEvent::Cancelled {
             batch_id: plan.batch_id.clone(),

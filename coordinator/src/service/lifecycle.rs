@@ -349,7 +349,12 @@ impl Service {
             exit_code: end.exit_code.unwrap_or(outcome.exit_code),
             cost_usd: live.progress.borrow().cost_usd,
         };
-        end.notice = Some(crate::notify::decided_event(outcome, &history, verdict));
+        end.notice = Some(crate::notify::decided_event(
+            &outcome.stats,
+            outcome.reduction.judging.min_pass_rate,
+            &history,
+            verdict,
+        ));
         end
     }
 
