@@ -93,9 +93,9 @@ impl Default for NotifyConfig {
 pub fn check_hook_url(url: &str) -> Result<(), String> {
     match reqwest::Url::parse(url) {
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => Ok(()),
-        Ok(_) => Err(format!(
-            "--notify {}: a hook is an http:// or https:// URL with a host",
-            origin(url)
+        Ok(parsed) => Err(format!(
+            "--notify: a hook is an http:// or https:// URL with a host, not a {}: URL",
+            parsed.scheme()
         )),
         Err(error) => Err(format!("--notify: not a URL ({error})")),
     }

@@ -132,6 +132,25 @@ fn a_valid_repeat_batch_plans_like_the_client() {
 }
 
 #[test]
+fn a_hook_that_is_not_an_http_url_is_refused() {
+    let dir = project();
+    let mut sent = submitted(dir.path(), None, repeat(2));
+    sent.spec.notify = vec![
+        "https://hooks.example.com/x".to_owned(),
+        "file:///etc/passwd".to_owned(),
+        "not a url".to_owned(),
+    ];
+    check_refused(
+        &sent.spec,
+        &sent.bundle,
+        &[
+            "spec.notify: --notify: a hook is an http:// or https:// URL with a host, not a file: URL",
+            "spec.notify: --notify: not a URL",
+        ],
+    );
+}
+
+#[test]
 fn a_valid_matrix_batch_has_its_derived_files() {
     let dir = project();
     let sent = submitted(dir.path(), Some("matrices/m.yaml"), BatchFlags::default());
