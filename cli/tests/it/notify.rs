@@ -98,6 +98,71 @@ async fn a_run_tells_its_hook_it_was_decided_signed_and_logs_no_secret() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_reaches_its_batch_budget_tells_the_stop_and_the_decision() {
+    let hook = HookServer::start(&[]).await;
+    let sandbox = Sandbox::with_project();
+    sandbox.write("notify-secret", SECRET);
+    sandbox.write(
+        "priced.yaml",
+        "rules:\n  - pass_rate: 1\n    cost_usd: 0.05\n",
+    );
+    let store = sandbox.store();
+    let args: Vec<String> = [
+        "run",
+        "scenarios/report.yaml",
+        "--repeat",
+        "40",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "priced.yaml",
+        "--batch-budget-usd",
+        "0.2",
+        "--slots",
+        "1",
+        "--notify",
+        &hook.url,
+        "--notify-secret-file",
+        "notify-secret",
+        "--store",
+        &store.display().to_string(),
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    assert!(matches!(out.code(), 0 | 1), "{}", out.context());
+    let received = hook.received();
+    // Two deliveries run apart: their order is not promised.
+    let mut kinds: Vec<String> = received
+        .iter()
+        .map(|request| {
+            request.json()["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["budget_stop", "decided"], "{}", out.context());
+    let stop = received
+        .iter()
+        .map(|request| request.json())
+        .find(|body| body["kind"] == "budget_stop")
+        .expect("a budget stop");
+    assert_eq!(stop["budgetUsd"], 0.2, "{stop}");
+    assert!(
+        stop["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("stopped at its budget")),
+        "{stop}"
+    );
+    for request in &received {
+        check_signature(request.signature.as_deref(), &request.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notify_test_exits_by_the_hooks_answer() {
     let sandbox = Sandbox::empty();
     sandbox.write("notify-secret", SECRET);
