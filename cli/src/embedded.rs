@@ -53,6 +53,7 @@ use crate::exit::CliError;
 use crate::interrupts::Interrupts;
 
 pub use local_resume::resume;
+pub use notify_end::tell_decided;
 
 /// Deliveries of one job before an infrastructure failure before spend is final
 /// (harness-behaviour.md#choice-c8): in one process a failure to start the harness rarely heals, so

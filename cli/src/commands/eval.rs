@@ -10,7 +10,6 @@
 //! supervises it and stores the same `eval.json`; `--watch` follows the batch, reads that report
 //! back and ends exactly like the embedded eval.
 
-use cowork_coordinator::notify::ReportLink;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
+use cowork_coordinator::notify::ReportLink;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
@@ -139,7 +139,25 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
             .path()
             .display()
     );
-    finish(&args, &document, &document_json, &results_line).await
+    let code = finish(&args, &document, &document_json, &results_line).await?;
+    tell_hooks(&embedded, &plan, &outcome, &document.report, code).await;
+    Ok(code)
+}
+
+/// Tells the eval's hooks it was decided, with its A/B verdict and exit code.
+async fn tell_hooks(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    outcome: &cowork_coordinator::supervisor::BatchOutcome,
+    report: &cowork_core::eval::EvalReport,
+    exit_code: i32,
+) {
+    let verdict = cowork_core::notify::Verdict {
+        verdict: cowork_core::eval::verdict_words(report).to_owned(),
+        exit_code,
+        cost_usd: outcome.progress.cost_usd,
+    };
+    crate::embedded::tell_decided(embedded, plan, outcome, verdict).await;
 }
 
 /// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the

@@ -1,11 +1,11 @@
 //! `cowork run`: the embedded mode — plan, bundle, then an in-process queue, event log, local
 //! store and worker slots run the batch; the same supervisor and reducer as the fleet judge it.
 
-use cowork_coordinator::notify::ReportLink;
 use std::sync::Arc;
 use std::time::Instant;
 
 use cowork_coordinator::intake::Intake;
+use cowork_coordinator::notify::ReportLink;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::batch::ExecutorKind;
 

@@ -163,6 +163,47 @@ async fn a_run_that_reaches_its_batch_budget_tells_the_stop_and_the_decision() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eval_tells_its_hook_its_ab_verdict() {
+    let hook = HookServer::start(&[]).await;
+    let sandbox = Sandbox::empty();
+    let store = sandbox.store();
+    let args: Vec<String> = [
+        "eval",
+        "--a",
+        "examples/demo/skills/v1/csv-report",
+        "--b",
+        "examples/demo/eval/skills/csv-report-worse/csv-report",
+        "examples/demo/scenarios",
+        "--runs",
+        "10",
+        "--executor",
+        "sim",
+        "--sim-profile",
+        "examples/demo/eval/sim-profile.yaml",
+        "--quiet",
+        "--notify",
+        &hook.url,
+        "--store",
+        &store.display().to_string(),
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    let out = cowork_blocking(crate::support::workspace_root(), args).await;
+    out.expect_code(1);
+    let received = hook.received();
+    assert_eq!(received.len(), 1, "{}", out.context());
+    assert_eq!(received[0].signature, None, "no secret: unsigned");
+    let body = received[0].json();
+    assert_eq!(body["kind"], "decided", "{body}");
+    assert_eq!(
+        body["verdict"], "B worse",
+        "the A/B verdict, not the runs' {body}"
+    );
+    assert_eq!(body["exitCode"], 1, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notify_test_exits_by_the_hooks_answer() {
     let sandbox = Sandbox::empty();
     sandbox.write("notify-secret", SECRET);
