@@ -1,7 +1,9 @@
-//! Notifications end to end: `cowork run --notify` tells its hook the batch was decided, with
-//! a signature that verifies; a fleet batch submitted with `--notify` is told by the
-//! coordinator, and a hook that refuses shows in `cowork status`; `cowork notify-test` exits by
-//! the hook's answer. The secret is in no log line of any process.
+//! Notifications end to end: `cowork run --notify` tells its hook the batch was decided (and a
+//! budget stop), with a signature that verifies; an eval tells its A/B verdict; a fleet batch
+//! submitted with `--notify` is told by the coordinator, and a hook that refuses shows in
+//! `cowork status`; a worker killed mid-job is told to the coordinator's own hooks;
+//! `cowork notify-test` exits by the hook's answer. The secret is in no log line of any
+//! process.
 
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use cowork_core::notify::hmac_sha256;
 use cowork_testkit::{HookServer, wait_until};
 
 use crate::fleet::Fleet;
-use crate::support::{Output, Sandbox, copy_dir, cowork, fixture};
+use crate::support::{Output, Sandbox, copy_dir, cowork, fixture, workspace_root};
 
 const SECRET: &str = "whsec-cli-8d2e41c7";
 /// Only turns a hang into a failure.
@@ -189,7 +191,7 @@ async fn an_eval_tells_its_hook_its_ab_verdict() {
     .iter()
     .map(|arg| (*arg).to_owned())
     .collect();
-    let out = cowork_blocking(crate::support::workspace_root(), args).await;
+    let out = cowork_blocking(workspace_root(), args).await;
     out.expect_code(1);
     let received = hook.received();
     assert_eq!(received.len(), 1, "{}", out.context());
@@ -316,4 +318,36 @@ async fn a_fleet_batch_is_told_decided_and_a_refusing_hook_shows_in_status() {
         "the coordinator logs at debug"
     );
     assert!(!logs.contains(SECRET), "the secret is in no log line");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_job_is_told_to_the_coordinators_hooks() {
+    let hook = HookServer::start(&[]).await;
+    let url = hook.url.clone();
+    // The coordinator's own hook (COWORK_NOTIFY), unsigned: it tells of every batch.
+    let (fleet, batch) = tokio::task::spawn_blocking(move || {
+        let mut fleet = crate::faults::fault_fleet(&[("COWORK_NOTIFY", &url)], &[]);
+        // Runs of about 20 s: the batch is still running when the kill is noticed.
+        let batch = crate::faults::submit_of(&fleet, 10, 20_000);
+        crate::first_fleet::workers_until(&fleet, &workspace_root(), "w0 running jobs", |text| {
+            text.lines().any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.first() == Some(&"w0") && fields.get(3).is_some_and(|busy| *busy != "0")
+            })
+        });
+        fleet.kill("w0");
+        (fleet, batch)
+    })
+    .await
+    .expect("the fleet ran");
+    let received = hook.wait_for(1, PATIENCE).await;
+    let body = received[0].json();
+    assert_eq!(body["kind"], "worker_lost", "{body}\n{}", fleet.logs());
+    assert_eq!(body["batchId"], batch.as_str(), "{body}");
+    assert_eq!(body["workerId"], "w0", "{body}");
+    assert!(
+        body["jobsHeld"].as_u64().is_some_and(|held| held > 0),
+        "{body}"
+    );
+    assert_eq!(received[0].signature, None, "no secret: unsigned");
 }
