@@ -26,10 +26,10 @@ use tokio_util::task::TaskTracker;
 pub const SIGNATURE_HEADER: &str = "Cowork-Signature";
 /// The header that carries the event id (the body's `id`).
 pub const EVENT_ID_HEADER: &str = "Cowork-Event-Id";
-/// How long one event is retried at most.
-pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(10 * 60);
+/// How long one event is retried at most (`cowork_schema::retries::notify`).
+pub const DEFAULT_GIVE_UP_AFTER: Duration = cowork_schema::retries::notify::DELIVERY_GIVE_UP;
 /// Pauses between attempts: 1 s doubling to 60 s, jittered.
-pub const DEFAULT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+pub const DEFAULT_BACKOFF: Backoff = Backoff::of(cowork_schema::retries::notify::DELIVERY);
 /// One attempt's bound: connect, send and read the answer.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
