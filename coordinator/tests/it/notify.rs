@@ -159,3 +159,30 @@ async fn a_hook_that_is_down_never_holds_up_the_sender_and_is_given_up() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_stall_is_told_with_its_reason_and_told_again_under_the_same_id() {
+    let hook = HookServer::start(&[]).await;
+    let notifier = notifier(&hook.url);
+    let stalled = || NotifyEvent::Stalled {
+        batch_id: batch(),
+        reason: "no job finished for 30m; 4 jobs wait on tier microvm".to_owned(),
+    };
+    // The stall watchdog's call; a watchdog that says it twice is deduplicated by the id.
+    notifier.send(stalled());
+    notifier.send(stalled());
+    let received = hook.wait_for(2, PATIENCE).await;
+    let [first, second] = [received[0].json(), received[1].json()];
+    assert_eq!(first["kind"], "stalled");
+    assert_eq!(
+        first["reason"],
+        "no job finished for 30m; 4 jobs wait on tier microvm"
+    );
+    assert_eq!(first["id"], second["id"]);
+    assert!(
+        first["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("stalled — no job finished for 30m")),
+        "{first}"
+    );
+}
