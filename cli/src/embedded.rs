@@ -16,6 +16,7 @@
 //! job's record in the store, and [`resume`] finishes it.
 
 mod local_resume;
+mod notify_end;
 mod stall;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,7 @@ use crate::exit::CliError;
 use crate::interrupts::Interrupts;
 
 pub use local_resume::resume;
+pub use notify_end::tell_decided;
 
 /// Recent batches of the store whose run times set the default `--stall-after`.
 const STALL_HISTORY: usize = 20;
@@ -143,6 +145,9 @@ pub struct EmbeddedRun {
     /// `--ui`: the listener of the batch's live page, bound before the batch was stored (so a
     /// taken port changes nothing), and the page's token.
     pub ui: Option<UiListener>,
+    /// Tells the batch's hooks of its end and of a budget stop (`--notify`); `None` without
+    /// hooks.
+    pub notifier: Option<cowork_coordinator::notify::Notifier>,
 }
 
 /// Where `cowork run --ui` serves the batch's live page, and the token the page needs.
@@ -360,6 +365,7 @@ fn supervise_options(embedded: &EmbeddedRun) -> SuperviseOptions {
     SuperviseOptions {
         usage_pause: embedded.usage_pause,
         model_limits: Arc::new(SharedModelLimits::new(embedded.model_limits.clone())),
+        notifier: embedded.notifier.clone(),
         ..SuperviseOptions::new(window, embedded.command)
     }
 }
@@ -490,6 +496,7 @@ async fn run_locked(
         remove_work_dirs(embedded, &plan.batch_id).await;
     }
     let interrupted = interrupts.received() > 0;
+    notify_end::notify_end(embedded, plan, &end).await;
     if let Some(ui) = ui {
         close_ui(ui, &end, interrupted, embedded, plan).await?;
     }

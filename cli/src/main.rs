@@ -34,6 +34,7 @@ mod follow;
 mod harness_process;
 mod interrupts;
 mod log_scrub;
+mod notify;
 mod progress;
 mod quarantine;
 mod summary;
@@ -85,11 +86,9 @@ fn main() -> ExitCode {
     // The OTLP exporter's gRPC channel is built on the runtime, so it is installed inside it.
     let telemetry = {
         let _runtime_context = runtime.enter();
-        telemetry::install(
-            &cli.log,
-            telemetry::service_name(&cli.command),
-            &log_scrub::known_secret_values(None),
-        )
+        let mut secrets = log_scrub::known_secret_values(None);
+        secrets.extend(notify::secret_to_scrub(&cli.command));
+        telemetry::install(&cli.log, telemetry::service_name(&cli.command), &secrets)
     };
     // With `--output-format json`, a failure still prints an error envelope on stdout
     // (harness-behaviour.md#envelope-error), so scripts that parse stdout always get one JSON line.
@@ -131,6 +130,7 @@ fn main() -> ExitCode {
                 commands::remote::workers(&args.client, args.output_format).await
             }
             Command::Bench(args) => commands::bench::run(args).await,
+            Command::NotifyTest(args) => commands::notify_test::run(&args).await,
             Command::Batches(args) => commands::batches::list(args).await,
             Command::Diff(args) => commands::diff::run(args).await,
             Command::Trend(args) => commands::trend::trend(args).await,

@@ -47,6 +47,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             }
         };
         let lost = lost_workers(&workers, now_ms);
+        let mut newly_lost = Vec::new();
         service.views.lost_workers.send_if_modified(|current| {
             if *current == lost {
                 return false;
@@ -60,10 +61,12 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
                     busy = worker.busy,
                     "a worker running jobs stopped beating; its jobs wait for redelivery"
                 );
+                newly_lost.push(worker.clone());
             }
             *current = lost;
             true
         });
+        notify_lost(&service, &workers, &newly_lost);
         service.views.workers_seen.send_replace(workers.clone());
         for worker in &workers {
             if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
@@ -109,6 +112,37 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
                 *current = unserved;
                 true
             });
+        }
+    }
+}
+
+/// Tells the hooks of every running batch with a tier a newly lost worker served that the
+/// worker stopped mid-job (the registry does not say whose jobs it held).
+fn notify_lost(
+    service: &Service,
+    workers: &[cowork_schema::registry::WorkerInfo],
+    newly_lost: &[cowork_schema::api::LostWorker],
+) {
+    if newly_lost.is_empty() {
+        return;
+    }
+    let batches = service.live_batches_by_id();
+    for lost in newly_lost {
+        let Some(worker) = workers.iter().find(|w| w.worker_id == lost.worker_id) else {
+            continue;
+        };
+        let running = batches.iter().filter(|(_, live)| {
+            live.end.borrow().is_none() && live.tiers.iter().any(|t| worker.tiers.contains(t))
+        });
+        for (batch_id, _) in running {
+            service
+                .notifier
+                .send(cowork_core::notify::NotifyEvent::WorkerLost {
+                    batch_id: batch_id.clone(),
+                    worker_id: lost.worker_id.clone(),
+                    jobs_held: lost.busy,
+                    heartbeat_at_ms: lost.heartbeat_at_ms,
+                });
         }
     }
 }

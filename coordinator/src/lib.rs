@@ -33,6 +33,8 @@
 //! - [`tls`]: HTTPS for the API with rustls.
 //! - [`live_ui`]: one batch's live page and controls served by the process that runs the
 //!   batch (`cowork run --ui`), on the same routes as the coordinator's.
+//! - [`notify`]: notifications of a batch's moments, POSTed signed to webhooks in the
+//!   background and retried.
 //! - [`http_serve`]: the API's connection loop (plain or TLS) with a header-read timeout, an
 //!   idle timeout and a connection cap that closes idle connections first.
 //! - [`k8s`] (feature `k8s`): a Kubernetes Job of workers for a large batch — its pure
@@ -51,6 +53,7 @@ pub mod intake;
 pub mod k8s;
 pub mod live_ui;
 pub mod metrics;
+pub mod notify;
 pub mod rejudge;
 pub mod report_input;
 pub mod server;

@@ -69,6 +69,7 @@ impl LiveUi {
             usage_pause_max: crate::supervisor::DEFAULT_USAGE_PAUSE_MAX,
             model_limits: Vec::new(),
             tls: None,
+            notify: Default::default(),
             http_limits: Default::default(),
             max_concurrent_submits: crate::service::DEFAULT_MAX_CONCURRENT_SUBMITS,
             #[cfg(feature = "k8s")]

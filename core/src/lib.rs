@@ -21,6 +21,7 @@
 //! - [`eval`]: A/B statistics — McNemar's test, Tango's score interval of the paired
 //!   difference, arm summaries, verdict.
 //! - [`sim_rules`]: which jobs a `--sim-profile` rule selects.
+//! - [`notify`]: a notification's body and Slack line, its event id and its HMAC signature.
 //! - [`report`]: HTML, JUnit, Markdown and JSON renderings of a stored batch.
 //! - [`safe_text`]: control and bidi characters of outside text as visible escapes, for
 //!   terminals and Markdown, and the intake check of free text.
@@ -37,6 +38,7 @@ pub mod eval;
 pub mod fleet;
 pub mod history;
 pub mod limits;
+pub mod notify;
 pub mod plan;
 pub mod preflight;
 pub mod prepared;

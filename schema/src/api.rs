@@ -352,6 +352,10 @@ pub struct BatchStatus {
     pub progress: Option<ProgressSnapshot>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollup: Option<RollupDoc>,
+    /// The last failed delivery of a notification of this batch, while a hook fails; as this
+    /// coordinator process saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_error: Option<String>,
 }
 
 /// The last event of a watch: the batch reached a final state.

@@ -276,6 +276,10 @@ pub struct BatchSpec {
     /// other mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval: Option<EvalSpec>,
+    /// Webhooks told of the batch's moments (`--notify`), besides the coordinator's own;
+    /// `http://` or `https://` URLs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<String>,
 }
 
 /// The A/B settings of an eval batch (`cowork eval`): what the coordinator re-plans the arms

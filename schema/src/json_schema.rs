@@ -52,6 +52,10 @@ pub fn documents() -> Vec<(&'static str, String)> {
             render::<crate::api::BatchStatus>(),
         ),
         (
+            "notify-body.schema.json",
+            render::<crate::notify::NotifyBody>(),
+        ),
+        (
             "api-batch-end.schema.json",
             render::<crate::api::BatchEnd>(),
         ),

@@ -24,6 +24,7 @@
 //! - [`fleet_key`]: the envelope's `fleet` key whoever wrote it, and the one reading of it.
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`live`]: the live view of a running batch and its deltas.
+//! - [`notify`]: the body of a notification a webhook receives.
 //! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
 //! - [`json_schema`]: JSON Schemas generated from these types.
 //!
@@ -46,6 +47,7 @@ pub mod layout;
 pub mod live;
 pub mod load;
 pub mod matrix;
+pub mod notify;
 pub mod quarantine;
 pub mod registry;
 pub mod retries;

@@ -12,7 +12,8 @@
 //!
 //! Around them, the plumbing retries itself: the coordinator's supervision of a batch whose
 //! port broke ([`coordinator`]), the event log's subscription ([`event_log`]) and a client
-//! watching a coordinator it cannot reach ([`client`]). Each layer's code takes its numbers
+//! watching a coordinator it cannot reach ([`client`]), and a notification's delivery to a
+//! webhook ([`notify`](mod@notify)). Each layer's code takes its numbers
 //! from here; docs/architecture.md tells the story of one job whose worker died.
 
 use std::time::Duration;
@@ -109,4 +110,19 @@ pub mod client {
         max: Duration::from_secs(5),
     };
     pub const WATCH_GIVE_UP: Duration = Duration::from_secs(600);
+}
+
+/// The delivery of a notification to a webhook.
+pub mod notify {
+    use std::time::Duration;
+
+    use super::Schedule;
+
+    /// A delivery met by a connection error, a timeout, a 5xx, 408 or 429 is tried again after
+    /// this backoff, for [`DELIVERY_GIVE_UP`]; any other answer is final.
+    pub const DELIVERY: Schedule = Schedule {
+        initial: Duration::from_secs(1),
+        max: Duration::from_secs(60),
+    };
+    pub const DELIVERY_GIVE_UP: Duration = Duration::from_secs(600);
 }

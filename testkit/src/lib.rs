@@ -18,6 +18,8 @@
 //! - [`DelayProxy`] ([`delay`]): a proxy that makes a server slow — its answers, or some NATS
 //!   publishes — for fault tests.
 //!
+//! - [`HookServer`] ([`hook`]): a webhook receiver on a loopback port that records each POST
+//!   and answers a scripted status, for notification tests.
 //! - [`wait_until`] ([`wait`]): polls a condition until it holds, failing with its reason
 //!   after a bound that is only a safety net.
 //! - [`job_spec`] and [`batch_spec`] ([`specs`]): builders of the specs tests publish.
@@ -35,9 +37,11 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 pub mod delay;
+pub mod hook;
 pub mod specs;
 pub mod wait;
 pub use delay::{DelayProxy, Slowness};
+pub use hook::HookServer;
 pub use specs::{batch_spec, job_spec};
 pub use wait::wait_until;
 

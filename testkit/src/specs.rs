@@ -155,6 +155,7 @@ pub fn batch_spec() -> BatchSpecBuilder {
             sim: None,
             bundle_sha256: "00".to_owned(),
             eval: None,
+            notify: Vec::new(),
         },
     }
 }

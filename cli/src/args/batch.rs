@@ -207,3 +207,34 @@ impl ModeArgs {
         }
     }
 }
+
+/// Webhooks told of a batch's moments, and the secret that signs what they receive (`run`,
+/// `eval`, `resume`, `coordinator`; `submit` takes only `--notify`: a coordinator signs with
+/// its own secret).
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    /// POST a signed JSON event to URL when the batch is decided, stops at its batch budget,
+    /// stalls, loses a worker mid-job or is cancelled (repeatable; docs/operations/unattended.md).
+    #[arg(
+        long = "notify",
+        value_name = "URL",
+        env = "COWORK_NOTIFY",
+        value_delimiter = ','
+    )]
+    pub notify: Vec<String>,
+    /// File holding the secret every event is signed with (Cowork-Signature), or set
+    /// COWORK_NOTIFY_SECRET. Without one, events are sent unsigned.
+    #[arg(long, env = "COWORK_NOTIFY_SECRET_FILE", value_name = "FILE")]
+    pub notify_secret_file: Option<PathBuf>,
+}
+
+/// `cowork notify-test`.
+#[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// The hook to send a sample event to.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// File holding the secret the event is signed with, or set COWORK_NOTIFY_SECRET.
+    #[arg(long, env = "COWORK_NOTIFY_SECRET_FILE", value_name = "FILE")]
+    pub notify_secret_file: Option<PathBuf>,
+}

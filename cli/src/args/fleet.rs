@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::batch::{AdmissionArgs, HarnessProcessArgs};
+use super::batch::{AdmissionArgs, HarnessProcessArgs, NotifyArgs};
 
 #[derive(Debug, Args)]
 pub struct CoordinatorArgs {
@@ -72,6 +72,12 @@ pub struct CoordinatorArgs {
     /// Open API connections at most; at the cap the oldest idle one is closed for a new one.
     #[arg(long, env = "COWORK_HTTP_MAX_CONNECTIONS", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub http_max_connections: u64,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
+    /// The address people open this coordinator at (e.g. https://cowork.example.com): the
+    /// notifications link each batch's report under it. Default: they name `cowork report`.
+    #[arg(long, env = "COWORK_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     #[command(flatten)]
     pub k8s: K8sWorkerJobArgs,
 }

@@ -16,7 +16,7 @@ mod stored;
 
 pub use batch::{
     AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs,
-    QuarantineArgs, StallArgs,
+    NotifyTestArgs, QuarantineArgs, StallArgs,
 };
 pub use bench::{BenchArgs, BenchWhat};
 pub use examples::examples;
@@ -190,6 +190,10 @@ History comes from each batch's stats.json, or its rollup.json for batches witho
     Trend(TrendArgs),
     /// List the live workers of the fleet.
     Workers(WorkersArgs),
+    /// Send a signed sample event to a webhook and print the status it answered (exit 0 on
+    /// 2xx, 1 otherwise).
+    #[command(name = "notify-test")]
+    NotifyTest(NotifyTestArgs),
     /// Run the coordinator service: HTTP API, admission and judging of submitted batches.
     #[command(
         after_help = "Batches left running by a previous coordinator are resumed from the event \

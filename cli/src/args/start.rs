@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::OutputFormat;
-use super::batch::{AdmissionArgs, BatchArgs, ExecutorArgs, HarnessProcessArgs, ModeArgs};
+use super::batch::{
+    AdmissionArgs, BatchArgs, ExecutorArgs, HarnessProcessArgs, ModeArgs, NotifyArgs,
+};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -44,6 +46,8 @@ pub struct RunArgs {
     pub window: Option<usize>,
     #[command(flatten)]
     pub admission: AdmissionArgs,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
     /// Keep each job's scratch directory under <store>/work (for debugging the harness).
     #[arg(long)]
     pub keep_work: bool,
@@ -156,6 +160,8 @@ pub struct EvalArgs {
         default_value = "30s"
     )]
     pub usage_limit_pause: String,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
     /// Keep each job's scratch directory under <store>/work.
     #[arg(long)]
     pub keep_work: bool,
@@ -191,6 +197,11 @@ pub struct SubmitArgs {
     pub client: crate::fleet_args::ClientArgs,
     #[command(flatten)]
     pub executor: ExecutorArgs,
+    /// POST a JSON event to URL when the batch is decided, stops at its batch budget, stalls,
+    /// loses a worker mid-job or is cancelled (repeatable); signed with the coordinator's
+    /// notification secret, beside the coordinator's own hooks.
+    #[arg(long = "notify", value_name = "URL")]
+    pub notify: Vec<String>,
     /// Follow the batch to its end and exit with its exit code.
     #[arg(long)]
     pub watch: bool,

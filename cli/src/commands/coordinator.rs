@@ -61,6 +61,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
     let admission = crate::connect::Admission::from_args(&args.admission)?;
+    let notify = coordinator_notify(&args)?;
     let config = CoordinatorConfig {
         listen: args.listen,
         coordinator_id: coordinator_id.clone(),
@@ -80,6 +81,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
             idle_timeout: duration_arg("--http-idle-timeout", &args.http_idle_timeout)?,
             max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
         },
+        notify,
         #[cfg(feature = "k8s")]
         k8s_worker_jobs,
         tls: match (&args.tls_cert, &args.tls_key) {
@@ -189,4 +191,33 @@ async fn k8s_worker_jobs(
         settings,
         jobs: Arc::new(jobs),
     }))
+}
+
+/// The coordinator's notifications: its own hooks (`--notify`, told of every batch), the
+/// secret that signs every batch's events, and where they link (`--public-url`). A secret
+/// with no hook of its own still signs the hooks batches bring (`submit --notify`).
+fn coordinator_notify(
+    args: &CoordinatorArgs,
+) -> Result<cowork_coordinator::notify::NotifyConfig, CliError> {
+    use cowork_coordinator::notify::{NotifyConfig, ReportLink};
+    let report = match &args.public_url {
+        Some(url) => {
+            cowork_coordinator::notify::check_hook_url(url).map_err(|_| {
+                CliError::usage(format!(
+                    "--public-url {url}: an http:// or https:// URL with a host"
+                ))
+            })?;
+            ReportLink::Coordinator(url.clone())
+        }
+        None => ReportLink::Command,
+    };
+    let urls = &args.notify.notify;
+    crate::notify::check_urls(urls)?;
+    let secret = crate::notify::read_secret(args.notify.notify_secret_file.as_deref())?;
+    Ok(NotifyConfig {
+        urls: urls.clone(),
+        secret,
+        report,
+        ..NotifyConfig::default()
+    })
 }

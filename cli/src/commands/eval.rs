@@ -17,6 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
+use cowork_coordinator::notify::ReportLink;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
@@ -44,7 +45,8 @@ use crate::text::count;
 /// `cowork eval`.
 pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let started = Instant::now();
-    let validated = validate(&args).await?;
+    let mut validated = validate(&args).await?;
+    let notifier = hooks(&args, &mut validated)?;
     if args.dry_run {
         return dry_run(&args, &validated.plan).await;
     }
@@ -90,6 +92,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         started,
         command: BatchMode::Eval.envelope_command(),
         ui: None,
+        notifier,
     };
     crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(
         &args.store,
@@ -136,7 +139,25 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
             .path()
             .display()
     );
-    finish(&args, &document, &document_json, &results_line).await
+    let code = finish(&args, &document, &document_json, &results_line).await?;
+    tell_hooks(&embedded, &plan, &outcome, &document.report, code).await;
+    Ok(code)
+}
+
+/// Tells the eval's hooks it was decided, with its A/B verdict and exit code.
+async fn tell_hooks(
+    embedded: &EmbeddedRun,
+    plan: &Plan,
+    outcome: &cowork_coordinator::supervisor::BatchOutcome,
+    report: &cowork_core::eval::EvalReport,
+    exit_code: i32,
+) {
+    let verdict = cowork_core::notify::Verdict {
+        verdict: cowork_core::eval::verdict_words(report).to_owned(),
+        exit_code,
+        cost_usd: outcome.progress.cost_usd,
+    };
+    crate::embedded::tell_decided(embedded, plan, outcome, verdict).await;
 }
 
 /// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
@@ -449,4 +470,20 @@ fn signed_points(value: f64) -> String {
     } else {
         format!("{rounded:+.0}")
     }
+}
+
+/// The eval's hooks, checked before anything is stored or submitted (a bad hook URL or secret
+/// file changes nothing) and stored with the batch: what tells them of an eval run here. A
+/// submitted eval's events are signed with the coordinator's secret.
+fn hooks(
+    args: &EvalArgs,
+    validated: &mut EvalIntake,
+) -> Result<Option<cowork_coordinator::notify::Notifier>, CliError> {
+    let notifier = crate::notify::notifier(
+        &args.notify.notify,
+        args.notify.notify_secret_file.as_deref(),
+        ReportLink::LocalStore(args.store.display().to_string()),
+    )?;
+    validated.spec.notify = args.notify.notify.clone();
+    Ok(notifier)
 }

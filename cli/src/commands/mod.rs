@@ -5,6 +5,7 @@ pub mod bench;
 pub mod coordinator;
 pub mod diff;
 pub mod eval;
+pub mod notify_test;
 pub mod remote;
 pub mod report;
 pub mod resume;

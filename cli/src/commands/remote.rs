@@ -22,7 +22,9 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     let (mode, target) = mode_and_target(args.target.as_deref(), &args.mode)?;
     let (executor, sim) = executor_and_sim(&args.executor)?;
     let client = client(&args.client)?;
-    let prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
+    crate::notify::check_urls(&args.notify)?;
+    let mut prepared = prepare_batch(&target, &args.batch, mode, executor, sim).await?;
+    prepared.spec.notify = args.notify.clone();
     if args.dry_run {
         // Workers probe their own harness; the history is the coordinator's.
         let source = crate::batch_source::Source::Remote(client);
@@ -138,6 +140,9 @@ pub async fn status(
         for overdue in &progress.overdue_jobs {
             line("overdue ", &overdue.describe(crate::progress::now_ms()));
         }
+    }
+    if let Some(error) = &status.notify_error {
+        line("notify  ", error);
     }
     if let (Some(ok), Some(code)) = (record.ok, record.exit_code) {
         println!(

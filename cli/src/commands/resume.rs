@@ -165,6 +165,8 @@ async fn resume_local(
         // `resume` uses the stored batch's own command (`run`, `record`, `replay`, `eval`).
         command: BatchMode::Run.envelope_command(),
         ui: None,
+        // The stored batch's own hooks, signed with COWORK_NOTIFY_SECRET (`embedded::resume`).
+        notifier: None,
     };
     // The stored batch's executor is read later: the temp dir a harness needs is checked too.
     crate::writable_dirs::check_writable(&crate::writable_dirs::store_dirs(store_dir, true))?;

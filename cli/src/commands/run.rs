@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cowork_coordinator::intake::Intake;
+use cowork_coordinator::notify::ReportLink;
 use cowork_fabric::embedded::DirArtifactStore;
 use cowork_schema::batch::ExecutorKind;
 
@@ -39,10 +40,21 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         return crate::dry_run::print(&plan, &source, Some(local), harness).await;
     }
     let (_harness_version, prepared) = both_checked(preflight, prepared)?;
-    let Intake { plan, spec, bundle } = prepared;
+    let Intake {
+        plan,
+        mut spec,
+        bundle,
+    } = prepared;
     agent_preflight(executor_kind, &plan)?;
     let batch_id = plan.batch_id.clone();
 
+    // Checked before anything is stored: a bad hook URL or secret file changes nothing.
+    let notifier = crate::notify::notifier(
+        &args.notify.notify,
+        args.notify.notify_secret_file.as_deref(),
+        ReportLink::LocalStore(args.store.display().to_string()),
+    )?;
+    spec.notify = args.notify.notify.clone();
     // Bound before anything is stored: a taken port is a usage error that changes nothing.
     let ui = args.ui.map(crate::embedded::UiListener::bind).transpose()?;
 
@@ -94,6 +106,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         started,
         command: mode.envelope_command(),
         ui,
+        notifier,
     };
     let outcome = crate::embedded::run_stored(&embedded, &plan, "batch").await;
     if !args.keep_work {

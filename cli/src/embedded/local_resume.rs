@@ -44,9 +44,23 @@ pub async fn resume(embedded: &EmbeddedRun, batch_id: &BatchId) -> Result<Resume
     let store = embedded.store.as_ref();
     let _lock = lock_batch(store, batch_id)?;
     let stored = read_stored_batch(store, batch_id).await?;
+    // The stored batch's hooks, signed with the secret of the environment (`resume` has no
+    // notification flags of its own).
+    let secret_file = std::env::var_os("COWORK_NOTIFY_SECRET_FILE").map(std::path::PathBuf::from);
+    let notifier = match &embedded.notifier {
+        None => crate::notify::notifier(
+            &stored.spec.notify,
+            secret_file.as_deref(),
+            cowork_coordinator::notify::ReportLink::LocalStore(
+                embedded.store_dir.display().to_string(),
+            ),
+        )?,
+        given => given.clone(),
+    };
     let embedded = &EmbeddedRun {
         command: stored.spec.mode.envelope_command(),
         ui: None,
+        notifier,
         ..embedded.clone()
     };
     let mut plan = replan(embedded, batch_id, &stored).await?;

@@ -15,7 +15,12 @@ use crate::support::{Sandbox, copy_dir, fixture, workspace_root};
 
 /// Polls `cowork workers` until `done` holds for its output, with a deadline (the heartbeat
 /// and its expiry are the workers' own pace, not the test's).
-fn workers_until(fleet: &Fleet, cwd: &Path, what: &str, done: impl Fn(&str) -> bool) -> String {
+pub(crate) fn workers_until(
+    fleet: &Fleet,
+    cwd: &Path,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
     wait_until(format!("`cowork workers` shows {what}"))
         .within(Duration::from_secs(60))
         .every(Duration::from_millis(100))

@@ -12,7 +12,7 @@
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
 //! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and
 //! `cowork resume` of the local store), `limits` (batch budget and model limits on three
-//! workers), `budget` (per-unit budget and speculation bound with parallel slots),
+//! workers), `notify` (signed notifications from `run`, the fleet and `notify-test`), `budget` (per-unit budget and speculation bound with parallel slots),
 //! `capabilities` (workers serve only the tiers their host can), `conformance` (against the
 //! real cowork-harness CLI: replay, run, record, staging, signals, the fleet), `strict_double` (every
 //! transcript of the real CLI answered alike by the strict double `strict-harness`), `secrets` (a canary
@@ -72,6 +72,7 @@ mod limits;
 mod live_browser;
 mod morning;
 mod multihost;
+mod notify;
 mod quarantine;
 mod readme;
 mod recovery;

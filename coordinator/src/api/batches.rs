@@ -311,6 +311,7 @@ pub(crate) async fn status(
         record,
         progress,
         rollup,
+        notify_error: service.notifier.last_error(&batch_id),
     }))
 }
 

@@ -170,6 +170,7 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
         sim: request.sim.clone(),
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     notes.extend(unmatched_sim_rules(&plan));
     notes.extend(quarantine::quarantine_notes(&plan));
@@ -288,6 +289,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         sim,
         bundle_sha256: bundle.sha256.clone(),
         eval: Some(settings.clone()),
+        notify: Vec::new(),
     };
     Ok(EvalIntake {
         plan,

@@ -288,6 +288,12 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
     if let Some(quarantine) = &spec.flags.quarantine {
         problems.extend(super::quarantine::check_submitted(quarantine));
     }
+    problems.extend(
+        spec.notify
+            .iter()
+            .filter_map(|url| crate::notify::check_hook_url(url).err())
+            .map(|problem| format!("spec.notify: {problem}")),
+    );
     match (&spec.eval, spec.mode) {
         (Some(settings), BatchMode::Eval) => check_eval(spec, settings, &mut problems),
         (None, BatchMode::Eval) => {

@@ -106,6 +106,10 @@ pub struct CoordinatorConfig {
     pub tls: Option<crate::tls::TlsFiles>,
     /// A Kubernetes Job of workers for each large batch (`--k8s-worker-jobs`); `None` (the
     /// default) = off. Not read from a config file.
+    /// Webhooks told of every batch, their secret, and where they point people (`--notify`,
+    /// `--notify-secret-file`, `--public-url`). Not read from a config file.
+    #[serde(skip)]
+    pub notify: crate::notify::NotifyConfig,
     #[cfg(feature = "k8s")]
     #[serde(skip)]
     pub k8s_worker_jobs: Option<crate::k8s::K8sWorkerJobs>,

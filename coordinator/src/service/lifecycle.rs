@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use cowork_core::eval::{EvalGate, eval_exit_code, verdict_words};
+use cowork_core::notify::{NotifyEvent, Verdict};
 use cowork_core::plan::Plan;
 use cowork_fabric::{ArtifactError, PutOutcome, RegistryError, error_chain};
 use cowork_schema::BatchId;
@@ -102,6 +103,7 @@ impl Service {
             self.tracker
                 .spawn(async move { k8s.batch_accepted(&batch_id, n_jobs).await });
         }
+        self.notifier.watch_batch(&batch_id, &stored.spec.notify);
         self.start(plan, stored.spec.mode.envelope_command());
         Ok(record)
     }
@@ -198,6 +200,7 @@ impl Service {
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),
             history: Arc::clone(&self.history),
+            notifier: Some(self.notifier.clone()),
             ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;
@@ -209,24 +212,32 @@ impl Service {
             };
             match supervise(&ports, plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
-                    if plan.mode == BatchMode::Eval {
-                        return self.eval_end(ports.store.as_ref(), plan, &outcome).await;
-                    }
-                    return Some(FinalState {
-                        state: BatchState::Done,
-                        ok: Some(outcome.reduction.ok),
-                        exit_code: Some(outcome.exit_code),
-                        eval_verdict: None,
-                        message: None,
-                    });
+                    let end = if plan.mode == BatchMode::Eval {
+                        self.eval_end(ports.store.as_ref(), plan, &outcome).await?
+                    } else {
+                        FinalState {
+                            state: BatchState::Done,
+                            ok: Some(outcome.reduction.ok),
+                            exit_code: Some(outcome.exit_code),
+                            eval_verdict: None,
+                            message: None,
+                            notice: None,
+                        }
+                    };
+                    return Some(self.with_decided_notice(plan, &outcome, end, live).await);
                 }
                 Ok(SuperviseEnd::Cancelled { .. }) => {
+                    let cost_usd = live.progress.borrow().cost_usd;
                     return Some(FinalState {
                         state: BatchState::Cancelled,
                         ok: None,
                         exit_code: None,
                         eval_verdict: None,
                         message: None,
+                        notice: Some(NotifyEvent::Cancelled {
+                            batch_id: plan.batch_id.clone(),
+                            cost_usd,
+                        }),
                     });
                 }
                 Err(SuperviseError::Cancelled) => return None,
@@ -251,6 +262,7 @@ impl Service {
                         exit_code: Some(2),
                         eval_verdict: None,
                         message: Some(error_chain(&error)),
+                        notice: None,
                     });
                 }
             }
@@ -279,6 +291,7 @@ impl Service {
                         exit_code: Some(code),
                         eval_verdict: Some(verdict_words(&document.report).to_owned()),
                         message: None,
+                        notice: None,
                     });
                 }
                 Err(error) if error.is_transient() => {
@@ -307,7 +320,43 @@ impl Service {
                 error_chain(&error),
                 plan.batch_id
             )),
+            notice: None,
         })
+    }
+
+    /// `end` with the notification of its decided batch: the verdict the record will hold,
+    /// the failing units, and the ones that passed in the most recent earlier batch.
+    async fn with_decided_notice(
+        &self,
+        plan: &Plan,
+        outcome: &crate::supervisor::BatchOutcome,
+        mut end: FinalState,
+        live: &LiveBatch,
+    ) -> FinalState {
+        let history = self
+            .history
+            .recent(
+                self.ports.store.as_ref(),
+                crate::supervisor::DEFAULT_HISTORY_BATCHES,
+                Some(&plan.batch_id),
+            )
+            .await;
+        let verdict = Verdict {
+            verdict: match (&end.eval_verdict, end.ok) {
+                (Some(words), _) => words.clone(),
+                (None, Some(true)) => "PASS".to_owned(),
+                (None, _) => "FAIL".to_owned(),
+            },
+            exit_code: end.exit_code.unwrap_or(outcome.exit_code),
+            cost_usd: live.progress.borrow().cost_usd,
+        };
+        end.notice = Some(crate::notify::decided_event(
+            &outcome.stats,
+            outcome.reduction.judging.min_pass_rate,
+            &history,
+            verdict,
+        ));
+        end
     }
 
     /// Records how the batch ended (unless another process finalized it meanwhile) and tells
@@ -340,6 +389,9 @@ impl Service {
         match ended {
             Ok(record) => {
                 tracing::info!(state = record.state.as_str(), ok = ?record.ok, "batch ended");
+                if let Some(notice) = end.notice.clone() {
+                    self.notifier.send(notice);
+                }
                 live.end
                     .send_replace(Some(end_of(&record, end.message.clone())));
                 // The batch's Kubernetes Job of workers (if any) goes with it.
@@ -404,6 +456,7 @@ impl Service {
             .map_err(|e| format!("reading {spec_key}: {e}"))?;
         let stored: StoredBatch = serde_json::from_slice(&spec_json)
             .map_err(|e| format!("{spec_key} is unreadable: {e}"))?;
+        self.notifier.watch_batch(batch_id, &stored.spec.notify);
         let bundle_key = StoreKey::bundle(&stored.spec.bundle_sha256).into_string();
         let bundle = self
             .ports
@@ -465,6 +518,8 @@ struct FinalState {
     eval_verdict: Option<String>,
     /// Why it failed for good, when it did.
     message: Option<String>,
+    /// What the batch's hooks are told once the record says it ended.
+    notice: Option<NotifyEvent>,
 }
 
 /// The `end` event of a final record.

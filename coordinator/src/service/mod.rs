@@ -109,6 +109,8 @@ pub(crate) struct Service {
     /// Whether a decided batch's live view links its report: not on the page of a
     /// `cowork run --ui`, whose server closes with the run.
     pub(crate) links_reports: bool,
+    /// Tells each batch's hooks of its moments (decided, cancelled, budget stop, lost worker).
+    pub(crate) notifier: crate::notify::Notifier,
 }
 
 impl Service {
@@ -124,6 +126,7 @@ impl Service {
             config.max_concurrent_submits.max(1),
         ));
         let tokens = TokenDigests::of(&config);
+        let notifier = crate::notify::Notifier::new(config.notify.clone());
         Service {
             config,
             ports,
@@ -138,6 +141,7 @@ impl Service {
             report_renders: Arc::new(tokio::sync::Semaphore::new(REPORT_RENDERS_AT_ONCE)),
             tokens,
             links_reports: true,
+            notifier,
         }
     }
 

@@ -74,7 +74,7 @@ pub async fn store_stats(
     admission: &Admission,
     reduction: &BatchReduction,
     batch_id: &BatchId,
-) {
+) -> cowork_schema::history::BatchStats {
     let decided_at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| {
@@ -89,6 +89,7 @@ pub async fn store_stats(
     if let Err(error) = store.put(&key, bytes).await {
         tracing::warn!(s3_key = %key, error = %error, "batch stats not stored");
     }
+    stats
 }
 
 /// Assembles the envelope of a decided batch into a spool file and stores it as

@@ -427,6 +427,7 @@ impl<'a> Supervised<'a> {
     async fn carry_out(&mut self, decision: &Decision) -> Result<bool, SuperviseError> {
         for note in &decision.notes {
             log_note(note);
+            self.notify_of(note);
         }
         if decision.released_slots {
             self.options.model_limits.notify_released();
@@ -589,7 +590,7 @@ impl<'a> Supervised<'a> {
             &fleet,
         )
         .await?;
-        documents::store_stats(store, &self.admission, &reduction, batch_id).await;
+        let stats = documents::store_stats(store, &self.admission, &reduction, batch_id).await;
         let mut progress = self.admission.progress().clone();
         progress.discarded = reduction.discarded.len() as u64;
         progress.held_by = None;
@@ -602,8 +603,31 @@ impl<'a> Supervised<'a> {
             envelope_head: envelope.head,
             envelope_key: BatchKey::new(batch_id).envelope().into_string(),
             progress,
+            stats,
             envelope_spool: envelope.spool,
         })))
+    }
+}
+
+impl Supervised<'_> {
+    /// Tells the batch's hooks of a budget stop.
+    fn notify_of(&self, note: &Note) {
+        if let (
+            Note::BudgetStopped {
+                spent_usd,
+                cap_usd,
+                units,
+            },
+            Some(notifier),
+        ) = (note, &self.options.notifier)
+        {
+            notifier.send(cowork_core::notify::NotifyEvent::BudgetStop {
+                batch_id: self.plan.batch_id.clone(),
+                spent_usd: *spent_usd,
+                cap_usd: *cap_usd,
+                units: *units as u64,
+            });
+        }
     }
 }
 

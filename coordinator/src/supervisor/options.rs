@@ -45,6 +45,8 @@ pub struct SuperviseOptions {
     pub history_batches: usize,
     /// Where those stats are read once and shared by the batches of a process.
     pub history: Arc<crate::history::HistoryCache>,
+    /// Told of a budget stop; `None` tells no one.
+    pub notifier: Option<crate::notify::Notifier>,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -81,6 +83,7 @@ impl SuperviseOptions {
             deadline_grace: DEFAULT_DEADLINE_GRACE,
             history_batches: DEFAULT_HISTORY_BATCHES,
             history: Arc::default(),
+            notifier: None,
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct BatchOutcome {
     pub envelope_key: String,
     pub exit_code: i32,
     pub progress: ProgressSnapshot,
+    /// The batch's `stats.json`: per-unit runs, passes and cost.
+    pub stats: cowork_schema::history::BatchStats,
     /// The stored envelope's bytes in a local temporary file.
     pub(super) envelope_spool: tempfile::TempPath,
 }

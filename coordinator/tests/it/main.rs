@@ -5,6 +5,7 @@ mod auth;
 mod cancel;
 mod digest;
 mod k8s;
+mod notify;
 mod pause;
 mod probes;
 mod refusals;

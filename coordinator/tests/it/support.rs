@@ -147,6 +147,7 @@ impl Fleet {
             http_limits: Default::default(),
             max_concurrent_submits: cowork_coordinator::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
             tls: None,
+            notify: Default::default(),
             k8s_worker_jobs: None,
         }
     }

@@ -114,6 +114,7 @@ async fn start_coordinator(
         http_limits: Default::default(),
         max_concurrent_submits: cowork_coordinator::server::DEFAULT_MAX_CONCURRENT_SUBMITS,
         tls: None,
+        notify: Default::default(),
         #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,
     };

@@ -83,6 +83,7 @@ fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
             seed: 1,
             resamples: 1000,
         }),
+        notify: Vec::new(),
     };
     (spec, bundle.bytes)
 }

@@ -68,6 +68,7 @@ fn submitted(root: &Path, matrix: Option<&str>, flags: BatchFlags) -> Submitted 
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     Submitted {
         spec,
@@ -128,6 +129,25 @@ fn a_valid_repeat_batch_plans_like_the_client() {
     assert_eq!(plan.bundle_sha256, sent.spec.bundle_sha256);
     let jobs: Vec<String> = plan.jobs().map(|job| job.job_id.to_string()).collect();
     assert_eq!(jobs, ["b1/f0/r0", "b1/f0/r1", "b1/f0/r2"]);
+}
+
+#[test]
+fn a_hook_that_is_not_an_http_url_is_refused() {
+    let dir = project();
+    let mut sent = submitted(dir.path(), None, repeat(2));
+    sent.spec.notify = vec![
+        "https://hooks.example.com/x".to_owned(),
+        "file:///etc/passwd".to_owned(),
+        "not a url".to_owned(),
+    ];
+    check_refused(
+        &sent.spec,
+        &sent.bundle,
+        &[
+            "spec.notify: --notify: a hook is an http:// or https:// URL with a host, not a file: URL",
+            "spec.notify: --notify: not a URL",
+        ],
+    );
 }
 
 #[test]
@@ -360,6 +380,7 @@ fn a_simulated_cassette_in_a_harness_batch_is_refused_by_the_coordinator_too() {
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
         eval: None,
+        notify: Vec::new(),
     };
     check_refused(
         &spec,
