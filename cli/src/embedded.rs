@@ -223,6 +223,8 @@ async fn show_worker(
             heartbeat_at_ms: now_ms,
             heartbeat_every_ms: SHOW_WORKER_EVERY.as_millis() as u64,
             draining: false,
+            sandbox_start_failures: 0,
+            backed_off_tiers: Vec::new(),
         }]);
     }
 }

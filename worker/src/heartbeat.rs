@@ -55,6 +55,8 @@ pub fn worker_info(
         // Set by the loop that sends it, which knows its beat.
         heartbeat_every_ms: 0,
         draining,
+        sandbox_start_failures: 0,
+        backed_off_tiers: Vec::new(),
     }
 }
 

@@ -221,6 +221,8 @@ fn heartbeat(worker_id: &str) -> WorkerInfo {
         heartbeat_at_ms: 0,
         heartbeat_every_ms: 0,
         draining: false,
+        sandbox_start_failures: 0,
+        backed_off_tiers: Vec::new(),
     }
 }
 
