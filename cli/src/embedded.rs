@@ -346,6 +346,7 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
         renew_every: None,
         verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+        drain_grace: None,
     }
 }
 

@@ -51,8 +51,17 @@ pub struct ProgressSnapshot {
     /// without running (the same run again, not a duplicate).
     #[serde(default)]
     pub reacked: u64,
-    /// Attempts handed back for retry (harness-behaviour.md#choice-c8).
+    /// Attempts handed back for retry (harness-behaviour.md#choice-c8), sandbox start
+    /// failures left out.
     pub retries: u64,
+    /// Deliveries handed back because the job's sandbox did not start on its worker: retried
+    /// on another worker as infrastructure, not attempts of the job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub sandbox_start_retries: u64,
+    /// Runs cut short by a worker's stop (SIGTERM, its drain grace passed) and handed back:
+    /// run again on another worker, not attempts of the job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub disrupted: u64,
     /// Finished jobs that needed more than one delivery.
     #[serde(default)]
     pub redelivered: u64,

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use cowork_schema::event::{ArtifactRef, JobEvent, JobEventKind, JobOutcome};
+use cowork_schema::event::{ArtifactRef, InfraClass, JobEvent, JobEventKind, JobOutcome};
 use cowork_schema::ids::JobId;
 
 use super::reacks::Report;
@@ -30,11 +30,9 @@ impl Admission {
         };
         match event {
             JobEventKind::Started => self.apply_started((unit, run), generation, now),
-            JobEventKind::Failed { will_retry, .. } => {
-                if will_retry {
-                    self.progress.retries += 1;
-                }
-            }
+            JobEventKind::Failed {
+                class, will_retry, ..
+            } => self.apply_failed((unit, run), class, will_retry),
             JobEventKind::Finished {
                 outcome,
                 artifacts,
@@ -64,6 +62,27 @@ impl Admission {
                 };
                 self.apply_finished(finished, now);
             }
+        }
+    }
+
+    /// A delivery handed back. One whose sandbox did not start on its worker, or whose run a
+    /// worker's stop cut short (its drain grace passed), is counted apart and is no attempt of
+    /// the job: its next delivery is not a redelivery.
+    fn apply_failed(&mut self, (unit, run): (u32, u32), class: InfraClass, will_retry: bool) {
+        if !will_retry {
+            return;
+        }
+        match class {
+            InfraClass::SandboxStart => self.progress.sandbox_start_retries += 1,
+            InfraClass::WorkerLost => self.progress.disrupted += 1,
+            InfraClass::Bundle | InfraClass::Spawn | InfraClass::Upload => {
+                self.progress.retries += 1;
+                return;
+            }
+        }
+        let ordinal = self.grid.ordinal(unit, run);
+        if let Some(job) = self.outstanding.get_mut(&ordinal) {
+            job.free_deliveries = job.free_deliveries.saturating_add(1);
         }
     }
 
@@ -137,12 +156,16 @@ impl Admission {
         }
         self.unsampled
             .folded(ordinal, &finished.outcome, &finished.artifacts);
+        let free_deliveries = self
+            .outstanding
+            .get(&ordinal)
+            .map_or(0, |job| job.free_deliveries);
         self.settle(ordinal);
         self.progress.running = self
             .progress
             .running
             .saturating_sub(u64::from(self.started.contains(ordinal)));
-        if finished.attempt > 1 {
+        if finished.attempt.saturating_sub(free_deliveries) > 1 {
             self.progress.redelivered += 1;
         }
         if finished.worker_id == LOST_JOB_WORKER {

@@ -255,6 +255,8 @@ struct Outstanding {
     republished: u32,
     /// Declared lost: its infrastructure-error event is on its way.
     lost: bool,
+    /// Deliveries handed back because the sandbox did not start: not attempts of the job.
+    free_deliveries: u32,
 }
 
 /// The state of the withdrawal of queued jobs after a cancel.
@@ -497,6 +499,7 @@ impl Admission {
                 deadline: None,
                 republished: 0,
                 lost: false,
+                free_deliveries: 0,
             },
         );
         self.units[unit as usize].in_flight += 1;

@@ -972,3 +972,4 @@ fn a_stored_run_reported_again_is_a_reack_and_a_second_run_or_another_result_a_d
 }
 
 mod controls;
+mod handbacks;

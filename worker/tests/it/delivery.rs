@@ -300,6 +300,7 @@ impl Fixture {
             renew_every: None,
             verify_jobs: self.verify_jobs,
             store_deadline: self.store_deadline,
+            drain_grace: None,
         }
     }
 

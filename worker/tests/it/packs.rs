@@ -127,6 +127,7 @@ fn config(dir: &std::path::Path) -> WorkerConfig {
         renew_every: None,
         verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+        drain_grace: None,
     }
 }
 

@@ -26,7 +26,7 @@ impl HarnessExecutor {
             Ok(temp) => temp,
             Err(err) => {
                 return not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
+                    class: InfraClass::SandboxStart,
                     message: format!(
                         "cannot create the job's temp dir in {}: {err}",
                         parent.display()
