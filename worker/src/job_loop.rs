@@ -565,9 +565,9 @@ async fn top_up(
 }
 
 /// Resolves at `until`; never without one.
-async fn sleep_until(until: Option<std::time::Instant>) {
+async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
-        Some(until) => tokio::time::sleep_until(until.into()).await,
+        Some(until) => tokio::time::sleep_until(until).await,
         None => std::future::pending().await,
     }
 }

@@ -10,11 +10,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cowork_schema::event::InfraClass;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::TierBackoff;
+use tokio::time::Instant;
 
 /// When a worker backs off a tier after sandbox start failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
