@@ -62,7 +62,8 @@ pub struct ProgressSnapshot {
     /// run again on another worker, not attempts of the job. Left out while 0.
     #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
     pub disrupted: u64,
-    /// Finished jobs that needed more than one delivery.
+    /// Finished jobs that more than one delivery started (hand-backs that are no attempts left
+    /// out: a sandbox that did not start, a run a stopping worker cut short).
     #[serde(default)]
     pub redelivered: u64,
     /// Dispatch pauses after `usage_limit` results (harness-behaviour.md#choice-c9).

@@ -108,7 +108,8 @@ pub struct FleetJobs {
     /// job. Left out while 0.
     #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
     pub disrupted: u64,
-    /// Finished jobs that needed more than one delivery.
+    /// Finished jobs that more than one delivery started (hand-backs that are no attempts left
+    /// out: a sandbox that did not start, a run a stopping worker cut short).
     pub redelivered: u64,
     /// Jobs reported again by a second run, or by a report that differs from the folded one.
     pub duplicates: u64,

@@ -185,8 +185,10 @@ async fn run_loop(
             break;
         };
         // Tiers backed off after sandbox start failures are not pulled until their back-off
-        // ends (`crate::sandbox_starts`).
+        // ends; the wake-up is enabled before the tiers are read, so none is missed.
         let backoff_changed = stats.sandbox_starts.changed();
+        tokio::pin!(backoff_changed);
+        backoff_changed.as_mut().enable();
         let (takeable, backoff_ends) = stats.sandbox_starts.takeable(&config.tiers);
         if takeable != tiers_now {
             close_pullers(&mut puller, &mut replay_puller).await;
@@ -206,7 +208,7 @@ async fn run_loop(
         let pulled = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
-            _ = backoff_changed => continue,
+            _ = &mut backoff_changed => continue,
             _ = sleep_until(backoff_ends) => continue,
             _ = idle_for(running_rx.clone(), idle_exit) => {
                 tracing::info!(idle_s = idle_exit.map(|idle| idle.as_secs()), "idle for the configured time, exiting");

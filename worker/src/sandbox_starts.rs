@@ -181,9 +181,9 @@ impl SandboxStarts {
         (takeable, next_end)
     }
 
-    /// Resolves when a tier is backed off after this call.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
+    /// Resolves when a tier is backed off after this future is enabled (or first polled).
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 }
 

@@ -110,6 +110,9 @@ impl Admission {
                 self.progress.admitted += 1;
             }
         }
+        if let Some(job) = self.outstanding.get_mut(&ordinal) {
+            job.starts = job.starts.saturating_add(1);
+        }
         let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
         self.set_deadline(ordinal, Some(deadline));
     }
@@ -156,16 +159,19 @@ impl Admission {
         }
         self.unsampled
             .folded(ordinal, &finished.outcome, &finished.artifacts);
-        let free_deliveries = self
-            .outstanding
-            .get(&ordinal)
-            .map_or(0, |job| job.free_deliveries);
+        // Redelivered: more than one delivery started the job, hand-backs that are no attempts
+        // left out (a job a stopping worker held but never started counts no start). A job
+        // not tracked here (admitted by an earlier coordinator) goes by its attempt number.
+        let redelivered = match self.outstanding.get(&ordinal) {
+            Some(job) => job.starts.saturating_sub(job.free_deliveries) > 1,
+            None => finished.attempt > 1,
+        };
         self.settle(ordinal);
         self.progress.running = self
             .progress
             .running
             .saturating_sub(u64::from(self.started.contains(ordinal)));
-        if finished.attempt.saturating_sub(free_deliveries) > 1 {
+        if redelivered {
             self.progress.redelivered += 1;
         }
         if finished.worker_id == LOST_JOB_WORKER {

@@ -255,8 +255,11 @@ struct Outstanding {
     republished: u32,
     /// Declared lost: its infrastructure-error event is on its way.
     lost: bool,
-    /// Deliveries handed back because the sandbox did not start: not attempts of the job.
+    /// Deliveries handed back because the sandbox did not start or a worker's stop cut the run
+    /// short: not attempts of the job.
     free_deliveries: u32,
+    /// `started` events of the job (one per delivery that began running it).
+    starts: u32,
 }
 
 /// The state of the withdrawal of queued jobs after a cancel.
@@ -500,6 +503,7 @@ impl Admission {
                 republished: 0,
                 lost: false,
                 free_deliveries: 0,
+                starts: 0,
             },
         );
         self.units[unit as usize].in_flight += 1;

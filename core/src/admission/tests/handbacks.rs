@@ -62,3 +62,25 @@ fn a_sandbox_start_failure_and_a_cut_short_run_are_no_attempts() {
     assert_eq!(counts_after(InfraClass::Bundle), (1, 0, 0, 1));
     assert_eq!(counts_after(InfraClass::Spawn), (1, 0, 0, 1));
 }
+
+#[test]
+fn a_delivery_that_never_started_the_job_is_no_redelivery() {
+    // A stopping worker's puller held the job and gave it back unstarted: its next delivery,
+    // the only one that started it, is attempt 2.
+    let plan = plan_of(&[unit(Tier::Container)], repeat(2));
+    let (mut admission, t0) = start(&plan, config(2));
+    assert_eq!(published(&admission.next(t0)), [r(0, 0), r(0, 1)]);
+    let inputs = [
+        started(&admission, r(0, 0)),
+        passed_on(&admission, r(0, 0), 2),
+        // A worker lost mid-run: two deliveries started the job.
+        started(&admission, r(0, 1)),
+        started(&admission, r(0, 1)),
+        passed_on(&admission, r(0, 1), 2),
+    ];
+    for input in inputs {
+        admission.apply(input, t0);
+    }
+    assert_eq!(admission.progress().finished, 2);
+    assert_eq!(admission.progress().redelivered, 1);
+}
