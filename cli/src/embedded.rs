@@ -232,6 +232,8 @@ async fn show_worker(
             heartbeat_at_ms: now_ms,
             heartbeat_every_ms: SHOW_WORKER_EVERY.as_millis() as u64,
             draining: false,
+            sandbox_start_failures: 0,
+            backed_off_tiers: Vec::new(),
         }]);
     }
 }
@@ -353,6 +355,7 @@ fn worker_config(embedded: &EmbeddedRun) -> WorkerConfig {
         renew_every: None,
         verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+        drain_grace: None,
     }
 }
 

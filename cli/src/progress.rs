@@ -236,6 +236,15 @@ pub fn format_line_at(
     if progress.retries > 0 {
         line.push_str(&format!("  retries {}", progress.retries));
     }
+    if progress.sandbox_start_retries > 0 {
+        line.push_str(&format!(
+            "  sandbox-start retries {}",
+            progress.sandbox_start_retries
+        ));
+    }
+    if progress.disrupted > 0 {
+        line.push_str(&format!("  cut short {}", progress.disrupted));
+    }
     if progress.redelivered > 0 {
         line.push_str(&format!("  redelivered {}", progress.redelivered));
     }

@@ -452,6 +452,18 @@ fn notes(envelope: &Envelope, fleet: &FleetView) -> String {
     if let Some(line) = unit_budget_line(fleet) {
         out.push_str(&line);
     }
+    if fleet.sandbox_start_retries > 0 {
+        out.push_str(&format!(
+            "{} sandbox start failure(s) retried as infrastructure on another worker (not attempts, nothing spent)\n",
+            fleet.sandbox_start_retries
+        ));
+    }
+    if fleet.disrupted > 0 {
+        out.push_str(&format!(
+            "{} run(s) cut short by a worker's stop and run again on another worker (not attempts)\n",
+            fleet.disrupted
+        ));
+    }
     let simulated = simulated_runs(envelope, fleet, discarded.map_or(0, |(runs, _)| runs));
     if simulated > 0 {
         out.push_str(&format!(

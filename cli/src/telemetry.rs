@@ -181,6 +181,18 @@ pub fn worker_metrics_text(stats: &cowork_worker::WorkerStats) -> String {
         "jobs running on this worker now",
         stats.jobs_running.load(Ordering::Relaxed),
     );
+    gauge(
+        &mut registry,
+        "cowork_worker_sandbox_start_failures",
+        "jobs in a row whose sandbox did not start on this worker (handed back for another)",
+        u64::from(stats.sandbox_starts.in_a_row()),
+    );
+    gauge(
+        &mut registry,
+        "cowork_worker_tiers_backed_off",
+        "tiers this worker does not take for now after sandbox start failures in a row",
+        stats.sandbox_starts.backed_off().len() as u64,
+    );
     for (name, help, value) in [
         (
             "cowork_worker_jobs_finished",
@@ -273,6 +285,9 @@ mod tests {
         stats.job_run_ms_total.store(2500, Ordering::Relaxed);
         stats.jobs_timed.store(2, Ordering::Relaxed);
         stats
+            .sandbox_starts
+            .failed(cowork_schema::job::Tier::Container);
+        stats
             .failed_by_class
             .lock()
             .expect("not poisoned")
@@ -292,6 +307,8 @@ mod tests {
         for line in [
             "# TYPE cowork_worker_jobs_running gauge",
             "cowork_worker_jobs_running 2",
+            "cowork_worker_sandbox_start_failures 1",
+            "cowork_worker_tiers_backed_off 0",
             "# TYPE cowork_worker_jobs_finished counter",
             "cowork_worker_jobs_finished_total 7",
             "cowork_worker_jobs_retried_total 3",

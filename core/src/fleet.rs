@@ -192,6 +192,8 @@ mod tests {
             heartbeat_at_ms: 0,
             heartbeat_every_ms: 0,
             draining,
+            sandbox_start_failures: 0,
+            backed_off_tiers: Vec::new(),
         }
     }
 

@@ -264,6 +264,8 @@ mod tests {
             heartbeat_at_ms,
             heartbeat_every_ms: 1_000,
             draining,
+            sandbox_start_failures: 0,
+            backed_off_tiers: Vec::new(),
         }
     }
 

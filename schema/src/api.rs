@@ -51,9 +51,19 @@ pub struct ProgressSnapshot {
     /// without running (the same run again, not a duplicate).
     #[serde(default)]
     pub reacked: u64,
-    /// Attempts handed back for retry (harness-behaviour.md#choice-c8).
+    /// Attempts handed back for retry (harness-behaviour.md#choice-c8), sandbox start
+    /// failures left out.
     pub retries: u64,
-    /// Finished jobs that needed more than one delivery.
+    /// Deliveries handed back because the job's sandbox did not start on its worker: retried
+    /// on another worker as infrastructure, not attempts of the job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub sandbox_start_retries: u64,
+    /// Runs cut short by a worker's stop (SIGTERM, its drain grace passed) and handed back:
+    /// run again on another worker, not attempts of the job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub disrupted: u64,
+    /// Finished jobs that more than one delivery started (hand-backs that are no attempts left
+    /// out: a sandbox that did not start, a run a stopping worker cut short).
     #[serde(default)]
     pub redelivered: u64,
     /// Dispatch pauses after `usage_limit` results (harness-behaviour.md#choice-c9).

@@ -147,8 +147,12 @@ pub struct ArtifactRef {
 pub enum InfraClass {
     /// The bundle could not be fetched or unpacked.
     Bundle,
-    /// The CLI or the sandbox could not be started; nothing was spent.
+    /// The CLI could not be started; nothing was spent.
     Spawn,
+    /// The job's sandbox could not be started on this worker (a container that could not be
+    /// created or started, a missing image, a VM that did not boot, a full disk); nothing was
+    /// spent. Handed back for another worker and counted apart from the job's attempts.
+    SandboxStart,
     /// Artifacts could not be stored.
     Upload,
     /// The worker stopped before the job finished.

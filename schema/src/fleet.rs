@@ -95,9 +95,21 @@ pub struct FleetJobs {
     pub finished: u64,
     /// Jobs never admitted because their unit was decided first.
     pub skipped: u64,
-    /// Attempts handed back for retry before anything was spent.
+    /// Attempts handed back for retry before anything was spent, sandbox start failures left
+    /// out.
     pub retries: u64,
-    /// Finished jobs that needed more than one delivery.
+    /// Deliveries handed back because the job's sandbox did not start on its worker (a
+    /// container that could not be created or started, a missing image, a full disk): retried
+    /// on another worker as infrastructure, not attempts of the job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub sandbox_start_retries: u64,
+    /// Runs cut short by a worker's stop (a node drain or spot reclaim: SIGTERM, then its
+    /// drain grace passed) and handed back: run again on another worker, not attempts of the
+    /// job. Left out while 0.
+    #[serde(default, skip_serializing_if = "crate::fleet::is_zero_u64")]
+    pub disrupted: u64,
+    /// Finished jobs that more than one delivery started (hand-backs that are no attempts left
+    /// out: a sandbox that did not start, a run a stopping worker cut short).
     pub redelivered: u64,
     /// Jobs reported again by a second run, or by a report that differs from the folded one.
     pub duplicates: u64,

@@ -117,6 +117,10 @@ pub struct FleetView {
     /// taken back by a cancel.
     pub redelivered: u64,
     pub retries: u64,
+    /// Deliveries handed back because their sandbox did not start, retried as infrastructure.
+    pub sandbox_start_retries: u64,
+    /// Runs cut short by a worker's stop and handed back.
+    pub disrupted: u64,
     pub lost: u64,
     pub withdrawn: u64,
     /// Resume generation (0 = never resumed).
@@ -165,6 +169,8 @@ fn view_of_batch(meta: &FleetMeta) -> FleetView {
         simulated_runs: Some(meta.simulated_runs),
         redelivered: meta.jobs.redelivered,
         retries: meta.jobs.retries,
+        sandbox_start_retries: meta.jobs.sandbox_start_retries,
+        disrupted: meta.jobs.disrupted,
         lost: meta.jobs.lost,
         withdrawn: meta.jobs.withdrawn,
         generation: u64::from(meta.generation),
@@ -210,9 +216,12 @@ struct OtherKey {
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
+#[serde(rename_all = "camelCase")]
 struct OtherJobs {
     redelivered: u64,
     retries: u64,
+    sandbox_start_retries: u64,
+    disrupted: u64,
     lost: u64,
     withdrawn: u64,
 }
@@ -275,6 +284,8 @@ fn view_of_other(map: &Map<String, Value>) -> FleetView {
         simulated_runs: key.simulated_runs,
         redelivered: key.jobs.redelivered,
         retries: key.jobs.retries,
+        sandbox_start_retries: key.jobs.sandbox_start_retries,
+        disrupted: key.jobs.disrupted,
         lost: key.jobs.lost,
         withdrawn: key.jobs.withdrawn,
         generation: key.generation.unwrap_or(0),

@@ -191,4 +191,24 @@ pub struct WorkerInfo {
     /// `true` once the worker is draining (SIGTERM): it pulls no new jobs.
     #[serde(default)]
     pub draining: bool,
+    /// Jobs in a row whose sandbox did not start on this worker (a container that could not
+    /// be created or started, a missing image, a VM that did not boot, a full disk), over all
+    /// its tiers; back to 0 after a job whose sandbox started. Each was handed back for
+    /// another worker without counting as an attempt. Left out while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sandbox_start_failures: u32,
+    /// Tiers this worker does not take for now, after sandbox start failures in a row on them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backed_off_tiers: Vec<TierBackoff>,
+}
+
+/// A tier a worker stopped taking for a while after sandbox start failures in a row on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierBackoff {
+    pub tier: Tier,
+    /// Sandbox start failures in a row on this tier.
+    pub failures: u32,
+    /// When the worker takes the tier again, milliseconds since the Unix epoch.
+    pub until_ms: u64,
 }

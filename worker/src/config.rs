@@ -56,6 +56,10 @@ pub struct WorkerConfig {
     /// publish) is retried before the worker gives up on it ([`DEFAULT_STORE_DEADLINE`]). The
     /// job's lease is renewed meanwhile, so a long outage costs time, not a second run.
     pub store_deadline: Duration,
+    /// How long a drain (SIGTERM: a node drain, a spot reclaim) waits for the running jobs
+    /// before it cuts them short and hands them back for another worker, not counted as
+    /// attempts; `None` waits until they finish (`cowork worker --drain-grace`).
+    pub drain_grace: Option<Duration>,
 }
 
 /// Default of [`WorkerConfig::store_deadline`]: ten minutes outlast a store or broker restart
@@ -94,6 +98,8 @@ pub struct WorkerStats {
     pub failed_by_class: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     /// Failure streaks of the queue under way, each logged once (`outage`).
     pub outages: crate::outage::Outages,
+    /// Sandbox start failures in a row, and the tiers backed off after them.
+    pub sandbox_starts: crate::sandbox_starts::SandboxStarts,
 }
 
 impl WorkerStats {

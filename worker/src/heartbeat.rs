@@ -55,6 +55,8 @@ pub fn worker_info(
         // Set by the loop that sends it, which knows its beat.
         heartbeat_every_ms: 0,
         draining,
+        sandbox_start_failures: stats.sandbox_starts.in_a_row(),
+        backed_off_tiers: stats.sandbox_starts.backed_off(),
     }
 }
 
@@ -81,6 +83,8 @@ pub async fn heartbeat_loop(
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = draining.cancelled(), if !draining.is_cancelled() => {}
+            // A tier backed off is said at once.
+            _ = stats.sandbox_starts.changed() => {}
             _ = tokio::time::sleep(interval) => {}
         }
     }

@@ -177,12 +177,24 @@ async fn run_loop(
     // Jobs running now, watched by the idle exit: the worker is idle only when this is 0.
     let (running_tx, running_rx) = tokio::sync::watch::channel(0usize);
     let starter = JobStarter::new(&config, &ports, &stats, kills, running_tx);
-    let (mut puller, mut replay_puller) = open_pullers(&config, &ports);
+    let mut tiers_now = stats.sandbox_starts.takeable(&config.tiers).0;
+    let (mut puller, mut replay_puller) = open_pullers(&config, &ports, &tiers_now);
     let mut packed_batches = PackedBatches::default();
     loop {
         let Some(permits) = free_slots(&slots, &shutdown).await else {
             break;
         };
+        // Tiers backed off after sandbox start failures are not pulled until their back-off
+        // ends; the wake-up is enabled before the tiers are read, so none is missed.
+        let backoff_changed = stats.sandbox_starts.changed();
+        tokio::pin!(backoff_changed);
+        backoff_changed.as_mut().enable();
+        let (takeable, backoff_ends) = stats.sandbox_starts.takeable(&config.tiers);
+        if takeable != tiers_now {
+            close_pullers(&mut puller, &mut replay_puller).await;
+            (puller, replay_puller) = open_pullers(&config, &ports, &takeable);
+            tiers_now = takeable;
+        }
         let n_free = permits.len();
         // Replay jobs are pulled by the pack: an even share of the queue per free slot
         // (`pack::pack_share`), so the last packs of a corpus end together.
@@ -196,6 +208,8 @@ async fn run_loop(
         let pulled = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            _ = &mut backoff_changed => continue,
+            _ = sleep_until(backoff_ends) => continue,
             _ = idle_for(running_rx.clone(), idle_exit) => {
                 tracing::info!(idle_s = idle_exit.map(|idle| idle.as_secs()), "idle for the configured time, exiting");
                 break;
@@ -214,7 +228,7 @@ async fn run_loop(
             }
             Err(error) => {
                 close_pullers(&mut puller, &mut replay_puller).await;
-                starter.drain().await;
+                starter.drain(config.drain_grace).await;
                 return Err(error);
             }
         };
@@ -235,7 +249,7 @@ async fn run_loop(
     }
     // Stop pulling before the drain: the puller hands back what it holds at once.
     close_pullers(&mut puller, &mut replay_puller).await;
-    starter.drain().await;
+    starter.drain(config.drain_grace).await;
     Ok(())
 }
 
@@ -265,10 +279,10 @@ async fn free_slots(
 fn open_pullers<'a>(
     config: &WorkerConfig,
     ports: &'a WorkerPorts,
+    tiers: &[Tier],
 ) -> (Option<Puller<'a>>, Option<Puller<'a>>) {
-    let pack_replays = config.replay_pack > 1 && config.tiers.contains(&Tier::Replay);
-    let single_tiers: Vec<Tier> = config
-        .tiers
+    let pack_replays = config.replay_pack > 1 && tiers.contains(&Tier::Replay);
+    let single_tiers: Vec<Tier> = tiers
         .iter()
         .copied()
         .filter(|tier| !(pack_replays && *tier == Tier::Replay))
@@ -307,6 +321,9 @@ struct JobStarter {
     /// Jobs running now, watched by the idle exit.
     running: Arc<tokio::sync::watch::Sender<usize>>,
     tracker: TaskTracker,
+    /// Cancelled when the drain grace passes: the jobs still running are cut short and
+    /// handed back.
+    disrupt: CancellationToken,
 }
 
 impl JobStarter {
@@ -330,6 +347,7 @@ impl JobStarter {
             kills,
             running: Arc::new(running),
             tracker: TaskTracker::new(),
+            disrupt: CancellationToken::new(),
         }
     }
 
@@ -375,6 +393,7 @@ impl JobStarter {
                 .kills
                 .token(&delivery.job.batch_id, delivery.job.generation),
             seat: std::sync::Mutex::new(seat),
+            disrupt: self.disrupt.clone(),
         };
         self.running.send_modify(|running| *running += 1);
         let running = Arc::clone(&self.running);
@@ -391,10 +410,25 @@ impl JobStarter {
         );
     }
 
-    /// Waits for every started job to be settled; no job is started after.
-    async fn drain(&self) {
+    /// Waits for every started job to be settled; no job is started after. With a `grace`,
+    /// the jobs still running when it passes are cut short and handed back (`job_run`).
+    async fn drain(&self, grace: Option<Duration>) {
         self.tracker.close();
-        self.tracker.wait().await;
+        let Some(grace) = grace else {
+            return self.tracker.wait().await;
+        };
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                running = self.stats.jobs_running.load(Ordering::Relaxed),
+                "the drain grace passed: stopping the running jobs and handing them back"
+            );
+            self.disrupt.cancel();
+            self.tracker.wait().await;
+        }
     }
 }
 
@@ -529,6 +563,14 @@ async fn top_up(
                 return;
             }
         }
+    }
+}
+
+/// Resolves at `until`; never without one.
+async fn sleep_until(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -53,6 +53,9 @@ pub(crate) struct JobRun {
     /// The job's place in its slot's pack, when it shares the slot with others; taken when the
     /// job runs, given up when it is settled without running.
     pub(crate) seat: std::sync::Mutex<Option<crate::pack::Seat>>,
+    /// Cancelled when the worker's drain grace passes: a run still going is cut short and
+    /// handed back, not counted as an attempt.
+    pub(crate) disrupt: CancellationToken,
 }
 
 /// The delivery being settled; its acker is shared with the lease.
@@ -262,6 +265,9 @@ impl JobRun {
         let (_, ran) = tokio::join!(started, self.execute(held));
         match ran {
             Err(failure) => {
+                self.stats
+                    .sandbox_starts
+                    .count(held.job.tier, Some(failure.class));
                 if let Some(outcome) = self.hand_back(held, failure.class, failure.message).await {
                     self.store_and_report(held, Ended::unrun(outcome)).await;
                 }
@@ -297,7 +303,7 @@ impl JobRun {
             .join(format!("a{}", held.attempt));
         if let Err(error) = create_work_dir(&work_dir).await {
             return Err(BeforeSpend {
-                class: InfraClass::Spawn,
+                class: InfraClass::SandboxStart,
                 message: format!("creating {}: {error}", work_dir.display()),
             });
         }
@@ -307,18 +313,22 @@ impl JobRun {
             work_dir: work_dir.clone(),
             attempt: held.attempt,
         };
-        let output = match self.take_seat() {
-            Some(seat) => {
-                seat.execute(context, self.kill.clone())
-                    .instrument(tracing::info_span!("run"))
-                    .await
+        // Stopped by a kill of its batch or by the end of the drain grace.
+        let cancel = self.kill.child_token();
+        let run_cancel = cancel.clone();
+        let run = async move {
+            match self.take_seat() {
+                Some(seat) => seat.execute(context, run_cancel).await,
+                None => self.ports.executor.execute(&context, run_cancel).await,
             }
-            None => {
-                self.ports
-                    .executor
-                    .execute(&context, self.kill.clone())
-                    .instrument(tracing::info_span!("run"))
-                    .await
+        }
+        .instrument(tracing::info_span!("run"));
+        tokio::pin!(run);
+        let output = tokio::select! {
+            output = &mut run => output,
+            _ = self.disrupt.cancelled() => {
+                cancel.cancel();
+                run.await
             }
         };
         self.stats
@@ -331,8 +341,35 @@ impl JobRun {
         Ok((output, work_dir))
     }
 
+    /// Whether the run ended because the drain grace passed (not because its batch was
+    /// killed): it has no result, and it runs again elsewhere.
+    fn cut_short(&self, output: &ExecOutput) -> bool {
+        self.disrupt.is_cancelled()
+            && !self.kill.is_cancelled()
+            && matches!(
+                &output.classified,
+                Classified::Error {
+                    category: ErrorCategory::Cancelled,
+                    ..
+                }
+            )
+    }
+
     /// Turns the executor's output into the job's outcome and stores and reports it.
     async fn finish(&self, held: &Held, output: ExecOutput) {
+        if self.cut_short(&output) {
+            let message = "the worker was stopped (SIGTERM) and its drain grace passed: the run was cut short and handed back for another worker".to_owned();
+            if let Some(outcome) = self.hand_back(held, InfraClass::WorkerLost, message).await {
+                self.store_and_report(held, Ended::unrun(outcome)).await;
+            }
+            return;
+        }
+        let starts = &self.stats.sandbox_starts;
+        match &output.classified {
+            _ if output.spawned => starts.count(held.job.tier, None),
+            Classified::Infra { class, .. } => starts.count(held.job.tier, Some(*class)),
+            _ => {}
+        }
         let outcome = match output.classified {
             Classified::Infra { class, message } => {
                 if !output.spawned {

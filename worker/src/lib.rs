@@ -20,6 +20,7 @@
 //!   that stalls named once per stall.
 //! - [`capabilities`]: the start-up probe of the host (OS, arch, `limactl`, Docker, harness
 //!   version) and the pure choice of the tiers this worker can serve.
+//! - [`sandbox_starts`]: sandbox start failures in a row, and the tiers backed off after them.
 //! - [`bundle_cache`]: bundles fetched by digest, verified and unpacked once per worker.
 //! - [`upload`]: storing an attempt's artifacts and the job's record, with retries up to a
 //!   deadline.
@@ -35,6 +36,7 @@ mod job_run;
 pub mod lease;
 pub mod outage;
 mod pack;
+pub mod sandbox_starts;
 pub mod upload;
 
 pub use config::{DEFAULT_STORE_DEADLINE, WorkerConfig, WorkerPorts, WorkerStats};

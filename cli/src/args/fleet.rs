@@ -246,6 +246,29 @@ pub struct WorkerArgs {
     /// started is handed back.
     #[arg(long, env = "COWORK_STORE_DEADLINE", value_name = "DURATION")]
     pub store_deadline: Option<String>,
+    /// On SIGTERM (a node drain, a spot reclaim) the worker takes no new job and waits this
+    /// long (e.g. 25s, under the platform's own grace) for its running jobs; those still
+    /// running then are stopped and handed back for another worker, not counted as attempts.
+    /// Without it the worker waits until they finish.
+    #[arg(long, env = "COWORK_DRAIN_GRACE", value_name = "DURATION")]
+    pub drain_grace: Option<String>,
+    /// Sandbox start failures in a row on one tier (a container that cannot be created or
+    /// started, a missing image, a full disk) after which this worker stops taking that tier
+    /// for a while; 0 never stops. Each failed job is handed back for another worker.
+    #[arg(
+        long,
+        env = "COWORK_SANDBOX_BACKOFF_AFTER",
+        value_name = "N",
+        default_value_t = 3
+    )]
+    pub sandbox_backoff_after: u32,
+    /// The first pause of a tier after --sandbox-backoff-after failures in a row (default
+    /// 60s); each further one doubles it, up to --sandbox-backoff-max (default 10m). A job of
+    /// the tier whose sandbox starts ends the doubling.
+    #[arg(long, env = "COWORK_SANDBOX_BACKOFF", value_name = "DURATION")]
+    pub sandbox_backoff: Option<String>,
+    #[arg(long, env = "COWORK_SANDBOX_BACKOFF_MAX", value_name = "DURATION")]
+    pub sandbox_backoff_max: Option<String>,
     /// Exit 0 once no job has been pulled or running for DURATION (e.g. 2m): the workers of a
     /// Kubernetes Job for one batch then complete when its queue is drained.
     #[arg(long, env = "COWORK_EXIT_WHEN_IDLE", value_name = "DURATION")]

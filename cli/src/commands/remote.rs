@@ -346,6 +346,20 @@ fn workers_table(workers: &[cowork_schema::api::WorkerStatus], now_ms: u64) -> S
                 "{id}  draining (finishing its jobs, taking no new ones)\n"
             ));
         }
+        for backoff in &worker.backed_off_tiers {
+            let left_s = backoff.until_ms.saturating_sub(now_ms).div_ceil(1000);
+            out.push_str(&format!(
+                "{id}  BACKED OFF tier {}: {} sandbox start failures in a row; takes it again in {left_s}s\n",
+                backoff.tier.as_str(),
+                backoff.failures
+            ));
+        }
+        if worker.backed_off_tiers.is_empty() && worker.sandbox_start_failures > 0 {
+            out.push_str(&format!(
+                "{id}  {} sandbox start failure(s) in a row\n",
+                worker.sandbox_start_failures
+            ));
+        }
         if let Some(reason) = &status.refused {
             out.push_str(&format!("{id}  REFUSED: {reason}\n"));
         }

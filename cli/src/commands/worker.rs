@@ -290,6 +290,10 @@ struct WorkerTimings {
     store_deadline: Duration,
     /// `--exit-when-idle`.
     idle_exit: Option<Duration>,
+    /// `--drain-grace`.
+    drain_grace: Option<Duration>,
+    /// `--sandbox-backoff-after`, `--sandbox-backoff`, `--sandbox-backoff-max`.
+    sandbox_backoff: cowork_worker::sandbox_starts::SandboxBackoff,
 }
 
 impl WorkerTimings {
@@ -304,6 +308,17 @@ impl WorkerTimings {
             store_deadline: duration("--store-deadline", &args.store_deadline)?
                 .unwrap_or(cowork_worker::DEFAULT_STORE_DEADLINE),
             idle_exit: duration("--exit-when-idle", &args.exit_when_idle)?,
+            drain_grace: duration("--drain-grace", &args.drain_grace)?,
+            sandbox_backoff: {
+                let default = cowork_worker::sandbox_starts::SandboxBackoff::default();
+                cowork_worker::sandbox_starts::SandboxBackoff {
+                    after: args.sandbox_backoff_after,
+                    first: duration("--sandbox-backoff", &args.sandbox_backoff)?
+                        .unwrap_or(default.first),
+                    max: duration("--sandbox-backoff-max", &args.sandbox_backoff_max)?
+                        .unwrap_or(default.max),
+                }
+            },
         })
     }
 }
@@ -392,6 +407,7 @@ fn worker_config(
         renew_every: timings.renew_every,
         verify_jobs: true,
         store_deadline: timings.store_deadline,
+        drain_grace: timings.drain_grace,
     }
 }
 
@@ -454,6 +470,7 @@ pub async fn run(args: WorkerArgs) -> Result<i32, CliError> {
     let drain = CancellationToken::new();
     watch_signals(drain.clone())?;
     let stats = Arc::new(WorkerStats::default());
+    stats.sandbox_starts.set_policy(timings.sandbox_backoff);
     // Dropped when this function returns, which stops the endpoint after the drain.
     let _metrics_endpoint = metrics_endpoint(&args, &stats, &worker_id).await?;
     let stop_heartbeat = CancellationToken::new();

@@ -8,7 +8,8 @@
 //! `bad_input` (usage errors: exit 2 and nothing written), `hostile` (malicious inputs and
 //! archives refused by `run` and by the coordinator, nothing stored), `harness` (the harness
 //! executor against the strict double `strict-harness`), `help`, `distributed` (the fleet end to
-//! end, `cowork submit`), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
+//! end, `cowork submit`), `disruption` (a worker whose sandboxes cannot start, a worker
+//! stopped mid-job: handed back, counted apart, run elsewhere), `faults` (workers, coordinator, NATS and S3 broken mid-batch, jobs
 //! delivered twice, a worker cut off in a network namespace), `recovery` (cancel
 //! `--kill-running`, resume, retries), `interrupt` (Ctrl-C and `kill -9` of `cowork run`, and
 //! `cowork resume` of the local store), `limits` (batch budget and model limits on three
@@ -56,6 +57,7 @@ mod cluster;
 mod cluster_docker;
 mod conformance;
 mod connect;
+mod disruption;
 mod distributed;
 mod eval;
 mod faults;

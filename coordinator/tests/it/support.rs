@@ -418,6 +418,8 @@ pub fn worker_info() -> WorkerInfo {
         heartbeat_at_ms: 2,
         heartbeat_every_ms: 0,
         draining: false,
+        sandbox_start_failures: 0,
+        backed_off_tiers: Vec::new(),
     }
 }
 

@@ -31,14 +31,13 @@ impl Admission {
         match event {
             JobEventKind::Started => self.apply_started((unit, run), generation, worker_id, now),
             JobEventKind::Failed {
-                will_retry, class, ..
+                class, will_retry, ..
             } => {
-                if class == InfraClass::Spawn {
+                if matches!(class, InfraClass::SandboxStart | InfraClass::Spawn) {
+                    // What the stall watchdog reads: handed back before anything ran.
                     self.progress.sandbox_start_failures += 1;
                 }
-                if will_retry {
-                    self.progress.retries += 1;
-                }
+                self.apply_failed((unit, run), class, will_retry);
             }
             JobEventKind::Finished {
                 outcome,
@@ -69,6 +68,27 @@ impl Admission {
                 };
                 self.apply_finished(finished, now);
             }
+        }
+    }
+
+    /// A delivery handed back. One whose sandbox did not start on its worker, or whose run a
+    /// worker's stop cut short (its drain grace passed), is counted apart and is no attempt of
+    /// the job: its next delivery is not a redelivery.
+    fn apply_failed(&mut self, (unit, run): (u32, u32), class: InfraClass, will_retry: bool) {
+        if !will_retry {
+            return;
+        }
+        match class {
+            InfraClass::SandboxStart => self.progress.sandbox_start_retries += 1,
+            InfraClass::WorkerLost => self.progress.disrupted += 1,
+            InfraClass::Bundle | InfraClass::Spawn | InfraClass::Upload => {
+                self.progress.retries += 1;
+                return;
+            }
+        }
+        let ordinal = self.grid.ordinal(unit, run);
+        if let Some(job) = self.outstanding.get_mut(&ordinal) {
+            job.free_deliveries = job.free_deliveries.saturating_add(1);
         }
     }
 
@@ -106,6 +126,9 @@ impl Admission {
                 // supervisor never admitted it.
                 self.progress.admitted += 1;
             }
+        }
+        if let Some(job) = self.outstanding.get_mut(&ordinal) {
+            job.starts = job.starts.saturating_add(1);
         }
         let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
         self.set_deadline(ordinal, Some(deadline));
@@ -156,12 +179,19 @@ impl Admission {
         }
         self.unsampled
             .folded(ordinal, &finished.outcome, &finished.artifacts);
+        // Redelivered: more than one delivery started the job, hand-backs that are no attempts
+        // left out (a job a stopping worker held but never started counts no start). A job
+        // not tracked here (admitted by an earlier coordinator) goes by its attempt number.
+        let redelivered = match self.outstanding.get(&ordinal) {
+            Some(job) => job.starts.saturating_sub(job.free_deliveries) > 1,
+            None => finished.attempt > 1,
+        };
         self.settle(ordinal);
         self.progress.running = self
             .progress
             .running
             .saturating_sub(u64::from(self.started.contains(ordinal)));
-        if finished.attempt > 1 {
+        if redelivered {
             self.progress.redelivered += 1;
         }
         if finished.worker_id == LOST_JOB_WORKER {

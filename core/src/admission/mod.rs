@@ -258,6 +258,11 @@ struct Outstanding {
     /// The worker that last started it, and when its timeout plus the grace runs out for
     /// that start (kept past the deadline, so an overdue job is named with its worker).
     claim: Option<(String, Instant)>,
+    /// Deliveries handed back because the sandbox did not start or a worker's stop cut the run
+    /// short: not attempts of the job.
+    free_deliveries: u32,
+    /// `started` events of the job (one per delivery that began running it).
+    starts: u32,
 }
 
 /// The state of the withdrawal of queued jobs after a cancel.
@@ -531,6 +536,8 @@ impl Admission {
                 republished: 0,
                 lost: false,
                 claim: None,
+                free_deliveries: 0,
+                starts: 0,
             },
         );
         self.units[unit as usize].in_flight += 1;

@@ -110,6 +110,8 @@ impl Admission {
             finished: progress.finished,
             skipped: progress.skipped,
             retries: progress.retries,
+            sandbox_start_retries: progress.sandbox_start_retries,
+            disrupted: progress.disrupted,
             redelivered: progress.redelivered,
             duplicates: progress.duplicates,
             reacked: progress.reacked,

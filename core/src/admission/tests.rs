@@ -1067,3 +1067,4 @@ fn a_job_past_its_timeout_plus_grace_is_named_with_its_worker() {
     admission.apply(input, later);
     assert_eq!(admission.overdue_jobs(later), []);
 }
+mod handbacks;

@@ -565,6 +565,8 @@ fn worker(worker_id: &str) -> WorkerInfo {
         heartbeat_at_ms: 1,
         heartbeat_every_ms: 0,
         draining: false,
+        sandbox_start_failures: 0,
+        backed_off_tiers: Vec::new(),
     }
 }
 

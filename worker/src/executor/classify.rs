@@ -9,7 +9,7 @@
 //! The envelope is read by key: it is the CLI's stdout line, its shape open across CLI versions,
 //! and it is kept as printed (unknown keys and key order survive byte for byte).
 
-use cowork_schema::event::ErrorCategory;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use serde_json::Value;
 
 use super::Classified;
@@ -157,21 +157,7 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
                 ),
             }
         }
-        2 => match error {
-            Some(error) if error.category.as_deref() == Some("unanswered") => {
-                Classified::Unanswered {
-                    message: error.message_or_default(),
-                    hint: error.hint,
-                }
-            }
-            Some(error) => Classified::error(error.category_or(ErrorCategory::Usage), error.text()),
-            // A corrupt cassette makes `replay` print a stub result with `error: null` and exit
-            // 2: the exit code is the truth (harness-behaviour.md#real-cli).
-            None => Classified::error(
-                ErrorCategory::Usage,
-                "harness exited with code 2 but reported no error (unreadable input?)".to_owned(),
-            ),
-        },
+        2 => classify_exit_2(error),
         3 => {
             let message = match error {
                 Some(error) => error.text(),
@@ -189,6 +175,27 @@ pub fn classify(end: ProcessEnd, envelope: Option<&Envelope>, stdout: &[u8]) -> 
                 format!("harness exited with unexpected code {other}: {detail}"),
             )
         }
+    }
+}
+
+/// Exit 2: an unanswered gate, a sandbox that could not be set up, or the error the CLI names.
+fn classify_exit_2(error: Option<EnvelopeError>) -> Classified {
+    match error {
+        Some(error) if error.category.as_deref() == Some("unanswered") => Classified::Unanswered {
+            message: error.message_or_default(),
+            hint: error.hint,
+        },
+        Some(error) if error.is_sandbox_setup() => Classified::Infra {
+            class: InfraClass::SandboxStart,
+            message: error.text(),
+        },
+        Some(error) => Classified::error(error.category_or(ErrorCategory::Usage), error.text()),
+        // A corrupt cassette makes `replay` print a stub result with `error: null` and exit
+        // 2: the exit code is the truth (harness-behaviour.md#real-cli).
+        None => Classified::error(
+            ErrorCategory::Usage,
+            "harness exited with code 2 but reported no error (unreadable input?)".to_owned(),
+        ),
     }
 }
 
@@ -218,17 +225,36 @@ fn classify_record_failure(error: &EnvelopeError) -> Classified {
         || lower.contains("escapes")
     {
         ErrorCategory::Boundary
-    } else if lower.contains("docker")
-        || lower.contains("egress-proxy")
-        || lower.contains("staged agent binary")
-        || lower.contains("git ls-files")
-        || lower.contains("spawn")
-    {
+    } else if is_sandbox_setup_message(&lower) {
+        return Classified::Infra {
+            class: InfraClass::SandboxStart,
+            message: error.text(),
+        };
+    } else if lower.contains("git ls-files") || lower.contains("spawn") {
         ErrorCategory::Internal
     } else {
         ErrorCategory::Usage
     };
     Classified::error(category, error.text())
+}
+
+/// Words of a harness error that say the sandbox could not be set up on this worker: Docker
+/// (the engine, an image, the egress proxy's build), Lima (the VM, its firewall), the staged
+/// agent binary, or a full disk. The CLI has no preflight and reports them as `internal`
+/// (exit 2) before the agent starts, so nothing was spent and another worker may succeed.
+const SANDBOX_SETUP_WORDS: [&str; 7] = [
+    "docker",
+    "egress-proxy",
+    "limactl",
+    "lima ",
+    "staged agent binary",
+    "no space left on device",
+    "enospc",
+];
+
+/// Whether a lowercased harness error message names a sandbox that could not be set up.
+fn is_sandbox_setup_message(lower: &str) -> bool {
+    SANDBOX_SETUP_WORDS.iter().any(|word| lower.contains(word))
 }
 
 /// The `error` object of an envelope (harness-behaviour.md#envelope-error).
@@ -244,6 +270,12 @@ impl EnvelopeError {
         self.category
             .as_deref()
             .map_or(default, ErrorCategory::parse)
+    }
+
+    /// An `internal` error whose message names the sandbox's setup ([`SANDBOX_SETUP_WORDS`]).
+    fn is_sandbox_setup(&self) -> bool {
+        self.category.as_deref() == Some("internal")
+            && is_sandbox_setup_message(&self.message_or_default().to_lowercase())
     }
 
     fn message_or_default(&self) -> String {
@@ -455,6 +487,46 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_that_did_not_start_is_infrastructure() {
+        let docker = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock";
+        check(
+            ProcessEnd::Exited(2),
+            Some(error_envelope(
+                json!({"category": "internal", "message": docker}),
+            )),
+            Classified::Infra {
+                class: InfraClass::SandboxStart,
+                message: docker.to_owned(),
+            },
+        );
+        check(
+            ProcessEnd::Exited(2),
+            Some(error_envelope(
+                json!({"category": "internal", "message": "write /runs/x: no space left on device"}),
+            )),
+            Classified::Infra {
+                class: InfraClass::SandboxStart,
+                message: "write /runs/x: no space left on device".to_owned(),
+            },
+        );
+        // Another internal error, or a usage error that names Docker, is the job's own.
+        check(
+            ProcessEnd::Exited(2),
+            Some(error_envelope(
+                json!({"category": "internal", "message": "git failed"}),
+            )),
+            error("internal", "git failed"),
+        );
+        check(
+            ProcessEnd::Exited(2),
+            Some(error_envelope(
+                json!({"category": "usage", "message": "--docker is not a flag"}),
+            )),
+            error("usage", "--docker is not a flag"),
+        );
+    }
+
+    #[test]
     fn kills_and_signals_win_over_any_envelope() {
         let envelope = ok_envelope(json!([{"scenario": "s"}]));
         check(
@@ -580,10 +652,11 @@ mod record_failure_tests {
             "boundary"
         );
         assert_eq!(
-            category(&record_exit_1(
-                "failed to build cowork-egress-proxy:5 (docker exited 1)"
-            )),
-            "internal"
+            record_exit_1("failed to build cowork-egress-proxy:5 (docker exited 1)"),
+            Classified::Infra {
+                class: InfraClass::SandboxStart,
+                message: "failed to build cowork-egress-proxy:5 (docker exited 1)".to_owned()
+            }
         );
         assert_eq!(
             category(&record_exit_1("record: ENOENT: no such file")),

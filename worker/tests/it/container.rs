@@ -523,16 +523,16 @@ async fn a_process_killed_by_a_signal_is_a_crash() {
     assert_eq!(containers_of(&docker, &owner).await, Vec::<String>::new());
 }
 
-fn assert_spawn_failure(output: &ExecOutput, expect_in_message: &str) {
+fn assert_sandbox_start_failure(output: &ExecOutput, expect_in_message: &str) {
     match &output.classified {
         Classified::Infra {
-            class: InfraClass::Spawn,
+            class: InfraClass::SandboxStart,
             message,
         } => assert!(
             message.contains(expect_in_message),
             "{message:?} lacks {expect_in_message:?}"
         ),
-        other => panic!("expected a spawn failure, got {other:?}; output {output:#?}"),
+        other => panic!("expected a sandbox start failure, got {other:?}; output {output:#?}"),
     }
     // Nothing ran, nothing was spent: the job may be retried (harness-behaviour.md#choice-c8).
     assert!(!output.spawned, "{output:#?}");
@@ -540,7 +540,7 @@ fn assert_spawn_failure(output: &ExecOutput, expect_in_message: &str) {
 }
 
 #[tokio::test]
-async fn a_missing_image_is_a_retryable_spawn_failure() {
+async fn a_missing_image_is_a_sandbox_start_failure_handed_back() {
     let docker = docker().await;
     let owner = owner("missing");
     let _cleanup = RemoveOnDrop(owner.clone());
@@ -553,12 +553,12 @@ async fn a_missing_image_is_a_retryable_spawn_failure() {
             CancellationToken::new(),
         )
         .await;
-    assert_spawn_failure(&output, &image);
+    assert_sandbox_start_failure(&output, &image);
     assert_eq!(containers_of(&docker, &owner).await, Vec::<String>::new());
 }
 
 #[tokio::test]
-async fn an_unreachable_engine_is_a_retryable_spawn_failure() {
+async fn an_unreachable_engine_is_a_sandbox_start_failure_handed_back() {
     let socket_dir = tempfile::tempdir().expect("creating a temp dir");
     let socket = socket_dir.path().join("no-engine.sock");
     let executor = ContainerExecutor::new(ContainerConfig {
@@ -572,7 +572,7 @@ async fn an_unreachable_engine_is_a_retryable_spawn_failure() {
             CancellationToken::new(),
         )
         .await;
-    assert_spawn_failure(&output, "cannot connect to the docker engine");
+    assert_sandbox_start_failure(&output, "cannot connect to the docker engine");
 }
 
 #[tokio::test]

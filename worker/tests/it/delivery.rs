@@ -26,7 +26,7 @@ use cowork_fabric::{
 use cowork_schema::BatchId;
 use cowork_schema::batch::ExecutorKind;
 use cowork_schema::event::{
-    ArtifactRef, ErrorCategory, JobEvent, JobEventKind, JobOutcome, JobRecord,
+    ArtifactRef, ErrorCategory, InfraClass, JobEvent, JobEventKind, JobOutcome, JobRecord,
 };
 use cowork_schema::job::{JobCommand, JobSpec, PROTOCOL_VERSION, Tier};
 use cowork_schema::layout;
@@ -255,6 +255,8 @@ struct Fixture {
     /// `WorkerConfig::verify_jobs` of the worker started.
     verify_jobs: bool,
     store_deadline: Duration,
+    /// The counters of the worker started.
+    stats: Arc<WorkerStats>,
 }
 
 impl Fixture {
@@ -278,6 +280,7 @@ impl Fixture {
             batches: None,
             verify_jobs: false,
             store_deadline: Duration::from_secs(600),
+            stats: Arc::default(),
             dir,
         }
     }
@@ -300,6 +303,7 @@ impl Fixture {
             renew_every: None,
             verify_jobs: self.verify_jobs,
             store_deadline: self.store_deadline,
+            drain_grace: None,
         }
     }
 
@@ -331,8 +335,9 @@ impl Fixture {
         let worker = tokio::spawn({
             let config = self.config();
             let shutdown = shutdown.clone();
+            let stats = Arc::clone(&self.stats);
             async move {
-                cowork_worker::run(config, ports, Arc::new(WorkerStats::default()), shutdown)
+                cowork_worker::run(config, ports, stats, shutdown)
                     .await
                     .expect("the embedded queue never fails");
             }
@@ -712,6 +717,44 @@ async fn a_job_of_another_protocol_is_handed_back_and_never_run() {
         message.contains(&format!("protocol {}", PROTOCOL_VERSION + 1)),
         "{message}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_work_dir_that_cannot_be_created_is_a_sandbox_start_failure_handed_back() {
+    let fixture = Fixture::new();
+    let job = fixture.job();
+    // A file where the work dir should be: creating any job's dir fails, as on a full disk.
+    std::fs::write(fixture.config().work_dir, "not a dir").expect("writing the blocking file");
+    fixture.queue.publish(&job).await.expect("publishing");
+    let (worker, shutdown) = fixture.start();
+    let log = fixture.until_settled(3).await;
+    shutdown.cancel();
+    worker.await.expect("the worker task");
+    assert_eq!(log, vec![("nak", 1), ("nak", 2), ("ack", 3)]);
+    assert_eq!(fixture.runs(), 0);
+    let events = fixture.events(&job.batch_id).await;
+    let handed_back: Vec<(InfraClass, bool)> = events
+        .iter()
+        .filter_map(|event| match &event.event {
+            JobEventKind::Failed {
+                class, will_retry, ..
+            } => Some((*class, *will_retry)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        handed_back,
+        vec![
+            (InfraClass::SandboxStart, true),
+            (InfraClass::SandboxStart, true),
+            (InfraClass::SandboxStart, false)
+        ]
+    );
+    // Three in a row: the worker stops taking the tier for a while.
+    assert_eq!(fixture.stats.sandbox_starts.in_a_row(), 3);
+    let backed_off = fixture.stats.sandbox_starts.backed_off();
+    assert_eq!(backed_off.len(), 1, "{backed_off:?}");
+    assert_eq!(backed_off[0].tier, Tier::Protocol);
 }
 
 #[tokio::test(start_paused = true)]

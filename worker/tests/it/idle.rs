@@ -85,6 +85,7 @@ impl Fixture {
             renew_every: None,
             verify_jobs: false,
             store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+            drain_grace: None,
         }
     }
 

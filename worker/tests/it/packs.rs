@@ -127,6 +127,7 @@ fn config(dir: &std::path::Path) -> WorkerConfig {
         renew_every: None,
         verify_jobs: false,
         store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+        drain_grace: None,
     }
 }
 
@@ -221,6 +222,8 @@ fn heartbeat(worker_id: &str) -> WorkerInfo {
         heartbeat_at_ms: 0,
         heartbeat_every_ms: 0,
         draining: false,
+        sandbox_start_failures: 0,
+        backed_off_tiers: Vec::new(),
     }
 }
 

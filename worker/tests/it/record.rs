@@ -5,6 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use cowork_schema::batch::ExecutorKind;
+use cowork_schema::event::InfraClass;
 use cowork_schema::job::{JobCommand, Tier};
 use cowork_worker::executor::{Classified, ExecOutput, Executor, HarnessConfig, HarnessExecutor};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,11 @@ use crate::support::{
 /// A `record` job of a scenario at `fidelity`, with a stand-in `claude` on the double's PATH
 /// and `more_env` set for the double.
 async fn record_job(fidelity: &str, more_env: &[(&str, &str)]) -> ExecOutput {
+    harness_job(JobCommand::Record, fidelity, more_env).await
+}
+
+/// A `command` job of a scenario at `fidelity`, as [`record_job`] describes.
+async fn harness_job(command: JobCommand, fidelity: &str, more_env: &[(&str, &str)]) -> ExecOutput {
     let dirs = JobDirs::new("unused");
     std::fs::write(
         dirs.bundle().join("scenarios/smoke.yaml"),
@@ -51,11 +57,7 @@ async fn record_job(fidelity: &str, more_env: &[(&str, &str)]) -> ExecOutput {
         extra_env,
         ..HarnessConfig::default()
     });
-    let mut job = job(
-        JobCommand::Record,
-        "scenarios/smoke.yaml",
-        ExecutorKind::Harness,
-    );
+    let mut job = job(command, "scenarios/smoke.yaml", ExecutorKind::Harness);
     job.tier = if fidelity == "protocol" {
         Tier::Protocol
     } else {
@@ -81,17 +83,31 @@ async fn a_recording_refused_for_its_failing_verdict_is_a_judged_sample_with_its
     assert_eq!(stored["result"], "error", "{stored}");
 }
 
+/// The job's sandbox did not start (the double has no Docker daemon, as a worker whose engine
+/// is down): handed back for another worker, nothing spent.
+fn assert_sandbox_start_failure(output: &ExecOutput) {
+    match &output.classified {
+        Classified::Infra {
+            class: InfraClass::SandboxStart,
+            message,
+        } => assert!(message.contains("cowork-egress-proxy"), "{message}"),
+        other => panic!("expected a sandbox start failure, got {other:?}"),
+    }
+    assert!(!output.spawned, "{output:#?}");
+}
+
 #[tokio::test]
-async fn a_recording_that_failed_in_docker_is_internal_not_usage() {
+async fn a_recording_that_failed_in_docker_is_a_sandbox_start_failure() {
     let output = record_job("container", &[]).await;
     assert_eq!(output.exit_code, Some(1));
-    match &output.classified {
-        Classified::Error { category, message } => {
-            assert_eq!(category.as_str(), "internal", "{message}");
-            assert!(message.contains("cowork-egress-proxy"), "{message}");
-        }
-        other => panic!("expected an internal error, got {other:?}"),
-    }
+    assert_sandbox_start_failure(&output);
+}
+
+#[tokio::test]
+async fn a_run_that_failed_in_docker_is_a_sandbox_start_failure() {
+    let output = harness_job(JobCommand::Run, "container", &[]).await;
+    assert_eq!(output.exit_code, Some(2));
+    assert_sandbox_start_failure(&output);
 }
 
 #[tokio::test]

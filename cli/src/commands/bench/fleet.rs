@@ -158,6 +158,7 @@ async fn start_workers(
             renew_every: None,
             verify_jobs: false,
             store_deadline: cowork_worker::DEFAULT_STORE_DEADLINE,
+            drain_grace: None,
         };
         let ports = cowork_worker::WorkerPorts {
             queue: Arc::new(worker_fabric.queue.clone()),

@@ -85,10 +85,23 @@ fn wall_time(input: &ReportInput) -> String {
 /// worker lost, an ack wait passed), retries, jobs lost for good, jobs a cancel took back, and
 /// resumes. Always shown, so "nothing of the kind" is said too.
 fn deliveries(fleet: &FleetView) -> String {
-    format!(
+    let mut text = format!(
         "{} redelivered, {} retried, {} lost, {} withdrawn by a cancel, resumed {} time(s)",
         fleet.redelivered, fleet.retries, fleet.lost, fleet.withdrawn, fleet.generation,
-    )
+    );
+    if fleet.sandbox_start_retries > 0 {
+        text.push_str(&format!(
+            "; {} sandbox start failure(s) retried as infrastructure",
+            fleet.sandbox_start_retries
+        ));
+    }
+    if fleet.disrupted > 0 {
+        text.push_str(&format!(
+            "; {} run(s) cut short by a worker's stop and run again",
+            fleet.disrupted
+        ));
+    }
+    text
 }
 
 pub(super) fn facts(out: &mut String, summary: &Summary<'_>) {

@@ -16,7 +16,7 @@
 //! own leftovers, never those of another worker sharing the engine.
 //!
 //! Failure mapping: a container that cannot be created or started (image missing, engine down)
-//! is `Infra { Spawn }` with `spawned == false`, so the job is retried
+//! is `Infra { SandboxStart }` with `spawned == false`, so the job is handed back
 //! (harness-behaviour.md#choice-c8). Once started, the hard timeout (`job.timeout_ms`) and
 //! cancellation kill the container; whatever happens, it is removed before `execute` returns, and
 //! leftovers of jobs no longer running are reaped after each job (and, by the worker, at start).
@@ -576,10 +576,11 @@ impl Drop for RunningJob {
     }
 }
 
-/// A spawn failure: nothing was spent, so the job may be retried (harness-behaviour.md#choice-c8).
+/// The container could not be created or started: nothing was spent, so the job is handed
+/// back for another worker (harness-behaviour.md#choice-c8).
 fn spawn_failure(message: String) -> Classified {
     Classified::Infra {
-        class: InfraClass::Spawn,
+        class: InfraClass::SandboxStart,
         message,
     }
 }

@@ -92,7 +92,7 @@ pub(super) async fn stage_record_bundle(
         .and_then(|copied| copied.map_err(|err| err.to_string()))
     {
         return Err(Box::new(not_started(Classified::Infra {
-            class: InfraClass::Spawn,
+            class: InfraClass::SandboxStart,
             message: format!(
                 "cannot copy bundle {} for the record job: {err}",
                 ctx.bundle_dir.display()
@@ -141,7 +141,7 @@ impl Launch {
             (Ok(work_dir), Ok(bundle_dir)) => (work_dir, bundle_dir),
             (Err(err), _) | (_, Err(err)) => {
                 return refuse(Classified::Infra {
-                    class: InfraClass::Spawn,
+                    class: InfraClass::SandboxStart,
                     message: format!(
                         "cannot resolve work dir {} or bundle dir {}: {err}",
                         ctx.work_dir.display(),
@@ -162,7 +162,7 @@ impl Launch {
         let runs_root = JobWorkDir::new(&work_dir).runs_dir();
         if let Err(err) = tokio::fs::create_dir_all(&runs_root).await {
             return refuse(Classified::Infra {
-                class: InfraClass::Spawn,
+                class: InfraClass::SandboxStart,
                 message: format!("cannot create runs root {}: {err}", runs_root.display()),
             });
         }

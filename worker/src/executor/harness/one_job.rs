@@ -26,7 +26,7 @@ impl HarnessExecutor {
             Ok(temp) => temp,
             Err(err) => {
                 return not_started(Classified::Infra {
-                    class: InfraClass::Spawn,
+                    class: InfraClass::SandboxStart,
                     message: format!(
                         "cannot create the job's temp dir in {}: {err}",
                         parent.display()
@@ -37,7 +37,10 @@ impl HarnessExecutor {
         let oom_kills_before = oom_kills();
         let mut output = self.run_in(ctx, cancel, &temp).await;
         self.explain_signal_death(&mut output, ctx.job.tier, oom_kills_before);
-        if output.spawned && leaves_docker_resources(&ctx.job) {
+        // A harness whose sandbox failed to start is handed back (not `spawned`), but it ran
+        // and may have left containers or networks behind: it exited, so sweep after it too.
+        let ran = output.spawned || output.exit_code.is_some();
+        if ran && leaves_docker_resources(&ctx.job) {
             self.remove_docker_leftovers(&mut output, ctx).await;
         }
         note_quarantined(&mut output, &JobWorkDir::new(&ctx.work_dir).runs_dir());

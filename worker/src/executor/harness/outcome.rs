@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cowork_schema::event::InfraClass;
 use cowork_schema::job::{JobCommand, JobSpec};
 use cowork_schema::layout::{JobWorkDir, names};
 use serde_json::Value;
@@ -42,6 +43,14 @@ impl HarnessExecutor {
         artifacts.extend(collected.artifacts);
         artifacts.extend(log_artifacts(envelope.is_some(), stdout, stderr));
 
+        // A sandbox that never started spent nothing: the job is handed back.
+        let spawned = !matches!(
+            classified,
+            Classified::Infra {
+                class: InfraClass::SandboxStart,
+                ..
+            }
+        );
         ExecOutput {
             classified,
             exit_code: match end {
@@ -49,7 +58,7 @@ impl HarnessExecutor {
                 _ => None,
             },
             harness_version: envelope.as_ref().and_then(Envelope::version),
-            spawned: true,
+            spawned,
             artifacts,
             run_ms: 0,
         }
