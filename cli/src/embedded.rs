@@ -608,7 +608,7 @@ async fn supervise_with_interrupts(
                 }
                 end = &mut supervision => break end,
                 stall = stalls.next(), if stall_cancel.is_none() => {
-                    crate::progress::note(&stall.describe(crate::progress::now_ms()));
+                    stall::tell(&stall, &stopper.plan.batch_id, embedded.notifier.as_ref());
                     if stall.cancelled {
                         stopper.signals.cancel.cancel();
                         *stall_cancel = Some(stall.message);

@@ -437,22 +437,26 @@ pub fn earlier_counts(history: &[BatchStats], now: &BatchCounts) -> Option<Batch
         .map(|stats| counts_from_stats(stats, now.min_pass_rate))
 }
 
-/// The notification of a decided batch: its failing units from its stats (judged at
-/// `min_pass_rate`), the newly failing ones against the most recent earlier batch of
-/// `history` (newest first) that shares a unit. Quarantined units are not known here yet: the
-/// list is empty.
+/// The notification of a decided batch: its failing units from its stats (judged at the
+/// reduction's bar), the newly failing ones against the most recent earlier batch of
+/// `history` (newest first) that shares a unit, and the units its quarantine covered.
 pub fn decided_event(
     stats: &BatchStats,
-    min_pass_rate: f64,
+    reduction: &cowork_core::reduce::BatchReduction,
     history: &[BatchStats],
     verdict: Verdict,
 ) -> NotifyEvent {
-    let now = counts_from_stats(stats, min_pass_rate);
+    let now = counts_from_stats(stats, reduction.judging.min_pass_rate);
     let then = earlier_counts(history, &now);
+    let quarantined = reduction
+        .quarantine
+        .as_ref()
+        .map(|record| record.quarantined.clone())
+        .unwrap_or_default();
     NotifyEvent::Decided(Box::new(Decided::from_counts(
         &now,
         then.as_ref(),
         verdict,
-        Vec::new(),
+        quarantined,
     )))
 }

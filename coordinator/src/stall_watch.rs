@@ -4,9 +4,8 @@
 //! the fabric's health are read here and passed in). A stall is merged into the batch's
 //! progress (`cowork status`, `cowork watch`, the live page) and counted in `/metrics`.
 //!
-//! [`became_stalled`] is the one place where a batch becomes stalled: it logs, sends
-//! `(batch id, stall)` to [`crate::service::FleetViews::stalls`] (what notifications
-//! subscribe to) and, with `--on-stall cancel`, cancels the batch as `cowork cancel` does with
+//! [`became_stalled`] is the one place where a batch becomes stalled: it logs, tells the
+//! notification hooks (a `stalled` event) and, with `--on-stall cancel`, cancels the batch as `cowork cancel` does with
 //! the reason recorded in its controls. A paused batch is never cancelled for its pause.
 
 use std::collections::HashMap;
@@ -135,8 +134,8 @@ async fn default_after(service: &Service) -> u64 {
     default_stall_after_ms(&history)
 }
 
-/// Stores the watchdog's new verdict on a batch; a batch that was not stalled and now is goes
-/// through [`became_stalled`].
+/// Stores the watchdog's new verdict on a batch; a batch that was not stalled and now is, or
+/// is stalled for another reason now, goes through [`became_stalled`].
 async fn update(
     service: &Service,
     batch_id: &BatchId,
@@ -152,22 +151,26 @@ async fn update(
             }
         }
         Some(stall) if was_stalled => {
-            // Same stall, maybe another reason now: say the current one, notify nobody again.
-            live.stall.send_if_modified(|current| {
-                let changed =
-                    current.as_ref().map(|current| &current.reason) != Some(&stall.reason);
-                if changed {
-                    *current = Some(stall);
-                }
-                changed
-            });
+            // Same stall: a new reason is said and told again (a stall first seen with no cause
+            // in sight is often a worker whose heartbeat was not late yet); a batch already
+            // cancelled for its stall is left as it is.
+            let (same_reason, cancelled) = live
+                .stall
+                .borrow()
+                .as_ref()
+                .map_or((false, false), |current| {
+                    (current.reason == stall.reason, current.cancelled)
+                });
+            if !same_reason && !cancelled {
+                became_stalled(service, batch_id, live, stall).await;
+            }
         }
         Some(stall) => became_stalled(service, batch_id, live, stall).await,
     }
 }
 
-/// Where a batch becomes stalled: logs it, shows it, tells the subscribers of
-/// [`crate::service::FleetViews::stalls`] and, with `--on-stall cancel`, cancels the batch.
+/// Where a batch becomes stalled: logs it, shows it, tells the notification hooks and, with
+/// `--on-stall cancel`, cancels the batch.
 pub(crate) async fn became_stalled(
     service: &Service,
     batch_id: &BatchId,
@@ -191,6 +194,12 @@ pub(crate) async fn became_stalled(
         stall.cancelled = false;
         live.stall.send_replace(Some(stall.clone()));
     }
-    // Nobody listening is fine: notifications are optional.
-    let _ = service.views.stalls.send((batch_id.clone(), stall));
+    // The batch's hooks and the coordinator's: the same batch and reason give the same event
+    // id, so a stall said again after a restart is dropped by the receiver.
+    service
+        .notifier
+        .send(cowork_core::notify::NotifyEvent::Stalled {
+            batch_id: batch_id.clone(),
+            reason: stall.message,
+        });
 }

@@ -66,12 +66,7 @@ pub async fn tell_decided(
     )
     .await
     .unwrap_or_default();
-    let event = decided_event(
-        &outcome.stats,
-        outcome.reduction.judging.min_pass_rate,
-        &history,
-        verdict,
-    );
+    let event = decided_event(&outcome.stats, &outcome.reduction, &history, verdict);
     tell(embedded, event).await;
 }
 

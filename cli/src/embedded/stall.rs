@@ -115,6 +115,21 @@ impl StallWatch {
     }
 }
 
+/// Says a stall on the terminal and tells the batch's hooks (a `stalled` event).
+pub(super) fn tell(
+    stall: &BatchStall,
+    batch_id: &cowork_schema::BatchId,
+    notifier: Option<&cowork_coordinator::notify::Notifier>,
+) {
+    crate::progress::note(&stall.describe(crate::progress::now_ms()));
+    if let Some(notifier) = notifier {
+        notifier.send(cowork_core::notify::NotifyEvent::Stalled {
+            batch_id: batch_id.clone(),
+            reason: stall.message.clone(),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

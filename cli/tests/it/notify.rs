@@ -99,6 +99,49 @@ async fn a_run_tells_its_hook_it_was_decided_signed_and_logs_no_secret() {
     assert!(text.contains("cowork report "), "{text}");
 }
 
+/// The decided event names the units a quarantine in force covered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decided_event_names_the_quarantined_units() {
+    let hook = HookServer::start(&[]).await;
+    let sandbox = Sandbox::with_project();
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs() as i64)
+        .unwrap_or(0);
+    let expires = cowork_schema::quarantine::Date(
+        cowork_schema::quarantine::Date::from_unix_seconds(seconds).0 + 5,
+    );
+    sandbox.write(
+        "quarantine.yaml",
+        &format!(
+            "quarantine:\n  - scenario: report\n    owner: alice@example.com\n    reason: flaky\n    expires: {expires}\n"
+        ),
+    );
+    let store = sandbox.store();
+    let args: Vec<String> = [
+        "run",
+        "scenarios/report.yaml",
+        "--executor",
+        "sim",
+        "--quarantine",
+        "quarantine.yaml",
+        "--notify",
+        &hook.url,
+        "--store",
+        &store.display().to_string(),
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect();
+    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    assert!(matches!(out.code(), 0 | 1), "{}", out.context());
+    let received = hook.received();
+    assert_eq!(received.len(), 1, "{received:?}\n{}", out.context());
+    let body = received[0].json();
+    assert_eq!(body["kind"], "decided", "{body}");
+    assert_eq!(body["quarantined"], serde_json::json!(["report"]), "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_reaches_its_batch_budget_tells_the_stop_and_the_decision() {
     let hook = HookServer::start(&[]).await;

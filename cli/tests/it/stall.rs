@@ -1,6 +1,7 @@
 //! The stall watchdog on a real fleet: a batch with jobs outstanding and none started or
 //! finished for its `--stall-after` is marked stalled with the reason in words (`cowork status`,
-//! its JSON, `/metrics`); `--on-stall cancel` cancels it with the reason recorded.
+//! its JSON, `/metrics`) and told to the batch's hooks; `--on-stall cancel` cancels it with the
+//! reason recorded.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -152,6 +153,7 @@ async fn a_batch_for_a_tier_no_worker_serves_is_stalled_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_whose_only_worker_dies_is_stalled_for_want_of_a_live_worker() {
+    let hook = cowork_testkit::HookServer::start(&[]).await;
     let mut fleet = Fleet::start();
     fleet.spawn_worker("w1", "container", "1");
     let sandbox = Sandbox::empty();
@@ -174,6 +176,8 @@ async fn a_batch_whose_only_worker_dies_is_stalled_for_want_of_a_live_worker() {
             "slow.yaml",
             "--stall-after",
             "2s",
+            "--notify",
+            &hook.url,
         ],
     );
     wait_status(&fleet, sandbox.path(), &batch, "a job running", |s| {
@@ -191,6 +195,18 @@ async fn a_batch_whose_only_worker_dies_is_stalled_for_want_of_a_live_worker() {
         message,
         "no worker serves tier container: no live worker of that tier"
     );
+    // The batch's hook is told, with the same reason (a stall seen before the worker's
+    // heartbeat was late had no cause in sight: a new reason is a new event).
+    let stalled = wait_until("the hook told of the stall")
+        .within(PATIENCE)
+        .poll_async(async || {
+            hook.received()
+                .iter()
+                .map(|event| event.json())
+                .find(|body| body["kind"] == "stalled" && body["reason"] == message.as_str())
+        })
+        .await;
+    assert_eq!(stalled["batchId"], batch.as_str(), "{stalled}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -352,7 +352,7 @@ impl Service {
         };
         end.notice = Some(crate::notify::decided_event(
             &outcome.stats,
-            outcome.reduction.judging.min_pass_rate,
+            &outcome.reduction,
             &history,
             verdict,
         ));

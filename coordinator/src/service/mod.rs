@@ -51,9 +51,6 @@ pub(crate) const REPORT_RENDERS_AT_ONCE: usize = 2;
 /// seconds.
 const PORT_RETRY: Backoff = Backoff::of(cowork_schema::retries::coordinator::SUPERVISION);
 
-/// Stalls a slow subscriber of [`FleetViews::stalls`] may fall behind by before it misses some.
-const STALLS_BUFFERED: usize = 64;
-
 /// What the background views last saw, each in a channel they write and the API reads.
 pub(crate) struct FleetViews {
     /// The queue's streams and buckets as last checked (`fabric_view`): what stalls, since
@@ -67,9 +64,6 @@ pub(crate) struct FleetViews {
     /// Batches per state, kept current from the registry's change stream (`batch_counts`);
     /// `None` while the registry cannot be watched. `/metrics` reads it instead of the registry.
     pub(crate) batch_counts: watch::Sender<Option<Vec<(BatchState, u64)>>>,
-    /// Every batch that becomes stalled, with why, as the stall watchdog
-    /// (`crate::stall_watch::became_stalled`) decides it: what notifications subscribe to.
-    pub(crate) stalls: tokio::sync::broadcast::Sender<(BatchId, cowork_schema::api::BatchStall)>,
 }
 
 impl Default for FleetViews {
@@ -79,7 +73,6 @@ impl Default for FleetViews {
             lost_workers: watch::Sender::new(Vec::new()),
             workers_seen: watch::Sender::new(Vec::new()),
             batch_counts: watch::Sender::new(None),
-            stalls: tokio::sync::broadcast::Sender::new(STALLS_BUFFERED),
         }
     }
 }
