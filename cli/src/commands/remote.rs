@@ -129,7 +129,9 @@ pub async fn status(
             line("waiting ", &unserved.describe());
         }
         if let Some(stall) = &progress.stall {
-            line("stalled ", &stall.describe(crate::progress::now_ms()));
+            // The label says it already: `stalled  no worker serves tier …`.
+            let said = stall.describe(crate::progress::now_ms());
+            line("stalled ", said.strip_prefix("stalled: ").unwrap_or(&said));
         }
         for stall in &progress.fabric_stalls {
             line("stalled ", &stall.describe(crate::progress::now_ms()));

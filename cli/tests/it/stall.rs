@@ -111,7 +111,7 @@ async fn a_batch_for_a_tier_no_worker_serves_is_stalled_and_says_so() {
     human.expect_code(0);
     assert!(
         human.stdout.contains(
-            "stalled  stalled: no worker serves tier microvm: no live worker of that tier — no job started or finished for "
+            "stalled  no worker serves tier microvm: no live worker of that tier — no job started or finished for "
         ),
         "{}",
         human.context()
