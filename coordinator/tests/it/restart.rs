@@ -87,6 +87,61 @@ async fn a_restarted_coordinator_resumes_and_catches_up() {
     second.stop().await;
 }
 
+/// A restart mid-batch counts the jobs already running against their model's limit before it
+/// admits more of that model, and the envelope's `maxInFlight` says what ran at once.
+#[tokio::test]
+async fn a_restarted_coordinator_counts_running_jobs_against_the_model_limit() {
+    let fleet = Fleet::new();
+    let worker = FakeWorker::holding(&fleet);
+    let limited = |id: &str| cowork_coordinator::server::CoordinatorConfig {
+        model_limits: vec![
+            cowork_core::limits::ModelLimit::parse("default=2").expect("a valid rule"),
+        ],
+        ..fleet.config(id, 8)
+    };
+    let first = Server::start(limited("c1"), fleet.ports()).await;
+    let client = first.client();
+    let dir = project();
+    let batch = packed(dir.path(), repeat(6));
+    let id = client
+        .submit(&batch.spec, batch.bundle)
+        .await
+        .expect("the batch is accepted")
+        .batch_id;
+    wait_progress(&client, &id, "two jobs run, the limit", |p| p.running == 2).await;
+    first.stop().await;
+    let published_before = fleet.queue.published().len();
+    assert_eq!(published_before, 2, "the limit held before the restart");
+
+    let second = Server::start(limited("c2"), fleet.ports()).await;
+    let client = second.client();
+    // The first progress comes after the catch-up and the first admission round.
+    let caught_up = wait_progress(&client, &id, "the second coordinator caught up", |_| true).await;
+    assert_eq!(
+        (caught_up.admitted, caught_up.running),
+        (2, 2),
+        "nothing new admitted beside the two running jobs: {caught_up:?}"
+    );
+    let republished = fleet.queue.published()[published_before..].to_vec();
+    assert_eq!(
+        republished.len(),
+        2,
+        "only the running jobs again: {republished:?}"
+    );
+
+    worker.release(6);
+    let (_, end) = watch_to_end(&client, &id).await;
+    assert_eq!(end.state, BatchState::Done, "{end:?}");
+    assert_eq!(worker.finished().len(), 6, "every job ran once");
+    let envelope = client.report(&id).await.expect("report");
+    let fleet_key = serde_json::to_value(&envelope.fleet).expect("json");
+    assert_eq!(
+        fleet_key["modelLimits"]["default=2"]["maxInFlight"], 2,
+        "{fleet_key}"
+    );
+    second.stop().await;
+}
+
 async fn fleet_record(
     fleet: &Fleet,
     id: &cowork_schema::BatchId,
