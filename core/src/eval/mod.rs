@@ -16,6 +16,8 @@
 //! - [`stats`]: McNemar's p-value, Tango's unconditional score interval of the paired
 //!   difference, and the sensitivity of the test (minimum detectable difference,
 //!   pairs needed for a target difference).
+//! - [`drivers`]: which scenarios drove the result (scenarios by B − A, each one's share of
+//!   the overall difference).
 //! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
 //!   difference).
 //!
@@ -24,6 +26,7 @@
 //! Pure: no IO, no clock, no environment, no async, no randomness.
 
 pub mod document;
+pub mod drivers;
 pub mod gate;
 pub mod stats;
 pub mod words;

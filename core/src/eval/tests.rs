@@ -962,3 +962,65 @@ fn reports_written_with_the_bootstrap_interval_still_read_back() {
     assert_eq!(report.overall.min_detectable_diff, None);
     assert_eq!(report.overall.diff.expect("stored").low, -1.0);
 }
+
+#[test]
+fn each_scenario_gets_the_paired_interval_of_its_own_pairs_checked_by_hand() {
+    // Tango's interval has a closed form in two cases, which pins the per-scenario intervals.
+    // With x = c (B only), y = b (A only), the constrained MLE q of the A-only share solves
+    // 2n·q² + (−x − y + (2n − x + y)Δ)·q − yΔ(1 − Δ) = 0, and Z(Δ) = (x − y − nΔ)/√(n(2q +
+    // Δ(1 − Δ))). With z = 1.959964 (95%), z² = 3.841459:
+    // - "steady": 10 concordant pairs (x = y = 0). q = max(0, −Δ), so Z(Δ)² = n|Δ|/(1 − |Δ|)
+    //   and |Z| = z at Δ = ±z²/(n + z²) = ±3.841459/13.841459 = ±0.27753.
+    // - "broken": 4 pairs, A passed and B failed in all (y = 4, x = 0), so Δ = −1. By symmetry
+    //   with x = n, y = 0 (where q = (1 − Δ)/2, 2q + Δ(1 − Δ) = (1 − Δ)(1 + Δ) and Z(Δ)² =
+    //   n(1 − Δ)/(1 + Δ)), the interval is [−1, −(n − z²)/(n + z²)] = [−1, −0.158541/7.841459]
+    //   = [−1, −0.020218]: four losses out of four pairs only just exclude 0.
+    // Overall: 14 pairs, b = 4, c = 0, so the scenarios' shares are 0 and −4/14.
+    let mut outcomes = scenario_pairs(
+        "steady",
+        &passing_at(10, &[0, 1, 2, 3, 4]),
+        &passing_at(10, &[0, 1, 2, 3, 4]),
+    );
+    outcomes.extend(scenario_pairs(
+        "broken",
+        &passing_at(4, &[0, 1, 2, 3]),
+        &passing_at(4, &[]),
+    ));
+    let report = report(&outcomes);
+    let by_name = |name: &str| {
+        report
+            .scenarios
+            .iter()
+            .find(|scenario| scenario.scenario == name)
+            .map(|scenario| scenario.comparison.clone())
+            .unwrap_or_else(|| panic!("no scenario {name}"))
+    };
+    let steady = by_name("steady").diff.expect("steady has pairs");
+    assert_eq!(steady.estimate, 0.0);
+    assert!((steady.low + 0.27753).abs() < 5e-5, "{steady:?}");
+    assert!((steady.high - 0.27753).abs() < 5e-5, "{steady:?}");
+    let broken_comparison = by_name("broken");
+    let broken = broken_comparison.diff.expect("broken has pairs");
+    assert_eq!(broken.estimate, -1.0);
+    assert_eq!(broken.low, -1.0);
+    assert!((broken.high + 0.020218).abs() < 5e-6, "{broken:?}");
+
+    // Listed by difference, "broken" (where B got worse) leads although "steady" sorts first by
+    // name in the report.
+    let diffs: Vec<(&str, Option<f64>)> = report
+        .scenarios
+        .iter()
+        .map(|scenario| {
+            let diff = scenario.comparison.diff.map(|interval| interval.estimate);
+            (scenario.scenario.as_str(), diff)
+        })
+        .collect();
+    let order = drivers::order_by_difference(&diffs);
+    assert_eq!(diffs[order[0]].0, "broken");
+    let share = drivers::share_of_overall(
+        broken_comparison.discordant.a_pass_b_fail,
+        broken_comparison.discordant.a_fail_b_pass,
+        report.overall.pairs,
+    );
+    assert_eq!(share, report.overall.diff.map(|interval| interval.estimate));
+}
