@@ -887,3 +887,70 @@ fn an_eval_on_a_coordinator_is_judged_as_an_eval_in_its_list_pages_and_reports()
         );
     }
 }
+
+#[test]
+fn the_eval_report_lists_the_scenario_where_b_got_worse_first() {
+    // Only skill-triggers is worse under B; csv-report (first by name) passes alike in both arms.
+    let sandbox = Sandbox::empty();
+    let profile = sandbox.path().join("skill-triggers-worse.yaml");
+    std::fs::write(
+        &profile,
+        "rules:\n  - arm: b\n    scenario: skill-triggers\n    pass_rate: 0.05\n  - pass_rate: 0.95\n",
+    )
+    .expect("writing the profile");
+    let profile = profile.display().to_string();
+    let out = eval(&sandbox, (ARM_V1, ARM_WORSE), &profile, &["--runs", "12"]);
+    out.expect_code(1);
+    let eval_report = report_everywhere(&sandbox, &out);
+    let scenarios = array(&eval_report, "scenarios");
+    let diff_of = |name: &str| {
+        scenarios
+            .iter()
+            .find(|scenario| scenario["scenario"] == name)
+            .map(|scenario| number(&scenario["diff"], "estimate"))
+            .unwrap_or_else(|| out.fail(&format!("eval.json has no scenario {name}")))
+    };
+    assert!(
+        diff_of("skill-triggers") < diff_of("csv-report"),
+        "{}",
+        out.context()
+    );
+    let batch_dir = only_batch_dir(&sandbox.store()).display().to_string();
+
+    let html = cowork(sandbox.path(), &["report", &batch_dir, "--format", "html"]);
+    html.expect_code(0);
+    let drivers = html
+        .stdout
+        .split("<h3>Where the difference comes from</h3>")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .unwrap_or_else(|| {
+            html.fail("the html report has no table of where the difference comes from")
+        });
+    let html_order: Vec<&str> = drivers
+        .split("<tr data-driver=\"")
+        .skip(1)
+        .filter_map(|row| row.split('"').next())
+        .collect();
+    assert_eq!(html_order, ["skill-triggers", "csv-report"], "{drivers}");
+
+    let markdown = cowork(
+        sandbox.path(),
+        &["report", &batch_dir, "--format", "markdown"],
+    );
+    markdown.expect_code(0);
+    let table = markdown
+        .stdout
+        .split("Where the difference comes from")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").nth(1))
+        .unwrap_or_else(|| {
+            markdown.fail("the markdown report has no table of where the difference comes from")
+        });
+    let markdown_order: Vec<&str> = table
+        .lines()
+        .skip(2)
+        .filter_map(|line| line.split('|').nth(1).map(str::trim))
+        .collect();
+    assert_eq!(markdown_order, ["skill-triggers", "csv-report"], "{table}");
+}

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use super::input::{EvalSection, ReportInput};
-use super::numbers::{cost_text, js_number, percent, seconds, usd};
+use super::numbers::{cost_text, js_number, percent, seconds, share_points, usd};
 use super::summary::{Summary, UnitReport, UnitStatus, quarantine_lines, summarize};
 
 /// Failure reasons listed; the HTML report has all of them.
@@ -369,6 +369,43 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "{}\n", escape_md(sentence));
     }
+    drivers_table(out, eval);
+}
+
+/// Where the difference comes from: each scenario's B − A with its interval, most negative
+/// first, and the points it adds to the overall B − A.
+fn drivers_table(out: &mut String, eval: &EvalSection) {
+    let scenarios = eval.scenarios_by_difference();
+    if scenarios.is_empty() {
+        return;
+    }
+    out.push_str(
+        "Where the difference comes from (scenarios by B − A, where B got worse first; the \
+         shares add up to the overall B − A):\n\n| scenario | B − A (points) | interval | \
+         complete pairs | share of overall (points) |\n|---|---:|---:|---:|---:|\n",
+    );
+    for (row, share) in scenarios {
+        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
+            (
+                format!("{:+.0}", (row.diff * 100.0).round()),
+                format!(
+                    "[{:+.0}, {:+.0}]",
+                    (row.ci_low * 100.0).round(),
+                    (row.ci_high * 100.0).round()
+                ),
+            )
+        } else {
+            ("-".to_owned(), "no complete pair, no interval".to_owned())
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {diff} | {interval} | {} | {} |",
+            escape_md(&row.scope),
+            row.pairs,
+            share.map_or_else(|| "-".to_owned(), share_points),
+        );
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]

@@ -32,3 +32,8 @@ pub fn seconds(ms: Option<f64>) -> String {
 pub(crate) fn js_number(value: f64) -> String {
     json_number::stringify(value)
 }
+
+/// A share of an eval's overall difference in signed points with one decimal (`-28.6`, `+0.0`).
+pub(crate) fn share_points(value: f64) -> String {
+    format!("{:+.1}", value * 100.0)
+}

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::page::{escape, verdict_badge};
 use crate::report::input::{EvalArm, EvalSection};
-use crate::report::numbers::{js_number, percent, usd};
+use crate::report::numbers::{js_number, percent, share_points, usd};
 use crate::report::summary::Summary;
 
 fn arm_cell(arm: &EvalArm) -> String {
@@ -77,6 +77,8 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
+    drivers_table(out, eval);
+    out.push_str("<h3>Every figure, per scenario and overall</h3>\n");
     eval_table(out, eval);
     let _ = writeln!(
         out,
@@ -86,6 +88,48 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
         escape(&eval.decision_rule),
         escape(&eval.interval_method),
     );
+}
+
+/// Where the difference comes from: each scenario's B − A with its interval, most negative
+/// first, and the points it adds to the overall B − A.
+fn drivers_table(out: &mut String, eval: &EvalSection) {
+    let scenarios = eval.scenarios_by_difference();
+    if scenarios.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h3>Where the difference comes from</h3>\n<p class=\"muted\">Scenarios by B − A, where \
+         B got worse first. Each interval is the same paired interval as the overall one, over \
+         the scenario's own complete pairs. The share is the points a scenario adds to the \
+         overall B − A; the shares add up to it.</p>\n<div class=\"wide\"><table class=\"eval \
+         drivers\">\n<thead><tr><th>scenario</th><th class=\"num\">B − A (points)</th>\
+         <th class=\"num\">interval</th><th class=\"num\">complete pairs</th>\
+         <th class=\"num\">share of overall (points)</th></tr></thead>\n<tbody>\n",
+    );
+    for (row, share) in scenarios {
+        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
+            (
+                signed_points(row.diff),
+                format!(
+                    "[{}, {}]",
+                    signed_points(row.ci_low),
+                    signed_points(row.ci_high)
+                ),
+            )
+        } else {
+            ("-".to_owned(), "no complete pair, no interval".to_owned())
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-driver=\"{scope}\"><td>{scope}</td><td class=\"num\">{diff}</td>\
+             <td class=\"num\">{interval}</td><td class=\"num\">{pairs}</td>\
+             <td class=\"num\">{share}</td></tr>",
+            scope = escape(&row.scope),
+            pairs = row.pairs,
+            share = share.map_or_else(|| "-".to_owned(), share_points),
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n");
 }
 
 fn eval_table(out: &mut String, eval: &EvalSection) {

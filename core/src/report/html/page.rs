@@ -85,6 +85,7 @@ section.ab{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:4p
 section.ab h2{border:0;margin:14px 0 6px}
 section.ab .headline{font-size:16px;margin:6px 0}
 section.ab table{margin-top:8px}
+section.ab h3{margin:18px 0 4px}
 section.unit{margin:18px 0;padding:12px 14px;background:#fff;border:1px solid #d0d7de;border-radius:8px}
 article.run{margin:10px 0 0;padding:8px 12px;border:1px solid #d0d7de;border-left-width:5px;border-radius:6px;background:#fcfcfd}
 article.run.pass{border-left-color:#1a7f37}

@@ -68,3 +68,34 @@ pub struct EvalArm {
     /// Sum of `cost.usd` over the arm's runs that had it.
     pub cost_usd: Option<f64>,
 }
+
+impl EvalSection {
+    /// The scenario rows (every row but the overall one) listed by their B − A difference, most
+    /// negative first (where B got worse leads), rows without a complete pair last; each with its
+    /// share of the overall difference (see [`crate::eval::drivers`]).
+    pub fn scenarios_by_difference(&self) -> Vec<(&EvalRow, Option<f64>)> {
+        let Some((overall, scenarios)) = self.rows.split_last() else {
+            return Vec::new();
+        };
+        let diffs: Vec<(&str, Option<f64>)> = scenarios
+            .iter()
+            .map(|row| (row.scope.as_str(), (row.pairs > 0).then_some(row.diff)))
+            .collect();
+        crate::eval::drivers::order_by_difference(&diffs)
+            .into_iter()
+            .map(|index| {
+                let row = &scenarios[index];
+                let share = (row.pairs > 0)
+                    .then(|| {
+                        crate::eval::drivers::share_of_overall(
+                            row.a_only_passes,
+                            row.b_only_passes,
+                            overall.pairs,
+                        )
+                    })
+                    .flatten();
+                (row, share)
+            })
+            .collect()
+    }
+}
