@@ -953,4 +953,22 @@ fn the_eval_report_lists_the_scenario_where_b_got_worse_first() {
         .filter_map(|line| line.split('|').nth(1).map(str::trim))
         .collect();
     assert_eq!(markdown_order, ["skill-triggers", "csv-report"], "{table}");
+
+    // The JSON summary gives the same order and each scenario's share, which add up to the
+    // overall difference.
+    let json = cowork(sandbox.path(), &["report", &batch_dir, "--format", "json"]);
+    json.expect_code(0);
+    let summary = json.envelope();
+    assert_eq!(
+        summary["eval"]["scenariosByDifference"],
+        serde_json::json!(["skill-triggers", "csv-report"])
+    );
+    let rows = array(&summary["eval"], "rows");
+    let shares: f64 = rows[..2]
+        .iter()
+        .map(|row| number(row, "shareOfOverall"))
+        .sum();
+    let overall = number(&eval_report["overall"]["diff"], "estimate");
+    assert!((shares - overall).abs() < 1e-9, "{shares} vs {overall}");
+    assert_eq!(rows[2]["shareOfOverall"], Value::Null);
 }

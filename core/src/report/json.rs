@@ -23,10 +23,25 @@ fn eval_json(eval: &EvalSection) -> Value {
         opt_number(&mut object, "costUsd", arm.cost_usd);
         Value::Object(object)
     };
+    let by_difference = eval.scenarios_by_difference();
+    let share_of = |scope: &str| {
+        by_difference
+            .iter()
+            .find(|(row, _)| row.scope == scope)
+            .and_then(|(_, share)| *share)
+            .map(json_number::to_value)
+    };
+    let scenario_rows = eval.rows.len().saturating_sub(1);
     let rows: Vec<Value> = eval
         .rows
         .iter()
-        .map(|row| {
+        .enumerate()
+        .map(|(index, row)| {
+            let share = if index < scenario_rows {
+                share_of(&row.scope)
+            } else {
+                None
+            };
             json!({
                 "scope": row.scope,
                 "a": arm(&row.arm_a),
@@ -41,6 +56,7 @@ fn eval_json(eval: &EvalSection) -> Value {
                 "pairs": row.pairs,
                 "excludedPairs": row.excluded_pairs,
                 "minDetectableDiff": row.min_detectable_diff.map(json_number::to_value),
+                "shareOfOverall": share,
             })
         })
         .collect();
@@ -54,6 +70,10 @@ fn eval_json(eval: &EvalSection) -> Value {
         "pValueMeaning": eval.p_sentence,
         "sensitivity": eval.sensitivity_sentence,
         "rows": rows,
+        "scenariosByDifference": by_difference
+            .iter()
+            .map(|(row, _)| row.scope.as_str())
+            .collect::<Vec<_>>(),
     })
 }
 
