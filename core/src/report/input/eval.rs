@@ -99,3 +99,77 @@ impl EvalSection {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(scope: &str, pairs: u64, (a_only, b_only): (u64, u64)) -> EvalRow {
+        let arm = EvalArm {
+            passes: 0,
+            completed: pairs,
+            pass_rate: 0.0,
+            cost_usd: None,
+        };
+        let diff = if pairs == 0 {
+            f64::NAN
+        } else {
+            (b_only as f64 - a_only as f64) / pairs as f64
+        };
+        EvalRow {
+            scope: scope.to_owned(),
+            arm_a: arm.clone(),
+            arm_b: arm,
+            diff,
+            ci_low: diff,
+            ci_high: diff,
+            a_only_passes: a_only,
+            b_only_passes: b_only,
+            p_value: 1.0,
+            verdict: "no detectable difference".to_owned(),
+            excluded_pairs: 0,
+            pairs,
+            min_detectable_diff: None,
+        }
+    }
+
+    #[test]
+    fn scenarios_are_listed_worst_first_with_their_share_and_without_the_overall_row() {
+        // 20 complete pairs overall: "gained" (b, c) = (0, 2) adds +2/20, "lost" (5, 1) adds
+        // −4/20, "unpaired" has no complete pair and comes last with no share.
+        let section = EvalSection {
+            arm_a: "a".to_owned(),
+            arm_b: "b".to_owned(),
+            alpha: 0.05,
+            confidence: 0.95,
+            decision_rule: String::new(),
+            interval_method: String::new(),
+            p_sentence: String::new(),
+            sensitivity_sentence: None,
+            rows: vec![
+                row("gained", 10, (0, 2)),
+                row("lost", 10, (5, 1)),
+                row("unpaired", 0, (0, 0)),
+                row("overall", 20, (5, 3)),
+            ],
+        };
+        let listed: Vec<(&str, Option<f64>)> = section
+            .scenarios_by_difference()
+            .into_iter()
+            .map(|(row, share)| (row.scope.as_str(), share))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("lost", Some(-0.2)),
+                ("gained", Some(0.1)),
+                ("unpaired", None)
+            ]
+        );
+        let no_rows = EvalSection {
+            rows: Vec::new(),
+            ..section
+        };
+        assert!(no_rows.scenarios_by_difference().is_empty());
+    }
+}
