@@ -108,7 +108,7 @@
     if (snap.stall) words.push('Stalled: ' + snap.stall.message + ' (no job started or finished for ' + Math.round((Date.now() - snap.stall.progressAtMs) / 1000) + 's)' + (snap.stall.cancelled ? '; cancelled by --on-stall cancel.' : '.'));
     for (const tier of snap.unservedTiers || []) words.push('No live worker serves tier ' + tier.tier + ': ' + tier.waiting + ' job(s) waiting.');
     for (const stall of snap.fabricStalls || []) words.push(stall.kind + ' ' + stall.name + ' ' + stall.reason + '.');
-    words.push('At most ' + d.maxRunning + ' job(s) outstanding at once (dispatch epoch ' + d.epoch + ').');
+    words.push('At most ' + d.maxRunning + (d.maxRunning === 1 ? ' job' : ' jobs') + ' of this batch run at once.');
     for (const text of words) list.appendChild(el('li', text));
   }
 

@@ -1,0 +1,86 @@
+//! The live page's script in a real browser on a crafted view: headless Chromium ([`crate::cdp`])
+//! loads the page's shell and script with the event stream replaced by one that delivers a
+//! snapshot the test writes, and the test judges what the rendered page shows — the words of
+//! the dispatch section, the controls once the batch is decided, the colour of a cell against
+//! the batch's bar, and a 1,000-cell heatmap that stays readable. No fleet runs: what a batch
+//! does is the business of `live_browser`.
+
+use cowork_core::report::live::{LIVE_PAGE_SCRIPT, render_live_page};
+use cowork_schema::live::{LiveCell, LiveSnapshot};
+use serde_json::Value;
+
+use crate::cdp::Browser;
+
+/// A running batch of `cells` cells, none finished.
+fn running(cells: Vec<LiveCell>) -> LiveSnapshot {
+    let mut snap = LiveSnapshot {
+        batch_id: "b1".to_owned(),
+        state: "running".to_owned(),
+        units_per_cell: 1,
+        cells,
+        ..LiveSnapshot::default()
+    };
+    snap.dispatch.max_running = 8;
+    snap.dispatch.epoch = 3;
+    snap
+}
+
+fn cell(unit: u32, row: &str, col: &str) -> LiveCell {
+    LiveCell {
+        unit,
+        row: row.to_owned(),
+        col: col.to_owned(),
+        runs: 1,
+        ..LiveCell::default()
+    }
+}
+
+/// A browser showing the live page drawn from `snap`.
+async fn page_of(snap: &LiveSnapshot) -> Browser {
+    let mut browser = Browser::launch().await;
+    browser.set_width(1400).await;
+    let shell =
+        render_live_page("b1").replace(r#"<script src="/assets/live.js" defer></script>"#, "");
+    let shell = serde_json::to_string(&shell).expect("the shell as a string");
+    browser
+        .eval(&format!(
+            "document.open(); document.write({shell}); document.close(); true"
+        ))
+        .await;
+    // The stream: hands the page the test's snapshot once the script listens.
+    browser
+        .eval(
+            "window.EventSource = class { constructor() { window.liveStream = this; this.on = {}; }
+  addEventListener(kind, listener) { this.on[kind] = listener; } close() {} }; true",
+        )
+        .await;
+    let script = serde_json::to_string(LIVE_PAGE_SCRIPT).expect("the script as a string");
+    browser.eval(&format!("(0, eval)({script}); true")).await;
+    let data = serde_json::to_string(&serde_json::to_string(snap).expect("a snapshot"))
+        .expect("the snapshot as a string");
+    browser
+        .eval(&format!(
+            "window.liveStream.on.snapshot({{ data: {data} }}); true"
+        ))
+        .await;
+    browser
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn the_dispatch_section_says_the_limit_in_plain_words() {
+    let mut browser = page_of(&running(vec![cell(0, "s.yaml", "-")])).await;
+    let words = text(
+        &browser
+            .eval("document.getElementById('words').textContent")
+            .await,
+    );
+    assert!(
+        words.contains("At most 8 jobs of this batch run at once."),
+        "the limit in plain words: {words}"
+    );
+    assert!(!words.contains("epoch"), "no jargon: {words}");
+}
