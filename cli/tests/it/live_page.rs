@@ -6,7 +6,7 @@
 //! does is the business of `live_browser`.
 
 use cowork_core::report::live::{LIVE_PAGE_SCRIPT, render_live_page};
-use cowork_schema::live::{LiveCell, LiveSnapshot};
+use cowork_schema::live::{LiveCell, LiveSnapshot, LiveVerdict};
 use serde_json::Value;
 
 use crate::cdp::Browser;
@@ -83,4 +83,32 @@ async fn the_dispatch_section_says_the_limit_in_plain_words() {
         "the limit in plain words: {words}"
     );
     assert!(!words.contains("epoch"), "no jargon: {words}");
+}
+
+#[tokio::test]
+async fn the_controls_of_a_decided_batch_are_disabled_and_say_why() {
+    let mut snap = running(vec![cell(0, "s.yaml", "-")]);
+    snap.state = "done".to_owned();
+    snap.verdict = Some(LiveVerdict {
+        ok: Some(true),
+        exit_code: Some(0),
+        ..LiveVerdict::default()
+    });
+    let mut browser = page_of(&snap).await;
+    let enabled = browser
+        .eval(
+            "['pause', 'resume', 'cancel', 'cancel-kill', 'apply', 'budget', 'max-running']
+  .filter((id) => !document.getElementById(id).disabled)",
+        )
+        .await;
+    assert_eq!(enabled, serde_json::json!([]), "every control is disabled");
+    let note = text(
+        &browser
+            .eval("document.getElementById('controls-ended').textContent")
+            .await,
+    );
+    assert!(
+        note.contains("batch has ended"),
+        "the page says why: {note}"
+    );
 }

@@ -267,6 +267,12 @@
     $('cancel').disabled = !steerable;
     $('cancel-kill').disabled = !steerable;
     $('apply').disabled = !steerable;
+    $('budget').disabled = !steerable;
+    $('max-running').disabled = !steerable;
+    // Once decided, nothing is left to steer: the page says so instead of greying out in silence.
+    const ended = snap.verdict || snap.state === 'done' || snap.state === 'cancelled';
+    $('controls-ended').hidden = !ended;
+    if (ended) $('confirm').hidden = true;
   }
 
   function post(path, body) {

@@ -53,6 +53,7 @@ button{font:inherit;padding:4px 12px;border:1px solid #d0d7de;border-radius:6px;
 button:disabled{opacity:.5;cursor:default}
 button.danger{color:#cf222e}
 input{font:inherit;width:110px;padding:3px 6px;border:1px solid #d0d7de;border-radius:6px}
+input:disabled{opacity:.5}
 #confirm{margin-top:8px;padding:8px;border:2px solid #cf222e;border-radius:6px;background:#ffebe9}
 #words,#changes{margin:0;padding-left:18px}
 "#;
@@ -111,6 +112,7 @@ pub fn render_live_page(batch_id: &str) -> String {
 </div>
 <div id="confirm" role="alertdialog" hidden><p id="confirm-text"></p>
 <button id="confirm-yes" type="button" class="danger">Yes, cancel it</button> <button id="confirm-no" type="button">No</button></div>
+<p class="muted" id="controls-ended" hidden>The batch has ended: there is nothing left to pause, cancel or adjust.</p>
 <p class="muted" id="control-msg" role="status"></p>
 </section>
 <section aria-labelledby="h-dispatch"><h2 id="h-dispatch">Dispatch</h2><ul id="words"></ul>
