@@ -112,3 +112,40 @@ async fn the_controls_of_a_decided_batch_are_disabled_and_say_why() {
         "the page says why: {note}"
     );
 }
+
+/// The background of cell `index` as `[red, green, blue]`.
+async fn colour_of(browser: &mut Browser, index: usize) -> Vec<u64> {
+    let rgb = browser
+        .eval(&format!(
+            "getComputedStyle(document.getElementById('cell-{index}')).backgroundColor.match(/\\d+/g).slice(0, 3).map(Number)"
+        ))
+        .await;
+    rgb.as_array()
+        .map(|parts| parts.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_cell_is_coloured_by_its_verdict_against_the_batch_bar() {
+    let mut cells = vec![cell(0, "a.yaml", "-"), cell(1, "b.yaml", "-")];
+    // 96% against a bar of 95%: passing. 80%: failing.
+    for (cell, passed) in cells.iter_mut().zip([24, 20]) {
+        cell.runs = 25;
+        cell.finished = 25;
+        cell.passed = passed;
+        cell.failed = 25 - passed;
+    }
+    let mut snap = running(cells);
+    snap.min_pass_rate = Some(0.95);
+    let mut browser = page_of(&snap).await;
+    let passing = colour_of(&mut browser, 0).await;
+    let failing = colour_of(&mut browser, 1).await;
+    assert!(
+        passing.len() == 3 && passing[1] > passing[0],
+        "96% against a 95% bar is green: rgb {passing:?}"
+    );
+    assert!(
+        failing.len() == 3 && failing[0] > failing[1],
+        "80% against a 95% bar is red: rgb {failing:?}"
+    );
+}

@@ -132,12 +132,15 @@
     }
   }
 
+  // A cell's colour follows its verdict: green when its pass rate reaches the batch's
+  // --min-pass-rate (all runs when the view does not say), red below; the further from the
+  // bar, the deeper the colour.
   function heat(cell) {
     if (!cell.finished) return '';
     const rate = cell.passed / cell.finished;
-    const bad = cell.failed + cell.errored;
-    if (!bad) return 'hsl(137,50%,' + Math.round(90 - 16 * rate) + '%)';
-    return 'hsl(356,78%,' + Math.round(72 + 18 * rate) + '%)';
+    const bar = typeof snap.minPassRate === 'number' ? snap.minPassRate : 1;
+    if (rate >= bar) return 'hsl(137,50%,' + Math.round(90 - 16 * rate) + '%)';
+    return 'hsl(356,78%,' + Math.round(72 + 18 * (bar ? rate / bar : 0)) + '%)';
   }
 
   function renderHeatmap(whole) {
