@@ -9,6 +9,7 @@ use cowork_core::report::live::{LIVE_PAGE_SCRIPT, render_live_page};
 use cowork_schema::live::{LiveCell, LiveSnapshot, LiveVerdict};
 use serde_json::Value;
 
+use crate::browser::output_dir;
 use crate::cdp::Browser;
 
 /// A running batch of `cells` cells, none finished.
@@ -147,5 +148,49 @@ async fn a_cell_is_coloured_by_its_verdict_against_the_batch_bar() {
     assert!(
         failing.len() == 3 && failing[0] > failing[1],
         "80% against a 95% bar is red: rgb {failing:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_1000_cell_heatmap_wraps_within_the_page_and_names_every_cell() {
+    // One scenario swept over 1,000 models: 1,000 columns of one row.
+    let cells = (0..1000)
+        .map(|unit| {
+            let mut cell = cell(
+                unit,
+                "review.yaml",
+                &format!("model=claude-sonnet-m{unit:04}"),
+            );
+            cell.finished = 1;
+            cell.passed = u32::from(unit % 7 != 0);
+            cell.failed = 1 - cell.passed;
+            cell
+        })
+        .collect();
+    let mut browser = page_of(&running(cells)).await;
+    let dir = output_dir();
+    for width in [1400, 800] {
+        browser.screenshot(&dir, "live-1000-cells", width).await;
+        let fits = browser
+            .eval(
+                "(() => { const box = document.getElementById('heatmap').parentElement;
+  return [box.scrollWidth, box.clientWidth, document.documentElement.scrollWidth, innerWidth]; })()",
+            )
+            .await;
+        assert!(
+            fits[0].as_u64() <= fits[1].as_u64() && fits[2].as_u64() <= fits[3].as_u64(),
+            "the heatmap wraps at {width} px instead of scrolling sideways: {fits}"
+        );
+    }
+    let named = browser
+        .eval(
+            "[...Array(1000).keys()].filter((i) => { const node = document.getElementById('cell-' + i);
+  return node && node.title.includes('review.yaml') && node.title.includes('m' + String(i).padStart(4, '0'))
+    && node.getBoundingClientRect().width >= 24; }).length",
+        )
+        .await;
+    assert_eq!(
+        named, 1000,
+        "every cell is drawn readable and named in its tooltip"
     );
 }
