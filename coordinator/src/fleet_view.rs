@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cowork_core::fleet::{lost_workers, refusal, unserved_tiers};
+use cowork_core::fleet::{lost_workers, refusal, unserved_tiers_since};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use crate::service::Service;
@@ -23,6 +23,8 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
     // Workers already logged as refused, with the version they were refused for.
     let mut refused_logged: HashSet<(String, u32)> = HashSet::new();
     let mut stalls = crate::stall_watch::StallWatch::default();
+    // Until one heartbeat period has passed, a worker that is up may not have beaten yet.
+    let started_ms = wall_ms();
     loop {
         // Abandoning the pause at shutdown is safe: nothing is held across it.
         tokio::select! {
@@ -30,12 +32,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             _ = tokio::time::sleep(REFRESH_EVERY) => {}
         }
         let workers = service.ports.workers.list().await;
-        // Wall clock: heartbeats carry the workers' wall-clock times.
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
+        let now_ms = wall_ms();
         stalls
             .refresh(&service, workers.as_deref().ok(), now_ms)
             .await;
@@ -97,7 +94,14 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             }
         };
         for batch in batches {
-            let unserved = unserved_tiers(&batch.tiers, &workers, &pending, PROTOCOL_VERSION);
+            let unserved = unserved_tiers_since(
+                &batch.tiers,
+                &workers,
+                &pending,
+                PROTOCOL_VERSION,
+                started_ms,
+                now_ms,
+            );
             batch.unserved.send_if_modified(|current| {
                 if *current == unserved {
                     return false;
@@ -114,6 +118,15 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
             });
         }
     }
+}
+
+/// Now on the wall clock, in ms: heartbeats carry the workers' wall-clock times.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// Tells the hooks of every running batch with a tier a newly lost worker served that the

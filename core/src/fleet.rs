@@ -55,6 +55,30 @@ pub fn unserved_tiers(
         .collect()
 }
 
+/// [`unserved_tiers`] as a coordinator started at `started_ms` says them at `now_ms`: nothing
+/// until one heartbeat period has passed since it started, because until then a worker that is
+/// up may simply not have beaten to this coordinator yet. The period is the longest any worker
+/// advertises, or the default when none does.
+pub fn unserved_tiers_since(
+    batch_tiers: &[Tier],
+    workers: &[WorkerInfo],
+    pending: &[(Tier, u64)],
+    protocol: u32,
+    started_ms: u64,
+    now_ms: u64,
+) -> Vec<UnservedTier> {
+    let every_ms = workers
+        .iter()
+        .map(|worker| worker.heartbeat_every_ms)
+        .max()
+        .filter(|every_ms| *every_ms > 0)
+        .unwrap_or(DEFAULT_HEARTBEAT_EVERY_MS);
+    if now_ms.saturating_sub(started_ms) < every_ms {
+        return Vec::new();
+    }
+    unserved_tiers(batch_tiers, workers, pending, protocol)
+}
+
 /// What the live fleet says about a batch about to be submitted: a reason to refuse it, or
 /// warnings to print before it waits.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -195,6 +219,22 @@ mod tests {
             sandbox_start_failures: 0,
             backed_off_tiers: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_coordinator_names_no_unserved_tier_before_one_heartbeat_period_has_passed() {
+        let pending = [(Tier::Microvm, 2)];
+        let unserved = |workers: &[WorkerInfo], now_ms| {
+            unserved_tiers_since(&[Tier::Microvm], workers, &pending, 1, 1_000, now_ms)
+        };
+        // No worker has beaten yet: the default period applies.
+        assert!(unserved(&[], 1_000 + DEFAULT_HEARTBEAT_EVERY_MS - 1).is_empty());
+        assert_eq!(unserved(&[], 1_000 + DEFAULT_HEARTBEAT_EVERY_MS).len(), 1);
+        // A worker of another tier advertises a longer period: that one applies.
+        let mut other = worker("w1", &[Tier::Container], 1, false);
+        other.heartbeat_every_ms = 30_000;
+        assert!(unserved(std::slice::from_ref(&other), 30_999).is_empty());
+        assert_eq!(unserved(std::slice::from_ref(&other), 31_000).len(), 1);
     }
 
     fn check(workers: &[WorkerInfo], pending: &[(Tier, u64)], expect: &[(Tier, u64)]) {

@@ -30,6 +30,10 @@ pub struct LiveSnapshot {
     /// shows cells.
     pub units_per_cell: u32,
     pub cells: Vec<LiveCell>,
+    /// The batch's `--min-pass-rate`: a cell passes when its pass rate reaches it (the page
+    /// colours cells by that verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pass_rate: Option<f64>,
     /// The latest failed, errored or unanswered runs, newest first.
     pub failures: Vec<LiveFailure>,
     /// Live workers serving the batch's tiers.

@@ -31,7 +31,7 @@ const RUN_MS: u64 = 1000;
 const LONG_RUN_MS: u64 = 2000;
 
 /// The sum of the finished runs the heatmap's cells show (`passed/finished`, `·` for none).
-const CELLS_FINISHED: &str = "[...document.querySelectorAll('#heatmap td.cell')]\
+const CELLS_FINISHED: &str = "[...document.querySelectorAll('#heatmap .cell')]\
     .map((td) => td.textContent.includes('/') ? Number(td.textContent.split('/')[1]) : 0)\
     .reduce((a, b) => a + b, 0)";
 
@@ -140,7 +140,7 @@ async fn the_live_page_of_a_fleet_batch_fills_in_pauses_resumes_to_the_undisturb
     filling_in(&mut browser, 200).await;
 
     // A cell's strip: its runs, each finished one linking its stored result.
-    browser.click("#heatmap td.cell").await;
+    browser.click("#heatmap .cell").await;
     let strip = browser
         .wait_for(
             "document.querySelectorAll('#strip .run').length === 50",

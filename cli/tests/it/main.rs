@@ -28,7 +28,8 @@
 //! killed mid-batch, and cancelled by `--on-stall cancel`), `report` (`cowork report` in every format), `browser` (headless Chromium
 //! on a generated report and on the coordinator's pages), `live_browser` (Chromium driven over
 //! the DevTools protocol by `cdp` on the live page of a fleet batch and of `cowork run --ui`:
-//! pause, resume, cancel clicked), `telemetry` (OTLP traces of a run
+//! pause, resume, cancel clicked), `live_page` (the live page's script in Chromium on a crafted
+//! view: its words, controls and heatmap), `telemetry` (OTLP traces of a run
 //! received by an in-test collector), `first_run` (a missing harness, piped stderr, the small
 //! things a first run trips on), `first_fleet` (a first fleet of two sim workers: refusals at
 //! submit, unserved tiers said in a pipe, a shared cache dir, a killed worker listed as lost),
@@ -72,6 +73,7 @@ mod https;
 mod interrupt;
 mod limits;
 mod live_browser;
+mod live_page;
 mod morning;
 mod multihost;
 mod notify;

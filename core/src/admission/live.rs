@@ -206,6 +206,7 @@ impl Admission {
             },
             units_per_cell,
             cells,
+            min_pass_rate: Some(self.flags.min_pass_rate),
             failures: self.live.failures.iter().cloned().collect(),
             ..LiveSnapshot::default()
         }

@@ -108,7 +108,7 @@
     if (snap.stall) words.push('Stalled: ' + snap.stall.message + ' (no job started or finished for ' + Math.round((Date.now() - snap.stall.progressAtMs) / 1000) + 's)' + (snap.stall.cancelled ? '; cancelled by --on-stall cancel.' : '.'));
     for (const tier of snap.unservedTiers || []) words.push('No live worker serves tier ' + tier.tier + ': ' + tier.waiting + ' job(s) waiting.');
     for (const stall of snap.fabricStalls || []) words.push(stall.kind + ' ' + stall.name + ' ' + stall.reason + '.');
-    words.push('At most ' + d.maxRunning + ' job(s) outstanding at once (dispatch epoch ' + d.epoch + ').');
+    words.push('At most ' + d.maxRunning + (d.maxRunning === 1 ? ' job' : ' jobs') + ' of this batch run at once.');
     for (const text of words) list.appendChild(el('li', text));
   }
 
@@ -132,19 +132,70 @@
     }
   }
 
+  // A cell's colour follows its verdict: green when its pass rate reaches the batch's
+  // --min-pass-rate (all runs when the view does not say), red below; the further from the
+  // bar, the deeper the colour.
   function heat(cell) {
     if (!cell.finished) return '';
     const rate = cell.passed / cell.finished;
-    const bad = cell.failed + cell.errored;
-    if (!bad) return 'hsl(137,50%,' + Math.round(90 - 16 * rate) + '%)';
-    return 'hsl(356,78%,' + Math.round(72 + 18 * rate) + '%)';
+    const bar = typeof snap.minPassRate === 'number' ? snap.minPassRate : 1;
+    if (rate >= bar) return 'hsl(137,50%,' + Math.round(90 - 16 * rate) + '%)';
+    return 'hsl(356,78%,' + Math.round(72 + 18 * (bar ? rate / bar : 0)) + '%)';
+  }
+
+  function heatTable(box, rows, cols) {
+    const table = el('table');
+    const head = el('tr');
+    head.appendChild(el('th', ''));
+    const plain = cols.length === 1;
+    if (!plain) for (const col of cols) head.appendChild(el('th', col, 'col'));
+    else head.appendChild(el('th', snap.unitsPerCell > 1 ? snap.unitsPerCell + ' units per cell' : 'runs', 'col'));
+    table.appendChild(head);
+    for (const [name, indexes] of rows) {
+      const row = el('tr');
+      row.appendChild(el('th', name, 'row'));
+      const byCol = new Map(indexes.map((index) => [snap.cells[index].col, index]));
+      for (const col of plain ? [cols[0]] : cols) {
+        const td = el('td', '', 'cell');
+        if (byCol.has(col)) wireCell(td, byCol.get(col));
+        row.appendChild(td);
+      }
+      table.appendChild(row);
+    }
+    box.appendChild(table);
+  }
+
+  function heatGrid(box, rows, nCols) {
+    box.appendChild(el('p', nCols + ' columns are too many for a table: each square is one cell, in order; hover or focus a cell for its name, click it for its runs.', 'muted'));
+    for (const [name, indexes] of rows) {
+      box.appendChild(el('h3', name + ' · ' + indexes.length + (indexes.length === 1 ? ' cell' : ' cells'), 'row'));
+      const grid = el('div', null, 'heat-grid');
+      for (const index of indexes) {
+        const node = el('span', '', 'cell');
+        node.setAttribute('role', 'button');
+        wireCell(node, index);
+        grid.appendChild(node);
+      }
+      box.appendChild(grid);
+    }
+  }
+
+  // Past this many columns a table of the cells would run far off the page sideways: each
+  // row's cells wrap as a grid instead, named in their tooltips.
+  const TABLE_COLS_MAX = 12;
+
+  function wireCell(node, index) {
+    node.id = 'cell-' + index;
+    node.tabIndex = 0;
+    node.addEventListener('click', () => loadStrip(snap.cells[index].unit));
+    node.addEventListener('keydown', (event) => { if (event.key === 'Enter') loadStrip(snap.cells[index].unit); });
   }
 
   function renderHeatmap(whole) {
-    const table = $('heatmap');
-    if (whole || table.dataset.cells !== String(snap.cells.length)) {
-      clear(table);
-      table.dataset.cells = String(snap.cells.length);
+    const box = $('heatmap');
+    if (whole || box.dataset.cells !== String(snap.cells.length)) {
+      clear(box);
+      box.dataset.cells = String(snap.cells.length);
       const cols = [];
       const rows = new Map();
       snap.cells.forEach((cell, index) => {
@@ -152,29 +203,8 @@
         if (!rows.has(cell.row)) rows.set(cell.row, []);
         rows.get(cell.row).push(index);
       });
-      const head = el('tr');
-      head.appendChild(el('th', ''));
-      const plain = cols.length === 1;
-      if (!plain) for (const col of cols) head.appendChild(el('th', col, 'col'));
-      else head.appendChild(el('th', snap.unitsPerCell > 1 ? snap.unitsPerCell + ' units per cell' : 'runs', 'col'));
-      table.appendChild(head);
-      for (const [name, indexes] of rows) {
-        const row = el('tr');
-        row.appendChild(el('th', name, 'row'));
-        const byCol = new Map(indexes.map((index) => [snap.cells[index].col, index]));
-        for (const col of plain ? [cols[0]] : cols) {
-          const td = el('td', '', 'cell');
-          if (byCol.has(col)) {
-            const index = byCol.get(col);
-            td.id = 'cell-' + index;
-            td.tabIndex = 0;
-            td.addEventListener('click', () => loadStrip(snap.cells[index].unit));
-            td.addEventListener('keydown', (event) => { if (event.key === 'Enter') loadStrip(snap.cells[index].unit); });
-          }
-          row.appendChild(td);
-        }
-        table.appendChild(row);
-      }
+      if (cols.length > TABLE_COLS_MAX) heatGrid(box, rows, cols.length);
+      else heatTable(box, rows, cols);
     }
     snap.cells.forEach((cell, index) => {
       const td = $('cell-' + index);
@@ -267,6 +297,12 @@
     $('cancel').disabled = !steerable;
     $('cancel-kill').disabled = !steerable;
     $('apply').disabled = !steerable;
+    $('budget').disabled = !steerable;
+    $('max-running').disabled = !steerable;
+    // Once decided, nothing is left to steer: the page says so instead of greying out in silence.
+    const ended = snap.verdict || snap.state === 'done' || snap.state === 'cancelled';
+    $('controls-ended').hidden = !ended;
+    if (ended) $('confirm').hidden = true;
   }
 
   function post(path, body) {

@@ -41,7 +41,10 @@ td,th{padding:3px 6px;text-align:left}
 .heat{overflow-x:auto;max-width:100%}
 #heatmap th.col{font-weight:600;font-size:12px;max-width:160px;overflow-wrap:anywhere}
 #heatmap th.row{font-weight:500;max-width:240px;overflow-wrap:anywhere}
-#heatmap td.cell{min-width:44px;text-align:center;border:1px solid #fff;background:#eaeef2;cursor:pointer;font-variant-numeric:tabular-nums;font-size:12px}
+#heatmap .cell{min-width:44px;text-align:center;border:1px solid #fff;background:#eaeef2;cursor:pointer;font-variant-numeric:tabular-nums;font-size:12px}
+#heatmap h3.row{font-size:13px;font-weight:600;margin:8px 0 4px;overflow-wrap:anywhere}
+#heatmap .heat-grid{display:flex;flex-wrap:wrap;gap:2px}
+#heatmap .heat-grid .cell{display:inline-block;padding:2px 3px;border-radius:3px}
 #strip{display:flex;flex-wrap:wrap;gap:3px;margin-top:6px}
 .run{display:inline-block;min-width:26px;padding:2px 4px;text-align:center;border-radius:3px;font-size:12px;background:#eaeef2;color:#1f2328;text-decoration:none}
 .run.pass{background:#aceebb}.run.fail{background:#ffcecb}.run.error{background:#ffd8b5}.run.running{background:#ddf4ff}
@@ -53,6 +56,7 @@ button{font:inherit;padding:4px 12px;border:1px solid #d0d7de;border-radius:6px;
 button:disabled{opacity:.5;cursor:default}
 button.danger{color:#cf222e}
 input{font:inherit;width:110px;padding:3px 6px;border:1px solid #d0d7de;border-radius:6px}
+input:disabled{opacity:.5}
 #confirm{margin-top:8px;padding:8px;border:2px solid #cf222e;border-radius:6px;background:#ffebe9}
 #words,#changes{margin:0;padding-left:18px}
 "#;
@@ -111,6 +115,7 @@ pub fn render_live_page(batch_id: &str) -> String {
 </div>
 <div id="confirm" role="alertdialog" hidden><p id="confirm-text"></p>
 <button id="confirm-yes" type="button" class="danger">Yes, cancel it</button> <button id="confirm-no" type="button">No</button></div>
+<p class="muted" id="controls-ended" hidden>The batch has ended: there is nothing left to pause, cancel or adjust.</p>
 <p class="muted" id="control-msg" role="status"></p>
 </section>
 <section aria-labelledby="h-dispatch"><h2 id="h-dispatch">Dispatch</h2><ul id="words"></ul>
@@ -119,7 +124,7 @@ pub fn render_live_page(batch_id: &str) -> String {
 </section>
 </div>
 <section aria-labelledby="h-heat" style="margin-top:12px"><h2 id="h-heat">Heatmap <span class="muted">(passed/finished; click a cell for its runs)</span></h2>
-<div class="heat"><table id="heatmap"></table></div>
+<div class="heat"><div id="heatmap"></div></div>
 <h2 id="strip-title" style="margin-top:8px">Runs</h2><div id="strip"></div>
 </section>
 <section aria-labelledby="h-failures"><h2 id="h-failures">Latest failures</h2><ul id="failures"></ul></section>
