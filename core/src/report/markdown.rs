@@ -8,7 +8,9 @@
 use std::fmt::Write as _;
 
 use super::input::{EvalSection, ReportInput};
-use super::numbers::{cost_text, js_number, percent, seconds, share_points, usd};
+use super::numbers::{
+    cost_text, diff_and_interval, js_number, percent, seconds, share_points, signed_points, usd,
+};
 use super::summary::{Summary, UnitReport, UnitStatus, quarantine_lines, summarize};
 
 /// Failure reasons listed; the HTML report has all of them.
@@ -344,14 +346,14 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
         Some(row) => {
             let _ = writeln!(
                 out,
-                "A = {}, B = {}: {} (B − A = {:+.0} points, interval [{:+.0}, {:+.0}], \
+                "A = {}, B = {}: {} (B − A = {} points, interval [{}, {}], \
                  p = {}, alpha {})\n",
                 escape_md(&eval.arm_a),
                 escape_md(&eval.arm_b),
                 escape_md(&row.verdict),
-                (row.diff * 100.0).round(),
-                (row.ci_low * 100.0).round(),
-                (row.ci_high * 100.0).round(),
+                signed_points(row.diff),
+                signed_points(row.ci_low),
+                signed_points(row.ci_high),
                 crate::eval::words::format_p(row.p_value),
                 js_number(eval.alpha),
             );
@@ -385,18 +387,8 @@ fn drivers_table(out: &mut String, eval: &EvalSection) {
          complete pairs | share of overall (points) |\n|---|---:|---:|---:|---:|\n",
     );
     for (row, share) in scenarios {
-        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
-            (
-                format!("{:+.0}", (row.diff * 100.0).round()),
-                format!(
-                    "[{:+.0}, {:+.0}]",
-                    (row.ci_low * 100.0).round(),
-                    (row.ci_high * 100.0).round()
-                ),
-            )
-        } else {
-            ("-".to_owned(), "no complete pair, no interval".to_owned())
-        };
+        let (diff, interval) = diff_and_interval(row)
+            .unwrap_or_else(|| ("-".to_owned(), "no complete pair, no interval".to_owned()));
         let _ = writeln!(
             out,
             "| {} | {diff} | {interval} | {} | {} |",

@@ -33,6 +33,26 @@ pub(crate) fn js_number(value: f64) -> String {
     json_number::stringify(value)
 }
 
+/// A difference in signed whole points (`-55`, `+2`).
+pub(crate) fn signed_points(value: f64) -> String {
+    format!("{:+.0}", (value * 100.0).round())
+}
+
+/// An eval row's B − A and its interval in signed whole points (`-55`, `[-76, -23]`); `None`
+/// when the row has no complete pair, so there is nothing to show.
+pub(crate) fn diff_and_interval(row: &crate::report::input::EvalRow) -> Option<(String, String)> {
+    (row.pairs > 0 && row.diff.is_finite()).then(|| {
+        (
+            signed_points(row.diff),
+            format!(
+                "[{}, {}]",
+                signed_points(row.ci_low),
+                signed_points(row.ci_high)
+            ),
+        )
+    })
+}
+
 /// A share of an eval's overall difference in signed points with one decimal (`-28.6`, `+0.0`).
 pub(crate) fn share_points(value: f64) -> String {
     format!("{:+.1}", value * 100.0)

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use super::page::{escape, verdict_badge};
 use crate::report::input::{EvalArm, EvalSection};
-use crate::report::numbers::{js_number, percent, share_points, usd};
+use crate::report::numbers::{
+    diff_and_interval, js_number, percent, share_points, signed_points, usd,
+};
 use crate::report::summary::Summary;
 
 fn arm_cell(arm: &EvalArm) -> String {
@@ -15,11 +17,6 @@ fn arm_cell(arm: &EvalArm) -> String {
         arm.passes,
         arm.completed
     )
-}
-
-/// A difference of pass rates in signed whole points (`-55`, `+11`, `+0`).
-fn signed_points(value: f64) -> String {
-    format!("{:+.0}", (value * 100.0).round())
 }
 
 /// The CSS class of an A/B verdict.
@@ -107,18 +104,8 @@ fn drivers_table(out: &mut String, eval: &EvalSection) {
          <th class=\"num\">share of overall (points)</th></tr></thead>\n<tbody>\n",
     );
     for (row, share) in scenarios {
-        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
-            (
-                signed_points(row.diff),
-                format!(
-                    "[{}, {}]",
-                    signed_points(row.ci_low),
-                    signed_points(row.ci_high)
-                ),
-            )
-        } else {
-            ("-".to_owned(), "no complete pair, no interval".to_owned())
-        };
+        let (diff, interval) = diff_and_interval(row)
+            .unwrap_or_else(|| ("-".to_owned(), "no complete pair, no interval".to_owned()));
         let _ = writeln!(
             out,
             "<tr data-driver=\"{scope}\"><td>{scope}</td><td class=\"num\">{diff}</td>\
@@ -141,18 +128,8 @@ fn eval_table(out: &mut String, eval: &EvalSection) {
          <th class=\"num opt\">cost A</th><th class=\"num opt\">cost B</th></tr></thead>\n<tbody>\n",
     );
     for row in &eval.rows {
-        let (diff, interval) = if row.pairs > 0 && row.diff.is_finite() {
-            (
-                signed_points(row.diff),
-                format!(
-                    "[{}, {}]",
-                    signed_points(row.ci_low),
-                    signed_points(row.ci_high)
-                ),
-            )
-        } else {
-            ("-".to_owned(), "no complete pair".to_owned())
-        };
+        let (diff, interval) = diff_and_interval(row)
+            .unwrap_or_else(|| ("-".to_owned(), "no complete pair".to_owned()));
         let detects = row
             .min_detectable_diff
             .map_or_else(|| "-".to_owned(), crate::eval::words::points);
