@@ -39,12 +39,10 @@ impl Default for SandboxBackoff {
 }
 
 impl SandboxBackoff {
-    /// The `n`th back-off in a row (1-based).
+    /// The `n`th back-off in a row (1-based): the fabric's doubling schedule, unjittered (the
+    /// worker says when it takes the tier again, so the time must be the one it keeps).
     fn delay(&self, n: u32) -> Duration {
-        let doublings = n.saturating_sub(1).min(20);
-        self.first
-            .saturating_mul(1u32 << doublings)
-            .min(self.max.max(self.first))
+        cowork_fabric::backoff::Backoff::new(self.first, self.max.max(self.first)).nominal(n)
     }
 }
 
