@@ -125,7 +125,7 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
         names.iter().any(|name| name == scenario)
     });
     if args.suggest_quarantine {
-        let today = today_days();
+        let today = crate::quarantine::today();
         let text = suggest::quarantine_suggestions(&rows, batches.len(), today);
         if text.is_empty() {
             eprintln!(
@@ -145,14 +145,6 @@ pub async fn trend(args: TrendArgs) -> Result<i32, CliError> {
         crate::text::count_of(batches.len() as u64, "batch", "batches"),
     );
     Ok(0)
-}
-
-/// Today, in days since 1970-01-01 by the system clock (UTC): the only clock the suggestions
-/// read, here at the edge.
-fn today_days() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| (since.as_secs() / 86_400) as i64)
 }
 
 /// `N units over K batches: …`: the units that kept their verdict, counted, and the flaky ones.

@@ -125,7 +125,7 @@ fn date_in(days: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("a clock after 1970");
-    cowork_core::trend::suggest::date_of((now.as_secs() / 86_400) as i64 + days)
+    cowork_schema::quarantine::Date((now.as_secs() / 86_400) as i64 + days).to_string()
 }
 
 #[test]

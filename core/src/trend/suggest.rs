@@ -5,18 +5,12 @@
 
 use std::fmt::Write as _;
 
-use cowork_schema::ids::civil_from_days;
+use cowork_schema::quarantine::Date;
 
 use super::{FlakyReason, TrendRow};
 
 /// Days a suggested entry stays in force.
 pub const SUGGESTED_DAYS: i64 = 14;
-
-/// `YYYY-MM-DD` of a day counted from 1970-01-01.
-pub fn date_of(days: i64) -> String {
-    let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}")
-}
 
 /// A YAML scalar for `text`: as is when it cannot be read as anything but that string,
 /// else double-quoted (a JSON string is a valid YAML double-quoted scalar).
@@ -63,18 +57,18 @@ fn reason(row: &TrendRow, batches: usize) -> String {
 }
 
 /// Entries for the flaky rows of a trend over `batches` batches, as a `quarantine.yaml`
-/// document; `today` in days since 1970-01-01. Empty when no row is flaky.
-pub fn quarantine_suggestions(rows: &[TrendRow], batches: usize, today: i64) -> String {
+/// document, written `today`. Empty when no row is flaky.
+pub fn quarantine_suggestions(rows: &[TrendRow], batches: usize, today: Date) -> String {
     let flaky: Vec<&TrendRow> = rows.iter().filter(|row| row.flaky()).collect();
     if flaky.is_empty() {
         return String::new();
     }
-    let expires = date_of(today + SUGGESTED_DAYS);
+    let expires = Date(today.0 + SUGGESTED_DAYS);
     let mut out = format!(
         "# Suggested by `cowork trend --suggest-quarantine` on {}: the {} flaky unit(s) of the \
          last {batches} batches.\n# Review each entry and fill in its owner before committing \
          it.\nquarantine:\n",
-        date_of(today),
+        today,
         flaky.len()
     );
     for row in flaky {
@@ -156,7 +150,7 @@ mod tests {
         ];
         let rows = trend(&batches, &|_| true);
         // 2026-12-06 is day 20,793.
-        let text = quarantine_suggestions(&rows, 2, 20_793);
+        let text = quarantine_suggestions(&rows, 2, Date(20_793));
         assert_eq!(
             text,
             "# Suggested by `cowork trend --suggest-quarantine` on 2026-12-06: the 2 flaky \
@@ -171,7 +165,7 @@ mod tests {
         );
         cowork_schema::load::parse_yaml(&text, std::path::Path::new("quarantine.yaml"))
             .expect("the suggestions are YAML");
-        assert_eq!(quarantine_suggestions(&rows[1..2], 2, 20_793), "");
+        assert_eq!(quarantine_suggestions(&rows[1..2], 2, Date(20_793)), "");
     }
 
     #[test]
@@ -180,6 +174,6 @@ mod tests {
         assert_eq!(scalar("yes"), "\"yes\"");
         assert_eq!(scalar("1.5"), "\"1.5\"");
         assert_eq!(scalar("a: b"), "\"a: b\"");
-        assert_eq!(date_of(0), "1970-01-01");
+        assert_eq!(Date(0).to_string(), "1970-01-01");
     }
 }
