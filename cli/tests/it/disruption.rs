@@ -258,19 +258,7 @@ async fn a_worker_stopped_mid_job_hands_its_runs_back_without_counting_an_attemp
             .await;
         started += 1;
     }
-    let (_, worker) = fleet
-        .children
-        .iter_mut()
-        .find(|(name, _)| name == "drained")
-        .expect("the drained worker");
-    let pid = worker.id().to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("sending SIGTERM");
-    assert!(status.success());
-    let exit = worker.wait().expect("waiting for the drained worker");
-    assert_eq!(exit.code(), Some(0), "{}", fleet.log("drained"));
+    fleet.terminate("drained");
     assert!(
         fleet
             .log("drained")

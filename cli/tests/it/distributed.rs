@@ -212,24 +212,7 @@ async fn sigterm_drains_a_worker_without_losing_its_running_job() {
             break;
         }
     }
-    let (_, worker) = fleet
-        .children
-        .iter_mut()
-        .find(|(name, _)| name == "wd")
-        .expect("the worker");
-    let pid = worker.id().to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("sending SIGTERM");
-    assert!(status.success());
-    let exit = worker.wait().expect("waiting for the drained worker");
-    assert_eq!(
-        exit.code(),
-        Some(0),
-        "a drained worker exits 0\n{}",
-        fleet.log("wd")
-    );
+    fleet.terminate("wd");
     let log = fleet.log("wd");
     let drained: usize = log
         .split("drained after ")

@@ -252,6 +252,31 @@ impl Fleet {
         let _ = child.wait();
     }
 
+    /// Sends SIGTERM to the fleet process `name` (a node drain, a stopped coordinator) and
+    /// waits for it to exit, which must be with 0.
+    pub fn terminate(&mut self, name: &str) {
+        let (_, child) = self
+            .children
+            .iter_mut()
+            .find(|(known, _)| known == name)
+            .unwrap_or_else(|| panic!("no fleet process named {name}"));
+        let pid = child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("sending SIGTERM");
+        assert!(status.success(), "SIGTERM to {name}");
+        let exit = child
+            .wait()
+            .expect("waiting for a terminated fleet process");
+        assert_eq!(
+            exit.code(),
+            Some(0),
+            "{name} exits 0 on SIGTERM\n{}",
+            self.log(name)
+        );
+    }
+
     /// The log of process `name`.
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()

@@ -42,7 +42,8 @@ fn assert_no_secret(out: &Output) {
 }
 
 /// Runs `cowork <args>` off the async runtime, so the hook keeps answering meanwhile.
-async fn cowork_blocking(cwd: std::path::PathBuf, args: Vec<String>) -> Output {
+async fn cowork_blocking(cwd: std::path::PathBuf, args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
     tokio::task::spawn_blocking(move || cowork(&cwd, &args))
         .await
         .expect("the cowork process ran")
@@ -54,26 +55,26 @@ async fn a_run_tells_its_hook_it_was_decided_signed_and_logs_no_secret() {
     let sandbox = Sandbox::with_project();
     sandbox.write("notify-secret", &format!("{SECRET}\n"));
     let store = sandbox.store();
-    let args: Vec<String> = [
-        "--log",
-        "trace",
-        "run",
-        "scenarios/report.yaml",
-        "--repeat",
-        "2",
-        "--executor",
-        "sim",
-        "--notify",
-        &hook.url,
-        "--notify-secret-file",
-        "notify-secret",
-        "--store",
-        &store.display().to_string(),
-    ]
-    .iter()
-    .map(|arg| (*arg).to_owned())
-    .collect();
-    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    let out = cowork_blocking(
+        sandbox.path().to_path_buf(),
+        &[
+            "--log",
+            "trace",
+            "run",
+            "scenarios/report.yaml",
+            "--repeat",
+            "2",
+            "--executor",
+            "sim",
+            "--notify",
+            &hook.url,
+            "--notify-secret-file",
+            "notify-secret",
+            "--store",
+            &store.display().to_string(),
+        ],
+    )
+    .await;
     assert!(matches!(out.code(), 0 | 1), "{}", out.context());
     assert_no_secret(&out);
     // The run waits for its deliveries before it exits: the event is there already.
@@ -118,22 +119,22 @@ async fn a_decided_event_names_the_quarantined_units() {
         ),
     );
     let store = sandbox.store();
-    let args: Vec<String> = [
-        "run",
-        "scenarios/report.yaml",
-        "--executor",
-        "sim",
-        "--quarantine",
-        "quarantine.yaml",
-        "--notify",
-        &hook.url,
-        "--store",
-        &store.display().to_string(),
-    ]
-    .iter()
-    .map(|arg| (*arg).to_owned())
-    .collect();
-    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    let out = cowork_blocking(
+        sandbox.path().to_path_buf(),
+        &[
+            "run",
+            "scenarios/report.yaml",
+            "--executor",
+            "sim",
+            "--quarantine",
+            "quarantine.yaml",
+            "--notify",
+            &hook.url,
+            "--store",
+            &store.display().to_string(),
+        ],
+    )
+    .await;
     assert!(matches!(out.code(), 0 | 1), "{}", out.context());
     let received = hook.received();
     assert_eq!(received.len(), 1, "{received:?}\n{}", out.context());
@@ -152,30 +153,30 @@ async fn a_run_that_reaches_its_batch_budget_tells_the_stop_and_the_decision() {
         "rules:\n  - pass_rate: 1\n    cost_usd: 0.05\n",
     );
     let store = sandbox.store();
-    let args: Vec<String> = [
-        "run",
-        "scenarios/report.yaml",
-        "--repeat",
-        "40",
-        "--executor",
-        "sim",
-        "--sim-profile",
-        "priced.yaml",
-        "--batch-budget-usd",
-        "0.2",
-        "--slots",
-        "1",
-        "--notify",
-        &hook.url,
-        "--notify-secret-file",
-        "notify-secret",
-        "--store",
-        &store.display().to_string(),
-    ]
-    .iter()
-    .map(|arg| (*arg).to_owned())
-    .collect();
-    let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+    let out = cowork_blocking(
+        sandbox.path().to_path_buf(),
+        &[
+            "run",
+            "scenarios/report.yaml",
+            "--repeat",
+            "40",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "priced.yaml",
+            "--batch-budget-usd",
+            "0.2",
+            "--slots",
+            "1",
+            "--notify",
+            &hook.url,
+            "--notify-secret-file",
+            "notify-secret",
+            "--store",
+            &store.display().to_string(),
+        ],
+    )
+    .await;
     assert!(matches!(out.code(), 0 | 1), "{}", out.context());
     let received = hook.received();
     // Two deliveries run apart: their order is not promised.
@@ -212,29 +213,29 @@ async fn an_eval_tells_its_hook_its_ab_verdict() {
     let hook = HookServer::start(&[]).await;
     let sandbox = Sandbox::empty();
     let store = sandbox.store();
-    let args: Vec<String> = [
-        "eval",
-        "--a",
-        "examples/demo/skills/v1/csv-report",
-        "--b",
-        "examples/demo/eval/skills/csv-report-worse/csv-report",
-        "examples/demo/scenarios",
-        "--runs",
-        "10",
-        "--executor",
-        "sim",
-        "--sim-profile",
-        "examples/demo/eval/sim-profile.yaml",
-        "--quiet",
-        "--notify",
-        &hook.url,
-        "--store",
-        &store.display().to_string(),
-    ]
-    .iter()
-    .map(|arg| (*arg).to_owned())
-    .collect();
-    let out = cowork_blocking(workspace_root(), args).await;
+    let out = cowork_blocking(
+        workspace_root(),
+        &[
+            "eval",
+            "--a",
+            "examples/demo/skills/v1/csv-report",
+            "--b",
+            "examples/demo/eval/skills/csv-report-worse/csv-report",
+            "examples/demo/scenarios",
+            "--runs",
+            "10",
+            "--executor",
+            "sim",
+            "--sim-profile",
+            "examples/demo/eval/sim-profile.yaml",
+            "--quiet",
+            "--notify",
+            &hook.url,
+            "--store",
+            &store.display().to_string(),
+        ],
+    )
+    .await;
     out.expect_code(1);
     let received = hook.received();
     assert_eq!(received.len(), 1, "{}", out.context());
@@ -254,18 +255,18 @@ async fn notify_test_exits_by_the_hooks_answer() {
     sandbox.write("notify-secret", SECRET);
     for (script, code) in [(200u16, 0), (500, 1)] {
         let hook = HookServer::start(&[script]).await;
-        let args: Vec<String> = [
-            "--log",
-            "trace",
-            "notify-test",
-            &hook.url,
-            "--notify-secret-file",
-            "notify-secret",
-        ]
-        .iter()
-        .map(|arg| (*arg).to_owned())
-        .collect();
-        let out = cowork_blocking(sandbox.path().to_path_buf(), args).await;
+        let out = cowork_blocking(
+            sandbox.path().to_path_buf(),
+            &[
+                "--log",
+                "trace",
+                "notify-test",
+                &hook.url,
+                "--notify-secret-file",
+                "notify-secret",
+            ],
+        )
+        .await;
         out.expect_code(code);
         assert!(
             out.stdout.contains(&format!("answered {script}")),

@@ -290,31 +290,6 @@ const FLEET_DEMO: &[&str] = &[
     "sim",
 ];
 
-/// Sends SIGTERM to the fleet process `name` and waits for it to exit: a drained worker and a
-/// stopped coordinator flush their spans before exiting.
-fn terminate(fleet: &mut Fleet, name: &str) {
-    let (_, child) = fleet
-        .children
-        .iter_mut()
-        .find(|(known, _)| known == name)
-        .unwrap_or_else(|| panic!("no fleet process named {name}"));
-    let pid = child.id().to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("sending SIGTERM");
-    assert!(status.success(), "SIGTERM to {name}");
-    let exit = child
-        .wait()
-        .expect("waiting for a terminated fleet process");
-    assert_eq!(
-        exit.code(),
-        Some(0),
-        "{name} exits 0 on SIGTERM\n{}",
-        fleet.log(name)
-    );
-}
-
 #[test]
 fn on_the_fleet_a_job_trace_spans_the_coordinator_and_the_worker() {
     let runtime = tokio::runtime::Runtime::new().expect("starting the receiver's runtime");
@@ -332,8 +307,9 @@ fn on_the_fleet_a_job_trace_spans_the_coordinator_and_the_worker() {
         out.context(),
         fleet.logs()
     );
-    terminate(&mut fleet, "wt");
-    terminate(&mut fleet, "coordinator");
+    // A drained worker and a stopped coordinator flush their spans before exiting.
+    fleet.terminate("wt");
+    fleet.terminate("coordinator");
 
     let requests = receiver
         .requests
