@@ -24,6 +24,12 @@ pub fn refusal(worker: &WorkerInfo, protocol: u32) -> Option<String> {
     })
 }
 
+/// Whether `worker` takes jobs from a coordinator speaking `protocol`: it is not draining and
+/// not refused. What "live" means wherever the fleet counts the workers serving a tier.
+pub fn takes_jobs(worker: &WorkerInfo, protocol: u32) -> bool {
+    !worker.draining && refusal(worker, protocol).is_none()
+}
+
 /// The tiers among `batch_tiers` with jobs waiting in the queue (`pending`, per tier) that no
 /// live worker serves: none advertises the tier, or every one that does is refused or
 /// draining. In tier order, each tier once.
@@ -42,11 +48,9 @@ pub fn unserved_tiers(
                 .filter(|(pending_tier, _)| pending_tier == tier)
                 .map(|(_, n)| *n)
                 .sum::<u64>();
-            let served = workers.iter().any(|worker| {
-                !worker.draining
-                    && worker.tiers.contains(tier)
-                    && refusal(worker, protocol).is_none()
-            });
+            let served = workers
+                .iter()
+                .any(|worker| worker.tiers.contains(tier) && takes_jobs(worker, protocol));
             (waiting > 0 && !served).then_some(UnservedTier {
                 tier: *tier,
                 waiting,
@@ -110,7 +114,7 @@ pub fn batch_fit(
 ) -> BatchFit {
     let live: Vec<&WorkerInfo> = workers
         .iter()
-        .filter(|worker| !worker.draining && refusal(worker, protocol).is_none())
+        .filter(|worker| takes_jobs(worker, protocol))
         .collect();
     if live.is_empty() {
         return BatchFit {

@@ -10,7 +10,7 @@ use cowork_schema::history::BatchStats;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::WorkerInfo;
 
-use crate::fleet::{heartbeat_late_s, refusal};
+use crate::fleet::{heartbeat_late_s, takes_jobs};
 
 /// The threshold when history has no run times: 15 minutes.
 pub const DEFAULT_STALL_AFTER_MS: u64 = 15 * 60 * 1000;
@@ -101,8 +101,7 @@ pub fn live_workers(tier: Tier, workers: &[WorkerInfo], now_ms: u64, protocol: u
         .iter()
         .filter(|worker| {
             worker.tiers.contains(&tier)
-                && !worker.draining
-                && refusal(worker, protocol).is_none()
+                && takes_jobs(worker, protocol)
                 && heartbeat_late_s(worker, now_ms).is_none()
         })
         .count();
