@@ -11,9 +11,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cowork_core::stall::{StallInputs, default_stall_after_ms, live_workers, stall_reason};
+use cowork_core::stall::{
+    ProgressMark, StallInputs, default_stall_after_ms, live_workers, outstanding, stall_reason,
+};
 use cowork_schema::BatchId;
-use cowork_schema::api::{BatchStall, ProgressSnapshot, StallReason};
+use cowork_schema::api::{BatchStall, StallReason};
 use cowork_schema::job::PROTOCOL_VERSION;
 use cowork_schema::registry::WorkerInfo;
 
@@ -25,11 +27,7 @@ const HISTORY_BATCHES: usize = 20;
 /// What the watchdog remembers of one batch between refreshes.
 #[derive(Debug)]
 struct Watched {
-    /// Jobs finished and running when last seen: any change is progress.
-    moved: (u64, u64),
-    progress_at_ms: u64,
-    /// Sandbox start failures reported when the batch last progressed.
-    failures_at_progress: u64,
+    mark: ProgressMark,
     stall_after_ms: u64,
 }
 
@@ -66,9 +64,7 @@ impl StallWatch {
                 self.watched.insert(
                     batch_id.clone(),
                     Watched {
-                        moved: moved(&progress),
-                        progress_at_ms: now_ms,
-                        failures_at_progress: progress.sandbox_start_failures,
+                        mark: ProgressMark::new(&progress, now_ms),
                         stall_after_ms,
                     },
                 );
@@ -76,11 +72,7 @@ impl StallWatch {
             let Some(watched) = self.watched.get_mut(&batch_id) else {
                 continue;
             };
-            if watched.moved != moved(&progress) {
-                watched.moved = moved(&progress);
-                watched.progress_at_ms = now_ms;
-                watched.failures_at_progress = progress.sandbox_start_failures;
-            }
+            watched.mark.observe(&progress, now_ms);
             let mut tiers: Vec<_> = live.tiers.clone();
             tiers.sort_by_key(|tier| tier.as_str());
             tiers.dedup();
@@ -95,34 +87,25 @@ impl StallWatch {
                 .collect();
             let inputs = StallInputs {
                 now_ms,
-                progress_at_ms: watched.progress_at_ms,
-                outstanding: progress
-                    .planned
-                    .saturating_sub(progress.finished.saturating_add(progress.skipped)),
+                progress_at_ms: watched.mark.at_ms(),
+                outstanding: outstanding(&progress),
                 tiers: &tiers,
                 paused: live.controls.borrow().paused,
                 broker_healthy,
-                sandbox_start_failures: progress
-                    .sandbox_start_failures
-                    .saturating_sub(watched.failures_at_progress),
+                sandbox_start_failures: watched.mark.failures_since(&progress),
                 stall_after_ms: watched.stall_after_ms,
             };
             let reason = stall_reason(&inputs);
             let stall = reason.map(|reason| BatchStall {
                 message: reason.describe(),
                 reason,
-                progress_at_ms: watched.progress_at_ms,
+                progress_at_ms: watched.mark.at_ms(),
                 stall_after_ms: watched.stall_after_ms,
                 cancelled: false,
             });
             update(service, &batch_id, &live, stall).await;
         }
     }
-}
-
-/// Jobs finished and running: what moves when a job starts or finishes.
-fn moved(progress: &ProgressSnapshot) -> (u64, u64) {
-    (progress.finished, progress.running)
 }
 
 /// The default `--stall-after`, from the recent batches' run times.

@@ -5,7 +5,7 @@
 //! Pure: the coordinator reads the clock, the workers registry, the fabric's health and the
 //! batch's progress, and passes them in.
 
-use cowork_schema::api::StallReason;
+use cowork_schema::api::{ProgressSnapshot, StallReason};
 use cowork_schema::history::BatchStats;
 use cowork_schema::job::Tier;
 use cowork_schema::registry::WorkerInfo;
@@ -41,6 +41,61 @@ pub struct StallInputs<'a> {
     pub sandbox_start_failures: u64,
     /// The batch's threshold (`--stall-after`, else [`default_stall_after_ms`]).
     pub stall_after_ms: u64,
+}
+
+/// What a watchdog remembers of one batch between looks: its jobs finished and running when
+/// last seen (any change is progress, a start or a finish), when that last changed, and the
+/// sandbox start failures counted then. The coordinator's watchdog and `cowork run`'s keep one
+/// each per batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressMark {
+    moved: (u64, u64),
+    at_ms: u64,
+    failures_at: u64,
+}
+
+impl ProgressMark {
+    /// The mark of a batch first seen at `now_ms` with `progress`.
+    pub fn new(progress: &ProgressSnapshot, now_ms: u64) -> ProgressMark {
+        ProgressMark {
+            moved: moved(progress),
+            at_ms: now_ms,
+            failures_at: progress.sandbox_start_failures,
+        }
+    }
+
+    /// Takes `progress`, seen at `now_ms`, in; `true` when the batch moved since the last look.
+    pub fn observe(&mut self, progress: &ProgressSnapshot, now_ms: u64) -> bool {
+        if moved(progress) == self.moved {
+            return false;
+        }
+        *self = ProgressMark::new(progress, now_ms);
+        true
+    }
+
+    /// When a job of the batch last started or finished (or the batch was first seen).
+    pub fn at_ms(&self) -> u64 {
+        self.at_ms
+    }
+
+    /// Sandbox start failures of `progress` since the batch last moved.
+    pub fn failures_since(&self, progress: &ProgressSnapshot) -> u64 {
+        progress
+            .sandbox_start_failures
+            .saturating_sub(self.failures_at)
+    }
+}
+
+/// Jobs finished and running: what moves when a job starts or finishes.
+fn moved(progress: &ProgressSnapshot) -> (u64, u64) {
+    (progress.finished, progress.running)
+}
+
+/// Jobs of the batch not finished yet (queued, running, or still to be admitted).
+pub fn outstanding(progress: &ProgressSnapshot) -> u64 {
+    progress
+        .planned
+        .saturating_sub(progress.finished.saturating_add(progress.skipped))
 }
 
 /// `Some(reason)` when the batch is stalled: jobs outstanding and no job started or finished
@@ -128,6 +183,28 @@ mod tests {
             sandbox_start_failures: 0,
             stall_after_ms: 5 * MINUTE,
         }
+    }
+
+    #[test]
+    fn a_mark_moves_on_a_start_or_a_finish_and_counts_failures_since() {
+        let mut progress = ProgressSnapshot {
+            planned: 10,
+            sandbox_start_failures: 2,
+            ..ProgressSnapshot::default()
+        };
+        let mut mark = ProgressMark::new(&progress, 1_000);
+        progress.sandbox_start_failures = 5;
+        progress.skipped = 1;
+        assert!(!mark.observe(&progress, 2_000), "failures are not progress");
+        assert_eq!((mark.at_ms(), mark.failures_since(&progress)), (1_000, 3));
+        assert_eq!(outstanding(&progress), 9);
+        progress.running = 1;
+        assert!(mark.observe(&progress, 3_000), "a start is progress");
+        assert_eq!((mark.at_ms(), mark.failures_since(&progress)), (3_000, 0));
+        progress.running = 0;
+        progress.finished = 1;
+        assert!(mark.observe(&progress, 4_000), "a finish is progress");
+        assert_eq!(outstanding(&progress), 8);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use cowork_core::stall::{StallInputs, default_stall_after_ms, stall_reason};
+use cowork_core::stall::{
+    ProgressMark, StallInputs, default_stall_after_ms, outstanding, stall_reason,
+};
 use cowork_schema::api::{BatchStall, ProgressSnapshot, StallReason};
 use cowork_schema::batch::{BatchFlags, OnStall};
 use cowork_schema::history::BatchStats;
@@ -25,10 +27,8 @@ pub(super) struct StallWatch {
     pub(super) cancels: bool,
     started: Instant,
     ticks: tokio::time::Interval,
-    /// Jobs finished and running when last seen, and when that changed.
-    moved: (u64, u64),
-    progress_at: Instant,
-    failures_at_progress: u64,
+    /// When the batch last moved, in milliseconds since `started`.
+    mark: ProgressMark,
     /// Said once per stall: a stalled batch is not reported again until it moves.
     stalled: bool,
 }
@@ -41,6 +41,7 @@ impl StallWatch {
         controls: Option<watch::Receiver<BatchControls>>,
     ) -> StallWatch {
         let started = Instant::now();
+        let mark = ProgressMark::new(&progress.borrow(), 0);
         StallWatch {
             progress,
             controls,
@@ -50,9 +51,7 @@ impl StallWatch {
             cancels: flags.on_stall == Some(OnStall::Cancel),
             started,
             ticks: tokio::time::interval(LOOK_EVERY),
-            moved: (0, 0),
-            progress_at: started,
-            failures_at_progress: 0,
+            mark,
             stalled: false,
         }
     }
@@ -70,33 +69,23 @@ impl StallWatch {
 
     fn look(&mut self, now: Instant) -> Option<BatchStall> {
         let progress = self.progress.borrow().clone();
-        let moved = (progress.finished, progress.running);
-        if moved != self.moved {
-            self.moved = moved;
-            self.progress_at = now;
-            self.failures_at_progress = progress.sandbox_start_failures;
+        let now_ms = u64::try_from(now.saturating_duration_since(self.started).as_millis())
+            .unwrap_or(u64::MAX);
+        if self.mark.observe(&progress, now_ms) {
             self.stalled = false;
         }
-        let ms = |at: Instant| {
-            u64::try_from(at.saturating_duration_since(self.started).as_millis())
-                .unwrap_or(u64::MAX)
-        };
         // This process's worker serves every tier: no tier goes unserved.
         let inputs = StallInputs {
-            now_ms: ms(now),
-            progress_at_ms: ms(self.progress_at),
-            outstanding: progress
-                .planned
-                .saturating_sub(progress.finished.saturating_add(progress.skipped)),
+            now_ms,
+            progress_at_ms: self.mark.at_ms(),
+            outstanding: outstanding(&progress),
             tiers: &[],
             paused: self
                 .controls
                 .as_ref()
                 .is_some_and(|controls| controls.borrow().paused),
             broker_healthy: true,
-            sandbox_start_failures: progress
-                .sandbox_start_failures
-                .saturating_sub(self.failures_at_progress),
+            sandbox_start_failures: self.mark.failures_since(&progress),
             stall_after_ms: self.stall_after_ms,
         };
         let reason = stall_reason(&inputs)?;
@@ -109,7 +98,7 @@ impl StallWatch {
             message: reason.describe(),
             cancelled: self.cancels && reason != StallReason::Paused,
             reason,
-            progress_at_ms: wall_ms.saturating_sub(ms(now).saturating_sub(ms(self.progress_at))),
+            progress_at_ms: wall_ms.saturating_sub(now_ms.saturating_sub(self.mark.at_ms())),
             stall_after_ms: self.stall_after_ms,
         })
     }
