@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cowork_schema::event::InfraClass;
+use cowork_schema::event::{ErrorCategory, InfraClass};
 use cowork_schema::job::{JobCommand, JobSpec};
 use cowork_schema::layout::{JobWorkDir, names};
 use serde_json::Value;
@@ -31,6 +31,7 @@ impl HarnessExecutor {
         let envelope = find_envelope(&stdout.bytes);
         let mut classified = self.judge(job, end, envelope.as_ref(), &stdout, &stderr);
         let mut collected = collect_run_dir(job, work_dir, envelope.as_ref(), &classified).await;
+        keep_a_run_whose_agent_started(&mut classified, &collected.artifacts);
         judge_failed_record_by_its_result(&mut classified, &mut collected);
         let mut artifacts = Vec::new();
         if let Some(envelope) = &envelope {
@@ -141,6 +142,26 @@ fn judge_failed_record_by_its_result(classified: &mut Classified, collected: &mu
     }
 }
 
+/// A harness error that names Docker, Lima or a full disk is read as a sandbox that did not
+/// start, and such a job is handed back to run again. The agent's own logs say otherwise: the
+/// CLI opens them when it spawns the agent, so a run dir holding them had an agent that may
+/// have been paid for. That run stays this job's internal error and is never run twice.
+fn keep_a_run_whose_agent_started(classified: &mut Classified, artifacts: &[Artifact]) {
+    let Classified::Infra {
+        class: InfraClass::SandboxStart,
+        message,
+    } = classified
+    else {
+        return;
+    };
+    let agent_started = artifacts
+        .iter()
+        .any(|artifact| artifact.name == names::RUN_EVENTS || artifact.name == names::AGENT_STDERR);
+    if agent_started {
+        *classified = Classified::error(ErrorCategory::Internal, std::mem::take(message));
+    }
+}
+
 /// `result.json` of a completed job (the on-disk copy, which then also becomes the result
 /// value, else the envelope's), or `partial-result.json` of any other with a result file.
 fn result_artifact(
@@ -216,4 +237,46 @@ fn envelope_out_dir(envelope: &Envelope) -> Option<String> {
         .get("outDir")?
         .as_str()
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox_start() -> Classified {
+        Classified::Infra {
+            class: InfraClass::SandboxStart,
+            message: "failed to build cowork-egress-proxy:5 (docker exited 1)".to_owned(),
+        }
+    }
+
+    fn file(name: &str) -> Artifact {
+        Artifact {
+            name: name.to_owned(),
+            source: ArtifactSource::Bytes(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn a_sandbox_failure_after_the_agent_started_is_never_handed_back() {
+        let mut before_the_agent = sandbox_start();
+        keep_a_run_whose_agent_started(&mut before_the_agent, &[file(names::RUN_STATUS)]);
+        assert_eq!(
+            before_the_agent,
+            sandbox_start(),
+            "nothing ran: handed back"
+        );
+        for log in [names::RUN_EVENTS, names::AGENT_STDERR] {
+            let mut after_the_agent = sandbox_start();
+            keep_a_run_whose_agent_started(&mut after_the_agent, &[file(log)]);
+            assert_eq!(
+                after_the_agent,
+                Classified::error(
+                    ErrorCategory::Internal,
+                    "failed to build cowork-egress-proxy:5 (docker exited 1)".to_owned()
+                ),
+                "{log}: the agent ran"
+            );
+        }
+    }
 }
