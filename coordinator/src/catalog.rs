@@ -15,7 +15,9 @@ use cowork_schema::history::BatchStats;
 use cowork_schema::layout::{BatchKey, StorePrefix};
 use cowork_schema::rollup::RollupDoc;
 
-use cowork_core::eval::{EvalDocument, EvalGate, EvalVerdict, eval_exit_code};
+use cowork_core::eval::{
+    EvalDocument, EvalGate, EvalVerdict, document_exit_code, document_verdict_words,
+};
 use cowork_core::trend::stats_from_rollup;
 use cowork_schema::batch::BatchMode;
 
@@ -65,7 +67,10 @@ impl BatchOverview {
     pub fn verdict(&self) -> Option<(String, i32)> {
         if self.stored.spec.mode == BatchMode::Eval {
             let eval = self.eval.as_ref()?;
-            let code = eval_exit_code(&eval.report, EvalGate::default());
+            let code = document_exit_code(eval, EvalGate::default());
+            if !eval.comparisons.is_empty() {
+                return Some((document_verdict_words(eval), code));
+            }
             let word = match eval.report.overall.verdict {
                 EvalVerdict::NoDetectableDifference => "no difference",
                 EvalVerdict::BWorse => "B worse",

@@ -4,13 +4,14 @@
 //!
 //! The computation itself is the core's pure [`eval_document`], the same one `cowork eval` runs.
 
+use cowork_core::prepared::NO_SKILL;
 use cowork_fabric::{ArtifactError, ArtifactStore};
-use cowork_schema::batch::StoredBatch;
+use cowork_schema::batch::{EvalSpec, StoredBatch};
 use cowork_schema::layout::BatchKey;
 
 use crate::supervisor::BatchOutcome;
 use cowork_core::eval::{
-    ArmSources, EvalDocument, EvalDocumentError, EvalDocumentInput, eval_document,
+    EvalDocument, EvalDocumentError, EvalDocumentInput, NamedArm, eval_document,
 };
 use cowork_core::plan::Plan;
 
@@ -80,8 +81,7 @@ pub async fn store_eval_document(
     let Some(settings) = stored.spec.eval else {
         return Err(EvalStoreError::NoEvalSettings { key: spec_key });
     };
-    let [arm_a, arm_b] = settings.arms.clone();
-    let sources = ArmSources { a: arm_a, b: arm_b };
+    let arms = spec_arm_labels(&settings);
     // The pairing needs every folded run's result: an eval batch is small enough to read its
     // stored envelope back whole.
     let envelope_bytes =
@@ -101,7 +101,7 @@ pub async fn store_eval_document(
     let document = eval_document(&EvalDocumentInput {
         plan,
         settings: &settings,
-        sources: &sources,
+        arms: &arms,
         folded: &outcome.reduction.results,
         results: &envelope.results,
         simulated_runs: outcome.reduction.simulated_runs,
@@ -123,4 +123,17 @@ pub async fn store_eval_document(
             source,
         })?;
     Ok(document)
+}
+
+/// How a report made by the coordinator labels the arms: their spec names and bundle-relative
+/// directories (`no skill` for the no-skill arm).
+pub fn spec_arm_labels(settings: &EvalSpec) -> Vec<NamedArm> {
+    (0..settings.arms.len())
+        .map(|index| NamedArm {
+            name: crate::intake::submitted::spec_arm_name(settings, index),
+            source: settings.arms[index]
+                .clone()
+                .unwrap_or_else(|| NO_SKILL.to_owned()),
+        })
+        .collect()
 }

@@ -33,9 +33,10 @@ use futures::StreamExt;
 
 use cowork_core::eval::EvalDocument;
 use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
-use cowork_core::eval::{ArmSummary, Comparison};
+use cowork_core::eval::{ArmSummary, Comparison, ControlComparison, EvalVerdict, NamedArm};
 use cowork_core::report::{
-    DetailedRuns, EvalArm, EvalRow, EvalSection, ReportInput, RunBrief, RunState, StoredRun,
+    DetailedRuns, EvalArm, EvalRow, EvalSection, RankedArm, ReportInput, RunBrief, RunState,
+    StoredRun,
 };
 
 use cowork_fabric::artifacts::PARALLEL_READS;
@@ -371,6 +372,35 @@ pub fn eval_section(document: &EvalDocument) -> EvalSection {
         p_sentence: p_value_sentence(&report.overall),
         sensitivity_sentence: sensitivity_sentence(report, document.runs_per_arm),
         rows,
+        ranking: document.comparisons.iter().map(ranked_arm).collect(),
+    }
+}
+
+/// One candidate of an eval with several arms, as the report ranks it.
+fn ranked_arm(comparison: &ControlComparison) -> RankedArm {
+    let overall = &comparison.report.overall;
+    let (diff, ci_low, ci_high) = overall
+        .diff
+        .map_or((f64::NAN, f64::NAN, f64::NAN), |interval| {
+            (interval.estimate, interval.low, interval.high)
+        });
+    let named = |arm: &NamedArm| format!("{} ({})", arm.name, arm.source);
+    RankedArm {
+        rank: comparison.rank,
+        candidate: named(&comparison.candidate),
+        control: named(&comparison.control),
+        arm: eval_arm(&overall.arms[1]),
+        diff,
+        ci_low,
+        ci_high,
+        p_value: overall.mcnemar_p,
+        holm_p: comparison.holm_p,
+        verdict: match comparison.verdict {
+            EvalVerdict::BBetter => "better",
+            EvalVerdict::BWorse => "worse",
+            EvalVerdict::NoDetectableDifference => "no difference",
+        }
+        .to_owned(),
     }
 }
 

@@ -104,20 +104,30 @@ pub struct PreparedMatrix {
     pub skill_dirs: Vec<(String, String)>,
 }
 
-/// One arm of an eval: the directory that replaces the session's single local plugin.
+/// One arm of an eval: the directory that replaces the session's single local plugin, or no
+/// skill at all.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreparedArm {
-    /// The path as the user typed it (labels and messages).
+    /// The arm's name: `A` and `B` in the two-arm form, `--arm NAME=DIR`'s NAME otherwise.
+    pub name: String,
+    /// What the arm runs as the user typed it (labels and messages): the path, or
+    /// [`NO_SKILL`].
     pub declared: String,
-    /// The directory, bundle-relative with `/` separators.
-    pub rel_path: String,
+    /// The directory, bundle-relative with `/` separators; `None` for the no-skill arm, whose
+    /// runs keep the session and pass `--ablate-skill`.
+    pub rel_path: Option<String>,
 }
 
+/// How reports name the arm that runs without the skill.
+pub const NO_SKILL: &str = "no skill";
+
 /// A validated eval batch: its scenarios (as a plain files batch, every arm's files shipped)
-/// and its two arms.
+/// and its arms.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedEval {
     pub batch: PreparedBatch,
-    /// Arm A, then arm B.
-    pub arms: [PreparedArm; 2],
+    /// Every arm in arm order: arm A, then arm B in the two-arm form.
+    pub arms: Vec<PreparedArm>,
+    /// The index in `arms` of the control arm, which every other arm is compared with.
+    pub control: usize,
 }

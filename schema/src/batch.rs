@@ -287,10 +287,20 @@ pub struct BatchSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EvalSpec {
-    /// Arm A's directory, then arm B's (skill dir or plugin), bundle-relative with `/`
-    /// separators. Each replaces the single `plugins.local_plugins` entry of every scenario's
-    /// session; the report labels the arms with these paths.
-    pub arms: [String; 2],
+    /// Every arm's directory in arm order (skill dir or plugin), bundle-relative with `/`
+    /// separators: arm A's, then arm B's in the two-arm form. Each replaces the single
+    /// `plugins.local_plugins` entry of every scenario's session; the report labels the arms
+    /// with these paths. `null` is the no-skill arm: its runs keep the session and pass
+    /// `--ablate-skill`, which empties its plugins.
+    pub arms: Vec<Option<String>>,
+    /// The arms' names in arm order (`--arm NAME=DIR`); empty for the two-arm form, whose arms
+    /// are `A` and `B`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arm_names: Vec<String>,
+    /// The index of the control arm in `arms` (`--control`): every other arm is compared with
+    /// it. 0 (arm A) unless given.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub control: u32,
     /// `--model`: the model both arms run; absent keeps each session's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -382,4 +392,8 @@ pub struct StoredGeneration {
 pub struct SimProfile {
     #[serde(default)]
     pub rules: Vec<SimRule>,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }

@@ -204,6 +204,42 @@ pub struct EvalDocument {
     pub runs_per_arm: u32,
     #[serde(flatten)]
     pub report: EvalReport,
+    /// With three or more arms (`--arm`): every candidate against the control, best first
+    /// (ranked by the overall B − control). `report` above is then the first of them, the
+    /// best candidate, unadjusted; these entries carry the Holm-adjusted verdicts that the
+    /// exit gate reads. Empty (and absent) for the two-arm form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<ControlComparison>,
+}
+
+/// An arm of an eval with several arms: the name the user gave it and what it ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedArm {
+    /// `--arm NAME=DIR`'s NAME.
+    pub name: String,
+    /// The skill directory or plugin, as given; `no skill` for an arm run with the skill
+    /// ablated.
+    pub source: String,
+}
+
+/// One candidate arm against the control arm, in an eval with three or more arms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlComparison {
+    /// 1 for the candidate with the largest overall B − control, then down.
+    pub rank: u32,
+    /// The candidate (arm B of `report`).
+    pub candidate: NamedArm,
+    /// The control (arm A of `report`).
+    pub control: NamedArm,
+    /// The overall McNemar p-value adjusted by Holm's step-down method over every comparison
+    /// of the eval, so that the chance of any false "better" or "worse" stays at alpha.
+    pub holm_p: f64,
+    /// The verdict at alpha on `holmP`: what the exit gate reads.
+    pub verdict: EvalVerdict,
+    /// The comparison itself, overall and per scenario, with unadjusted p-values.
+    pub report: EvalReport,
 }
 
 impl EvalDocument {

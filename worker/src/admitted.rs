@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use cowork_core::plan::ABLATE_SKILL;
 use cowork_fabric::{ArtifactStore, sha256_hex};
 use cowork_schema::BatchId;
 use cowork_schema::batch::{BatchSpec, ExecutorKind, StoredBatch};
@@ -32,6 +33,8 @@ pub(crate) struct SpecFacts {
     bundle_sha256: String,
     executor: ExecutorKind,
     forwarded_flags: Vec<String>,
+    /// The wire names of an eval's no-skill arms, whose jobs add `--ablate-skill`.
+    ablated_arms: Vec<String>,
 }
 
 impl SpecFacts {
@@ -43,7 +46,28 @@ impl SpecFacts {
             bundle_sha256: spec.bundle_sha256.clone(),
             executor: spec.executor,
             forwarded_flags: cowork_core::plan::forwarded_flags_of(&spec.flags, spec.mode),
+            ablated_arms: spec
+                .eval
+                .iter()
+                .flat_map(|eval| (0_u32..).zip(&eval.arms))
+                .filter(|(_, dir)| dir.is_none())
+                .map(|(index, _)| cowork_core::plan::eval::arm_wire_name(index))
+                .collect(),
         }
+    }
+
+    /// The flags the spec gives `job`: the batch's, and `--ablate-skill` for a no-skill arm
+    /// (as [`cowork_core::plan::Plan::job`] lays them out).
+    fn forwarded_flags_of(&self, job: &JobSpec) -> Vec<String> {
+        let mut flags = self.forwarded_flags.clone();
+        let ablated = job
+            .arm
+            .as_ref()
+            .is_some_and(|arm| self.ablated_arms.contains(arm));
+        if ablated && !flags.iter().any(|flag| flag == ABLATE_SKILL) {
+            flags.push(ABLATE_SKILL.to_owned());
+        }
+        flags
     }
 
     /// Why `job` is not a job of the batch these facts describe; `None` when it is.
@@ -61,10 +85,11 @@ impl SpecFacts {
                 self.executor.as_str()
             ));
         }
-        if job.forwarded_flags != self.forwarded_flags {
+        let expected = self.forwarded_flags_of(job);
+        if job.forwarded_flags != expected {
             return Some(format!(
                 "its forwarded flags {:?} are not the ones its batch was accepted with ({:?})",
-                job.forwarded_flags, self.forwarded_flags
+                job.forwarded_flags, expected
             ));
         }
         None

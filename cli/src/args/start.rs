@@ -85,12 +85,36 @@ pub enum FailOnArg {
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// Arm A: the skill dir or plugin before the edit (the baseline).
-    #[arg(long = "a", value_name = "DIR")]
-    pub arm_a: PathBuf,
+    /// Arm A: the skill dir or plugin before the edit (the baseline); `none` runs the
+    /// scenarios without the skill (the harness's --ablate-skill), as --without-skill does.
+    #[arg(
+        long = "a",
+        value_name = "DIR",
+        required_unless_present_any = ["without_skill", "arms"],
+        conflicts_with_all = ["without_skill", "arms"]
+    )]
+    pub arm_a: Option<PathBuf>,
     /// Arm B: the skill dir or plugin after the edit (the candidate).
-    #[arg(long = "b", value_name = "DIR")]
-    pub arm_b: PathBuf,
+    #[arg(
+        long = "b",
+        value_name = "DIR",
+        required_unless_present = "arms",
+        conflicts_with = "arms"
+    )]
+    pub arm_b: Option<PathBuf>,
+    /// Arm A runs the same scenarios with no skill at all (the harness's --ablate-skill),
+    /// paired run by run with arm B: does the skill help at all? Reports name the arm "no
+    /// skill".
+    #[arg(long, conflicts_with = "arms")]
+    pub without_skill: bool,
+    /// One arm of an eval with several: NAME=DIR (NAME=none runs without the skill). Give it
+    /// two to eight times; every arm is compared with the control (--control, default the
+    /// first) by the paired test, p-values adjusted by Holm's method, ranked by the difference.
+    #[arg(long = "arm", value_name = "NAME=DIR")]
+    pub arms: Vec<String>,
+    /// With --arm: the arm every other is compared with (default: the first --arm).
+    #[arg(long, value_name = "NAME", requires = "arms")]
+    pub control: Option<String>,
     /// Scenario files, or directories whose *.yaml / *.yml files are the scenarios.
     #[arg(required = true, value_name = "SCENARIOS")]
     pub scenarios: Vec<PathBuf>,

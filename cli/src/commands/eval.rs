@@ -10,6 +10,8 @@
 //! supervises it and stores the same `eval.json`; `--watch` follows the batch, reads that report
 //! back and ends exactly like the embedded eval.
 
+mod arms;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +23,8 @@ use cowork_coordinator::notify::ReportLink;
 use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
-    EvalDocument, EvalDocumentInput, EvalGate, eval_document, eval_exit_code, nothing_to_compare,
+    EvalDocument, EvalDocumentInput, EvalGate, document_exit_code, eval_document,
+    nothing_to_compare,
 };
 use cowork_core::plan::Plan;
 use cowork_core::plan::eval::RawEvalFlags;
@@ -58,21 +61,16 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         spec,
         bundle,
         settings,
-        sources,
+        arms,
     } = validated;
     let batch_id = plan.batch_id.clone();
-    let runs_per_arm = plan.runs_per_unit();
 
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
     if !args.quiet {
         eprintln!(
-            "eval batch {batch_id}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} with the {} executor, {}",
-            sources.a,
-            sources.b,
-            count(plan.units.len() as u64 / 2, "scenario"),
-            count(u64::from(runs_per_arm), "run"),
-            count(plan.n_jobs(), "job"),
+            "eval batch {batch_id}: {} with the {} executor, {}",
+            arms::shape(&plan, &arms, plan.n_jobs()),
             plan.executor.as_str(),
             count(u64::from(args.slots), "slot")
         );
@@ -118,7 +116,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let document = eval_document(&EvalDocumentInput {
         plan: &plan,
         settings: &settings,
-        sources: &sources,
+        arms: &arms,
         folded: &outcome.reduction.results,
         results: &envelope.results,
         simulated_runs: outcome.reduction.simulated_runs,
@@ -140,7 +138,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
             .display()
     );
     let code = finish(&args, &document, &document_json, &results_line).await?;
-    tell_hooks(&embedded, &plan, &outcome, &document.report, code).await;
+    tell_hooks(&embedded, &plan, &outcome, &document, code).await;
     Ok(code)
 }
 
@@ -149,11 +147,11 @@ async fn tell_hooks(
     embedded: &EmbeddedRun,
     plan: &Plan,
     outcome: &cowork_coordinator::supervisor::BatchOutcome,
-    report: &cowork_core::eval::EvalReport,
+    document: &EvalDocument,
     exit_code: i32,
 ) {
     let verdict = cowork_core::notify::Verdict {
-        verdict: cowork_core::eval::verdict_words(report).to_owned(),
+        verdict: cowork_core::eval::document_verdict_words(document),
         exit_code,
         cost_usd: outcome.progress.cost_usd,
     };
@@ -210,7 +208,13 @@ async fn finish(
             .context("serializing the eval report")?;
         println!("{line}");
     }
-    if let Some(message) = nothing_to_compare(&document.report) {
+    let no_pairs = std::iter::once(&document.report).chain(
+        document
+            .comparisons
+            .iter()
+            .map(|comparison| &comparison.report),
+    );
+    if let Some(message) = no_pairs.filter_map(nothing_to_compare).next() {
         eprintln!("error: {message}");
     }
     let gate = match args.fail_on {
@@ -218,7 +222,7 @@ async fn finish(
         FailOnArg::AnyDifference => EvalGate::AnyDifference,
         FailOnArg::Never => EvalGate::Never,
     };
-    Ok(eval_exit_code(&document.report, gate))
+    Ok(document_exit_code(document, gate))
 }
 
 /// `cowork eval --coordinator URL [--watch]`: submits the validated batch (its spec carries the
@@ -240,7 +244,7 @@ async fn submit(
         plan,
         spec,
         bundle,
-        sources,
+        arms,
         ..
     } = validated;
     let bundle_sha256 = spec.bundle_sha256.clone();
@@ -250,12 +254,8 @@ async fn submit(
         .map_err(|e| client_error(e, "submitting the eval batch"))?;
     let batch_id = response.batch_id;
     eprintln!(
-        "submitted eval batch {batch_id} to {coordinator}: arm A = {}, arm B = {}; {} × 2 arms × {} = {} (bundle {})",
-        sources.a,
-        sources.b,
-        count(plan.units.len() as u64 / 2, "scenario"),
-        count(u64::from(plan.runs_per_unit()), "run"),
-        count(response.n_jobs, "job"),
+        "submitted eval batch {batch_id} to {coordinator}: {} (bundle {})",
+        arms::shape(&plan, &arms, response.n_jobs),
         &bundle_sha256[..12.min(bundle_sha256.len())]
     );
     if !args.watch {
@@ -330,7 +330,8 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
     let quarantine = crate::quarantine::read_quarantine(&args.quarantine, &bundle_root, &cwd)?;
     let request = EvalRequest {
         targets: args.scenarios.clone(),
-        arms: [args.arm_a.clone(), args.arm_b.clone()],
+        arms: arms::arm_inputs(args)?,
+        control: args.control.clone(),
         bundle_root: args.bundle_root.clone(),
         cwd,
         flags: RawEvalFlags {
@@ -355,7 +356,7 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
 /// difference these runs can detect.
 fn render_human(document: &EvalDocument) -> String {
     let report = &document.report;
-    let mut out = String::new();
+    let mut out = arms::render_ranking(document);
     let [arm_a, arm_b] = &report.arms;
     let _ = writeln!(
         out,

@@ -15,6 +15,7 @@
 //! This is blocking code (reading files, hashing, packing): async callers run it in
 //! `spawn_blocking`.
 
+mod arms;
 pub mod files;
 pub mod quarantine;
 pub mod submitted;
@@ -22,7 +23,7 @@ pub mod submitted;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use cowork_core::eval::{ArmSources, DEFAULT_RESAMPLES};
+use cowork_core::eval::{DEFAULT_RESAMPLES, NamedArm};
 use cowork_core::plan::eval::{
     EvalFlags, EvalLayoutInput, RawEvalFlags, plan_eval_units, validate_eval_flags,
 };
@@ -34,6 +35,7 @@ use cowork_schema::batch::{
     BATCH_SPEC_VERSION, BatchMode, BatchSpec, EvalSpec, ExecutorKind, SimSpec,
 };
 
+pub use files::ArmInput;
 use files::{PrepareEvalInput, PrepareInput, PreparedBatch, PreparedEval, prepare, prepare_eval};
 
 /// Why a batch could not be taken in.
@@ -177,13 +179,16 @@ pub fn batch(request: &BatchRequest, notes: &mut Vec<String>) -> Result<Intake, 
     Ok(Intake { plan, spec, bundle })
 }
 
-/// An eval batch as given on the command line: scenarios, two arms, and its settings.
+/// An eval batch as given on the command line: scenarios, its arms, and its settings.
 #[derive(Clone, Debug)]
 pub struct EvalRequest {
     /// The scenario files or directories, as typed.
     pub targets: Vec<PathBuf>,
-    /// `--a` and `--b`, as typed.
-    pub arms: [PathBuf; 2],
+    /// Every arm in arm order: `--a` and `--b` (either may be the no-skill arm), or each
+    /// `--arm NAME=DIR`.
+    pub arms: Vec<ArmInput>,
+    /// `--control NAME`: the arm every other is compared with; `None` for the first.
+    pub control: Option<String>,
     /// `--bundle-root`; `None` for the default (from the first target).
     pub bundle_root: Option<PathBuf>,
     /// The directory relative paths are read from.
@@ -212,8 +217,8 @@ pub struct EvalIntake {
     pub bundle: PackedBundle,
     /// The eval settings, as stored in `spec.eval`.
     pub settings: EvalSpec,
-    /// The arms as typed: the labels of a report made on this machine.
-    pub sources: ArmSources,
+    /// The arms as typed, in arm order: the labels of a report made on this machine.
+    pub arms: Vec<NamedArm>,
 }
 
 /// Validates the whole eval batch, plans both arms and packs the bundle. A warning that both
@@ -244,11 +249,21 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
     let derived = layout.derived_for_bundle();
     let bundle =
         pack(&prepared.batch.root, &prepared.batch.files, &derived).map_err(IntakeError::Pack)?;
-    let [arm_a, arm_b] = &prepared.arms;
     // What the coordinator re-plans the arms from and computes the report with; the same
     // settings drive a report made on this machine, so both ways give the same statistics.
+    let named = request.arms.iter().any(|arm| arm.flag == "--arm");
     let settings = EvalSpec {
-        arms: [arm_a.rel_path.clone(), arm_b.rel_path.clone()],
+        arms: prepared
+            .arms
+            .iter()
+            .map(|arm| arm.rel_path.clone())
+            .collect(),
+        arm_names: if named {
+            prepared.arms.iter().map(|arm| arm.name.clone()).collect()
+        } else {
+            Vec::new()
+        },
+        control: u32::try_from(prepared.control).unwrap_or(0),
         model: request.model.clone(),
         alpha: flags.alpha,
         seed: request.seed,
@@ -296,10 +311,14 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         spec,
         bundle,
         settings,
-        sources: ArmSources {
-            a: arm_a.declared.clone(),
-            b: arm_b.declared.clone(),
-        },
+        arms: prepared
+            .arms
+            .iter()
+            .map(|arm| NamedArm {
+                name: arm.name.clone(),
+                source: arm.declared.clone(),
+            })
+            .collect(),
     })
 }
 
@@ -330,8 +349,14 @@ fn check_eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<CheckedE
         }
     };
     problems.extend(request.harness_problems.iter().cloned());
-    let [arm_a, arm_b] = &request.arms;
-    notes.extend(same_arm_warning(arm_a, arm_b));
+    let control = match arms::check_arms(&request.arms, request.control.as_deref()) {
+        Ok(control) => control,
+        Err(arm_problems) => {
+            problems.extend(arm_problems);
+            0
+        }
+    };
+    notes.extend(arms::same_arm_warnings(&request.arms));
     if let Some(model) = &request.model
         && (model.trim().is_empty() || model.starts_with('-'))
     {
@@ -345,6 +370,7 @@ fn check_eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<CheckedE
     let input = PrepareEvalInput {
         targets: request.targets.clone(),
         arms: request.arms.clone(),
+        control,
         bundle_root: request
             .bundle_root
             .clone()
@@ -387,23 +413,6 @@ pub fn default_bundle_root(target: &Path, cwd: &Path) -> PathBuf {
         dir = candidate.parent();
     }
     cwd.to_path_buf()
-}
-
-/// A warning when both arms are one directory: the eval then compares a skill with itself, and
-/// any difference it reports is noise. Not an error, because an A/A run is a fair way to see
-/// that noise.
-fn same_arm_warning(arm_a: &Path, arm_b: &Path) -> Option<String> {
-    let same = match (std::fs::canonicalize(arm_a), std::fs::canonicalize(arm_b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    same.then(|| {
-        format!(
-            "warning: --a and --b are the same directory ({}): both arms run the same skill, so \
-             any difference is noise",
-            arm_a.display()
-        )
-    })
 }
 
 /// A warning for each `--sim-profile` rule that selects no job of the plan: it changes

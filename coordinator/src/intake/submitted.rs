@@ -25,9 +25,10 @@ use cowork_schema::batch::{
 };
 
 use super::files::{
-    InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare, prepare_eval,
+    ArmInput, InputError, PrepareEvalInput, PrepareInput, PreparedArm, PreparedBatch, prepare,
+    prepare_eval,
 };
-use cowork_core::plan::eval::{EvalLayoutInput, plan_eval_units};
+use cowork_core::plan::eval::{EvalLayoutInput, MAX_ARMS, plan_eval_units, valid_arm_name};
 use cowork_core::plan::flags::check_spec_flags;
 use cowork_core::plan::{Plan, PlanInput, PlanLayout, plan_units};
 
@@ -106,7 +107,7 @@ pub fn plan_from_bundle_reader(
         // The planner needs valid flags; the flag problems are already listed.
         return Err(problems);
     }
-    let layout = match plan_layout(spec, &prepared, eval_arms.as_ref()) {
+    let layout = match plan_layout(spec, &prepared, eval_arms.as_deref()) {
         Ok(layout) => layout,
         Err(errors) => {
             problems.extend(errors);
@@ -149,7 +150,7 @@ fn check_scenario_files(spec: &BatchSpec, prepared: &PreparedBatch, problems: &m
 fn plan_layout(
     spec: &BatchSpec,
     prepared: &PreparedBatch,
-    eval_arms: Option<&[PreparedArm; 2]>,
+    eval_arms: Option<&[PreparedArm]>,
 ) -> Result<PlanLayout, Vec<String>> {
     match (eval_arms, &spec.eval) {
         (Some(arms), Some(settings)) => plan_eval_units(
@@ -196,8 +197,8 @@ fn check_derived_files(
     }
 }
 
-/// A prepared batch, and for an eval its two arms.
-type Prepared = (PreparedBatch, Option<[PreparedArm; 2]>);
+/// A prepared batch, and for an eval its arms.
+type Prepared = (PreparedBatch, Option<Vec<PreparedArm>>);
 
 /// Prepares a run, record or replay batch from the unpacked bundle: the target and matrix of
 /// the spec, as `cowork run` prepared them.
@@ -236,7 +237,14 @@ fn prepare_eval_arms(
             .iter()
             .map(|file| dest.join(file))
             .collect(),
-        arms: settings.arms.clone().map(|arm| dest.join(arm)),
+        arms: (0..settings.arms.len())
+            .map(|index| ArmInput {
+                name: spec_arm_name(settings, index),
+                flag: format!("spec.eval.arms[{index}]"),
+                dir: settings.arms[index].as_ref().map(|dir| dest.join(dir)),
+            })
+            .collect(),
+        control: settings.control as usize,
         bundle_root: dest.to_path_buf(),
     };
     match prepare_eval(&input) {
@@ -244,22 +252,26 @@ fn prepare_eval_arms(
             let mut arms = prepared.arms;
             for (arm, declared) in arms.iter_mut().zip(&settings.arms) {
                 // `declared` is the scratch path here; messages and labels use the spec's.
-                arm.declared = declared.clone();
+                if let Some(declared) = declared {
+                    arm.declared = declared.clone();
+                }
             }
             Ok((prepared.batch, Some(arms)))
         }
         Err(errors) => Err(errors
             .into_iter()
-            .map(|mut error| {
-                error.key = match error.key.as_deref() {
-                    Some("--a") => Some("spec.eval.arms[0]".to_owned()),
-                    Some("--b") => Some("spec.eval.arms[1]".to_owned()),
-                    _ => error.key,
-                };
-                relative_error(error, dest)
-            })
+            .map(|error| relative_error(error, dest))
             .collect()),
     }
+}
+
+/// The name of the arm at `index` of an eval spec: its `armNames` entry, else `A`, `B`, … in
+/// the two-arm form.
+pub fn spec_arm_name(settings: &EvalSpec, index: usize) -> String {
+    settings.arm_names.get(index).cloned().unwrap_or_else(|| {
+        cowork_core::plan::eval::arm_wire_name(u32::try_from(index).unwrap_or(u32::MAX))
+            .to_uppercase()
+    })
 }
 
 /// Checks the spec's version, executor settings and flags (the ranges of
@@ -311,6 +323,38 @@ fn check_spec(spec: &BatchSpec) -> Vec<String> {
     problems
 }
 
+/// Checks an eval's arms: 2 to 8 of them, names for each or none, a control among them.
+fn check_eval_arms(settings: &EvalSpec, problems: &mut Vec<String>) {
+    let n_arms = settings.arms.len();
+    if !(2..=MAX_ARMS).contains(&n_arms) {
+        problems.push(format!(
+            "spec.eval.arms: an eval compares 2 to {MAX_ARMS} arms, got {n_arms}"
+        ));
+    }
+    if !settings.arm_names.is_empty() {
+        if settings.arm_names.len() != n_arms {
+            problems.push(format!(
+                "spec.eval.armNames: {} names for {n_arms} arms",
+                settings.arm_names.len()
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for name in &settings.arm_names {
+            if !valid_arm_name(name) || !seen.insert(name) {
+                problems.push(format!(
+                    "spec.eval.armNames: {name:?} is not a valid, distinct arm name"
+                ));
+            }
+        }
+    }
+    if settings.control as usize >= n_arms {
+        problems.push(format!(
+            "spec.eval.control: arm {} does not exist ({n_arms} arms)",
+            settings.control
+        ));
+    }
+}
+
 /// Checks an eval's settings and the flags it allows: what `cowork eval` validates (`--runs`,
 /// `--alpha`, `--model`, `--job-timeout`; no matrix and no other batch flag).
 fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>) {
@@ -331,6 +375,7 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
     {
         problems.push(format!("spec.eval.model: needs a model id, got {model:?}"));
     }
+    check_eval_arms(settings, problems);
     if spec.matrix_file.is_some() {
         problems.push("spec.matrixFile: an eval takes no matrix".to_owned());
     }
@@ -377,6 +422,8 @@ fn check_spec_paths(spec: &BatchSpec, problems: &mut Vec<String>) -> bool {
     }
     if let Some(settings) = &spec.eval {
         for (arm_idx, arm) in settings.arms.iter().enumerate() {
+            // `null` is the no-skill arm: no directory to check.
+            let Some(arm) = arm else { continue };
             if let Err(reason) = check_entry_path(arm) {
                 problems.push(format!("spec.eval.arms[{arm_idx}]: {arm:?}: {reason}"));
             }

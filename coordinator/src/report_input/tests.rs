@@ -1196,6 +1196,7 @@ fn eval_section() -> EvalSection {
             pairs: 30,
             min_detectable_diff: Some(0.2),
         }],
+        ranking: Vec::new(),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cowork_core::eval::{EvalGate, eval_exit_code, verdict_words};
+use cowork_core::eval::{EvalGate, document_exit_code, document_verdict_words};
 use cowork_core::notify::{NotifyEvent, Verdict};
 use cowork_core::plan::Plan;
 use cowork_fabric::{ArtifactError, PutOutcome, RegistryError, error_chain};
@@ -284,12 +284,12 @@ impl Service {
         let error = loop {
             match crate::eval::store_eval_document(store, plan, outcome).await {
                 Ok(document) => {
-                    let code = eval_exit_code(&document.report, EvalGate::default());
+                    let code = document_exit_code(&document, EvalGate::default());
                     return Some(FinalState {
                         state: BatchState::Done,
                         ok: Some(code == 0),
                         exit_code: Some(code),
-                        eval_verdict: Some(verdict_words(&document.report).to_owned()),
+                        eval_verdict: Some(document_verdict_words(&document)),
                         message: None,
                         notice: None,
                     });

@@ -637,7 +637,7 @@ fn unit_admission(unit: &crate::plan::PlanUnit) -> UnitAdmission {
         axes: unit.axes.clone(),
         arm: unit
             .arm
-            .map(|arm| crate::plan::eval::arm_wire_name(arm).to_owned()),
+            .map(|arm| crate::plan::eval::arm_wire_name(arm.index)),
     }
 }
 

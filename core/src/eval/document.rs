@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use cowork_schema::batch::{BatchMode, EvalSpec, ExecutorKind};
-use cowork_schema::eval::{Arm, EvalDocument};
+use cowork_schema::eval::{EvalDocument, NamedArm};
 use cowork_schema::ids::BatchId;
 use cowork_schema::layout;
 use serde_json::Value;
@@ -18,12 +18,15 @@ use crate::verdict::view_with_rederived_verdict;
 /// Why the results of an eval batch cannot be paired.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EvalPairingError {
-    /// The plan is not an eval plan (units are not arm A, arm B per scenario).
+    /// The plan is not an eval plan (units are not one per arm per scenario, in arm order).
     #[error("unit {unit} is not laid out as an eval arm")]
     NotAnEvalPlan { unit: u32 },
     /// The folded runs and their results differ in number.
     #[error("{folded} folded runs but {results} results")]
     ResultCount { folded: usize, results: usize },
+    /// The eval settings name an arm the plan or the labels do not have.
+    #[error("arm {arm} is not one of the eval's arms")]
+    NoSuchArm { arm: u32 },
     /// A stored result cannot be read as a run.
     #[error("the result of unit {unit}, repeat {repeat_index:?} is unreadable: {message}")]
     BadResult {
@@ -33,7 +36,9 @@ pub enum EvalPairingError {
     },
 }
 
-/// Pairs the runs of an eval plan: one [`PairedOutcome`] per scenario and repeat index.
+/// Pairs the runs of an eval plan: one [`PairedOutcome`] per scenario and repeat index, arm A
+/// being the `control` arm's run and arm B the `candidate` arm's (arm indices of the plan: 0
+/// and 1 in the two-arm form).
 ///
 /// `folded` is the reduction's `(unit index, repeat index)` of every completed run and
 /// `results` the envelope's results in the same order (harness-behaviour.md#choice-c3). A run
@@ -43,49 +48,28 @@ pub fn paired_outcomes(
     plan: &Plan,
     folded: &[(u32, Option<u32>)],
     results: &[Value],
+    control: u32,
+    candidate: u32,
 ) -> Result<Vec<PairedOutcome>, EvalPairingError> {
-    if folded.len() != results.len() {
-        return Err(EvalPairingError::ResultCount {
-            folded: folded.len(),
-            results: results.len(),
-        });
-    }
-    let mut completed: BTreeMap<(u32, Option<u32>), ArmOutcome> = BTreeMap::new();
-    for (&(unit, repeat_index), result) in folded.iter().zip(results) {
-        let view =
-            view_with_rederived_verdict(result).map_err(|error| EvalPairingError::BadResult {
-                unit,
-                repeat_index,
-                message: error.to_string(),
-            })?;
-        completed.insert(
-            (unit, repeat_index),
-            ArmOutcome {
-                pass: view.pass,
-                completed: true,
-                cost_usd: view.cost_usd,
-            },
-        );
-    }
+    let completed = completed_runs(folded, results)?;
     let not_completed = ArmOutcome {
         pass: false,
         completed: false,
         cost_usd: None,
     };
+    let n_arms = arm_count(plan);
     let mut pairs = Vec::new();
-    for arm_units in plan.units.chunks(2) {
-        let [unit_a, unit_b] = arm_units else {
+    for arm_units in plan.units.chunks(n_arms) {
+        let arm_unit = |index: u32| {
+            arm_units
+                .get(index as usize)
+                .filter(|unit| unit.arm.is_some_and(|arm| arm.index == index))
+        };
+        let (Some(unit_a), Some(unit_b)) = (arm_unit(control), arm_unit(candidate)) else {
             return Err(EvalPairingError::NotAnEvalPlan {
                 unit: arm_units[0].unit.index(),
             });
         };
-        for (unit, arm) in [(unit_a, Arm::A), (unit_b, Arm::B)] {
-            if unit.arm != Some(arm) {
-                return Err(EvalPairingError::NotAnEvalPlan {
-                    unit: unit.unit.index(),
-                });
-            }
-        }
         for run in 0..plan.runs_per_unit() {
             let repeat_index = plan.repeat.map(|_| run);
             let outcome_of = |unit: &PlanUnit| {
@@ -105,6 +89,48 @@ pub fn paired_outcomes(
     Ok(pairs)
 }
 
+/// The number of arms of an eval plan: one more than its highest arm index (at least 1, so
+/// that a plan that is not an eval's is refused unit by unit).
+pub fn arm_count(plan: &Plan) -> usize {
+    plan.units
+        .iter()
+        .filter_map(|unit| unit.arm)
+        .map(|arm| arm.index as usize + 1)
+        .max()
+        .unwrap_or(1)
+}
+
+/// Every completed run's outcome, by `(unit index, repeat index)`.
+fn completed_runs(
+    folded: &[(u32, Option<u32>)],
+    results: &[Value],
+) -> Result<BTreeMap<(u32, Option<u32>), ArmOutcome>, EvalPairingError> {
+    if folded.len() != results.len() {
+        return Err(EvalPairingError::ResultCount {
+            folded: folded.len(),
+            results: results.len(),
+        });
+    }
+    let mut completed = BTreeMap::new();
+    for (&(unit, repeat_index), result) in folded.iter().zip(results) {
+        let view =
+            view_with_rederived_verdict(result).map_err(|error| EvalPairingError::BadResult {
+                unit,
+                repeat_index,
+                message: error.to_string(),
+            })?;
+        completed.insert(
+            (unit, repeat_index),
+            ArmOutcome {
+                pass: view.pass,
+                completed: true,
+                cost_usd: view.cost_usd,
+            },
+        );
+    }
+    Ok(completed)
+}
+
 /// The file name of an eval batch's report in its batch directory: `batches/<id>/eval.json`.
 pub const EVAL_DOCUMENT_FILE: &str = layout::names::EVAL;
 
@@ -120,9 +146,9 @@ pub struct EvalDocumentInput<'a> {
     pub plan: &'a Plan,
     /// The eval settings of the batch's spec (model and alpha).
     pub settings: &'a EvalSpec,
-    /// How the report labels the arms: `cowork eval` uses the paths as typed, the coordinator
-    /// the bundle-relative arm directories of the spec.
-    pub sources: &'a ArmSources,
+    /// How the report labels the arms, in arm order: `cowork eval` uses the paths as typed,
+    /// the coordinator the bundle-relative arm directories of the spec.
+    pub arms: &'a [NamedArm],
     /// The reduction's `(unit index, repeat index)` of every folded run
     /// (harness-behaviour.md#choice-c3).
     pub folded: &'a [(u32, Option<u32>)],
@@ -159,13 +185,42 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
             mode: mode_name(plan.mode),
         });
     }
-    let pairs = paired_outcomes(plan, input.folded, input.results)?;
     // `settings.seed` and `settings.resamples` belonged to the bootstrap interval; Tango's
     // interval needs neither (the seed still drives the sim executor).
     let options = EvalOptions {
         alpha: input.settings.alpha,
     };
-    let report = eval_report(input.sources, &pairs, &options)?;
+    let control = input.settings.control;
+    let candidates: Vec<u32> = (0_u32..)
+        .take(input.arms.len())
+        .filter(|&arm| arm != control)
+        .collect();
+    let mut comparisons = Vec::with_capacity(candidates.len());
+    for &candidate in &candidates {
+        let pairs = paired_outcomes(plan, input.folded, input.results, control, candidate)?;
+        let label = |arm: u32| {
+            input
+                .arms
+                .get(arm as usize)
+                .ok_or(EvalPairingError::NoSuchArm { arm })
+        };
+        let (control_arm, candidate_arm) = (label(control)?, label(candidate)?);
+        let sources = ArmSources {
+            a: control_arm.source.clone(),
+            b: candidate_arm.source.clone(),
+        };
+        let report = eval_report(&sources, &pairs, &options)?;
+        comparisons.push((control_arm.clone(), candidate_arm.clone(), report));
+    }
+    let mut ranked = super::arms::rank_against_control(comparisons, options.alpha);
+    let report = match ranked.first() {
+        Some(best) => best.report.clone(),
+        None => return Err(EvalPairingError::NoSuchArm { arm: control }.into()),
+    };
+    if ranked.len() == 1 {
+        // The two-arm form: its report is the comparison, and it has no adjustment to show.
+        ranked.clear();
+    }
     Ok(EvalDocument {
         batch_id: plan.batch_id.to_string(),
         executor: plan.executor.as_str().to_owned(),
@@ -173,6 +228,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         model: input.settings.model.clone(),
         runs_per_arm: plan.runs_per_unit(),
         report,
+        comparisons: ranked,
     })
 }
 

@@ -2,7 +2,7 @@
 //! separate exit when no pair of runs completed in both arms, so that a CI gate never reads
 //! "nothing ran" as a pass.
 
-use cowork_schema::eval::{EvalReport, EvalVerdict};
+use cowork_schema::eval::{EvalDocument, EvalReport, EvalVerdict};
 
 /// Exit code of `cowork eval` when the gate fails (by default: the overall verdict is "B worse").
 pub const EXIT_B_WORSE: i32 = 1;
@@ -30,12 +30,79 @@ pub fn eval_exit_code(report: &EvalReport, gate: EvalGate) -> i32 {
     if report.overall.pairs == 0 {
         return EXIT_NOTHING_TO_COMPARE;
     }
-    let fails = match (gate, report.overall.verdict) {
+    if gate_fails(gate, report.overall.verdict) {
+        EXIT_B_WORSE
+    } else {
+        0
+    }
+}
+
+/// Whether `verdict` fails the `gate`.
+fn gate_fails(gate: EvalGate, verdict: EvalVerdict) -> bool {
+    match (gate, verdict) {
         (EvalGate::Never, _) | (_, EvalVerdict::NoDetectableDifference) => false,
         (EvalGate::BWorse, verdict) => verdict == EvalVerdict::BWorse,
         (EvalGate::AnyDifference, _) => true,
-    };
+    }
+}
+
+/// The exit code of an eval document: [`eval_exit_code`] of its report in the two-arm form;
+/// with several arms, [`EXIT_NOTHING_TO_COMPARE`] when some candidate has no complete pair
+/// with the control, else [`EXIT_B_WORSE`] when any candidate's Holm-adjusted verdict fails
+/// the `gate`, else 0.
+pub fn document_exit_code(document: &EvalDocument, gate: EvalGate) -> i32 {
+    if document.comparisons.is_empty() {
+        return eval_exit_code(&document.report, gate);
+    }
+    if document
+        .comparisons
+        .iter()
+        .any(|comparison| comparison.report.overall.pairs == 0)
+    {
+        return EXIT_NOTHING_TO_COMPARE;
+    }
+    let fails = document
+        .comparisons
+        .iter()
+        .any(|comparison| gate_fails(gate, comparison.verdict));
     if fails { EXIT_B_WORSE } else { 0 }
+}
+
+/// The verdict of an eval document in words: [`verdict_words`] in the two-arm form; with
+/// several arms, each candidate that differs from the control (`v2 better than base, v3 worse
+/// than base`), or `no detectable difference from base`.
+pub fn document_verdict_words(document: &EvalDocument) -> String {
+    let Some(first) = document.comparisons.first() else {
+        return verdict_words(&document.report).to_owned();
+    };
+    if document
+        .comparisons
+        .iter()
+        .any(|comparison| comparison.report.overall.pairs == 0)
+    {
+        return "nothing to compare".to_owned();
+    }
+    let control = &first.control.name;
+    let differing: Vec<String> = document
+        .comparisons
+        .iter()
+        .filter_map(|comparison| {
+            let word = match comparison.verdict {
+                EvalVerdict::BBetter => "better",
+                EvalVerdict::BWorse => "worse",
+                EvalVerdict::NoDetectableDifference => return None,
+            };
+            Some(format!(
+                "{} {word} than {control}",
+                comparison.candidate.name
+            ))
+        })
+        .collect();
+    if differing.is_empty() {
+        format!("no detectable difference from {control}")
+    } else {
+        differing.join(", ")
+    }
 }
 
 /// The overall verdict in words, as every view of an eval batch names it: `nothing to compare`

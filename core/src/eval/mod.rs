@@ -16,6 +16,8 @@
 //! - [`stats`]: McNemar's p-value, Tango's unconditional score interval of the paired
 //!   difference, and the sensitivity of the test (minimum detectable difference,
 //!   pairs needed for a target difference).
+//! - [`arms`]: evals with several arms: every candidate against the control, Holm-adjusted and
+//!   ranked.
 //! - [`drivers`]: which scenarios drove the result (scenarios by B − A, each one's share of
 //!   the overall difference).
 //! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
@@ -25,6 +27,7 @@
 //!
 //! Pure: no IO, no clock, no environment, no async, no randomness.
 
+pub mod arms;
 pub mod document;
 pub mod drivers;
 pub mod gate;
@@ -37,16 +40,16 @@ mod tests;
 use std::collections::BTreeMap;
 
 pub use cowork_schema::eval::{
-    Arm, ArmLabel, ArmSummary, Comparison, Discordant, EvalDocument, EvalReport, EvalVerdict,
-    Interval, ScenarioComparison, Sensitivity,
+    Arm, ArmLabel, ArmSummary, Comparison, ControlComparison, Discordant, EvalDocument, EvalReport,
+    EvalVerdict, Interval, NamedArm, ScenarioComparison, Sensitivity,
 };
 pub use document::{
     EVAL_DOCUMENT_FILE, EvalDocumentError, EvalDocumentInput, EvalPairingError, eval_document,
     eval_document_key, paired_outcomes,
 };
 pub use gate::{
-    EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, eval_exit_code, nothing_to_compare,
-    verdict_words,
+    EXIT_B_WORSE, EXIT_NOTHING_TO_COMPARE, EvalGate, document_exit_code, document_verdict_words,
+    eval_exit_code, nothing_to_compare, verdict_words,
 };
 pub use stats::{
     TARGET_DIFFERENCE, TARGET_POWER, clopper_pearson, mcnemar_score, min_detectable_difference,

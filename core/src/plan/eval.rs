@@ -2,12 +2,15 @@
 //! happens after the batch is decided (pairing, the report document, the exit gate) is the
 //! `eval` module's.
 //!
-//! An eval batch is a files plan whose units are scenario × arm: unit `2k` runs scenario `k` with
-//! arm A, unit `2k + 1` runs it with arm B. Each unit's scenario is materialized exactly like a
+//! An eval batch is a files plan whose units are scenario × arm: with `n` arms, unit `nk + i`
+//! runs scenario `k` with arm `i` (unit `2k` arm A and `2k + 1` arm B in the two-arm form). Each
+//! unit's scenario is materialized exactly like a
 //! matrix cell with a `skill_dirs` (and, with `--model`, a `models`) override
 //! (harness-behaviour.md#choice-c1, strategy A, see [`materialize`](super::materialize)), so the
 //! arm's directory replaces the session's single `plugins.local_plugins` entry and the pinned model
-//! replaces its `model`. Units are labelled `<scenario> [arm=A]` / `[arm=B]`, so no output can read
+//! replaces its `model`. The no-skill arm keeps the scenario as it is and its jobs pass
+//! `--ablate-skill`, which empties the session's plugins (harness-behaviour.md#provenance).
+//! Units are labelled `<scenario> [arm=A]` / `[arm=B]` (or the arm's name), so no output can read
 //! a one-armed batch as a comparison (harness-behaviour.md#provenance). [`Plan::new`](super::Plan::new) sets
 //! [`Plan::interleave`](super::Plan::interleave) for eval plans, so jobs are admitted repeat-major (`s0A s0B s1A s1B …` for
 //! repeat 0, then repeat 1, …) and both arms meet the same fleet conditions.
@@ -17,7 +20,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cowork_schema::batch::{BatchFlags, BatchMode, REPEAT_MAX, REPEAT_MIN};
-use cowork_schema::eval::Arm;
 use cowork_schema::ids::UnitRef;
 use cowork_schema::job::CellAxes;
 
@@ -26,29 +28,41 @@ use super::materialize::materialize_cell;
 use super::{PlanError, PlanKind, PlanLayout, PlanUnit, plan_units};
 use crate::prepared::{PreparedArm, PreparedBatch};
 
-/// The arms in unit order: arm A is unit `2k`, arm B unit `2k + 1`.
-pub const ARMS: [Arm; 2] = [Arm::A, Arm::B];
+/// The most arms an eval takes: every candidate is compared with the control, and each
+/// comparison costs its own runs.
+pub const MAX_ARMS: usize = 8;
 
-/// The arm as jobs and simulation profiles name it (`JobSpec.arm`, `SimRule.arm`): `a` or `b`.
-pub fn arm_wire_name(arm: Arm) -> &'static str {
-    match arm {
-        Arm::A => "a",
-        Arm::B => "b",
-    }
+/// The arm an eval unit runs: its place in the eval's arms and whether its runs pass
+/// `--ablate-skill` (the no-skill arm).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnitArm {
+    /// The arm's index in arm order: 0 is arm A, 1 arm B, and so on.
+    pub index: u32,
+    /// The arm runs without the skill: its jobs pass `--ablate-skill`.
+    pub ablated: bool,
 }
 
-/// The arm as people read it: `A` or `B`.
-pub fn arm_display_name(arm: Arm) -> &'static str {
-    match arm {
-        Arm::A => "A",
-        Arm::B => "B",
-    }
+/// The arm as jobs and simulation profiles name it (`JobSpec.arm`, `SimRule.arm`): `a`, `b`,
+/// `c`, … by arm index.
+pub fn arm_wire_name(index: u32) -> String {
+    char::from_u32(u32::from(b'a') + index)
+        .filter(char::is_ascii_lowercase)
+        .map_or_else(|| format!("arm{index}"), String::from)
 }
 
 /// The unit label of a scenario's arm: `<scenario> [arm=A]` (harness-behaviour.md#provenance: arms
 /// are always labelled).
-pub fn arm_unit_label(scenario_name: &str, arm: Arm) -> String {
-    format!("{scenario_name} [arm={}]", arm_display_name(arm))
+pub fn arm_unit_label(scenario_name: &str, arm_name: &str) -> String {
+    format!("{scenario_name} [arm={arm_name}]")
+}
+
+/// Whether `name` can name an arm (`--arm NAME=DIR`): 1 to 32 letters, digits, `.`, `_` or `-`,
+/// so that it reads plainly in unit labels and report tables.
+pub fn valid_arm_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
 }
 
 /// The eval flags as typed (`cowork eval`); numbers are read like the batch flags' (JavaScript
@@ -130,9 +144,9 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
 /// What an eval layout needs besides the prepared scenarios.
 #[derive(Clone, Copy, Debug)]
 pub struct EvalLayoutInput<'a> {
-    /// Arm A's directory, then arm B's.
-    pub arms: &'a [PreparedArm; 2],
-    /// `--model`: the model both arms run; `None` keeps the session's own (equal in both arms).
+    /// Every arm in arm order (arm A, then arm B in the two-arm form).
+    pub arms: &'a [PreparedArm],
+    /// `--model`: the model every arm runs; `None` keeps the session's own (equal in every arm).
     pub model: Option<&'a str>,
     /// The validated batch flags; `repeat` is the number of runs per arm per scenario.
     pub flags: &'a BatchFlags,
@@ -150,7 +164,7 @@ pub enum EvalPlanError {
     #[error("{file}: arm {arm} ({arm_dir}) cannot be applied: {message}")]
     ArmNotApplicable {
         file: String,
-        arm: &'static str,
+        arm: String,
         arm_dir: String,
         message: String,
     },
@@ -169,6 +183,9 @@ pub enum EvalPlanError {
     /// An eval takes no matrix.
     #[error("an eval takes no matrix")]
     Matrix,
+    /// Fewer than two arms, or more than [`MAX_ARMS`].
+    #[error("an eval compares 2 to {MAX_ARMS} arms, got {0}")]
+    ArmCount(usize),
 }
 
 /// Lays out an eval batch: two units per scenario (arm A, arm B), each running its materialized
@@ -202,36 +219,47 @@ pub fn plan_eval_units(
         }
     };
 
-    let mut units = Vec::with_capacity(files_layout.units.len() * 2);
+    let n_arms = input.arms.len();
+    if !(2..=MAX_ARMS).contains(&n_arms) {
+        errors.push(EvalPlanError::ArmCount(n_arms));
+        return Err(errors);
+    }
+    let mut units = Vec::with_capacity(files_layout.units.len() * n_arms);
     let mut derived_files = Vec::new();
     for (scenario_idx, file_unit) in files_layout.units.iter().enumerate() {
         // A files layout without errors has one unit per scenario, in scenario order.
         let scenario = &batch.scenarios[scenario_idx];
-        for (arm, prepared_arm) in ARMS.into_iter().zip(input.arms) {
-            let unit_idx = scenario_idx as u32 * 2 + arm_offset(arm);
+        for (arm_idx, prepared_arm) in (0_u32..).zip(input.arms) {
+            let unit_idx = scenario_idx as u32 * n_arms as u32 + arm_idx;
             let axes = CellAxes {
                 baseline: None,
                 model: input.model.map(str::to_owned),
-                skill_dir: Some(prepared_arm.declared.clone()),
+                skill_dir: prepared_arm
+                    .rel_path
+                    .as_ref()
+                    .map(|_| prepared_arm.declared.clone()),
             };
-            match materialize_cell(unit_idx, &axes, Some(&prepared_arm.rel_path), scenario) {
+            match materialize_cell(unit_idx, &axes, prepared_arm.rel_path.as_deref(), scenario) {
                 Ok(materialized) => {
                     derived_files.extend(materialized.derived);
                     units.push(PlanUnit {
                         unit: UnitRef::File(unit_idx),
                         scenario_name: scenario.name.clone(),
-                        label: arm_unit_label(&scenario.name, arm),
+                        label: arm_unit_label(&scenario.name, &prepared_arm.name),
                         axes: None,
                         scenario_file: materialized.scenario_file,
                         tier: file_unit.tier,
                         cell_error: None,
                         timeout_ms: file_unit.timeout_ms,
-                        arm: Some(arm),
+                        arm: Some(UnitArm {
+                            index: arm_idx,
+                            ablated: prepared_arm.rel_path.is_none(),
+                        }),
                     });
                 }
                 Err(message) => errors.push(EvalPlanError::ArmNotApplicable {
                     file: scenario.rel_path.clone(),
-                    arm: arm_display_name(arm),
+                    arm: prepared_arm.name.clone(),
                     arm_dir: prepared_arm.declared.clone(),
                     message,
                 }),
@@ -260,13 +288,6 @@ pub fn plan_eval_units(
         derived_files,
         forwarded_flags: files_layout.forwarded_flags,
     })
-}
-
-fn arm_offset(arm: Arm) -> u32 {
-    match arm {
-        Arm::A => 0,
-        Arm::B => 1,
-    }
 }
 
 #[cfg(test)]
@@ -313,11 +334,14 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn arms(a: &str, b: &str) -> [PreparedArm; 2] {
-        [a, b].map(|rel| PreparedArm {
-            declared: rel.to_owned(),
-            rel_path: rel.to_owned(),
-        })
+    pub(crate) fn arms(a: &str, b: &str) -> Vec<PreparedArm> {
+        [("A", a), ("B", b)]
+            .map(|(name, rel)| PreparedArm {
+                name: name.to_owned(),
+                declared: rel.to_owned(),
+                rel_path: Some(rel.to_owned()),
+            })
+            .to_vec()
     }
 
     pub(crate) fn flags(runs: u32) -> BatchFlags {
@@ -328,12 +352,21 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn eval_plan(rels: &[&str], runs: u32, model: Option<&str>) -> Plan {
-        let arms = arms("skills/v1/k", "skills/v2/k");
+        plan_of_arms(&arms("skills/v1/k", "skills/v2/k"), rels, runs, model)
+    }
+
+    /// The eval plan of `rels` with `arms`.
+    pub(crate) fn plan_of_arms(
+        arms: &[PreparedArm],
+        rels: &[&str],
+        runs: u32,
+        model: Option<&str>,
+    ) -> Plan {
         let flags = flags(runs);
         let layout = plan_eval_units(
             &batch(rels),
             &EvalLayoutInput {
-                arms: &arms,
+                arms,
                 model,
                 flags: &flags,
             },
@@ -415,9 +448,15 @@ pub(crate) mod tests {
         for (unit, (dir, arm)) in plan
             .units
             .iter()
-            .zip([("../skills/v1/k", Arm::A), ("../skills/v2/k", Arm::B)])
+            .zip([("../skills/v1/k", 0), ("../skills/v2/k", 1)])
         {
-            assert_eq!(unit.arm, Some(arm));
+            assert_eq!(
+                unit.arm,
+                Some(UnitArm {
+                    index: arm,
+                    ablated: false
+                })
+            );
             let session = plan
                 .derived_files
                 .iter()

@@ -68,7 +68,7 @@ pub struct PlanUnit {
     /// The job's wall-clock limit (harness-behaviour.md#choice-c13).
     pub timeout_ms: u64,
     /// The eval arm the unit runs (eval plans only).
-    pub arm: Option<cowork_schema::eval::Arm>,
+    pub arm: Option<eval::UnitArm>,
 }
 
 /// The layout of a batch, before the bundle exists.
@@ -358,6 +358,9 @@ fn job_timeout_ms(flags: &BatchFlags, scenario: &PreparedScenario) -> u64 {
     }
 }
 
+/// The CLI flag that runs a scenario with its skill ablated (a control-arm run).
+pub const ABLATE_SKILL: &str = "--ablate-skill";
+
 /// The flags every job of a batch with `flags` in `mode` forwards (what its planned jobs
 /// carry; a worker checks a delivered job against it). Empty for flags planning refuses.
 pub fn forwarded_flags_of(flags: &BatchFlags, mode: BatchMode) -> Vec<String> {
@@ -387,7 +390,7 @@ fn forwarded_flags(
         out.push(model.clone());
     }
     if flags.ablate_skill {
-        out.push("--ablate-skill".to_owned());
+        out.push(ABLATE_SKILL.to_owned());
     }
     if let Some(label) = &flags.label {
         out.push("--label".to_owned());
@@ -529,6 +532,16 @@ impl Plan {
         })
     }
 
+    /// The flags `unit`'s jobs pass to the CLI: the plan's, and `--ablate-skill` for the
+    /// no-skill arm of an eval.
+    fn unit_forwarded_flags(&self, unit: &PlanUnit) -> Vec<String> {
+        let mut flags = self.forwarded_flags.clone();
+        if unit.arm.is_some_and(|arm| arm.ablated) && !flags.iter().any(|f| f == ABLATE_SKILL) {
+            flags.push(ABLATE_SKILL.to_owned());
+        }
+        flags
+    }
+
     /// The job of `unit` at `repeat_index`.
     pub fn job(&self, unit: &PlanUnit, repeat_index: Option<u32>) -> JobSpec {
         JobSpec {
@@ -542,8 +555,8 @@ impl Plan {
             scenario_file: unit.scenario_file.clone(),
             scenario_name: unit.scenario_name.clone(),
             axes: unit.axes.clone(),
-            arm: unit.arm.map(|arm| eval::arm_wire_name(arm).to_owned()),
-            forwarded_flags: self.forwarded_flags.clone(),
+            arm: unit.arm.map(|arm| eval::arm_wire_name(arm.index)),
+            forwarded_flags: self.unit_forwarded_flags(unit),
             bundle_sha256: self.bundle_sha256.clone(),
             timeout_ms: unit.timeout_ms,
             executor: self.executor,

@@ -60,7 +60,7 @@ fn eval_json(eval: &EvalSection) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut section = json!({
         "armA": eval.arm_a,
         "armB": eval.arm_b,
         "alpha": json_number::to_value(eval.alpha),
@@ -74,7 +74,38 @@ fn eval_json(eval: &EvalSection) -> Value {
             .iter()
             .map(|(row, _)| row.scope.as_str())
             .collect::<Vec<_>>(),
-    })
+    });
+    if !eval.ranking.is_empty() {
+        let ranking: Vec<Value> = eval
+            .ranking
+            .iter()
+            .map(|ranked| {
+                json!({
+                    "rank": ranked.rank,
+                    "candidate": ranked.candidate,
+                    "control": ranked.control,
+                    "passRate": json_number::to_value(ranked.arm.pass_rate),
+                    "diff": finite(ranked.diff),
+                    "ciLow": finite(ranked.ci_low),
+                    "ciHigh": finite(ranked.ci_high),
+                    "pValue": json_number::to_value(ranked.p_value),
+                    "holmP": json_number::to_value(ranked.holm_p),
+                    "verdict": ranked.verdict,
+                })
+            })
+            .collect();
+        section["ranking"] = Value::Array(ranking);
+    }
+    section
+}
+
+/// A number, or `null` for the NaN of a comparison without a complete pair.
+fn finite(value: f64) -> Value {
+    if value.is_finite() {
+        json_number::to_value(value)
+    } else {
+        Value::Null
+    }
 }
 
 /// A compact machine summary of the batch: one line of JSON (plus a newline) with the verdict,

@@ -371,7 +371,51 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "{}\n", escape_md(sentence));
     }
+    ranking_table(out, eval);
     drivers_table(out, eval);
+}
+
+/// With several arms: every candidate against the control, best first, with the Holm-adjusted
+/// p-value and the verdict the exit gate reads.
+fn ranking_table(out: &mut String, eval: &EvalSection) {
+    let Some(first) = eval.ranking.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Every candidate against the control {}, best first (p adjusted by Holm's method over \
+         {} comparisons; the figures above and below are the best candidate's):\n\n| rank | \
+         candidate | passes | B − control (points) | interval | p | Holm p | verdict |\n\
+         |---:|---|---:|---:|---:|---:|---:|---|",
+        escape_md(&first.control),
+        eval.ranking.len()
+    );
+    for ranked in &eval.ranking {
+        let (diff, interval) = if ranked.diff.is_finite() {
+            (
+                signed_points(ranked.diff),
+                format!(
+                    "[{}, {}]",
+                    signed_points(ranked.ci_low),
+                    signed_points(ranked.ci_high)
+                ),
+            )
+        } else {
+            ("-".to_owned(), "no complete pair".to_owned())
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}/{} | {diff} | {interval} | {} | {} | {} |",
+            ranked.rank,
+            escape_md(&ranked.candidate),
+            ranked.arm.passes,
+            ranked.arm.completed,
+            crate::eval::words::format_p(ranked.p_value),
+            crate::eval::words::format_p(ranked.holm_p),
+            escape_md(&ranked.verdict),
+        );
+    }
+    out.push('\n');
 }
 
 /// Where the difference comes from: each scenario's B − A with its interval, most negative

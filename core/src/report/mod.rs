@@ -48,8 +48,8 @@ pub use html::{
     render_html,
 };
 pub use input::{
-    DetailedRuns, EvalArm, EvalRow, EvalSection, Incomplete, MAX_RUN_SECTIONS, ReportInput,
-    RunBrief, RunFindings, RunOutcome, RunRecord, RunState, SECTIONS_OF_A_BIG_BATCH,
+    DetailedRuns, EvalArm, EvalRow, EvalSection, Incomplete, MAX_RUN_SECTIONS, RankedArm,
+    ReportInput, RunBrief, RunFindings, RunOutcome, RunRecord, RunState, SECTIONS_OF_A_BIG_BATCH,
     SingleRunFacts, StoredRun, sort_briefs,
 };
 pub use json::render_json;

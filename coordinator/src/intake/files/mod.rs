@@ -34,8 +34,8 @@ use cowork_schema::load::Position;
 use cowork_schema::session::Session;
 
 pub use cowork_core::prepared::{
-    InputError, PreparedArm, PreparedBatch, PreparedEval, PreparedMatrix, PreparedScenario,
-    PreparedSession,
+    InputError, NO_SKILL, PreparedArm, PreparedBatch, PreparedEval, PreparedMatrix,
+    PreparedScenario, PreparedSession,
 };
 
 /// What to prepare.
@@ -123,14 +123,27 @@ pub fn prepare(input: &PrepareInput) -> Result<PreparedBatch, Vec<InputError>> {
     }
 }
 
-/// What to prepare for an eval batch (`cowork eval`): scenario targets and the two arms.
+/// One arm of an eval as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArmInput {
+    /// `A` and `B` in the two-arm form, `--arm NAME=DIR`'s NAME otherwise.
+    pub name: String,
+    /// The flag that gave it, for messages (`--a`, `--b`, `--arm`).
+    pub flag: String,
+    /// The skill dir or plugin, as typed; `None` for the no-skill arm.
+    pub dir: Option<PathBuf>,
+}
+
+/// What to prepare for an eval batch (`cowork eval`): scenario targets and the arms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrepareEvalInput {
     /// Scenario files or directories of them (step 1 of harness-behaviour.md#job-expansion), in the
     /// order given.
     pub targets: Vec<PathBuf>,
-    /// Arm A's and arm B's skill dir or plugin (`--a`, `--b`), as typed.
-    pub arms: [PathBuf; 2],
+    /// Every arm in arm order (arm A, then arm B in the two-arm form).
+    pub arms: Vec<ArmInput>,
+    /// The index in `arms` of the control arm.
+    pub control: usize,
     /// Every input must lie under this directory; it becomes the root of the bundle.
     pub bundle_root: PathBuf,
 }
@@ -172,15 +185,27 @@ pub fn prepare_eval(input: &PrepareEvalInput) -> Result<PreparedEval, Vec<InputE
         }
     }
 
-    let mut arms = Vec::with_capacity(2);
-    for (flag, path) in ["--a", "--b"].into_iter().zip(&input.arms) {
-        if let Some(arm) = ctx.prepare_arm(flag, path) {
-            arms.push(arm);
+    let mut arms = Vec::with_capacity(input.arms.len());
+    for arm in &input.arms {
+        match &arm.dir {
+            None => arms.push(PreparedArm {
+                name: arm.name.clone(),
+                declared: NO_SKILL.to_owned(),
+                rel_path: None,
+            }),
+            Some(path) => {
+                if let Some(prepared) = ctx.prepare_arm(&arm.flag, path) {
+                    arms.push(PreparedArm {
+                        name: arm.name.clone(),
+                        ..prepared
+                    });
+                }
+            }
         }
     }
 
-    match <[PreparedArm; 2]>::try_from(arms) {
-        Ok(arms) if ctx.errors.is_empty() => Ok(PreparedEval {
+    if ctx.errors.is_empty() && arms.len() == input.arms.len() {
+        Ok(PreparedEval {
             batch: PreparedBatch {
                 root: ctx.root,
                 scenarios,
@@ -189,13 +214,15 @@ pub fn prepare_eval(input: &PrepareEvalInput) -> Result<PreparedEval, Vec<InputE
                 target: first_target.unwrap_or_default(),
             },
             arms,
-        }),
-        _ => Err(ctx.errors),
+            control: input.control,
+        })
+    } else {
+        Err(ctx.errors)
     }
 }
 
 impl Ctx {
-    /// Checks and ships one eval arm directory (`flag` is `--a` or `--b`).
+    /// Checks and ships one eval arm directory (`flag` is `--a`, `--b` or `--arm`).
     fn prepare_arm(&mut self, flag: &str, path: &Path) -> Option<PreparedArm> {
         let flag_error = |message: String, hint: Option<String>| InputError {
             key: Some(flag.to_owned()),
@@ -240,8 +267,9 @@ impl Ctx {
         let before = self.errors.len();
         self.ship(&origin, &rel);
         (self.errors.len() == before).then(|| PreparedArm {
+            name: String::new(),
             declared: path.display().to_string(),
-            rel_path: rel,
+            rel_path: Some(rel),
         })
     }
 }

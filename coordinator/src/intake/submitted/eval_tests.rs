@@ -8,7 +8,6 @@ use std::path::Path;
 use cowork_fabric::bundle::pack;
 
 use super::*;
-use cowork_core::eval::Arm;
 
 const SCENARIO: &str = "prompt: p\nsession: ../sessions/s.yaml\nassert:\n  - result: success\n";
 const SESSION: &str = "model: m\nplugins:\n  local_plugins:\n    - ../skills/v1/k\n";
@@ -37,7 +36,16 @@ fn project() -> tempfile::TempDir {
 fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
     let prepared = prepare_eval(&PrepareEvalInput {
         targets: vec![root.join("scenarios")],
-        arms: ARMS.map(|arm| root.join(arm)),
+        arms: ["A", "B"]
+            .into_iter()
+            .zip(ARMS)
+            .map(|(name, dir)| ArmInput {
+                name: name.to_owned(),
+                flag: format!("--{}", name.to_lowercase()),
+                dir: Some(root.join(dir)),
+            })
+            .collect(),
+        control: 0,
         bundle_root: root.to_path_buf(),
     })
     .unwrap_or_else(|errors| panic!("fixture project is valid: {errors:?}"));
@@ -77,7 +85,9 @@ fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
         sim: None,
         bundle_sha256: bundle.sha256.clone(),
         eval: Some(EvalSpec {
-            arms: ARMS.map(str::to_owned),
+            arms: ARMS.map(|arm| Some(arm.to_owned())).to_vec(),
+            arm_names: Vec::new(),
+            control: 0,
             model: Some("pinned".to_owned()),
             alpha: 0.05,
             seed: 1,
@@ -125,15 +135,12 @@ fn an_eval_batch_plans_its_arms_like_the_client() {
         plan.interleave,
         "eval jobs are admitted with the arms interleaved"
     );
-    let units: Vec<(&str, Option<Arm>)> = plan
+    let units: Vec<(&str, Option<u32>)> = plan
         .units
         .iter()
-        .map(|unit| (unit.label.as_str(), unit.arm))
+        .map(|unit| (unit.label.as_str(), unit.arm.map(|arm| arm.index)))
         .collect();
-    assert_eq!(
-        units,
-        [("s [arm=A]", Some(Arm::A)), ("s [arm=B]", Some(Arm::B))]
-    );
+    assert_eq!(units, [("s [arm=A]", Some(0)), ("s [arm=B]", Some(1))]);
     assert_eq!(plan.n_jobs(), 6);
 }
 
@@ -182,11 +189,11 @@ fn bad_eval_settings_and_flags_are_listed_together() {
 fn an_arm_outside_the_bundle_or_missing_from_it_names_its_field() {
     let project = project();
     let (mut spec, bundle) = submitted(project.path());
-    eval_of(&mut spec).arms[1] = "../k".to_owned();
+    eval_of(&mut spec).arms[1] = Some("../k".to_owned());
     check_refused(&spec, &bundle, &["spec.eval.arms[1]: \"../k\""]);
 
     let (mut spec, bundle) = submitted(project.path());
-    eval_of(&mut spec).arms[0] = "skills/v3/k".to_owned();
+    eval_of(&mut spec).arms[0] = Some("skills/v3/k".to_owned());
     check_refused(
         &spec,
         &bundle,

@@ -74,6 +74,7 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
+    ranking_table(out, eval);
     drivers_table(out, eval);
     out.push_str("<h3>Every figure, per scenario and overall</h3>\n");
     eval_table(out, eval);
@@ -154,4 +155,46 @@ fn eval_table(out: &mut String, eval: &EvalSection) {
         );
     }
     out.push_str("</tbody>\n</table></div>\n");
+}
+
+/// With several arms: every candidate against the control, best first, with the Holm-adjusted
+/// p-value and the verdict the exit gate reads.
+fn ranking_table(out: &mut String, eval: &EvalSection) {
+    let Some(first) = eval.ranking.first() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h3>Every candidate against the control</h3>\n<p>Against <code>{}</code>, best first; \
+         p adjusted by Holm's method over {} comparisons. The figures above and below are the \
+         best candidate's.</p>\n<table>\n<thead><tr><th>rank</th><th>candidate</th>\
+         <th>pass</th><th>B − control (points)</th><th>p</th><th>Holm p</th><th>verdict</th>\
+         </tr></thead>\n<tbody>",
+        escape(&first.control),
+        eval.ranking.len()
+    );
+    for ranked in &eval.ranking {
+        let diff = if ranked.diff.is_finite() {
+            format!(
+                "{} [{}, {}]",
+                signed_points(ranked.diff),
+                signed_points(ranked.ci_low),
+                signed_points(ranked.ci_high)
+            )
+        } else {
+            "no complete pair".to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{diff}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            ranked.rank,
+            escape(&ranked.candidate),
+            arm_cell(&ranked.arm),
+            crate::eval::words::format_p(ranked.p_value),
+            crate::eval::words::format_p(ranked.holm_p),
+            escape(&ranked.verdict),
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
 }

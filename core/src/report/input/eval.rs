@@ -27,6 +27,29 @@ pub struct EvalSection {
     pub sensitivity_sentence: Option<String>,
     /// One row per scenario, then the overall row.
     pub rows: Vec<EvalRow>,
+    /// With three or more arms: every candidate against the control, best first; `rows` are
+    /// then the best candidate's. Empty in the two-arm form.
+    pub ranking: Vec<RankedArm>,
+}
+
+/// One candidate of an eval with several arms, against the control.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankedArm {
+    pub rank: u32,
+    /// `NAME (source)` of the candidate.
+    pub candidate: String,
+    /// `NAME (source)` of the control.
+    pub control: String,
+    pub arm: EvalArm,
+    /// The overall B − control and its interval; NaN without a complete pair.
+    pub diff: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// The unadjusted and the Holm-adjusted overall p-value.
+    pub p_value: f64,
+    pub holm_p: f64,
+    /// `better`, `worse` or `no difference`, on the Holm-adjusted p-value.
+    pub verdict: String,
 }
 
 /// One row of the eval table: a scenario, or the overall pool.
@@ -152,6 +175,7 @@ mod tests {
                 row("unpaired", 0, (0, 0)),
                 row("overall", 20, (5, 3)),
             ],
+            ranking: Vec::new(),
         };
         let listed: Vec<(&str, Option<f64>)> = section
             .scenarios_by_difference()
