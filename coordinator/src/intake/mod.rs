@@ -253,6 +253,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         alpha: flags.alpha,
         seed: request.seed,
         resamples: DEFAULT_RESAMPLES,
+        sequential: flags.sequential,
     };
     let plan = Plan::new(
         layout,
@@ -264,7 +265,8 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             sim: sim.clone(),
             bundle_sha256: bundle.sha256.clone(),
         },
-    );
+    )
+    .with_eval_settings(Some(&settings));
     notes.extend(unmatched_sim_rules(&plan));
     notes.extend(quarantine::quarantine_notes(&plan));
     let spec = BatchSpec {

@@ -127,7 +127,8 @@ pub fn plan_from_bundle_reader(
             sim: spec.sim.clone(),
             bundle_sha256: spec.bundle_sha256.clone(),
         },
-    ))
+    )
+    .with_eval_settings(spec.eval.as_ref()))
 }
 
 /// Checks that the bundle's target holds the scenario files the spec names, in its order.
@@ -330,6 +331,22 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
         && (model.trim().is_empty() || model.starts_with('-'))
     {
         problems.push(format!("spec.eval.model: needs a model id, got {model:?}"));
+    }
+    if let Some(sequential) = &settings.sequential {
+        let max = cowork_core::eval::sequential::LOOKS_MAX;
+        if !(1..=max).contains(&sequential.looks) {
+            problems.push(format!(
+                "spec.eval.sequential.looks: must be an integer from 1 to {max}, got {}",
+                sequential.looks
+            ));
+        }
+        if let Some(mde) = sequential.mde
+            && !(mde > 0.0 && mde <= 1.0)
+        {
+            problems.push(format!(
+                "spec.eval.sequential.mde: must be a fraction above 0 and at most 1, got {mde}"
+            ));
+        }
     }
     if spec.matrix_file.is_some() {
         problems.push("spec.matrixFile: an eval takes no matrix".to_owned());

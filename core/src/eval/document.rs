@@ -11,6 +11,7 @@ use cowork_schema::ids::BatchId;
 use cowork_schema::layout;
 use serde_json::Value;
 
+use super::sequential::{SEQUENTIAL_RULE, SequentialSettings, sequential_summary};
 use super::{ArmOutcome, ArmSources, EvalError, EvalOptions, PairedOutcome, eval_report};
 use crate::plan::{Plan, PlanUnit};
 use crate::verdict::view_with_rederived_verdict;
@@ -165,7 +166,22 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
     let options = EvalOptions {
         alpha: input.settings.alpha,
     };
-    let report = eval_report(input.sources, &pairs, &options)?;
+    let mut report = eval_report(input.sources, &pairs, &options)?;
+    let sequential = input.settings.sequential.as_ref().map(|spec| {
+        let settings = SequentialSettings::of(spec, input.settings.alpha);
+        let scenario_order: Vec<String> = plan
+            .units
+            .chunks(2)
+            .map(|arms| arms[0].scenario_name.clone())
+            .collect();
+        sequential_summary(&pairs, &scenario_order, &settings)
+    });
+    if let Some(summary) = &sequential {
+        // The fixed test's verdict over every pair would ignore that the eval looked before it
+        // stopped; the verdict is the sequential test's (decisions.md#eval-sequential).
+        report.overall.verdict = summary.verdict;
+        report.decision_rule.push_str(SEQUENTIAL_RULE);
+    }
     Ok(EvalDocument {
         batch_id: plan.batch_id.to_string(),
         executor: plan.executor.as_str().to_owned(),
@@ -173,6 +189,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         model: input.settings.model.clone(),
         runs_per_arm: plan.runs_per_unit(),
         report,
+        sequential,
     })
 }
 

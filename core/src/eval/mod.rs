@@ -18,6 +18,8 @@
 //!   pairs needed for a target difference).
 //! - [`drivers`]: which scenarios drove the result (scenarios by B − A, each one's share of
 //!   the overall difference).
+//! - [`sequential`]: the sequential design of `--sequential` (looks, an always-valid test on
+//!   the discordant pairs, futility) and the report's summary of where it stopped.
 //! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
 //!   difference).
 //!
@@ -28,6 +30,7 @@
 pub mod document;
 pub mod drivers;
 pub mod gate;
+pub mod sequential;
 pub mod stats;
 pub mod words;
 
