@@ -271,7 +271,7 @@ fn a_planted_difference_stops_early_with_most_of_the_fixed_designs_power() {
     assert!(large.mean_pairs < 50.0, "{large:?}");
 }
 
-/// The numbers of docs/benchmarks.md: `cargo test -p cowork-core --release --lib
+/// The numbers of docs/benchmarks.md: `cargo test -p cowork-core --lib
 /// eval::sequential::tests::sequential_design_table -- --ignored --nocapture`.
 #[test]
 #[ignore = "a benchmark: prints the table of docs/benchmarks.md"]
