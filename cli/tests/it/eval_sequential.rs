@@ -56,7 +56,7 @@ fn check_stopped_early(out: &Output, report: &Value) {
     assert_eq!(report["overall"]["verdict"], "bWorse", "{}", out.context());
     let runs = number(sequential, "runs");
     let saved = number(sequential, "runsSaved");
-    assert!(runs >= 80.0 && runs < 400.0, "{}", out.context());
+    assert!((80.0..400.0).contains(&runs), "{}", out.context());
     assert_eq!(runs + saved, 400.0, "{}", out.context());
     assert!(
         number(sequential, "costSavedUsd") > 0.0,

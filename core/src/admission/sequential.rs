@@ -65,7 +65,7 @@ impl SequentialWatch {
     /// The watch of a sequential eval plan; `None` for any other plan.
     pub(super) fn of(plan: &Plan) -> Option<SequentialWatch> {
         let settings = plan.sequential?;
-        if plan.mode != BatchMode::Eval || plan.units.len() % 2 != 0 {
+        if plan.mode != BatchMode::Eval || !plan.units.len().is_multiple_of(2) {
             return None;
         }
         let scenarios = plan.units.len() as u64 / 2;

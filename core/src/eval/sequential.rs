@@ -31,17 +31,12 @@
 //!
 //! Pure: no IO, no clock, no randomness.
 
-use cowork_schema::batch::SequentialSpec;
 use cowork_schema::eval::{Discordant, EvalVerdict, SequentialReason, SequentialSummary};
 
 use super::PairedOutcome;
-use crate::plan::flags::{FlagError, js_number};
-
-/// Looks when `--looks` is not given.
-pub const DEFAULT_LOOKS: u32 = 5;
-/// The most looks `--looks` takes (a look per pair is allowed below this; more looks cost no
-/// validity, only report size).
-pub const LOOKS_MAX: u32 = 1000;
+pub use crate::plan::sequential::{
+    DEFAULT_LOOKS, LOOKS_MAX, SequentialSettings, validate_sequential_flags,
+};
 
 /// The sequential test and its stopping rules, stated in every sequential report.
 pub const SEQUENTIAL_METHOD: &str = "Always-valid test on the discordant pairs: with b pairs \
@@ -62,85 +57,6 @@ pub const SEQUENTIAL_RULE: &str = " Sequential eval (--sequential): the overall 
 sequential test's decision at the look it stopped at (see sequential.method), not the fixed \
 McNemar test above; the interval and p-value above are computed over every complete pair as \
 if the number of pairs had been fixed, so they are descriptive only.";
-
-/// The settings of a sequential eval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SequentialSettings {
-    /// Planned looks (at least 1).
-    pub looks: u32,
-    /// Significance level, strictly between 0 and 1.
-    pub alpha: f64,
-    /// The smallest difference worth detecting, as a fraction in (0, 1].
-    pub mde: Option<f64>,
-}
-
-impl SequentialSettings {
-    /// The settings of a spec's sequential design at the eval's `alpha`.
-    pub fn of(spec: &SequentialSpec, alpha: f64) -> SequentialSettings {
-        SequentialSettings {
-            looks: spec.looks,
-            alpha,
-            mde: spec.mde,
-        }
-    }
-}
-
-/// Validates `--sequential`, `--looks K` (an integer from 1 to [`LOOKS_MAX`], only with
-/// `--sequential`) and `--mde POINTS` (a number of percentage points in (0, 100]; optional, and
-/// without `--sequential` left to the dry run). Returns the design, `None` without
-/// `--sequential`, or every problem found.
-pub fn validate_sequential_flags(
-    sequential: bool,
-    looks: Option<&str>,
-    mde: Option<&str>,
-) -> Result<Option<SequentialSpec>, Vec<FlagError>> {
-    let mut errors = Vec::new();
-    let looks = match looks {
-        None => DEFAULT_LOOKS,
-        Some(_) if !sequential => {
-            errors.push(FlagError {
-                flag: "--looks",
-                message: "only applies with --sequential; add --sequential or drop --looks"
-                    .to_owned(),
-            });
-            DEFAULT_LOOKS
-        }
-        Some(text) => {
-            let looks = js_number(text);
-            if looks.is_finite()
-                && looks.fract() == 0.0
-                && (1.0..=f64::from(LOOKS_MAX)).contains(&looks)
-            {
-                looks as u32
-            } else {
-                errors.push(FlagError {
-                    flag: "--looks",
-                    message: format!("must be an integer from 1 to {LOOKS_MAX}, got {text:?}"),
-                });
-                DEFAULT_LOOKS
-            }
-        }
-    };
-    let mde = mde.and_then(|text| {
-        let points = js_number(text);
-        if points > 0.0 && points <= 100.0 {
-            Some(points / 100.0)
-        } else {
-            errors.push(FlagError {
-                flag: "--mde",
-                message: format!(
-                    "must be a number of percentage points above 0 and at most 100 (20 for a \
-                     difference of 20 points), got {text:?}"
-                ),
-            });
-            None
-        }
-    });
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok(sequential.then_some(SequentialSpec { looks, mde }))
-}
 
 /// What the test says at one look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -65,7 +65,7 @@ pub struct RawEvalFlags {
     pub stall_after: Option<String>,
     pub on_stall: Option<String>,
     /// `--sequential`, `--looks K` and `--mde POINTS` (see
-    /// [`validate_sequential_flags`](crate::eval::sequential::validate_sequential_flags)).
+    /// [`validate_sequential_flags`](super::sequential::validate_sequential_flags)).
     pub sequential: bool,
     pub looks: Option<String>,
     pub mde: Option<String>,
@@ -111,7 +111,7 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
             ),
         });
     }
-    let sequential = crate::eval::sequential::validate_sequential_flags(
+    let sequential = super::sequential::validate_sequential_flags(
         raw.sequential,
         raw.looks.as_deref(),
         raw.mde.as_deref(),

@@ -16,6 +16,7 @@
 pub mod eval;
 pub mod flags;
 pub mod materialize;
+pub mod sequential;
 
 use cowork_schema::batch::{
     BatchFlags, BatchMode, ExecutorKind, OnUnanswered, PlanKindName, PlanSummary, SimSpec,
@@ -124,7 +125,7 @@ pub struct Plan {
     pub interleave: bool,
     /// The sequential design of an eval (`--sequential`): admission stops the batch at the
     /// look where it decides (`admission::sequential`). `None` for every other batch.
-    pub sequential: Option<crate::eval::sequential::SequentialSettings>,
+    pub sequential: Option<sequential::SequentialSettings>,
 }
 
 /// Why a batch cannot be planned.
@@ -498,7 +499,7 @@ impl Plan {
             settings
                 .sequential
                 .as_ref()
-                .map(|spec| crate::eval::sequential::SequentialSettings::of(spec, settings.alpha))
+                .map(|spec| sequential::SequentialSettings::of(spec, settings.alpha))
         });
         self
     }

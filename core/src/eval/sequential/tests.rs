@@ -271,6 +271,9 @@ fn a_planted_difference_stops_early_with_most_of_the_fixed_designs_power() {
     assert!(large.mean_pairs < 50.0, "{large:?}");
 }
 
+/// One row of the design table: pass rates, planned pairs, looks, `--mde`.
+type DesignCase = ((f64, f64), u64, u32, Option<f64>);
+
 /// The numbers of docs/benchmarks.md: `cargo test -p cowork-core --lib
 /// eval::sequential::tests::sequential_design_table -- --ignored --nocapture`.
 #[test]
@@ -281,7 +284,7 @@ fn sequential_design_table() {
         "| pass A | pass B | pairs | looks | mde | sequential rejects | mean pairs at stop | fixed rejects |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    let cases: [((f64, f64), u64, u32, Option<f64>); 8] = [
+    let cases: [DesignCase; 8] = [
         ((0.5, 0.5), 100, 5, None),
         ((0.8, 0.8), 100, 5, None),
         ((0.5, 0.5), 100, 100, None),
