@@ -467,6 +467,8 @@ impl Admission {
         let window_open = self.outstanding.len() < self.window;
         self.progress.held_by = if paused {
             Some("dispatch paused".to_owned())
+        } else if self.sequentially_stopped() && !self.outstanding.is_empty() {
+            Some(super::sequential::HELD_BY.to_owned())
         } else {
             waits.first.filter(|_| admitting && window_open)
         };

@@ -20,6 +20,10 @@ use cowork_schema::event::JobOutcome;
 use super::events::Finished;
 use super::{Admission, Note};
 
+/// What holds admission once the test decided, while the jobs out finish (the progress's
+/// `heldBy`).
+pub(super) const HELD_BY: &str = "decided early by the sequential test";
+
 /// What one run of a pair came to, as the test sees it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum RunState {

@@ -34,6 +34,12 @@ fn drive(admission: &mut Admission, t0: Instant) -> (Vec<JobRef>, Vec<Note>) {
             assert_eq!(decision.end, Some(End::Decided));
             return (done, notes);
         }
+        if admission.sequential_stop().is_some() {
+            assert_eq!(
+                admission.progress().held_by.as_deref(),
+                Some("decided early by the sequential test")
+            );
+        }
         let job = queue
             .pop_front()
             .expect("a job is out while the batch runs");
