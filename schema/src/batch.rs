@@ -310,6 +310,23 @@ pub struct EvalSpec {
     pub seed: u64,
     /// Bootstrap resamples per interval.
     pub resamples: u32,
+    /// `--sequential`: stop the batch as soon as the sequential test decides (or can no longer
+    /// decide); absent for an eval that runs every planned pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialSpec>,
+}
+
+/// The sequential design of an eval (`--sequential`, decisions.md#eval-sequential).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SequentialSpec {
+    /// `--looks K`: planned looks, equally spaced in pairs of the planned total (at least 1).
+    pub looks: u32,
+    /// `--mde POINTS` as a fraction (0.2 for 20 points): the smallest difference worth
+    /// detecting; the futility stop asks whether it could still be. Absent: futility only when
+    /// no outcome of the remaining pairs could reach significance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
 }
 
 /// The current [`BatchSpec::schema_version`].

@@ -210,6 +210,10 @@ pub struct EvalDocument {
     /// exit gate reads. Empty (and absent) for the two-arm form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<ControlComparison>,
+    /// How the sequential design (`--sequential`) ended the eval; absent for an eval that ran
+    /// every planned pair by design.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialSummary>,
 }
 
 /// An arm of an eval with several arms: the name the user gave it and what it ran.
@@ -240,6 +244,57 @@ pub struct ControlComparison {
     pub verdict: EvalVerdict,
     /// The comparison itself, overall and per scenario, with unadjusted p-values.
     pub report: EvalReport,
+}
+
+/// Why a sequential eval stopped where it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SequentialReason {
+    /// The test rejected "no difference" at a look before the last.
+    Decided,
+    /// The test could no longer reject by the last look (see `futilityRule`).
+    Futile,
+    /// The eval reached its last look.
+    RanToEnd,
+}
+
+/// The sequential design of an eval and where it stopped (decisions.md#eval-sequential).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SequentialSummary {
+    /// The test and its stopping rules, in words.
+    pub method: String,
+    /// Looks planned (`--looks`).
+    pub looks_planned: u32,
+    /// The pairs each planned look is taken at, in order (the first pairs in admission order).
+    pub look_pairs: Vec<u64>,
+    /// The look it stopped at, from 1.
+    pub stopped_at_look: u32,
+    /// The pairs of that look.
+    pub pairs_at_look: u64,
+    /// Pairs planned (scenarios × runs per arm).
+    pub planned_pairs: u64,
+    /// The discordant complete pairs among the pairs of that look.
+    pub discordant_at_look: Discordant,
+    /// The evidence against "no difference" at that look: the mixture likelihood ratio; the
+    /// test rejects when it reaches `threshold`.
+    pub evidence: f64,
+    /// `1 / alpha`.
+    pub threshold: f64,
+    /// `--mde` as a fraction, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
+    pub reason: SequentialReason,
+    /// The sequential test's decision at that look: the eval's verdict.
+    pub verdict: EvalVerdict,
+    /// Runs planned (2 × planned pairs).
+    pub planned_runs: u64,
+    /// Runs that produced a result (a run that errored counts as not run).
+    pub runs: u64,
+    /// `plannedRuns − runs` when it stopped before its last look, else 0.
+    pub runs_saved: u64,
+    /// `runsSaved` × the mean cost of a run that reported one; `null` when none did.
+    pub cost_saved_usd: Option<f64>,
 }
 
 impl EvalDocument {

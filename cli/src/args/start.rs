@@ -138,6 +138,20 @@ pub struct EvalArgs {
         allow_negative_numbers = true
     )]
     pub alpha: String,
+    /// Stop as soon as the answer is clear: at each planned look (see `--looks`) an
+    /// always-valid sequential test decides B better, B worse, or that no difference can be
+    /// shown any more; then nothing more is run and the report says where it stopped and what it
+    /// saved (decisions.md#eval-sequential).
+    #[arg(long)]
+    pub sequential: bool,
+    /// Looks of `--sequential`, equally spaced in pairs of the planned total (default 5).
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub looks: Option<String>,
+    /// The smallest difference worth detecting, in percentage points (20 = 20 points); with
+    /// `--sequential` the eval stops as futile once even that difference could no longer be
+    /// shown.
+    #[arg(long, value_name = "POINTS", allow_negative_numbers = true)]
+    pub mde: Option<String>,
     /// Which overall verdict makes the eval exit 1: `b-worse` (a CI gate against regressions),
     /// `any-difference` (B must behave like A) or `never` (report only). With no run completed
     /// in both arms the eval exits 2 whatever this says.

@@ -340,6 +340,9 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             job_timeout: args.job_timeout.clone(),
             stall_after: args.stall.stall_after.clone(),
             on_stall: args.stall.on_stall.clone(),
+            sequential: args.sequential,
+            looks: args.looks.clone(),
+            mde: args.mde.clone(),
         },
         model: args.model.clone(),
         executor,
@@ -420,6 +423,13 @@ fn render_human(document: &EvalDocument) -> String {
     let _ = writeln!(out, "  {}", p_value_sentence(&report.overall));
     if let Some(sentence) = sensitivity_sentence(report, document.runs_per_arm) {
         let _ = writeln!(out, "  {sentence}");
+    }
+    if let Some(summary) = &document.sequential {
+        let _ = writeln!(
+            out,
+            "sequential: {}",
+            cowork_core::eval::sequential::summary_line(summary)
+        );
     }
     out
 }

@@ -268,6 +268,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         alpha: flags.alpha,
         seed: request.seed,
         resamples: DEFAULT_RESAMPLES,
+        sequential: flags.sequential,
     };
     let plan = Plan::new(
         layout,
@@ -279,7 +280,8 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             sim: sim.clone(),
             bundle_sha256: bundle.sha256.clone(),
         },
-    );
+    )
+    .with_eval_settings(Some(&settings));
     notes.extend(unmatched_sim_rules(&plan));
     notes.extend(quarantine::quarantine_notes(&plan));
     let spec = BatchSpec {
@@ -357,6 +359,13 @@ fn check_eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<CheckedE
         }
     };
     notes.extend(arms::same_arm_warnings(&request.arms));
+    if request.flags.sequential && (request.arms.len() != 2 || control != 0) {
+        problems.push(
+            "--sequential: the sequential design compares two arms: give --a and --b, or two \
+             --arm with the control first"
+                .to_owned(),
+        );
+    }
     if let Some(model) = &request.model
         && (model.trim().is_empty() || model.starts_with('-'))
     {

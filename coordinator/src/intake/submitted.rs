@@ -128,7 +128,8 @@ pub fn plan_from_bundle_reader(
             sim: spec.sim.clone(),
             bundle_sha256: spec.bundle_sha256.clone(),
         },
-    ))
+    )
+    .with_eval_settings(spec.eval.as_ref()))
 }
 
 /// Checks that the bundle's target holds the scenario files the spec names, in its order.
@@ -376,6 +377,29 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
         problems.push(format!("spec.eval.model: needs a model id, got {model:?}"));
     }
     check_eval_arms(settings, problems);
+    if let Some(sequential) = &settings.sequential {
+        if settings.arms.len() != 2 || settings.control != 0 {
+            problems.push(
+                "spec.eval.sequential: the sequential design compares two arms, the control \
+                 first"
+                    .to_owned(),
+            );
+        }
+        let max = cowork_core::eval::sequential::LOOKS_MAX;
+        if !(1..=max).contains(&sequential.looks) {
+            problems.push(format!(
+                "spec.eval.sequential.looks: must be an integer from 1 to {max}, got {}",
+                sequential.looks
+            ));
+        }
+        if let Some(mde) = sequential.mde
+            && !(mde > 0.0 && mde <= 1.0)
+        {
+            problems.push(format!(
+                "spec.eval.sequential.mde: must be a fraction above 0 and at most 1, got {mde}"
+            ));
+        }
+    }
     if spec.matrix_file.is_some() {
         problems.push("spec.matrixFile: an eval takes no matrix".to_owned());
     }

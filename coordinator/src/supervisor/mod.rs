@@ -660,6 +660,13 @@ fn log_note(note: &Note) {
         Note::ForeignJob { job_id } => {
             tracing::warn!(job_id = %job_id, "event for a job this batch does not have, ignored");
         }
+        Note::SequentialStopped(stop) => tracing::info!(
+            look = stop.look,
+            looks = stop.looks,
+            pairs = stop.pairs,
+            planned_pairs = stop.planned_pairs,
+            "decided early by the sequential test: nothing more is admitted"
+        ),
     }
 }
 

@@ -202,6 +202,7 @@ impl Admission {
         self.ledger
             .harness_version(finished.harness_version.as_deref());
         self.count_outcome(&finished, now);
+        self.observe_for_sequential(&finished);
         let job = JobRef {
             unit: finished.unit,
             repeat_index: self.grid.repeat_index(finished.run),

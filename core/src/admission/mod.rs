@@ -26,6 +26,9 @@
 //!   which go back to their units' cursors; started jobs finish and count; `resume-dispatch`
 //!   admits from where each unit stopped, under the next dispatch epoch ([`controls`]).
 //! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once.
+//! - **sequential stop** (`cowork eval --sequential`): at the look where the sequential test
+//!   decides, nothing more is admitted; the jobs out finish and the batch is decided
+//!   ([`sequential`]).
 //! - **deadlines**: a started job that does not report back within its timeout plus a grace is
 //!   published once more; if it stays silent again it is folded as an infrastructure error.
 //! - **job lost**: a job the queue gave up on is folded as an infrastructure error, once.
@@ -48,6 +51,7 @@ mod pauses;
 mod reacks;
 mod results;
 mod round;
+mod sequential;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -69,6 +73,7 @@ pub use live::{LIVE_CELLS_MAX, LIVE_FAILURES_MAX, live_delta};
 pub use order::UnitOrder;
 pub use pauses::TierPauses;
 pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
+pub use sequential::SequentialStop;
 
 use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
@@ -167,6 +172,9 @@ pub enum Note {
     Lost { job_id: JobId },
     /// An event named a job this batch does not have; ignored.
     ForeignJob { job_id: JobId },
+    /// The sequential test of an eval decided (or became futile) at a look: nothing more is
+    /// admitted, the jobs out finish and the batch is decided.
+    SequentialStopped(SequentialStop),
 }
 
 /// How a batch ended.
@@ -328,6 +336,8 @@ pub struct Admission {
     results: ResultIndex,
     /// What the folded outcomes that are not samples were, to tell a re-ack from a duplicate.
     unsampled: UnsampledReports,
+    /// The looks of a sequential eval (`--sequential`).
+    sequential: Option<sequential::SequentialWatch>,
 }
 
 impl Admission {
@@ -391,6 +401,7 @@ impl Admission {
             ledger: Ledger::new(units.len()),
             results: ResultIndex::new(units.len()),
             unsampled: UnsampledReports::default(),
+            sequential: sequential::SequentialWatch::of(plan),
             units,
             flags: plan.flags.clone(),
         })

@@ -82,13 +82,18 @@ impl Admission {
             self.dispatch.withdrawal_asked(asked == Withdrawal::Done);
         }
         let mut waits = Waits::default();
-        if !self.cancelling && self.budget_stopped.is_none() && !self.dispatch.is_paused() {
+        if !self.cancelling
+            && self.budget_stopped.is_none()
+            && !self.sequentially_stopped()
+            && !self.dispatch.is_paused()
+        {
             if self.interleave {
                 self.round_interleaved(now, &mut decision, &mut waits);
             } else {
                 self.round_in_unit_order(now, &mut decision, &mut waits);
             }
         }
+        self.close_after_sequential_stop();
         self.conclude(now, waits, &mut decision);
         decision
     }
@@ -453,12 +458,17 @@ impl Admission {
     fn conclude(&mut self, now: Instant, waits: Waits, decision: &mut Decision) {
         self.progress.pauses = self.pauses.count();
         self.progress.paused_tiers = self.pauses.paused_tiers(now);
-        let open = !self.cancelling && self.budget_stopped.is_none() && !self.order.all_closed();
+        let open = !self.cancelling
+            && self.budget_stopped.is_none()
+            && !self.sequentially_stopped()
+            && !self.order.all_closed();
         let paused = open && self.dispatch.is_paused();
         let admitting = open && !paused;
         let window_open = self.outstanding.len() < self.window;
         self.progress.held_by = if paused {
             Some("dispatch paused".to_owned())
+        } else if self.sequentially_stopped() && !self.outstanding.is_empty() {
+            Some(super::sequential::HELD_BY.to_owned())
         } else {
             waits.first.filter(|_| admitting && window_open)
         };

@@ -1068,3 +1068,4 @@ fn a_job_past_its_timeout_plus_grace_is_named_with_its_worker() {
     assert_eq!(admission.overdue_jobs(later), []);
 }
 mod handbacks;
+mod sequential;

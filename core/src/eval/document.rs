@@ -11,6 +11,7 @@ use cowork_schema::ids::BatchId;
 use cowork_schema::layout;
 use serde_json::Value;
 
+use super::sequential::{SEQUENTIAL_RULE, SequentialSettings, sequential_summary};
 use super::{ArmOutcome, ArmSources, EvalError, EvalOptions, PairedOutcome, eval_report};
 use crate::plan::{Plan, PlanUnit};
 use crate::verdict::view_with_rederived_verdict;
@@ -196,6 +197,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         .filter(|&arm| arm != control)
         .collect();
     let mut comparisons = Vec::with_capacity(candidates.len());
+    let mut sequential = None;
     for &candidate in &candidates {
         let pairs = paired_outcomes(plan, input.folded, input.results, control, candidate)?;
         let label = |arm: u32| {
@@ -209,7 +211,23 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
             a: control_arm.source.clone(),
             b: candidate_arm.source.clone(),
         };
-        let report = eval_report(&sources, &pairs, &options)?;
+        let mut report = eval_report(&sources, &pairs, &options)?;
+        // The sequential design watches two arms (intake refuses it with more).
+        if let (Some(spec), 1) = (&input.settings.sequential, candidates.len()) {
+            let settings = SequentialSettings::of(spec, input.settings.alpha);
+            let scenario_order: Vec<String> = plan
+                .units
+                .chunks(arm_count(plan))
+                .map(|arms| arms[0].scenario_name.clone())
+                .collect();
+            let summary = sequential_summary(&pairs, &scenario_order, &settings);
+            // The fixed test's verdict over every pair would ignore that the eval looked
+            // before it stopped; the verdict is the sequential test's
+            // (decisions.md#eval-sequential).
+            report.overall.verdict = summary.verdict;
+            report.decision_rule.push_str(SEQUENTIAL_RULE);
+            sequential = Some(summary);
+        }
         comparisons.push((control_arm.clone(), candidate_arm.clone(), report));
     }
     let mut ranked = super::arms::rank_against_control(comparisons, options.alpha);
@@ -229,6 +247,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
         runs_per_arm: plan.runs_per_unit(),
         report,
         comparisons: ranked,
+        sequential,
     })
 }
 

@@ -20,6 +20,8 @@
 //!   ranked.
 //! - [`drivers`]: which scenarios drove the result (scenarios by B − A, each one's share of
 //!   the overall difference).
+//! - [`sequential`]: the sequential design of `--sequential` (looks, an always-valid test on
+//!   the discordant pairs, futility) and the report's summary of where it stopped.
 //! - [`words`]: the same numbers in plain words (what p means, the smallest detectable
 //!   difference).
 //!
@@ -31,6 +33,7 @@ pub mod arms;
 pub mod document;
 pub mod drivers;
 pub mod gate;
+pub mod sequential;
 pub mod stats;
 pub mod words;
 

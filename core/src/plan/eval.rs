@@ -78,6 +78,11 @@ pub struct RawEvalFlags {
     /// `--stall-after` and `--on-stall`, as the batch flags.
     pub stall_after: Option<String>,
     pub on_stall: Option<String>,
+    /// `--sequential`, `--looks K` and `--mde POINTS` (see
+    /// [`validate_sequential_flags`](super::sequential::validate_sequential_flags)).
+    pub sequential: bool,
+    pub looks: Option<String>,
+    pub mde: Option<String>,
 }
 
 /// Validated eval flags.
@@ -89,6 +94,8 @@ pub struct EvalFlags {
     pub batch: BatchFlags,
     /// Significance level, strictly between 0 and 1.
     pub alpha: f64,
+    /// The sequential design (`--sequential`); `None` runs every planned pair.
+    pub sequential: Option<cowork_schema::batch::SequentialSpec>,
 }
 
 /// Validates the eval flags, reporting every problem (`--runs` in 2..=10000, `--alpha` strictly
@@ -118,6 +125,15 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
             ),
         });
     }
+    let sequential = super::sequential::validate_sequential_flags(
+        raw.sequential,
+        raw.looks.as_deref(),
+        raw.mde.as_deref(),
+    )
+    .unwrap_or_else(|flag_errors| {
+        errors.extend(flag_errors);
+        None
+    });
     let batch = validate_flags(&RawFlags {
         job_timeout: raw.job_timeout.clone(),
         stall_after: raw.stall_after.clone(),
@@ -132,6 +148,7 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
                 ..batch
             },
             alpha,
+            sequential,
         }),
         Ok(_) => Err(errors),
         Err(flag_errors) => {
@@ -531,6 +548,7 @@ pub(crate) mod tests {
             job_timeout: None,
             stall_after: None,
             on_stall: None,
+            ..RawEvalFlags::default()
         };
         let flags = validate_eval_flags(&raw("10", "0.05")).expect("defaults are valid");
         assert_eq!(flags.batch.repeat, Some(10));

@@ -16,6 +16,7 @@
 pub mod eval;
 pub mod flags;
 pub mod materialize;
+pub mod sequential;
 
 use cowork_schema::batch::{
     BatchFlags, BatchMode, ExecutorKind, OnUnanswered, PlanKindName, PlanSummary, SimSpec,
@@ -122,6 +123,9 @@ pub struct Plan {
     /// set, unit-major otherwise. Eval plans set it so that the arms' jobs alternate
     /// (decisions.md#eval-design); the reducer folds per unit in repeat-index order either way.
     pub interleave: bool,
+    /// The sequential design of an eval (`--sequential`): admission stops the batch at the
+    /// look where it decides (`admission::sequential`). `None` for every other batch.
+    pub sequential: Option<sequential::SequentialSettings>,
 }
 
 /// Why a batch cannot be planned.
@@ -488,7 +492,19 @@ impl Plan {
             bundle_sha256: input.bundle_sha256,
             generation: 0,
             interleave: layout.mode == BatchMode::Eval,
+            sequential: None,
         }
+    }
+
+    /// The plan with the sequential design of its eval settings (none without `--sequential`).
+    pub fn with_eval_settings(mut self, settings: Option<&cowork_schema::batch::EvalSpec>) -> Plan {
+        self.sequential = settings.and_then(|settings| {
+            settings
+                .sequential
+                .as_ref()
+                .map(|spec| sequential::SequentialSettings::of(spec, settings.alpha))
+        });
+        self
     }
 
     /// Runs per unit: N with `--repeat N`, else 1.

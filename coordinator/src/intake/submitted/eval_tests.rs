@@ -92,6 +92,7 @@ fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
             alpha: 0.05,
             seed: 1,
             resamples: 1000,
+            sequential: None,
         }),
         notify: Vec::new(),
     };
@@ -224,5 +225,31 @@ fn arms_or_a_model_other_than_the_bundles_are_a_mismatch_naming_spec_eval() {
             .iter()
             .all(|problem| problem.contains("spec.eval.arms and spec.eval.model")),
         "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_sequential_design_reaches_the_plan_and_bad_settings_name_their_field() {
+    let project = project();
+    let (mut spec, bundle) = submitted(project.path());
+    eval_of(&mut spec).sequential = Some(cowork_schema::batch::SequentialSpec {
+        looks: 3,
+        mde: Some(0.2),
+    });
+    let plan = intake(&spec, &bundle).expect("a valid sequential eval");
+    let settings = plan.sequential.expect("the plan carries the design");
+    assert_eq!((settings.looks, settings.mde), (3, Some(0.2)));
+    assert_eq!(settings.alpha, 0.05);
+    eval_of(&mut spec).sequential = Some(cowork_schema::batch::SequentialSpec {
+        looks: 0,
+        mde: Some(1.5),
+    });
+    check_refused(
+        &spec,
+        &bundle,
+        &[
+            "spec.eval.sequential.looks: must be an integer from 1 to 1000, got 0",
+            "spec.eval.sequential.mde: must be a fraction above 0 and at most 1, got 1.5",
+        ],
     );
 }

@@ -67,6 +67,7 @@ fn settings() -> EvalSpec {
         alpha: 0.05,
         seed: 7,
         resamples: 200,
+        sequential: None,
     }
 }
 
