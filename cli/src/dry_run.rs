@@ -44,8 +44,24 @@ pub async fn print(
     local: Option<LocalSlots>,
     harness: HarnessNote,
 ) -> Result<i32, CliError> {
+    print_with(plan, source, local, harness, None).await
+}
+
+/// [`print`], and for an eval with `power` its power section
+/// ([`crate::dry_run_power`]).
+pub async fn print_with(
+    plan: &Plan,
+    source: &Source,
+    local: Option<LocalSlots>,
+    harness: HarnessNote,
+    power: Option<crate::dry_run_power::EvalPower>,
+) -> Result<i32, CliError> {
     let slots = local.map(|local| local.slots);
-    let labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
+    let mut labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
+    if power.is_some() {
+        // Arm A's pass rate may come from plain runs of the scenario, too.
+        labels.extend(plan.units.iter().map(|unit| unit.scenario_name.as_str()));
+    }
     let replay = plan.mode.spends_nothing();
     let planned = RunKind {
         executor: plan.executor,
@@ -67,6 +83,12 @@ pub async fn print(
     print!("{}", render(plan, &dry, history.len(), slots));
     if replay {
         print!("{}", render_replay(&dry, local));
+    }
+    if let Some(power) = power {
+        print!(
+            "{}",
+            crate::dry_run_power::render(plan, power, &history, &unit_estimates, slots)
+        );
     }
     if let Some(note) = history_note {
         println!("history: not read from {} ({note})", source.describe());
@@ -116,7 +138,7 @@ async fn read_history(
     Ok(found.into_iter().filter_map(|batch| batch.stats).collect())
 }
 
-fn minutes(ms: u64) -> String {
+pub(crate) fn minutes(ms: u64) -> String {
     let seconds = ms as f64 / 1000.0;
     // A replay in a pack takes milliseconds of its process's time; "0 s" would hide it.
     if ms < 1000 {

@@ -27,6 +27,7 @@ mod batch_source;
 mod commands;
 mod connect;
 mod dry_run;
+mod dry_run_power;
 mod embedded;
 mod exit;
 mod fleet_args;

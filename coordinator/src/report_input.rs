@@ -32,7 +32,7 @@ use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
 
 use cowork_core::eval::EvalDocument;
-use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
+use cowork_core::eval::words::{p_value_sentence, power_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison};
 use cowork_core::report::{
     DetailedRuns, EvalArm, EvalRow, EvalSection, ReportInput, RunBrief, RunState, StoredRun,
@@ -370,6 +370,7 @@ pub fn eval_section(document: &EvalDocument) -> EvalSection {
         interval_method: report.interval_method.clone(),
         p_sentence: p_value_sentence(&report.overall),
         sensitivity_sentence: sensitivity_sentence(report, document.runs_per_arm),
+        power_sentence: power_sentence(report),
         rows,
     }
 }

@@ -18,7 +18,9 @@ use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
 use cowork_coordinator::notify::ReportLink;
-use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
+use cowork_core::eval::words::{
+    format_p, p_value_sentence, points, power_sentence, sensitivity_sentence,
+};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
     EvalDocument, EvalDocumentInput, EvalGate, eval_document, eval_exit_code, nothing_to_compare,
@@ -48,7 +50,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let mut validated = validate(&args).await?;
     let notifier = hooks(&args, &mut validated)?;
     if args.dry_run {
-        return dry_run(&args, &validated.plan).await;
+        return dry_run(&args, &validated).await;
     }
     if let Some(coordinator) = &args.coordinator {
         return submit(&args, coordinator, validated).await;
@@ -59,6 +61,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         bundle,
         settings,
         sources,
+        ..
     } = validated;
     let batch_id = plan.batch_id.clone();
     let runs_per_arm = plan.runs_per_unit();
@@ -162,8 +165,14 @@ async fn tell_hooks(
 
 /// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
 /// local store, or of the coordinator with `--coordinator`.
-async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
+async fn dry_run(args: &EvalArgs, validated: &EvalIntake) -> Result<i32, CliError> {
     use crate::batch_source::Source;
+    let plan = &validated.plan;
+    let power = Some(crate::dry_run_power::EvalPower {
+        alpha: validated.settings.alpha,
+        mde: validated.settings.mde,
+        expect_pass_rate: validated.expect_pass_rate,
+    });
     match &args.coordinator {
         Some(coordinator) => {
             let client = client(&ClientArgs {
@@ -172,7 +181,7 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
                 coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA")
                     .map(std::path::PathBuf::from),
             })?;
-            crate::dry_run::print(plan, &Source::Remote(client), None, None).await
+            crate::dry_run::print_with(plan, &Source::Remote(client), None, None, power).await
         }
         None => {
             let harness = harness_preflight(plan.executor, &args.harness_bin).await;
@@ -183,7 +192,7 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
                 slots: args.slots,
                 replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
             };
-            crate::dry_run::print(plan, &source, Some(local), harness).await
+            crate::dry_run::print_with(plan, &source, Some(local), harness, power).await
         }
     }
 }
@@ -339,6 +348,8 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             job_timeout: args.job_timeout.clone(),
             stall_after: args.stall.stall_after.clone(),
             on_stall: args.stall.on_stall.clone(),
+            mde: args.mde.clone(),
+            expect_pass_rate: args.expect_pass_rate.clone(),
         },
         model: args.model.clone(),
         executor,
@@ -418,6 +429,9 @@ fn render_human(document: &EvalDocument) -> String {
     let _ = writeln!(out, "verdict (overall, alpha {}): {verdict}", report.alpha);
     let _ = writeln!(out, "  {}", p_value_sentence(&report.overall));
     if let Some(sentence) = sensitivity_sentence(report, document.runs_per_arm) {
+        let _ = writeln!(out, "  {sentence}");
+    }
+    if let Some(sentence) = power_sentence(report) {
         let _ = writeln!(out, "  {sentence}");
     }
     out

@@ -61,6 +61,7 @@ mod connect;
 mod disruption;
 mod distributed;
 mod eval;
+mod eval_power;
 mod faults;
 mod first_fleet;
 mod first_run;

@@ -214,6 +214,8 @@ pub struct EvalIntake {
     pub settings: EvalSpec,
     /// The arms as typed: the labels of a report made on this machine.
     pub sources: ArmSources,
+    /// `--expect-pass-rate`: arm A's pass rate a dry run assumes without history.
+    pub expect_pass_rate: Option<f64>,
 }
 
 /// Validates the whole eval batch, plans both arms and packs the bundle. A warning that both
@@ -253,6 +255,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         alpha: flags.alpha,
         seed: request.seed,
         resamples: DEFAULT_RESAMPLES,
+        mde: flags.mde,
     };
     let plan = Plan::new(
         layout,
@@ -300,6 +303,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             a: arm_a.declared.clone(),
             b: arm_b.declared.clone(),
         },
+        expect_pass_rate: flags.expect_pass_rate,
     })
 }
 

@@ -164,6 +164,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
     // interval needs neither (the seed still drives the sim executor).
     let options = EvalOptions {
         alpha: input.settings.alpha,
+        mde: input.settings.mde,
     };
     let report = eval_report(input.sources, &pairs, &options)?;
     Ok(EvalDocument {

@@ -82,6 +82,7 @@ fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
             alpha: 0.05,
             seed: 1,
             resamples: 1000,
+            mde: None,
         }),
         notify: Vec::new(),
     };
