@@ -207,19 +207,19 @@ fn estimate_words(
         || "cost: no history".to_owned(),
         |usd| format!("est. cost ${usd:.2}"),
     );
-    let simulated = if plan.executor == cowork_schema::batch::ExecutorKind::Sim {
-        " simulated"
-    } else {
-        ""
-    };
+    // The simulator's wall time is its profile's time scale's (the plan's time line says it).
+    let simulated = plan.executor == cowork_schema::batch::ExecutorKind::Sim;
     let time = match (dry.run_ms, dry.wall_ms, slots) {
+        (Some(run_ms), _, _) if simulated => {
+            format!("{} of simulated runs", crate::dry_run::minutes(run_ms))
+        }
         (Some(run_ms), Some(wall_ms), Some(slots)) => format!(
-            "{} of{simulated} runs, about {} of wall time on {}",
+            "{} of runs, about {} of wall time on {}",
             crate::dry_run::minutes(run_ms),
             crate::dry_run::minutes(wall_ms),
             count(u64::from(slots), "slot")
         ),
-        (Some(run_ms), _, _) => format!("{} of{simulated} runs", crate::dry_run::minutes(run_ms)),
+        (Some(run_ms), _, _) => format!("{} of runs", crate::dry_run::minutes(run_ms)),
         (None, _, _) => "time: no history".to_owned(),
     };
     format!("{} jobs, {cost}, {time}", dry.n_jobs)
