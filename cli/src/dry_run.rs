@@ -18,6 +18,8 @@ use crate::batch_source::Source;
 use crate::exit::CliError;
 use crate::text::{count, count_of, table};
 
+pub mod power;
+
 /// Earlier batches an estimate is drawn from, at most, and batches looked at to find them.
 const HISTORY: HistoryScope = HistoryScope {
     keep: 20,
@@ -47,18 +49,17 @@ pub async fn print(
     print_with(plan, source, local, harness, None).await
 }
 
-/// [`print`], and for an eval with `power` its power section
-/// ([`crate::dry_run_power`]).
+/// [`print`], and for an eval with `eval_power` its power section ([`power`]).
 pub async fn print_with(
     plan: &Plan,
     source: &Source,
     local: Option<LocalSlots>,
     harness: HarnessNote,
-    power: Option<crate::dry_run_power::EvalPower>,
+    eval_power: Option<power::EvalPower>,
 ) -> Result<i32, CliError> {
     let slots = local.map(|local| local.slots);
     let mut labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
-    if power.is_some() {
+    if eval_power.is_some() {
         // Arm A's pass rate may come from plain runs of the scenario, too.
         labels.extend(plan.units.iter().map(|unit| unit.scenario_name.as_str()));
     }
@@ -84,10 +85,10 @@ pub async fn print_with(
     if replay {
         print!("{}", render_replay(&dry, local));
     }
-    if let Some(power) = power {
+    if let Some(eval_power) = eval_power {
         print!(
             "{}",
-            crate::dry_run_power::render(plan, power, &history, &unit_estimates, slots)
+            power::render(plan, eval_power, &history, &unit_estimates, slots)
         );
     }
     if let Some(note) = history_note {
@@ -138,7 +139,7 @@ async fn read_history(
     Ok(found.into_iter().filter_map(|batch| batch.stats).collect())
 }
 
-pub(crate) fn minutes(ms: u64) -> String {
+fn minutes(ms: u64) -> String {
     let seconds = ms as f64 / 1000.0;
     // A replay in a pack takes milliseconds of its process's time; "0 s" would hide it.
     if ms < 1000 {

@@ -27,7 +27,6 @@ mod batch_source;
 mod commands;
 mod connect;
 mod dry_run;
-mod dry_run_power;
 mod embedded;
 mod exit;
 mod fleet_args;

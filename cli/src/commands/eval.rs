@@ -61,7 +61,6 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
         bundle,
         settings,
         sources,
-        ..
     } = validated;
     let batch_id = plan.batch_id.clone();
     let runs_per_arm = plan.runs_per_unit();
@@ -168,10 +167,14 @@ async fn tell_hooks(
 async fn dry_run(args: &EvalArgs, validated: &EvalIntake) -> Result<i32, CliError> {
     use crate::batch_source::Source;
     let plan = &validated.plan;
-    let power = Some(crate::dry_run_power::EvalPower {
+    let power = Some(crate::dry_run::power::EvalPower {
         alpha: validated.settings.alpha,
         mde: validated.settings.mde,
-        expect_pass_rate: validated.expect_pass_rate,
+        // Validated with the other flags (`validate`), so it reads as a number here.
+        expect_pass_rate: args
+            .expect_pass_rate
+            .as_deref()
+            .map(cowork_core::plan::flags::js_number),
     });
     match &args.coordinator {
         Some(coordinator) => {

@@ -214,8 +214,6 @@ pub struct EvalIntake {
     pub settings: EvalSpec,
     /// The arms as typed: the labels of a report made on this machine.
     pub sources: ArmSources,
-    /// `--expect-pass-rate`: arm A's pass rate a dry run assumes without history.
-    pub expect_pass_rate: Option<f64>,
 }
 
 /// Validates the whole eval batch, plans both arms and packs the bundle. A warning that both
@@ -303,7 +301,6 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             a: arm_a.declared.clone(),
             b: arm_b.declared.clone(),
         },
-        expect_pass_rate: flags.expect_pass_rate,
     })
 }
 

@@ -211,15 +211,15 @@ fn estimate_words(
     let simulated = plan.executor == cowork_schema::batch::ExecutorKind::Sim;
     let time = match (dry.run_ms, dry.wall_ms, slots) {
         (Some(run_ms), _, _) if simulated => {
-            format!("{} of simulated runs", crate::dry_run::minutes(run_ms))
+            format!("{} of simulated runs", super::minutes(run_ms))
         }
         (Some(run_ms), Some(wall_ms), Some(slots)) => format!(
             "{} of runs, about {} of wall time on {}",
-            crate::dry_run::minutes(run_ms),
-            crate::dry_run::minutes(wall_ms),
+            super::minutes(run_ms),
+            super::minutes(wall_ms),
             count(u64::from(slots), "slot")
         ),
-        (Some(run_ms), _, _) => format!("{} of runs", crate::dry_run::minutes(run_ms)),
+        (Some(run_ms), _, _) => format!("{} of runs", super::minutes(run_ms)),
         (None, _, _) => "time: no history".to_owned(),
     };
     format!("{} jobs, {cost}, {time}", dry.n_jobs)
