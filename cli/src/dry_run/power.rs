@@ -61,8 +61,8 @@ pub fn render(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "power: McNemar's test at alpha {} with {} per arm; the rise of B over arm A's pass rate \
-         it detects 4 times in 5 (a pair's two runs taken as independent given the scenario):",
+        "power: McNemar's test at alpha {} with {} per arm: the smallest rise of B over arm A's\n  \
+         pass rate it detects 4 times in 5 (a pair's two runs independent given the scenario)",
         power.alpha,
         count(u64::from(powered.runs_per_arm), "run")
     );
