@@ -155,3 +155,58 @@ fn the_figures_carry_the_rate_the_target_and_the_mde() {
     );
     assert_eq!(power_figures(10, 0.95, ALPHA, None).pairs_for_mde, None);
 }
+
+#[test]
+fn every_comparison_of_a_report_carries_the_figures_of_its_pairs_and_arm_a_rate() {
+    use crate::eval::{ArmOutcome, ArmSources, EvalOptions, PairedOutcome, eval_report, words};
+    let run = |pass: bool| ArmOutcome {
+        pass,
+        completed: true,
+        cost_usd: None,
+    };
+    // Two scenarios of 12 pairs: A passes 6 of 12 in "one" and 9 of 12 in "two".
+    let mut outcomes = Vec::new();
+    for (scenario, a_passes) in [("one", 6), ("two", 9)] {
+        for repeat_index in 0..12 {
+            outcomes.push(PairedOutcome {
+                scenario: scenario.to_owned(),
+                repeat_index,
+                a: run(repeat_index < a_passes),
+                b: run(repeat_index % 2 == 0),
+            });
+        }
+    }
+    let sources = ArmSources {
+        a: "a".to_owned(),
+        b: "b".to_owned(),
+    };
+    let options = EvalOptions {
+        alpha: ALPHA,
+        mde: Some(0.15),
+    };
+    let report = eval_report(&sources, &outcomes, &options).expect("valid");
+    let figures = |comparison: &crate::eval::Comparison| comparison.power.clone();
+    assert_eq!(
+        figures(&report.scenarios[0].comparison),
+        Some(power_figures(12, 0.5, ALPHA, Some(0.15)))
+    );
+    assert_eq!(
+        figures(&report.scenarios[1].comparison),
+        Some(power_figures(12, 0.75, ALPHA, Some(0.15)))
+    );
+    assert_eq!(
+        figures(&report.overall),
+        Some(power_figures(24, 0.625, ALPHA, Some(0.15)))
+    );
+    let sentence = words::power_sentence(&report).expect("figures");
+    assert!(
+        sentence.starts_with("power: 4 times in 5 these 24 pairs detect B passing"),
+        "{sentence}"
+    );
+    assert!(sentence.contains("A's 62%"), "{sentence}");
+    assert!(sentence.contains("for --mde 15: ~"), "{sentence}");
+    // No complete pair, no figures.
+    let empty = eval_report(&sources, &[], &options).expect("valid");
+    assert_eq!(empty.overall.power, None);
+    assert_eq!(words::power_sentence(&empty), None);
+}
