@@ -13,8 +13,8 @@
 //! both arms together) disagree less often than this model says, so real power is higher.
 //!
 //! Pure and deterministic; fast enough for the dry run of many scenarios: the sum skips the
-//! counts of disagreeing pairs whose probability is below 1e-20, and sizes are capped at
-//! [`PAIRS_CAP`].
+//! counts of disagreeing pairs whose probability is below 1e-20, and the search for the pairs a
+//! difference needs stops at [`PAIRS_CAP`].
 
 use cowork_schema::eval::PowerFigures;
 
@@ -22,7 +22,7 @@ use super::stats::{
     TARGET_POWER, binomial_lower_tail, binomial_pmf, binomial_upper_tail, mcnemar_score,
 };
 
-/// The most pairs a power figure is computed for: beyond it the dry run says "more than".
+/// The most pairs [`runs_needed`] searches: beyond it the dry run says "more than".
 pub const PAIRS_CAP: u64 = 100_000;
 
 /// The grid of [`detectable_difference`]: half a point.
@@ -107,10 +107,10 @@ pub fn mcnemar_power(pairs: u64, p_a: f64, p_b: f64, alpha: f64) -> f64 {
 /// The smallest rise of B's pass rate over `p_a`, on a half-point grid, that McNemar's test at
 /// `alpha` detects with probability at least `power` from `pairs` complete pairs (B better:
 /// `p_b = p_a + d`). Found by bisection on the grid, as the power grows with the difference.
-/// `None` when even B always passing would not be detected that often, or `pairs` is above
-/// [`PAIRS_CAP`].
+/// `None` when even B always passing would not be detected that often. The time grows about
+/// linearly with `pairs` (a few milliseconds at 10,000 in a release build).
 pub fn detectable_difference(pairs: u64, p_a: f64, alpha: f64, power: f64) -> Option<f64> {
-    if pairs == 0 || pairs > PAIRS_CAP || !(0.0..=1.0).contains(&p_a) {
+    if pairs == 0 || !(0.0..=1.0).contains(&p_a) {
         return None;
     }
     // The last grid point at or below 1 − p_a (the tolerance keeps 0.05/0.005 at 10 steps).

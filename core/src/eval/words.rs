@@ -109,7 +109,9 @@ pub fn sensitivity_sentence(report: &EvalReport, runs_per_arm: u32) -> Option<St
 /// A difference on the half-point grid of the power figures: `23.5 points`, `5 points`.
 pub fn half_points(difference: f64) -> String {
     let halves = (difference * 200.0).round();
-    if halves % 2.0 == 0.0 {
+    if halves == 2.0 {
+        "1 point".to_owned()
+    } else if halves % 2.0 == 0.0 {
         format!("{:.0} points", halves / 2.0)
     } else {
         format!("{:.1} points", halves / 2.0)
