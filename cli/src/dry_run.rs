@@ -18,6 +18,8 @@ use crate::batch_source::Source;
 use crate::exit::CliError;
 use crate::text::{count, count_of, table};
 
+pub mod power;
+
 /// Earlier batches an estimate is drawn from, at most, and batches looked at to find them.
 const HISTORY: HistoryScope = HistoryScope {
     keep: 20,
@@ -44,8 +46,23 @@ pub async fn print(
     local: Option<LocalSlots>,
     harness: HarnessNote,
 ) -> Result<i32, CliError> {
+    print_with(plan, source, local, harness, None).await
+}
+
+/// [`print`], and for an eval with `eval_power` its power section ([`power`]).
+pub async fn print_with(
+    plan: &Plan,
+    source: &Source,
+    local: Option<LocalSlots>,
+    harness: HarnessNote,
+    eval_power: Option<power::EvalPower>,
+) -> Result<i32, CliError> {
     let slots = local.map(|local| local.slots);
-    let labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
+    let mut labels: BTreeSet<&str> = plan.units.iter().map(|unit| unit.label.as_str()).collect();
+    if eval_power.is_some() {
+        // Arm A's pass rate may come from plain runs of the scenario, too.
+        labels.extend(plan.units.iter().map(|unit| unit.scenario_name.as_str()));
+    }
     let replay = plan.mode.spends_nothing();
     let planned = RunKind {
         executor: plan.executor,
@@ -67,6 +84,12 @@ pub async fn print(
     print!("{}", render(plan, &dry, history.len(), slots));
     if replay {
         print!("{}", render_replay(&dry, local));
+    }
+    if let Some(eval_power) = eval_power {
+        print!(
+            "{}",
+            power::render(plan, eval_power, &history, &unit_estimates, slots)
+        );
     }
     if let Some(note) = history_note {
         println!("history: not read from {} ({note})", source.describe());

@@ -32,7 +32,7 @@ use cowork_schema::rollup::RollupDoc;
 use futures::StreamExt;
 
 use cowork_core::eval::EvalDocument;
-use cowork_core::eval::words::{p_value_sentence, sensitivity_sentence};
+use cowork_core::eval::words::{p_value_sentence, power_sentence, sensitivity_sentence};
 use cowork_core::eval::{ArmSummary, Comparison, ControlComparison, EvalVerdict, NamedArm};
 use cowork_core::report::{
     DetailedRuns, EvalArm, EvalRow, EvalSection, RankedArm, ReportInput, RunBrief, RunState,
@@ -371,6 +371,7 @@ pub fn eval_section(document: &EvalDocument) -> EvalSection {
         interval_method: report.interval_method.clone(),
         p_sentence: p_value_sentence(&report.overall),
         sensitivity_sentence: sensitivity_sentence(report, document.runs_per_arm),
+        power_sentence: power_sentence(report),
         rows,
         ranking: document.comparisons.iter().map(ranked_arm).collect(),
     }

@@ -310,6 +310,10 @@ pub struct EvalSpec {
     pub seed: u64,
     /// Bootstrap resamples per interval.
     pub resamples: u32,
+    /// `--mde`: the difference of pass rates the eval is planned to detect, as a fraction
+    /// (`--mde 15` is 0.15); the report gives the runs it needs. Absent when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
     /// `--sequential`: stop the batch as soon as the sequential test decides (or can no longer
     /// decide); absent for an eval that runs every planned pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -128,6 +128,35 @@ pub struct Comparison {
     /// reports written before it existed.
     #[serde(default)]
     pub min_detectable_diff: Option<f64>,
+    /// The power of the test with these pairs, when arm A passes at its observed rate (see
+    /// [`PowerFigures`]); absent from reports written before it existed and when no pair is
+    /// complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerFigures>,
+}
+
+/// How likely the test is to detect a difference, when arm A passes at `armAPassRate` and a
+/// pair's two runs are independent given the scenario: the exact power of McNemar's score test
+/// at the report's alpha (the same computation as `cowork eval --dry-run`'s).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PowerFigures {
+    /// Arm A's pass rate the figures assume: the observed one in a report, the history's or
+    /// `--expect-pass-rate` in a dry run.
+    pub arm_a_pass_rate: f64,
+    /// The probability of detection the figures ask for (0.8).
+    pub target_power: f64,
+    /// The smallest rise of B's pass rate over A's (on a half-point grid) the test detects with
+    /// `targetPower` with these pairs; `null` when none would be.
+    pub detectable_diff: Option<f64>,
+    /// The difference the batch was planned to detect (`--mde`, as a fraction); `null` when
+    /// none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
+    /// The fewest complete pairs that detect `mde` with `targetPower` (for a scenario: runs per
+    /// arm); `null` when `mde` is absent or would take more than 100,000 pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs_for_mde: Option<u64>,
 }
 
 /// The comparison within one scenario.

@@ -147,11 +147,16 @@ pub struct EvalArgs {
     /// Looks of `--sequential`, equally spaced in pairs of the planned total (default 5).
     #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub looks: Option<String>,
-    /// The smallest difference worth detecting, in percentage points (20 = 20 points); with
-    /// `--sequential` the eval stops as futile once even that difference could no longer be
-    /// shown.
+    /// The difference of pass rates to detect, in percentage points (15 for 15 points): the
+    /// dry run prints the runs per arm it needs 4 times in 5, with their cost and time; the
+    /// report gives the same figure after the runs; with `--sequential` the eval stops as
+    /// futile once even that difference could no longer be shown.
     #[arg(long, value_name = "POINTS", allow_negative_numbers = true)]
     pub mde: Option<String>,
+    /// Arm A's pass rate (0 to 1) the dry run's power figures assume for a scenario without
+    /// history; default 0.5 (the rate that needs the most runs).
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub expect_pass_rate: Option<String>,
     /// Which overall verdict makes the eval exit 1: `b-worse` (a CI gate against regressions),
     /// `any-difference` (B must behave like A) or `never` (report only). With no run completed
     /// in both arms the eval exits 2 whatever this says.

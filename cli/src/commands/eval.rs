@@ -20,7 +20,9 @@ use anyhow::{Context, anyhow};
 use cowork_client::CoordinatorClient;
 use cowork_coordinator::intake::{self, EvalIntake, EvalRequest};
 use cowork_coordinator::notify::ReportLink;
-use cowork_core::eval::words::{format_p, p_value_sentence, points, sensitivity_sentence};
+use cowork_core::eval::words::{
+    format_p, p_value_sentence, points, power_sentence, sensitivity_sentence,
+};
 use cowork_core::eval::{Comparison, EvalVerdict};
 use cowork_core::eval::{
     EvalDocument, EvalDocumentInput, EvalGate, document_exit_code, eval_document,
@@ -51,7 +53,7 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     let mut validated = validate(&args).await?;
     let notifier = hooks(&args, &mut validated)?;
     if args.dry_run {
-        return dry_run(&args, &validated.plan).await;
+        return dry_run(&args, &validated).await;
     }
     if let Some(coordinator) = &args.coordinator {
         return submit(&args, coordinator, validated).await;
@@ -160,8 +162,18 @@ async fn tell_hooks(
 
 /// `cowork eval --dry-run`: the plan of both arms and the estimate from the history of the
 /// local store, or of the coordinator with `--coordinator`.
-async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
+async fn dry_run(args: &EvalArgs, validated: &EvalIntake) -> Result<i32, CliError> {
     use crate::batch_source::Source;
+    let plan = &validated.plan;
+    let power = Some(crate::dry_run::power::EvalPower {
+        alpha: validated.settings.alpha,
+        mde: validated.settings.mde,
+        // Validated with the other flags (`validate`), so it reads as a number here.
+        expect_pass_rate: args
+            .expect_pass_rate
+            .as_deref()
+            .map(cowork_core::plan::flags::js_number),
+    });
     match &args.coordinator {
         Some(coordinator) => {
             let client = client(&ClientArgs {
@@ -170,7 +182,7 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
                 coordinator_ca: std::env::var_os("COWORK_COORDINATOR_CA")
                     .map(std::path::PathBuf::from),
             })?;
-            crate::dry_run::print(plan, &Source::Remote(client), None, None).await
+            crate::dry_run::print_with(plan, &Source::Remote(client), None, None, power).await
         }
         None => {
             let harness = harness_preflight(plan.executor, &args.harness_bin).await;
@@ -181,7 +193,7 @@ async fn dry_run(args: &EvalArgs, plan: &Plan) -> Result<i32, CliError> {
                 slots: args.slots,
                 replay_pack: cowork_worker::executor::replay_pack::DEFAULT_REPLAY_PACK,
             };
-            crate::dry_run::print(plan, &source, Some(local), harness).await
+            crate::dry_run::print_with(plan, &source, Some(local), harness, power).await
         }
     }
 }
@@ -343,6 +355,7 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             sequential: args.sequential,
             looks: args.looks.clone(),
             mde: args.mde.clone(),
+            expect_pass_rate: args.expect_pass_rate.clone(),
         },
         model: args.model.clone(),
         executor,
@@ -422,6 +435,9 @@ fn render_human(document: &EvalDocument) -> String {
     let _ = writeln!(out, "verdict (overall, alpha {}): {verdict}", report.alpha);
     let _ = writeln!(out, "  {}", p_value_sentence(&report.overall));
     if let Some(sentence) = sensitivity_sentence(report, document.runs_per_arm) {
+        let _ = writeln!(out, "  {sentence}");
+    }
+    if let Some(sentence) = power_sentence(report) {
         let _ = writeln!(out, "  {sentence}");
     }
     if let Some(summary) = &document.sequential {

@@ -62,6 +62,7 @@ mod disruption;
 mod distributed;
 mod eval;
 mod eval_arms;
+mod eval_power;
 mod eval_sequential;
 mod faults;
 mod first_fleet;

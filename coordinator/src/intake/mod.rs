@@ -269,6 +269,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
         seed: request.seed,
         resamples: DEFAULT_RESAMPLES,
         sequential: flags.sequential,
+        mde: flags.mde,
     };
     let plan = Plan::new(
         layout,

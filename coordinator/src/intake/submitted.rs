@@ -371,6 +371,13 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
             settings.resamples
         ));
     }
+    if let Some(mde) = settings.mde
+        && !(mde > 0.0 && mde <= 1.0)
+    {
+        problems.push(format!(
+            "spec.eval.mde: must be a number above 0 and at most 1, got {mde}"
+        ));
+    }
     if let Some(model) = &settings.model
         && (model.trim().is_empty() || model.starts_with('-'))
     {

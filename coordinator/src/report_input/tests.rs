@@ -1181,6 +1181,7 @@ fn eval_section() -> EvalSection {
             "with 10 runs per arm a difference under 60 points cannot be told from noise"
                 .to_owned(),
         ),
+        power_sentence: None,
         rows: vec![EvalRow {
             scope: "overall".to_owned(),
             arm_a: arm(27, 30, 1.5),

@@ -190,6 +190,7 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
     // interval needs neither (the seed still drives the sim executor).
     let options = EvalOptions {
         alpha: input.settings.alpha,
+        mde: input.settings.mde,
     };
     let control = input.settings.control;
     let candidates: Vec<u32> = (0_u32..)

@@ -18,6 +18,8 @@
 //!   pairs needed for a target difference).
 //! - [`arms`]: evals with several arms: every candidate against the control, Holm-adjusted and
 //!   ranked.
+//! - [`power`]: the exact power of the test for given pass rates (the dry run's and the
+//!   report's detectable difference at 80% power and runs needed for `--mde`).
 //! - [`drivers`]: which scenarios drove the result (scenarios by B − A, each one's share of
 //!   the overall difference).
 //! - [`sequential`]: the sequential design of `--sequential` (looks, an always-valid test on
@@ -33,6 +35,8 @@ pub mod arms;
 pub mod document;
 pub mod drivers;
 pub mod gate;
+pub mod plan_power;
+pub mod power;
 pub mod sequential;
 pub mod stats;
 pub mod words;
@@ -44,7 +48,7 @@ use std::collections::BTreeMap;
 
 pub use cowork_schema::eval::{
     Arm, ArmLabel, ArmSummary, Comparison, ControlComparison, Discordant, EvalDocument, EvalReport,
-    EvalVerdict, Interval, NamedArm, ScenarioComparison, Sensitivity,
+    EvalVerdict, Interval, NamedArm, PowerFigures, ScenarioComparison, Sensitivity,
 };
 pub use document::{
     EVAL_DOCUMENT_FILE, EvalDocumentError, EvalDocumentInput, EvalPairingError, eval_document,
@@ -160,6 +164,8 @@ pub struct EvalOptions {
     /// Significance level of the McNemar test, strictly between 0 and 1 (default 0.05). The
     /// interval's confidence level is `1 − alpha`, so the two always agree.
     pub alpha: f64,
+    /// `--mde` as a fraction: each comparison's power figures give the pairs it needs.
+    pub mde: Option<f64>,
 }
 
 /// Why a report cannot be built.
@@ -287,6 +293,16 @@ impl ComparisonContext<'_> {
             mcnemar_p,
             verdict: decide_verdict(discordant, mcnemar_p, self.options.alpha),
             min_detectable_diff: min_detectable_difference(n_pairs, self.options.alpha),
+            // Arm A's observed pass rate stands in for the true one (the dry run uses the
+            // history's), so the two figures agree for the same pairs and rate.
+            power: (n_pairs > 0).then(|| {
+                power::power_figures(
+                    n_pairs,
+                    tallies[0].summary(Arm::A, &self.sources.a).pass_rate,
+                    self.options.alpha,
+                    self.options.mde,
+                )
+            }),
         }
     }
 }

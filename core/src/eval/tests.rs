@@ -547,6 +547,7 @@ fn sources() -> ArmSources {
 fn options() -> EvalOptions {
     EvalOptions {
         alpha: DEFAULT_ALPHA,
+        mde: None,
     }
 }
 
@@ -889,6 +890,8 @@ fn report_json_has_labelled_arms_and_a_fixed_shape() {
         "verdict": "noDetectableDifference",
         // 4 disagreeing pairs are the least alpha 0.05 can call; 2 pairs cannot hold them.
         "minDetectableDiff": null,
+        // A passed every run, so B cannot pass more often: nothing to detect.
+        "power": {"armAPassRate": 1.0, "targetPower": 0.8, "detectableDiff": null},
     });
     let mut overall = json!({"arms": arms});
     let mut scenario = json!({"scenario": "alpha", "arms": arms});

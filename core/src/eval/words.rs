@@ -105,3 +105,86 @@ pub fn sensitivity_sentence(report: &EvalReport, runs_per_arm: u32) -> Option<St
     };
     Some(format!("{floor}{pooled}{needed}"))
 }
+
+/// A difference on the half-point grid of the power figures: `23.5 points`, `5 points`.
+pub fn half_points(difference: f64) -> String {
+    let halves = (difference * 200.0).round();
+    if halves == 2.0 {
+        "1 point".to_owned()
+    } else if halves % 2.0 == 0.0 {
+        format!("{:.0} points", halves / 2.0)
+    } else {
+        format!("{:.1} points", halves / 2.0)
+    }
+}
+
+/// One plain line on the test's power with these pairs at arm A's observed pass rate: the rise
+/// of B it detects 4 times in 5, overall and per scenario, and with `--mde` the runs that
+/// difference needs. `None` when the report has no power figures.
+pub fn power_sentence(report: &EvalReport) -> Option<String> {
+    let overall = report.overall.power.as_ref()?;
+    let mut sentence = match overall.detectable_diff {
+        Some(difference) => format!(
+            "power: 4 times in 5 these {} pairs detect B passing {} more than A's {:.0}%",
+            report.overall.pairs,
+            half_points(difference),
+            overall.arm_a_pass_rate * 100.0
+        ),
+        None => format!(
+            "power: these {} pairs are too few to detect B passing more than A's {:.0}% 4 times \
+             in 5",
+            report.overall.pairs,
+            overall.arm_a_pass_rate * 100.0
+        ),
+    };
+    let per_scenario: Vec<Option<f64>> = report
+        .scenarios
+        .iter()
+        .filter_map(|scenario| scenario.comparison.power.as_ref())
+        .map(|figures| figures.detectable_diff)
+        .collect();
+    if per_scenario.len() > 1 {
+        let known: Vec<f64> = per_scenario.iter().flatten().copied().collect();
+        let least = known.iter().copied().fold(f64::INFINITY, f64::min);
+        let most = known.iter().copied().fold(0.0, f64::max);
+        let range = match known.len() {
+            0 => "none".to_owned(),
+            _ if least == most => half_points(least),
+            _ => format!(
+                "{} to {}",
+                half_points(least).replace(" points", ""),
+                half_points(most)
+            ),
+        };
+        let missing = per_scenario.len() - known.len();
+        let none = if missing > 0 && !known.is_empty() {
+            format!(", none in {missing}")
+        } else {
+            String::new()
+        };
+        sentence.push_str(&format!(" ({range} within a scenario{none})"));
+    }
+    if let Some(mde) = overall.mde {
+        let everywhere: Option<Vec<u64>> = report
+            .scenarios
+            .iter()
+            .map(|scenario| scenario.comparison.power.as_ref()?.pairs_for_mde)
+            .collect();
+        let needed = match everywhere.and_then(|runs| runs.into_iter().max()) {
+            Some(runs) => format!("~{runs} runs per arm detect it in every scenario"),
+            None => "some scenario cannot reach it".to_owned(),
+        };
+        let pooled = match overall.pairs_for_mde {
+            Some(pairs) => format!(
+                ", ~{} per scenario pooled",
+                pairs.div_ceil(report.scenarios.len().max(1) as u64)
+            ),
+            None => String::new(),
+        };
+        sentence.push_str(&format!(
+            "; for --mde {}: {needed}{pooled}",
+            half_points(mde).replace(" points", "")
+        ));
+    }
+    Some(sentence)
+}

@@ -82,7 +82,10 @@ pub struct RawEvalFlags {
     /// [`validate_sequential_flags`](super::sequential::validate_sequential_flags)).
     pub sequential: bool,
     pub looks: Option<String>,
+    /// `--mde POINTS`: the difference the eval should detect, in percentage points.
     pub mde: Option<String>,
+    /// `--expect-pass-rate P`: arm A's pass rate a dry run assumes without history.
+    pub expect_pass_rate: Option<String>,
 }
 
 /// Validated eval flags.
@@ -96,6 +99,10 @@ pub struct EvalFlags {
     pub alpha: f64,
     /// The sequential design (`--sequential`); `None` runs every planned pair.
     pub sequential: Option<cowork_schema::batch::SequentialSpec>,
+    /// `--mde` as a fraction (`--mde 15` is 0.15), above 0 and at most 1.
+    pub mde: Option<f64>,
+    /// `--expect-pass-rate`, from 0 to 1.
+    pub expect_pass_rate: Option<f64>,
 }
 
 /// Validates the eval flags, reporting every problem (`--runs` in 2..=10000, `--alpha` strictly
@@ -125,15 +132,14 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
             ),
         });
     }
-    let sequential = super::sequential::validate_sequential_flags(
-        raw.sequential,
-        raw.looks.as_deref(),
-        raw.mde.as_deref(),
-    )
-    .unwrap_or_else(|flag_errors| {
-        errors.extend(flag_errors);
-        None
-    });
+    let (mde, expect_pass_rate) = validate_power_flags(raw, &mut errors);
+    let sequential =
+        super::sequential::validate_sequential_flags(raw.sequential, raw.looks.as_deref(), None)
+            .map(|spec| spec.map(|spec| cowork_schema::batch::SequentialSpec { mde, ..spec }))
+            .unwrap_or_else(|flag_errors| {
+                errors.extend(flag_errors);
+                None
+            });
     let batch = validate_flags(&RawFlags {
         job_timeout: raw.job_timeout.clone(),
         stall_after: raw.stall_after.clone(),
@@ -149,6 +155,8 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
             },
             alpha,
             sequential,
+            mde,
+            expect_pass_rate,
         }),
         Ok(_) => Err(errors),
         Err(flag_errors) => {
@@ -156,6 +164,42 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
             Err(errors)
         }
     }
+}
+
+/// `--mde` (percentage points, above 0 and at most 100, returned as a fraction) and
+/// `--expect-pass-rate` (0 to 1); a bad value is pushed onto `errors`.
+fn validate_power_flags(
+    raw: &RawEvalFlags,
+    errors: &mut Vec<FlagError>,
+) -> (Option<f64>, Option<f64>) {
+    let mde = raw.mde.as_deref().and_then(|text| {
+        let points = js_number(text);
+        if points > 0.0 && points <= 100.0 {
+            Some(points / 100.0)
+        } else {
+            errors.push(FlagError {
+                flag: "--mde",
+                message: format!(
+                    "must be a difference in percentage points above 0 and at most 100 (15 for \
+                     15 points), got {text:?}"
+                ),
+            });
+            None
+        }
+    });
+    let expect_pass_rate = raw.expect_pass_rate.as_deref().and_then(|text| {
+        let rate = js_number(text);
+        if (0.0..=1.0).contains(&rate) {
+            Some(rate)
+        } else {
+            errors.push(FlagError {
+                flag: "--expect-pass-rate",
+                message: format!("must be a pass rate from 0 to 1 (0.9 for 90%), got {text:?}"),
+            });
+            None
+        }
+    });
+    (mde, expect_pass_rate)
 }
 
 /// What an eval layout needs besides the prepared scenarios.
@@ -571,5 +615,35 @@ pub(crate) mod tests {
         })
         .expect_err("bad job timeout");
         assert_eq!(errors[0].flag, "--job-timeout");
+    }
+
+    #[test]
+    fn mde_and_expect_pass_rate_are_validated_with_the_other_flags() {
+        let raw = |mde: Option<&str>, rate: Option<&str>| RawEvalFlags {
+            runs: "10".to_owned(),
+            alpha: "0.05".to_owned(),
+            mde: mde.map(str::to_owned),
+            expect_pass_rate: rate.map(str::to_owned),
+            ..RawEvalFlags::default()
+        };
+        let flags = validate_eval_flags(&raw(Some("15"), Some("0.9"))).expect("valid");
+        assert_eq!((flags.mde, flags.expect_pass_rate), (Some(0.15), Some(0.9)));
+        let flags = validate_eval_flags(&raw(None, None)).expect("valid");
+        assert_eq!((flags.mde, flags.expect_pass_rate), (None, None));
+        for (mde, rate, expected) in [
+            (Some("0"), None, vec!["--mde"]),
+            (Some("101"), None, vec!["--mde"]),
+            (Some("0.15x"), None, vec!["--mde"]),
+            (None, Some("1.5"), vec!["--expect-pass-rate"]),
+            (
+                Some("-3"),
+                Some("-0.1"),
+                vec!["--mde", "--expect-pass-rate"],
+            ),
+        ] {
+            let errors = validate_eval_flags(&raw(mde, rate)).expect_err("refused");
+            let flags: Vec<&str> = errors.iter().map(|error| error.flag).collect();
+            assert_eq!(flags, expected, "--mde {mde:?} --expect-pass-rate {rate:?}");
+        }
     }
 }

@@ -93,6 +93,7 @@ fn submitted(root: &Path) -> (BatchSpec, Vec<u8>) {
             seed: 1,
             resamples: 1000,
             sequential: None,
+            mde: None,
         }),
         notify: Vec::new(),
     };
@@ -173,6 +174,7 @@ fn bad_eval_settings_and_flags_are_listed_together() {
     eval_of(&mut spec).alpha = 1.5;
     eval_of(&mut spec).resamples = 0;
     eval_of(&mut spec).model = Some(" ".to_owned());
+    eval_of(&mut spec).mde = Some(1.5);
     spec.flags.stop_on_diverge = true;
     check_refused(
         &spec,
@@ -180,6 +182,7 @@ fn bad_eval_settings_and_flags_are_listed_together() {
         &[
             "spec.eval.alpha: must be a number strictly between 0 and 1, got 1.5",
             "spec.eval.resamples: must be an integer from 1 to 1000000, got 0",
+            "spec.eval.mde: must be a number above 0 and at most 1, got 1.5",
             "spec.eval.model: needs a model id",
             "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall",
         ],

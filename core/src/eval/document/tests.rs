@@ -68,6 +68,7 @@ fn settings() -> EvalSpec {
         seed: 7,
         resamples: 200,
         sequential: None,
+        mde: None,
     }
 }
 
@@ -167,8 +168,15 @@ fn report_with(pairs: u64, verdict: EvalVerdict) -> EvalReport {
         a: "a".to_owned(),
         b: "b".to_owned(),
     };
-    let mut report =
-        eval_report(&sources, &[], &EvalOptions { alpha: 0.05 }).expect("an empty report is valid");
+    let mut report = eval_report(
+        &sources,
+        &[],
+        &EvalOptions {
+            alpha: 0.05,
+            mde: None,
+        },
+    )
+    .expect("an empty report is valid");
     report.overall.pairs = pairs;
     report.overall.verdict = verdict;
     report

@@ -74,6 +74,9 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
+    if let Some(sentence) = &eval.power_sentence {
+        let _ = writeln!(out, "<p>{}</p>", escape(sentence));
+    }
     ranking_table(out, eval);
     drivers_table(out, eval);
     out.push_str("<h3>Every figure, per scenario and overall</h3>\n");

@@ -25,6 +25,9 @@ pub struct EvalSection {
     /// How small a difference the runs could detect, in one plain line; `None` for reports
     /// stored before these figures existed.
     pub sensitivity_sentence: Option<String>,
+    /// The test's power at arm A's observed pass rate, in one plain line; `None` for reports
+    /// stored before the figure existed.
+    pub power_sentence: Option<String>,
     /// One row per scenario, then the overall row.
     pub rows: Vec<EvalRow>,
     /// With three or more arms: every candidate against the control, best first; `rows` are
@@ -169,6 +172,7 @@ mod tests {
             interval_method: String::new(),
             p_sentence: String::new(),
             sensitivity_sentence: None,
+            power_sentence: None,
             rows: vec![
                 row("gained", 10, (0, 2)),
                 row("lost", 10, (5, 1)),
