@@ -104,6 +104,9 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         job_timeout: batch.job_timeout.clone(),
         stall_after: batch.stall.stall_after.clone(),
         on_stall: batch.stall.on_stall.clone(),
+        sandbox_price: batch.pricing.sandbox_price.clone(),
+        model_price: batch.pricing.model_price.clone(),
+        allow_unpriced: batch.pricing.allow_unpriced,
     }
 }
 

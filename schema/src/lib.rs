@@ -48,6 +48,7 @@ pub mod live;
 pub mod load;
 pub mod matrix;
 pub mod notify;
+pub mod pricing;
 pub mod quarantine;
 pub mod registry;
 pub mod retries;

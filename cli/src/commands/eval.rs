@@ -62,6 +62,14 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     } = validated;
     let batch_id = plan.batch_id.clone();
     let runs_per_arm = plan.runs_per_unit();
+    // A batch budget over a tier or model nothing prices is refused before anything is stored.
+    cowork_coordinator::pricing::check_priced(
+        &DirArtifactStore::new(&args.store),
+        &plan,
+        &Default::default(),
+    )
+    .await
+    .map_err(CliError::Usage)?;
 
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
@@ -339,6 +347,10 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             job_timeout: args.job_timeout.clone(),
             stall_after: args.stall.stall_after.clone(),
             on_stall: args.stall.on_stall.clone(),
+            batch_budget_usd: args.batch_budget_usd.clone(),
+            sandbox_price: args.pricing.sandbox_price.clone(),
+            model_price: args.pricing.model_price.clone(),
+            allow_unpriced: args.pricing.allow_unpriced,
         },
         model: args.model.clone(),
         executor,
@@ -407,6 +419,15 @@ fn render_human(document: &EvalDocument) -> String {
         cost(arm_a.cost_usd),
         cost(arm_b.cost_usd)
     );
+    if let (Some(a), Some(b)) = (arm_a.whole_cost_usd, arm_b.whole_cost_usd) {
+        let sandbox = |usd: Option<f64>| usd.map_or("$0.00".to_owned(), |usd| format!("${usd:.2}"));
+        let _ = writeln!(
+            out,
+            "whole cost (model + sandbox): arm A ${a:.2} (sandbox {}), arm B ${b:.2} (sandbox {})",
+            sandbox(arm_a.sandbox_cost_usd),
+            sandbox(arm_b.sandbox_cost_usd)
+        );
+    }
     let excluded = report.overall.excluded_pairs;
     if excluded > 0 {
         let _ = writeln!(

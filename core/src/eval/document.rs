@@ -165,7 +165,8 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
     let options = EvalOptions {
         alpha: input.settings.alpha,
     };
-    let report = eval_report(input.sources, &pairs, &options)?;
+    let mut report = eval_report(input.sources, &pairs, &options)?;
+    super::whole_cost::add_whole_costs(&mut report, plan, input.folded, input.results);
     Ok(EvalDocument {
         batch_id: plan.batch_id.to_string(),
         executor: plan.executor.as_str().to_owned(),

@@ -29,6 +29,7 @@ pub mod document;
 pub mod drivers;
 pub mod gate;
 pub mod stats;
+mod whole_cost;
 pub mod words;
 
 #[cfg(test)]
@@ -383,6 +384,9 @@ impl ArmTally {
             cost_usd: self.cost_usd,
             cost_known_runs: self.cost_known_runs,
             cost_unknown_runs: self.cost_unknown_runs,
+            // Filled from the plan's prices by `whole_cost`, when it has any.
+            sandbox_cost_usd: None,
+            whole_cost_usd: None,
         }
     }
 }

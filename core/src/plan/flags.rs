@@ -50,6 +50,12 @@ pub struct RawFlags {
     pub stall_after: Option<String>,
     /// `--on-stall cancel|none`.
     pub on_stall: Option<String>,
+    /// `--sandbox-price TIER=USD_PER_MIN` entries (decisions.md#whole-cost).
+    pub sandbox_price: Vec<String>,
+    /// `--model-price MODEL=USD_PER_RUN` entries.
+    pub model_price: Vec<String>,
+    /// `--allow-unpriced`.
+    pub allow_unpriced: bool,
 }
 
 /// A refused flag. Displays as `--flag: message`.
@@ -74,6 +80,13 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     check_repeat_flags(raw, &mut checked);
     check_matrix_flags(raw, &mut checked);
     check_run_flags(raw, &mut checked);
+    crate::pricing::check_pricing_flags(
+        &raw.sandbox_price,
+        &raw.model_price,
+        raw.allow_unpriced,
+        &mut checked.flags.pricing,
+        &mut checked.errors,
+    );
     if checked.errors.is_empty() {
         Ok(checked.flags)
     } else {
@@ -330,6 +343,7 @@ pub fn check_spec_flags(flags: &BatchFlags, has_matrix: bool) -> Vec<String> {
             problems.push("spec.flags.batchBudgetUsd: needs repeat".to_owned());
         }
     }
+    problems.extend(crate::pricing::check_spec_pricing(&flags.pricing));
     if flags.stop_on_diverge && !has_repeat {
         problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
     }

@@ -74,6 +74,9 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
+    if let Some(sentence) = crate::report::input::whole_cost_sentence(eval) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&sentence));
+    }
     drivers_table(out, eval);
     out.push_str("<h3>Every figure, per scenario and overall</h3>\n");
     eval_table(out, eval);

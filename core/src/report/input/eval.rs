@@ -67,6 +67,20 @@ pub struct EvalArm {
     pub pass_rate: f64,
     /// Sum of `cost.usd` over the arm's runs that had it.
     pub cost_usd: Option<f64>,
+    /// Model plus sandbox spend (`wholeCostUsd`), when the eval set prices.
+    pub whole_cost_usd: Option<f64>,
+}
+
+/// The overall row's whole cost per arm in words, when the eval set prices:
+/// `whole cost (model + sandbox): A $0.1234, B $0.2345`.
+pub fn whole_cost_sentence(eval: &EvalSection) -> Option<String> {
+    let overall = eval.rows.last()?;
+    let (a, b) = (overall.arm_a.whole_cost_usd?, overall.arm_b.whole_cost_usd?);
+    Some(format!(
+        "whole cost (model + sandbox): A {}, B {}",
+        crate::report::numbers::usd(Some(a)),
+        crate::report::numbers::usd(Some(b))
+    ))
 }
 
 impl EvalSection {
@@ -110,6 +124,7 @@ mod tests {
             completed: pairs,
             pass_rate: 0.0,
             cost_usd: None,
+            whole_cost_usd: None,
         };
         let diff = if pairs == 0 {
             f64::NAN
