@@ -38,6 +38,11 @@ fn run(sandbox: &Sandbox, repeat: &str, extra: &[&str]) -> Output {
     sandbox.run_batch(&args)
 }
 
+/// No batch in the sandbox's store (the store not even created).
+fn nothing_stored(sandbox: &Sandbox) -> bool {
+    !sandbox.store().join("batches").exists() || batch_dirs(&sandbox.store()).is_empty()
+}
+
 fn spend(envelope: &Value) -> &Value {
     &envelope["fleet"]["spend"]
 }
@@ -53,7 +58,7 @@ fn a_budget_over_an_unpriced_tier_and_model_is_refused_and_stores_nothing() {
         .expect_stderr("--model-price default=")
         .expect_stderr("--allow-unpriced");
     assert!(
-        batch_dirs(&sandbox.store()).is_empty(),
+        nothing_stored(&sandbox),
         "a refused batch stores nothing\n{}",
         out.context()
     );
@@ -172,7 +177,7 @@ fn an_eval_reports_each_arms_whole_cost_and_refuses_an_unpriced_budget() {
     eval(&["--batch-budget-usd", "10"])
         .expect_code(2)
         .expect_stderr("--sandbox-price container=");
-    assert!(batch_dirs(&sandbox.store()).is_empty());
+    assert!(nothing_stored(&sandbox));
 
     let out = eval(&[
         "--batch-budget-usd",
