@@ -2,13 +2,13 @@
 //! tier's price, the flags that set the prices, and the submit-time rule that a batch budget
 //! only runs what is priced.
 //!
-//! - [`check_pricing_flags`] reads `--sandbox-price TIER=USD_PER_MIN`, `--model-price
+//! - `plan::flags` reads `--sandbox-price TIER=USD_PER_MIN`, `--model-price
 //!   MODEL=USD_PER_RUN` and `--allow-unpriced` into [`Pricing`].
 //! - [`run_cost`] prices one finished run.
 //! - [`unpriced`] and [`refusal`] decide, before anything is stored, whether a batch with
 //!   `--batch-budget-usd` runs a tier or model nothing prices.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use cowork_schema::history::BatchStats;
 use cowork_schema::pricing::Pricing;
@@ -16,60 +16,6 @@ use cowork_schema::unit::Tier;
 
 use crate::limits::DEFAULT_MODEL_KEY;
 use crate::plan::PlanUnit;
-use crate::plan::flags::{FlagError, js_number};
-
-/// Reads the price flags into `pricing`, pushing one error per bad entry.
-pub fn check_pricing_flags(
-    sandbox: &[String],
-    model: &[String],
-    allow_unpriced: bool,
-    pricing: &mut Pricing,
-    errors: &mut Vec<FlagError>,
-) {
-    for entry in sandbox {
-        match price_entry("--sandbox-price", entry, "TIER=USD_PER_MIN") {
-            Ok((tier, usd)) if Tier::ALL.iter().any(|known| known.as_str() == tier) => {
-                pricing.sandbox_usd_per_min.insert(tier, usd);
-            }
-            Ok((tier, _)) => errors.push(FlagError {
-                flag: "--sandbox-price",
-                message: format!(
-                    "unknown tier {tier:?} in {entry:?}; the tiers are {}",
-                    Tier::ALL.map(Tier::as_str).join(", ")
-                ),
-            }),
-            Err(error) => errors.push(error),
-        }
-    }
-    for entry in model {
-        match price_entry("--model-price", entry, "MODEL=USD_PER_RUN") {
-            Ok((model, usd)) => {
-                pricing.model_usd_per_run.insert(model, usd);
-            }
-            Err(error) => errors.push(error),
-        }
-    }
-    pricing.allow_unpriced = allow_unpriced;
-}
-
-/// `NAME=USD` with a non-empty name and a finite price of at least 0.
-fn price_entry(flag: &'static str, entry: &str, shape: &str) -> Result<(String, f64), FlagError> {
-    let error = |message: String| FlagError { flag, message };
-    let Some((name, price)) = entry.split_once('=') else {
-        return Err(error(format!("needs {shape}, got {entry:?}")));
-    };
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(error(format!("needs {shape}, got {entry:?} (no name)")));
-    }
-    let usd = js_number(price);
-    if price.trim().is_empty() || !usd.is_finite() || usd < 0.0 {
-        return Err(error(format!(
-            "the price in {entry:?} must be a number of at least 0"
-        )));
-    }
-    Ok((name.to_owned(), usd))
-}
 
 /// The key a unit's runs are priced (and model-limited) by: its model axis, else `default`.
 pub fn model_key(unit: &PlanUnit) -> String {
@@ -210,69 +156,6 @@ pub fn refusal(
         )
     }));
     Some(problems)
-}
-
-/// The tiers and models a batch ran without a price, as the envelope names them.
-pub fn unpriced_names(unpriced: &Unpriced) -> (Vec<String>, Vec<String>) {
-    (
-        unpriced
-            .tiers
-            .iter()
-            .map(|tier| tier.as_str().to_owned())
-            .collect(),
-        unpriced.models.iter().cloned().collect(),
-    )
-}
-
-/// `--sandbox-price` / `--model-price` entries as a map, for settings read outside the batch
-/// flags (the coordinator's): the same rules, every problem listed.
-pub fn parse_prices(sandbox: &[String], model: &[String]) -> Result<Pricing, Vec<FlagError>> {
-    let mut pricing = Pricing::default();
-    let mut errors = Vec::new();
-    check_pricing_flags(sandbox, model, false, &mut pricing, &mut errors);
-    if errors.is_empty() {
-        Ok(pricing)
-    } else {
-        Err(errors)
-    }
-}
-
-/// A submitted spec's prices held to the flags' rules: known tiers, names, finite prices of at
-/// least 0.
-pub fn check_spec_pricing(pricing: &Pricing) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (tier, usd) in &pricing.sandbox_usd_per_min {
-        if !Tier::ALL.iter().any(|known| known.as_str() == tier) {
-            problems.push(format!(
-                "spec.flags.pricing.sandboxUsdPerMin: unknown tier {tier:?}"
-            ));
-        }
-        if !usd.is_finite() || *usd < 0.0 {
-            problems.push(format!(
-                "spec.flags.pricing.sandboxUsdPerMin.{tier}: must be a number of at least 0, got {usd}"
-            ));
-        }
-    }
-    for (model, usd) in &pricing.model_usd_per_run {
-        if model.trim().is_empty() {
-            problems.push("spec.flags.pricing.modelUsdPerRun: a model name is empty".to_owned());
-        }
-        if !usd.is_finite() || *usd < 0.0 {
-            problems.push(format!(
-                "spec.flags.pricing.modelUsdPerRun.{model}: must be a number of at least 0, got {usd}"
-            ));
-        }
-    }
-    problems
-}
-
-/// Tier prices as `tier=usd` pairs, for messages.
-pub fn describe(prices: &BTreeMap<String, f64>) -> String {
-    prices
-        .iter()
-        .map(|(name, usd)| format!("{name}={usd}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

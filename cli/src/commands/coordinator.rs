@@ -61,9 +61,11 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
     let admission = crate::connect::Admission::from_args(&args.admission)?;
-    let prices =
-        cowork_core::pricing::parse_prices(&args.prices.sandbox_price, &args.prices.model_price)
-            .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
+    let prices = cowork_core::plan::flags::parse_prices(
+        &args.prices.sandbox_price,
+        &args.prices.model_price,
+    )
+    .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
     let notify = coordinator_notify(&args)?;
     let config = CoordinatorConfig {
         listen: args.listen,

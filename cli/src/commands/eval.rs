@@ -62,14 +62,6 @@ pub async fn run(args: EvalArgs) -> Result<i32, CliError> {
     } = validated;
     let batch_id = plan.batch_id.clone();
     let runs_per_arm = plan.runs_per_unit();
-    // A batch budget over a tier or model nothing prices is refused before anything is stored.
-    cowork_coordinator::pricing::check_priced(
-        &DirArtifactStore::new(&args.store),
-        &plan,
-        &Default::default(),
-    )
-    .await
-    .map_err(CliError::Usage)?;
 
     // Validation is over; from here on the batch exists in the store.
     let store = Arc::new(DirArtifactStore::new(&args.store));
@@ -359,7 +351,13 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
         batch_id: new_batch_id(),
         quarantine,
     };
-    take_in(move |notes| intake::eval(&request, notes)).await
+    let validated = take_in(move |notes| intake::eval(&request, notes)).await?;
+    // Embedded, an unpriced batch budget is refused here; a coordinator refuses it at submit,
+    // with its own prices.
+    if args.coordinator.is_none() && !args.dry_run {
+        crate::batch_input::refuse_unpriced(&args.store, &validated.plan).await?;
+    }
+    Ok(validated)
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row

@@ -46,15 +46,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         bundle,
     } = prepared;
     agent_preflight(executor_kind, &plan)?;
-    // A batch budget over a tier or model nothing prices is refused before anything is stored;
-    // the store is only read (for models earlier batches priced).
-    cowork_coordinator::pricing::check_priced(
-        &DirArtifactStore::new(&args.store),
-        &plan,
-        &Default::default(),
-    )
-    .await
-    .map_err(CliError::Usage)?;
+    crate::batch_input::refuse_unpriced(&args.store, &plan).await?;
     let batch_id = plan.batch_id.clone();
 
     // Checked before anything is stored: a bad hook URL or secret file changes nothing.

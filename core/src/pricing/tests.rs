@@ -6,6 +6,7 @@ use cowork_schema::unit::CellAxes;
 use cowork_schema::unit::Tier;
 
 use super::*;
+use crate::plan::flags::parse_prices;
 
 fn unit(tier: Tier, model: Option<&str>) -> PlanUnit {
     PlanUnit {

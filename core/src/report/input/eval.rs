@@ -77,9 +77,7 @@ pub fn whole_cost_sentence(eval: &EvalSection) -> Option<String> {
     let overall = eval.rows.last()?;
     let (a, b) = (overall.arm_a.whole_cost_usd?, overall.arm_b.whole_cost_usd?);
     Some(format!(
-        "whole cost (model + sandbox): A {}, B {}",
-        crate::report::numbers::usd(Some(a)),
-        crate::report::numbers::usd(Some(b))
+        "whole cost (model + sandbox): A ${a:.4}, B ${b:.4}"
     ))
 }
 
