@@ -352,7 +352,7 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
     };
     if spec.flags != allowed {
         problems.push(
-            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs, onStall, batchBudgetUsd and pricing; every other flag must keep its default"
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall, and batchBudgetUsd with its pricing; every other flag must keep its default"
                 .to_owned(),
         );
     }
