@@ -114,6 +114,9 @@ impl Admission {
         if let Some(whole) = cost.whole_usd() {
             self.batch_price.observe(whole);
         }
+        if self.flags.batch_budget_usd.is_some() {
+            self.progress.budget_spent_usd = Some(self.whole.spent());
+        }
     }
 }
 
