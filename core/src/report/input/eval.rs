@@ -185,4 +185,27 @@ mod tests {
         };
         assert!(no_rows.scenarios_by_difference().is_empty());
     }
+    #[test]
+    fn the_whole_cost_is_said_only_when_the_eval_set_prices() {
+        let mut overall = row("overall", 4, (0, 0));
+        let mut section = EvalSection {
+            arm_a: "a".to_owned(),
+            arm_b: "b".to_owned(),
+            alpha: 0.05,
+            confidence: 0.95,
+            decision_rule: String::new(),
+            interval_method: String::new(),
+            p_sentence: String::new(),
+            sensitivity_sentence: None,
+            rows: vec![overall.clone()],
+        };
+        assert_eq!(whole_cost_sentence(&section), None);
+        overall.arm_a.whole_cost_usd = Some(0.3);
+        overall.arm_b.whole_cost_usd = Some(0.45);
+        section.rows = vec![overall];
+        assert_eq!(
+            whole_cost_sentence(&section).as_deref(),
+            Some("whole cost (model + sandbox): A $0.3000, B $0.4500")
+        );
+    }
 }
