@@ -60,6 +60,15 @@ pub async fn take_in<T: Send + 'static>(
     taken.map_err(intake_error)
 }
 
+/// Refuses (exit 2) an embedded batch whose batch budget runs a tier or model nothing prices,
+/// before anything is stored; `store` is only read, for models earlier batches priced.
+pub async fn refuse_unpriced(store: &Path, plan: &Plan) -> Result<(), CliError> {
+    let history = cowork_fabric::embedded::DirArtifactStore::new(store);
+    cowork_coordinator::pricing::check_priced(&history, plan, &Default::default())
+        .await
+        .map_err(CliError::Usage)
+}
+
 /// The directory relative paths are read from.
 pub fn current_dir() -> Result<PathBuf, CliError> {
     Ok(std::env::current_dir().context("reading the current directory")?)
@@ -104,6 +113,9 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         job_timeout: batch.job_timeout.clone(),
         stall_after: batch.stall.stall_after.clone(),
         on_stall: batch.stall.on_stall.clone(),
+        sandbox_price: batch.pricing.sandbox_price.clone(),
+        model_price: batch.pricing.model_price.clone(),
+        allow_unpriced: batch.pricing.allow_unpriced,
     }
 }
 

@@ -14,7 +14,8 @@
 //! - `connect`: flags, environment and secret files → connected ports and API clients.
 //! - `follow`: following a submitted batch to its end.
 //! - `interrupts`: Ctrl-C and SIGTERM, counted.
-//! - `progress`, `summary`: the stderr progress line and the end-of-batch table.
+//! - `progress`, `summary`: the stderr progress line and the end-of-batch table;
+//!   `spend_lines` its lines about the whole cost (model and sandbox spend).
 //! - `text`: counted nouns and aligned tables.
 //! - `exit`: the errors a command ends with and the exit codes they map to.
 //! - `telemetry`: tracing set-up, OTLP export, the worker's `/metrics`.
@@ -37,6 +38,7 @@ mod log_scrub;
 mod notify;
 mod progress;
 mod quarantine;
+mod spend_lines;
 mod summary;
 mod summary_reasons;
 mod telemetry;

@@ -289,7 +289,9 @@ pub fn format_line_at(
         line.push_str(&format!("  generation {}", progress.generation));
     }
     if let Some(cap) = progress.batch_budget_usd {
-        line.push_str(&format!("  budget ${:.4}/${cap:.2}", progress.cost_usd));
+        // The whole cost (model plus sandbox) the budget counts, when the snapshot has it.
+        let spent = progress.budget_spent_usd.unwrap_or(progress.cost_usd);
+        line.push_str(&format!("  budget ${spent:.4}/${cap:.2}"));
     }
     if let Some(why) = &progress.held_by {
         line.push_str(&format!("  waiting: {why}"));

@@ -452,6 +452,9 @@ fn notes(envelope: &Envelope, fleet: &FleetView) -> String {
     if let Some(line) = unit_budget_line(fleet) {
         out.push_str(&line);
     }
+    if let Some(spend) = &fleet.spend {
+        out.push_str(&crate::spend_lines::spend_lines(spend));
+    }
     if fleet.sandbox_start_retries > 0 {
         out.push_str(&format!(
             "{} sandbox start failure(s) retried as infrastructure on another worker (not attempts, nothing spent)\n",

@@ -5,6 +5,8 @@
 //!   `intake::batch` and `intake::eval` on the machine that has the files, [`intake::files`]
 //!   reading and validating them, [`intake::submitted`] the server's own check of a submitted
 //!   spec and bundle.
+//! - [`pricing`]: the submit-time refusal of a batch budget over tiers or models nothing
+//!   prices.
 //! - [`supervisor`]: the thin async driver of the core's `Admission`: catch-up from the event
 //!   log, publishing what admission decides, folding what workers report, storing the
 //!   batch's documents.
@@ -54,6 +56,7 @@ pub mod k8s;
 pub mod live_ui;
 pub mod metrics;
 pub mod notify;
+pub mod pricing;
 pub mod rejudge;
 pub mod report_input;
 pub mod server;

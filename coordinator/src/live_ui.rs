@@ -74,6 +74,7 @@ impl LiveUi {
             max_concurrent_submits: crate::service::DEFAULT_MAX_CONCURRENT_SUBMITS,
             #[cfg(feature = "k8s")]
             k8s_worker_jobs: None,
+            prices: Default::default(),
         };
         let owner = config.coordinator_id.clone();
         let mut service = Service::new(config, ports, CancellationToken::new());

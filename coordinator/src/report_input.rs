@@ -437,6 +437,7 @@ fn eval_arm(summary: &ArmSummary) -> EvalArm {
         completed: summary.completed,
         pass_rate: summary.pass_rate,
         cost_usd: summary.cost_usd,
+        whole_cost_usd: summary.whole_cost_usd,
     }
 }
 

@@ -16,6 +16,8 @@
 //! - [`trend`]: batches side by side — `cowork diff` rows, `cowork trend` rows and the flaky
 //!   rule across batches, and history read from a `rollup.json` for batches without stats.
 //! - [`preflight`]: the plan and estimate `--dry-run` prints.
+//! - [`pricing`]: the whole cost of a run (model spend plus sandbox minutes) and the rule that a
+//!   batch budget runs only what is priced.
 //! - [`stall`]: whether a batch that stopped moving is stalled and why, with the clock passed in.
 //! - [`eta`]: the time a running batch still needs, from the rate its jobs were seen to finish.
 //! - [`eval`]: A/B statistics — McNemar's test, Tango's score interval of the paired
@@ -42,6 +44,7 @@ pub mod notify;
 pub mod plan;
 pub mod preflight;
 pub mod prepared;
+pub mod pricing;
 pub mod reduce;
 pub mod report;
 pub mod safe_text;

@@ -100,6 +100,14 @@ pub struct ProgressSnapshot {
     /// Spend reported by finished runs, folded or not, in USD.
     #[serde(serialize_with = "crate::json_number::serialize")]
     pub cost_usd: f64,
+    /// With a batch budget: what it counts, model plus sandbox spend of the finished runs
+    /// (decisions.md#whole-cost).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::json_number::serialize_opt"
+    )]
+    pub budget_spent_usd: Option<f64>,
     /// Tiers of the batch with jobs waiting in the queue and no live worker to serve them: the
     /// batch cannot progress on those until a worker of that tier joins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -139,6 +139,9 @@ pub struct BatchFlags {
     /// only says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_stall: Option<OnStall>,
+    /// Sandbox and model prices and `--allow-unpriced` (decisions.md#whole-cost).
+    #[serde(default, skip_serializing_if = "crate::pricing::Pricing::is_empty")]
+    pub pricing: crate::pricing::Pricing,
 }
 
 /// What the coordinator does with a stalled batch (`--on-stall`).
@@ -170,6 +173,7 @@ impl Default for BatchFlags {
             quarantine: None,
             stall_after_ms: None,
             on_stall: None,
+            pricing: crate::pricing::Pricing::default(),
         }
     }
 }

@@ -100,6 +100,14 @@ pub struct ArmSummary {
     pub cost_known_runs: u64,
     /// Runs that did not report a (finite) cost.
     pub cost_unknown_runs: u64,
+    /// Sandbox spend of the arm's completed runs: each run's `durationMs` in minutes × its
+    /// tier's `--sandbox-price` (decisions.md#whole-cost); absent when the eval set no price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_cost_usd: Option<f64>,
+    /// The arm's whole cost: model spend (`cost.usd`, else `--model-price`) plus
+    /// `sandboxCostUsd`; absent when the eval set no price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_cost_usd: Option<f64>,
 }
 
 /// The comparison of the two arms over some set of pairs.

@@ -67,6 +67,9 @@ pub struct FleetMeta {
     /// dispatch, adjusted limits), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub control_changes: Vec<crate::registry::ControlChange>,
+    /// The whole cost, split into model and sandbox spend (decisions.md#whole-cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::pricing::SpendMeta>,
 }
 
 /// A unit stopped by a run that ended without a result.
@@ -290,6 +293,7 @@ mod tests {
             },
             stop_errors: Vec::new(),
             control_changes: Vec::new(),
+            spend: None,
         };
         let text = serde_json::to_string(&meta).expect("serializes");
         assert!(

@@ -136,6 +136,8 @@ pub struct FleetView {
     pub control_changes: Vec<ControlChange>,
     /// The batch's wall time, where an older key recorded it.
     pub wall_ms: Option<u64>,
+    /// The whole cost, split (decisions.md#whole-cost), where the key has it.
+    pub spend: Option<crate::pricing::SpendMeta>,
 }
 
 impl FleetKey {
@@ -189,6 +191,7 @@ fn view_of_batch(meta: &FleetMeta) -> FleetView {
         max_unit_spent_usd: meta.admission.max_unit_spent_usd,
         control_changes: meta.control_changes.clone(),
         wall_ms: None,
+        spend: meta.spend.clone(),
     }
 }
 
@@ -306,6 +309,7 @@ fn view_of_other(map: &Map<String, Value>) -> FleetView {
         max_unit_spent_usd: key.admission.max_unit_spent_usd,
         control_changes: key.control_changes,
         wall_ms: key.wall_ms.or(key.timing.wall_ms),
+        spend: None,
     }
 }
 

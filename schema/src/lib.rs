@@ -25,6 +25,7 @@
 //! - [`api`]: the coordinator's HTTP API bodies (submit answer, status, watch events, errors).
 //! - [`live`]: the live view of a running batch and its deltas.
 //! - [`notify`]: the body of a notification a webhook receives.
+//! - [`pricing`]: sandbox and model prices of a batch, and its spend split (the whole cost).
 //! - [`json_number`]: JavaScript-compatible number output (harness-behaviour.md#json-numbers).
 //! - [`json_schema`]: JSON Schemas generated from these types.
 //!
@@ -48,6 +49,7 @@ pub mod live;
 pub mod load;
 pub mod matrix;
 pub mod notify;
+pub mod pricing;
 pub mod quarantine;
 pub mod registry;
 pub mod retries;

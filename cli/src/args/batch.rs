@@ -108,6 +108,50 @@ pub struct BatchArgs {
     pub bundle_root: Option<PathBuf>,
     #[command(flatten)]
     pub quarantine: QuarantineArgs,
+    #[command(flatten)]
+    pub pricing: PricingArgs,
+}
+
+/// What a batch's runs cost beside their model spend, shared by `run`, `submit` and `eval`
+/// (docs/decisions.md#whole-cost). They travel with the batch and override the coordinator's.
+#[derive(Debug, Default, Args)]
+pub struct PricingArgs {
+    /// Sandbox price of a tier in USD per minute a run holds it (repeatable or
+    /// comma-separated): `container=0.02`. The batch budget counts each run's minutes at it.
+    #[arg(long, value_name = "TIER=USD_PER_MIN", value_delimiter = ',')]
+    pub sandbox_price: Vec<String>,
+    /// Price in USD of a run of a model that reports no cost.usd (repeatable or
+    /// comma-separated): `claude-sonnet=0.30` prices every model starting with claude-sonnet;
+    /// `default` prices runs without a model axis.
+    #[arg(long, value_name = "MODEL=USD_PER_RUN", value_delimiter = ',')]
+    pub model_price: Vec<String>,
+    /// Accept --batch-budget-usd over a tier or model nothing prices (it counts $0); the
+    /// envelope's fleet.spend names them.
+    #[arg(long)]
+    pub allow_unpriced: bool,
+}
+
+/// The coordinator's prices for every batch (a batch's own override them).
+#[derive(Debug, Default, Args)]
+pub struct FleetPricingArgs {
+    /// Sandbox price of a tier in USD per minute, for every batch that sets none: `TIER=USD`,
+    /// e.g. `microvm=0.05` (repeatable; COWORK_SANDBOX_PRICES takes them comma-separated).
+    #[arg(
+        long = "sandbox-price",
+        env = "COWORK_SANDBOX_PRICES",
+        value_name = "TIER=USD_PER_MIN",
+        value_delimiter = ','
+    )]
+    pub sandbox_price: Vec<String>,
+    /// Price in USD of a run of a model that reports no cost.usd, for every batch that sets
+    /// none: `MODEL=USD` (repeatable; COWORK_MODEL_PRICES takes them comma-separated).
+    #[arg(
+        long = "model-price",
+        env = "COWORK_MODEL_PRICES",
+        value_name = "MODEL=USD_PER_RUN",
+        value_delimiter = ','
+    )]
+    pub model_price: Vec<String>,
 }
 
 /// Which quarantine file the verdict honours, shared by `run`, `submit`, `eval` and `rollup`.

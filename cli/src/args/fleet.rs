@@ -39,6 +39,8 @@ pub struct CoordinatorArgs {
     pub window: usize,
     #[command(flatten)]
     pub admission: AdmissionArgs,
+    #[command(flatten)]
+    pub prices: super::batch::FleetPricingArgs,
     /// Largest accepted bundle in MiB.
     #[arg(long, env = "COWORK_MAX_BUNDLE_MIB", default_value_t = 256)]
     pub max_bundle_mib: u64,

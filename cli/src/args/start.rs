@@ -176,6 +176,13 @@ pub struct EvalArgs {
     pub job_timeout: Option<String>,
     #[command(flatten)]
     pub stall: super::batch::StallArgs,
+    /// Budget in USD for the whole eval, both arms together, counted as model spend plus
+    /// sandbox minutes (--sandbox-price); when reached, every open arm stops as a budget stop
+    /// and the report compares the pairs that completed.
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub batch_budget_usd: Option<String>,
+    #[command(flatten)]
+    pub pricing: super::batch::PricingArgs,
     /// Root of the bundle: every file a scenario or arm reaches must lie below it (default: the
     /// git work tree holding the first scenario target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]

@@ -178,6 +178,7 @@ async fn demo_batch(
             no_quarantine: true,
             ..crate::args::QuarantineArgs::default()
         },
+        pricing: crate::args::PricingArgs::default(),
     };
     let target = std::path::Path::new("examples/demo/scenarios");
     crate::batch_input::prepare_batch(

@@ -61,6 +61,11 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .await
         .map_err(|e| CliError::Failed(anyhow!("binding {}: {e}", args.listen)))?;
     let admission = crate::connect::Admission::from_args(&args.admission)?;
+    let prices = cowork_core::plan::flags::parse_prices(
+        &args.prices.sandbox_price,
+        &args.prices.model_price,
+    )
+    .map_err(|errors| CliError::Usage(errors.iter().map(ToString::to_string).collect()))?;
     let notify = coordinator_notify(&args)?;
     let config = CoordinatorConfig {
         listen: args.listen,
@@ -76,6 +81,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         usage_pause: admission.usage_pause,
         usage_pause_max: cowork_coordinator::supervisor::DEFAULT_USAGE_PAUSE_MAX,
         model_limits: admission.model_limits,
+        prices,
         http_limits: HttpLimits {
             header_read_timeout: duration_arg("--http-header-timeout", &args.http_header_timeout)?,
             idle_timeout: duration_arg("--http-idle-timeout", &args.http_idle_timeout)?,

@@ -356,6 +356,10 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             looks: args.looks.clone(),
             mde: args.mde.clone(),
             expect_pass_rate: args.expect_pass_rate.clone(),
+            batch_budget_usd: args.batch_budget_usd.clone(),
+            sandbox_price: args.pricing.sandbox_price.clone(),
+            model_price: args.pricing.model_price.clone(),
+            allow_unpriced: args.pricing.allow_unpriced,
         },
         model: args.model.clone(),
         executor,
@@ -364,7 +368,13 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
         batch_id: new_batch_id(),
         quarantine,
     };
-    take_in(move |notes| intake::eval(&request, notes)).await
+    let validated = take_in(move |notes| intake::eval(&request, notes)).await?;
+    // Embedded, an unpriced batch budget is refused here; a coordinator refuses it at submit,
+    // with its own prices.
+    if args.coordinator.is_none() && !args.dry_run {
+        crate::batch_input::refuse_unpriced(&args.store, &validated.plan).await?;
+    }
+    Ok(validated)
 }
 
 /// The human report: a header naming both arms, a SIMULATED banner for simulated runs, one row
@@ -424,6 +434,15 @@ fn render_human(document: &EvalDocument) -> String {
         cost(arm_a.cost_usd),
         cost(arm_b.cost_usd)
     );
+    if let (Some(a), Some(b)) = (arm_a.whole_cost_usd, arm_b.whole_cost_usd) {
+        let sandbox = |usd: Option<f64>| usd.map_or("$0.00".to_owned(), |usd| format!("${usd:.2}"));
+        let _ = writeln!(
+            out,
+            "whole cost (model + sandbox): arm A ${a:.2} (sandbox {}), arm B ${b:.2} (sandbox {})",
+            sandbox(arm_a.sandbox_cost_usd),
+            sandbox(arm_b.sandbox_cost_usd)
+        );
+    }
     let excluded = report.overall.excluded_pairs;
     if excluded > 0 {
         let _ = writeln!(

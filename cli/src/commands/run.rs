@@ -46,6 +46,7 @@ pub async fn run(args: RunArgs) -> Result<i32, CliError> {
         bundle,
     } = prepared;
     agent_preflight(executor_kind, &plan)?;
+    crate::batch_input::refuse_unpriced(&args.store, &plan).await?;
     let batch_id = plan.batch_id.clone();
 
     // Checked before anything is stored: a bad hook URL or secret file changes nothing.

@@ -52,7 +52,19 @@ async fn a_batch_budget_holds_across_all_cells_with_three_workers() {
     let mut fleet = Fleet::start();
     three_workers(&mut fleet);
     const CAP: f64 = 1.0;
-    let args = matrix_args("25", 300, &["--batch-budget-usd", "1"]);
+    // Sandbox minutes priced at 0, so the cap is on model spend alone, as the bounds below say.
+    let args = matrix_args(
+        "25",
+        300,
+        &[
+            "--batch-budget-usd",
+            "1",
+            "--sandbox-price",
+            "container=0",
+            "--model-price",
+            "claude=0.04",
+        ],
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = fleet.submit(&workspace_root(), &args);
     let envelope = out.envelope();

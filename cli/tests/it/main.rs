@@ -41,7 +41,9 @@
 //! not gate: expiry, reports, rollup, a git ref's file, the fleet), `bounds` (what a client can make the coordinator hold: a flood of idle
 //! connections, the store reads of many batch starts), `trust` (the trust boundaries:
 //! forged events and jobs, NATS permissions, the sim executor's path confinement, control
-//! characters in every output, secrets in log lines, read-only tokens) and `writable_dirs` (a
+//! characters in every output, secrets in log lines, read-only tokens), `whole_cost` (sandbox
+//! minutes under a batch budget, unpriced tiers and models refused at submit, an eval's whole
+//! cost per arm) and `writable_dirs` (a
 //! worker, coordinator or `cowork run` refused at start-up for a directory it cannot write).
 
 mod cdp;
@@ -95,4 +97,5 @@ mod telemetry;
 mod trust;
 mod trust_nats;
 mod trust_nats_roles;
+mod whole_cost;
 mod writable_dirs;

@@ -166,6 +166,7 @@ async fn a_run_that_reaches_its_batch_budget_tells_the_stop_and_the_decision() {
             "priced.yaml",
             "--batch-budget-usd",
             "0.2",
+            "--allow-unpriced",
             "--slots",
             "1",
             "--notify",

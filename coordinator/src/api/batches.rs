@@ -51,11 +51,19 @@ pub(crate) async fn submit(
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiFailure> {
     // Taken before the body is read: a refused submit costs no memory, disk or CPU.
     let _submit_slot = take_submit_slot(&service)?;
-    let (spec, bundle) = receive_submit(&service, multipart).await?;
+    let (mut spec, bundle) = receive_submit(&service, multipart).await?;
 
     let batch_id = new_batch_id();
     tracing::Span::current().record("batch_id", tracing::field::display(&batch_id));
-    let plan = check_submitted(&service, &spec, &bundle, &batch_id).await?;
+    let mut plan = check_submitted(&service, &spec, &bundle, &batch_id).await?;
+    // A batch budget over a tier or model nothing prices is refused before anything is stored.
+    crate::pricing::check_priced(service.ports.store.as_ref(), &plan, &service.config.prices)
+        .await
+        .map_err(|problems| ApiFailure::bad_request("batch refused", problems))?;
+    // Stored with the batch: a restart, and its eval report, charge it at the prices it was
+    // accepted with, whatever the coordinator's settings become.
+    spec.flags.pricing = spec.flags.pricing.over(&service.config.prices);
+    plan.flags.pricing = spec.flags.pricing.clone();
 
     let response = SubmitResponse {
         batch_id: batch_id.clone(),

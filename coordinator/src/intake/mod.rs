@@ -249,28 +249,7 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
     let derived = layout.derived_for_bundle();
     let bundle =
         pack(&prepared.batch.root, &prepared.batch.files, &derived).map_err(IntakeError::Pack)?;
-    // What the coordinator re-plans the arms from and computes the report with; the same
-    // settings drive a report made on this machine, so both ways give the same statistics.
-    let named = request.arms.iter().any(|arm| arm.flag == "--arm");
-    let settings = EvalSpec {
-        arms: prepared
-            .arms
-            .iter()
-            .map(|arm| arm.rel_path.clone())
-            .collect(),
-        arm_names: if named {
-            prepared.arms.iter().map(|arm| arm.name.clone()).collect()
-        } else {
-            Vec::new()
-        },
-        control: u32::try_from(prepared.control).unwrap_or(0),
-        model: request.model.clone(),
-        alpha: flags.alpha,
-        seed: request.seed,
-        resamples: DEFAULT_RESAMPLES,
-        sequential: flags.sequential,
-        mde: flags.mde,
-    };
+    let settings = eval_settings(request, &prepared, &flags);
     let plan = Plan::new(
         layout,
         PlanInput {
@@ -323,6 +302,31 @@ pub fn eval(request: &EvalRequest, notes: &mut Vec<String>) -> Result<EvalIntake
             })
             .collect(),
     })
+}
+
+/// What the coordinator re-plans the arms from and computes the report with; the same
+/// settings drive a report made on this machine, so both ways give the same statistics.
+fn eval_settings(request: &EvalRequest, prepared: &PreparedEval, flags: &EvalFlags) -> EvalSpec {
+    let named = request.arms.iter().any(|arm| arm.flag == "--arm");
+    EvalSpec {
+        arms: prepared
+            .arms
+            .iter()
+            .map(|arm| arm.rel_path.clone())
+            .collect(),
+        arm_names: if named {
+            prepared.arms.iter().map(|arm| arm.name.clone()).collect()
+        } else {
+            Vec::new()
+        },
+        control: u32::try_from(prepared.control).unwrap_or(0),
+        model: request.model.clone(),
+        alpha: flags.alpha,
+        seed: request.seed,
+        resamples: DEFAULT_RESAMPLES,
+        sequential: flags.sequential,
+        mde: flags.mde,
+    }
 }
 
 /// An eval request whose flags, executor, model and inputs all passed their checks.

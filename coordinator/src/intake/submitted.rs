@@ -413,19 +413,22 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
     if spec.flags.repeat.is_none() {
         problems.push("spec.flags.repeat: an eval needs the runs per arm (at least 2)".to_owned());
     }
-    // Every pair must be complete unless a run errors, so an eval has no early stop, no budget
-    // stop and no pass-rate threshold: only the runs and the job timeout are settable.
+    // Every pair must be complete unless a run errors or the batch budget stops the eval, so an
+    // eval has no early stop and no pass-rate threshold: only the runs, the job timeout and the
+    // batch budget with its prices are settable.
     let allowed = BatchFlags {
         repeat: spec.flags.repeat,
         job_timeout_ms: spec.flags.job_timeout_ms,
         quarantine: spec.flags.quarantine.clone(),
         stall_after_ms: spec.flags.stall_after_ms,
         on_stall: spec.flags.on_stall,
+        batch_budget_usd: spec.flags.batch_budget_usd,
+        pricing: spec.flags.pricing.clone(),
         ..BatchFlags::default()
     };
     if spec.flags != allowed {
         problems.push(
-            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall; every other flag must keep its default"
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall, and batchBudgetUsd with its pricing; every other flag must keep its default"
                 .to_owned(),
         );
     }

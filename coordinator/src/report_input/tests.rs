@@ -1166,6 +1166,7 @@ fn eval_section() -> EvalSection {
         completed,
         pass_rate: passes as f64 / completed as f64,
         cost_usd: Some(cost),
+        whole_cost_usd: None,
     };
     EvalSection {
         arm_a: "skills/v1/csv-report".to_owned(),

@@ -113,6 +113,12 @@ pub struct CoordinatorConfig {
     #[cfg(feature = "k8s")]
     #[serde(skip)]
     pub k8s_worker_jobs: Option<crate::k8s::K8sWorkerJobs>,
+    /// Sandbox price per minute by tier and model price per run (`--sandbox-price`,
+    /// `--model-price`): every batch is charged at them unless it sets its own, and a batch
+    /// budget is refused over a tier or model nothing prices (decisions.md#whole-cost). Not
+    /// read from a config file.
+    #[serde(skip)]
+    pub prices: cowork_schema::pricing::Pricing,
 }
 
 /// Default cap on submits validated at once: each holds its body and unpacks a bundle.

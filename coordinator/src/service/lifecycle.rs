@@ -201,6 +201,7 @@ impl Service {
             model_limits: Arc::clone(&self.model_limits),
             history: Arc::clone(&self.history),
             notifier: Some(self.notifier.clone()),
+            prices: self.config.prices.clone(),
             ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;

@@ -257,9 +257,11 @@ impl<'a> Supervised<'a> {
             model_limits: Arc::clone(&options.model_limits.limits),
             expected_run_ms: expected_run_ms(ports.store.as_ref(), plan, options).await,
         };
-        let admission = Admission::new(plan, config).map_err(|error| SuperviseError::Shape {
-            message: error.to_string(),
-        })?;
+        let mut admission =
+            Admission::new(plan, config).map_err(|error| SuperviseError::Shape {
+                message: error.to_string(),
+            })?;
+        admission.use_fleet_prices(&options.prices);
         let caught_up_to = ports
             .events
             .last_sequence(&plan.batch_id)

@@ -47,6 +47,9 @@ pub struct SuperviseOptions {
     pub history: Arc<crate::history::HistoryCache>,
     /// Told of a budget stop; `None` tells no one.
     pub notifier: Option<crate::notify::Notifier>,
+    /// The process's sandbox and model prices (`--sandbox-price`, `--model-price`); a batch's
+    /// own prices override them (decisions.md#whole-cost).
+    pub prices: cowork_schema::pricing::Pricing,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -84,6 +87,7 @@ impl SuperviseOptions {
             history_batches: DEFAULT_HISTORY_BATCHES,
             history: Arc::default(),
             notifier: None,
+            prices: cowork_schema::pricing::Pricing::default(),
         }
     }
 }

@@ -149,6 +149,7 @@ impl Fleet {
             tls: None,
             notify: Default::default(),
             k8s_worker_jobs: None,
+            prices: Default::default(),
         }
     }
 }

@@ -272,10 +272,10 @@ impl Admission {
         };
         if let Some(cost) = cost {
             self.progress.cost_usd += cost;
-            self.batch_price.observe(cost);
             unit.spent_usd += cost;
             unit.price.observe(cost);
         }
+        self.charge(finished, cost);
         self.ledger.units[finished.unit as usize].observe(cost, run_time_ms(finished));
         self.live.observe(
             finished,

@@ -55,6 +55,7 @@ mod sequential;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod whole_cost;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -321,7 +322,10 @@ pub struct Admission {
     cancelling: bool,
     withdrawal: Withdrawal,
     budget_stopped: Option<Vec<String>>,
+    /// The batch budget's estimate of one run's whole cost.
     batch_price: PriceEstimate,
+    /// Model plus sandbox spend of the finished runs (what the batch budget counts).
+    whole: whole_cost::WholeCost,
     pauses: TierPauses,
     /// Admissions delayed by each model-limit rule.
     delayed: std::collections::BTreeMap<String, u64>,
@@ -385,6 +389,7 @@ impl Admission {
             withdrawal: Withdrawal::NotAsked,
             budget_stopped: None,
             batch_price: PriceEstimate::default(),
+            whole: whole_cost::WholeCost::new(&plan.flags.pricing),
             pauses: TierPauses::new(config.usage_pause, config.usage_pause_max),
             delayed: std::collections::BTreeMap::new(),
             notes: Vec::new(),

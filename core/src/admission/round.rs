@@ -403,7 +403,8 @@ impl Admission {
         let Some(cap) = self.flags.batch_budget_usd else {
             return true;
         };
-        let spent = self.progress.cost_usd;
+        // The whole cost: model spend plus sandbox minutes (decisions.md#whole-cost).
+        let spent = self.whole.spent();
         let in_flight = u32::try_from(self.outstanding.len()).unwrap_or(u32::MAX);
         let fits = if in_flight == 0 {
             // Before any price, one job at a time.

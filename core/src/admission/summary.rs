@@ -80,6 +80,7 @@ impl Admission {
                 })
                 .collect(),
             control_changes: self.control_changes.clone(),
+            spend: self.spend_meta(),
         }
     }
 
@@ -127,7 +128,7 @@ impl Admission {
     /// The batch budget, what was spent against it and whether it stopped units; `None`
     /// without `--batch-budget-usd`.
     fn batch_budget_meta(&self) -> Option<BatchBudgetMeta> {
-        let spent_usd = self.progress.cost_usd;
+        let spent_usd = self.whole.spent();
         self.flags.batch_budget_usd.map(|cap| BatchBudgetMeta {
             cap_usd: cap,
             spent_usd,

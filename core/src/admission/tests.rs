@@ -1039,6 +1039,7 @@ fn a_stored_run_reported_again_is_a_reack_and_a_second_run_or_another_result_a_d
 }
 
 mod controls;
+mod whole_cost;
 
 #[test]
 fn a_job_past_its_timeout_plus_grace_is_named_with_its_worker() {

@@ -213,6 +213,13 @@ pub fn eval_document(input: &EvalDocumentInput<'_>) -> Result<EvalDocument, Eval
             b: candidate_arm.source.clone(),
         };
         let mut report = eval_report(&sources, &pairs, &options)?;
+        super::whole_cost::add_whole_costs(
+            &mut report,
+            plan,
+            input.folded,
+            input.results,
+            (control, candidate),
+        );
         // The sequential design watches two arms (intake refuses it with more).
         if let (Some(spec), 1) = (&input.settings.sequential, candidates.len()) {
             let settings = SequentialSettings::of(spec, input.settings.alpha);

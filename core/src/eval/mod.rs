@@ -39,6 +39,7 @@ pub mod plan_power;
 pub mod power;
 pub mod sequential;
 pub mod stats;
+mod whole_cost;
 pub mod words;
 
 #[cfg(test)]
@@ -405,6 +406,9 @@ impl ArmTally {
             cost_usd: self.cost_usd,
             cost_known_runs: self.cost_known_runs,
             cost_unknown_runs: self.cost_unknown_runs,
+            // Filled from the plan's prices by `whole_cost`, when it has any.
+            sandbox_cost_usd: None,
+            whole_cost_usd: None,
         }
     }
 }

@@ -86,6 +86,12 @@ pub struct RawEvalFlags {
     pub mde: Option<String>,
     /// `--expect-pass-rate P`: arm A's pass rate a dry run assumes without history.
     pub expect_pass_rate: Option<String>,
+    /// `--batch-budget-usd`, `--sandbox-price`, `--model-price` and `--allow-unpriced`, as the
+    /// batch flags (decisions.md#whole-cost).
+    pub batch_budget_usd: Option<String>,
+    pub sandbox_price: Vec<String>,
+    pub model_price: Vec<String>,
+    pub allow_unpriced: bool,
 }
 
 /// Validated eval flags.
@@ -144,6 +150,15 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
         job_timeout: raw.job_timeout.clone(),
         stall_after: raw.stall_after.clone(),
         on_stall: raw.on_stall.clone(),
+        batch_budget_usd: raw.batch_budget_usd.clone(),
+        // The runs per arm are the repeat (checked above); a budget only asks that there is one.
+        repeat: raw
+            .batch_budget_usd
+            .as_ref()
+            .map(|_| REPEAT_MIN.to_string()),
+        sandbox_price: raw.sandbox_price.clone(),
+        model_price: raw.model_price.clone(),
+        allow_unpriced: raw.allow_unpriced,
         ..RawFlags::default()
     });
     match batch {

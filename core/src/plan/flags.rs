@@ -24,6 +24,8 @@
 use cowork_schema::batch::{
     BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnStall, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
 };
+use cowork_schema::pricing::Pricing;
+use cowork_schema::unit::Tier;
 
 /// The batch flags as typed: strings for values, booleans for switches. `None` means the flag
 /// was not given; `Some("")` is a flag given with an empty value (`--repeat=`).
@@ -50,6 +52,12 @@ pub struct RawFlags {
     pub stall_after: Option<String>,
     /// `--on-stall cancel|none`.
     pub on_stall: Option<String>,
+    /// `--sandbox-price TIER=USD_PER_MIN` entries (decisions.md#whole-cost).
+    pub sandbox_price: Vec<String>,
+    /// `--model-price MODEL=USD_PER_RUN` entries.
+    pub model_price: Vec<String>,
+    /// `--allow-unpriced`.
+    pub allow_unpriced: bool,
 }
 
 /// A refused flag. Displays as `--flag: message`.
@@ -74,6 +82,13 @@ pub fn validate_flags(raw: &RawFlags) -> Result<BatchFlags, Vec<FlagError>> {
     check_repeat_flags(raw, &mut checked);
     check_matrix_flags(raw, &mut checked);
     check_run_flags(raw, &mut checked);
+    check_pricing_flags(
+        &raw.sandbox_price,
+        &raw.model_price,
+        raw.allow_unpriced,
+        &mut checked.flags.pricing,
+        &mut checked.errors,
+    );
     if checked.errors.is_empty() {
         Ok(checked.flags)
     } else {
@@ -330,6 +345,7 @@ pub fn check_spec_flags(flags: &BatchFlags, has_matrix: bool) -> Vec<String> {
             problems.push("spec.flags.batchBudgetUsd: needs repeat".to_owned());
         }
     }
+    problems.extend(check_spec_pricing(&flags.pricing));
     if flags.stop_on_diverge && !has_repeat {
         problems.push("spec.flags.stopOnDiverge: needs repeat".to_owned());
     }
@@ -483,4 +499,102 @@ fn is_decimal_literal(text: &str) -> bool {
         }
     }
     i == bytes.len()
+}
+// The price flags (decisions.md#whole-cost): `--sandbox-price TIER=USD_PER_MIN`,
+// `--model-price MODEL=USD_PER_RUN` and `--allow-unpriced`, with the same rules for a submitted
+// spec's prices and the coordinator's settings. What the prices mean is `crate::pricing`.
+
+/// Reads the price flags into `pricing`, pushing one error per bad entry.
+pub fn check_pricing_flags(
+    sandbox: &[String],
+    model: &[String],
+    allow_unpriced: bool,
+    pricing: &mut Pricing,
+    errors: &mut Vec<FlagError>,
+) {
+    for entry in sandbox {
+        match price_entry("--sandbox-price", entry, "TIER=USD_PER_MIN") {
+            Ok((tier, usd)) if Tier::ALL.iter().any(|known| known.as_str() == tier) => {
+                pricing.sandbox_usd_per_min.insert(tier, usd);
+            }
+            Ok((tier, _)) => errors.push(FlagError {
+                flag: "--sandbox-price",
+                message: format!(
+                    "unknown tier {tier:?} in {entry:?}; the tiers are {}",
+                    Tier::ALL.map(Tier::as_str).join(", ")
+                ),
+            }),
+            Err(error) => errors.push(error),
+        }
+    }
+    for entry in model {
+        match price_entry("--model-price", entry, "MODEL=USD_PER_RUN") {
+            Ok((model, usd)) => {
+                pricing.model_usd_per_run.insert(model, usd);
+            }
+            Err(error) => errors.push(error),
+        }
+    }
+    pricing.allow_unpriced = allow_unpriced;
+}
+
+/// `NAME=USD` with a non-empty name and a finite price of at least 0.
+fn price_entry(flag: &'static str, entry: &str, shape: &str) -> Result<(String, f64), FlagError> {
+    let error = |message: String| FlagError { flag, message };
+    let Some((name, price)) = entry.split_once('=') else {
+        return Err(error(format!("needs {shape}, got {entry:?}")));
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(error(format!("needs {shape}, got {entry:?} (no name)")));
+    }
+    let usd = js_number(price);
+    if price.trim().is_empty() || !usd.is_finite() || usd < 0.0 {
+        return Err(error(format!(
+            "the price in {entry:?} must be a number of at least 0"
+        )));
+    }
+    Ok((name.to_owned(), usd))
+}
+
+/// `--sandbox-price` / `--model-price` entries as a map, for settings read outside the batch
+/// flags (the coordinator's): the same rules, every problem listed.
+pub fn parse_prices(sandbox: &[String], model: &[String]) -> Result<Pricing, Vec<FlagError>> {
+    let mut pricing = Pricing::default();
+    let mut errors = Vec::new();
+    check_pricing_flags(sandbox, model, false, &mut pricing, &mut errors);
+    if errors.is_empty() {
+        Ok(pricing)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A submitted spec's prices held to the flags' rules: known tiers, names, finite prices of at
+/// least 0.
+pub fn check_spec_pricing(pricing: &Pricing) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (tier, usd) in &pricing.sandbox_usd_per_min {
+        if !Tier::ALL.iter().any(|known| known.as_str() == tier) {
+            problems.push(format!(
+                "spec.flags.pricing.sandboxUsdPerMin: unknown tier {tier:?}"
+            ));
+        }
+        if !usd.is_finite() || *usd < 0.0 {
+            problems.push(format!(
+                "spec.flags.pricing.sandboxUsdPerMin.{tier}: must be a number of at least 0, got {usd}"
+            ));
+        }
+    }
+    for (model, usd) in &pricing.model_usd_per_run {
+        if model.trim().is_empty() {
+            problems.push("spec.flags.pricing.modelUsdPerRun: a model name is empty".to_owned());
+        }
+        if !usd.is_finite() || *usd < 0.0 {
+            problems.push(format!(
+                "spec.flags.pricing.modelUsdPerRun.{model}: must be a number of at least 0, got {usd}"
+            ));
+        }
+    }
+    problems
 }

@@ -21,6 +21,7 @@ fn eval_json(eval: &EvalSection) -> Value {
         object.insert("completed".into(), Value::from(arm.completed));
         object.insert("passRate".into(), json_number::to_value(arm.pass_rate));
         opt_number(&mut object, "costUsd", arm.cost_usd);
+        opt_number(&mut object, "wholeCostUsd", arm.whole_cost_usd);
         Value::Object(object)
     };
     let by_difference = eval.scenarios_by_difference();

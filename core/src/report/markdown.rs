@@ -371,6 +371,9 @@ fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "{}\n", escape_md(sentence));
     }
+    if let Some(sentence) = crate::report::input::whole_cost_sentence(eval) {
+        let _ = writeln!(out, "{}\n", escape_md(&sentence));
+    }
     if let Some(sentence) = &eval.power_sentence {
         let _ = writeln!(out, "{}\n", escape_md(sentence));
     }

@@ -117,6 +117,7 @@ async fn start_coordinator(
         notify: Default::default(),
         #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,
+        prices: Default::default(),
     };
     let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
     let server = tokio::spawn(cowork_coordinator::server::run(

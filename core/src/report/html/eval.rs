@@ -74,6 +74,9 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.sensitivity_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
+    if let Some(sentence) = crate::report::input::whole_cost_sentence(eval) {
+        let _ = writeln!(out, "<p>{}</p>", escape(&sentence));
+    }
     if let Some(sentence) = &eval.power_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }

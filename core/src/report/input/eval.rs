@@ -93,6 +93,18 @@ pub struct EvalArm {
     pub pass_rate: f64,
     /// Sum of `cost.usd` over the arm's runs that had it.
     pub cost_usd: Option<f64>,
+    /// Model plus sandbox spend (`wholeCostUsd`), when the eval set prices.
+    pub whole_cost_usd: Option<f64>,
+}
+
+/// The overall row's whole cost per arm in words, when the eval set prices:
+/// `whole cost (model + sandbox): A $0.1234, B $0.2345`.
+pub fn whole_cost_sentence(eval: &EvalSection) -> Option<String> {
+    let overall = eval.rows.last()?;
+    let (a, b) = (overall.arm_a.whole_cost_usd?, overall.arm_b.whole_cost_usd?);
+    Some(format!(
+        "whole cost (model + sandbox): A ${a:.4}, B ${b:.4}"
+    ))
 }
 
 impl EvalSection {
@@ -136,6 +148,7 @@ mod tests {
             completed: pairs,
             pass_rate: 0.0,
             cost_usd: None,
+            whole_cost_usd: None,
         };
         let diff = if pairs == 0 {
             f64::NAN
@@ -199,5 +212,30 @@ mod tests {
             ..section
         };
         assert!(no_rows.scenarios_by_difference().is_empty());
+    }
+    #[test]
+    fn the_whole_cost_is_said_only_when_the_eval_set_prices() {
+        let mut overall = row("overall", 4, (0, 0));
+        let mut section = EvalSection {
+            arm_a: "a".to_owned(),
+            arm_b: "b".to_owned(),
+            alpha: 0.05,
+            confidence: 0.95,
+            decision_rule: String::new(),
+            interval_method: String::new(),
+            p_sentence: String::new(),
+            sensitivity_sentence: None,
+            power_sentence: None,
+            rows: vec![overall.clone()],
+            ranking: Vec::new(),
+        };
+        assert_eq!(whole_cost_sentence(&section), None);
+        overall.arm_a.whole_cost_usd = Some(0.3);
+        overall.arm_b.whole_cost_usd = Some(0.45);
+        section.rows = vec![overall];
+        assert_eq!(
+            whole_cost_sentence(&section).as_deref(),
+            Some("whole cost (model + sandbox): A $0.3000, B $0.4500")
+        );
     }
 }

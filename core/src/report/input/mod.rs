@@ -15,7 +15,7 @@ use cowork_schema::rollup::RollupDoc;
 
 pub use brief::{RunBrief, RunFindings, SingleRunFacts, sort_briefs};
 pub use detailed::{DetailedRuns, MAX_RUN_SECTIONS, SECTIONS_OF_A_BIG_BATCH};
-pub use eval::{EvalArm, EvalRow, EvalSection, RankedArm};
+pub use eval::{EvalArm, EvalRow, EvalSection, RankedArm, whole_cost_sentence};
 pub(crate) use run::unit_id;
 pub use run::{RunOutcome, RunRecord, RunState, StoredRun};
 
