@@ -130,7 +130,7 @@ pub async fn store_eval_document(
 pub fn spec_arm_labels(settings: &EvalSpec) -> Vec<NamedArm> {
     (0..settings.arms.len())
         .map(|index| NamedArm {
-            name: crate::intake::submitted::spec_arm_name(settings, index),
+            name: cowork_core::plan::eval::spec_arm_name(settings, index),
             source: settings.arms[index]
                 .clone()
                 .unwrap_or_else(|| NO_SKILL.to_owned()),

@@ -388,6 +388,8 @@ fn ranked_arm(comparison: &ControlComparison) -> RankedArm {
     let named = |arm: &NamedArm| format!("{} ({})", arm.name, arm.source);
     RankedArm {
         rank: comparison.rank,
+        candidate_name: comparison.candidate.name.clone(),
+        control_name: comparison.control.name.clone(),
         candidate: named(&comparison.candidate),
         control: named(&comparison.control),
         arm: eval_arm(&overall.arms[1]),

@@ -240,7 +240,7 @@ fn prepare_eval_arms(
             .collect(),
         arms: (0..settings.arms.len())
             .map(|index| ArmInput {
-                name: spec_arm_name(settings, index),
+                name: cowork_core::plan::eval::spec_arm_name(settings, index),
                 flag: format!("spec.eval.arms[{index}]"),
                 dir: settings.arms[index].as_ref().map(|dir| dest.join(dir)),
             })
@@ -264,15 +264,6 @@ fn prepare_eval_arms(
             .map(|error| relative_error(error, dest))
             .collect()),
     }
-}
-
-/// The name of the arm at `index` of an eval spec: its `armNames` entry, else `A`, `B`, … in
-/// the two-arm form.
-pub fn spec_arm_name(settings: &EvalSpec, index: usize) -> String {
-    settings.arm_names.get(index).cloned().unwrap_or_else(|| {
-        cowork_core::plan::eval::arm_wire_name(u32::try_from(index).unwrap_or(u32::MAX))
-            .to_uppercase()
-    })
 }
 
 /// Checks the spec's version, executor settings and flags (the ranges of

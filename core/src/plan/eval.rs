@@ -56,6 +56,16 @@ pub fn arm_unit_label(scenario_name: &str, arm_name: &str) -> String {
     format!("{scenario_name} [arm={arm_name}]")
 }
 
+/// The name of the arm at `index` of an eval spec: its `armNames` entry, else `A`, `B`, … in
+/// the two-arm form.
+pub fn spec_arm_name(settings: &cowork_schema::batch::EvalSpec, index: usize) -> String {
+    settings
+        .arm_names
+        .get(index)
+        .cloned()
+        .unwrap_or_else(|| arm_wire_name(u32::try_from(index).unwrap_or(u32::MAX)).to_uppercase())
+}
+
 /// Whether `name` can name an arm (`--arm NAME=DIR`): 1 to 32 letters, digits, `.`, `_` or `-`,
 /// so that it reads plainly in unit labels and report tables.
 pub fn valid_arm_name(name: &str) -> bool {

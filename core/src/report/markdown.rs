@@ -142,12 +142,13 @@ fn facts_line(out: &mut String, summary: &Summary<'_>) {
         );
     }
     let runs_per_unit = input.stored.plan.repeat.unwrap_or(1);
-    // An eval's units are the two arms of each scenario, judged by the A/B comparison: one
+    // An eval's units are the arms of each scenario, judged by the A/B comparison: one
     // scenario in two arms is one scenario, and no min pass rate applies.
     let shape = if summary.is_eval() {
         format!(
-            "{} scenario(s) × 2 arms × {runs_per_unit} run(s)",
-            summary.units.len() / 2
+            "{} scenario(s) × {} arms × {runs_per_unit} run(s)",
+            summary.units.len() / summary.eval_arm_count(),
+            summary.eval_arm_count()
         )
     } else {
         format!(
@@ -334,10 +335,12 @@ fn arms_table(out: &mut String, summary: &Summary<'_>) {
 /// means and how small a difference the runs could detect.
 fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
     let overall = eval.rows.last().filter(|row| row.pairs > 0);
-    let verdict = overall.map_or("nothing to compare", |row| row.verdict.as_str());
-    let mark = match verdict {
+    let verdict = eval.verdict_words();
+    let mark = match verdict.as_str() {
         "B worse" => "❌",
         "B better" => "✅",
+        words if words.contains(" worse than ") => "❌",
+        words if words.contains(" better than ") => "✅",
         _ => "➖",
     };
     let _ = writeln!(out, "## {mark} cowork eval `{batch_id}`: {verdict}\n");
@@ -390,7 +393,8 @@ fn ranking_table(out: &mut String, eval: &EvalSection) {
     let _ = writeln!(
         out,
         "Every candidate against the control {}, best first (p adjusted by Holm's method over \
-         {} comparisons; the figures above and below are the best candidate's):\n\n| rank | \
+         {} comparisons; the figures above and below are the best candidate's, as B, \
+         against the control, as A):\n\n| rank | \
          candidate | passes | B − control (points) | interval | p | Holm p | verdict |\n\
          |---:|---|---:|---:|---:|---:|---:|---|",
         escape_md(&first.control),

@@ -102,7 +102,8 @@ pub(super) fn shape(plan: &Plan, arms: &[NamedArm], n_jobs: u64) -> String {
 }
 
 /// With several arms: each candidate against the control, best first, with the Holm-adjusted
-/// p-value and verdict the exit gate reads. Empty for the two-arm form.
+/// p-value and verdict the exit gate reads (by name: the first line of the eval gave each arm's
+/// source). Empty for the two-arm form.
 pub(super) fn render_ranking(document: &EvalDocument) -> String {
     let Some(first) = document.comparisons.first() else {
         return String::new();

@@ -19,21 +19,21 @@ fn arm_cell(arm: &EvalArm) -> String {
     )
 }
 
-/// The CSS class of an A/B verdict.
+/// The CSS class of an A/B verdict: with several arms, worse when any candidate is worse than
+/// the control (`v2 worse than base`), better when one is better and none worse.
 pub(super) fn ab_class(verdict: &str) -> &'static str {
     match verdict {
         "B worse" => "b-worse",
         "B better" => "b-better",
+        _ if verdict.contains(" worse than ") => "b-worse",
+        _ if verdict.contains(" better than ") => "b-better",
         _ => "no-difference",
     }
 }
 
-/// The A/B verdict of an eval's overall row, or `nothing to compare` with no complete pair.
-pub(super) fn ab_verdict(eval: &EvalSection) -> &str {
-    match eval.rows.last() {
-        Some(overall) if overall.pairs > 0 => &overall.verdict,
-        _ => "nothing to compare",
-    }
+/// The A/B verdict of an eval (see [`EvalSection::verdict_words`]).
+pub(super) fn ab_verdict(eval: &EvalSection) -> String {
+    eval.verdict_words()
 }
 
 /// EVAL HOOK: the A/B result, the lead of an eval's report (rendered only from
@@ -47,11 +47,16 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
         return;
     };
     let verdict = ab_verdict(eval);
+    let verdict = verdict.as_str();
     let _ = writeln!(
         out,
-        "<section id=\"eval\" class=\"ab\">\n<h2>A/B result: {}</h2>\n<p>arm A = <code>{}</code> \
-         · arm B = <code>{}</code> · alpha {} · {} intervals</p>",
-        verdict_badge(ab_class(verdict), verdict),
+        "<section id=\"eval\" class=\"ab\">\n<h2>A/B result: {}</h2>",
+        verdict_badge(ab_class(verdict), verdict)
+    );
+    ranking_table(out, eval);
+    let _ = writeln!(
+        out,
+        "<p>arm A = <code>{}</code> · arm B = <code>{}</code> · alpha {} · {} intervals</p>",
         escape(&eval.arm_a),
         escape(&eval.arm_b),
         js_number(eval.alpha),
@@ -80,7 +85,6 @@ pub(super) fn eval_lead(out: &mut String, summary: &Summary<'_>) {
     if let Some(sentence) = &eval.power_sentence {
         let _ = writeln!(out, "<p>{}</p>", escape(sentence));
     }
-    ranking_table(out, eval);
     drivers_table(out, eval);
     out.push_str("<h3>Every figure, per scenario and overall</h3>\n");
     eval_table(out, eval);
@@ -172,8 +176,8 @@ fn ranking_table(out: &mut String, eval: &EvalSection) {
     let _ = writeln!(
         out,
         "<h3>Every candidate against the control</h3>\n<p>Against <code>{}</code>, best first; \
-         p adjusted by Holm's method over {} comparisons. The figures above and below are the \
-         best candidate's.</p>\n<table>\n<thead><tr><th>rank</th><th>candidate</th>\
+         p adjusted by Holm's method over {} comparisons. Below: the best candidate (arm B) \
+         against the control (arm A).</p>\n<table>\n<thead><tr><th>rank</th><th>candidate</th>\
          <th>pass</th><th>B − control (points)</th><th>p</th><th>Holm p</th><th>verdict</th>\
          </tr></thead>\n<tbody>",
         escape(&first.control),

@@ -20,8 +20,8 @@ pub(super) fn header(out: &mut String, summary: &Summary<'_>) {
             .input
             .eval
             .as_ref()
-            .map_or("no A/B result", ab_verdict);
-        ("eval", ab_class(verdict), verdict.to_owned())
+            .map_or_else(|| "no A/B result".to_owned(), ab_verdict);
+        ("eval", ab_class(&verdict), verdict)
     } else {
         let word = summary.batch_word();
         ("batch", "", word.to_owned())
@@ -120,8 +120,9 @@ pub(super) fn facts(out: &mut String, summary: &Summary<'_>) {
         rows.push((
             "arms",
             format!(
-                "{} scenario(s) × 2 arms × {runs_per_unit} run(s)",
-                summary.units.len() / 2
+                "{} scenario(s) × {} arms × {runs_per_unit} run(s)",
+                summary.units.len() / summary.eval_arm_count(),
+                summary.eval_arm_count()
             ),
         ));
     } else {

@@ -280,13 +280,14 @@ fn files_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex)
     out.push_str("</tbody>\n</table>\n");
 }
 
-/// An eval's heatmap: one row per scenario, arm A and arm B side by side.
+/// An eval's heatmap: one row per scenario, its arms side by side.
 fn eval_heatmap(out: &mut String, summary: &Summary<'_>, runs: &runs::RunIndex) {
-    out.push_str(
-        "<table class=\"heatmap\">\n<thead><tr><th>scenario</th><th>file</th><th>arm A</th>\
-         <th>arm B</th></tr></thead>\n<tbody>\n",
-    );
-    for pair in summary.units.chunks(2) {
+    out.push_str("<table class=\"heatmap\">\n<thead><tr><th>scenario</th><th>file</th>");
+    for name in summary.eval_arm_names() {
+        let _ = write!(out, "<th>arm {}</th>", escape(&name));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for pair in summary.units.chunks(summary.eval_arm_count()) {
         let Some(first) = pair.first() else { continue };
         let _ = write!(
             out,

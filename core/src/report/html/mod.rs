@@ -56,9 +56,12 @@ pub fn render_html(input: &ReportInput, options: &HtmlOptions) -> String {
     let runs = runs::RunIndex::new(&summary);
     let mut out = String::with_capacity(32 * 1024 + input.runs.len() * 2048);
     let title_word = if summary.is_eval() {
-        input.eval.as_ref().map_or("no A/B result", ab_verdict)
+        input
+            .eval
+            .as_ref()
+            .map_or_else(|| "no A/B result".to_owned(), ab_verdict)
     } else {
-        summary.batch_word()
+        summary.batch_word().to_owned()
     };
     page_start(
         &mut out,

@@ -39,6 +39,9 @@ pub struct EvalSection {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankedArm {
     pub rank: u32,
+    /// The candidate's and the control's names (`--arm NAME=…`).
+    pub candidate_name: String,
+    pub control_name: String,
     /// `NAME (source)` of the candidate.
     pub candidate: String,
     /// `NAME (source)` of the control.
@@ -108,6 +111,35 @@ pub fn whole_cost_sentence(eval: &EvalSection) -> Option<String> {
 }
 
 impl EvalSection {
+    /// The verdict a report leads with: the overall row's (`B worse`, `B better`, `no
+    /// detectable difference`, or `nothing to compare` with no complete pair); with several
+    /// arms, each candidate that differs from the control (`v2 worse than base`), or `no
+    /// detectable difference from base`.
+    pub fn verdict_words(&self) -> String {
+        let Some(first) = self.ranking.first() else {
+            return match self.rows.last() {
+                Some(overall) if overall.pairs > 0 => overall.verdict.clone(),
+                _ => "nothing to compare".to_owned(),
+            };
+        };
+        let differing: Vec<String> = self
+            .ranking
+            .iter()
+            .filter(|ranked| ranked.verdict != "no difference")
+            .map(|ranked| {
+                format!(
+                    "{} {} than {}",
+                    ranked.candidate_name, ranked.verdict, ranked.control_name
+                )
+            })
+            .collect();
+        if differing.is_empty() {
+            format!("no detectable difference from {}", first.control_name)
+        } else {
+            differing.join(", ")
+        }
+    }
+
     /// The scenario rows (every row but the overall one) listed by their B − A difference, most
     /// negative first (where B got worse leads), rows without a complete pair last; each with its
     /// share of the overall difference (see [`crate::eval::drivers`]).

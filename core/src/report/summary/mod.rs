@@ -343,11 +343,38 @@ impl Summary<'_> {
         self.input.stored.spec.mode == cowork_schema::batch::BatchMode::Eval
     }
 
+    /// The names of an eval's arms in arm order (`A`, `B` in the two-arm form); empty for any
+    /// other batch.
+    pub(crate) fn eval_arm_names(&self) -> Vec<String> {
+        self.input
+            .stored
+            .spec
+            .eval
+            .as_ref()
+            .map(|settings| {
+                (0..settings.arms.len())
+                    .map(|index| crate::plan::eval::spec_arm_name(settings, index))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The number of an eval's arms (at least 1, so that it divides).
+    pub(crate) fn eval_arm_count(&self) -> usize {
+        self.input
+            .stored
+            .spec
+            .eval
+            .as_ref()
+            .map_or(2, |settings| settings.arms.len())
+            .max(1)
+    }
+
     /// The scenario file of a unit: the unit's own file, or for an eval arm the file of its
-    /// scenario (two arm units per file).
+    /// scenario (one unit per arm per file).
     pub(crate) fn scenario_file(&self, unit: &UnitReport<'_>) -> &str {
         let file_index = if self.is_eval() {
-            unit.index / 2
+            unit.index / self.eval_arm_count() as u32
         } else {
             unit.index
         };
