@@ -183,6 +183,42 @@ fn three_arms_are_each_compared_with_the_control_and_ranked() {
         spec["spec"]["eval"]["armNames"],
         serde_json::json!(["base", "v2", "worse"])
     );
+    // The reports lead with every comparison's verdict and the ranking, one heatmap column
+    // per arm.
+    let batch = batch_dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("?")
+        .to_owned();
+    let store_arg = store.display().to_string();
+    let markdown = cowork(
+        &workspace_root(),
+        &[
+            "report", &batch, "--store", &store_arg, "--format", "markdown",
+        ],
+    );
+    markdown
+        .expect_code(0)
+        .expect_stdout(&format!("## ✅ cowork eval `{batch}`: v2 better than base"))
+        .expect_stdout("| 1 | v2 (")
+        .expect_stdout("2 scenario(s) × 3 arms × 20 run(s)");
+    let html_file = store.join("report.html");
+    let html_arg = html_file.display().to_string();
+    cowork(
+        &workspace_root(),
+        &[
+            "report", &batch, "--store", &store_arg, "--format", "html", "-o", &html_arg,
+        ],
+    )
+    .expect_code(0);
+    let html = std::fs::read_to_string(&html_file).expect("the html report is written");
+    for expected in [
+        "<th>arm base</th><th>arm v2</th><th>arm worse</th>",
+        "Every candidate against the control",
+        "v2 better than base",
+    ] {
+        assert!(html.contains(expected), "{expected} not in the HTML report");
+    }
     // --fail-on any-difference fails on the winner.
     let again = three_arms(&profile, &store, &["--fail-on", "any-difference"]);
     again.expect_code(1);

@@ -248,6 +248,15 @@ impl Output {
         self
     }
 
+    /// Panics unless stdout holds `fragment`.
+    #[track_caller]
+    pub fn expect_stdout(&self, fragment: &str) -> &Output {
+        if !self.stdout.contains(fragment) {
+            self.fail(&format!("stdout does not mention {fragment:?}"));
+        }
+        self
+    }
+
     /// The envelope: stdout must be exactly one line of JSON.
     #[track_caller]
     pub fn envelope(&self) -> Value {
