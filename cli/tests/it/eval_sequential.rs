@@ -111,7 +111,7 @@ fn looks_without_sequential_or_out_of_range_are_refused() {
         ),
         (
             &["--runs", "10", "--sequential", "--mde", "-5"][..],
-            "--mde: must be a number of percentage points",
+            "--mde: must be a difference in percentage points above 0",
         ),
     ] {
         let sandbox = Sandbox::empty();
