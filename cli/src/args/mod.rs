@@ -67,10 +67,10 @@ unless --store or COWORK_STORE says otherwise. `cowork batches` lists them; re-j
 caps, and runs nothing."
     )]
     Run(Box<RunArgs>),
-    /// Compare two versions of a skill or plugin (arms A and B) on the same scenarios: paired,
-    /// interleaved runs in this process, then pass rates, the difference with its 95% interval
-    /// (Tango's score interval), McNemar's score test, the smallest detectable difference and a
-    /// verdict.
+    /// Compare two versions of a skill or plugin (arms A and B), the skill against no skill
+    /// (--without-skill), or several drafts (--arm) on the same scenarios: paired, interleaved
+    /// runs, then pass rates, the difference with its 95% interval (Tango's score interval),
+    /// McNemar's score test, the smallest detectable difference and a verdict.
     #[command(
         after_help = "Each scenario runs --runs times per arm; run i of arm A is paired \
 with run i of arm B, and jobs are admitted repeat-major with the arms alternating, so both arms \
@@ -82,6 +82,11 @@ pass rate A and B, B - A with Tango's score interval at 1 - alpha, the p of McNe
 the smallest difference the runs can detect, verdict) and to <store>/batches/<batch id>/eval.json; \
 --output-format json also prints it as one JSON line on stdout. The interval and the verdict \
 always agree: the interval excludes 0 exactly when the verdict is a difference.\n\n\
+With --arm NAME=DIR (two to eight), every arm is compared with the control (--control) the same \
+way, the overall p-values adjusted by Holm's method, and the gate reads each comparison. \
+--dry-run prints what the planned runs can detect (and with --mde what they need); \
+--sequential stops once the answer is clear; --batch-budget-usd caps model spend and sandbox \
+minutes (--sandbox-price, --model-price).\n\n\
 Exit codes: 0 the gate passed, 1 the gate failed (--fail-on; by default: B worse overall, \
 p < alpha), 2 nothing to compare (no run completed in both arms) or a usage or input error \
 (nothing is written)."

@@ -75,9 +75,9 @@ pub struct RunArgs {
 /// `cowork eval --fail-on`: which overall verdict fails the eval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum FailOnArg {
-    /// Exit 1 when B is worse than A.
+    /// Exit 1 when B is worse than A (with --arm: any arm worse than the control).
     BWorse,
-    /// Exit 1 when B differs from A either way.
+    /// Exit 1 when B differs from A either way (with --arm: any arm from the control).
     AnyDifference,
     /// Never exit 1 (exit 2 still means nothing to compare).
     Never,
