@@ -520,12 +520,14 @@ fn parse_base_url(text: &str) -> Result<reqwest::Url, String> {
 /// Whether `message` (an error chain) says the peer answered with something that is not HTTP:
 /// hyper's parse errors ("invalid HTTP version parsed" when a NATS server's `INFO` line is read
 /// as the answer, "received unexpected message from connection" when that line arrives before
-/// the request is sent).
+/// the request is sent, and "connection was not ready" when the peer also closed the connection
+/// on reading the request: a NATS server's answer to a line it cannot parse).
 fn answered_not_http(message: &str) -> bool {
     [
         "invalid HTTP",
         "message head is too large",
         "received unexpected message from connection",
+        "connection was not ready",
     ]
     .iter()
     .any(|said| message.contains(said))
@@ -572,6 +574,18 @@ fn transport_error(url: &reqwest::Url, error: &reqwest::Error) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_way_a_nats_port_answers_http_is_read_as_not_a_coordinator() {
+        for said in [
+            "invalid HTTP version parsed",
+            "client error (SendRequest): received unexpected message from connection",
+            "client error (Canceled): operation was canceled: connection was not ready",
+        ] {
+            assert!(answered_not_http(said), "{said}");
+        }
+        assert!(!answered_not_http("tcp connect error: Connection refused"));
+    }
 
     #[test]
     fn base_urls_keep_their_path() {
