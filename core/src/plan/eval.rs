@@ -150,8 +150,7 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
     }
     let (mde, expect_pass_rate) = validate_power_flags(raw, &mut errors);
     let sequential =
-        super::sequential::validate_sequential_flags(raw.sequential, raw.looks.as_deref(), None)
-            .map(|spec| spec.map(|spec| cowork_schema::batch::SequentialSpec { mde, ..spec }))
+        super::sequential::validate_sequential_flags(raw.sequential, raw.looks.as_deref(), mde)
             .unwrap_or_else(|flag_errors| {
                 errors.extend(flag_errors);
                 None

@@ -36,14 +36,14 @@ impl SequentialSettings {
     }
 }
 
-/// Validates `--sequential`, `--looks K` (an integer from 1 to [`LOOKS_MAX`], only with
-/// `--sequential`) and `--mde POINTS` (a number of percentage points in (0, 100]; optional, and
-/// without `--sequential` left to the dry run). Returns the design, `None` without
-/// `--sequential`, or every problem found.
+/// Validates `--sequential` and `--looks K` (an integer from 1 to [`LOOKS_MAX`], only with
+/// `--sequential`); `mde` is `--mde` as the eval's flags already checked it (a fraction), which
+/// the futility stop uses. Returns the design, `None` without `--sequential`, or every problem
+/// found.
 pub fn validate_sequential_flags(
     sequential: bool,
     looks: Option<&str>,
-    mde: Option<&str>,
+    mde: Option<f64>,
 ) -> Result<Option<SequentialSpec>, Vec<FlagError>> {
     let mut errors = Vec::new();
     let looks = match looks {
@@ -72,21 +72,6 @@ pub fn validate_sequential_flags(
             }
         }
     };
-    let mde = mde.and_then(|text| {
-        let points = js_number(text);
-        if points > 0.0 && points <= 100.0 {
-            Some(points / 100.0)
-        } else {
-            errors.push(FlagError {
-                flag: "--mde",
-                message: format!(
-                    "must be a number of percentage points above 0 and at most 100 (20 for a \
-                     difference of 20 points), got {text:?}"
-                ),
-            });
-            None
-        }
-    });
     if !errors.is_empty() {
         return Err(errors);
     }
