@@ -19,7 +19,8 @@
 use cowork_schema::eval::PowerFigures;
 
 use super::stats::{
-    TARGET_POWER, binomial_lower_tail, binomial_pmf, binomial_upper_tail, mcnemar_score,
+    TARGET_POWER, binomial_lower_tail, binomial_pmf, binomial_upper_tail, first_passing,
+    mcnemar_score,
 };
 
 /// The most pairs [`runs_needed`] searches: beyond it the dry run says "more than".
@@ -42,17 +43,8 @@ fn rejection_threshold(m: u64, alpha: f64) -> Option<u64> {
         return None;
     }
     // The statistic |2c − m|/√m grows with c from c = m/2 on, so rejection is monotone there.
-    let (mut low, mut high) = (m / 2, m);
-    // Invariant: !rejects(low) (the even split, or below it, never rejects), rejects(high).
-    while high - low > 1 {
-        let mid = low + (high - low) / 2;
-        if rejects(mid) {
-            high = mid;
-        } else {
-            low = mid;
-        }
-    }
-    Some(high)
+    // !rejects(m / 2) (the even split, or below it, never rejects), rejects(m).
+    Some(first_passing(m / 2, m, rejects))
 }
 
 /// The probability that McNemar's two-sided score test at `alpha` rejects with `pairs` complete
@@ -121,17 +113,8 @@ pub fn detectable_difference(pairs: u64, p_a: f64, alpha: f64, power: f64) -> Op
     if steps == 0 || !detects(steps) {
         return None;
     }
-    // Invariant: !detects(low) (step 0 is no difference), detects(high).
-    let (mut low, mut high) = (0, steps);
-    while high - low > 1 {
-        let mid = low + (high - low) / 2;
-        if detects(mid) {
-            high = mid;
-        } else {
-            low = mid;
-        }
-    }
-    Some(difference(high))
+    // !detects(0) (step 0 is no difference), detects(steps).
+    Some(difference(first_passing(0, steps, detects)))
 }
 
 /// The fewest complete pairs with which McNemar's test at `alpha` detects a rise of `mde` over
@@ -154,15 +137,7 @@ pub fn runs_needed(mde: f64, p_a: f64, alpha: f64, power: f64) -> Option<u64> {
         low = high;
         high = (high * 2).min(PAIRS_CAP);
     }
-    while high - low > 1 {
-        let mid = low + (high - low) / 2;
-        if detects(mid) {
-            high = mid;
-        } else {
-            low = mid;
-        }
-    }
-    Some(high)
+    Some(first_passing(low, high, detects))
 }
 
 /// The power figures of one comparison: the detectable difference with `pairs` pairs when arm A

@@ -567,11 +567,16 @@ pub fn pairs_to_detect(difference: f64, power: f64, alpha: f64) -> u64 {
         }
         high *= 2;
     }
-    let mut low = high / 2;
-    // Invariant: !detects(low) (or low below k, where detection is impossible), detects(high).
+    // !detects(high / 2) (or it is below k, where detection is impossible), detects(high).
+    first_passing(high / 2, high, detects)
+}
+
+/// The smallest `n` in `(low, high]` for which the monotone `passes` holds, by bisection, given
+/// that it fails at `low` and holds at `high`.
+pub(crate) fn first_passing(mut low: u64, mut high: u64, passes: impl Fn(u64) -> bool) -> u64 {
     while high - low > 1 {
         let mid = low + (high - low) / 2;
-        if detects(mid) {
+        if passes(mid) {
             high = mid;
         } else {
             low = mid;
