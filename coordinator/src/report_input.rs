@@ -33,7 +33,9 @@ use futures::StreamExt;
 
 use cowork_core::eval::EvalDocument;
 use cowork_core::eval::words::{p_value_sentence, power_sentence, sensitivity_sentence};
-use cowork_core::eval::{ArmSummary, Comparison, ControlComparison, EvalVerdict, NamedArm};
+use cowork_core::eval::{
+    ArmSummary, Comparison, ControlComparison, EvalVerdict, NamedArm, document_verdict_words,
+};
 use cowork_core::report::{
     DetailedRuns, EvalArm, EvalRow, EvalSection, RankedArm, ReportInput, RunBrief, RunState,
     StoredRun,
@@ -372,6 +374,7 @@ pub fn eval_section(document: &EvalDocument) -> EvalSection {
         p_sentence: p_value_sentence(&report.overall),
         sensitivity_sentence: sensitivity_sentence(report, document.runs_per_arm),
         power_sentence: power_sentence(report),
+        verdict_words: document_verdict_words(document),
         rows,
         ranking: document.comparisons.iter().map(ranked_arm).collect(),
     }
@@ -388,8 +391,6 @@ fn ranked_arm(comparison: &ControlComparison) -> RankedArm {
     let named = |arm: &NamedArm| format!("{} ({})", arm.name, arm.source);
     RankedArm {
         rank: comparison.rank,
-        candidate_name: comparison.candidate.name.clone(),
-        control_name: comparison.control.name.clone(),
         candidate: named(&comparison.candidate),
         control: named(&comparison.control),
         arm: eval_arm(&overall.arms[1]),

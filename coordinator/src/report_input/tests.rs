@@ -1183,6 +1183,7 @@ fn eval_section() -> EvalSection {
                 .to_owned(),
         ),
         power_sentence: None,
+        verdict_words: "B worse".to_owned(),
         rows: vec![EvalRow {
             scope: "overall".to_owned(),
             arm_a: arm(27, 30, 1.5),

@@ -335,7 +335,7 @@ fn arms_table(out: &mut String, summary: &Summary<'_>) {
 /// means and how small a difference the runs could detect.
 fn eval_lead(out: &mut String, batch_id: &str, eval: &EvalSection) {
     let overall = eval.rows.last().filter(|row| row.pairs > 0);
-    let verdict = eval.verdict_words();
+    let verdict = &eval.verdict_words;
     let mark = match verdict.as_str() {
         "B worse" => "❌",
         "B better" => "✅",

@@ -33,7 +33,7 @@ pub(super) fn ab_class(verdict: &str) -> &'static str {
 
 /// The A/B verdict of an eval (see [`EvalSection::verdict_words`]).
 pub(super) fn ab_verdict(eval: &EvalSection) -> String {
-    eval.verdict_words()
+    eval.verdict_words.clone()
 }
 
 /// EVAL HOOK: the A/B result, the lead of an eval's report (rendered only from

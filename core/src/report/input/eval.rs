@@ -28,6 +28,11 @@ pub struct EvalSection {
     /// The test's power at arm A's observed pass rate, in one plain line; `None` for reports
     /// stored before the figure existed.
     pub power_sentence: Option<String>,
+    /// The verdict the report leads with, as the eval document words it
+    /// ([`crate::eval::document_verdict_words`]): `B worse`, `B better`, `no detectable
+    /// difference` or `nothing to compare`; with several arms each candidate that differs from
+    /// the control (`v2 worse than base`), or `no detectable difference from base`.
+    pub verdict_words: String,
     /// One row per scenario, then the overall row.
     pub rows: Vec<EvalRow>,
     /// With three or more arms: every candidate against the control, best first; `rows` are
@@ -39,9 +44,6 @@ pub struct EvalSection {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankedArm {
     pub rank: u32,
-    /// The candidate's and the control's names (`--arm NAME=…`).
-    pub candidate_name: String,
-    pub control_name: String,
     /// `NAME (source)` of the candidate.
     pub candidate: String,
     /// `NAME (source)` of the control.
@@ -111,35 +113,6 @@ pub fn whole_cost_sentence(eval: &EvalSection) -> Option<String> {
 }
 
 impl EvalSection {
-    /// The verdict a report leads with: the overall row's (`B worse`, `B better`, `no
-    /// detectable difference`, or `nothing to compare` with no complete pair); with several
-    /// arms, each candidate that differs from the control (`v2 worse than base`), or `no
-    /// detectable difference from base`.
-    pub fn verdict_words(&self) -> String {
-        let Some(first) = self.ranking.first() else {
-            return match self.rows.last() {
-                Some(overall) if overall.pairs > 0 => overall.verdict.clone(),
-                _ => "nothing to compare".to_owned(),
-            };
-        };
-        let differing: Vec<String> = self
-            .ranking
-            .iter()
-            .filter(|ranked| ranked.verdict != "no difference")
-            .map(|ranked| {
-                format!(
-                    "{} {} than {}",
-                    ranked.candidate_name, ranked.verdict, ranked.control_name
-                )
-            })
-            .collect();
-        if differing.is_empty() {
-            format!("no detectable difference from {}", first.control_name)
-        } else {
-            differing.join(", ")
-        }
-    }
-
     /// The scenario rows (every row but the overall one) listed by their B − A difference, most
     /// negative first (where B got worse leads), rows without a complete pair last; each with its
     /// share of the overall difference (see [`crate::eval::drivers`]).
@@ -218,6 +191,7 @@ mod tests {
             p_sentence: String::new(),
             sensitivity_sentence: None,
             power_sentence: None,
+            verdict_words: "no detectable difference".to_owned(),
             rows: vec![
                 row("gained", 10, (0, 2)),
                 row("lost", 10, (5, 1)),
@@ -258,6 +232,7 @@ mod tests {
             p_sentence: String::new(),
             sensitivity_sentence: None,
             power_sentence: None,
+            verdict_words: "no detectable difference".to_owned(),
             rows: vec![overall.clone()],
             ranking: Vec::new(),
         };
