@@ -34,7 +34,7 @@ use futures::StreamExt;
 use cowork_core::eval::EvalDocument;
 use cowork_core::eval::words::{p_value_sentence, power_sentence, sensitivity_sentence};
 use cowork_core::eval::{
-    ArmSummary, Comparison, ControlComparison, EvalVerdict, NamedArm, document_verdict_words,
+    ArmSummary, Comparison, ControlComparison, NamedArm, document_verdict_words,
 };
 use cowork_core::report::{
     DetailedRuns, EvalArm, EvalRow, EvalSection, RankedArm, ReportInput, RunBrief, RunState,
@@ -399,12 +399,7 @@ fn ranked_arm(comparison: &ControlComparison) -> RankedArm {
         ci_high,
         p_value: overall.mcnemar_p,
         holm_p: comparison.holm_p,
-        verdict: match comparison.verdict {
-            EvalVerdict::BBetter => "better",
-            EvalVerdict::BWorse => "worse",
-            EvalVerdict::NoDetectableDifference => "no difference",
-        }
-        .to_owned(),
+        verdict: comparison.verdict.candidate_word().to_owned(),
     }
 }
 

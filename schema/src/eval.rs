@@ -52,6 +52,16 @@ impl EvalVerdict {
             Self::NoDetectableDifference => "no detectable difference",
         }
     }
+
+    /// A candidate's verdict against the control, for ranking tables: `better`, `worse` or
+    /// `no difference`.
+    pub fn candidate_word(self) -> &'static str {
+        match self {
+            Self::BBetter => "better",
+            Self::BWorse => "worse",
+            Self::NoDetectableDifference => "no difference",
+        }
+    }
 }
 
 /// The discordant pairs: McNemar's `b` and `c`.

@@ -86,16 +86,13 @@ pub fn document_verdict_words(document: &EvalDocument) -> String {
     let differing: Vec<String> = document
         .comparisons
         .iter()
-        .filter_map(|comparison| {
-            let word = match comparison.verdict {
-                EvalVerdict::BBetter => "better",
-                EvalVerdict::BWorse => "worse",
-                EvalVerdict::NoDetectableDifference => return None,
-            };
-            Some(format!(
-                "{} {word} than {control}",
-                comparison.candidate.name
-            ))
+        .filter(|comparison| comparison.verdict != EvalVerdict::NoDetectableDifference)
+        .map(|comparison| {
+            format!(
+                "{} {} than {control}",
+                comparison.candidate.name,
+                comparison.verdict.candidate_word()
+            )
         })
         .collect();
     if differing.is_empty() {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use cowork_coordinator::intake::ArmInput;
 use cowork_core::eval::words::format_p;
-use cowork_core::eval::{EvalDocument, EvalVerdict, NamedArm};
+use cowork_core::eval::{EvalDocument, NamedArm};
 use cowork_core::plan::Plan;
 
 use super::signed_points;
@@ -146,11 +146,7 @@ pub(super) fn render_ranking(document: &EvalDocument) -> String {
                     )
                 },
             );
-            let verdict = match comparison.verdict {
-                EvalVerdict::BBetter => "better",
-                EvalVerdict::BWorse => "worse",
-                EvalVerdict::NoDetectableDifference => "no difference",
-            };
+            let verdict = comparison.verdict.candidate_word();
             vec![
                 comparison.rank.to_string(),
                 format!(
