@@ -48,6 +48,7 @@ pub mod pricing;
 pub mod reduce;
 pub mod report;
 pub mod safe_text;
+pub mod share;
 pub mod sim_rules;
 pub mod stall;
 pub mod trend;

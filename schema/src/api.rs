@@ -94,6 +94,11 @@ pub struct ProgressSnapshot {
     /// `batch budget`, `unit budget` or `speculation limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
+    /// What the batch holds of each tier's slots beside the other batches, and why it waits
+    /// for more (decisions.md#fair-share). Empty when the coordinator does not share (one
+    /// batch in `cowork run`) or no live worker count is known yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<crate::share::TierShare>,
     /// The batch-wide budget in USD, when one is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_budget_usd: Option<f64>,

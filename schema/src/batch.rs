@@ -142,6 +142,9 @@ pub struct BatchFlags {
     /// Sandbox and model prices and `--allow-unpriced` (decisions.md#whole-cost).
     #[serde(default, skip_serializing_if = "crate::pricing::Pricing::is_empty")]
     pub pricing: crate::pricing::Pricing,
+    /// `--priority`: the batch's class when it shares the fleet (decisions.md#fair-share).
+    #[serde(default, skip_serializing_if = "crate::share::Priority::is_normal")]
+    pub priority: crate::share::Priority,
 }
 
 /// What the coordinator does with a stalled batch (`--on-stall`).
@@ -174,6 +177,7 @@ impl Default for BatchFlags {
             stall_after_ms: None,
             on_stall: None,
             pricing: crate::pricing::Pricing::default(),
+            priority: crate::share::Priority::Normal,
         }
     }
 }

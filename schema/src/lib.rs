@@ -57,6 +57,7 @@ pub mod rollup;
 pub mod run_result;
 pub mod scenario;
 pub mod session;
+pub mod share;
 pub mod unit;
 
 pub use ids::{BatchId, JobId, UnitRef};

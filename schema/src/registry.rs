@@ -104,6 +104,10 @@ pub struct BatchListing {
     /// batch ends (decided or cancelled): a cancelled batch has no stats, yet it spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spent_usd: Option<f64>,
+    /// The name of the token policy the batch was submitted under (`--token-policy`), whose
+    /// slot quota it shares with that token's other batches; `None` for a token without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_name: Option<String>,
 }
 
 /// The controls of a running batch: its dispatch pause, its adjusted limits and every change.

@@ -415,11 +415,12 @@ fn check_eval(spec: &BatchSpec, settings: &EvalSpec, problems: &mut Vec<String>)
         on_stall: spec.flags.on_stall,
         batch_budget_usd: spec.flags.batch_budget_usd,
         pricing: spec.flags.pricing.clone(),
+        priority: spec.flags.priority,
         ..BatchFlags::default()
     };
     if spec.flags != allowed {
         problems.push(
-            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall, and batchBudgetUsd with its pricing; every other flag must keep its default"
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs, onStall and priority, and batchBudgetUsd with its pricing; every other flag must keep its default"
                 .to_owned(),
         );
     }

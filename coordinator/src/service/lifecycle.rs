@@ -84,6 +84,7 @@ impl Service {
                 target: Some(stored.spec.target_display.clone()),
                 eval: stored.spec.mode == BatchMode::Eval,
                 spent_usd: None,
+                token_name: None,
             },
         };
         self.ports

@@ -1,0 +1,333 @@
+//! Sharing the fleet between batches (decisions.md#fair-share): every batch the coordinator
+//! supervises claims slots of the tiers its jobs run on; [`FairShare`] divides each tier's
+//! live slots between the claims ([`allocate`]) and tells each batch's admission how many of
+//! its jobs may be outstanding there. Jobs handed to the queue are so bounded by the slots of
+//! live workers, not by a per-batch constant: a batch admitted beside a huge sweep has its
+//! first jobs next in line for the next free slots.
+//!
+//! A batch's admission reports what it holds after each of its rounds, and whether a job of
+//! the tier was ready that only the share held back (it *wants* more); the division reads those
+//! reports, so it changes only when some batch's round, a batch's arrival or end, or the live
+//! slots change it. Nothing started is preempted. Like the model limits, one value is shared by
+//! the batches of a process; a tier whose slots are not known yet (no worker count read) is
+//! not shared, and each batch keeps to its own window there.
+
+mod allocate;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use cowork_schema::ids::BatchId;
+use cowork_schema::job::Tier;
+use cowork_schema::share::{Priority, TierShare};
+
+pub use allocate::{Claim, MIN_CLASS_SHARE_PERCENT, allocate};
+
+/// What one batch holds of one tier, as its admission last reported it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierUse {
+    /// Jobs outstanding (queued or running).
+    pub holding: u64,
+    /// Of them, jobs a worker started.
+    pub running: u64,
+    /// A job of the tier was ready and only the share held it back.
+    pub wanting: bool,
+}
+
+/// One batch's standing with the scheduler.
+#[derive(Clone, Debug)]
+struct Member {
+    priority: Priority,
+    /// The token policy it was submitted under, whose quota it shares.
+    token: Option<String>,
+    /// Arrival order: ties go to the earlier batch.
+    order: u64,
+    tiers: BTreeMap<Tier, TierUse>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Slots of live workers per tier; a tier absent here is not shared.
+    slots: BTreeMap<Tier, u64>,
+    /// Running slots at most per token policy name.
+    quotas: BTreeMap<String, u64>,
+    members: BTreeMap<BatchId, Member>,
+    next_order: u64,
+}
+
+/// The division of the fleet's slots between the batches of one coordinator.
+#[derive(Debug, Default)]
+pub struct FairShare {
+    state: Mutex<State>,
+}
+
+/// What a batch's round may admit on one tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allowance {
+    /// Jobs of the batch outstanding on the tier at most.
+    pub allowed: u64,
+    /// Why it may not have more, in words for people (only meaningful when it holds
+    /// `allowed` or more and wants more).
+    pub reason: String,
+}
+
+impl FairShare {
+    pub fn new() -> FairShare {
+        FairShare::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every change is a plain assignment: a poisoned lock still holds a valid state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A batch starts claiming `tiers`; until its first report it wants every slot of them.
+    pub fn join(&self, batch: &BatchId, priority: Priority, token: Option<String>, tiers: &[Tier]) {
+        let mut state = self.lock();
+        let order = state.next_order;
+        state.next_order += 1;
+        let tiers = tiers
+            .iter()
+            .map(|tier| {
+                let wanting = TierUse {
+                    wanting: true,
+                    ..TierUse::default()
+                };
+                (*tier, wanting)
+            })
+            .collect();
+        state.members.insert(
+            batch.clone(),
+            Member {
+                priority,
+                token,
+                order,
+                tiers,
+            },
+        );
+    }
+
+    /// The batch ended (or its supervision stopped): its slots go to the others.
+    pub fn leave(&self, batch: &BatchId) {
+        self.lock().members.remove(batch);
+    }
+
+    /// The slots of live workers per tier, from their heartbeats. Returns `true` when they
+    /// changed (batches waiting for their share should look again).
+    pub fn set_slots(&self, slots: BTreeMap<Tier, u64>) -> bool {
+        let mut state = self.lock();
+        if state.slots == slots {
+            return false;
+        }
+        state.slots = slots;
+        true
+    }
+
+    /// The running-slot quota of each token policy.
+    pub fn set_quotas(&self, quotas: BTreeMap<String, u64>) {
+        self.lock().quotas = quotas;
+    }
+
+    /// Records what `batch` holds now and what each shared tier allows it; `None` for a tier
+    /// that is not shared (no slot count known). Returns, with the allowances, `true` when the
+    /// report lets other batches admit more (it holds less than before, or wants less).
+    pub fn report(
+        &self,
+        batch: &BatchId,
+        uses: &BTreeMap<Tier, TierUse>,
+    ) -> (BTreeMap<Tier, Allowance>, bool) {
+        let mut state = self.lock();
+        let Some(member) = state.members.get_mut(batch) else {
+            return (BTreeMap::new(), false);
+        };
+        let mut freed = false;
+        for (tier, used) in uses {
+            let before = member.tiers.insert(*tier, *used).unwrap_or_default();
+            freed |= used.holding < before.holding || (before.wanting && !used.wanting);
+        }
+        let allowances = uses
+            .keys()
+            .filter_map(|tier| Some((*tier, state.allowance(batch, *tier)?)))
+            .collect();
+        (allowances, freed)
+    }
+
+    /// What each batch holding or claiming `tier` holds, for status pages.
+    pub fn shares_of(&self, batch: &BatchId) -> Vec<TierShare> {
+        let state = self.lock();
+        let Some(member) = state.members.get(batch) else {
+            return Vec::new();
+        };
+        member
+            .tiers
+            .iter()
+            .filter_map(|(tier, used)| {
+                let allowance = state.allowance(batch, *tier)?;
+                let held_back = used.wanting && used.holding >= allowance.allowed;
+                Some(TierShare {
+                    tier: *tier,
+                    priority: member.priority,
+                    running: used.running,
+                    queued: used.holding.saturating_sub(used.running),
+                    allowed: allowance.allowed,
+                    slots: state.slots.get(tier).copied().unwrap_or(0),
+                    batches: state.claimants(*tier).len() as u64,
+                    waits_for: held_back.then_some(allowance.reason),
+                })
+            })
+            .collect()
+    }
+
+    /// Slots in use per tier and priority class, for metrics: (running, queued, batches).
+    pub fn use_by_class(&self) -> BTreeMap<(Tier, Priority), (u64, u64, u64)> {
+        let state = self.lock();
+        let mut out: BTreeMap<(Tier, Priority), (u64, u64, u64)> = BTreeMap::new();
+        for member in state.members.values() {
+            for (tier, used) in &member.tiers {
+                let entry = out.entry((*tier, member.priority)).or_default();
+                entry.0 += used.running;
+                entry.1 += used.holding.saturating_sub(used.running);
+                entry.2 += 1;
+            }
+        }
+        out
+    }
+}
+
+impl State {
+    /// Batches with a claim on `tier` (holding jobs there or wanting some), by arrival.
+    fn claimants(&self, tier: Tier) -> Vec<(&BatchId, &Member, TierUse)> {
+        let mut claimants: Vec<_> = self
+            .members
+            .iter()
+            .filter_map(|(id, member)| {
+                let used = *member.tiers.get(&tier)?;
+                (used.holding > 0 || used.wanting).then_some((id, member, used))
+            })
+            .collect();
+        claimants.sort_by_key(|(_, member, _)| member.order);
+        claimants
+    }
+
+    /// Jobs a token's batches hold on every tier but `tier`.
+    fn token_holding_elsewhere(&self, token: &str, tier: Tier) -> u64 {
+        self.members
+            .values()
+            .filter(|member| member.token.as_deref() == Some(token))
+            .flat_map(|member| member.tiers.iter())
+            .filter(|(other, _)| **other != tier)
+            .map(|(_, used)| used.holding)
+            .sum()
+    }
+
+    fn allowance(&self, batch: &BatchId, tier: Tier) -> Option<Allowance> {
+        let slots = *self.slots.get(&tier)?;
+        let claimants = self.claimants(tier);
+        let me = claimants.iter().position(|(id, _, _)| *id == batch);
+        let caps = self.token_caps(&claimants, tier);
+        let claims: Vec<Claim> = claimants
+            .iter()
+            .zip(&caps)
+            .map(|((_, member, used), cap)| Claim {
+                priority: member.priority,
+                holding: used.holding,
+                wanting: used.wanting,
+                cap: *cap,
+            })
+            .collect();
+        let Some(me) = me else {
+            // Not claiming the tier now: it may have what a newcomer would get.
+            let mut with_me = claims.clone();
+            let member = self.members.get(batch)?;
+            with_me.push(Claim {
+                priority: member.priority,
+                holding: 0,
+                wanting: true,
+                cap: None,
+            });
+            let allowed = allocate(slots, &with_me).last().copied().unwrap_or(0);
+            return Some(Allowance {
+                allowed,
+                reason: String::new(),
+            });
+        };
+        let allowed = allocate(slots, &claims)[me];
+        let reason = self.reason(&claimants, &caps, me, slots, tier);
+        Some(Allowance { allowed, reason })
+    }
+
+    /// The quota left to each claimant's token on `tier`, split evenly between the token's
+    /// batches there.
+    fn token_caps(
+        &self,
+        claimants: &[(&BatchId, &Member, TierUse)],
+        tier: Tier,
+    ) -> Vec<Option<u64>> {
+        claimants
+            .iter()
+            .map(|(_, member, _)| {
+                let token = member.token.as_deref()?;
+                let quota = *self.quotas.get(token)?;
+                let room = quota.saturating_sub(self.token_holding_elsewhere(token, tier));
+                let sharing = claimants
+                    .iter()
+                    .filter(|(_, other, _)| other.token.as_deref() == Some(token))
+                    .count() as u64;
+                Some(room.div_ceil(sharing.max(1)))
+            })
+            .collect()
+    }
+
+    fn reason(
+        &self,
+        claimants: &[(&BatchId, &Member, TierUse)],
+        caps: &[Option<u64>],
+        me: usize,
+        slots: u64,
+        tier: Tier,
+    ) -> String {
+        let (_, member, used) = &claimants[me];
+        if slots == 0 {
+            return format!("no live worker serves tier {}", tier.as_str());
+        }
+        if let (Some(cap), Some(token)) = (caps[me], member.token.as_deref())
+            && used.holding >= cap
+        {
+            let quota = self.quotas.get(token).copied().unwrap_or(cap);
+            return format!("token quota {quota} reached ({token})");
+        }
+        let higher = claimants
+            .iter()
+            .filter(|(_, other, _)| other.priority < member.priority)
+            .collect::<Vec<_>>();
+        if let Some((_, first, _)) = higher.first() {
+            let class = first.priority;
+            let same = higher
+                .iter()
+                .filter(|(_, o, _)| o.priority == class)
+                .count();
+            return format!(
+                "behind {same} {class} batch{}",
+                if same == 1 { "" } else { "es" }
+            );
+        }
+        let others = claimants.len() - 1;
+        format!(
+            "sharing {slots} slots of tier {} with {others} batch{}",
+            tier.as_str(),
+            if others == 1 { "" } else { "es" }
+        )
+    }
+}
+
+/// The tiers a set of units runs on, once each.
+pub fn tiers_of(tiers: impl IntoIterator<Item = Tier>) -> Vec<Tier> {
+    tiers
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+//! Sharing the fleet between batches (decisions.md#fair-share): a batch's priority class and
+//! what it holds of each tier's slots, as status readers see it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::job::Tier;
+
+/// A batch's priority class (`--priority`). Higher classes go first; a lower class keeps a
+/// minimum share so it never starves; a started job is never preempted.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// PR checks and people waiting at a terminal.
+    Urgent,
+    /// The default.
+    #[default]
+    Normal,
+    /// Nightly sweeps and anything that can wait.
+    Batch,
+}
+
+impl Priority {
+    /// Every class, highest first.
+    pub const ALL: [Priority; 3] = [Priority::Urgent, Priority::Normal, Priority::Batch];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Urgent => "urgent",
+            Priority::Normal => "normal",
+            Priority::Batch => "batch",
+        }
+    }
+
+    /// The class named `name` (`urgent`, `normal`, `batch`).
+    pub fn parse(name: &str) -> Option<Priority> {
+        Priority::ALL
+            .into_iter()
+            .find(|class| class.as_str() == name)
+    }
+
+    pub fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a running batch holds of one tier's slots, and why it waits when it does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierShare {
+    pub tier: Tier,
+    pub priority: Priority,
+    /// Jobs of the batch running on the tier.
+    pub running: u64,
+    /// Jobs of the batch handed to the queue and not started.
+    pub queued: u64,
+    /// Jobs of the batch the scheduler lets be outstanding (queued or running) on the tier
+    /// now: its share.
+    pub allowed: u64,
+    /// The tier's slots on live workers (`0`: no live worker serves it).
+    pub slots: u64,
+    /// Batches with jobs of the tier, this one included.
+    pub batches: u64,
+    /// Why the batch has no more jobs out on the tier, when it wants more: "behind 2 urgent
+    /// batches", "token quota 16 reached", "sharing 8 slots with 1 batch". `None` while it is
+    /// not held back by the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
+}
