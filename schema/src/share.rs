@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::job::Tier;
+use crate::unit::Tier;
 
 /// A batch's priority class (`--priority`). Higher classes go first; a lower class keeps a
 /// minimum share so it never starves; a started job is never preempted.

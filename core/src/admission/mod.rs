@@ -52,6 +52,7 @@ mod reacks;
 mod results;
 mod round;
 mod sequential;
+mod share;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,7 @@ pub use order::UnitOrder;
 pub use pauses::TierPauses;
 pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
 pub use sequential::SequentialStop;
+pub use share::ShareClaim;
 
 use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
@@ -113,6 +115,9 @@ pub struct AdmissionConfig {
     /// Expected run time of each unit (by unit index) from earlier batches; empty or all `None`
     /// for plan order.
     pub expected_run_ms: Vec<Option<u64>>,
+    /// The division of the fleet's slots this batch shares with the other batches of the
+    /// process (decisions.md#fair-share); `None`: only the window bounds it.
+    pub fair_share: Option<ShareClaim>,
 }
 
 /// What admission is told.
@@ -205,6 +210,12 @@ pub struct Decision {
     pub wait_for_release: bool,
     /// Model slots were given back (other batches waiting for one may go on).
     pub released_slots: bool,
+    /// A ready job waits for the batch's fair share of a tier: ask again when other batches
+    /// free slots.
+    pub wait_for_share: bool,
+    /// The batch holds or wants fewer slots than before: batches waiting for their share may
+    /// go on.
+    pub share_freed: bool,
     pub end: Option<End>,
 }
 
@@ -216,6 +227,8 @@ enum Wait {
     Rate(String, Instant),
     UnitBudget,
     Speculation,
+    /// The batch holds its share of the tier's slots.
+    Share(Tier),
 }
 
 impl Wait {
@@ -225,6 +238,7 @@ impl Wait {
             Wait::Concurrency(rule) | Wait::Rate(rule, _) => format!("model limit {rule}"),
             Wait::UnitBudget => "unit budget".to_owned(),
             Wait::Speculation => "speculation limit".to_owned(),
+            Wait::Share(tier) => format!("fair share ({})", tier.as_str()),
         }
     }
 }
@@ -342,6 +356,8 @@ pub struct Admission {
     unsampled: UnsampledReports,
     /// The looks of a sequential eval (`--sequential`).
     sequential: Option<sequential::SequentialWatch>,
+    /// The batch's seat at the fleet's fair share; `None` when it does not share.
+    share: Option<share::ShareSeat>,
 }
 
 impl Admission {
@@ -407,6 +423,14 @@ impl Admission {
             results: ResultIndex::new(units.len()),
             unsampled: UnsampledReports::default(),
             sequential: sequential::SequentialWatch::of(plan),
+            share: config.fair_share.map(|claim| {
+                share::ShareSeat::take(
+                    claim,
+                    &plan.batch_id,
+                    plan.flags.priority,
+                    crate::share::tiers_of(units.iter().map(|unit| unit.tier)),
+                )
+            }),
             units,
             flags: plan.flags.clone(),
         })

@@ -55,7 +55,7 @@ impl Waits {
                 self.wake_at = Some(self.wake_at.map_or(*until, |at| at.min(*until)));
             }
             Wait::Concurrency(_) => self.wait_for_release = true,
-            Wait::UnitBudget | Wait::Speculation => {}
+            Wait::UnitBudget | Wait::Speculation | Wait::Share(_) => {}
         }
         if self.first.is_none() {
             self.first = Some(wait.held_by());
@@ -82,6 +82,7 @@ impl Admission {
             self.dispatch.withdrawal_asked(asked == Withdrawal::Done);
         }
         let mut waits = Waits::default();
+        let freed_before = self.share_round_begins();
         if !self.cancelling
             && self.budget_stopped.is_none()
             && !self.sequentially_stopped()
@@ -93,6 +94,9 @@ impl Admission {
                 self.round_in_unit_order(now, &mut decision, &mut waits);
             }
         }
+        let (wait_for_share, freed_after) = self.share_round_ends();
+        decision.wait_for_share = wait_for_share;
+        decision.share_freed = freed_before || freed_after;
         self.close_after_sequential_stop();
         self.conclude(now, waits, &mut decision);
         decision
@@ -365,6 +369,10 @@ impl Admission {
     ) -> Tried {
         let mut model_slot = None;
         if !running {
+            if let Some(wait) = self.share_holds(unit) {
+                waits.note(wait);
+                return Tried::Held;
+            }
             if !self.batch_budget_fits(waits) {
                 return Tried::BudgetHolds;
             }
@@ -377,6 +385,7 @@ impl Admission {
             }
         }
         self.track(unit, run, model_slot);
+        self.share_admitted(unit);
         let ordinal = self.grid.ordinal(unit, run);
         if running {
             let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
