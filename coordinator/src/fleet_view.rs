@@ -132,6 +132,15 @@ fn log_refused(
     }
 }
 
+/// Reads the workers registry once for the fair share: a batch that starts right after
+/// its workers came up is shared from its first admission, not from the next refresh.
+pub(crate) async fn refresh_live_slots(service: &Service) {
+    match service.ports.workers.list().await {
+        Ok(workers) => share_live_slots(service, Some(&workers), wall_ms()),
+        Err(error) => tracing::debug!(error = %error, "listing workers for the fair share failed"),
+    }
+}
+
 /// Gives the fair share the live slots per tier (kept as they were when the registry could
 /// not be read).
 fn share_live_slots(
