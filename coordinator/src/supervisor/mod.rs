@@ -195,12 +195,6 @@ impl Supervised<'_> {
                 }
             })
             .collect();
-        progress.shares = self
-            .options
-            .fair_share
-            .as_ref()
-            .map(|link| link.shared.share().shares_of(&self.plan.batch_id))
-            .unwrap_or_default();
         progress
     }
 }

@@ -482,6 +482,7 @@ impl Admission {
         } else {
             waits.first.filter(|_| admitting && window_open)
         };
+        self.show_shares();
         if admitting {
             decision.wake_at = waits.wake_at;
             decision.wait_for_release = waits.wait_for_release;

@@ -140,3 +140,24 @@ impl Admission {
         (waits, freed)
     }
 }
+
+impl Admission {
+    /// Puts what the batch holds of each tier in its progress, and says why the share holds
+    /// it back where it does.
+    pub(super) fn show_shares(&mut self) {
+        let Some(seat) = &self.share else {
+            return;
+        };
+        let shares = seat.share.shares_of(&self.batch_id);
+        if let Some(held_by) = &self.progress.held_by
+            && let Some((tier, reason)) = shares.iter().find_map(|share| {
+                let reason = share.waits_for.as_ref()?;
+                Some((share.tier, reason))
+            })
+            && held_by == &Wait::Share(tier).held_by()
+        {
+            self.progress.held_by = Some(format!("{held_by}: {reason}"));
+        }
+        self.progress.shares = shares;
+    }
+}

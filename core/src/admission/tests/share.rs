@@ -51,7 +51,7 @@ fn a_batch_beside_a_sweep_gets_its_share_and_the_sweep_waits_for_it() {
     assert!(held.wait_for_share);
     assert_eq!(
         sweep.progress().held_by.as_deref(),
-        Some("fair share (container)")
+        Some("fair share (container): all 4 live slots of tier container in use")
     );
 
     let laptop_plan = batch("laptop", 2, Priority::Normal);
