@@ -361,6 +361,16 @@ async fn a_lowered_cap_takes_back_the_queued_jobs_runs_one_at_a_time_and_keeps_t
     let taken_back = (adjusted_at..running.len())
         .find(|at| running[*at] <= 1)
         .unwrap_or_else(|| panic!("never down to 1 running: {running:?}"));
+    // Only a job a worker pulled just before the record changed may start after it: the
+    // queue no longer feeds the slots the running jobs free.
+    let started_while_draining = before_raise[adjusted_at..taken_back]
+        .iter()
+        .filter(|event| matches!(event.event, JobEventKind::Started))
+        .count();
+    assert!(
+        started_while_draining < 8,
+        "{started_while_draining} jobs started after the cap went down to 1"
+    );
     let most = running[taken_back..].iter().max().copied().unwrap_or(0);
     assert_eq!(most, 1, "at most 1 running under the cap: {running:?}");
     let started_under_cap = before_raise[taken_back..]
