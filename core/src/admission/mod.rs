@@ -25,7 +25,9 @@
 //! - **dispatch pause** (`cowork pause`): admits nothing more and withdraws the queued jobs,
 //!   which go back to their units' cursors; started jobs finish and count; `resume-dispatch`
 //!   admits from where each unit stopped, under the next dispatch epoch ([`controls`]).
-//! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once.
+//! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once; a
+//!   lowered window comes with the next dispatch epoch, and the queued jobs are taken back as
+//!   for a pause and admitted again within the new window ([`controls`]).
 //! - **sequential stop** (`cowork eval --sequential`): at the look where the sequential test
 //!   decides, nothing more is admitted; the jobs out finish and the batch is decided
 //!   ([`sequential`]).
@@ -136,8 +138,8 @@ pub enum Input {
     JobLost(JobId),
     /// The batch was cancelled: admit nothing more.
     Cancel,
-    /// The queue took back the batch's queued jobs (after a cancel or a pause); `jobs` it
-    /// removed.
+    /// The queue took back the batch's queued jobs (after a cancel, a pause or a lowered
+    /// cap); `jobs` it removed.
     Withdrawn { jobs: u64 },
     /// The batch's controls as its record now says (a pause, a resume of dispatch, an
     /// adjusted budget or window).
@@ -544,7 +546,7 @@ impl Admission {
             }
             Input::Cancel => self.cancelling = true,
             Input::Withdrawn { jobs } if self.cancelling => self.withdrawn(jobs),
-            Input::Withdrawn { jobs } => self.withdrawn_for_pause(jobs),
+            Input::Withdrawn { jobs } => self.taken_back(jobs),
             Input::Controls(controls) => self.apply_controls(&controls),
         }
     }

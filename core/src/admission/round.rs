@@ -86,7 +86,7 @@ impl Admission {
         if !self.cancelling
             && self.budget_stopped.is_none()
             && !self.sequentially_stopped()
-            && !self.dispatch.is_paused()
+            && !self.dispatch.holds_admission()
         {
             if self.interleave {
                 self.round_interleaved(now, &mut decision, &mut waits);
@@ -193,8 +193,9 @@ impl Admission {
         }
     }
 
-    /// After a cancel or a pause: the tiers holding this batch's jobs that no worker started.
-    /// Returns `Done` when there are none (nothing to wait for), else `Asked`.
+    /// After a cancel, a pause or a rise of the dispatch epoch: the tiers holding this batch's
+    /// jobs that no worker started. Returns `Done` when there are none (nothing to wait for),
+    /// else `Asked`.
     fn ask_withdrawal(&self, decision: &mut Decision) -> Withdrawal {
         let mut tiers: Vec<_> = self
             .outstanding
