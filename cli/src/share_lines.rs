@@ -37,6 +37,30 @@ pub fn shares_table(shares: &FleetShares) -> String {
     text
 }
 
+/// What a batch holds of one tier, and why it waits for more: `cowork status`.
+pub fn share_line(share: &cowork_schema::share::TierShare) -> String {
+    let others = share.batches.saturating_sub(1);
+    let mut line = format!(
+        "{} on tier {}: {} running, {} queued of {} live slots",
+        share.priority,
+        share.tier.as_str(),
+        share.running,
+        share.queued,
+        share.slots
+    );
+    if others > 0 {
+        line.push_str(&format!(
+            ", shared with {others} other batch{} (its share now {})",
+            if others == 1 { "" } else { "es" },
+            share.allowed
+        ));
+    }
+    if let Some(why) = &share.waits_for {
+        line.push_str(&format!("; waits: {why}"));
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -125,6 +125,9 @@ pub async fn status(
     if let Some(progress) = &status.progress {
         let left = crate::progress::status_eta(record, progress, crate::progress::now_ms());
         line("progress", &crate::progress::format_line(progress, left));
+        for share in &progress.shares {
+            line("share   ", &crate::share_lines::share_line(share));
+        }
         for unserved in &progress.unserved_tiers {
             line("waiting ", &unserved.describe());
         }

@@ -10,7 +10,9 @@ use cowork_schema::api::BatchStatus;
 use cowork_schema::event::JobEventKind;
 use cowork_testkit::wait_until;
 
-use crate::faults::{EventFollower, fault_fleet, submit_of};
+use crate::faults::{
+    EventFollower, batch_args, fault_fleet, finish_and_check_of, profile_file, submit_of,
+};
 use crate::fleet::Fleet;
 use crate::support::workspace_root;
 
@@ -100,4 +102,83 @@ async fn a_small_batch_beside_a_sweep_is_served_next_and_both_say_what_they_hold
     );
     let out = fleet.cowork(&workspace_root(), &["cancel", sweep.as_str()]);
     assert_eq!(out.code(), 0, "{}", out.context());
+}
+
+/// Submits the fault batch of `repeat` runs per cell with `extra` flags (without waiting).
+fn submit_with(fleet: &Fleet, repeat: usize, duration_ms: u64, extra: &[&str]) -> BatchId {
+    let mut args = batch_args(&profile_file(duration_ms, 1.0), repeat);
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    fleet.submit_detached(&workspace_root(), &args)
+}
+
+/// Waits until the batch's status shows a share that satisfies `wanted`.
+fn wait_for_share(
+    fleet: &Fleet,
+    batch: &BatchId,
+    what: &str,
+    wanted: impl Fn(&cowork_schema::share::TierShare) -> bool,
+) {
+    wait_until(what)
+        .within(Duration::from_secs(60))
+        .every(Duration::from_millis(50))
+        .context(|| fleet.logs())
+        .poll(|| {
+            status(fleet, batch)
+                .progress
+                .is_some_and(|progress| progress.shares.iter().any(&wanted))
+        });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_urgent_batch_goes_first_across_a_coordinator_restart_and_nothing_is_lost_or_run_twice()
+{
+    let mut fleet = fault_fleet(&[], &[]);
+    wait_for_workers(&fleet);
+    let sweep = submit_with(&fleet, 50, 500, &["--priority", "batch"]);
+    let mut sweep_events = EventFollower::new(&fleet.nats.url(), &sweep).await;
+    sweep_events.until_finished(&fleet, 8).await;
+    let urgent = submit_with(&fleet, 20, 500, &["--priority", "urgent"]);
+    // The urgent batch takes 7 of the 8 slots; the batch class keeps its floor of one.
+    wait_for_share(
+        &fleet,
+        &sweep,
+        "the sweep waits behind the urgent batch",
+        |share| {
+            share.priority == cowork_schema::share::Priority::Batch
+                && share.allowed == 1
+                && share.waits_for.as_deref() == Some("behind 1 urgent batch")
+        },
+    );
+    // Every view a person opens says it: the list, the status line and the workers.
+    let root = workspace_root();
+    let listed = fleet.cowork(&root, &["batches"]);
+    listed
+        .expect_code(0)
+        .expect_stdout("running (batch)")
+        .expect_stdout("running (urgent)")
+        .expect_stderr("waits: fair share (container): behind 1 urgent batch");
+    fleet
+        .cowork(&root, &["workers"])
+        .expect_code(0)
+        .expect_stdout("tier container: 8 live slots")
+        .expect_stdout(sweep.as_str());
+    fleet
+        .cowork(&root, &["status", sweep.as_str()])
+        .expect_code(0)
+        .expect_stdout("batch on tier container: ")
+        .expect_stdout("waits: behind 1 urgent batch");
+    let mut urgent_events = EventFollower::new(&fleet.nats.url(), &urgent).await;
+    urgent_events.until_finished(&fleet, 8).await;
+    fleet.kill("coordinator");
+    fleet.spawn_coordinator();
+    // The restarted coordinator divides the slots as before: the priority is in the spec.
+    wait_for_share(
+        &fleet,
+        &urgent,
+        "the urgent batch keeps its share after the restart",
+        |share| share.priority == cowork_schema::share::Priority::Urgent && share.allowed == 7,
+    );
+    finish_and_check_of(&fleet, &urgent, 20, 500).await;
+    finish_and_check_of(&fleet, &sweep, 50, 500).await;
 }
