@@ -139,7 +139,7 @@ impl Service {
         };
         plan.generation = record.generation;
         let token = record.listing.token_name.clone();
-        crate::fleet_view::refresh_live_slots(&self).await;
+        self.refresh_live_slots().await;
         let Some(end) = self
             .supervise_until_final(&plan, &command, &live, token)
             .await
