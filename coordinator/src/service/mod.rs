@@ -33,7 +33,7 @@ pub(crate) use access::Access;
 use access::TokenDigests;
 pub use config::{
     ApiToken, CoordinatorConfig, DEFAULT_MAX_BUNDLE_BYTES, DEFAULT_MAX_CONCURRENT_SUBMITS,
-    DEFAULT_WINDOW, FleetPorts,
+    DEFAULT_WINDOW, FleetPorts, TokenPolicy,
 };
 pub(crate) use controls::{CancelError, ControlError, ResumeError};
 pub(crate) use lifecycle::{end_of, new_batch_id};
