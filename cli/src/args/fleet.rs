@@ -47,7 +47,9 @@ pub struct CoordinatorArgs {
         value_delimiter = ';'
     )]
     pub token_policy: Vec<String>,
-    /// Jobs of one batch outstanding in the queue at most (admission window).
+    /// Jobs of one batch outstanding (queued or running) at most: a cap per batch. The
+    /// fair share already keeps what all batches queue to the free slots of live workers and
+    /// splits those between batches; this only bounds a batch alone on a big fleet.
     #[arg(long, env = "COWORK_WINDOW", default_value_t = 64)]
     pub window: usize,
     #[command(flatten)]

@@ -182,3 +182,48 @@ async fn an_urgent_batch_goes_first_across_a_coordinator_restart_and_nothing_is_
     finish_and_check_of(&fleet, &urgent, 20, 500).await;
     finish_and_check_of(&fleet, &sweep, 50, 500).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_quota_caps_what_its_batches_run_at_once_and_says_so() {
+    let digest = cowork_fabric::sha256_hex(crate::fleet::TOKEN.as_bytes());
+    let policy = format!("team=sha256:{digest},max-slots=2");
+    let mut fleet = Fleet::start_with_env(&[("COWORK_TOKEN_POLICIES", &policy)]);
+    for name in ["w0", "w1"] {
+        fleet.spawn_worker(name, "container", "4");
+    }
+    wait_for_workers(&fleet);
+    // 4 cells × 5 runs on 8 free slots, under a quota of 2.
+    let batch = submit_of(&fleet, 5, RUN_MS);
+    wait_for_share(
+        &fleet,
+        &batch,
+        "the batch says its token's quota holds it",
+        |share| {
+            share.allowed == 2 && share.waits_for.as_deref() == Some("token quota 2 reached (team)")
+        },
+    );
+    let out = fleet.watch(&workspace_root(), &batch);
+    assert!(
+        matches!(out.code(), 0 | 1),
+        "{}\n{}",
+        out.context(),
+        fleet.logs()
+    );
+    // In the events stream's order a job of the batch starts only after enough of the
+    // others finished: never more than 2 run at once.
+    let mut running = std::collections::BTreeSet::new();
+    let mut most = 0;
+    for (_, event) in fleet.events_with_seq(&batch).await {
+        match event.event {
+            JobEventKind::Started => {
+                running.insert(event.job_id.to_string());
+            }
+            JobEventKind::Finished { .. } => {
+                running.remove(&event.job_id.to_string());
+            }
+            _ => {}
+        }
+        most = most.max(running.len());
+    }
+    assert_eq!(most, 2, "jobs of the batch running at once at most");
+}

@@ -121,6 +121,8 @@ impl Service {
             config.max_concurrent_submits.max(1),
         ));
         let tokens = TokenDigests::of(&config);
+        let fair_share = Arc::new(crate::supervisor::SharedFairShare::default());
+        fair_share.share().set_quotas(config.token_quotas());
         let notifier = crate::notify::Notifier::new(config.notify.clone());
         Service {
             config,
@@ -131,7 +133,7 @@ impl Service {
             resumed: AtomicBool::new(false),
             views: FleetViews::default(),
             model_limits,
-            fair_share: Arc::new(crate::supervisor::SharedFairShare::default()),
+            fair_share,
             history: Arc::new(crate::history::HistoryCache::default()),
             submit_slots,
             report_renders: Arc::new(tokio::sync::Semaphore::new(REPORT_RENDERS_AT_ONCE)),
@@ -204,7 +206,9 @@ impl Service {
             Ok(workers) => {
                 let now_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+                    .map_or(0, |since| {
+                        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+                    });
                 self.share_live_slots(&workers, now_ms);
             }
             Err(error) => {

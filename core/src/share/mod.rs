@@ -260,7 +260,7 @@ impl State {
     }
 
     fn allowance(&self, batch: &BatchId, tier: Tier) -> Option<Allowance> {
-        let slots = *self.slots.get(&tier)?;
+        let slots = self.slots.get(&tier)?.saturating_mul(jobs_per_slot(tier));
         let claimants = self.claimants(tier);
         let me = claimants.iter().position(|(id, _, _)| *id == batch);
         let caps = self.token_caps(&claimants, tier);
@@ -359,6 +359,22 @@ impl State {
             tier.as_str(),
             if others == 1 { "" } else { "es" }
         )
+    }
+}
+
+/// Jobs one free slot of a replay worker takes at once: the workers' default replay pack
+/// (`cowork_worker::executor::harness::replay_pack::DEFAULT_REPLAY_PACK`). A replay pays one
+/// harness start per pack, so its slots need whole packs queued, and a replay spends nothing
+/// a deep queue could waste.
+pub const REPLAY_JOBS_PER_SLOT: u64 = 256;
+
+/// Jobs the queue may hold per live slot of `tier`: one (a job starts when a slot frees),
+/// or a replay pack.
+fn jobs_per_slot(tier: Tier) -> u64 {
+    if tier == Tier::Replay {
+        REPLAY_JOBS_PER_SLOT
+    } else {
+        1
     }
 }
 

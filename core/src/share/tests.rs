@@ -123,3 +123,23 @@ fn a_batch_that_left_frees_its_claim() {
     let by_class = share.use_by_class();
     assert_eq!(by_class[&(Tier::Container, Priority::Normal)], (0, 0, 1));
 }
+
+#[test]
+fn a_replay_slot_takes_a_whole_pack() {
+    let share = FairShare::new();
+    share.set_slots(BTreeMap::from([(Tier::Replay, 2)]));
+    share.join(&id("corpus"), Priority::Normal, None, &[Tier::Replay]);
+    let replay = BTreeMap::from([(
+        Tier::Replay,
+        TierUse {
+            holding: 0,
+            running: 0,
+            wanting: true,
+        },
+    )]);
+    let (allowances, _) = share.report(&id("corpus"), &replay);
+    assert_eq!(
+        allowances[&Tier::Replay].allowed,
+        2 * super::REPLAY_JOBS_PER_SLOT
+    );
+}

@@ -737,6 +737,14 @@ fn link_entries(
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_fair_share_queues_a_whole_default_pack_per_replay_slot() {
+        assert_eq!(
+            DEFAULT_REPLAY_PACK as u64,
+            cowork_core::share::REPLAY_JOBS_PER_SLOT
+        );
+    }
+
     fn finished(code: i32, results: &[Value], stderr: &str) -> Finished {
         let envelope = serde_json::json!({
             "tool": "cowork-harness", "version": "2.0.0", "command": "replay",
