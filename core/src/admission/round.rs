@@ -505,6 +505,8 @@ impl Admission {
             } else {
                 End::Decided
             });
+            // An ended batch holds no slots: no view shows it sharing any.
+            self.progress.shares.clear();
         }
     }
 }

@@ -105,7 +105,7 @@
     if (d.paused) words.push('Dispatch is paused: no new job of this batch starts on any worker; running jobs finish and count.');
     if (d.heldBy && !d.paused) words.push('Admission waits: ' + d.heldBy + '.');
     for (const tier of d.pausedTiers || []) words.push('Tier ' + tier + ' is paused after a usage limit.');
-    for (const share of d.shares || []) {
+    for (const share of snap.verdict ? [] : d.shares || []) {
       const others = share.batches - 1;
       words.push('Priority ' + share.priority + ': ' + share.running + ' running and ' + share.queued + ' queued of the ' + share.slots + ' live slots of tier ' + share.tier
         + (others > 0 ? ', shared with ' + others + (others === 1 ? ' other batch' : ' other batches') + ' (its share now: ' + share.allowed + ')' : '')

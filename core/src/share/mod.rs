@@ -350,15 +350,38 @@ impl State {
                 if same == 1 { "" } else { "es" }
             );
         }
-        let others = claimants.len() - 1;
-        if others == 0 {
-            return format!("all {slots} live slots of tier {} in use", tier.as_str());
+        let same = claimants
+            .iter()
+            .filter(|(_, other, _)| other.priority == member.priority)
+            .count()
+            - 1;
+        let kept: u64 = Priority::ALL
+            .into_iter()
+            .filter(|class| *class > member.priority)
+            .filter(|class| {
+                claimants
+                    .iter()
+                    .any(|(_, other, _)| other.priority == *class)
+            })
+            .map(|_| (slots * MIN_CLASS_SHARE_PERCENT / 100).max(1))
+            .sum();
+        let tier = tier.as_str();
+        let kept_words = format!("{kept} kept for lower classes, which never starve");
+        match (same, kept) {
+            (0, 0) => format!("all {slots} live slots of tier {tier} in use"),
+            (0, _) => format!(
+                "{} of the {slots} slots of tier {tier} in use, {kept_words}",
+                slots.saturating_sub(kept)
+            ),
+            (_, 0) => format!(
+                "sharing {slots} slots of tier {tier} with {same} batch{}",
+                if same == 1 { "" } else { "es" }
+            ),
+            _ => format!(
+                "sharing {slots} slots of tier {tier} with {same} batch{}, {kept_words}",
+                if same == 1 { "" } else { "es" }
+            ),
         }
-        format!(
-            "sharing {slots} slots of tier {} with {others} batch{}",
-            tier.as_str(),
-            if others == 1 { "" } else { "es" }
-        )
     }
 }
 

@@ -79,6 +79,10 @@ fn lower_classes_wait_behind_urgent_batches_and_say_so() {
     share.join(&id("pr"), Priority::Urgent, None, &[Tier::Container]);
     let (pr, _) = share.report(&id("pr"), &uses(0, 0, true));
     assert_eq!(pr[&Tier::Container].allowed, 7);
+    assert_eq!(
+        pr[&Tier::Container].reason,
+        "7 of the 8 slots of tier container in use, 1 kept for lower classes, which never starve"
+    );
     let (sweep, _) = share.report(&id("sweep"), &uses(8, 8, true));
     assert_eq!(sweep[&Tier::Container].allowed, 1);
     assert_eq!(sweep[&Tier::Container].reason, "behind 1 urgent batch");
