@@ -38,6 +38,7 @@ mod log_scrub;
 mod notify;
 mod progress;
 mod quarantine;
+mod share_lines;
 mod spend_lines;
 mod summary;
 mod summary_reasons;

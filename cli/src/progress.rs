@@ -293,6 +293,16 @@ pub fn format_line_at(
         let spent = progress.budget_spent_usd.unwrap_or(progress.cost_usd);
         line.push_str(&format!("  budget ${spent:.4}/${cap:.2}"));
     }
+    for share in &progress.shares {
+        line.push_str(&format!(
+            "  {} {}: {} running, {} queued of {} slots",
+            share.priority,
+            share.tier.as_str(),
+            share.running,
+            share.queued,
+            share.slots
+        ));
+    }
     if let Some(why) = &progress.held_by {
         line.push_str(&format!("  waiting: {why}"));
     }

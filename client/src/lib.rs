@@ -372,6 +372,13 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
+    /// How each tier's live slots are divided between the running batches
+    /// (decisions.md#fair-share).
+    pub async fn shares(&self) -> Result<cowork_schema::share::FleetShares, ClientError> {
+        let url = self.url("v1/shares")?;
+        self.call_json(url.clone(), self.http.get(url)).await
+    }
+
     /// The queue's streams and buckets as the coordinator last checked them (what stalls,
     /// since when, what runs short of replicas).
     pub async fn fabric(&self) -> Result<FabricStatus, ClientError> {

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cowork_core::fleet::{lost_workers, refusal, unserved_tiers_since};
+use cowork_core::fleet::{live_slots, lost_workers, refusal, unserved_tiers_since};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use crate::service::Service;
@@ -25,14 +25,18 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
     let mut stalls = crate::stall_watch::StallWatch::default();
     // Until one heartbeat period has passed, a worker that is up may not have beaten yet.
     let started_ms = wall_ms();
+    // The first look is at once: the fair share needs the live slots before it divides them.
+    let mut pause = Duration::ZERO;
     loop {
         // Abandoning the pause at shutdown is safe: nothing is held across it.
         tokio::select! {
             _ = service.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(REFRESH_EVERY) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
+        pause = REFRESH_EVERY;
         let workers = service.ports.workers.list().await;
         let now_ms = wall_ms();
+        share_live_slots(&service, workers.as_deref().ok(), now_ms);
         stalls
             .refresh(&service, workers.as_deref().ok(), now_ms)
             .await;
@@ -65,19 +69,7 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
         });
         notify_lost(&service, &workers, &newly_lost);
         service.views.workers_seen.send_replace(workers.clone());
-        for worker in &workers {
-            if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
-                && refused_logged.insert((worker.worker_id.clone(), worker.protocol))
-            {
-                tracing::warn!(
-                    worker_id = %worker.worker_id,
-                    worker_protocol = worker.protocol,
-                    coordinator_protocol = PROTOCOL_VERSION,
-                    reason = %reason,
-                    "worker refused: it speaks another protocol version"
-                );
-            }
-        }
+        log_refused(&workers, &mut refused_logged);
         let batches: Vec<_> = service
             .live_batches()
             .into_iter()
@@ -117,6 +109,49 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
                 true
             });
         }
+    }
+}
+
+/// Logs each worker refused for its protocol version, once per worker and version.
+fn log_refused(
+    workers: &[cowork_schema::registry::WorkerInfo],
+    refused_logged: &mut HashSet<(String, u32)>,
+) {
+    for worker in workers {
+        if let Some(reason) = refusal(worker, PROTOCOL_VERSION)
+            && refused_logged.insert((worker.worker_id.clone(), worker.protocol))
+        {
+            tracing::warn!(
+                worker_id = %worker.worker_id,
+                worker_protocol = worker.protocol,
+                coordinator_protocol = PROTOCOL_VERSION,
+                reason = %reason,
+                "worker refused: it speaks another protocol version"
+            );
+        }
+    }
+}
+
+/// Reads the workers registry once for the fair share: a batch that starts right after
+/// its workers came up is shared from its first admission, not from the next refresh.
+pub(crate) async fn refresh_live_slots(service: &Service) {
+    match service.ports.workers.list().await {
+        Ok(workers) => share_live_slots(service, Some(&workers), wall_ms()),
+        Err(error) => tracing::debug!(error = %error, "listing workers for the fair share failed"),
+    }
+}
+
+/// Gives the fair share the live slots per tier (kept as they were when the registry could
+/// not be read).
+fn share_live_slots(
+    service: &Service,
+    workers: Option<&[cowork_schema::registry::WorkerInfo]>,
+    now_ms: u64,
+) {
+    if let Some(workers) = workers {
+        service
+            .fair_share
+            .set_slots(live_slots(workers, PROTOCOL_VERSION, now_ms));
     }
 }
 

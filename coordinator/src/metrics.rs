@@ -37,6 +37,13 @@ pub struct MetricsSnapshot {
     pub history_reads: u64,
     /// Batches supervised here that are stalled now (the stall watchdog's).
     pub batches_stalled: u64,
+    /// Per tier and priority class: jobs running, jobs queued and batches with a claim
+    /// (the fair share's view).
+    pub by_class: Vec<(
+        cowork_schema::job::Tier,
+        cowork_schema::share::Priority,
+        [u64; 3],
+    )>,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -171,6 +178,42 @@ fn fleet_gauges(registry: &mut Registry, snapshot: &MetricsSnapshot) {
             "jobs waiting in the queue, per tier",
             family,
         );
+    }
+    class_gauges(registry, snapshot);
+}
+
+/// The fair share's gauges per tier and priority class.
+fn class_gauges(registry: &mut Registry, snapshot: &MetricsSnapshot) {
+    if snapshot.by_class.is_empty() {
+        return;
+    }
+    for (index, name, help) in [
+        (
+            0,
+            "cowork_class_jobs_running",
+            "jobs running, per tier and priority class",
+        ),
+        (
+            1,
+            "cowork_class_jobs_queued",
+            "jobs handed to the queue and not started, per tier and priority class",
+        ),
+        (
+            2,
+            "cowork_class_batches",
+            "batches holding or wanting slots, per tier and priority class",
+        ),
+    ] {
+        let family = Family::<Labels, Gauge<i64>>::default();
+        for (tier, class, counts) in &snapshot.by_class {
+            family
+                .get_or_create(&vec![
+                    ("tier".to_owned(), tier.as_str().to_owned()),
+                    ("priority".to_owned(), class.as_str().to_owned()),
+                ])
+                .set(i64::try_from(counts[index]).unwrap_or(i64::MAX));
+        }
+        registry.register(name, help, family);
     }
 }
 
@@ -327,6 +370,11 @@ mod tests {
                 BatchState::Running,
                 BatchState::Done,
             ])),
+            by_class: vec![(
+                cowork_schema::job::Tier::Container,
+                cowork_schema::share::Priority::Urgent,
+                [3, 1, 2],
+            )],
             jobs: ProgressSnapshot {
                 admitted: 7,
                 finished: 6,
@@ -364,6 +412,9 @@ mod tests {
             "cowork_queue_pending{tier=\"container\"} 5",
             "cowork_history_reads_total 3",
             "cowork_batches_stalled 1",
+            "cowork_class_jobs_running{tier=\"container\",priority=\"urgent\"} 3",
+            "cowork_class_jobs_queued{tier=\"container\",priority=\"urgent\"} 1",
+            "cowork_class_batches{tier=\"container\",priority=\"urgent\"} 2",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {

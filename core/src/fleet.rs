@@ -196,6 +196,33 @@ pub fn lost_workers(workers: &[WorkerInfo], now_ms: u64) -> Vec<LostWorker> {
     lost
 }
 
+/// The slots of live workers per tier at `now_ms`, what the fair share divides
+/// (decisions.md#fair-share): every worker that beats on time, speaks `protocol` and is not
+/// draining counts its slots for each tier it takes now (not one it backed off). A worker
+/// serving several tiers counts on each: its slots go to whichever has work.
+pub fn live_slots(
+    workers: &[WorkerInfo],
+    protocol: u32,
+    now_ms: u64,
+) -> std::collections::BTreeMap<Tier, u64> {
+    let mut slots = std::collections::BTreeMap::new();
+    for worker in workers {
+        if worker.draining
+            || refusal(worker, protocol).is_some()
+            || heartbeat_late_s(worker, now_ms).is_some()
+        {
+            continue;
+        }
+        for tier in &worker.tiers {
+            if worker.backed_off_tiers.iter().any(|off| off.tier == *tier) {
+                continue;
+            }
+            *slots.entry(*tier).or_insert(0) += u64::from(worker.slots);
+        }
+    }
+    slots
+}
+
 /// The beat of a worker that does not say its own: a third of the registry's default 30 s TTL.
 const DEFAULT_HEARTBEAT_EVERY_MS: u64 = 10_000;
 
@@ -383,5 +410,33 @@ mod tests {
             "{reason}"
         );
         assert!(refusal(&worker("w", &[], 3, false), 2).is_some());
+    }
+
+    #[test]
+    fn live_slots_count_every_worker_on_time_for_each_tier_it_takes() {
+        let mut big = worker("big", &[Tier::Container, Tier::Microvm], 1, false);
+        big.slots = 4;
+        let mut backed_off = worker("off", &[Tier::Container, Tier::Microvm], 1, false);
+        backed_off.slots = 2;
+        backed_off.backed_off_tiers = vec![cowork_schema::registry::TierBackoff {
+            tier: Tier::Microvm,
+            failures: 3,
+            until_ms: 0,
+        }];
+        let mut late = worker("late", &[Tier::Container], 1, false);
+        late.slots = 8;
+        late.heartbeat_at_ms = 0;
+        let mut fresh = [
+            big,
+            backed_off,
+            worker("drain", &[Tier::Container], 1, true),
+            late,
+        ];
+        for worker in fresh.iter_mut().take(3) {
+            worker.heartbeat_at_ms = 100_000;
+        }
+        let slots = live_slots(&fresh, 1, 100_000);
+        assert_eq!(slots.get(&Tier::Container), Some(&6));
+        assert_eq!(slots.get(&Tier::Microvm), Some(&4));
     }
 }

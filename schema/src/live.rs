@@ -117,6 +117,10 @@ pub struct LiveDispatch {
     /// Tiers paused after a usage limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paused_tiers: Vec<Tier>,
+    /// What the batch holds of each tier beside the other batches, and why it waits
+    /// (decisions.md#fair-share).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<crate::share::TierShare>,
 }
 
 /// One cell of the heatmap: a unit (a scenario file or a matrix cell), or a run of

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::job::Tier;
+use crate::unit::Tier;
 
 /// A batch's priority class (`--priority`). Higher classes go first; a lower class keeps a
 /// minimum share so it never starves; a started job is never preempted.
@@ -83,6 +83,40 @@ pub struct TierShare {
     /// Why the batch has no more jobs out on the tier, when it wants more: "behind 2 urgent
     /// batches", "token quota 16 reached", "sharing 8 slots with 1 batch". `None` while it is
     /// not held back by the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits_for: Option<String>,
+}
+
+/// `GET /v1/shares`: how each tier's live slots are divided between the running batches
+/// (`cowork workers`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetShares {
+    pub tiers: Vec<TierShares>,
+}
+
+/// One tier's slots and the batches holding or wanting them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierShares {
+    pub tier: Tier,
+    /// Slots of live workers; `None` while no worker count was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
+    pub batches: Vec<BatchSlots>,
+}
+
+/// What one batch holds of a tier.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchSlots {
+    pub batch_id: crate::ids::BatchId,
+    pub priority: Priority,
+    pub running: u64,
+    pub queued: u64,
+    /// Its share now; `None` on a tier that is not shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits_for: Option<String>,
 }

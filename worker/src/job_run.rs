@@ -142,8 +142,8 @@ pub(crate) fn skip_reason(record: &BatchRecord, generation: u32) -> Option<&'sta
 }
 
 /// Why a job must not start now although its batch runs: its dispatch is paused, or the job
-/// is a publication a pause took back (the coordinator published it again under a later
-/// dispatch epoch). Such a delivery is acked without any event: the coordinator counts the
+/// is a publication a pause or a lowered `--max-running` took back (the coordinator publishes
+/// it again under a later dispatch epoch). Such a delivery is acked without any event: the coordinator counts the
 /// job as not started and admits it again.
 pub(crate) fn dispatch_hold(record: &BatchRecord, job: &JobSpec) -> Option<&'static str> {
     if record.generation != job.generation || record.state.is_final() {
@@ -152,7 +152,7 @@ pub(crate) fn dispatch_hold(record: &BatchRecord, job: &JobSpec) -> Option<&'sta
     if record.controls.paused {
         Some("its batch's dispatch is paused")
     } else if job.dispatch_epoch < record.controls.dispatch_epoch {
-        Some("a pause took this publication back; the job was published again since")
+        Some("a pause or a lowered cap took this publication back; the job is published again")
     } else {
         None
     }

@@ -25,6 +25,10 @@ struct Row {
     verdict: String,
     cost_usd: Option<f64>,
     state: String,
+    priority: cowork_schema::share::Priority,
+    /// Why a running batch waits, as its coordinator says (`None`: it does not wait, or the
+    /// list is local).
+    waits: Option<String>,
 }
 
 impl Row {
@@ -62,8 +66,22 @@ impl Row {
                 .cost_usd()
                 .or_else(|| record.and_then(|record| record.listing.spent_usd)),
             state,
+            priority: stored.spec.flags.priority,
+            waits: None,
         }
     }
+}
+
+/// Why `batch` waits now, when it runs on the coordinator behind `source`.
+async fn waits_of(source: &Source, row: &Row) -> Option<String> {
+    let Source::Remote(client) = source else {
+        return None;
+    };
+    if row.state != "running" {
+        return None;
+    }
+    let status = client.status(&row.batch_id).await.ok()?;
+    status.progress?.held_by
 }
 
 /// `cowork batches`.
@@ -92,9 +110,21 @@ pub async fn list(args: BatchesArgs) -> Result<i32, CliError> {
             }
         };
         let record = records.iter().find(|record| record.batch_id == *batch_id);
-        rows.push(Row::of(&batch, record));
+        let mut row = Row::of(&batch, record);
+        row.waits = waits_of(&source, &row).await;
+        rows.push(row);
     }
     print!("{}", render(&rows, args.format));
+    if args.format != TableFormat::Json {
+        for row in rows.iter().filter(|row| row.waits.is_some()) {
+            let why = row.waits.as_deref().unwrap_or_default();
+            eprintln!(
+                "{} waits: {}",
+                row.batch_id,
+                cowork_core::safe_text::for_terminal(why)
+            );
+        }
+    }
     if rows.is_empty() {
         eprintln!("no batches in {}", source.describe());
     } else if ids.len() > rows.len() && ids.len() > args.limit {
@@ -125,6 +155,8 @@ fn render(rows: &[Row], format: TableFormat) -> String {
                     "verdict": row.verdict,
                     "costUsd": row.cost_usd,
                     "state": row.state,
+                    "priority": row.priority.as_str(),
+                    "waitsFor": row.waits,
                 })
             })
             .collect();
@@ -151,7 +183,11 @@ fn render(rows: &[Row], format: TableFormat) -> String {
                 row.jobs.to_string(),
                 row.verdict.clone(),
                 usd(row.cost_usd),
-                row.state.clone(),
+                if row.priority.is_normal() {
+                    row.state.clone()
+                } else {
+                    format!("{} ({})", row.state, row.priority)
+                },
             ]);
             cells
         })

@@ -125,6 +125,9 @@ pub async fn status(
     if let Some(progress) = &status.progress {
         let left = crate::progress::status_eta(record, progress, crate::progress::now_ms());
         line("progress", &crate::progress::format_line(progress, left));
+        for share in &progress.shares {
+            line("share   ", &crate::share_lines::share_line(share));
+        }
         for unserved in &progress.unserved_tiers {
             line("waiting ", &unserved.describe());
         }
@@ -405,6 +408,15 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
     }
     let now_ms = crate::progress::now_ms();
     print!("{}", for_terminal_lines(&workers_table(&workers, now_ms)));
+    // How the slots are divided between batches; an older coordinator does not say.
+    if let Ok(shares) = client.shares().await
+        && !shares.tiers.is_empty()
+    {
+        print!(
+            "\n{}",
+            for_terminal_lines(&crate::share_lines::shares_table(&shares))
+        );
+    }
     let n_refused = workers.iter().filter(|w| w.refused.is_some()).count();
     let n_lost = workers
         .iter()

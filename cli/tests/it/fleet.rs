@@ -440,6 +440,16 @@ impl Fleet {
 
     /// Every event of `batch` stored so far, in order.
     pub async fn events(&self, batch: &BatchId) -> Vec<JobEvent> {
+        self.events_with_seq(batch)
+            .await
+            .into_iter()
+            .map(|(_, event)| event)
+            .collect()
+    }
+
+    /// Every event of `batch` so far with its sequence in the events stream, which orders
+    /// the events of all batches.
+    pub async fn events_with_seq(&self, batch: &BatchId) -> Vec<(u64, JobEvent)> {
         let fabric = cowork_fabric::nats::connect(&NatsConfig::new(&self.nats_url))
             .await
             .expect("connecting to nats");
@@ -459,7 +469,7 @@ impl Fleet {
             .expect("subscribing");
         while let Some(item) = subscription.next().await {
             let (seq, event) = item.expect("an event");
-            events.push(event);
+            events.push((seq, event));
             if seq >= last {
                 break;
             }

@@ -89,6 +89,7 @@ mod report;
 mod rollup;
 mod run;
 mod secrets;
+mod share;
 mod spend;
 mod stall;
 mod steer;

@@ -95,6 +95,15 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         queue_pending,
         history_reads: service.history.reads(),
         batches_stalled,
+        by_class: service
+            .fair_share
+            .share()
+            .use_by_class()
+            .into_iter()
+            .map(|((tier, class), (running, queued, batches))| {
+                (tier, class, [running, queued, batches])
+            })
+            .collect(),
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&snapshot))
 }

@@ -3,7 +3,8 @@
 //! Modules:
 //! - [`batches`]: submit, list, status, watch (SSE), cancel, report and stored artifacts of
 //!   batches.
-//! - [`workers`]: the worker registry, and the fabric view (`/v1/fabric`).
+//! - [`workers`]: the worker registry, the fabric view (`/v1/fabric`) and the fair share
+//!   (`/v1/shares`).
 //! - [`health`]: `/healthz`, `/readyz` and `/metrics` (open, no token).
 //! - [`live`]: the live view of a running batch (JSON, SSE deltas, the page and its script)
 //!   and its controls (pause, resume of dispatch, adjust).
@@ -73,6 +74,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
         .route("/v1/workers", get(workers::list))
         .route("/v1/fabric", get(workers::fabric))
+        .route("/v1/shares", get(workers::shares))
         .merge(live_api_routes());
     // Pages a browser opens: the same auth, plus `?token=` (see `pages`).
     let browser_pages = Router::new()

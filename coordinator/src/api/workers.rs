@@ -39,3 +39,12 @@ pub(crate) async fn list(
 pub(crate) async fn fabric(State(service): State<Arc<Service>>) -> Json<FabricStatus> {
     Json(service.views.fabric.borrow().clone())
 }
+
+/// `GET /v1/shares`: how each tier's live slots are divided between the batches this
+/// coordinator supervises (answered from memory).
+#[tracing::instrument(skip_all)]
+pub(crate) async fn shares(
+    State(service): State<Arc<Service>>,
+) -> Json<cowork_schema::share::FleetShares> {
+    Json(service.fair_share.share().fleet())
+}

@@ -7,7 +7,7 @@ use cowork_fabric::RegistryError;
 use cowork_schema::BatchId;
 use cowork_schema::batch::StoredBatch;
 use cowork_schema::layout::BatchKey;
-use cowork_schema::registry::{BatchRecord, BatchState, ControlChange};
+use cowork_schema::registry::{BatchControls, BatchRecord, BatchState, ControlChange};
 
 use super::Service;
 use super::records::now_ms;
@@ -107,10 +107,20 @@ impl Service {
         cowork_core::controls::apply(&mut record.clone(), change, by, at_ms, submitted)
             .map_err(ControlError::Refused)?;
         let refused = std::sync::Mutex::new(None);
+        let window = self.config.window;
         let record = self
             .transition(batch_id, |record| {
+                let takes_back = lowers_the_cap(&record.controls, change, window);
                 match cowork_core::controls::apply(record, change, by, at_ms, submitted) {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        if takes_back {
+                            // In the same write as the cap: workers skip every publication
+                            // of the older epoch from now on, and admission takes the queued
+                            // jobs back and admits again within the new cap.
+                            record.controls.dispatch_epoch += 1;
+                        }
+                        true
+                    }
                     Err(refusal) => {
                         *refused
                             .lock()
@@ -195,6 +205,24 @@ impl Service {
     }
 }
 
+/// `true` when `change` lowers the cap on the batch's jobs outstanding below the one in force
+/// (the record's, or this coordinator's `window`) while dispatch runs: the jobs queued beyond
+/// the new cap must be taken back, which the next dispatch epoch says. Decided from the
+/// record alone, not from the jobs outstanding now: the record is all the compare-and-set
+/// sees, and a take-back with few jobs queued costs only their publication again. A paused
+/// batch has nothing queued (its resume raises the epoch anyway).
+fn lowers_the_cap(before: &BatchControls, change: &ControlAsk, window: usize) -> bool {
+    let ControlAsk::Adjust {
+        max_running: Some(max),
+        ..
+    } = change
+    else {
+        return false;
+    };
+    let in_force = before.max_running.map_or(window, |old| old as usize).max(1);
+    !before.paused && (*max as usize) < in_force
+}
+
 /// Why a resume was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ResumeError {
@@ -225,4 +253,42 @@ pub(crate) enum CancelError {
     Final(BatchState),
     #[error("batch registry")]
     Registry(#[source] RegistryError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adjust(max_running: Option<u32>) -> ControlAsk {
+        ControlAsk::Adjust {
+            batch_budget_usd: Some(1.0),
+            max_running,
+        }
+    }
+
+    #[test]
+    fn only_a_lower_cap_while_dispatch_runs_takes_queued_jobs_back() {
+        let capped = |max_running, paused| BatchControls {
+            max_running,
+            paused,
+            ..BatchControls::default()
+        };
+        for (before, change, takes_back) in [
+            (capped(None, false), adjust(Some(1)), true),
+            (capped(None, false), adjust(Some(16)), false),
+            (capped(None, false), adjust(Some(64)), false),
+            (capped(Some(8), false), adjust(Some(4)), true),
+            (capped(Some(8), false), adjust(Some(8)), false),
+            (capped(Some(1), false), adjust(Some(8)), false),
+            (capped(Some(8), false), adjust(None), false),
+            (capped(Some(8), true), adjust(Some(1)), false),
+            (capped(Some(8), false), ControlAsk::Pause, false),
+        ] {
+            assert_eq!(
+                lowers_the_cap(&before, &change, 16),
+                takes_back,
+                "{before:?} {change:?}"
+            );
+        }
+    }
 }

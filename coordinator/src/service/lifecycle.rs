@@ -138,7 +138,12 @@ impl Service {
             return;
         };
         plan.generation = record.generation;
-        let Some(end) = self.supervise_until_final(&plan, &command, &live).await else {
+        let token = record.listing.token_name.clone();
+        crate::fleet_view::refresh_live_slots(&self).await;
+        let Some(end) = self
+            .supervise_until_final(&plan, &command, &live, token)
+            .await
+        else {
             return;
         };
         self.record_end(&plan, &live, end).await;
@@ -194,9 +199,14 @@ impl Service {
         plan: &Plan,
         command: &str,
         live: &LiveBatch,
+        token: Option<String>,
     ) -> Option<FinalState> {
         let ports = self.ports.coordinator_ports();
         let options = SuperviseOptions {
+            fair_share: Some(crate::supervisor::FairShareLink {
+                shared: Arc::clone(&self.fair_share),
+                token,
+            }),
             usage_pause: self.config.usage_pause,
             usage_pause_max: self.config.usage_pause_max,
             model_limits: Arc::clone(&self.model_limits),

@@ -90,6 +90,8 @@ pub(crate) struct Service {
     pub(crate) views: FleetViews,
     /// Per-model admission limits, shared by every batch this process supervises.
     model_limits: Arc<crate::supervisor::SharedModelLimits>,
+    /// The division of the fleet's slots between the batches this process supervises.
+    pub(crate) fair_share: Arc<crate::supervisor::SharedFairShare>,
     /// The recent batches' stats, read once and shared by every batch start (`history`).
     pub(crate) history: Arc<crate::history::HistoryCache>,
     /// One permit per submit being read and validated (`max_concurrent_submits`).
@@ -129,6 +131,7 @@ impl Service {
             resumed: AtomicBool::new(false),
             views: FleetViews::default(),
             model_limits,
+            fair_share: Arc::new(crate::supervisor::SharedFairShare::default()),
             history: Arc::new(crate::history::HistoryCache::default()),
             submit_slots,
             report_renders: Arc::new(tokio::sync::Semaphore::new(REPORT_RENDERS_AT_ONCE)),

@@ -56,7 +56,8 @@ pub use live::{LIVE_EVERY, LiveLink, LiveSnapshotSender, UnitRunsRequest};
 use options::admission_window;
 pub use options::{
     CoordinatorPorts, DEFAULT_HISTORY_BATCHES, DEFAULT_USAGE_PAUSE, DEFAULT_USAGE_PAUSE_MAX,
-    REPLAY_MIN_WINDOW, SharedModelLimits, SuperviseOptions, SuperviseSignals,
+    FairShareLink, REPLAY_MIN_WINDOW, SharedFairShare, SharedModelLimits, SuperviseOptions,
+    SuperviseSignals,
 };
 pub use outcome::{BatchOutcome, SuperviseEnd};
 
@@ -96,6 +97,16 @@ pub async fn supervise(
     // A dropped supervision (error, shutdown) gives its model slots back; other batches
     // waiting for one must hear of it.
     let _wake_others = WakeOnDrop(Arc::clone(&options.model_limits));
+    // Its seat at the fair share goes with the admission; batches waiting for their share
+    // must hear of it.
+    let _wake_sharers = options
+        .fair_share
+        .as_ref()
+        .map(|link| ShareWakeOnDrop(Arc::clone(&link.shared)));
+    let mut share_changes = options
+        .fair_share
+        .as_ref()
+        .map(|link| link.shared.subscribe());
     batch.catch_up(&signals.shutdown).await?;
     live.publish(&batch.admission, now());
     let end = loop {
@@ -103,7 +114,16 @@ pub async fn supervise(
             batch.cancel_seen = true;
             batch.admission.apply(Input::Cancel, now());
         }
+        if let Some(changes) = share_changes.as_mut() {
+            // Every change of the share from here on wakes a batch waiting for it.
+            changes.borrow_and_update();
+        }
         let decision = batch.admission.next(now());
+        if decision.share_freed
+            && let Some(link) = &options.fair_share
+        {
+            link.shared.notify();
+        }
         if batch.carry_out(&decision).await? {
             // Queued jobs were withdrawn: decide again at once.
             continue;
@@ -118,6 +138,7 @@ pub async fn supervise(
             signals: &signals,
             live: &mut live,
             unit_requests: unit_requests.as_deref_mut(),
+            share_changes: share_changes.as_mut(),
         };
         if let Some(input) = batch.next_input(waits).await? {
             let input = batch.gate_live(input).await;
@@ -186,12 +207,21 @@ impl Drop for WakeOnDrop {
     }
 }
 
+struct ShareWakeOnDrop(Arc<SharedFairShare>);
+
+impl Drop for ShareWakeOnDrop {
+    fn drop(&mut self) {
+        self.0.notify();
+    }
+}
+
 /// What [`Supervised::next_input`] waits on.
 struct Waits<'w> {
     decision: &'w Decision,
     signals: &'w SuperviseSignals,
     live: &'w mut live::LiveFeed,
     unit_requests: Option<&'w mut tokio::sync::mpsc::Receiver<UnitRunsRequest>>,
+    share_changes: Option<&'w mut watch::Receiver<u64>>,
 }
 
 /// One batch under supervision.
@@ -256,6 +286,7 @@ impl<'a> Supervised<'a> {
             deadline_grace: options.deadline_grace,
             model_limits: Arc::clone(&options.model_limits.limits),
             expected_run_ms: expected_run_ms(ports.store.as_ref(), plan, options).await,
+            fair_share: options.fair_share.as_ref().map(|seat| seat.claim()),
         };
         let mut admission =
             Admission::new(plan, config).map_err(|error| SuperviseError::Shape {
@@ -505,7 +536,18 @@ impl<'a> Supervised<'a> {
             signals,
             live,
             unit_requests,
+            share_changes,
         } = waits;
+        let share_changed = async {
+            let changed = match share_changes {
+                Some(changes) => changes.changed().await.is_ok(),
+                None => false,
+            };
+            // A closed channel (the process is shutting down) must not spin the loop.
+            if !changed {
+                std::future::pending::<()>().await;
+            }
+        };
         let live_due = live.due_at();
         let controls_changed = live.controls_changed();
         let unit_request = async {
@@ -536,6 +578,8 @@ impl<'a> Supervised<'a> {
             _ = tokio::time::sleep_until(wake_at.unwrap_or_else(tokio::time::Instant::now)), if wake_at.is_some() => Ok(None),
             // Another batch's job of a held model finished: look again.
             _ = self.options.model_limits.released(), if decision.wait_for_release => Ok(None),
+            // Another batch freed slots of a tier, or the live slots changed: look again.
+            _ = share_changed, if decision.wait_for_share => Ok(None),
             lost = lost => Ok(self.lost_job(lost)),
             next = self.subscription.next() => self.read(next).map(|(_, input)| Some(input)),
             // People changed the batch's controls: admission takes them at once.

@@ -50,6 +50,9 @@ pub struct SuperviseOptions {
     /// The process's sandbox and model prices (`--sandbox-price`, `--model-price`); a batch's
     /// own prices override them (decisions.md#whole-cost).
     pub prices: cowork_schema::pricing::Pricing,
+    /// The fleet's slots this batch shares with the other batches of the process
+    /// (decisions.md#fair-share); `None`: only its window bounds it.
+    pub fair_share: Option<FairShareLink>,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -88,6 +91,7 @@ impl SuperviseOptions {
             history: Arc::default(),
             notifier: None,
             prices: cowork_schema::pricing::Pricing::default(),
+            fair_share: None,
         }
     }
 }
@@ -136,4 +140,64 @@ pub struct SuperviseSignals {
     pub cancel: CancellationToken,
     /// The batch's controls in, its live view out (all optional).
     pub live: LiveLink,
+}
+
+/// The fair share of one process (`cowork_core::share`), with the wake-up of batches that
+/// wait for their share when another batch frees slots or the live slots change.
+#[derive(Debug)]
+pub struct SharedFairShare {
+    share: Arc<cowork_core::share::FairShare>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for SharedFairShare {
+    fn default() -> Self {
+        SharedFairShare {
+            share: Arc::new(cowork_core::share::FairShare::new()),
+            changed: tokio::sync::watch::channel(0).0,
+        }
+    }
+}
+
+impl SharedFairShare {
+    /// The division itself (slots, quotas, what each batch holds).
+    pub fn share(&self) -> &cowork_core::share::FairShare {
+        &self.share
+    }
+
+    /// Wakes the batches waiting for their share.
+    pub fn notify(&self) {
+        self.changed
+            .send_modify(|version| *version = version.wrapping_add(1));
+    }
+
+    /// A receiver that sees every [`SharedFairShare::notify`] after it was last marked seen.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The live slots per tier, from the workers' heartbeats; wakes waiting batches when
+    /// they changed.
+    pub fn set_slots(&self, slots: std::collections::BTreeMap<cowork_schema::job::Tier, u64>) {
+        if self.share.set_slots(slots) {
+            self.notify();
+        }
+    }
+}
+
+/// One batch's link to its process's fair share.
+#[derive(Clone, Debug)]
+pub struct FairShareLink {
+    pub shared: Arc<SharedFairShare>,
+    /// The token policy the batch was submitted under (its record's `tokenName`).
+    pub token: Option<String>,
+}
+
+impl FairShareLink {
+    pub(super) fn claim(&self) -> cowork_core::admission::ShareClaim {
+        cowork_core::admission::ShareClaim {
+            share: Arc::clone(&self.shared.share),
+            token: self.token.clone(),
+        }
+    }
 }

@@ -114,16 +114,17 @@ impl Admission {
         let withdrawn = (self.cancelling && self.withdrawal == Withdrawal::Done)
             || self.dispatch.withdrew_any();
         if !self.outstanding.contains_key(&ordinal) && (withdrawn || !self.catching_up) {
-            // A worker took it just before the withdrawal, or an earlier supervisor published
-            // it and it starts only now: it runs, so the batch waits for it, a resumed dispatch
+            // A worker took it just before the withdrawal (a cancel's, or the take-back of a
+            // pause or a lowered cap), or an earlier supervisor published it and it starts only
+            // now: it runs, so the batch waits for it, it counts against the window, admission
             // does not publish it again, and it holds its model's slot (over the limit if need
             // be) so nothing new of that model is admitted beside it.
             let model = &self.units[unit as usize].model;
             let model_slot = self.limits.adopt(model).then(|| model.clone());
             self.track(unit, run, model_slot);
             if !self.cancelling {
-                // Not on the admitted count yet: the pause's withdrawal took it off, or this
-                // supervisor never admitted it.
+                // Not on the admitted count yet: the take-back took it off, or this supervisor
+                // never admitted it.
                 self.progress.admitted += 1;
             }
         }

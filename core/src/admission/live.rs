@@ -203,6 +203,7 @@ impl Admission {
                 max_running: self.window as u64,
                 held_by: progress.held_by.clone(),
                 paused_tiers: progress.paused_tiers.clone(),
+                shares: progress.shares.clone(),
             },
             units_per_cell,
             cells,

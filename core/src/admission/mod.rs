@@ -25,7 +25,9 @@
 //! - **dispatch pause** (`cowork pause`): admits nothing more and withdraws the queued jobs,
 //!   which go back to their units' cursors; started jobs finish and count; `resume-dispatch`
 //!   admits from where each unit stopped, under the next dispatch epoch ([`controls`]).
-//! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once.
+//! - **adjusted limits** (`cowork adjust`): the batch budget and the window change at once; a
+//!   lowered window comes with the next dispatch epoch, and the queued jobs are taken back as
+//!   for a pause and admitted again within the new window ([`controls`]).
 //! - **sequential stop** (`cowork eval --sequential`): at the look where the sequential test
 //!   decides, nothing more is admitted; the jobs out finish and the batch is decided
 //!   ([`sequential`]).
@@ -52,6 +54,7 @@ mod reacks;
 mod results;
 mod round;
 mod sequential;
+mod share;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -75,6 +78,7 @@ pub use order::UnitOrder;
 pub use pauses::TierPauses;
 pub use results::{RESULT_FILE, ResultIndex, ResultLocation, sha256_hex};
 pub use sequential::SequentialStop;
+pub use share::ShareClaim;
 
 use crate::limits::{DEFAULT_MODEL_KEY, ModelLimits};
 use crate::plan::Plan;
@@ -113,6 +117,9 @@ pub struct AdmissionConfig {
     /// Expected run time of each unit (by unit index) from earlier batches; empty or all `None`
     /// for plan order.
     pub expected_run_ms: Vec<Option<u64>>,
+    /// The division of the fleet's slots this batch shares with the other batches of the
+    /// process (decisions.md#fair-share); `None`: only the window bounds it.
+    pub fair_share: Option<ShareClaim>,
 }
 
 /// What admission is told.
@@ -131,8 +138,8 @@ pub enum Input {
     JobLost(JobId),
     /// The batch was cancelled: admit nothing more.
     Cancel,
-    /// The queue took back the batch's queued jobs (after a cancel or a pause); `jobs` it
-    /// removed.
+    /// The queue took back the batch's queued jobs (after a cancel, a pause or a lowered
+    /// cap); `jobs` it removed.
     Withdrawn { jobs: u64 },
     /// The batch's controls as its record now says (a pause, a resume of dispatch, an
     /// adjusted budget or window).
@@ -205,6 +212,12 @@ pub struct Decision {
     pub wait_for_release: bool,
     /// Model slots were given back (other batches waiting for one may go on).
     pub released_slots: bool,
+    /// A ready job waits for the batch's fair share of a tier: ask again when other batches
+    /// free slots.
+    pub wait_for_share: bool,
+    /// The batch holds or wants fewer slots than before: batches waiting for their share may
+    /// go on.
+    pub share_freed: bool,
     pub end: Option<End>,
 }
 
@@ -216,6 +229,8 @@ enum Wait {
     Rate(String, Instant),
     UnitBudget,
     Speculation,
+    /// The batch holds its share of the tier's slots.
+    Share(Tier),
 }
 
 impl Wait {
@@ -225,6 +240,7 @@ impl Wait {
             Wait::Concurrency(rule) | Wait::Rate(rule, _) => format!("model limit {rule}"),
             Wait::UnitBudget => "unit budget".to_owned(),
             Wait::Speculation => "speculation limit".to_owned(),
+            Wait::Share(tier) => format!("fair share ({})", tier.as_str()),
         }
     }
 }
@@ -342,6 +358,8 @@ pub struct Admission {
     unsampled: UnsampledReports,
     /// The looks of a sequential eval (`--sequential`).
     sequential: Option<sequential::SequentialWatch>,
+    /// The batch's seat at the fleet's fair share; `None` when it does not share.
+    share: Option<share::ShareSeat>,
 }
 
 impl Admission {
@@ -407,6 +425,14 @@ impl Admission {
             results: ResultIndex::new(units.len()),
             unsampled: UnsampledReports::default(),
             sequential: sequential::SequentialWatch::of(plan),
+            share: config.fair_share.map(|claim| {
+                share::ShareSeat::take(
+                    claim,
+                    &plan.batch_id,
+                    plan.flags.priority,
+                    crate::share::tiers_of(units.iter().map(|unit| unit.tier)),
+                )
+            }),
             units,
             flags: plan.flags.clone(),
         })
@@ -520,7 +546,7 @@ impl Admission {
             }
             Input::Cancel => self.cancelling = true,
             Input::Withdrawn { jobs } if self.cancelling => self.withdrawn(jobs),
-            Input::Withdrawn { jobs } => self.withdrawn_for_pause(jobs),
+            Input::Withdrawn { jobs } => self.taken_back(jobs),
             Input::Controls(controls) => self.apply_controls(&controls),
         }
     }

@@ -55,7 +55,7 @@ impl Waits {
                 self.wake_at = Some(self.wake_at.map_or(*until, |at| at.min(*until)));
             }
             Wait::Concurrency(_) => self.wait_for_release = true,
-            Wait::UnitBudget | Wait::Speculation => {}
+            Wait::UnitBudget | Wait::Speculation | Wait::Share(_) => {}
         }
         if self.first.is_none() {
             self.first = Some(wait.held_by());
@@ -82,10 +82,11 @@ impl Admission {
             self.dispatch.withdrawal_asked(asked == Withdrawal::Done);
         }
         let mut waits = Waits::default();
+        let freed_before = self.share_round_begins();
         if !self.cancelling
             && self.budget_stopped.is_none()
             && !self.sequentially_stopped()
-            && !self.dispatch.is_paused()
+            && !self.dispatch.holds_admission()
         {
             if self.interleave {
                 self.round_interleaved(now, &mut decision, &mut waits);
@@ -93,6 +94,9 @@ impl Admission {
                 self.round_in_unit_order(now, &mut decision, &mut waits);
             }
         }
+        let (wait_for_share, freed_after) = self.share_round_ends();
+        decision.wait_for_share = wait_for_share;
+        decision.share_freed = freed_before || freed_after;
         self.close_after_sequential_stop();
         self.conclude(now, waits, &mut decision);
         decision
@@ -189,8 +193,9 @@ impl Admission {
         }
     }
 
-    /// After a cancel or a pause: the tiers holding this batch's jobs that no worker started.
-    /// Returns `Done` when there are none (nothing to wait for), else `Asked`.
+    /// After a cancel, a pause or a rise of the dispatch epoch: the tiers holding this batch's
+    /// jobs that no worker started. Returns `Done` when there are none (nothing to wait for),
+    /// else `Asked`.
     fn ask_withdrawal(&self, decision: &mut Decision) -> Withdrawal {
         let mut tiers: Vec<_> = self
             .outstanding
@@ -365,6 +370,10 @@ impl Admission {
     ) -> Tried {
         let mut model_slot = None;
         if !running {
+            if let Some(wait) = self.share_holds(unit) {
+                waits.note(wait);
+                return Tried::Held;
+            }
             if !self.batch_budget_fits(waits) {
                 return Tried::BudgetHolds;
             }
@@ -377,6 +386,7 @@ impl Admission {
             }
         }
         self.track(unit, run, model_slot);
+        self.share_admitted(unit);
         let ordinal = self.grid.ordinal(unit, run);
         if running {
             let deadline = now + self.units[unit as usize].timeout + self.deadline_grace;
@@ -473,6 +483,7 @@ impl Admission {
         } else {
             waits.first.filter(|_| admitting && window_open)
         };
+        self.show_shares();
         if admitting {
             decision.wake_at = waits.wake_at;
             decision.wait_for_release = waits.wait_for_release;

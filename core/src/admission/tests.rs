@@ -110,6 +110,7 @@ fn config(window: usize) -> AdmissionConfig {
         deadline_grace: GRACE,
         model_limits: Arc::new(ModelLimits::default()),
         expected_run_ms: Vec::new(),
+        fair_share: None,
     }
 }
 
@@ -1070,3 +1071,4 @@ fn a_job_past_its_timeout_plus_grace_is_named_with_its_worker() {
 }
 mod handbacks;
 mod sequential;
+mod share;

@@ -105,6 +105,12 @@
     if (d.paused) words.push('Dispatch is paused: no new job of this batch starts on any worker; running jobs finish and count.');
     if (d.heldBy && !d.paused) words.push('Admission waits: ' + d.heldBy + '.');
     for (const tier of d.pausedTiers || []) words.push('Tier ' + tier + ' is paused after a usage limit.');
+    for (const share of d.shares || []) {
+      const others = share.batches - 1;
+      words.push('Priority ' + share.priority + ': ' + share.running + ' running and ' + share.queued + ' queued of the ' + share.slots + ' live slots of tier ' + share.tier
+        + (others > 0 ? ', shared with ' + others + (others === 1 ? ' other batch' : ' other batches') + ' (its share now: ' + share.allowed + ')' : '')
+        + (share.waitsFor ? '; waits: ' + share.waitsFor : '') + '.');
+    }
     if (snap.stall) words.push('Stalled: ' + snap.stall.message + ' (no job started or finished for ' + Math.round((Date.now() - snap.stall.progressAtMs) / 1000) + 's)' + (snap.stall.cancelled ? '; cancelled by --on-stall cancel.' : '.'));
     for (const tier of snap.unservedTiers || []) words.push('No live worker serves tier ' + tier.tier + ': ' + tier.waiting + ' job(s) waiting.');
     for (const stall of snap.fabricStalls || []) words.push(stall.kind + ' ' + stall.name + ' ' + stall.reason + '.');

@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cowork_schema::ids::BatchId;
 use cowork_schema::job::Tier;
-use cowork_schema::share::{Priority, TierShare};
+use cowork_schema::share::{BatchSlots, FleetShares, Priority, TierShare, TierShares};
 
 pub use allocate::{Claim, MIN_CLASS_SHARE_PERCENT, allocate};
 
@@ -178,6 +178,45 @@ impl FairShare {
             .collect()
     }
 
+    /// Every tier's slots and what each batch holds of them (`GET /v1/shares`).
+    pub fn fleet(&self) -> FleetShares {
+        let state = self.lock();
+        let mut tiers: BTreeMap<Tier, Vec<BatchSlots>> = BTreeMap::new();
+        for (batch_id, member) in &state.members {
+            for (tier, used) in &member.tiers {
+                let allowance = state.allowance(batch_id, *tier);
+                let held_back = allowance
+                    .as_ref()
+                    .is_some_and(|a| used.wanting && used.holding >= a.allowed);
+                tiers.entry(*tier).or_default().push(BatchSlots {
+                    batch_id: batch_id.clone(),
+                    priority: member.priority,
+                    running: used.running,
+                    queued: used.holding.saturating_sub(used.running),
+                    allowed: allowance.as_ref().map(|a| a.allowed),
+                    waits_for: allowance.filter(|_| held_back).map(|a| a.reason),
+                });
+            }
+        }
+        for tier in state.slots.keys() {
+            tiers.entry(*tier).or_default();
+        }
+        FleetShares {
+            tiers: tiers
+                .into_iter()
+                .map(|(tier, mut batches)| {
+                    batches
+                        .sort_by(|a, b| (a.priority, &a.batch_id).cmp(&(b.priority, &b.batch_id)));
+                    TierShares {
+                        tier,
+                        slots: state.slots.get(&tier).copied(),
+                        batches,
+                    }
+                })
+                .collect(),
+        }
+    }
+
     /// Slots in use per tier and priority class, for metrics: (running, queued, batches).
     pub fn use_by_class(&self) -> BTreeMap<(Tier, Priority), (u64, u64, u64)> {
         let state = self.lock();
@@ -312,6 +351,9 @@ impl State {
             );
         }
         let others = claimants.len() - 1;
+        if others == 0 {
+            return format!("all {slots} live slots of tier {} in use", tier.as_str());
+        }
         format!(
             "sharing {slots} slots of tier {} with {others} batch{}",
             tier.as_str(),

@@ -184,7 +184,7 @@ fn bad_eval_settings_and_flags_are_listed_together() {
             "spec.eval.resamples: must be an integer from 1 to 1000000, got 0",
             "spec.eval.mde: must be a number above 0 and at most 1, got 1.5",
             "spec.eval.model: needs a model id",
-            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs and onStall",
+            "spec.flags: an eval takes only repeat, jobTimeoutMs, quarantine, stallAfterMs, onStall and priority",
         ],
     );
 }

@@ -243,3 +243,187 @@ fn the_snapshot_of_a_100000_job_batch_stays_under_200_kb() {
         assert_eq!(snapshot.progress.infra_failed, LIVE_FAILURES_MAX as u64 + 5);
     }
 }
+
+/// Controls that cap the batch at `max` jobs outstanding, under dispatch epoch `epoch` (the
+/// coordinator raises it with a lowered cap).
+fn capped(max: u32, epoch: u32) -> Input {
+    Input::Controls(BatchControls {
+        max_running: Some(max),
+        dispatch_epoch: epoch,
+        ..BatchControls::default()
+    })
+}
+
+fn finish_by_index(admission: &mut Admission, job: JobRef, t0: Instant) {
+    let pass = job.repeat_index.unwrap_or(0).is_multiple_of(2);
+    let input = finished_with(admission, job, completed(pass, Some(0.1), false));
+    admission.apply(input, t0);
+}
+
+#[test]
+fn a_lowered_cap_takes_back_the_unstarted_jobs_and_admits_within_it() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(10));
+    let (mut admission, t0) = start(&plan, config(4));
+    assert_eq!(
+        published(&admission.next(t0)),
+        [r(0, 0), r(0, 1), r(0, 2), r(0, 3)]
+    );
+    for index in [0, 1] {
+        let input = started(&admission, r(0, index));
+        admission.apply(input, t0);
+    }
+    admission.apply(capped(1, 1), t0);
+    let decision = admission.next(t0);
+    assert_eq!(
+        published(&decision),
+        [],
+        "nothing is published beside a take-back"
+    );
+    assert_eq!(decision.withdraw, [Tier::Container]);
+    assert_eq!(decision.end, None);
+    admission.apply(Input::Withdrawn { jobs: 2 }, t0);
+    assert_eq!(admission.dispatch_epoch(), 1);
+    assert_eq!(
+        (admission.progress().admitted, admission.progress().running),
+        (2, 2),
+        "the two unstarted jobs are off the admitted count"
+    );
+    assert_eq!(
+        admission.progress().withdrawn,
+        0,
+        "a take-back is no cancel"
+    );
+    assert_eq!(published(&admission.next(t0)), [], "2 running > 1");
+    finish_by_index(&mut admission, r(0, 0), t0);
+    assert_eq!(published(&admission.next(t0)), [], "1 running = 1");
+    finish_by_index(&mut admission, r(0, 1), t0);
+    // The jobs taken back go first, one at a time.
+    assert_eq!(published(&admission.next(t0)), [r(0, 2)]);
+    assert_eq!(published(&admission.next(t0)), []);
+    finish_by_index(&mut admission, r(0, 2), t0);
+    assert_eq!(published(&admission.next(t0)), [r(0, 3)]);
+    // Raised again: no take-back (same epoch), the window admits at once.
+    admission.apply(capped(4, 1), t0);
+    let decision = admission.next(t0);
+    assert_eq!(decision.withdraw, []);
+    assert_eq!(published(&decision), [r(0, 4), r(0, 5), r(0, 6)]);
+    assert_eq!(admission.progress().admitted, 7);
+}
+
+#[test]
+fn a_late_start_of_a_job_the_lowered_cap_took_back_runs_on_and_is_not_published_again() {
+    let plan = plan_of(&[unit(Tier::Container)], repeat(4));
+    let (mut admission, t0) = start(&plan, config(4));
+    assert_eq!(admission.next(t0).publish.len(), 4);
+    let input = started(&admission, r(0, 0));
+    admission.apply(input, t0);
+    admission.apply(capped(2, 1), t0);
+    assert_eq!(admission.next(t0).withdraw, [Tier::Container]);
+    admission.apply(Input::Withdrawn { jobs: 3 }, t0);
+    assert_eq!(admission.progress().admitted, 1);
+    // r0/1 was pulled before the record changed: its start arrives after the take-back.
+    let input = started(&admission, r(0, 1));
+    admission.apply(input, t0);
+    assert_eq!(
+        (admission.progress().admitted, admission.progress().running),
+        (2, 2),
+        "tracked as running, admitted once"
+    );
+    assert_eq!(published(&admission.next(t0)), [], "2 running = the cap");
+    finish_by_index(&mut admission, r(0, 0), t0);
+    assert_eq!(
+        published(&admission.next(t0)),
+        [r(0, 2)],
+        "r0/1 runs: it is passed over, never published again"
+    );
+    finish_by_index(&mut admission, r(0, 1), t0);
+    assert_eq!(published(&admission.next(t0)), [r(0, 3)]);
+    for index in [2, 3] {
+        finish_by_index(&mut admission, r(0, index), t0);
+    }
+    let decision = admission.next(t0);
+    assert_eq!(decision.end, Some(End::Decided));
+    let progress = admission.progress();
+    assert_eq!(
+        (progress.admitted, progress.finished, progress.duplicates),
+        (4, 4, 0)
+    );
+}
+
+/// Runs `plan` with a window of 4: after the first publications two jobs start and the cap
+/// goes down to 1 (next epoch); after three more jobs finished under it, it goes up to 8.
+/// Workers start queued jobs in publication order and finish the oldest running one first.
+/// Returns the rollup and the most jobs outstanding at once (queued or running) under the
+/// cap of 1, from when the jobs running at the adjust were down to 1.
+fn drive_adjusted(plan: &Plan) -> (RollupDoc, usize) {
+    let (mut admission, t0) = start(plan, config(4));
+    let (mut queue, mut running): (Vec<JobRef>, Vec<JobRef>) = (Vec::new(), Vec::new());
+    let (mut lowered, mut raised, mut under_cap) = (false, false, None::<(usize, usize)>);
+    loop {
+        let decision = admission.next(t0);
+        if let Some(end) = decision.end {
+            assert_eq!(end, End::Decided);
+            break;
+        }
+        queue.extend(published(&decision));
+        if !decision.withdraw.is_empty() {
+            let n = queue.len() as u64;
+            queue.clear();
+            admission.apply(Input::Withdrawn { jobs: n }, t0);
+            continue;
+        }
+        if !lowered && queue.len() >= 4 {
+            lowered = true;
+            for job in queue.drain(..2) {
+                let input = started(&admission, job);
+                admission.apply(input, t0);
+                running.push(job);
+            }
+            admission.apply(capped(1, 1), t0);
+            continue;
+        }
+        if lowered && !raised {
+            let outstanding = queue.len() + running.len();
+            if let Some((finished, most)) = &mut under_cap {
+                *most = (*most).max(outstanding);
+                if *finished >= 3 {
+                    raised = true;
+                    admission.apply(capped(8, 1), t0);
+                    continue;
+                }
+            } else if outstanding <= 1 {
+                under_cap = Some((0, outstanding));
+            }
+        }
+        if running.is_empty() && !queue.is_empty() {
+            let job = queue.remove(0);
+            let input = started(&admission, job);
+            admission.apply(input, t0);
+            running.push(job);
+        }
+        let Some(job) = (!running.is_empty()).then(|| running.remove(0)) else {
+            continue;
+        };
+        finish_by_index(&mut admission, job, t0);
+        if let Some((finished, _)) = &mut under_cap {
+            *finished += 1;
+        }
+    }
+    let progress = admission.progress();
+    assert_eq!(
+        (progress.finished, progress.duplicates, progress.redelivered),
+        (progress.planned, 0, 0)
+    );
+    let (_, most) = under_cap.expect("the cap of 1 held for a while");
+    let reduction = admission.finish().expect("decided");
+    (reduction.to_rollup_doc("run"), most)
+}
+
+#[test]
+fn a_cap_lowered_then_raised_keeps_the_undisturbed_rollup() {
+    let plan = plan_of(&[unit(Tier::Container), unit(Tier::Container)], repeat(6));
+    let (undisturbed, _) = drive(&plan, None);
+    let (adjusted, most_outstanding) = drive_adjusted(&plan);
+    assert_eq!(adjusted, undisturbed, "same rollup as an undisturbed run");
+    assert_eq!(most_outstanding, 1, "at most 1 job out under the cap of 1");
+}
