@@ -116,6 +116,7 @@ pub fn raw_flags(batch: &BatchArgs) -> RawFlags {
         sandbox_price: batch.pricing.sandbox_price.clone(),
         model_price: batch.pricing.model_price.clone(),
         allow_unpriced: batch.pricing.allow_unpriced,
+        priority: batch.priority.priority.clone(),
     }
 }
 

@@ -293,6 +293,12 @@ pub fn format_line_at(
         let spent = progress.budget_spent_usd.unwrap_or(progress.cost_usd);
         line.push_str(&format!("  budget ${spent:.4}/${cap:.2}"));
     }
+    push_waits(&mut line, progress);
+    line
+}
+
+/// What the batch holds of each tier, and why admission waits.
+fn push_waits(line: &mut String, progress: &ProgressSnapshot) {
     for share in &progress.shares {
         line.push_str(&format!(
             "  {} {}: {} running, {} queued of {} slots",
@@ -306,7 +312,6 @@ pub fn format_line_at(
     if let Some(why) = &progress.held_by {
         line.push_str(&format!("  waiting: {why}"));
     }
-    line
 }
 
 fn human_duration(seconds: f64) -> String {

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cowork_core::fleet::{live_slots, lost_workers, refusal, unserved_tiers_since};
+use cowork_core::fleet::{lost_workers, refusal, unserved_tiers_since};
 use cowork_schema::job::PROTOCOL_VERSION;
 
 use crate::service::Service;
@@ -36,7 +36,9 @@ pub(crate) async fn watch_fleet(service: Arc<Service>) {
         pause = REFRESH_EVERY;
         let workers = service.ports.workers.list().await;
         let now_ms = wall_ms();
-        share_live_slots(&service, workers.as_deref().ok(), now_ms);
+        if let Ok(workers) = &workers {
+            service.share_live_slots(workers, now_ms);
+        }
         stalls
             .refresh(&service, workers.as_deref().ok(), now_ms)
             .await;
@@ -129,29 +131,6 @@ fn log_refused(
                 "worker refused: it speaks another protocol version"
             );
         }
-    }
-}
-
-/// Reads the workers registry once for the fair share: a batch that starts right after
-/// its workers came up is shared from its first admission, not from the next refresh.
-pub(crate) async fn refresh_live_slots(service: &Service) {
-    match service.ports.workers.list().await {
-        Ok(workers) => share_live_slots(service, Some(&workers), wall_ms()),
-        Err(error) => tracing::debug!(error = %error, "listing workers for the fair share failed"),
-    }
-}
-
-/// Gives the fair share the live slots per tier (kept as they were when the registry could
-/// not be read).
-fn share_live_slots(
-    service: &Service,
-    workers: Option<&[cowork_schema::registry::WorkerInfo]>,
-    now_ms: u64,
-) {
-    if let Some(workers) = workers {
-        service
-            .fair_share
-            .set_slots(live_slots(workers, PROTOCOL_VERSION, now_ms));
     }
 }
 

@@ -75,6 +75,7 @@ impl LiveUi {
             #[cfg(feature = "k8s")]
             k8s_worker_jobs: None,
             prices: Default::default(),
+            token_policies: Vec::new(),
         };
         let owner = config.coordinator_id.clone();
         let mut service = Service::new(config, ports, CancellationToken::new());

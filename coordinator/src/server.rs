@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::service::Service;
 pub use crate::service::{
     ApiToken, CoordinatorConfig, DEFAULT_MAX_BUNDLE_BYTES, DEFAULT_MAX_CONCURRENT_SUBMITS,
-    DEFAULT_WINDOW, FleetPorts,
+    DEFAULT_WINDOW, FleetPorts, TokenPolicy,
 };
 
 /// How long shutdown waits for supervision tasks to return. They return as soon as they see

@@ -102,6 +102,8 @@ pub struct BatchArgs {
     pub job_timeout: Option<String>,
     #[command(flatten)]
     pub stall: StallArgs,
+    #[command(flatten)]
+    pub priority: PriorityArgs,
     /// Root of the bundle: every file a scenario reaches must lie below it (default: the git
     /// work tree holding the target, else the current directory).
     #[arg(long, value_name = "DIR", env = "COWORK_BUNDLE_ROOT")]
@@ -152,6 +154,18 @@ pub struct FleetPricingArgs {
         value_delimiter = ','
     )]
     pub model_price: Vec<String>,
+}
+
+/// The batch's class when it shares the fleet with other batches, shared by `run`, `submit`
+/// and `eval` (decisions.md#fair-share); it travels with the batch.
+#[derive(Debug, Default, Args)]
+pub struct PriorityArgs {
+    /// The batch's priority class: `urgent`, `normal` (default) or `batch`. PR checks run
+    /// `urgent`, nightly sweeps `batch`. Higher classes get free slots first; a lower class
+    /// keeps a minimum share so it never starves, and a started job is never preempted. A
+    /// coordinator may cap the class a token submits (`--token-policy`).
+    #[arg(long, env = "COWORK_PRIORITY", value_name = "CLASS")]
+    pub priority: Option<String>,
 }
 
 /// Which quarantine file the verdict honours, shared by `run`, `submit`, `eval` and `rollup`.

@@ -34,6 +34,19 @@ pub struct CoordinatorArgs {
     /// Serve the API without a token (local use only).
     #[arg(long)]
     pub allow_unauthenticated: bool,
+    /// What one full API token may submit (repeatable; COWORK_TOKEN_POLICIES takes entries
+    /// separated by `;`): `NAME=sha256:<hex>,max-priority=CLASS,max-slots=N`. The token is
+    /// named by its sha256 (`printf %s "$TOKEN" | sha256sum`), so the secret stays in the token
+    /// file. max-priority (optional) is the highest class it may submit (urgent, normal,
+    /// batch; a higher one is refused); max-slots (optional) is the most jobs its batches
+    /// together may have running or queued at once. Its batches record NAME as their token.
+    #[arg(
+        long = "token-policy",
+        env = "COWORK_TOKEN_POLICIES",
+        value_name = "NAME=sha256:HEX,max-priority=CLASS,max-slots=N",
+        value_delimiter = ';'
+    )]
+    pub token_policy: Vec<String>,
     /// Jobs of one batch outstanding in the queue at most (admission window).
     #[arg(long, env = "COWORK_WINDOW", default_value_t = 64)]
     pub window: usize,

@@ -16,7 +16,7 @@ mod stored;
 
 pub use batch::{
     AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs,
-    NotifyTestArgs, PricingArgs, QuarantineArgs, StallArgs,
+    NotifyTestArgs, PricingArgs, PriorityArgs, QuarantineArgs, StallArgs,
 };
 pub use bench::{BenchArgs, BenchWhat, FairnessArgs};
 pub use examples::examples;

@@ -176,6 +176,8 @@ pub struct EvalArgs {
     pub job_timeout: Option<String>,
     #[command(flatten)]
     pub stall: super::batch::StallArgs,
+    #[command(flatten)]
+    pub priority: super::batch::PriorityArgs,
     /// Budget in USD for the whole eval, both arms together, counted as model spend plus
     /// sandbox minutes (--sandbox-price); when reached, every open arm stops as a budget stop
     /// and the report compares the pairs that completed.

@@ -175,6 +175,7 @@ async fn demo_batch(
             stall_after: None,
             on_stall: None,
         },
+        priority: crate::args::PriorityArgs::default(),
         bundle_root: None,
         quarantine: crate::args::QuarantineArgs {
             no_quarantine: true,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use cowork_coordinator::http_serve::HttpLimits;
-use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts};
+use cowork_coordinator::server::{ApiToken, CoordinatorConfig, FleetPorts, TokenPolicy};
 use cowork_fabric::bundle::UnpackLimits;
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +38,11 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         return Err(CliError::usage(
             "the API needs a bearer token: set COWORK_API_TOKEN or --api-token-file (or pass --allow-unauthenticated for local use)",
         ));
+    }
+    let token_policies = token_policies(&args.token_policy)?;
+    let policy_problems = TokenPolicy::problems(&token_policies, &api_tokens, &read_tokens);
+    if !policy_problems.is_empty() {
+        return Err(CliError::Usage(policy_problems));
     }
     let coordinator_id = args.coordinator_id.clone().unwrap_or_else(|| {
         format!(
@@ -72,6 +77,7 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         coordinator_id: coordinator_id.clone(),
         api_tokens,
         read_tokens,
+        token_policies,
         allow_unauthenticated: args.allow_unauthenticated,
         window: args.window.max(1),
         max_bundle_bytes: args.max_bundle_mib.saturating_mul(1024 * 1024),
@@ -122,6 +128,24 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
         .map_err(|error| CliError::Failed(anyhow!(error).context("running the coordinator")))?;
     eprintln!("coordinator {coordinator_id}: stopped; unfinished batches resume at the next start");
     Ok(0)
+}
+
+/// The `--token-policy` entries, each read on its own (every bad entry is listed); whether
+/// they bind configured tokens is checked once the config holds the tokens.
+fn token_policies(entries: &[String]) -> Result<Vec<TokenPolicy>, CliError> {
+    let mut policies = Vec::new();
+    let mut problems = Vec::new();
+    for entry in entries.iter().filter(|entry| !entry.trim().is_empty()) {
+        match TokenPolicy::parse(entry) {
+            Ok(policy) => policies.push(policy),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if problems.is_empty() {
+        Ok(policies)
+    } else {
+        Err(CliError::Usage(problems))
+    }
 }
 
 /// The caps on unpacking a submitted bundle: `--max-unpacked-mib` and `--max-bundle-entries`,

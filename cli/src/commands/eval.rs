@@ -360,6 +360,7 @@ async fn validate(args: &EvalArgs) -> Result<EvalIntake, CliError> {
             sandbox_price: args.pricing.sandbox_price.clone(),
             model_price: args.pricing.model_price.clone(),
             allow_unpriced: args.pricing.allow_unpriced,
+            priority: args.priority.priority.clone(),
         },
         model: args.model.clone(),
         executor,

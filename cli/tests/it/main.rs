@@ -37,7 +37,8 @@
 //! batch `resume` resumes when a local store and a coordinator both could), `history` (`batches`, `latest`, `diff`, `trend`, `--dry-run`
 //! and the rollup of an interrupted batch), `morning` (the short morning view of `diff` and
 //! `trend` after two 1,000-cell sweeps, `--all`, and quarantine suggestions), `readme` (the
-//! README's quick start, run from the README's own text), `quarantine` (units that run but do
+//! README's quick start, run from the README's own text), `priority` (a batch's `--priority` stored with it, and
+//! `--token-policy` capping a token's class and naming its batches), `quarantine` (units that run but do
 //! not gate: expiry, reports, rollup, a git ref's file, the fleet), `bounds` (what a client can make the coordinator hold: a flood of idle
 //! connections, the store reads of many batch starts), `trust` (the trust boundaries:
 //! forged events and jobs, NATS permissions, the sim executor's path confinement, control
@@ -82,6 +83,7 @@ mod live_page;
 mod morning;
 mod multihost;
 mod notify;
+mod priority;
 mod quarantine;
 mod readme;
 mod recovery;

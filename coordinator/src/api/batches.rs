@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::multipart::MultipartError;
 use axum::extract::{Multipart, Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use axum::response::{IntoResponse, Response};
 use cowork_core::plan::Plan;
@@ -43,15 +43,27 @@ const SUBMIT_RETRY_AFTER_S: u64 = 5;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `POST /v1/batches`: validates a batch, stores it and starts supervising it (`201`).
-/// Nothing is stored when validation fails (`400`, every problem listed).
+/// Nothing is stored when validation fails (`400`, every problem listed), nor when its
+/// priority class is above what its token's policy allows (`400`, `--token-policy`). A batch
+/// accepted under a policy records the policy's name (`listing.tokenName`).
 #[tracing::instrument(skip_all, fields(batch_id = tracing::field::Empty))]
 pub(crate) async fn submit(
     State(service): State<Arc<Service>>,
+    headers: HeaderMap,
     multipart: Multipart,
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiFailure> {
     // Taken before the body is read: a refused submit costs no memory, disk or CPU.
     let _submit_slot = take_submit_slot(&service)?;
     let (mut spec, bundle) = receive_submit(&service, multipart).await?;
+    // A class above the token's policy is refused before the bundle is unpacked.
+    let policy = service.token_policy(super::bearer_token(&headers));
+    if let Some(policy) = policy {
+        policy.check_priority(spec.flags.priority).map_err(|problem| {
+            tracing::info!(token_policy = %policy.name, priority = %spec.flags.priority, "batch refused: priority above its token's");
+            ApiFailure::bad_request("batch refused", vec![problem])
+        })?;
+    }
+    let token_name = policy.map(|policy| policy.name.clone());
 
     let batch_id = new_batch_id();
     tracing::Span::current().record("batch_id", tracing::field::display(&batch_id));
@@ -77,7 +89,7 @@ pub(crate) async fn submit(
         plan: plan.summary(),
     };
     service
-        .accept(stored, &bundle.path, plan)
+        .accept(stored, &bundle.path, plan, token_name)
         .await
         .map_err(|error| ApiFailure::port("storing the batch", &error, error.is_transient()))?;
     Ok((StatusCode::CREATED, Json(response)))

@@ -1,9 +1,7 @@
 //! Who may do what on `/v1/*`: the bearer token of a request checked against the configured
 //! full and read-only tokens, by their digests and in constant time.
 
-use sha2::Digest;
-
-use super::{CoordinatorConfig, Service};
+use super::{CoordinatorConfig, Service, TokenPolicy};
 
 /// What a request's token lets it do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +60,22 @@ impl Service {
     }
 }
 
+impl Service {
+    /// The policy of `presented` (a request's bearer token), if one binds it. Every policy's
+    /// digest is compared in constant time, as [`Service::access`] compares the tokens.
+    pub(crate) fn token_policy(&self, presented: Option<&str>) -> Option<&TokenPolicy> {
+        use subtle::ConstantTimeEq;
+        let presented = digest(presented?.as_bytes());
+        let mut found = None;
+        for policy in &self.config.token_policies {
+            if bool::from(policy.token_sha256.ct_eq(&presented)) && found.is_none() {
+                found = Some(policy);
+            }
+        }
+        found
+    }
+}
+
 /// `true` when any of `accepted` equals `presented`, comparing all of them in constant time.
 fn any_matches(accepted: &[[u8; 32]], presented: &[u8; 32]) -> bool {
     use subtle::ConstantTimeEq;
@@ -73,5 +87,5 @@ fn any_matches(accepted: &[[u8; 32]], presented: &[u8; 32]) -> bool {
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
-    sha2::Sha256::digest(bytes).into()
+    super::config::sha256(bytes)
 }

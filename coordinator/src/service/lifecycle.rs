@@ -24,12 +24,14 @@ use crate::supervisor::{
 
 impl Service {
     /// Stores an accepted batch (bundle, spec, record) and starts supervising it. Nothing is
-    /// stored before this is called, i.e. before validation passed.
+    /// stored before this is called, i.e. before validation passed. `token_name` is the token
+    /// policy it was submitted under, kept in its record.
     pub(crate) async fn accept(
         self: &Arc<Self>,
         stored: StoredBatch,
         bundle: &std::path::Path,
         plan: Plan,
+        token_name: Option<String>,
     ) -> Result<BatchRecord, AcceptError> {
         let batch_id = stored.batch_id.clone();
         let bundle_key = StoreKey::bundle(&stored.spec.bundle_sha256).into_string();
@@ -84,7 +86,7 @@ impl Service {
                 target: Some(stored.spec.target_display.clone()),
                 eval: stored.spec.mode == BatchMode::Eval,
                 spent_usd: None,
-                token_name: None,
+                token_name,
             },
         };
         self.ports
@@ -139,7 +141,7 @@ impl Service {
         };
         plan.generation = record.generation;
         let token = record.listing.token_name.clone();
-        crate::fleet_view::refresh_live_slots(&self).await;
+        self.refresh_live_slots().await;
         let Some(end) = self
             .supervise_until_final(&plan, &command, &live, token)
             .await

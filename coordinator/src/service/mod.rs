@@ -33,7 +33,7 @@ pub(crate) use access::Access;
 use access::TokenDigests;
 pub use config::{
     ApiToken, CoordinatorConfig, DEFAULT_MAX_BUNDLE_BYTES, DEFAULT_MAX_CONCURRENT_SUBMITS,
-    DEFAULT_WINDOW, FleetPorts,
+    DEFAULT_WINDOW, FleetPorts, TokenPolicy,
 };
 pub(crate) use controls::{CancelError, ControlError, ResumeError};
 pub(crate) use lifecycle::{end_of, new_batch_id};
@@ -178,5 +178,38 @@ impl Service {
         self.live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Service {
+    /// Gives the fair share the live slots per tier of `workers` (heartbeats read at
+    /// `now_ms`).
+    pub(crate) fn share_live_slots(
+        &self,
+        workers: &[cowork_schema::registry::WorkerInfo],
+        now_ms: u64,
+    ) {
+        self.fair_share.set_slots(cowork_core::fleet::live_slots(
+            workers,
+            cowork_schema::job::PROTOCOL_VERSION,
+            now_ms,
+        ));
+    }
+
+    /// Reads the workers registry once for the fair share: a batch that starts right after
+    /// its workers came up is shared from its first admission, not from the next refresh of
+    /// the fleet view. A failed read keeps the slots as they were.
+    pub(crate) async fn refresh_live_slots(&self) {
+        match self.ports.workers.list().await {
+            Ok(workers) => {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+                self.share_live_slots(&workers, now_ms);
+            }
+            Err(error) => {
+                tracing::debug!(error = %error, "listing workers for the fair share failed");
+            }
+        }
     }
 }

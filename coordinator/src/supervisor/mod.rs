@@ -85,6 +85,12 @@ pub async fn supervise(
     progress_tx: &watch::Sender<ProgressSnapshot>,
     signals: SuperviseSignals,
 ) -> Result<SuperviseEnd, SuperviseError> {
+    // Its seat at the fair share goes with the admission; batches waiting for their share
+    // must hear of it once it is gone, so this guard is dropped after `batch`.
+    let _wake_sharers = options
+        .fair_share
+        .as_ref()
+        .map(|link| ShareWakeOnDrop(Arc::clone(&link.shared)));
     let mut batch = Supervised::start(ports, plan, options).await?;
     let mut live = live::LiveFeed::new(signals.live.clone());
     if let Some(controls) = live.controls_now() {
@@ -97,12 +103,6 @@ pub async fn supervise(
     // A dropped supervision (error, shutdown) gives its model slots back; other batches
     // waiting for one must hear of it.
     let _wake_others = WakeOnDrop(Arc::clone(&options.model_limits));
-    // Its seat at the fair share goes with the admission; batches waiting for their share
-    // must hear of it.
-    let _wake_sharers = options
-        .fair_share
-        .as_ref()
-        .map(|link| ShareWakeOnDrop(Arc::clone(&link.shared)));
     let mut share_changes = options
         .fair_share
         .as_ref()

@@ -150,6 +150,7 @@ impl Fleet {
             notify: Default::default(),
             k8s_worker_jobs: None,
             prices: Default::default(),
+            token_policies: Vec::new(),
         }
     }
 }

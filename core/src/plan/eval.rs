@@ -102,6 +102,8 @@ pub struct RawEvalFlags {
     pub sandbox_price: Vec<String>,
     pub model_price: Vec<String>,
     pub allow_unpriced: bool,
+    /// `--priority`, as the batch flag.
+    pub priority: Option<String>,
 }
 
 /// Validated eval flags.
@@ -168,6 +170,7 @@ pub fn validate_eval_flags(raw: &RawEvalFlags) -> Result<EvalFlags, Vec<FlagErro
         sandbox_price: raw.sandbox_price.clone(),
         model_price: raw.model_price.clone(),
         allow_unpriced: raw.allow_unpriced,
+        priority: raw.priority.clone(),
         ..RawFlags::default()
     });
     match batch {

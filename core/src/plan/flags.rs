@@ -25,6 +25,7 @@ use cowork_schema::batch::{
     BatchFlags, MAX_CELLS_DEFAULT, MAX_CELLS_MAX, OnStall, OnUnanswered, REPEAT_MAX, REPEAT_MIN,
 };
 use cowork_schema::pricing::Pricing;
+use cowork_schema::share::Priority;
 use cowork_schema::unit::Tier;
 
 /// The batch flags as typed: strings for values, booleans for switches. `None` means the flag
@@ -58,6 +59,8 @@ pub struct RawFlags {
     pub model_price: Vec<String>,
     /// `--allow-unpriced`.
     pub allow_unpriced: bool,
+    /// `--priority urgent|normal|batch` (decisions.md#fair-share).
+    pub priority: Option<String>,
 }
 
 /// A refused flag. Displays as `--flag: message`.
@@ -283,6 +286,20 @@ fn check_run_flags(raw: &RawFlags, checked: &mut Checked) {
         }
     }
     check_stall_flags(raw, checked);
+    if let Some(text) = &raw.priority {
+        match parse_priority(text) {
+            Ok(priority) => checked.flags.priority = priority,
+            Err(message) => checked.error("--priority", message),
+        }
+    }
+}
+
+/// A priority class by its name; the refusal names every class.
+pub fn parse_priority(text: &str) -> Result<Priority, String> {
+    Priority::parse(text.trim()).ok_or_else(|| {
+        let [first @ .., last] = Priority::ALL.map(Priority::as_str);
+        format!("must be {} or {last}, got {text:?}", first.join(", "))
+    })
 }
 
 /// `--stall-after` (a duration above 0) and `--on-stall` (`cancel` or `none`).

@@ -932,3 +932,30 @@ fn js_number_matches_javascript() {
     check("NaN", f64::NAN);
     check("\u{85}1", f64::NAN);
 }
+
+#[test]
+fn priority_is_one_of_the_classes() {
+    use cowork_schema::share::Priority;
+    let priority = |text: &str| RawFlags {
+        priority: some(text),
+        ..RawFlags::default()
+    };
+    assert_eq!(
+        validate_flags(&RawFlags::default()).map(|flags| flags.priority),
+        Ok(Priority::Normal)
+    );
+    for (text, class) in [
+        ("urgent", Priority::Urgent),
+        ("normal", Priority::Normal),
+        (" batch ", Priority::Batch),
+    ] {
+        assert_eq!(
+            validate_flags(&priority(text)).map(|flags| flags.priority),
+            Ok(class)
+        );
+    }
+    check_flags(
+        priority("high"),
+        "--priority: must be urgent, normal or batch, got \"high\"",
+    );
+}

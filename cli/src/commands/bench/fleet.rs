@@ -118,6 +118,7 @@ async fn start_coordinator(
         #[cfg(feature = "k8s")]
         k8s_worker_jobs: None,
         prices: Default::default(),
+        token_policies: Vec::new(),
     };
     let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
     let server = tokio::spawn(cowork_coordinator::server::run(
