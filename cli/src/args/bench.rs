@@ -68,6 +68,13 @@ pub enum BenchWhat {
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1000))]
         live_pages: u16,
     },
+    /// Sharing the fleet between batches, against a running coordinator whose --workers ×
+    /// --slots sim workers are live: a 4-job batch idle, beside a --sweep-jobs sweep and
+    /// beside a --big-sweep-jobs sweep (target: ≤ 1.5 × idle); two --sweep-jobs sweeps
+    /// together (target: each 40–60% of the starts); an urgent 8-job batch beside two running
+    /// sweeps of class batch (target: none of their queued jobs starts first). Every job runs
+    /// exactly --duration-ms. Prints a table; with --check a missed target exits 1.
+    Fairness(FairnessArgs),
     /// A replay corpus against the CLI's own dir replay, side by side: --slots CLI processes
     /// over even slices of --cassettes (the baseline), then `cowork run --replay --slots`
     /// through this binary, --rounds times; prints both rates and their ratio.
@@ -106,4 +113,32 @@ pub enum BenchWhat {
         #[arg(long, default_value_t = 512)]
         window: usize,
     },
+}
+
+/// `cowork bench fairness`: the running fleet and the benchmark's shape.
+#[derive(Debug, Args)]
+pub struct FairnessArgs {
+    #[command(flatten)]
+    pub client: crate::fleet_args::ClientArgs,
+    /// The fleet's NATS, where the batches' events are read back.
+    #[command(flatten)]
+    pub nats: crate::fleet_args::NatsArgs,
+    /// Workers expected live at the coordinator.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Slots per worker.
+    #[arg(long, default_value_t = 4)]
+    pub slots: usize,
+    /// Run time of every job in milliseconds, slept for real.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub duration_ms: u64,
+    /// Jobs of a sweep (the demo's two scenarios × half as many runs).
+    #[arg(long, default_value_t = 320, value_parser = clap::value_parser!(u64).range(16..=20_000))]
+    pub sweep_jobs: u64,
+    /// Jobs of the big sweep beside the 4-job batch (cancelled once that batch ends).
+    #[arg(long, default_value_t = 3200, value_parser = clap::value_parser!(u64).range(16..=20_000))]
+    pub big_sweep_jobs: u64,
+    /// Exit 1 when a target is missed (else the table only says so).
+    #[arg(long)]
+    pub check: bool,
 }

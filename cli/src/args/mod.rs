@@ -18,7 +18,7 @@ pub use batch::{
     AdmissionArgs, BatchArgs, ExecutorArg, ExecutorArgs, HarnessProcessArgs, ModeArgs,
     NotifyTestArgs, PricingArgs, PriorityArgs, QuarantineArgs, StallArgs,
 };
-pub use bench::{BenchArgs, BenchWhat};
+pub use bench::{BenchArgs, BenchWhat, FairnessArgs};
 pub use examples::examples;
 pub use fleet::{CoordinatorArgs, K8sWorkerJobArgs, WorkerArgs, WorkerExecutorArg};
 pub use remote::{

@@ -3,6 +3,7 @@
 //! or against running coordinator and worker processes.
 //! Not a test: numbers go to docs/benchmarks.md with the command that produced them.
 
+mod fairness;
 mod fleet;
 mod fold;
 mod pipeline;
@@ -78,6 +79,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                 }
             }
         }
+        BenchWhat::Fairness(args) => fairness::run(args).await,
         BenchWhat::Replay {
             cassettes,
             harness_bin,

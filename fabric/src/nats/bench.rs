@@ -1,6 +1,7 @@
 //! The raw JetStream baseline of the fleet benchmark (`cowork bench jetstream`): what the broker
 //! alone does on this machine, so the fleet's own rate can be read as a ratio of it; and
-//! `batch_timeline`, which tells where a fleet run's time went.
+//! `batch_timeline`, which tells where a fleet run's time went, over `each_batch_event`, which
+//! reads a batch's events back with the times they were stored.
 
 use std::time::{Duration, Instant};
 
@@ -127,9 +128,34 @@ pub async fn batch_timeline(
     config: &super::NatsConfig,
     batch: &cowork_schema::BatchId,
 ) -> Result<BatchTimeline, NatsError> {
+    use cowork_schema::event::JobEventKind;
+
+    let mut timeline = BatchTimeline::default();
+    each_batch_event(config, batch, |stored_ms, event| {
+        timeline.n_events += 1;
+        timeline.first_event_ms.get_or_insert(stored_ms);
+        if matches!(
+            event.map(|event| &event.event),
+            Some(JobEventKind::Finished { .. })
+        ) {
+            timeline.last_finished_ms = Some(stored_ms);
+        }
+    })
+    .await?;
+    Ok(timeline)
+}
+
+/// Reads every event of `batch` stored so far from the events stream of `config` (on a
+/// connection of its own), in order, and hands each to `visit` with the Unix time in
+/// milliseconds the server stored it at; `None` for a message that is no job event.
+pub async fn each_batch_event(
+    config: &super::NatsConfig,
+    batch: &cowork_schema::BatchId,
+    mut visit: impl FnMut(i128, Option<&cowork_schema::event::JobEvent>),
+) -> Result<(), NatsError> {
     use async_nats::jetstream::consumer::push::OrderedConfig;
     use async_nats::jetstream::stream::LastRawMessageErrorKind;
-    use cowork_schema::event::{JobEvent, JobEventKind};
+    use cowork_schema::event::JobEvent;
 
     let jetstream = jetstream::new(super::connect_client(config).await?);
     let stream = jetstream
@@ -139,9 +165,7 @@ pub async fn batch_timeline(
     let subject = super::events_subject(batch);
     let last_seq = match stream.get_last_raw_message_by_subject(&subject).await {
         Ok(message) => message.sequence,
-        Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => {
-            return Ok(BatchTimeline::default());
-        }
+        Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(()),
         Err(error) => return Err(js_error("read the last event", error)),
     };
     let consumer = stream
@@ -156,22 +180,16 @@ pub async fn batch_timeline(
         .messages()
         .await
         .map_err(|e| js_error("read events", e))?;
-    let mut timeline = BatchTimeline::default();
     while let Some(message) = messages.next().await {
         let message = message.map_err(|e| js_error("read an event", e))?;
         let info = message.info().map_err(|e| js_error("event info", e))?;
         let stored_ms = info.published.unix_timestamp_nanos() / 1_000_000;
         let seq = info.stream_sequence;
-        timeline.n_events += 1;
-        timeline.first_event_ms.get_or_insert(stored_ms);
-        if let Ok(event) = serde_json::from_slice::<JobEvent>(&message.payload)
-            && matches!(event.event, JobEventKind::Finished { .. })
-        {
-            timeline.last_finished_ms = Some(stored_ms);
-        }
+        let event = serde_json::from_slice::<JobEvent>(&message.payload).ok();
+        visit(stored_ms, event.as_ref());
         if seq >= last_seq {
             break;
         }
     }
-    Ok(timeline)
+    Ok(())
 }

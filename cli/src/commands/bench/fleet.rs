@@ -189,26 +189,7 @@ pub(super) async fn bench_running_fleet(
 ) -> Result<i32, CliError> {
     let client =
         CoordinatorClient::new(url, None).map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
-    // The workers start beside the coordinator; the clock starts once they are all live, so
-    // their start-up is not measured. Polled: the API offers nothing to wait on.
-    let deadline = Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let live = client
-            .workers()
-            .await
-            .map_err(|e| CliError::Failed(anyhow::anyhow!(e).context("listing workers")))?;
-        if live.len() >= bench.workers {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::Failed(anyhow::anyhow!(
-                "only {} of {} workers are live at {url} after 60 s",
-                live.len(),
-                bench.workers
-            )));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_for_workers(&client, bench.workers, url).await?;
     let measured = submit_and_watch(bench, &client, url).await?;
     let nats = crate::connect::nats_config(nats)?;
     let timeline = timeline(&nats, &measured.batch_id).await;
@@ -218,6 +199,33 @@ pub(super) async fn bench_running_fleet(
     );
     print_fleet(bench, &label, measured, timeline);
     Ok(0)
+}
+
+/// Waits until `n_workers` workers are live at the coordinator: the clock of a benchmark starts
+/// once they are all up, so their start-up is not measured. Polled: the API offers nothing to
+/// wait on.
+pub(super) async fn wait_for_workers(
+    client: &CoordinatorClient,
+    n_workers: usize,
+    url: &str,
+) -> Result<(), CliError> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let live = client
+            .workers()
+            .await
+            .map_err(|e| CliError::Failed(anyhow::anyhow!(e).context("listing workers")))?;
+        if live.len() >= n_workers {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "only {} of {n_workers} workers are live at {url} after 60 s",
+                live.len(),
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// The batch's event timeline, or `None` (said on stderr) when it cannot be read.
@@ -324,7 +332,7 @@ async fn live_page(url: String, batch_id: cowork_schema::BatchId) -> Result<usiz
     Ok(n_events)
 }
 
-fn unix_ms() -> i128 {
+pub(super) fn unix_ms() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i128)
