@@ -28,6 +28,9 @@ const URGENT_JOBS: u64 = 8;
 const WAIT_AT_MOST: Duration = Duration::from_secs(600);
 /// How often a wait polls the coordinator.
 const POLL_EVERY: Duration = Duration::from_millis(50);
+/// What a small batch's first start may take beyond one job duration at a wave's start: the
+/// submit, the admission and the pull.
+const FIRST_START_SLACK_MS: i128 = 250;
 /// The targets.
 const MAX_SLOWDOWN: f64 = 1.5;
 const SHARE_RANGE: (f64, f64) = (40.0, 60.0);
@@ -118,7 +121,7 @@ fn print_rows(bench: &FairnessBench, rows: &[Row]) {
 /// The small batch's submit → decided time idle, then beside each sweep (cancelled once the
 /// small batch ends), against the idle time.
 async fn small_batch_rows(bench: &FairnessBench) -> Result<Vec<Row>, CliError> {
-    let (idle, idle_wait) = small_batch_beside(bench, None).await?;
+    let (idle, idle_wait) = small_batch_beside(bench, None, Duration::ZERO).await?;
     let mut rows = vec![Row {
         scenario: "idle fleet".into(),
         measure: format!("{SMALL_JOBS}-job batch, submit → decided"),
@@ -130,20 +133,37 @@ async fn small_batch_rows(bench: &FairnessBench) -> Result<Vec<Row>, CliError> {
         target: "",
         met: None,
     }];
+    let job = Duration::from_millis(bench.duration_ms);
     for sweep_jobs in [bench.sweep_jobs, bench.big_sweep_jobs] {
-        let (beside, wait) = small_batch_beside(bench, Some(sweep_jobs)).await?;
-        let ratio = beside.as_secs_f64() / idle.as_secs_f64().max(1e-3);
-        rows.push(Row {
-            scenario: format!("beside a running {sweep_jobs}-job sweep"),
-            measure: format!("{SMALL_JOBS}-job batch, submit → decided (× idle)"),
-            value: format!(
-                "{:.2} s ({ratio:.2} ×; first start {} after submit)",
-                beside.as_secs_f64(),
-                seconds_or_never(wait)
-            ),
-            target: "≤ 1.5 × idle",
-            met: Some(ratio <= MAX_SLOWDOWN),
-        });
+        // At a wave's start every slot has a whole job to run (the worst moment: nothing is
+        // preempted); half a job later is what a submit at a random moment waits on average.
+        for (when, phase) in [("at a wave's start", 0.0), ("half a job later", 0.5)] {
+            let (beside, wait) =
+                small_batch_beside(bench, Some(sweep_jobs), job.mul_f64(phase)).await?;
+            let ratio = beside.as_secs_f64() / idle.as_secs_f64().max(1e-3);
+            let (target, met) = if phase == 0.0 {
+                // The bound of a scheduler that preempts nothing: its first job waits at most for
+                // one running job to end.
+                let bound = job.as_millis() as i128 + FIRST_START_SLACK_MS;
+                (
+                    "first start ≤ one job + 0.25 s",
+                    wait.is_some_and(|ms| ms <= bound),
+                )
+            } else {
+                ("≤ 1.5 × idle", ratio <= MAX_SLOWDOWN)
+            };
+            rows.push(Row {
+                scenario: format!("beside a running {sweep_jobs}-job sweep, {when}"),
+                measure: format!("{SMALL_JOBS}-job batch, submit → decided (× idle)"),
+                value: format!(
+                    "{:.2} s ({ratio:.2} ×; first start {} after submit)",
+                    beside.as_secs_f64(),
+                    seconds_or_never(wait)
+                ),
+                target,
+                met: Some(met),
+            });
+        }
     }
     Ok(rows)
 }
@@ -154,12 +174,16 @@ async fn small_batch_rows(bench: &FairnessBench) -> Result<Vec<Row>, CliError> {
 async fn small_batch_beside(
     bench: &FairnessBench,
     sweep_jobs: Option<u64>,
+    after_wave_start: Duration,
 ) -> Result<(Duration, Option<i128>), CliError> {
     let sweep = match sweep_jobs {
         Some(jobs) => {
             let sweep = submit(bench, jobs, Priority::Normal, "fairness: sweep").await?;
             let n_slots = (bench.workers * bench.slots) as u64;
             await_started(bench, &[&sweep.batch_id], 1, n_slots).await?;
+            // The moment of the submit within the sweep's wave of jobs: a benchmark's chosen
+            // arrival, not a wait for something to happen.
+            tokio::time::sleep(after_wave_start).await;
             Some(sweep)
         }
         None => None,
