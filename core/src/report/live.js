@@ -103,7 +103,9 @@
     const words = [];
     const d = snap.dispatch;
     if (d.paused) words.push('Dispatch is paused: no new job of this batch starts on any worker; running jobs finish and count.');
-    if (d.heldBy && !d.paused) words.push('Admission waits: ' + d.heldBy + '.');
+    // A wait for the fair share is said on the share's own line below.
+    const shareWait = d.heldBy && d.heldBy.startsWith('fair share') && (d.shares || []).length;
+    if (d.heldBy && !d.paused && !shareWait) words.push('Admission waits: ' + d.heldBy + '.');
     for (const tier of d.pausedTiers || []) words.push('Tier ' + tier + ' is paused after a usage limit.');
     for (const share of snap.verdict ? [] : d.shares || []) {
       const others = share.batches - 1;
