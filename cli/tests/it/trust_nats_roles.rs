@@ -440,9 +440,13 @@ async fn a_fleet_runs_a_batch_with_per_role_credentials() {
     );
     let status: serde_json::Value =
         serde_json::from_str(status.stdout.trim()).unwrap_or(serde_json::Value::Null);
+    // What was admitted (all 3, or fewer once the fair share counts the dead worker's slots
+    // until its heartbeat is late) is what the cancel withdrew.
+    let admitted = status["progress"]["admitted"].as_u64().unwrap_or(0);
+    assert!(admitted >= 1, "{status}\n{}", fleet.logs());
     assert_eq!(
         status["progress"]["withdrawn"].as_u64(),
-        Some(3),
+        Some(admitted),
         "{status}\n{}",
         fleet.logs()
     );

@@ -161,6 +161,8 @@ impl FairShare {
         member
             .tiers
             .iter()
+            // A tier the batch neither holds nor wants is not shared with it.
+            .filter(|(_, used)| used.holding > 0 || used.wanting)
             .filter_map(|(tier, used)| {
                 let allowance = state.allowance(batch, *tier)?;
                 let held_back = used.wanting && used.holding >= allowance.allowed;
