@@ -118,9 +118,10 @@ pub struct BatchControls {
     /// workers start no job of the batch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
-    /// +1 per `resume-dispatch`. Jobs carry the epoch they were published in
-    /// ([`crate::job::JobSpec::dispatch_epoch`]); a worker starts no job of an older epoch
-    /// (one taken back by a pause and published again since).
+    /// +1 per `resume-dispatch` and per `adjust` that lowers `maxRunning`. Jobs carry the
+    /// epoch they were published in ([`crate::job::JobSpec::dispatch_epoch`]); a worker starts
+    /// no job of an older epoch (one taken back by a pause or a lowered cap and published
+    /// again since).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dispatch_epoch: u32,
     /// The batch-wide budget in USD as last adjusted; `None`: the submitted one.

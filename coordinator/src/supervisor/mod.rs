@@ -520,7 +520,7 @@ impl<'a> Supervised<'a> {
         }
         tracing::info!(
             jobs = withdrawn,
-            "queued jobs of the cancelled batch withdrawn"
+            "queued jobs of the batch withdrawn (a cancel, a pause or a lowered cap)"
         );
         self.admission
             .apply(Input::Withdrawn { jobs: withdrawn }, now());
