@@ -203,14 +203,7 @@ impl Service {
     /// the fleet view. A failed read keeps the slots as they were.
     pub(crate) async fn refresh_live_slots(&self) {
         match self.ports.workers.list().await {
-            Ok(workers) => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| {
-                        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-                    });
-                self.share_live_slots(&workers, now_ms);
-            }
+            Ok(workers) => self.share_live_slots(&workers, records::now_ms()),
             Err(error) => {
                 tracing::debug!(error = %error, "listing workers for the fair share failed");
             }

@@ -86,12 +86,11 @@ impl Admission {
     /// Before a round: reports what the batch holds and takes this round's allowances.
     /// `true` when the report frees slots for other batches.
     pub(super) fn share_round_begins(&mut self) -> bool {
-        let Some(seat) = self.share.take() else {
+        let Some(mut seat) = self.share.take() else {
             return false;
         };
         let uses = self.share_uses(&seat);
         let (allowances, freed) = seat.share.report(&self.batch_id, &uses);
-        let mut seat = seat;
         seat.holding = uses
             .iter()
             .map(|(tier, used)| (*tier, used.holding))

@@ -8,6 +8,11 @@ use cowork_schema::share::Priority;
 /// percent (at least one slot), so that it never starves.
 pub const MIN_CLASS_SHARE_PERCENT: u64 = 10;
 
+/// The slots of `slots` each lower class with work keeps beside higher classes.
+pub fn class_floor_of(slots: u64) -> u64 {
+    (slots * MIN_CLASS_SHARE_PERCENT / 100).max(1)
+}
+
 /// One batch's claim on a tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim {
@@ -39,7 +44,7 @@ pub fn allocate(slots: u64, claims: &[Claim]) -> Vec<u64> {
         .into_iter()
         .filter(|class| claims.iter().any(|claim| claim.priority == *class))
         .collect();
-    let floor = (slots * MIN_CLASS_SHARE_PERCENT / 100).max(1);
+    let floor = class_floor_of(slots);
     let class_floor = |class: Priority| -> u64 {
         let demand = claims
             .iter()

@@ -21,7 +21,7 @@ use cowork_schema::ids::BatchId;
 use cowork_schema::job::Tier;
 use cowork_schema::share::{BatchSlots, FleetShares, Priority, TierShare, TierShares};
 
-pub use allocate::{Claim, MIN_CLASS_SHARE_PERCENT, allocate};
+pub use allocate::{Claim, MIN_CLASS_SHARE_PERCENT, allocate, class_floor_of};
 
 /// What one batch holds of one tier, as its admission last reported it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,6 +32,18 @@ pub struct TierUse {
     pub running: u64,
     /// A job of the tier was ready and only the share held it back.
     pub wanting: bool,
+}
+
+impl TierUse {
+    /// Jobs handed to the queue and not started.
+    pub fn queued(&self) -> u64 {
+        self.holding.saturating_sub(self.running)
+    }
+
+    /// `true` when the batch has a claim on the tier: it holds jobs there or wants some.
+    fn claims(&self) -> bool {
+        self.holding > 0 || self.wanting
+    }
 }
 
 /// One batch's standing with the scheduler.
@@ -162,7 +174,7 @@ impl FairShare {
             .tiers
             .iter()
             // A tier the batch neither holds nor wants is not shared with it.
-            .filter(|(_, used)| used.holding > 0 || used.wanting)
+            .filter(|(_, used)| used.claims())
             .filter_map(|(tier, used)| {
                 let allowance = state.allowance(batch, *tier)?;
                 let held_back = used.wanting && used.holding >= allowance.allowed;
@@ -170,7 +182,7 @@ impl FairShare {
                     tier: *tier,
                     priority: member.priority,
                     running: used.running,
-                    queued: used.holding.saturating_sub(used.running),
+                    queued: used.queued(),
                     allowed: allowance.allowed,
                     slots: state.slots.get(tier).copied().unwrap_or(0),
                     batches: state.claimants(*tier).len() as u64,
@@ -194,7 +206,7 @@ impl FairShare {
                     batch_id: batch_id.clone(),
                     priority: member.priority,
                     running: used.running,
-                    queued: used.holding.saturating_sub(used.running),
+                    queued: used.queued(),
                     allowed: allowance.as_ref().map(|a| a.allowed),
                     waits_for: allowance.filter(|_| held_back).map(|a| a.reason),
                 });
@@ -227,7 +239,7 @@ impl FairShare {
             for (tier, used) in &member.tiers {
                 let entry = out.entry((*tier, member.priority)).or_default();
                 entry.0 += used.running;
-                entry.1 += used.holding.saturating_sub(used.running);
+                entry.1 += used.queued();
                 entry.2 += 1;
             }
         }
@@ -243,7 +255,7 @@ impl State {
             .iter()
             .filter_map(|(id, member)| {
                 let used = *member.tiers.get(&tier)?;
-                (used.holding > 0 || used.wanting).then_some((id, member, used))
+                used.claims().then_some((id, member, used))
             })
             .collect();
         claimants.sort_by_key(|(_, member, _)| member.order);
@@ -262,7 +274,9 @@ impl State {
     }
 
     fn allowance(&self, batch: &BatchId, tier: Tier) -> Option<Allowance> {
-        let slots = self.slots.get(&tier)?.saturating_mul(jobs_per_slot(tier));
+        let live_slots = *self.slots.get(&tier)?;
+        // The division is of jobs the queue may hold, a replay pack per replay slot.
+        let slots = live_slots.saturating_mul(jobs_per_slot(tier));
         let claimants = self.claimants(tier);
         let me = claimants.iter().position(|(id, _, _)| *id == batch);
         let caps = self.token_caps(&claimants, tier);
@@ -293,7 +307,7 @@ impl State {
             });
         };
         let allowed = allocate(slots, &claims)[me];
-        let reason = self.reason(&claimants, &caps, me, slots, tier);
+        let reason = self.reason(&claimants, &caps, me, live_slots, tier);
         Some(Allowance { allowed, reason })
     }
 
@@ -319,6 +333,8 @@ impl State {
             .collect()
     }
 
+    /// Why the claimant at `me` may not have more of `tier`, whose live slots are `slots`
+    /// (in slots, not in the jobs a replay slot takes).
     fn reason(
         &self,
         claimants: &[(&BatchId, &Member, TierUse)],
@@ -347,10 +363,7 @@ impl State {
                 .iter()
                 .filter(|(_, o, _)| o.priority == class)
                 .count();
-            return format!(
-                "behind {same} {class} batch{}",
-                if same == 1 { "" } else { "es" }
-            );
+            return format!("behind {same} {class} {}", batches_word(same));
         }
         let same = claimants
             .iter()
@@ -365,7 +378,7 @@ impl State {
                     .iter()
                     .any(|(_, other, _)| other.priority == *class)
             })
-            .map(|_| (slots * MIN_CLASS_SHARE_PERCENT / 100).max(1))
+            .map(|_| class_floor_of(slots))
             .sum();
         let tier = tier.as_str();
         let kept_words = format!("{kept} kept for lower classes, which never starve");
@@ -376,15 +389,20 @@ impl State {
                 slots.saturating_sub(kept)
             ),
             (_, 0) => format!(
-                "sharing {slots} slots of tier {tier} with {same} batch{}",
-                if same == 1 { "" } else { "es" }
+                "sharing {slots} slots of tier {tier} with {same} {}",
+                batches_word(same)
             ),
             _ => format!(
-                "sharing {slots} slots of tier {tier} with {same} batch{}, {kept_words}",
-                if same == 1 { "" } else { "es" }
+                "sharing {slots} slots of tier {tier} with {same} {}, {kept_words}",
+                batches_word(same)
             ),
         }
     }
+}
+
+/// "batch" or "batches", for `n` of them.
+fn batches_word(n: usize) -> &'static str {
+    if n == 1 { "batch" } else { "batches" }
 }
 
 /// Jobs one free slot of a replay worker takes at once: the workers' default replay pack
