@@ -52,18 +52,7 @@ rules += '  - pass_rate: 1.0\n    cost_usd: 0.05\n    duration_ms: 40000\n'
 open(sys.argv[1] + '/profile.yaml', 'w').write('rules:\n' + rules)
 EOF
 
-nats_port=$(free_port)
-s3_port=$(free_port)
-nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$work/js" >"$work/nats.log" 2>&1 &
-servers+=($!)
-mkdir -p "$work/s3"
-s3s-fs --host 127.0.0.1 --port "$s3_port" --access-key bench --secret-key bench-secret "$work/s3" >"$work/s3.log" 2>&1 &
-servers+=($!)
-wait_port "$nats_port"
-wait_port "$s3_port"
-export COWORK_NATS_URL="nats://127.0.0.1:$nats_port" COWORK_S3_ENDPOINT="http://127.0.0.1:$s3_port" \
-  COWORK_S3_BUCKET=bench COWORK_S3_ACCESS_KEY_ID=bench COWORK_S3_SECRET_ACCESS_KEY=bench-secret \
-  COWORK_LOG="${COWORK_LOG:-warn}"
+start_servers "$work"
 
 start_coordinator() {
   api_port=$(free_port)

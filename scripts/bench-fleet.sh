@@ -44,18 +44,7 @@ cleanup() {
 trap cleanup EXIT
 rate_of() { sed -nE 's/.* = ([0-9]+) (jobs|msg)\/s.*/\1/p' | head -n1; }
 
-nats_port=$(free_port)
-s3_port=$(free_port)
-nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
-servers+=($!)
-mkdir -p "$dir/s3"
-s3s-fs --host 127.0.0.1 --port "$s3_port" --access-key bench --secret-key bench-secret "$dir/s3" >"$dir/s3.log" 2>&1 &
-servers+=($!)
-wait_port "$nats_port"
-wait_port "$s3_port"
-export COWORK_NATS_URL="nats://127.0.0.1:$nats_port" COWORK_S3_ENDPOINT="http://127.0.0.1:$s3_port" \
-  COWORK_S3_BUCKET=bench COWORK_S3_ACCESS_KEY_ID=bench COWORK_S3_SECRET_ACCESS_KEY=bench-secret \
-  COWORK_LOG="${COWORK_LOG:-warn}"
+start_servers "$dir"
 echo "load before: $(uptime)"
 
 pipeline_rate=""

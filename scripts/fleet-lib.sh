@@ -1,5 +1,5 @@
 # Helpers the local-fleet benchmarks share (sourced, not run): free loopback ports, waiting for a
-# listener, and stopping what a script started. The sourcing script sets `logs_dir` (named when
+# listener, starting the two servers (`start_servers`), and stopping what a script started. The sourcing script sets `logs_dir` (named when
 # a listener never comes up) and adds pids to `servers` (nats-server, s3s-fs: stopped at exit)
 # and `fleet` (coordinators and workers: stopped by `stop_fleet`, and at exit).
 servers=()
@@ -23,4 +23,22 @@ wait_port() {
   done
   echo "nothing listens on port $1 after 30 s; logs in ${logs_dir:-?}" >&2
   exit 2
+}
+# Starts a nats-server (JetStream, file storage) and an s3s-fs server on free loopback ports,
+# their data and logs under the directory $1, waits for both and exports the COWORK_* settings
+# that reach them (bucket `bench`).
+start_servers() {
+  local dir="$1" nats_port s3_port
+  nats_port=$(free_port)
+  s3_port=$(free_port)
+  nats-server -a 127.0.0.1 -p "$nats_port" -js -sd "$dir/js" >"$dir/nats.log" 2>&1 &
+  servers+=($!)
+  mkdir -p "$dir/s3"
+  s3s-fs --host 127.0.0.1 --port "$s3_port" --access-key bench --secret-key bench-secret "$dir/s3" >"$dir/s3.log" 2>&1 &
+  servers+=($!)
+  wait_port "$nats_port"
+  wait_port "$s3_port"
+  export COWORK_NATS_URL="nats://127.0.0.1:$nats_port" COWORK_S3_ENDPOINT="http://127.0.0.1:$s3_port" \
+    COWORK_S3_BUCKET=bench COWORK_S3_ACCESS_KEY_ID=bench COWORK_S3_SECRET_ACCESS_KEY=bench-secret \
+    COWORK_LOG="${COWORK_LOG:-warn}"
 }

@@ -16,6 +16,29 @@ use crate::args::{BenchArgs, BenchWhat};
 use crate::exit::CliError;
 
 /// Peak resident set size of this process in MiB (Linux `VmHWM`), if readable.
+/// Asks `look` every `every` until it says nothing is missing (`None`), or fails with what it
+/// last said was missing once `within` has passed. The benchmarks poll the API, which offers
+/// nothing to wait on for these moments.
+async fn poll_until(
+    within: std::time::Duration,
+    every: std::time::Duration,
+    mut look: impl AsyncFnMut() -> Result<Option<String>, CliError>,
+) -> Result<(), CliError> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let Some(missing) = look().await? else {
+            return Ok(());
+        };
+        if std::time::Instant::now() > deadline {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "{missing} after {} s",
+                within.as_secs()
+            )));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;

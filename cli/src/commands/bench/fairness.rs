@@ -420,24 +420,20 @@ async fn await_started(
     each: u64,
     total: u64,
 ) -> Result<(), CliError> {
-    let deadline = Instant::now() + WAIT_AT_MOST;
-    loop {
+    super::poll_until(WAIT_AT_MOST, POLL_EVERY, async || {
         let mut started = Vec::new();
         for batch_id in batch_ids {
             let progress = progress(bench, batch_id).await?;
             started.push(progress.running + progress.finished);
         }
-        if started.iter().all(|&n| n >= each) && started.iter().sum::<u64>() >= total {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::Failed(anyhow::anyhow!(
-                "the sweeps started {started:?} jobs in {} s; waited for {each} each and {total} together",
-                WAIT_AT_MOST.as_secs()
-            )));
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
+        let done = started.iter().all(|&n| n >= each) && started.iter().sum::<u64>() >= total;
+        Ok((!done).then(|| {
+            format!(
+                "the sweeps started {started:?} jobs, waited for {each} each and {total} together"
+            )
+        }))
+    })
+    .await
 }
 
 /// Follows the batch to its end.
@@ -473,25 +469,16 @@ async fn stop(bench: &FairnessBench, batch_id: &BatchId) -> Result<(), CliError>
 /// Waits until no worker runs a job (by their heartbeats), so each scenario starts on an idle
 /// fleet.
 async fn await_idle(bench: &FairnessBench) -> Result<(), CliError> {
-    let deadline = Instant::now() + WAIT_AT_MOST;
-    loop {
+    super::poll_until(WAIT_AT_MOST, POLL_EVERY, async || {
         let workers = bench
             .client
             .workers()
             .await
             .map_err(|e| crate::connect::client_error(e, "listing workers"))?;
         let busy: u32 = workers.iter().map(|worker| worker.info.busy).sum();
-        if busy == 0 {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::Failed(anyhow::anyhow!(
-                "the workers still run {busy} jobs after {} s",
-                WAIT_AT_MOST.as_secs()
-            )));
-        }
-        tokio::time::sleep(POLL_EVERY).await;
-    }
+        Ok((busy > 0).then(|| format!("the workers still run {busy} jobs")))
+    })
+    .await
 }
 
 /// The first start of each job of the batch, read back from its events.

@@ -209,23 +209,23 @@ pub(super) async fn wait_for_workers(
     n_workers: usize,
     url: &str,
 ) -> Result<(), CliError> {
-    let deadline = Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let live = client
-            .workers()
-            .await
-            .map_err(|e| CliError::Failed(anyhow::anyhow!(e).context("listing workers")))?;
-        if live.len() >= n_workers {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(CliError::Failed(anyhow::anyhow!(
-                "only {} of {n_workers} workers are live at {url} after 60 s",
-                live.len(),
-            )));
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    super::poll_until(
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(100),
+        async || {
+            let live = client
+                .workers()
+                .await
+                .map_err(|e| CliError::Failed(anyhow::anyhow!(e).context("listing workers")))?;
+            Ok((live.len() < n_workers).then(|| {
+                format!(
+                    "only {} of {n_workers} workers are live at {url}",
+                    live.len()
+                )
+            }))
+        },
+    )
+    .await
 }
 
 /// The batch's event timeline, or `None` (said on stderr) when it cannot be read.
