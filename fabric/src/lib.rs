@@ -9,6 +9,7 @@
 //!   decisions.md#storage.
 //! - [`registry`]: batch records (compare-and-set) and worker heartbeats.
 //! - [`health`]: the `FabricHealth` port — whether each stream and bucket can serve now.
+//! - [`lease`]: the `CoordinatorLease` port — which coordinator leads, with a fencing token.
 //! - [`backoff`]: the one retry schedule (exponential, capped, jittered).
 //! - [`bundle`]: deterministic bundle packing and hostile-input-safe unpacking.
 //! - [`embedded`]: in-process implementations (channels and a local directory) for `cowork run`.
@@ -25,6 +26,7 @@ pub mod bundle;
 pub mod embedded;
 pub mod events;
 pub mod health;
+pub mod lease;
 pub mod nats;
 pub mod queue;
 pub mod registry;
@@ -35,6 +37,7 @@ pub mod trace_context;
 pub use artifacts::{ArtifactError, ArtifactStore, PutOutcome};
 pub use events::{EventError, EventLog, EventSubscription};
 pub use health::{FabricHealth, ObjectHealth, ObjectKind, ObjectState};
+pub use lease::{CoordinatorLease, LeaseError, LeaseHolder, LeaseState, LeaseTerm};
 pub use queue::{
     Delivery, JobPuller, JobQueue, LostJob, LostJobs, LostReason, Published, QueueError,
 };

@@ -5,10 +5,12 @@
 
 mod artifacts;
 mod events;
+mod lease;
 mod queue;
 mod registry;
 
 pub use artifacts::DirArtifactStore;
 pub use events::MemEventLog;
+pub use lease::MemLease;
 pub use queue::MemJobQueue;
 pub use registry::{MemBatchRegistry, MemWorkerRegistry};

@@ -110,7 +110,7 @@ async fn read_entry<T: DeserializeOwned>(
 /// later, and the batch never started. A batch record is read to be changed by
 /// compare-and-set, or to decide whether a job may run, so it must be the latest: this asks the
 /// stream leader (`STREAM.MSG.GET`), which has every acknowledged write.
-async fn read_from_leader<T: DeserializeOwned>(
+pub(crate) async fn read_from_leader<T: DeserializeOwned>(
     store: &Store,
     bucket: &str,
     key: &str,

@@ -4,6 +4,7 @@
 
 mod auth;
 mod cluster;
+mod lease;
 mod listing;
 mod nats;
 mod nats_pipeline;
