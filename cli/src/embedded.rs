@@ -92,8 +92,7 @@ pub fn new_batch_id() -> BatchId {
     BatchId::from_time(now.as_secs(), hasher.finish() as u32)
 }
 
-/// Stores a validated batch: its bundle (once per digest) and `batches/<id>/spec.json`. From
-/// here on the batch exists in the store.
+/// Stores a validated batch: its bundle (once per digest) and `batches/<id>/spec.json`.
 pub async fn store_batch(
     store: &DirArtifactStore,
     plan: &Plan,
@@ -266,6 +265,7 @@ async fn serve_ui(
         batches: Arc::new(registry.clone()),
         workers: Arc::new(cowork_fabric::embedded::MemWorkerRegistry::new()),
         health: None,
+        lease: None,
     };
     let ui =
         cowork_coordinator::live_ui::LiveUi::new(fleet_ports, listen.token.clone(), plan, addr)

@@ -24,6 +24,8 @@
 //!   `--stall-after`, marked stalled with the reason; `--on-stall cancel` cancels them.
 //! - `fabric_view`: the queue's streams and buckets checked every few seconds (which one has
 //!   no leader, since when; which runs short of replicas), for status, watch and `/readyz`.
+//! - [`leadership`]: which of several coordinators on one fabric leads (the lease claimed in a
+//!   loop, a term per win whose token stops its supervisions); the others stand by.
 //! - `service`: the coordinator service the API and the views share — config and ports, access
 //!   by token, each batch's lifecycle and the controls people change.
 //! - [`server`]: `run`, which starts the service, its views and the API (and re-exports the
@@ -53,6 +55,7 @@ pub mod http_serve;
 pub mod intake;
 #[cfg(feature = "k8s")]
 pub mod k8s;
+pub mod leadership;
 pub mod live_ui;
 pub mod metrics;
 pub mod notify;

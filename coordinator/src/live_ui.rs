@@ -82,6 +82,10 @@ impl LiveUi {
         // The page's server closes with the run: the verdict names no report link, the run's
         // last lines say where its results are.
         service.links_reports = false;
+        // The run's own process is the only one serving its batch.
+        service
+            .leadership
+            .lead_without_lease(&service.shutdown.clone());
         let service = Arc::new(service);
         let now = crate::fabric_view::now_ms();
         let record = BatchRecord {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::service::Service;
 pub use crate::service::{
     ApiToken, CoordinatorConfig, DEFAULT_MAX_BUNDLE_BYTES, DEFAULT_MAX_CONCURRENT_SUBMITS,
-    DEFAULT_WINDOW, FleetPorts, TokenPolicy,
+    DEFAULT_WINDOW, FleetPorts, LeasePort, TokenPolicy,
 };
 
 /// How long shutdown waits for supervision tasks to return. They return as soon as they see
@@ -63,10 +63,21 @@ pub async fn run(
         .map_or_else(|_| config.listen.to_string(), |addr| addr.to_string());
     let service = Arc::new(Service::new(config, ports, shutdown.clone()));
     let router = crate::api::router(Arc::clone(&service));
-    let resumer = Arc::clone(&service);
-    service
-        .tracker
-        .spawn(async move { resumer.resume_all().await });
+    match service.ports.lease.clone() {
+        // Several coordinators: the one holding the lease resumes the batches and admits.
+        // The API opens once the first claim came back (or timed out), so a coordinator that
+        // can lead at once never answers its first requests as a standby.
+        Some(lease) => {
+            let (first_claim, claimed) = tokio::sync::oneshot::channel();
+            let claimer = Arc::clone(&service);
+            service.tracker.spawn(async move {
+                crate::service::claim_lease(claimer, lease, first_claim).await;
+            });
+            // An error means the claimer ended (shutdown) before its first answer.
+            let _ = claimed.await;
+        }
+        None => crate::service::lead_alone(&service),
+    }
     let fleet_view = Arc::clone(&service);
     service
         .tracker

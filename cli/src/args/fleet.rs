@@ -79,6 +79,21 @@ pub struct CoordinatorArgs {
     /// Id of this replica (default <hostname>-<pid>).
     #[arg(long, env = "COWORK_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
+    /// How long the coordinator lease lasts after its holder's last renewal. Several
+    /// coordinators may run on one NATS: one leads (admits and decides), the others stand by,
+    /// serve reads and take over within this time once the leader is gone. Every coordinator
+    /// of a fleet needs the same value.
+    #[arg(
+        long,
+        env = "COWORK_LEASE_TTL",
+        default_value = "6s",
+        value_name = "DURATION"
+    )]
+    pub lease_ttl: String,
+    /// The URL standbys send clients to while this coordinator leads. Default
+    /// http(s)://<the --listen address>; set it when listening on 0.0.0.0 or behind a proxy.
+    #[arg(long, env = "COWORK_ADVERTISE_URL", value_name = "URL")]
+    pub advertise_url: Option<String>,
     /// Time a client has to send a complete request head once it started one.
     #[arg(long, env = "COWORK_HTTP_HEADER_TIMEOUT", default_value = "10s")]
     pub http_header_timeout: String,

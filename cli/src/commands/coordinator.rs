@@ -109,16 +109,9 @@ pub async fn run(args: CoordinatorArgs) -> Result<i32, CliError> {
             }
         },
     };
-    let ports = FleetPorts::on_nats(&fabric, Arc::new(store));
-    let shutdown = CancellationToken::new();
-    let signal = shutdown.clone();
-    let mut interrupts = crate::interrupts::Interrupts::install()
-        .map_err(|error| CliError::Failed(anyhow!(error).context("watching SIGTERM and Ctrl-C")))?;
-    // Detached on purpose: it lives as long as the process.
-    tokio::spawn(async move {
-        interrupts.next().await;
-        signal.cancel();
-    });
+    let mut ports = FleetPorts::on_nats(&fabric, Arc::new(store));
+    ports.lease = Some(open_lease(&args, &fabric, &listener, config.tls.is_some()).await?);
+    let shutdown = cancelled_on_interrupt()?;
     let local = listener
         .local_addr()
         .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
@@ -250,4 +243,55 @@ fn coordinator_notify(
         report,
         ..NotifyConfig::default()
     })
+}
+
+/// The coordinator lease on the fleet's NATS, and the URL standbys send clients to while this
+/// coordinator leads (decisions.md#coordinator-lease).
+async fn open_lease(
+    args: &CoordinatorArgs,
+    fabric: &cowork_fabric::nats::NatsFabric,
+    listener: &tokio::net::TcpListener,
+    tls: bool,
+) -> Result<cowork_coordinator::server::LeasePort, CliError> {
+    let lease_ttl = duration_arg("--lease-ttl", &args.lease_ttl)?;
+    if lease_ttl < std::time::Duration::from_secs(2) {
+        return Err(CliError::usage(format!(
+            "--lease-ttl {}: at least 2s (a leader renews three times per term)",
+            args.lease_ttl
+        )));
+    }
+    let lease = cowork_fabric::nats::NatsLease::open(
+        &fabric.jetstream,
+        cowork_fabric::nats::DEFAULT_LEASE_BUCKET,
+        lease_ttl,
+        fabric.replicas.count,
+    )
+    .await
+    .map_err(|error| CliError::Failed(anyhow!(error).context("opening the coordinator lease")))?;
+    let scheme = if tls { "https" } else { "http" };
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    Ok(cowork_coordinator::server::LeasePort {
+        lease: Arc::new(lease),
+        advertise_url: args
+            .advertise_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{bound}")),
+    })
+}
+
+/// A token cancelled by the first SIGTERM or Ctrl-C: the coordinator then stops serving and
+/// leaves its batches for the next leader.
+fn cancelled_on_interrupt() -> Result<CancellationToken, CliError> {
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    let mut interrupts = crate::interrupts::Interrupts::install()
+        .map_err(|error| CliError::Failed(anyhow!(error).context("watching SIGTERM and Ctrl-C")))?;
+    // Detached on purpose: it lives as long as the process.
+    tokio::spawn(async move {
+        interrupts.next().await;
+        signal.cancel();
+    });
+    Ok(shutdown)
 }

@@ -184,24 +184,39 @@ impl Fleet {
 
     /// Starts the coordinator and returns once its API accepts connections.
     pub fn spawn_coordinator(&mut self) {
-        let listen = format!("127.0.0.1:{}", self.api_port);
-        self.spawn(
-            "coordinator",
-            &[
-                "coordinator",
-                "--listen",
-                &listen,
-                "--s3-create-bucket",
-                "--scratch-dir",
-                "scratch",
-            ],
-        );
+        self.spawn_coordinator_as("coordinator", self.api_port);
+    }
+
+    /// Starts a coordinator named `name` (its log and its process) listening on `port`, and
+    /// returns once its API accepts connections: another replica beside the first.
+    pub fn spawn_coordinator_as(&mut self, name: &str, port: u16) {
+        let listen = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "coordinator".to_owned(),
+            "--listen".to_owned(),
+            listen,
+            "--s3-create-bucket".to_owned(),
+            "--scratch-dir".to_owned(),
+        ];
+        // The first coordinator keeps its default id (host and pid: a restart is another
+        // replica) and the scratch dir the tests look into.
+        if name == "coordinator" {
+            args.push("scratch".to_owned());
+        } else {
+            args.extend([
+                format!("{name}-scratch"),
+                "--coordinator-id".to_owned(),
+                name.to_owned(),
+            ]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.spawn(name, &args);
         // Readiness probe with a deadline: returns as soon as the API accepts connections.
-        let address = SocketAddr::from(([127, 0, 0, 1], self.api_port));
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
         wait_until("the coordinator listens")
             .within(Duration::from_secs(30))
             .every(Duration::from_millis(20))
-            .context(|| format!("log:\n{}", self.log("coordinator")))
+            .context(|| format!("log:\n{}", self.log(name)))
             .poll(|| TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok());
     }
 

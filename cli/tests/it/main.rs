@@ -77,6 +77,7 @@ mod history;
 mod hostile;
 mod https;
 mod interrupt;
+mod leader;
 mod limits;
 mod live_browser;
 mod live_page;

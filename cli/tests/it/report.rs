@@ -315,7 +315,7 @@ fn http_get_streamed(port: u16, target: &str, bearer: Option<&str>) -> (u16, Str
     }
 }
 
-fn http_get_raw(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
+pub fn http_get_raw(port: u16, target: &str, bearer: Option<&str>) -> (u16, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the api");
     let mut request = format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
     if let Some(token) = bearer {

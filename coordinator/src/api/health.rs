@@ -8,6 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use cowork_schema::BatchId;
 
+use crate::leadership::Role;
 use crate::metrics::{CONTENT_TYPE, MetricsSnapshot, render};
 use crate::service::Service;
 
@@ -16,10 +17,28 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: `200` once start-up resumed the batches it found, no stream or bucket of
-/// the queue stalls (the body names each that does, and since when) and the batch registry
+/// `GET /readyz`: `200` once this coordinator leads (a standby says who does) and resumed the
+/// batches it found, no stream or bucket of the queue stalls (the body names each that does, and since when) and the batch registry
 /// answers a read, else `503`.
 pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, String) {
+    match service.leadership.role() {
+        Role::Leading { .. } => {}
+        Role::Standby { leader } => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "standby: the leader is {} at {}\n",
+                    leader.coordinator_id, leader.url
+                ),
+            );
+        }
+        Role::Starting => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "claiming the coordinator lease\n".to_owned(),
+            );
+        }
+    }
     if !service.is_resumed() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,

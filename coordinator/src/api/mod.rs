@@ -153,7 +153,12 @@ async fn require_bearer(
     next: Next,
 ) -> Response {
     match service.access(bearer_token(request.headers())) {
-        Some(access) if access_allows(access, request.method()) => next.run(request).await,
+        Some(access) if access_allows(access, request.method()) => {
+            if let Some(refusal) = standby_refusal(&service, request.method()) {
+                return refusal.into_response();
+            }
+            next.run(request).await
+        }
         Some(_) => {
             tracing::info!(path = %request.uri().path(), method = %request.method(), "request refused: read-only token");
             ApiFailure::read_only().into_response()
@@ -163,6 +168,26 @@ async fn require_bearer(
             ApiFailure::unauthorized().into_response()
         }
     }
+}
+
+/// A request that changes a batch, made of a coordinator that does not lead: refused with
+/// `503` naming the leader (only the leader admits, so only it may accept a change), with a
+/// `Retry-After` for clients that retry here, since a standby may lead a moment later.
+fn standby_refusal(service: &Service, method: &axum::http::Method) -> Option<ApiFailure> {
+    if matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD)
+        || service.leadership.leads()
+    {
+        return None;
+    }
+    let error = match service.leadership.role() {
+        crate::leadership::Role::Standby { leader } => format!(
+            "this coordinator is a standby: the leader is {} at {}; send changes there",
+            leader.coordinator_id, leader.url
+        ),
+        _ => "this coordinator does not lead yet: retry in a moment".to_owned(),
+    };
+    tracing::info!(method = %method, "request refused: not the leader");
+    Some(ApiFailure::busy(&error, 1))
 }
 
 /// `true` when a token of kind `access` may make a request with `method`: a read-only token

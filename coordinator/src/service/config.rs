@@ -354,6 +354,17 @@ pub struct FleetPorts {
     /// Checks of the queue's streams and buckets, shown while one stalls; `None` for ports
     /// that cannot stall that way (the embedded ones).
     pub health: Option<Arc<dyn cowork_fabric::FabricHealth>>,
+    /// The lease that says which of several coordinators leads (decisions.md#coordinator-lease);
+    /// `None`: this coordinator is the only one and leads from the start.
+    pub lease: Option<LeasePort>,
+}
+
+/// A coordinator's part in the lease: the port and the URL standbys send clients to.
+#[derive(Clone)]
+pub struct LeasePort {
+    pub lease: Arc<dyn cowork_fabric::CoordinatorLease>,
+    /// This coordinator's API as clients reach it (`--advertise-url`).
+    pub advertise_url: String,
 }
 
 impl FleetPorts {
@@ -369,6 +380,7 @@ impl FleetPorts {
             batches: Arc::new(fabric.batches.clone()),
             workers: Arc::new(fabric.workers.clone()),
             health: Some(Arc::new(fabric.health.clone())),
+            lease: None,
         }
     }
 

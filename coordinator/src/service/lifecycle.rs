@@ -136,6 +136,12 @@ impl Service {
     /// ended.
     #[tracing::instrument(skip_all, fields(batch_id = %plan.batch_id))]
     async fn run_batch(self: Arc<Self>, mut plan: Plan, command: String, live: Arc<LiveBatch>) {
+        // The term this supervision belongs to: when it ends (this coordinator lost the
+        // lease), the supervision stops and the next leader resumes the batch.
+        let term = self.leadership.term_token();
+        if term.is_cancelled() {
+            return;
+        }
         let Some(record) = self.claim(&plan.batch_id, &live).await else {
             return;
         };
@@ -143,7 +149,7 @@ impl Service {
         let token = record.listing.token_name.clone();
         self.refresh_live_slots().await;
         let Some(end) = self
-            .supervise_until_final(&plan, &command, &live, token)
+            .supervise_until_final(&plan, &command, &live, token, &term)
             .await
         else {
             return;
@@ -202,6 +208,7 @@ impl Service {
         command: &str,
         live: &LiveBatch,
         token: Option<String>,
+        term: &tokio_util::sync::CancellationToken,
     ) -> Option<FinalState> {
         let ports = self.ports.coordinator_ports();
         let options = SuperviseOptions {
@@ -215,19 +222,21 @@ impl Service {
             history: Arc::clone(&self.history),
             notifier: Some(self.notifier.clone()),
             prices: self.config.prices.clone(),
+            lease_term: Some(Arc::clone(&self.leadership.clock)),
             ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;
         loop {
             let signals = SuperviseSignals {
-                shutdown: self.shutdown.child_token(),
+                shutdown: term.child_token(),
                 cancel: live.cancel.clone(),
                 live: live.link(),
             };
             match supervise(&ports, plan, &options, &live.progress, signals).await {
                 Ok(SuperviseEnd::Decided(outcome)) => {
                     let end = if plan.mode == BatchMode::Eval {
-                        self.eval_end(ports.store.as_ref(), plan, &outcome).await?
+                        self.eval_end(ports.store.as_ref(), plan, &outcome, term)
+                            .await?
                     } else {
                         FinalState {
                             state: BatchState::Done,
@@ -261,7 +270,7 @@ impl Service {
                     tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "batch supervision interrupted, retrying");
                     // Racing the pause against shutdown is safe: nothing is held across it.
                     tokio::select! {
-                        _ = self.shutdown.cancelled() => return None,
+                        _ = term.cancelled() => return None,
                         _ = tokio::time::sleep(pause) => {}
                     }
                 }
@@ -293,6 +302,7 @@ impl Service {
         store: &dyn cowork_fabric::ArtifactStore,
         plan: &Plan,
         outcome: &crate::supervisor::BatchOutcome,
+        term: &tokio_util::sync::CancellationToken,
     ) -> Option<FinalState> {
         let mut failures = 0u32;
         let error = loop {
@@ -314,7 +324,7 @@ impl Service {
                     tracing::warn!(error = %error_chain(&error), pause_s = pause.as_secs_f64(), "eval report not stored, retrying");
                     // Nothing is held across the pause; abandoning it on shutdown is safe.
                     tokio::select! {
-                        _ = self.shutdown.cancelled() => return None,
+                        _ = term.cancelled() => return None,
                         _ = tokio::time::sleep(pause) => {}
                     }
                 }
@@ -423,6 +433,7 @@ impl Service {
     /// Resumes every batch the registry lists as not final, then marks the service ready.
     /// Listing is retried until it succeeds or the service shuts down.
     pub(crate) async fn resume_all(self: Arc<Self>) {
+        let term = self.leadership.term_token();
         let mut failures = 0u32;
         let records = loop {
             match self.ports.batches.list().await {
@@ -433,14 +444,14 @@ impl Service {
                     tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "listing batches to resume failed, retrying");
                     // Nothing is held across the pause; abandoning it on shutdown is safe.
                     tokio::select! {
-                        _ = self.shutdown.cancelled() => return,
+                        _ = term.cancelled() => return,
                         _ = tokio::time::sleep(pause) => {}
                     }
                 }
             }
         };
         for record in records.iter().filter(|record| !record.state.is_final()) {
-            if self.shutdown.is_cancelled() {
+            if term.is_cancelled() {
                 return;
             }
             match self.load(&record.batch_id).await {

@@ -14,6 +14,7 @@
 mod access;
 mod config;
 mod controls;
+mod leading;
 mod lifecycle;
 mod live_batch;
 mod records;
@@ -33,9 +34,10 @@ pub(crate) use access::Access;
 use access::TokenDigests;
 pub use config::{
     ApiToken, CoordinatorConfig, DEFAULT_MAX_BUNDLE_BYTES, DEFAULT_MAX_CONCURRENT_SUBMITS,
-    DEFAULT_WINDOW, FleetPorts, TokenPolicy,
+    DEFAULT_WINDOW, FleetPorts, LeasePort, TokenPolicy,
 };
 pub(crate) use controls::{CancelError, ControlError, ResumeError};
+pub(crate) use leading::{claim_lease, lead_alone};
 pub(crate) use lifecycle::{end_of, new_batch_id};
 pub(crate) use live_batch::{LiveBatch, StallPolicy};
 
@@ -106,6 +108,8 @@ pub(crate) struct Service {
     pub(crate) links_reports: bool,
     /// Tells each batch's hooks of its moments (decided, cancelled, budget stop, lost worker).
     pub(crate) notifier: crate::notify::Notifier,
+    /// Whether this coordinator leads, and the token its supervisions stop on.
+    pub(crate) leadership: crate::leadership::Leadership,
 }
 
 impl Service {
@@ -137,6 +141,7 @@ impl Service {
             history: Arc::new(crate::history::HistoryCache::default()),
             submit_slots,
             report_renders: Arc::new(tokio::sync::Semaphore::new(REPORT_RENDERS_AT_ONCE)),
+            leadership: crate::leadership::Leadership::new(),
             tokens,
             links_reports: true,
             notifier,
@@ -148,6 +153,11 @@ impl Service {
         // Acquire pairs with the Release store in `resume_all`, so a ready probe that sees
         // `true` also sees the batches registered in the live map.
         self.resumed.load(Ordering::Acquire)
+    }
+
+    /// The term as leader ended: the batches are resumed again at the next term's start.
+    pub(crate) fn forget_resumed(&self) {
+        self.resumed.store(false, Ordering::Release);
     }
 
     /// The live batch `batch_id`, if this process supervises (or supervised) it.

@@ -476,6 +476,15 @@ impl<'a> Supervised<'a> {
                 cowork_fabric::trace_context::admit_traced(job)
             })
             .collect();
+        // A coordinator whose term as leader ran out (its lease may be another's now)
+        // publishes nothing more: it stops as at a shutdown, the leader resumes the batch.
+        if !jobs.is_empty()
+            && let Some(term) = &self.options.lease_term
+            && !term.leads_now()
+        {
+            tracing::warn!("this coordinator's term as leader ended: supervision stops");
+            return Err(SuperviseError::Cancelled);
+        }
         // Pipelined: the queue keeps a bounded number of publishes in flight and answers
         // each in order.
         let published = self.ports.queue.publish_many(&jobs).await;

@@ -53,6 +53,9 @@ pub struct SuperviseOptions {
     /// The fleet's slots this batch shares with the other batches of the process
     /// (decisions.md#fair-share); `None`: only its window bounds it.
     pub fair_share: Option<FairShareLink>,
+    /// The end of the coordinator's term as leader (decisions.md#coordinator-lease): nothing
+    /// is published once it passed. `None`: the only coordinator, no term.
+    pub lease_term: Option<Arc<crate::leadership::TermClock>>,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -92,6 +95,7 @@ impl SuperviseOptions {
             notifier: None,
             prices: cowork_schema::pricing::Pricing::default(),
             fair_share: None,
+            lease_term: None,
         }
     }
 }

@@ -103,6 +103,7 @@ impl Fleet {
             batches: Arc::new(self.batches.clone()),
             workers: Arc::new(self.workers.clone()),
             health: None,
+            lease: None,
         }
     }
 

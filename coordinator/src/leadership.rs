@@ -1,0 +1,139 @@
+//! Which coordinator of several on one fabric supervises the batches
+//! (decisions.md#coordinator-lease).
+//!
+//! Every coordinator claims the lease (`cowork_fabric::lease`) in a loop. The one whose claim
+//! wins *leads* for a term: it resumes every unfinished batch (as a restart does) and admits,
+//! folds and decides; the others *stand by*: they serve reads and refuse writes, naming the
+//! leader. Each term has its own cancellation token, a child of the process's shutdown: when
+//! the term ends (the lease was lost, or could not be renewed before the term ran out on this
+//! process's clock) the token is cancelled, every supervision stops where it is, exactly as at
+//! a shutdown, and the next leader resumes them. A supervision also checks the term before it
+//! publishes ([`TermClock::leads_now`]), so a process paused past its term (SIGSTOP) and
+//! continued does not publish before this loop has noticed.
+//!
+//! A coordinator without a lease port (`cowork run`, tests of one coordinator) leads from the
+//! start, for good. The claiming loop is the service's (`service/leading.rs`); this module is
+//! the state it shares with the API and the supervisions.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use cowork_fabric::lease::LeaseHolder;
+use tokio_util::sync::CancellationToken;
+
+/// Who leads, as this coordinator last learnt it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Not known yet (the first claim has not come back).
+    Starting,
+    /// This coordinator leads, since `since_ms` (wall clock), under fencing token `revision`.
+    Leading { since_ms: u64, revision: u64 },
+    /// Another coordinator leads.
+    Standby { leader: LeaseHolder },
+}
+
+/// The end of the current term on this process's monotonic clock, shared with every
+/// supervision of the term.
+#[derive(Debug, Default)]
+pub struct TermClock {
+    /// `None`: leads without a lease (one coordinator), never ends by itself.
+    valid_until: Mutex<Option<Instant>>,
+}
+
+impl TermClock {
+    /// `true` while this process may still act as leader.
+    pub fn leads_now(&self) -> bool {
+        let until = *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        until.is_none_or(|until| Instant::now() < until)
+    }
+
+    pub(crate) fn set(&self, until: Option<Instant>) {
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = until;
+    }
+}
+
+/// The leadership state the service shares.
+#[derive(Debug)]
+pub(crate) struct Leadership {
+    role: tokio::sync::watch::Sender<Role>,
+    /// The current term's token; cancelled while standing by.
+    term: Mutex<CancellationToken>,
+    pub(crate) clock: Arc<TermClock>,
+}
+
+impl Leadership {
+    /// The state of a coordinator that has not claimed the lease yet: not leading.
+    pub(crate) fn new() -> Leadership {
+        let term = CancellationToken::new();
+        term.cancel();
+        Leadership {
+            role: tokio::sync::watch::Sender::new(Role::Starting),
+            term: Mutex::new(term),
+            clock: Arc::new(TermClock::default()),
+        }
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        self.role.borrow().clone()
+    }
+
+    /// Says who leads, while this coordinator does not.
+    pub(crate) fn set_role(&self, role: Role) {
+        self.role.send_replace(role);
+    }
+
+    /// `true` while this coordinator leads.
+    pub(crate) fn leads(&self) -> bool {
+        matches!(*self.role.borrow(), Role::Leading { .. }) && self.clock.leads_now()
+    }
+
+    /// The token supervisions of the current term stop on.
+    pub(crate) fn term_token(&self) -> CancellationToken {
+        self.term
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Begins a term under `shutdown`; returns its token.
+    pub(crate) fn begin(&self, shutdown: &CancellationToken, role: Role) -> CancellationToken {
+        let token = shutdown.child_token();
+        *self.term.lock().unwrap_or_else(PoisonError::into_inner) = token.clone();
+        self.role.send_replace(role);
+        token
+    }
+
+    /// Ends the current term: its supervisions stop.
+    pub(crate) fn end(&self, role: Role) {
+        self.term
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cancel();
+        self.clock.set(Some(Instant::now()));
+        self.role.send_replace(role);
+    }
+}
+
+impl Leadership {
+    /// Leads for good under `shutdown`: the only coordinator of its fabric.
+    pub(crate) fn lead_without_lease(&self, shutdown: &CancellationToken) {
+        let since_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        self.begin(
+            shutdown,
+            Role::Leading {
+                since_ms,
+                revision: 0,
+            },
+        );
+    }
+}
