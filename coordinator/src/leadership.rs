@@ -15,6 +15,7 @@
 //! start, for good. The claiming loop is the service's (`service/leading.rs`); this module is
 //! the state it shares with the API and the supervisions.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -65,6 +66,9 @@ pub(crate) struct Leadership {
     /// The current term's token; cancelled while standing by.
     term: Mutex<CancellationToken>,
     pub(crate) clock: Arc<TermClock>,
+    /// Terms taken over from another leader, and terms lost, since the process started.
+    takeovers: AtomicU64,
+    terms_lost: AtomicU64,
 }
 
 impl Leadership {
@@ -76,6 +80,8 @@ impl Leadership {
             role: tokio::sync::watch::Sender::new(Role::Starting),
             term: Mutex::new(term),
             clock: Arc::new(TermClock::default()),
+            takeovers: AtomicU64::new(0),
+            terms_lost: AtomicU64::new(0),
         }
     }
 
@@ -109,8 +115,23 @@ impl Leadership {
         token
     }
 
+    /// A term began by taking the lease over from another leader.
+    pub(crate) fn took_over(&self) {
+        self.takeovers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The lease as `/metrics` shows it.
+    pub(crate) fn counts(&self) -> crate::metrics::LeaseCounts {
+        crate::metrics::LeaseCounts {
+            leading: self.leads(),
+            takeovers: self.takeovers.load(Ordering::Relaxed),
+            terms_lost: self.terms_lost.load(Ordering::Relaxed),
+        }
+    }
+
     /// Ends the current term: its supervisions stop.
     pub(crate) fn end(&self, role: Role) {
+        self.terms_lost.fetch_add(1, Ordering::Relaxed);
         self.term
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -44,6 +44,17 @@ pub struct MetricsSnapshot {
         cowork_schema::share::Priority,
         [u64; 3],
     )>,
+    /// Whether this coordinator leads now, terms it took over from another leader, and terms
+    /// it lost (decisions.md#coordinator-lease).
+    pub lease: LeaseCounts,
+}
+
+/// The coordinator lease as `/metrics` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeaseCounts {
+    pub leading: bool,
+    pub takeovers: u64,
+    pub terms_lost: u64,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -180,6 +191,24 @@ fn fleet_gauges(registry: &mut Registry, snapshot: &MetricsSnapshot) {
         );
     }
     class_gauges(registry, snapshot);
+    gauge(
+        registry,
+        "cowork_coordinator_leading",
+        "1 while this coordinator holds the lease and admits, 0 while it stands by",
+        u64::from(snapshot.lease.leading),
+    );
+    counter(
+        registry,
+        "cowork_coordinator_takeovers",
+        "terms this coordinator took over from another leader",
+        snapshot.lease.takeovers,
+    );
+    counter(
+        registry,
+        "cowork_coordinator_terms_lost",
+        "terms that ended because this coordinator lost the lease or could not renew it",
+        snapshot.lease.terms_lost,
+    );
 }
 
 /// The fair share's gauges per tier and priority class.
@@ -391,6 +420,11 @@ mod tests {
             queue_pending: vec![(cowork_schema::job::Tier::Container, 5)],
             history_reads: 3,
             batches_stalled: 1,
+            lease: LeaseCounts {
+                leading: true,
+                takeovers: 1,
+                terms_lost: 0,
+            },
         };
         let text = render(&snapshot);
         assert_eq!(check_exposition(&text), Ok(()), "{text}");
@@ -415,6 +449,9 @@ mod tests {
             "cowork_class_jobs_running{tier=\"container\",priority=\"urgent\"} 3",
             "cowork_class_jobs_queued{tier=\"container\",priority=\"urgent\"} 1",
             "cowork_class_batches{tier=\"container\",priority=\"urgent\"} 2",
+            "cowork_coordinator_leading 1",
+            "cowork_coordinator_takeovers_total 1",
+            "cowork_coordinator_terms_lost_total 0",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {

@@ -2,7 +2,8 @@
 //! the second stands by (its `/readyz` names the leader, a change sent to it is refused with
 //! the leader's URL); the leader is `kill -9`ed mid-batch and the standby takes the lease
 //! once it expired, resumes the batch and decides it with the rollup of an undisturbed run,
-//! nothing lost and nothing run twice. Waits are bounded polls; no sleep synchronizes.
+//! nothing lost and nothing run twice; `/metrics` says who leads and counts the takeover.
+//! Waits are bounded polls; no sleep synchronizes.
 
 use std::time::Duration;
 
@@ -15,6 +16,10 @@ use crate::support::workspace_root;
 
 /// A short lease, so the takeover comes within seconds of the kill.
 const LEASE_TTL: &str = "3s";
+
+fn metrics(port: u16) -> String {
+    crate::report::http_get_raw(port, "/metrics", None).2
+}
 
 fn readyz(port: u16) -> (u16, String) {
     let (status, _, body) = crate::report::http_get_raw(port, "/readyz", None);
@@ -41,6 +46,12 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
                 && standby_body.contains("standby: the leader is")
                 && standby_body.contains(&format!("127.0.0.1:{leader_port}"))
         });
+    let standby_metrics = metrics(standby_port);
+    assert!(
+        standby_metrics.contains("cowork_coordinator_leading 0"),
+        "{standby_metrics}"
+    );
+    assert!(metrics(leader_port).contains("cowork_coordinator_leading 1"));
     // A change sent to the standby is refused, naming where to send it.
     fleet.api_port = standby_port;
     let args = batch_args(&profile_file(1000, 1.0), 2);
@@ -63,5 +74,12 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         .every(Duration::from_millis(100))
         .context(|| fleet.logs())
         .poll(|| readyz(standby_port).0 == 200);
+    let taken_over = metrics(standby_port);
+    for line in [
+        "cowork_coordinator_leading 1",
+        "cowork_coordinator_takeovers_total 1",
+    ] {
+        assert!(taken_over.contains(line), "{line}: {taken_over}");
+    }
     finish_and_check(&fleet, &batch, 1000).await;
 }

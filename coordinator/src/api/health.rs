@@ -114,6 +114,7 @@ pub(crate) async fn metrics(State(service): State<Arc<Service>>) -> impl IntoRes
         queue_pending,
         history_reads: service.history.reads(),
         batches_stalled,
+        lease: service.leadership.counts(),
         by_class: service
             .fair_share
             .share()

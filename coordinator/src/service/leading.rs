@@ -130,6 +130,9 @@ fn begin_term(
         _ => None,
     };
     service.leadership.begin(&service.shutdown, role);
+    if previous.is_some() {
+        service.leadership.took_over();
+    }
     match previous {
         Some(previous) => tracing::warn!(
             revision = term.revision(),
