@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 /// Who leads, as this coordinator last learnt it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// Not known yet (the first claim has not come back).
+    /// Not known: the first claim has not come back, or the term ran out without an answer
+    /// (NATS unreachable).
     Starting,
     /// This coordinator leads, since `since_ms` (wall clock), under fencing token `revision`.
     Leading { since_ms: u64, revision: u64 },

@@ -21,6 +21,17 @@ pub(crate) async fn healthz() -> &'static str {
 /// batches it found, no stream or bucket of the queue stalls (the body names each that does, and since when) and the batch registry
 /// answers a read, else `503`.
 pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, String) {
+    // First: a stalled queue is also why a leader could not renew its lease.
+    let stalls = service.views.fabric.borrow().stalls.clone();
+    if !stalls.is_empty() {
+        let now_ms = crate::fabric_view::now_ms();
+        let mut body = String::from("queue stalled\n");
+        for stall in &stalls {
+            body.push_str(&stall.describe(now_ms));
+            body.push('\n');
+        }
+        return (StatusCode::SERVICE_UNAVAILABLE, body);
+    }
     match service.leadership.role() {
         Role::Leading { .. } => {}
         Role::Standby { leader } => {
@@ -44,16 +55,6 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
             StatusCode::SERVICE_UNAVAILABLE,
             "resuming batches\n".to_owned(),
         );
-    }
-    let stalls = service.views.fabric.borrow().stalls.clone();
-    if !stalls.is_empty() {
-        let now_ms = crate::fabric_view::now_ms();
-        let mut body = String::from("queue stalled\n");
-        for stall in &stalls {
-            body.push_str(&stall.describe(now_ms));
-            body.push('\n');
-        }
-        return (StatusCode::SERVICE_UNAVAILABLE, body);
     }
     let probe = BatchId::new("readyz-probe").expect("a literal valid batch id");
     match service.ports.batches.get(&probe).await {

@@ -59,7 +59,9 @@ pub(crate) async fn claim_lease(
             }
             Err(_) => tracing::warn!("claiming the coordinator lease timed out"),
         }
-        let leading_before = matches!(service.leadership.role(), Role::Leading { .. });
+        // A term is running (its token not cancelled): the role alone cannot say, since a
+        // term that ran out without an answer leaves the role as it was.
+        let leading_before = !service.leadership.term_token().is_cancelled();
         if term.leads_at(Instant::now()) {
             service.leadership.clock.set(term.valid_until());
             if !leading_before {
@@ -70,6 +72,8 @@ pub(crate) async fn claim_lease(
                 Ok(Ok(LeaseState::Standby { leader, .. })) => Role::Standby {
                     leader: leader.clone(),
                 },
+                // No answer: who leads is not known until a claim comes back.
+                _ if leading_before => Role::Starting,
                 _ => service.leadership.role(),
             };
             if leading_before {
