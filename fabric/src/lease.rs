@@ -120,6 +120,18 @@ impl LeaseTerm {
     pub fn valid_until(&self) -> Option<Instant> {
         self.valid_until
     }
+
+    /// How long a claim sent at `sent_at` may wait for its answer: a renewal interval, and
+    /// never past a running term (a claim that hangs must not outlive the term it renews).
+    /// A term that already ran out bounds nothing: the claim that could begin the next one
+    /// gets its full time.
+    pub fn answer_deadline(&self, sent_at: Instant) -> Instant {
+        let within = sent_at + self.renew_every();
+        match self.valid_until {
+            Some(until) if until > sent_at => until.min(within),
+            _ => within,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +156,26 @@ mod tests {
         assert!(!term.leads_at(sent + Duration::from_millis(7_500)));
         // Three renewals fit in the term, so one lost answer never ends it.
         assert_eq!(term.renew_every(), Duration::from_millis(2_500));
+    }
+
+    #[test]
+    fn a_claim_waits_a_renewal_interval_and_never_past_a_running_term() {
+        let mut term = LeaseTerm::new(Duration::from_secs(6));
+        let sent = Instant::now();
+        let every = term.renew_every();
+        assert_eq!(term.answer_deadline(sent), sent + every, "not leading yet");
+        term.claimed(sent, &leading(1));
+        let late = sent + Duration::from_millis(4_000);
+        assert_eq!(
+            term.answer_deadline(late),
+            sent + Duration::from_millis(4_500),
+            "the renewal is cut off where the term ends"
+        );
+        // The term ran out without an answer: the claim that could begin the next one is
+        // not cut off at once by the old term's end.
+        let after = sent + Duration::from_secs(30);
+        assert!(!term.leads_at(after));
+        assert_eq!(term.answer_deadline(after), after + every);
     }
 
     #[test]

@@ -43,11 +43,7 @@ pub(crate) async fn claim_lease(
     loop {
         let sent_at = Instant::now();
         // A claim that hangs (the server cut off) must not outlive the term.
-        let bound = term
-            .valid_until()
-            .map_or(sent_at + term.renew_every(), |until| {
-                until.min(sent_at + term.renew_every())
-            });
+        let bound = term.answer_deadline(sent_at);
         let claimed = tokio::select! {
             _ = service.shutdown.cancelled() => break,
             claimed = tokio::time::timeout_at(bound.into(), lease.claim(&me)) => claimed,
