@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use cowork_fabric::lease::LeaseHolder;
+use cowork_schema::api::LeaderStatus;
 use tokio_util::sync::CancellationToken;
 
 /// Who leads, as this coordinator last learnt it.
@@ -98,6 +99,26 @@ impl Leadership {
     /// `true` while this coordinator leads.
     pub(crate) fn leads(&self) -> bool {
         matches!(*self.role.borrow(), Role::Leading { .. }) && self.clock.leads_now()
+    }
+
+    /// Who leads, as the API says it; `me` and `my_url` name this coordinator. `None` while
+    /// not known.
+    pub(crate) fn leader_status(&self, me: &str, my_url: &str) -> Option<LeaderStatus> {
+        match self.role() {
+            Role::Starting => None,
+            Role::Leading { since_ms, .. } => Some(LeaderStatus {
+                coordinator_id: me.to_owned(),
+                url: my_url.to_owned(),
+                since_ms,
+                answering: true,
+            }),
+            Role::Standby { leader } => Some(LeaderStatus {
+                coordinator_id: leader.coordinator_id,
+                url: leader.url,
+                since_ms: leader.since_ms,
+                answering: false,
+            }),
+        }
     }
 
     /// The token supervisions of the current term stop on.

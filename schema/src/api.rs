@@ -306,6 +306,28 @@ impl FabricStall {
     }
 }
 
+/// `YYYY-MM-DD HH:MM:SS UTC` of a time in milliseconds since the Unix epoch: a leader may
+/// lead for days, so its start needs the date.
+pub fn utc_date_time(ms: u64) -> String {
+    // Days since 1970-01-01 to a civil date, counted in 400-year eras of 146,097 days
+    // from 0000-03-01 (March first puts the leap day at the end of a year).
+    let days = ms / 86_400_000 + 719_468;
+    let era = days / 146_097;
+    let day_of_era = days % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {}", utc_clock(ms))
+}
+
 /// `HH:MM:SS UTC` of a time in milliseconds since the Unix epoch.
 fn utc_clock(ms: u64) -> String {
     let seconds = (ms / 1000) % 86_400;
@@ -331,6 +353,49 @@ pub struct FabricStatus {
     /// has 1 replica, 3 asked`).
     #[serde(default)]
     pub shortfalls: Vec<String>,
+    /// Who leads the coordinators of this fabric, as the answering one knows it; absent
+    /// while it does not know (its first claim of the lease has not come back, or NATS does
+    /// not answer) and from coordinators older than the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<LeaderStatus>,
+}
+
+/// The header a standby sets on each API answer: the leader's URL (its `--advertise-url`),
+/// so a client given several coordinators moves to the leader.
+pub const LEADER_HEADER: &str = "cowork-leader";
+
+/// The coordinator that leads (holds the lease, admits and decides), as one coordinator
+/// knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderStatus {
+    /// The leader's `--coordinator-id`.
+    pub coordinator_id: String,
+    /// Where the leader's API answers (its `--advertise-url`); empty for a coordinator that
+    /// runs alone, without a lease.
+    #[serde(default)]
+    pub url: String,
+    /// Since when it leads, in milliseconds since the Unix epoch.
+    pub since_ms: u64,
+    /// The coordinator that answered is the leader itself.
+    pub answering: bool,
+}
+
+impl LeaderStatus {
+    /// One line for people: `coord-a at http://a:8080 (this one), since 12:03:04 UTC`.
+    pub fn describe(&self) -> String {
+        let mut line = self.coordinator_id.clone();
+        if !self.url.is_empty() {
+            line.push_str(" at ");
+            line.push_str(&self.url);
+        }
+        if self.answering {
+            line.push_str(" (this one)");
+        }
+        line.push_str(", since ");
+        line.push_str(&utc_date_time(self.since_ms));
+        line
+    }
 }
 
 /// A tier with queued jobs and no live worker that serves it.
@@ -451,6 +516,34 @@ mod tests {
         assert!(text.contains(r#""costUsd":2}"#), "{text}");
         let back: ProgressSnapshot = serde_json::from_str(&text).expect("round trip");
         assert_eq!(back, snapshot);
+    }
+
+    #[test]
+    fn a_leader_is_named_with_its_url_and_the_date_it_began() {
+        let leader = LeaderStatus {
+            coordinator_id: "coord-a".to_owned(),
+            url: "http://a:8080".to_owned(),
+            // 2026-12-07 12:03:04 UTC.
+            since_ms: 1_796_644_984_000,
+            answering: false,
+        };
+        assert_eq!(
+            leader.describe(),
+            "coord-a at http://a:8080, since 2026-12-07 12:03:04 UTC"
+        );
+        let alone = LeaderStatus {
+            url: String::new(),
+            answering: true,
+            since_ms: 0,
+            ..leader
+        };
+        assert_eq!(
+            alone.describe(),
+            "coord-a (this one), since 1970-01-01 00:00:00 UTC"
+        );
+        // The leap day and the last day of a year.
+        assert_eq!(utc_date_time(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_date_time(1_798_761_599_000), "2026-12-31 23:59:59 UTC");
     }
 
     #[test]

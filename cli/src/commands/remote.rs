@@ -122,6 +122,10 @@ pub async fn status(
     if let Some(owner) = &record.owner {
         line("owner   ", owner);
     }
+    // Who decides the batch; a coordinator older than the lease does not say.
+    if let Some(leader) = client.fabric().await.ok().and_then(|fabric| fabric.leader) {
+        line("leader  ", &leader.describe());
+    }
     if let Some(progress) = &status.progress {
         let left = crate::progress::status_eta(record, progress, crate::progress::now_ms());
         line("progress", &crate::progress::format_line(progress, left));
@@ -384,6 +388,9 @@ pub async fn workers(client_args: &ClientArgs, output: OutputFormat) -> Result<i
     // bucket is what stalls. A coordinator without the route is older: nothing to say.
     let fabric = client.fabric().await.unwrap_or_default();
     if output != OutputFormat::Json {
+        if let Some(leader) = &fabric.leader {
+            eprintln!("leader   {}", for_terminal(&leader.describe()));
+        }
         for stall in &fabric.stalls {
             eprintln!(
                 "stalled  {}",

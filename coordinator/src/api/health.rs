@@ -32,14 +32,16 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
         }
         return (StatusCode::SERVICE_UNAVAILABLE, body);
     }
-    match service.leadership.role() {
-        Role::Leading { .. } => {}
+    let since_ms = match service.leadership.role() {
+        Role::Leading { since_ms, .. } => since_ms,
         Role::Standby { leader } => {
             return (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "standby: the leader is {} at {}\n",
-                    leader.coordinator_id, leader.url
+                    "standby: the leader is {} at {}, since {}\n",
+                    leader.coordinator_id,
+                    leader.url,
+                    cowork_schema::api::utc_date_time(leader.since_ms)
                 ),
             );
         }
@@ -49,7 +51,7 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
                 "claiming the coordinator lease\n".to_owned(),
             );
         }
-    }
+    };
     if !service.is_resumed() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -58,6 +60,13 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
     }
     let probe = BatchId::new("readyz-probe").expect("a literal valid batch id");
     match service.ports.batches.get(&probe).await {
+        Ok(_) if service.ports.lease.is_some() => (
+            StatusCode::OK,
+            format!(
+                "ready: leading since {}\n",
+                cowork_schema::api::utc_date_time(since_ms)
+            ),
+        ),
         Ok(_) => (StatusCode::OK, "ready\n".to_owned()),
         Err(error) => {
             tracing::warn!(error = %error, "readiness probe: batch registry unavailable");

@@ -33,11 +33,20 @@ pub(crate) async fn list(
     ))
 }
 
-/// `GET /v1/fabric`: the fabric view (answered from memory, so it works while the queue
-/// stalls).
+/// `GET /v1/fabric`: the fabric view and who leads (answered from memory, so it works while
+/// the queue stalls).
 #[tracing::instrument(skip_all)]
 pub(crate) async fn fabric(State(service): State<Arc<Service>>) -> Json<FabricStatus> {
-    Json(service.views.fabric.borrow().clone())
+    let mut status = service.views.fabric.borrow().clone();
+    let my_url = service
+        .ports
+        .lease
+        .as_ref()
+        .map_or("", |port| port.advertise_url.as_str());
+    status.leader = service
+        .leadership
+        .leader_status(&service.config.coordinator_id, my_url);
+    Json(status)
 }
 
 /// `GET /v1/shares`: how each tier's live slots are divided between the batches this

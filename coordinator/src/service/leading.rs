@@ -34,7 +34,7 @@ pub(crate) async fn claim_lease(
 ) {
     let mut first_claim = Some(first_claim);
     let lease: Arc<dyn CoordinatorLease> = port.lease;
-    let me = LeaseHolder {
+    let mut me = LeaseHolder {
         coordinator_id: service.config.coordinator_id.clone(),
         url: port.advertise_url,
         since_ms: now_ms(),
@@ -42,6 +42,11 @@ pub(crate) async fn claim_lease(
     let mut term = LeaseTerm::new(lease.ttl());
     loop {
         let sent_at = Instant::now();
+        // A claim that takes the lease says it leads from now (a renewal keeps the held
+        // entry's start).
+        if !term.leads_at(sent_at) {
+            me.since_ms = now_ms();
+        }
         // A claim that hangs (the server cut off) must not outlive the term.
         let bound = term.answer_deadline(sent_at);
         let claimed = tokio::select! {
