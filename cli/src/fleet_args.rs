@@ -104,7 +104,8 @@ pub struct S3Args {
 #[derive(Clone, Debug, Args)]
 pub struct ClientArgs {
     /// Coordinator base URL (`http://HOST:8700`, `https://…`; a bare `HOST:PORT` is read as
-    /// http).
+    /// http), or several coordinators of one fleet separated by commas: the first is asked
+    /// first, an unreachable one is passed over and a standby's answer names the leader.
     #[arg(
         long,
         env = "COWORK_COORDINATOR",

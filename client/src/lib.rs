@@ -6,6 +6,7 @@
 //! [`CoordinatorClient::live_events`] read the server-sent events themselves ([`SseParser`]).
 
 mod artifact_reader;
+mod bases;
 mod live;
 mod sse;
 mod watch;
@@ -13,7 +14,9 @@ mod watch;
 use std::time::Duration;
 
 use cowork_schema::BatchId;
-use cowork_schema::api::{ApiError, BatchStatus, FabricStatus, SubmitResponse, WorkerStatus};
+use cowork_schema::api::{
+    ApiError, BatchStatus, FabricStatus, LEADER_HEADER, SubmitResponse, WorkerStatus,
+};
 use cowork_schema::batch::BatchSpec;
 use cowork_schema::envelope::Envelope;
 use cowork_schema::layout::names;
@@ -25,6 +28,7 @@ pub use artifact_reader::ApiArtifactReader;
 pub use sse::{SseEvent, SseParser};
 pub use watch::WatchEvent;
 
+use crate::bases::Bases;
 use crate::sse::SseReader;
 
 /// How long connecting to the coordinator may take before the call fails as unavailable.
@@ -88,10 +92,11 @@ impl ClientError {
     }
 }
 
-/// A client of one coordinator.
+/// A client of a coordinator, or of several on one fabric: it talks to one at a time and moves
+/// to another when that one cannot be reached or names another as the leader.
 #[derive(Clone)]
 pub struct CoordinatorClient {
-    base: reqwest::Url,
+    bases: Bases,
     token: Option<String>,
     http: reqwest::Client,
 }
@@ -99,14 +104,15 @@ pub struct CoordinatorClient {
 impl std::fmt::Debug for CoordinatorClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoordinatorClient")
-            .field("base", &self.base.as_str())
+            .field("base", &self.bases.current().as_str())
             .field("token", &self.token.as_ref().map(|_| "***"))
             .finish()
     }
 }
 
 impl CoordinatorClient {
-    /// A client of the coordinator at `base_url` (e.g. `http://127.0.0.1:8080`), sending
+    /// A client of the coordinator at `base_url` (e.g. `http://127.0.0.1:8080`), or of the
+    /// coordinators of a comma-separated list of them (the first is asked first), sending
     /// `token` as a bearer token when given.
     pub fn new(base_url: &str, token: Option<String>) -> Result<CoordinatorClient, ClientError> {
         CoordinatorClient::with_ca(base_url, token, None)
@@ -123,13 +129,17 @@ impl CoordinatorClient {
             url: base_url.to_owned(),
             message,
         };
-        let mut base = parse_base_url(base_url).map_err(invalid)?;
-        // Joining relative paths keeps a base path such as `/coordinator/` only with a
-        // trailing slash.
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let bases = Bases::parse(base_url, |one| {
+            let mut base = parse_base_url(one)?;
+            // Joining relative paths keeps a base path such as `/coordinator/` only with a
+            // trailing slash.
+            if !base.path().ends_with('/') {
+                let path = format!("{}/", base.path());
+                base.set_path(&path);
+            }
+            Ok(base)
+        })
+        .map_err(invalid)?;
         let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
         if let Some(pem) = ca_pem {
             let certificate = reqwest::Certificate::from_pem(pem)
@@ -137,7 +147,7 @@ impl CoordinatorClient {
             builder = builder.add_root_certificate(certificate);
         }
         let http = builder.build().map_err(|e| invalid(e.to_string()))?;
-        Ok(CoordinatorClient { base, token, http })
+        Ok(CoordinatorClient { bases, token, http })
     }
 
     /// Submits a batch: its spec and the bundle bytes the spec's `bundleSha256` names.
@@ -159,6 +169,11 @@ impl CoordinatorClient {
         let form = reqwest::multipart::Form::new()
             .part("spec", spec_part)
             .part("bundle", bundle_part);
+        // An upload is sent once (its body streams), so with several coordinators ask first
+        // which one leads: a standby names it, an unreachable one is passed over.
+        if self.bases.len() > 1 {
+            let _ = self.fabric().await;
+        }
         let url = self.url("v1/batches")?;
         let request = self.http.post(url.clone()).multipart(form);
         self.call_json(url, request).await
@@ -236,9 +251,10 @@ impl CoordinatorClient {
         self.call_json(url.clone(), self.http.get(url)).await
     }
 
-    /// The coordinator's base URL, as given (e.g. `http://127.0.0.1:8080/`).
+    /// The base URL of the coordinator the client talks to now, as given (e.g.
+    /// `http://127.0.0.1:8080/`).
     pub fn base_url(&self) -> &str {
-        self.base.as_str()
+        self.bases.current().as_str()
     }
 
     /// Whether the client sends a bearer token (a browser then needs `?token=` on a page).
@@ -250,7 +266,7 @@ impl CoordinatorClient {
     pub fn live_page_url(&self, batch_id: &BatchId) -> String {
         self.url(&format!("v1/batches/{batch_id}/live.html"))
             .map_or_else(
-                |_| format!("{}v1/batches/{batch_id}/live.html", self.base),
+                |_| format!("{}v1/batches/{batch_id}/live.html", self.bases.current()),
                 |url| url.to_string(),
             )
     }
@@ -387,8 +403,9 @@ impl CoordinatorClient {
     }
 
     fn url(&self, path: &str) -> Result<reqwest::Url, ClientError> {
-        self.base.join(path).map_err(|e| ClientError::InvalidUrl {
-            url: self.base.to_string(),
+        let base = self.bases.current();
+        base.join(path).map_err(|e| ClientError::InvalidUrl {
+            url: base.to_string(),
             message: e.to_string(),
         })
     }
@@ -439,7 +456,45 @@ impl CoordinatorClient {
             Some(token) => request.bearer_auth(token),
             None => request,
         };
-        request.send().await.map_err(|e| transport_error(&url, &e))
+        let mut request = request.build().map_err(|e| transport_error(&url, &e))?;
+        // Each known coordinator is asked at most once more. A request whose body cannot be
+        // sent twice (a streamed upload) is not sent again.
+        for _ in 1..self.bases.len() {
+            let Some(mut again) = request.try_clone() else {
+                break;
+            };
+            let sent_to = request.url().clone();
+            match self.http.execute(request).await {
+                Ok(response) => {
+                    let leader = leader_named(&response)
+                        .and_then(|leader| self.bases.follow_leader(&sent_to, &leader));
+                    // Only a refusal goes to the leader: any other answer is the answer.
+                    match leader {
+                        Some(at_leader) if response.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                            *again.url_mut() = at_leader;
+                        }
+                        _ => return Ok(response),
+                    }
+                }
+                // Not connected: nothing was sent, so sending it elsewhere is safe.
+                Err(error) if error.is_connect() => match self.bases.next_after(&sent_to) {
+                    Some(elsewhere) => *again.url_mut() = elsewhere,
+                    None => return Err(transport_error(&sent_to, &error)),
+                },
+                Err(error) => return Err(transport_error(&sent_to, &error)),
+            }
+            request = again;
+        }
+        let sent_to = request.url().clone();
+        let response = self
+            .http
+            .execute(request)
+            .await
+            .map_err(|e| transport_error(&sent_to, &e))?;
+        if let Some(leader) = leader_named(&response) {
+            self.bases.follow_leader(&sent_to, &leader);
+        }
+        Ok(response)
     }
 
     /// Passes a success through and turns an error status into its [`ClientError`].
@@ -485,6 +540,12 @@ impl CoordinatorClient {
             },
         })
     }
+}
+
+/// The leader a standby names in its answer's `Cowork-Leader` header.
+fn leader_named(response: &reqwest::Response) -> Option<reqwest::Url> {
+    let value = response.headers().get(LEADER_HEADER)?.to_str().ok()?;
+    reqwest::Url::parse(value.trim()).ok()
 }
 
 /// The form of a coordinator address, for messages about one that cannot be used.

@@ -34,6 +34,9 @@ pub struct Fleet {
     pub children: Vec<(String, Child)>,
     /// Extra environment for every process this fleet starts (e.g. `COWORK_ACK_WAIT`).
     pub extra_env: Vec<(String, String)>,
+    /// The `--coordinator` of client commands when it is not [`Fleet::coordinator_url`]
+    /// (several coordinators, comma-separated).
+    pub client_coordinators: Option<String>,
 }
 
 impl Fleet {
@@ -109,12 +112,20 @@ impl Fleet {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            client_coordinators: None,
         }
     }
 
     /// The coordinator's base URL.
     pub fn coordinator_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// What client commands are given as `--coordinator`.
+    pub fn client_coordinator(&self) -> String {
+        self.client_coordinators
+            .clone()
+            .unwrap_or_else(|| self.coordinator_url())
     }
 
     /// Sets the fleet's environment on `command`: no inherited `COWORK_*`, the servers'
@@ -322,7 +333,7 @@ impl Fleet {
         for (key, value) in env {
             command.env(key, value);
         }
-        let coordinator = self.coordinator_url();
+        let coordinator = self.client_coordinator();
         command
             .args(args)
             .args(["--coordinator", &coordinator])
@@ -391,7 +402,7 @@ impl Fleet {
                 "json",
                 "--quiet",
             ])
-            .args(["--coordinator", &self.coordinator_url()])
+            .args(["--coordinator", &self.client_coordinator()])
             .current_dir(cwd)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());

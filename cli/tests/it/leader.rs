@@ -1,8 +1,10 @@
 //! Two coordinators on one NATS and store (decisions.md#coordinator-lease): the first leads,
 //! the second stands by (its `/readyz` names the leader, a change sent to it is refused with
-//! the leader's URL); the leader is `kill -9`ed mid-batch and the standby takes the lease
+//! the leader's URL, and a client given both moves to the leader); the leader is `kill -9`ed
+//! mid-batch (a `cowork watch` given both follows through) and the standby takes the lease
 //! once it expired, resumes the batch and decides it with the rollup of an undisturbed run,
-//! nothing lost and nothing run twice; `/metrics` says who leads and counts the takeover.
+//! nothing lost and nothing run twice; `/metrics`, `/readyz`, `cowork workers` and `cowork
+//! status` say who leads, and the metrics count the takeover.
 //! Waits are bounded polls; no sleep synchronizes.
 
 use std::time::Duration;
@@ -61,13 +63,28 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     assert_ne!(refused.code(), 0, "{}", refused.context());
     refused.expect_stderr("this coordinator is a standby: the leader is");
     refused.expect_stderr(&format!("at http://127.0.0.1:{leader_port}"));
+    // `cowork workers` asked of the standby says who leads, where and since when.
+    let workers = fleet.cowork(&root, &["workers"]);
+    workers.expect_stderr("leader   ");
+    workers.expect_stderr(&format!(" at http://127.0.0.1:{leader_port}, since 20"));
     fleet.api_port = leader_port;
 
+    // Given both, standby first: the client learns the leader from the standby's answer and
+    // submits there.
+    let leader_url = format!("http://127.0.0.1:{leader_port}");
+    let standby_url = format!("http://127.0.0.1:{standby_port}");
+    fleet.client_coordinators = Some(format!("{standby_url},{leader_url}"));
     let batch = submit(&fleet, 1000);
+    // A watch given both, leader first, follows the batch through the takeover.
+    fleet.client_coordinators = Some(format!("{leader_url},{standby_url}"));
+    let watcher = fleet
+        .watch_command(&root, &batch)
+        .spawn()
+        .expect("starting cowork watch");
     let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
     follower.until_finished(&fleet, 40).await;
     fleet.kill("coordinator");
-    // From here every client command goes to the standby, which must take over.
+    // From here the standby must take over.
     fleet.api_port = standby_port;
     wait_until("the standby leads")
         .within(Duration::from_secs(30))
@@ -81,5 +98,27 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     ] {
         assert!(taken_over.contains(line), "{line}: {taken_over}");
     }
+    // `cowork status` given both names the new leader, which answers itself.
+    let status = fleet.cowork(&root, &["status", batch.as_str()]);
+    status.expect_stdout(&format!(
+        "leader   standby at http://127.0.0.1:{standby_port} (this one), since 20"
+    ));
+    let (_, ready) = readyz(standby_port);
+    assert!(ready.starts_with("ready: leading since 20"), "{ready}");
     finish_and_check(&fleet, &batch, 1000).await;
+    let watched = watcher
+        .wait_with_output()
+        .expect("waiting for cowork watch");
+    let envelope: serde_json::Value = serde_json::from_slice(&watched.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the watch given both coordinators prints the envelope: {e}\n{}",
+            String::from_utf8_lossy(&watched.stderr)
+        )
+    });
+    assert_eq!(
+        envelope["fleet"]["jobs"]["finished"],
+        envelope["fleet"]["jobs"]["planned"],
+        "{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
 }

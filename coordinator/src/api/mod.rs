@@ -154,10 +154,12 @@ async fn require_bearer(
 ) -> Response {
     match service.access(bearer_token(request.headers())) {
         Some(access) if access_allows(access, request.method()) => {
-            if let Some(refusal) = standby_refusal(&service, request.method()) {
-                return refusal.into_response();
-            }
-            next.run(request).await
+            let mut response = match standby_refusal(&service, request.method()) {
+                Some(refusal) => refusal.into_response(),
+                None => next.run(request).await,
+            };
+            name_the_leader(&service, &mut response);
+            response
         }
         Some(_) => {
             tracing::info!(path = %request.uri().path(), method = %request.method(), "request refused: read-only token");
@@ -188,6 +190,19 @@ fn standby_refusal(service: &Service, method: &axum::http::Method) -> Option<Api
     };
     tracing::info!(method = %method, "request refused: not the leader");
     Some(ApiFailure::busy(&error, 1))
+}
+
+/// On a standby's every answer, the leader's URL in the `Cowork-Leader` header: a client
+/// given several coordinators talks to the leader from then on (it has the batches' live
+/// progress and takes changes).
+fn name_the_leader(service: &Service, response: &mut Response) {
+    if let crate::leadership::Role::Standby { leader } = service.leadership.role()
+        && let Ok(value) = axum::http::HeaderValue::from_str(&leader.url)
+    {
+        response
+            .headers_mut()
+            .insert(cowork_schema::api::LEADER_HEADER, value);
+    }
 }
 
 /// `true` when a token of kind `access` may make a request with `method`: a read-only token
