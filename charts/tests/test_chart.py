@@ -549,6 +549,27 @@ def test_coordinator_and_workers_share_one_config_map() -> None:
     assert service["spec"]["selector"] == coordinator["spec"]["selector"]["matchLabels"]
 
 
+def test_two_coordinators_run_under_a_disruption_budget_each_advertising_its_pod() -> None:
+    docs = objects(EXTERNAL_ENDPOINTS)
+    coordinator = one(docs, "Deployment", f"{FULLNAME}-coordinator")
+    spec = coordinator["spec"]
+    assert spec["replicas"] == 2
+    # Never both down by the chart's own doing: one replaced at a time, none added.
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    budget = one(docs, "PodDisruptionBudget", f"{FULLNAME}-coordinator")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    env = {item["name"]: item for item in spec["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["COWORK_ADVERTISE_URL"]["value"] == "http://$(POD_IP):8700"
+    # Kubernetes expands $(POD_IP) only from a variable defined before it.
+    names = [item["name"] for item in spec["template"]["spec"]["containers"][0]["env"]]
+    assert names.index("POD_IP") < names.index("COWORK_ADVERTISE_URL")
+
+
 def cli_settings() -> tuple[set[str], set[str]]:
     """The COWORK_* variables and --flags that `cowork` declares or reads, from its source."""
     sources = sorted((REPO_ROOT / "cli" / "src" / "args").glob("*.rs"))
