@@ -1,6 +1,6 @@
 //! Two coordinators on one NATS and store (decisions.md#coordinator-lease): the first leads,
-//! the second stands by (its `/readyz` names the leader, a change sent to it is refused with
-//! the leader's URL, and a client given both moves to the leader); the leader is `kill -9`ed
+//! the second stands by (its `/readyz` names the leader, and it forwards each request there:
+//! a submit sent to it alone is the leader's); the leader is `kill -9`ed
 //! mid-batch (a `cowork watch` given both follows through) and the standby takes the lease
 //! once it expired, resumes the batch and decides it with the rollup of an undisturbed run,
 //! nothing lost and nothing run twice; `/metrics`, `/readyz`, `cowork workers` and `cowork
@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use cowork_testkit::{free_port, wait_until};
 
-use crate::faults::{
-    EventFollower, batch_args, fault_fleet, finish_and_check, profile_file, submit,
-};
+use crate::faults::{EventFollower, fault_fleet, finish_and_check, submit};
 use crate::support::workspace_root;
 
 /// A short lease, so the takeover comes within seconds of the kill.
@@ -41,10 +39,11 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         .every(Duration::from_millis(100))
         .context(|| fleet.logs())
         .poll(|| {
-            let (leader_status, _) = readyz(leader_port);
+            let (leader_status, leader_body) = readyz(leader_port);
             let (standby_status, standby_body) = readyz(standby_port);
             leader_status == 200
-                && standby_status == 503
+                && leader_body.starts_with("ready: leading since 20")
+                && standby_status == 200
                 && standby_body.contains("standby: the leader is")
                 && standby_body.contains(&format!("127.0.0.1:{leader_port}"))
         });
@@ -54,28 +53,19 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         "{standby_metrics}"
     );
     assert!(metrics(leader_port).contains("cowork_coordinator_leading 1"));
-    // A change sent to the standby is refused, naming where to send it.
+    // The standby forwards each request: `cowork workers` asked of it is the leader's answer,
+    // which says who leads, where and since when.
     fleet.api_port = standby_port;
-    let args = batch_args(&profile_file(1000, 1.0), 2);
-    let mut submit_args = vec!["submit"];
-    submit_args.extend(args.iter().map(String::as_str));
-    let refused = fleet.cowork(&root, &submit_args);
-    assert_ne!(refused.code(), 0, "{}", refused.context());
-    refused.expect_stderr("this coordinator is a standby: the leader is");
-    refused.expect_stderr(&format!("at http://127.0.0.1:{leader_port}"));
-    // `cowork workers` asked of the standby says who leads, where and since when.
     let workers = fleet.cowork(&root, &["workers"]);
-    workers.expect_stderr("leader   ");
-    workers.expect_stderr(&format!(" at http://127.0.0.1:{leader_port}, since 20"));
+    workers.expect_stderr(&format!(
+        " at http://127.0.0.1:{leader_port} (this one), since 20"
+    ));
+    // A submit sent to the standby alone goes to the leader.
+    let batch = submit(&fleet, 1000);
     fleet.api_port = leader_port;
-
-    // Given both, standby first: the client learns the leader from the standby's answer and
-    // submits there.
+    // A watch given both, leader first, follows the batch through the takeover.
     let leader_url = format!("http://127.0.0.1:{leader_port}");
     let standby_url = format!("http://127.0.0.1:{standby_port}");
-    fleet.client_coordinators = Some(format!("{standby_url},{leader_url}"));
-    let batch = submit(&fleet, 1000);
-    // A watch given both, leader first, follows the batch through the takeover.
     fleet.client_coordinators = Some(format!("{leader_url},{standby_url}"));
     let watcher = fleet
         .watch_command(&root, &batch)
@@ -90,7 +80,10 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         .within(Duration::from_secs(30))
         .every(Duration::from_millis(100))
         .context(|| fleet.logs())
-        .poll(|| readyz(standby_port).0 == 200);
+        .poll(|| {
+            let (status, body) = readyz(standby_port);
+            status == 200 && body.starts_with("ready: leading since")
+        });
     let taken_over = metrics(standby_port);
     for line in [
         "cowork_coordinator_leading 1",

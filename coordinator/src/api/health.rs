@@ -17,9 +17,10 @@ pub(crate) async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: `200` once this coordinator leads (a standby says who does) and resumed the
-/// batches it found, no stream or bucket of the queue stalls (the body names each that does, and since when) and the batch registry
-/// answers a read, else `503`.
+/// `GET /readyz`: `503` while a stream or bucket of the queue stalls (the body names each, and
+/// since when) and while this coordinator does not know who leads; `200` on a standby (it
+/// forwards requests; the body names the leader), and on the leader once it resumed the
+/// batches it found and the batch registry answers a read.
 pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, String) {
     // First: a stalled queue is also why a leader could not renew its lease.
     let stalls = service.views.fabric.borrow().stalls.clone();
@@ -34,11 +35,12 @@ pub(crate) async fn readyz(State(service): State<Arc<Service>>) -> (StatusCode, 
     }
     let since_ms = match service.leadership.role() {
         Role::Leading { since_ms, .. } => since_ms,
+        // Ready: it forwards each request to the leader, so a Service may send it any.
         Role::Standby { leader } => {
             return (
-                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::OK,
                 format!(
-                    "standby: the leader is {} at {}, since {}\n",
+                    "standby: the leader is {} at {}, since {}; requests are forwarded there\n",
                     leader.coordinator_id,
                     leader.url,
                     cowork_schema::api::utc_date_time(leader.since_ms)

@@ -12,6 +12,8 @@
 //!   `GET /v1/batches/{id}/artifacts/<path>` and the batch list `GET /v1/ui`, for browsers:
 //!   these routes also accept the token as `?token=` (see [`pages`]).
 //!
+//! - [`forward`]: a standby sends each authorized request on to the leader.
+//!
 //! What those routes share sits below them, so they never import each other: `records` (a
 //! batch's id and record for a request), `page_headers` (the headers of every page answer) and
 //! `stored_body` (a stored object streamed as an answer).
@@ -23,6 +25,7 @@
 //! [`ApiError`](cowork_schema::api::ApiError) body naming every problem.
 
 pub mod batches;
+mod forward;
 pub mod health;
 pub mod live;
 mod page_headers;
@@ -52,15 +55,40 @@ pub const READ_ONLY_REFUSAL: &str =
 /// Room for the multipart framing and the `spec` part on top of the bundle itself.
 const SUBMIT_OVERHEAD_BYTES: u64 = 1 << 20;
 
-/// The API's routes over the shared service state.
-pub(crate) fn router(service: Arc<Service>) -> Router {
-    let body_limit = usize::try_from(
+/// The largest request body taken: a submit's bundle and spec.
+fn body_limit(service: &Service) -> usize {
+    usize::try_from(
         service
             .config
             .max_bundle_bytes
             .saturating_add(SUBMIT_OVERHEAD_BYTES),
     )
-    .unwrap_or(usize::MAX);
+    .unwrap_or(usize::MAX)
+}
+
+/// On a standby, sends `request` to the leader and gives back its answer (see [`forward`]);
+/// `Err` gives the request back for this coordinator to answer: it leads, the request was
+/// forwarded to it already, or the leader does not answer.
+pub(crate) async fn forward_when_standby(
+    service: &Service,
+    request: Request,
+) -> Result<Response, Request> {
+    let crate::leadership::Role::Standby { leader } = service.leadership.role() else {
+        return Err(request);
+    };
+    if forward::was_forwarded(&request) {
+        return Err(request);
+    }
+    let me = &service.config.coordinator_id;
+    match forward::to_leader(&leader.url, me, request, body_limit(service)).await {
+        forward::Forwarding::Answered(response) => Ok(response),
+        forward::Forwarding::Unreachable(request) => Err(request),
+    }
+}
+
+/// The API's routes over the shared service state.
+pub(crate) fn router(service: Arc<Service>) -> Router {
+    let body_limit = body_limit(&service);
     let v1 = Router::new()
         .route(
             "/v1/batches",
@@ -154,6 +182,13 @@ async fn require_bearer(
 ) -> Response {
     match service.access(bearer_token(request.headers())) {
         Some(access) if access_allows(access, request.method()) => {
+            let request = match forward_when_standby(&service, request).await {
+                Ok(mut answer) => {
+                    name_the_leader(&service, &mut answer);
+                    return answer;
+                }
+                Err(request) => request,
+            };
             let mut response = match standby_refusal(&service, request.method()) {
                 Some(refusal) => refusal.into_response(),
                 None => next.run(request).await,
@@ -172,8 +207,9 @@ async fn require_bearer(
     }
 }
 
-/// A request that changes a batch, made of a coordinator that does not lead: refused with
-/// `503` naming the leader (only the leader admits, so only it may accept a change), with a
+/// A request that changes a batch, made of a coordinator that does not lead and could not
+/// forward it (the leader does not answer, or not known yet): refused with `503` naming the
+/// leader (only the leader admits, so only it may accept a change), with a
 /// `Retry-After` for clients that retry here, since a standby may lead a moment later.
 fn standby_refusal(service: &Service, method: &axum::http::Method) -> Option<ApiFailure> {
     if matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD)

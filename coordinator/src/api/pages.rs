@@ -92,7 +92,11 @@ pub(crate) async fn require_bearer_or_query_token(
         if !access_allows(access, request.method()) {
             return ApiFailure::read_only().into_response();
         }
-        next.run(request).await
+        // A standby's page would lack the live progress: the leader's is sent instead.
+        match super::forward_when_standby(&service, request).await {
+            Ok(answer) => answer,
+            Err(request) => next.run(request).await,
+        }
     } else {
         tracing::info!(path = %request.uri().path(), "page refused: missing or wrong token");
         ApiFailure::new(
