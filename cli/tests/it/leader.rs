@@ -4,7 +4,10 @@
 //! mid-batch (a `cowork watch` given both follows through) and the standby takes the lease
 //! once it expired, resumes the batch and decides it with the rollup of an undisturbed run,
 //! nothing lost and nothing run twice; `/metrics`, `/readyz`, `cowork workers` and `cowork
-//! status` say who leads, and the metrics count the takeover.
+//! status` say who leads, and the metrics count the takeover. A batch cap and a model limit
+//! hold across a takeover and across a plain restart: spend within an undisturbed batch's
+//! bound, never more jobs of the model at once than the limit by the workers' events, and the
+//! envelope's `maxInFlight` equal to that count.
 //! Waits are bounded polls; no sleep synchronizes.
 
 use std::time::Duration;
@@ -12,6 +15,7 @@ use std::time::Duration;
 use cowork_testkit::{free_port, wait_until};
 
 use crate::faults::{EventFollower, fault_fleet, finish_and_check, submit};
+use crate::limits::most_at_once;
 use crate::support::workspace_root;
 
 /// A short lease, so the takeover comes within seconds of the kill.
@@ -114,4 +118,107 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         "{}",
         String::from_utf8_lossy(&watched.stderr)
     );
+}
+
+/// The fleet of the limit tests: two workers, a short lease and a limit of 2 sonnet jobs.
+fn limited_fleet() -> crate::fleet::Fleet {
+    fault_fleet(
+        &[
+            ("COWORK_LEASE_TTL", LEASE_TTL),
+            ("COWORK_MODEL_LIMITS", "claude-sonnet=2"),
+        ],
+        &[],
+    )
+}
+
+/// The batch cap of the limit tests, in USD.
+const CAP: f64 = 2.0;
+
+/// Submits 100 runs of about 0.04 USD under [`CAP`] (it stops the batch about half way) and
+/// returns once 12 have finished.
+async fn submit_capped(fleet: &crate::fleet::Fleet) -> cowork_schema::BatchId {
+    let mut args = crate::faults::batch_args(&crate::faults::profile_file(1000, 1.0), 25);
+    args.extend(
+        [
+            "--batch-budget-usd",
+            &CAP.to_string(),
+            "--sandbox-price",
+            "container=0",
+            "--model-price",
+            "claude=0.04",
+        ]
+        .map(str::to_owned),
+    );
+    let mut submit_args = vec!["submit"];
+    submit_args.extend(args.iter().map(String::as_str));
+    let out = fleet.cowork(&workspace_root(), &submit_args);
+    assert_eq!(out.code(), 0, "{}", out.context());
+    let batch = cowork_schema::BatchId::new(out.stdout.trim()).expect("submit prints the batch id");
+    let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
+    follower.until_finished(fleet, 12).await;
+    batch
+}
+
+/// Follows the capped batch to its end and checks that the cap and the limit held: spend
+/// within an undisturbed batch's bound, never more than 2 sonnet jobs at once by the
+/// workers' events, and the envelope's `maxInFlight` equal to that count.
+async fn check_cap_and_limit(fleet: &crate::fleet::Fleet, batch: &cowork_schema::BatchId) {
+    let watched = fleet.watch(&workspace_root(), batch);
+    assert_eq!(
+        watched.code(),
+        1,
+        "budget-stopped cells fail\n{}",
+        watched.context()
+    );
+    let envelope = watched.envelope();
+    let budget = &envelope["fleet"]["batchBudget"];
+    assert_eq!(budget["stopped"], true, "{budget}");
+    let spent = budget["spentUsd"].as_f64().expect("spentUsd");
+    // The bound of an undisturbed batch (see the limits tests): what was in flight at the
+    // last admission may overshoot by half of what was left, plus one run.
+    assert!(
+        spent <= CAP * 1.5 + 0.06,
+        "spent {spent} against a cap of {CAP}: {budget}"
+    );
+    let most = most_at_once(&fleet.events(batch).await, &envelope);
+    let sonnet = most.get("claude-sonnet-4-5").copied().unwrap_or(0);
+    assert!(sonnet <= 2, "sonnet jobs at once: {most:?}");
+    let limits = &envelope["fleet"]["modelLimits"]["claude-sonnet=2"];
+    eprintln!("sonnet at once, from the events: {sonnet}; the envelope: {limits}; spent {spent}");
+    assert_eq!(
+        limits["maxInFlight"].as_u64(),
+        Some(sonnet),
+        "the envelope reports what ran at once: {limits}, events {most:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_budget_and_a_model_limit_hold_across_a_takeover() {
+    let mut fleet = limited_fleet();
+    let leader_port = fleet.api_port;
+    let standby_port = free_port();
+    fleet.spawn_coordinator_as("standby", standby_port);
+    wait_until("the first coordinator leads and the second stands by")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            readyz(leader_port).1.starts_with("ready: leading")
+                && readyz(standby_port).1.starts_with("standby:")
+        });
+    let batch = submit_capped(&fleet).await;
+    fleet.kill("coordinator");
+    fleet.api_port = standby_port;
+    check_cap_and_limit(&fleet, &batch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_budget_and_a_model_limit_hold_across_a_restart() {
+    let mut fleet = limited_fleet();
+    let port = fleet.api_port;
+    let batch = submit_capped(&fleet).await;
+    fleet.kill("coordinator");
+    // Another process (another id): it leads once the killed one's lease expired.
+    fleet.spawn_coordinator_as("coordinator", port);
+    check_cap_and_limit(&fleet, &batch).await;
 }

@@ -2,9 +2,6 @@
 //! batch across all cells, and per-model concurrency limits shared by every worker. Both are
 //! decided by the coordinator's admission, and both show in the envelope's `fleet` key.
 
-use std::collections::BTreeMap;
-
-use cowork_schema::event::JobEventKind;
 use serde_json::Value;
 
 use crate::faults::profile_file;
@@ -148,17 +145,35 @@ async fn a_model_limit_caps_that_models_jobs_across_three_workers() {
 
     // In the event stream's order, at most 2 sonnet jobs run at once; opus jobs (cells 2 and 3)
     // are not limited, and run more than 2 at once on 9 slots.
+    let batch = crate::fleet::batch_of(&envelope);
+    let most = most_at_once(&fleet.events(&batch).await, &envelope);
+    assert!(
+        most.get("claude-sonnet-4-5").copied().unwrap_or(0) <= 2,
+        "sonnet jobs at once: {most:?}"
+    );
+    assert!(
+        most.get("claude-opus-4-8").copied().unwrap_or(0) > 2,
+        "opus is not limited (and ran alongside held sonnet jobs): {most:?}"
+    );
+}
+
+/// The most jobs of each model running at once, counted from the workers' started and
+/// finished events in the stream's order; a cell's model is read from the envelope.
+pub(crate) fn most_at_once(
+    events: &[cowork_schema::event::JobEvent],
+    envelope: &serde_json::Value,
+) -> std::collections::BTreeMap<String, u64> {
+    use cowork_schema::event::JobEventKind;
     let model_of_cell: Vec<String> = envelope["matrixRepeat"]["cells"]
         .as_array()
         .expect("cells")
         .iter()
         .map(|cell| cell["axes"]["model"].as_str().expect("model").to_owned())
         .collect();
-    let batch = crate::fleet::batch_of(&envelope);
-    let mut running: BTreeMap<String, i64> = BTreeMap::new();
-    let mut most: BTreeMap<String, i64> = BTreeMap::new();
+    let mut running: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut most: std::collections::BTreeMap<String, u64> = Default::default();
     let mut live = std::collections::BTreeSet::new();
-    for event in fleet.events(&batch).await {
+    for event in events {
         let cell: usize = event
             .job_id
             .as_str()
@@ -171,10 +186,10 @@ async fn a_model_limit_caps_that_models_jobs_across_three_workers() {
         match event.event {
             JobEventKind::Started => {
                 if live.insert(event.job_id.to_string()) {
-                    let n = running.entry(model.clone()).or_default();
-                    *n += 1;
+                    let now = running.entry(model.clone()).or_default();
+                    *now += 1;
                     let top = most.entry(model).or_default();
-                    *top = (*top).max(*n);
+                    *top = (*top).max(*now);
                 }
             }
             JobEventKind::Finished { .. } => {
@@ -185,12 +200,5 @@ async fn a_model_limit_caps_that_models_jobs_across_three_workers() {
             JobEventKind::Failed { .. } => {}
         }
     }
-    assert!(
-        most.get("claude-sonnet-4-5").copied().unwrap_or(0) <= 2,
-        "sonnet jobs at once: {most:?}"
-    );
-    assert!(
-        most.get("claude-opus-4-8").copied().unwrap_or(0) > 2,
-        "opus is not limited (and ran alongside held sonnet jobs): {most:?}"
-    );
+    most
 }
