@@ -30,7 +30,7 @@ use crate::fleet::Fleet;
 use crate::support::{Output, workspace_root};
 
 /// Planned jobs of the fault batch: 4 matrix cells × 50 runs.
-const JOBS: usize = 200;
+pub(crate) const JOBS: usize = 200;
 const SEED: &str = "4242";
 /// Ack deadline of the fault fleets: short, so killed workers' jobs come back quickly.
 const ACK_WAIT: &str = "3s";

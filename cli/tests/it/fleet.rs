@@ -278,6 +278,21 @@ impl Fleet {
         let _ = child.wait();
     }
 
+    /// Sends `signal` (e.g. `-STOP`, `-CONT`) to the fleet process `name`, which goes on
+    /// being the fleet's.
+    pub fn signal(&self, name: &str, signal: &str) {
+        let (_, child) = self
+            .children
+            .iter()
+            .find(|(known, _)| known == name)
+            .unwrap_or_else(|| panic!("no fleet process named {name}"));
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("sending a signal");
+        assert!(status.success(), "kill {signal} to {name}");
+    }
+
     /// Sends SIGTERM to the fleet process `name` (a node drain, a stopped coordinator) and
     /// waits for it to exit, which must be with 0.
     pub fn terminate(&mut self, name: &str) {

@@ -7,7 +7,8 @@
 //! status` say who leads, and the metrics count the takeover. A batch cap and a model limit
 //! hold across a takeover and across a plain restart: spend within an undisturbed batch's
 //! bound, never more jobs of the model at once than the limit by the workers' events, and the
-//! envelope's `maxInFlight` equal to that count.
+//! envelope's `maxInFlight` equal to that count. A leader stopped (SIGSTOP) past its lease
+//! and continued publishes nothing more and stands by; nothing runs twice.
 //! Waits are bounded polls; no sleep synchronizes.
 
 use std::time::Duration;
@@ -30,27 +31,35 @@ fn readyz(port: u16) -> (u16, String) {
     (status, body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturbed_run() {
-    let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
+/// Starts a second coordinator, `standby`, and waits until the first leads and it stands by;
+/// returns both API ports.
+fn add_standby(fleet: &mut crate::fleet::Fleet) -> (u16, u16) {
     let leader_port = fleet.api_port;
     let standby_port = free_port();
     fleet.spawn_coordinator_as("standby", standby_port);
-    let root = workspace_root();
-
     wait_until("the first coordinator leads and the second stands by")
         .within(Duration::from_secs(30))
         .every(Duration::from_millis(100))
         .context(|| fleet.logs())
         .poll(|| {
-            let (leader_status, leader_body) = readyz(leader_port);
-            let (standby_status, standby_body) = readyz(standby_port);
-            leader_status == 200
-                && leader_body.starts_with("ready: leading since 20")
-                && standby_status == 200
-                && standby_body.contains("standby: the leader is")
-                && standby_body.contains(&format!("127.0.0.1:{leader_port}"))
+            readyz(leader_port).1.starts_with("ready: leading since 20")
+                && readyz(standby_port).1.starts_with("standby:")
         });
+    (leader_port, standby_port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturbed_run() {
+    let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
+    let (leader_port, standby_port) = add_standby(&mut fleet);
+    let root = workspace_root();
+    let (standby_status, standby_body) = readyz(standby_port);
+    assert_eq!(standby_status, 200, "a standby is ready: {standby_body}");
+    assert!(
+        standby_body.contains("the leader is ")
+            && standby_body.contains(&format!("127.0.0.1:{leader_port}")),
+        "{standby_body}"
+    );
     let standby_metrics = metrics(standby_port);
     assert!(
         standby_metrics.contains("cowork_coordinator_leading 0"),
@@ -117,6 +126,47 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
         envelope["fleet"]["jobs"]["planned"],
         "{}",
         String::from_utf8_lossy(&watched.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_runs_twice() {
+    let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
+    let (leader_port, standby_port) = add_standby(&mut fleet);
+    let batch = submit(&fleet, 1000);
+    let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
+    follower.until_finished(&fleet, 40).await;
+    // Stopped, not dead: it holds its connections and its state, and its lease runs out.
+    fleet.signal("coordinator", "-STOP");
+    wait_until("the standby takes the lease of the stopped leader")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| readyz(standby_port).1.starts_with("ready: leading"));
+    fleet.signal("coordinator", "-CONT");
+    // Its term ran out on its own clock while it was stopped: it publishes nothing more,
+    // learns who leads at its next claim and stands by.
+    wait_until("the continued leader stands by")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let (_, body) = readyz(leader_port);
+            body.starts_with("standby: the leader is standby at")
+        });
+    let old = metrics(leader_port);
+    assert!(old.contains("cowork_coordinator_leading 0"), "{old}");
+    assert!(
+        old.contains("cowork_coordinator_terms_lost_total 1"),
+        "{old}"
+    );
+    fleet.api_port = standby_port;
+    // Every job counted once, none run twice, the rollup of an undisturbed run.
+    let fleet_key = finish_and_check(&fleet, &batch, 1000).await;
+    crate::faults::check_each_ran_once(
+        &fleet.events(&batch).await,
+        crate::faults::JOBS,
+        &fleet_key,
     );
 }
 
@@ -195,17 +245,7 @@ async fn check_cap_and_limit(fleet: &crate::fleet::Fleet, batch: &cowork_schema:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_budget_and_a_model_limit_hold_across_a_takeover() {
     let mut fleet = limited_fleet();
-    let leader_port = fleet.api_port;
-    let standby_port = free_port();
-    fleet.spawn_coordinator_as("standby", standby_port);
-    wait_until("the first coordinator leads and the second stands by")
-        .within(Duration::from_secs(30))
-        .every(Duration::from_millis(100))
-        .context(|| fleet.logs())
-        .poll(|| {
-            readyz(leader_port).1.starts_with("ready: leading")
-                && readyz(standby_port).1.starts_with("standby:")
-        });
+    let (_, standby_port) = add_standby(&mut fleet);
     let batch = submit_capped(&fleet).await;
     fleet.kill("coordinator");
     fleet.api_port = standby_port;
