@@ -38,6 +38,14 @@ pub enum NotifyEvent {
     },
     /// The batch was cancelled before it was decided; `cost_usd` is what its runs spent.
     Cancelled { batch_id: BatchId, cost_usd: f64 },
+    /// Coordinator `leader` took the lease over from `previous` (under fencing token
+    /// `revision`, which tells one takeover from a later one) and resumed the batch.
+    TakenOver {
+        batch_id: BatchId,
+        leader: String,
+        previous: String,
+        revision: u64,
+    },
     /// A sample (`cowork notify-test`).
     Test { batch_id: BatchId },
 }
@@ -118,6 +126,7 @@ impl NotifyEvent {
             | NotifyEvent::Stalled { batch_id, .. }
             | NotifyEvent::WorkerLost { batch_id, .. }
             | NotifyEvent::Cancelled { batch_id, .. }
+            | NotifyEvent::TakenOver { batch_id, .. }
             | NotifyEvent::Test { batch_id } => batch_id,
         }
     }
@@ -130,6 +139,7 @@ impl NotifyEvent {
             NotifyEvent::Stalled { .. } => NotifyKind::Stalled,
             NotifyEvent::WorkerLost { .. } => NotifyKind::WorkerLost,
             NotifyEvent::Cancelled { .. } => NotifyKind::Cancelled,
+            NotifyEvent::TakenOver { .. } => NotifyKind::TakenOver,
             NotifyEvent::Test { .. } => NotifyKind::Test,
         }
     }
@@ -147,6 +157,9 @@ pub fn event_id(event: &NotifyEvent) -> String {
             heartbeat_at_ms,
             ..
         } => format!("{worker_id}@{heartbeat_at_ms}"),
+        NotifyEvent::TakenOver {
+            leader, revision, ..
+        } => format!("{leader}@{revision}"),
         _ => String::new(),
     };
     let key = format!("{}\n{}\n{detail}", event.batch_id(), event.kind().as_str());
@@ -202,6 +215,9 @@ pub fn body(event: &NotifyEvent, created_at: u64, report: Option<&str>) -> Notif
             body.jobs_held = Some(*jobs_held);
         }
         NotifyEvent::Cancelled { cost_usd, .. } => body.cost_usd = Some(*cost_usd),
+        NotifyEvent::TakenOver {
+            leader, previous, ..
+        } => body.reason = Some(format!("coordinator {leader} took over from {previous}")),
         NotifyEvent::Test { .. } => {}
     }
     body
@@ -245,6 +261,13 @@ pub fn text(event: &NotifyEvent, report: Option<&str>) -> String {
                 dollars(*cost_usd)
             )
         }
+        NotifyEvent::TakenOver {
+            leader, previous, ..
+        } => format!(
+            "cowork: batch {id} resumed by coordinator {}, which took over from {} — nothing is lost or run twice",
+            for_slack(leader),
+            for_slack(previous)
+        ),
         NotifyEvent::Test { .. } => {
             "cowork: test notification — check its Cowork-Signature with your secret".to_owned()
         }

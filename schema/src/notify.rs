@@ -23,6 +23,8 @@ pub enum NotifyKind {
     WorkerLost,
     /// The batch was cancelled before it was decided.
     Cancelled,
+    /// Another coordinator took the lease over and resumed the batch; `reason` names both.
+    TakenOver,
     /// A sample sent by `cowork notify-test`.
     Test,
 }
@@ -36,6 +38,7 @@ impl NotifyKind {
             NotifyKind::Stalled => "stalled",
             NotifyKind::WorkerLost => "worker_lost",
             NotifyKind::Cancelled => "cancelled",
+            NotifyKind::TakenOver => "taken_over",
             NotifyKind::Test => "test",
         }
     }

@@ -4,7 +4,7 @@
 //! mid-batch (a `cowork watch` given both follows through) and the standby takes the lease
 //! once it expired, resumes the batch and decides it with the rollup of an undisturbed run,
 //! nothing lost and nothing run twice; `/metrics`, `/readyz`, `cowork workers` and `cowork
-//! status` say who leads, and the metrics count the takeover. A batch cap and a model limit
+//! status` say who leads, the metrics count the takeover and the batch's hook is told of it. A batch cap and a model limit
 //! hold across a takeover and across a plain restart: spend within an undisturbed batch's
 //! bound, never more jobs of the model at once than the limit by the workers' events, and the
 //! envelope's `maxInFlight` equal to that count. A leader stopped (SIGSTOP) past its lease
@@ -73,8 +73,12 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     workers.expect_stderr(&format!(
         " at http://127.0.0.1:{leader_port} (this one), since 20"
     ));
-    // A submit sent to the standby alone goes to the leader.
-    let batch = submit(&fleet, 1000);
+    // A submit sent to the standby alone goes to the leader. Its hook is told of the takeover.
+    let hook = cowork_testkit::HookServer::start(&[]).await;
+    let mut args = crate::faults::batch_args(&crate::faults::profile_file(1000, 1.0), 50);
+    args.extend(["--notify".to_owned(), hook.url.clone()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let batch = fleet.submit_detached(&root, &args);
     fleet.api_port = leader_port;
     // A watch given both, leader first, follows the batch through the takeover.
     let leader_url = format!("http://127.0.0.1:{leader_port}");
@@ -112,6 +116,19 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     let (_, ready) = readyz(standby_port);
     assert!(ready.starts_with("ready: leading since 20"), "{ready}");
     finish_and_check(&fleet, &batch, 1000).await;
+    // Told once: that the standby took over, and then the verdict.
+    let told = hook.wait_for(2, Duration::from_secs(60)).await;
+    let kinds: Vec<String> = told
+        .iter()
+        .map(|received| received.json()["kind"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(kinds, ["taken_over", "decided"], "{told:?}");
+    let taken_over = told[0].json();
+    let reason = taken_over["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("coordinator standby took over from "),
+        "{taken_over}"
+    );
     let watched = watcher
         .wait_with_output()
         .expect("waiting for cowork watch");

@@ -21,7 +21,7 @@ pub(crate) fn lead_alone(service: &Arc<Service>) {
     let resumer = Arc::clone(service);
     service
         .tracker
-        .spawn(async move { resumer.resume_all().await });
+        .spawn(async move { resumer.resume_all(None).await });
 }
 
 /// Claims the lease until shutdown, beginning and ending terms; releases it at shutdown when
@@ -138,7 +138,7 @@ fn begin_term(
     if previous.is_some() {
         service.leadership.took_over();
     }
-    match previous {
+    match &previous {
         Some(previous) => tracing::warn!(
             revision = term.revision(),
             previous_leader = %previous,
@@ -149,8 +149,9 @@ fn begin_term(
             "this coordinator leads: resuming unfinished batches"
         ),
     }
+    let taken_over = previous.map(|previous| (previous, term.revision()));
     let resumer = Arc::clone(service);
     service
         .tracker
-        .spawn(async move { resumer.resume_all().await });
+        .spawn(async move { resumer.resume_all(taken_over).await });
 }

@@ -431,8 +431,10 @@ impl Service {
     }
 
     /// Resumes every batch the registry lists as not final, then marks the service ready.
-    /// Listing is retried until it succeeds or the service shuts down.
-    pub(crate) async fn resume_all(self: Arc<Self>) {
+    /// Listing is retried until it succeeds or the service shuts down. After a takeover
+    /// (`taken_over`: the previous leader and the new term's fencing token), each resumed
+    /// batch's hooks are told.
+    pub(crate) async fn resume_all(self: Arc<Self>, taken_over: Option<(String, u64)>) {
         let term = self.leadership.term_token();
         let mut failures = 0u32;
         let records = loop {
@@ -458,6 +460,14 @@ impl Service {
                 Ok((plan, mode)) => {
                     tracing::info!(batch_id = %record.batch_id, state = record.state.as_str(), "resuming batch");
                     self.start(plan, mode.envelope_command());
+                    if let Some((previous, revision)) = &taken_over {
+                        self.notifier.send(NotifyEvent::TakenOver {
+                            batch_id: record.batch_id.clone(),
+                            leader: self.config.coordinator_id.clone(),
+                            previous: previous.clone(),
+                            revision: *revision,
+                        });
+                    }
                 }
                 Err(error) => {
                     // The batch cannot be planned again (its spec or bundle is gone or no

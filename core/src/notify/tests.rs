@@ -115,3 +115,26 @@ fn outside_text_cannot_make_a_slack_link() {
     assert!(!text.contains('<') && !text.contains('\u{1b}'), "{text}");
     assert!(text.contains("&lt;https://evil|click&gt; &amp;"), "{text}");
 }
+
+#[test]
+fn a_takeover_names_both_coordinators_and_each_takeover_is_its_own_event() {
+    let taken = |leader: &str, revision: u64| NotifyEvent::TakenOver {
+        batch_id: batch("b1"),
+        leader: leader.to_owned(),
+        previous: "alpha".to_owned(),
+        revision,
+    };
+    let body = body(&taken("beta", 7), 1_700_000_000, None);
+    assert_eq!(body.kind.as_str(), "taken_over");
+    assert_eq!(
+        body.reason.as_deref(),
+        Some("coordinator beta took over from alpha")
+    );
+    assert_eq!(
+        body.text,
+        "cowork: batch b1 resumed by coordinator beta, which took over from alpha — nothing is lost or run twice"
+    );
+    // Told again (a retry): the same id; a later takeover: another.
+    assert_eq!(event_id(&taken("beta", 7)), event_id(&taken("beta", 7)));
+    assert_ne!(event_id(&taken("beta", 7)), event_id(&taken("beta", 9)));
+}
