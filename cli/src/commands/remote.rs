@@ -39,7 +39,8 @@ pub async fn submit(args: SubmitArgs) -> Result<i32, CliError> {
     eprintln!(
         "submitted batch {} to {}: {} in {} (bundle {})",
         response.batch_id,
-        args.client.coordinator,
+        // The coordinator that took it (of several given, the leader).
+        client.base_url().trim_end_matches('/'),
         count(response.n_jobs.max(n_jobs), "job"),
         count(u64::from(response.units), "unit"),
         &prepared.spec.bundle_sha256[..12]
