@@ -309,23 +309,7 @@ impl FabricStall {
 /// `YYYY-MM-DD HH:MM:SS UTC` of a time in milliseconds since the Unix epoch: a leader may
 /// lead for days, so its start needs the date.
 pub fn utc_date_time(ms: u64) -> String {
-    // Days since 1970-01-01 to a civil date, counted in 400-year eras of 146,097 days
-    // from 0000-03-01 (March first puts the leap day at the end of a year).
-    let days = ms / 86_400_000 + 719_468;
-    let era = days / 146_097;
-    let day_of_era = days % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {}", utc_clock(ms))
+    format!("{} UTC", crate::ids::date_time_of_ms(ms))
 }
 
 /// `HH:MM:SS UTC` of a time in milliseconds since the Unix epoch.

@@ -68,6 +68,14 @@ impl BatchId {
     }
 }
 
+/// `YYYY-MM-DD HH:MM:SS` of a time in milliseconds since the Unix epoch (UTC).
+pub fn date_time_of_ms(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let (hh, mm, ss) = ((seconds / 3600) % 24, (seconds / 60) % 60, seconds % 60);
+    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
+    format!("{year:04}-{month:02}-{day:02} {hh:02}:{mm:02}:{ss:02}")
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day); Howard Hinnant's algorithm.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;

@@ -217,7 +217,7 @@ pub(super) fn control_changes_section(out: &mut String, input: &ReportInput) {
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&utc_time(change.at_ms)),
+            escape(&cowork_schema::ids::date_time_of_ms(change.at_ms)),
             escape(&change.by),
             escape(&change.control),
             escape(&change.old),
@@ -225,13 +225,4 @@ pub(super) fn control_changes_section(out: &mut String, input: &ReportInput) {
         );
     }
     out.push_str("</tbody></table></section>\n");
-}
-
-/// `YYYY-MM-DD HH:MM:SS` of a time in milliseconds since the Unix epoch (UTC).
-fn utc_time(ms: u64) -> String {
-    let seconds = ms / 1000;
-    let days = (seconds / 86_400) as i64;
-    let (hh, mm, ss) = ((seconds / 3600) % 24, (seconds / 60) % 60, seconds % 60);
-    let (year, month, day) = cowork_schema::ids::civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02} {hh:02}:{mm:02}:{ss:02}")
 }
