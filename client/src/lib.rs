@@ -457,44 +457,37 @@ impl CoordinatorClient {
             None => request,
         };
         let mut request = request.build().map_err(|e| transport_error(&url, &e))?;
-        // Each known coordinator is asked at most once more. A request whose body cannot be
-        // sent twice (a streamed upload) is not sent again.
-        for _ in 1..self.bases.len() {
-            let Some(mut again) = request.try_clone() else {
-                break;
+        // Each known coordinator is asked at most once more.
+        let mut tries_left = self.bases.len();
+        loop {
+            tries_left -= 1;
+            // A request whose body cannot be sent twice (a streamed upload) is sent once.
+            let again = if tries_left > 0 {
+                request.try_clone()
+            } else {
+                None
             };
             let sent_to = request.url().clone();
-            match self.http.execute(request).await {
-                Ok(response) => {
-                    let leader = leader_named(&response)
-                        .and_then(|leader| self.bases.follow_leader(&sent_to, &leader));
-                    // Only a refusal goes to the leader: any other answer is the answer.
-                    match leader {
-                        Some(at_leader) if response.status() == StatusCode::SERVICE_UNAVAILABLE => {
-                            *again.url_mut() = at_leader;
-                        }
-                        _ => return Ok(response),
-                    }
-                }
+            let result = self.http.execute(request).await;
+            let elsewhere = match &result {
+                // Only a refusal goes on to the leader: any other answer is the answer.
+                Ok(response) => leader_named(response)
+                    .and_then(|leader| self.bases.follow_leader(&sent_to, &leader))
+                    .filter(|_| response.status() == StatusCode::SERVICE_UNAVAILABLE),
                 // Not connected: nothing was sent, so sending it elsewhere is safe.
-                Err(error) if error.is_connect() => match self.bases.next_after(&sent_to) {
-                    Some(elsewhere) => *again.url_mut() = elsewhere,
-                    None => return Err(transport_error(&sent_to, &error)),
-                },
-                Err(error) => return Err(transport_error(&sent_to, &error)),
+                Err(error) if error.is_connect() && again.is_some() => {
+                    self.bases.next_after(&sent_to)
+                }
+                Err(_) => None,
+            };
+            match (elsewhere, again) {
+                (Some(elsewhere), Some(mut again)) => {
+                    *again.url_mut() = elsewhere;
+                    request = again;
+                }
+                _ => return result.map_err(|e| transport_error(&sent_to, &e)),
             }
-            request = again;
         }
-        let sent_to = request.url().clone();
-        let response = self
-            .http
-            .execute(request)
-            .await
-            .map_err(|e| transport_error(&sent_to, &e))?;
-        if let Some(leader) = leader_named(&response) {
-            self.bases.follow_leader(&sent_to, &leader);
-        }
-        Ok(response)
     }
 
     /// Passes a success through and turns an error status into its [`ClientError`].

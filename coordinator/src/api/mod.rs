@@ -182,16 +182,12 @@ async fn require_bearer(
 ) -> Response {
     match service.access(bearer_token(request.headers())) {
         Some(access) if access_allows(access, request.method()) => {
-            let request = match forward_when_standby(&service, request).await {
-                Ok(mut answer) => {
-                    name_the_leader(&service, &mut answer);
-                    return answer;
-                }
-                Err(request) => request,
-            };
-            let mut response = match standby_refusal(&service, request.method()) {
-                Some(refusal) => refusal.into_response(),
-                None => next.run(request).await,
+            let mut response = match forward_when_standby(&service, request).await {
+                Ok(answer) => answer,
+                Err(request) => match standby_refusal(&service, request.method()) {
+                    Some(refusal) => refusal.into_response(),
+                    None => next.run(request).await,
+                },
             };
             name_the_leader(&service, &mut response);
             response
