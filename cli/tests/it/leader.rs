@@ -31,6 +31,18 @@ fn readyz(port: u16) -> (u16, String) {
     (status, body)
 }
 
+/// Waits until `/readyz` on `port` answers `200` with a body that starts with `prefix`.
+fn until_ready_says(fleet: &crate::fleet::Fleet, port: u16, prefix: &str, what: &str) {
+    wait_until(what)
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| {
+            let (status, body) = readyz(port);
+            status == 200 && body.starts_with(prefix)
+        });
+}
+
 /// Starts a second coordinator, `standby`, and waits until the first leads and it stands by;
 /// returns both API ports.
 fn add_standby(fleet: &mut crate::fleet::Fleet) -> (u16, u16) {
@@ -93,14 +105,12 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     fleet.kill("coordinator");
     // From here the standby must take over.
     fleet.api_port = standby_port;
-    wait_until("the standby leads")
-        .within(Duration::from_secs(30))
-        .every(Duration::from_millis(100))
-        .context(|| fleet.logs())
-        .poll(|| {
-            let (status, body) = readyz(standby_port);
-            status == 200 && body.starts_with("ready: leading since")
-        });
+    until_ready_says(
+        &fleet,
+        standby_port,
+        "ready: leading since",
+        "the standby leads",
+    );
     let taken_over = metrics(standby_port);
     for line in [
         "cowork_coordinator_leading 1",
@@ -155,22 +165,21 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
     follower.until_finished(&fleet, 40).await;
     // Stopped, not dead: it holds its connections and its state, and its lease runs out.
     fleet.signal("coordinator", "-STOP");
-    wait_until("the standby takes the lease of the stopped leader")
-        .within(Duration::from_secs(30))
-        .every(Duration::from_millis(100))
-        .context(|| fleet.logs())
-        .poll(|| readyz(standby_port).1.starts_with("ready: leading"));
+    until_ready_says(
+        &fleet,
+        standby_port,
+        "ready: leading",
+        "the standby takes the lease of the stopped leader",
+    );
     fleet.signal("coordinator", "-CONT");
     // Its term ran out on its own clock while it was stopped: it publishes nothing more,
     // learns who leads at its next claim and stands by.
-    wait_until("the continued leader stands by")
-        .within(Duration::from_secs(30))
-        .every(Duration::from_millis(100))
-        .context(|| fleet.logs())
-        .poll(|| {
-            let (_, body) = readyz(leader_port);
-            body.starts_with("standby: the leader is standby at")
-        });
+    until_ready_says(
+        &fleet,
+        leader_port,
+        "standby: the leader is standby at",
+        "the continued leader stands by",
+    );
     let old = metrics(leader_port);
     assert!(old.contains("cowork_coordinator_leading 0"), "{old}");
     assert!(
