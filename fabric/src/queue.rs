@@ -31,6 +31,11 @@ pub enum QueueError {
     /// The message could not be decoded.
     #[error("malformed job message: {message}")]
     Malformed { message: String },
+    /// The publish was refused: it carried the fencing token of a coordinator term that a
+    /// later leader has fenced off (decisions.md#coordinator-lease). The publisher no longer
+    /// leads; it must stop writing, not retry.
+    #[error("publish refused, a later leader fenced this term: {message}")]
+    Fenced { message: String },
 }
 
 impl QueueError {
@@ -133,6 +138,16 @@ pub trait JobPuller: Send {
 /// The job queue port (decisions.md#wire-protocol).
 #[async_trait]
 pub trait JobQueue: Send + Sync {
+    /// Begins coordinator term `term` (its lease revision) on the queue: from when this
+    /// returns, a publish of a job whose `leader_term` is lower and not 0 is refused with
+    /// [`QueueError::Fenced`], in this process and in every other one. A leader fences before
+    /// it reads what earlier leaders published, so whatever they stored before is seen and
+    /// whatever they try after is refused. The default cannot fence and does nothing.
+    async fn fence(&self, term: u64) -> Result<(), QueueError> {
+        let _ = term;
+        Ok(())
+    }
+
     /// Publishes a job on its tier. Publishing a job id again is a no-op (deduplication) that
     /// reports the first message's sequence.
     async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError>;
@@ -206,7 +221,10 @@ pub trait JobQueue: Send + Sync {
 
 /// `true` when a failed publish means the rest of a `publish_many` would fail too.
 pub(crate) fn stops_publishing(error: &QueueError) -> bool {
-    matches!(error, QueueError::Transient { .. } | QueueError::Closed)
+    matches!(
+        error,
+        QueueError::Transient { .. } | QueueError::Closed | QueueError::Fenced { .. }
+    )
 }
 
 /// The error of a job `publish_many` did not send because an earlier publish failed with
@@ -214,6 +232,9 @@ pub(crate) fn stops_publishing(error: &QueueError) -> bool {
 pub(crate) fn not_sent_after(first: &QueueError, job: &JobSpec) -> QueueError {
     match first {
         QueueError::Closed => QueueError::Closed,
+        QueueError::Fenced { message } => QueueError::Fenced {
+            message: format!("job {} was not published: {message}", job.job_id),
+        },
         other => QueueError::Transient {
             message: format!(
                 "job {} was not published because an earlier publish failed: {other}",

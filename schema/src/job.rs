@@ -98,10 +98,17 @@ pub struct JobSpec {
     /// dropped as a duplicate; a worker that still holds the older publication skips it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dispatch_epoch: u32,
+    /// The lease revision of the coordinator term that published the job, its fencing token
+    /// (decisions.md#coordinator-lease); 0 from a coordinator that leads without a lease.
+    /// The queue refuses the publish once a later leader has fenced the queue with a higher
+    /// revision, so a coordinator that lost the lease while paused admits nothing. Not part of
+    /// the message id: a later leader publishing the same job is still deduplicated.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub leader_term: u64,
 }
 
-fn is_zero(value: &u32) -> bool {
-    *value == 0
+fn is_zero<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// Delivery attempts reserved per publication of a job: the attempts of a re-published job
@@ -166,6 +173,7 @@ mod tests {
             traceparent: None,
             republished: 0,
             dispatch_epoch: 0,
+            leader_term: 0,
         };
         assert_eq!(
             (job.message_id().as_str(), job.attempt_of(2)),

@@ -135,6 +135,7 @@ impl JobSpecBuilder {
             traceparent: None,
             republished: 0,
             dispatch_epoch: 0,
+            leader_term: 0,
         }
     }
 }

@@ -581,6 +581,7 @@ impl Plan {
             traceparent: None,
             republished: 0,
             dispatch_epoch: 0,
+            leader_term: 0,
         }
     }
 

@@ -22,6 +22,8 @@ struct State {
     attempts: HashMap<String, u32>,
     /// The sequence of the last publish that queued a job.
     last_seq: u64,
+    /// The highest coordinator term fenced so far (`JobQueue::fence`).
+    fenced_term: u64,
     closed: bool,
 }
 
@@ -36,6 +38,16 @@ impl State {
             return Ok(Published {
                 seq: *seq,
                 duplicate: true,
+            });
+        }
+        // As on NATS, a duplicate is answered first: a fenced publish of a job the later
+        // leader already queued changes nothing either way.
+        if job.leader_term != 0 && job.leader_term < self.fenced_term {
+            return Err(QueueError::Fenced {
+                message: format!(
+                    "job {} carries term {}, the queue is fenced at term {}",
+                    job.job_id, job.leader_term, self.fenced_term
+                ),
             });
         }
         self.last_seq += 1;
@@ -131,6 +143,12 @@ impl MemJobQueue {
 
 #[async_trait]
 impl JobQueue for MemJobQueue {
+    async fn fence(&self, term: u64) -> Result<(), QueueError> {
+        let mut state = self.lock();
+        state.fenced_term = state.fenced_term.max(term);
+        Ok(())
+    }
+
     async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
         let published = self.lock().enqueue(job);
         self.notify.notify_waiters();
@@ -323,6 +341,7 @@ mod tests {
             traceparent: None,
             republished: 0,
             dispatch_epoch: 0,
+            leader_term: 0,
         }
     }
 

@@ -21,6 +21,7 @@ pub mod bench;
 pub mod config;
 mod consumers;
 pub mod events;
+pub mod fence;
 pub mod health;
 pub mod lease;
 pub mod lost;

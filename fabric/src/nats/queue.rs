@@ -10,7 +10,8 @@
 //! pull open on every tier at once and fetches as many jobs as there are free slots; `pull`
 //! fetches one message at a time for tools and tests. `publish_many` keeps up to
 //! [`PUBLISH_WINDOW`] publishes in flight. `lost_jobs` follows JetStream's advisories
-//! ([`crate::nats::lost`]).
+//! ([`crate::nats::lost`]). A job carrying a coordinator term is published with that term's
+//! fence check ([`crate::nats::fence`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use futures::StreamExt;
 
 use crate::nats::config::NatsConfig;
 use crate::nats::consumers::{JobConsumers, SWEEP_EXPIRY, into_delivery};
+use crate::nats::fence::{EXPECTED_SUBJECT_HEADER, Lane, TermFence};
 use crate::nats::puller::NatsPuller;
 use crate::nats::{NatsError, consumer_name, jobs_subject};
 use crate::queue::{
@@ -51,15 +53,33 @@ pub struct NatsJobQueue {
     /// waited on in turn.
     next_tier: Arc<AtomicUsize>,
     publish_window: usize,
+    /// The fence of the latest term this process began (`JobQueue::fence`), shared by clones.
+    fence: Arc<tokio::sync::watch::Sender<Option<Arc<TermFence>>>>,
+    /// The server checks a sequence on another subject (NATS 2.11+); an older one cannot be
+    /// fenced, and jobs are published without checks there.
+    can_fence: bool,
 }
+
+/// How long a publish of a term's job waits for that term's fence to be written.
+const FENCE_WAIT: Duration = Duration::from_secs(10);
 
 impl NatsJobQueue {
     /// Binds to the tier consumers that `ensure_streams` created.
     pub async fn open(jetstream: &Context, config: &NatsConfig) -> Result<NatsJobQueue, NatsError> {
+        let version = jetstream.client().server_info().version;
+        let can_fence = crate::nats::fence::server_can_fence(&version);
+        if !can_fence {
+            tracing::warn!(
+                server_version = %version,
+                "this NATS server is older than 2.11: publishes of a coordinator term are not fenced"
+            );
+        }
         Ok(NatsJobQueue {
             bound: JobConsumers::open(jetstream, config).await?,
             next_tier: Arc::new(AtomicUsize::new(0)),
             publish_window: PUBLISH_WINDOW,
+            fence: Arc::new(tokio::sync::watch::Sender::new(None)),
+            can_fence,
         })
     }
 
@@ -69,17 +89,63 @@ impl NatsJobQueue {
         self
     }
 
-    /// Sends the publish of `job`; the returned future resolves with the server's
-    /// acknowledgement.
-    async fn send_job(&self, job: &JobSpec) -> Result<PublishAckFuture, QueueError> {
+    /// The fence a publish of `job` must check: `None` for a job of no term (or a server that
+    /// cannot fence); `Fenced` when this process has already begun a later term. Waits up
+    /// to [`FENCE_WAIT`] for the job's own term to be fenced.
+    async fn fence_of(&self, job: &JobSpec) -> Result<Option<Arc<TermFence>>, QueueError> {
+        if job.leader_term == 0 || !self.can_fence {
+            return Ok(None);
+        }
+        let mut fences = self.fence.subscribe();
+        let waited = tokio::time::timeout(
+            FENCE_WAIT,
+            fences.wait_for(|fence| fence.as_ref().is_some_and(|f| f.term >= job.leader_term)),
+        )
+        .await;
+        let fence = match waited {
+            Ok(Ok(fence)) => fence.clone(),
+            _ => {
+                return Err(QueueError::Transient {
+                    message: format!(
+                        "job {}: term {} has not fenced the queue yet",
+                        job.job_id, job.leader_term
+                    ),
+                });
+            }
+        };
+        match fence {
+            Some(fence) if fence.term == job.leader_term => Ok(Some(fence)),
+            Some(fence) => Err(QueueError::Fenced {
+                message: format!(
+                    "job {} carries term {}, this process began term {} since",
+                    job.job_id, job.leader_term, fence.term
+                ),
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Sends the publish of `job` (checking `lane`'s marker when it has one); the returned
+    /// future resolves with the server's acknowledgement.
+    async fn send_job(
+        &self,
+        job: &JobSpec,
+        lane: Option<&Lane>,
+    ) -> Result<PublishAckFuture, QueueError> {
         let body =
             cowork_schema::json_number::to_vec(job).map_err(|error| QueueError::Malformed {
                 message: format!("encoding job {}: {error}", job.job_id),
             })?;
         let subject = jobs_subject(job.tier, &job.batch_id);
-        let message = PublishMessage::build()
+        let mut message = PublishMessage::build()
             .payload(body.into())
             .message_id(job.message_id());
+        if let Some(lane) = lane {
+            let (lane_subject, marker) = lane.check();
+            message = message
+                .expected_last_subject_sequence(marker)
+                .header(EXPECTED_SUBJECT_HEADER, lane_subject.as_str());
+        }
         self.bound
             .jetstream
             .send_publish(subject, message)
@@ -204,48 +270,101 @@ impl JobQueue for NatsJobQueue {
         Ok(Some(info.delivered.stream_sequence))
     }
 
+    async fn fence(&self, term: u64) -> Result<(), QueueError> {
+        if !self.can_fence {
+            return Ok(());
+        }
+        let fence =
+            crate::nats::fence::write_markers(&self.bound.jetstream, &self.bound.stream, term)
+                .await?;
+        self.fence.send_if_modified(|current| {
+            // A slower fence of an earlier term never replaces a later one.
+            if current.as_ref().is_some_and(|held| held.term > term) {
+                return false;
+            }
+            *current = Some(Arc::new(fence));
+            true
+        });
+        Ok(())
+    }
+
     async fn publish(&self, job: &JobSpec) -> Result<Published, QueueError> {
-        let pending = self.send_job(job).await?;
+        let lane = match self.fence_of(job).await? {
+            Some(fence) => Some(fence.lane().await),
+            None => None,
+        };
+        let pending = self.send_job(job, lane.as_ref()).await?;
         await_published(job, pending).await
     }
 
     /// Pipelined: up to the publish window of publishes are in flight, their acknowledgements
-    /// awaited in order.
+    /// awaited in order. A fenced publish also holds a lane until its acknowledgement; when
+    /// none is free, the oldest publish of this call is awaited first (a call never waits
+    /// for a lane while holding unawaited ones, so two calls cannot block each other).
     async fn publish_many(&self, jobs: &[JobSpec]) -> Vec<Result<Published, QueueError>> {
         let mut results: Vec<Option<Result<Published, QueueError>>> = vec![None; jobs.len()];
-        let mut in_flight: VecDeque<(usize, PublishAckFuture)> = VecDeque::new();
+        let mut in_flight: VecDeque<(usize, PublishAckFuture, Option<Lane>)> = VecDeque::new();
         let mut stopped: Option<QueueError> = None;
+        let mut settle = |done_idx: usize,
+                          result: Result<Published, QueueError>,
+                          stopped: &mut Option<QueueError>| {
+            if let Err(error) = &result
+                && stops_publishing(error)
+                && stopped.is_none()
+            {
+                *stopped = Some(error.clone());
+            }
+            results[done_idx] = Some(result);
+        };
         for (job_idx, job) in jobs.iter().enumerate() {
             if in_flight.len() >= self.publish_window
-                && let Some((done_idx, pending)) = in_flight.pop_front()
+                && let Some((done_idx, pending, _lane)) = in_flight.pop_front()
             {
                 let result = await_published(&jobs[done_idx], pending).await;
-                if let Err(error) = &result
-                    && stops_publishing(error)
-                    && stopped.is_none()
-                {
-                    stopped = Some(error.clone());
+                settle(done_idx, result, &mut stopped);
+            }
+            let fence = if stopped.is_none() {
+                match self.fence_of(job).await {
+                    Ok(fence) => fence,
+                    Err(error) => {
+                        settle(job_idx, Err(error), &mut stopped);
+                        continue;
+                    }
                 }
-                results[done_idx] = Some(result);
+            } else {
+                None
+            };
+            let mut lane = None;
+            if let Some(fence) = &fence {
+                lane = fence.try_lane();
+                while lane.is_none()
+                    && let Some((done_idx, pending, held)) = in_flight.pop_front()
+                {
+                    let result = await_published(&jobs[done_idx], pending).await;
+                    drop(held);
+                    settle(done_idx, result, &mut stopped);
+                    lane = fence.try_lane();
+                }
+                if lane.is_none() {
+                    lane = Some(fence.lane().await);
+                }
             }
             if let Some(first) = &stopped {
-                results[job_idx] = Some(Err(not_sent_after(first, job)));
+                let error = not_sent_after(first, job);
+                settle(job_idx, Err(error), &mut stopped);
                 continue;
             }
-            match self.send_job(job).await {
-                Ok(pending) => in_flight.push_back((job_idx, pending)),
-                Err(error) => {
-                    if stops_publishing(&error) {
-                        stopped = Some(error.clone());
-                    }
-                    results[job_idx] = Some(Err(error));
-                }
+            match self.send_job(job, lane.as_ref()).await {
+                Ok(pending) => in_flight.push_back((job_idx, pending, lane)),
+                Err(error) => settle(job_idx, Err(error), &mut stopped),
             }
         }
         // Every publish that was sent is awaited, also after a failure: its job may well be
         // stored, and the caller must know.
-        for (done_idx, pending) in in_flight {
-            results[done_idx] = Some(await_published(&jobs[done_idx], pending).await);
+        for (done_idx, pending, lane) in in_flight {
+            let result = await_published(&jobs[done_idx], pending).await;
+            drop(lane);
+            settle(done_idx, result, &mut stopped);
         }
         results
             .into_iter()
@@ -322,6 +441,12 @@ fn publish_error(
     match error.kind() {
         PublishErrorKind::MaxPayloadExceeded => QueueError::Malformed {
             message: format!("job {job_id} is larger than the server's max_payload: {error}"),
+        },
+        // Only a fenced publish carries a sequence check: its lane has a later term's marker.
+        PublishErrorKind::WrongLastSequence => QueueError::Fenced {
+            message: format!(
+                "job {job_id}: a later leader's fence marker is on its lane ({error})"
+            ),
         },
         // Timeouts, no responders (stream not reachable), a broken connection, too many acks
         // in flight and server-side failures can all pass; the caller retries with backoff.

@@ -4,6 +4,7 @@
 
 mod auth;
 mod cluster;
+mod fence;
 mod lease;
 mod listing;
 mod nats;

@@ -205,6 +205,7 @@ mod tests {
             traceparent: None,
             republished: 0,
             dispatch_epoch: 0,
+            leader_term: 0,
         }
     }
 

@@ -33,6 +33,7 @@ fn job(scenario: &str, unit: UnitRef, repeat_index: Option<u32>) -> JobSpec {
         traceparent: None,
         republished: 0,
         dispatch_epoch: 0,
+        leader_term: 0,
     }
 }
 
