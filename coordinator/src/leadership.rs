@@ -71,6 +71,7 @@ pub(crate) struct Leadership {
     /// Terms taken over from another leader, and terms lost, since the process started.
     takeovers: AtomicU64,
     terms_lost: AtomicU64,
+    fencing_refusals: AtomicU64,
 }
 
 impl Leadership {
@@ -84,6 +85,7 @@ impl Leadership {
             clock: Arc::new(TermClock::default()),
             takeovers: AtomicU64::new(0),
             terms_lost: AtomicU64::new(0),
+            fencing_refusals: AtomicU64::new(0),
         }
     }
 
@@ -148,6 +150,30 @@ impl Leadership {
             leading: self.leads(),
             takeovers: self.takeovers.load(Ordering::Relaxed),
             terms_lost: self.terms_lost.load(Ordering::Relaxed),
+            fencing_refusals: self.fencing_refusals.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The lease revision of the term running now, the fencing token of its writes; 0 when
+    /// none runs or the coordinator leads without a lease.
+    pub(crate) fn term_revision(&self) -> u64 {
+        match *self.role.borrow() {
+            Role::Leading { revision, .. } => revision,
+            _ => 0,
+        }
+    }
+
+    /// The queue refused a write of term `revision` because a later leader fenced it: that
+    /// term is over. Counted; the term ends (when it is still the current one) and the next
+    /// claim learns who leads.
+    pub(crate) fn fenced(&self, revision: u64) {
+        self.fencing_refusals.fetch_add(1, Ordering::Relaxed);
+        if revision != 0 && self.term_revision() == revision {
+            tracing::warn!(
+                revision,
+                "a later leader fenced this coordinator's term: it stops writing and stands by"
+            );
+            self.end(Role::Starting);
         }
     }
 

@@ -55,6 +55,9 @@ pub struct LeaseCounts {
     pub leading: bool,
     pub takeovers: u64,
     pub terms_lost: u64,
+    /// Writes of this coordinator the queue refused because a later leader had fenced its
+    /// term.
+    pub fencing_refusals: u64,
 }
 
 /// Every batch state, in lifecycle order (each gets a series, zero or not).
@@ -208,6 +211,12 @@ fn fleet_gauges(registry: &mut Registry, snapshot: &MetricsSnapshot) {
         "cowork_coordinator_terms_lost",
         "terms that ended because this coordinator lost the lease or could not renew it",
         snapshot.lease.terms_lost,
+    );
+    counter(
+        registry,
+        "cowork_coordinator_fencing_refusals",
+        "writes of this coordinator refused because a later leader fenced its term",
+        snapshot.lease.fencing_refusals,
     );
 }
 
@@ -424,6 +433,7 @@ mod tests {
                 leading: true,
                 takeovers: 1,
                 terms_lost: 0,
+                fencing_refusals: 2,
             },
         };
         let text = render(&snapshot);
@@ -452,6 +462,7 @@ mod tests {
             "cowork_coordinator_leading 1",
             "cowork_coordinator_takeovers_total 1",
             "cowork_coordinator_terms_lost_total 0",
+            "cowork_coordinator_fencing_refusals_total 2",
             "# TYPE cowork_jobs_admitted counter",
             "# TYPE cowork_batches gauge",
         ] {

@@ -8,7 +8,9 @@
 //! hold across a takeover and across a plain restart: spend within an undisturbed batch's
 //! bound, never more jobs of the model at once than the limit by the workers' events, and the
 //! envelope's `maxInFlight` equal to that count. A leader stopped (SIGSTOP) past its lease
-//! and continued publishes nothing more and stands by; nothing runs twice.
+//! and continued publishes nothing more and stands by; nothing runs twice. One stopped
+//! between its term check and its publish (held there by a test hook) has that publish
+//! refused by the queue's fence, counts the refusal and stands by.
 //! Waits are bounded polls; no sleep synchronizes.
 
 use std::time::Duration;
@@ -41,6 +43,20 @@ fn until_ready_says(fleet: &crate::fleet::Fleet, port: u16, prefix: &str, what: 
             let (status, body) = readyz(port);
             status == 200 && body.starts_with(prefix)
         });
+}
+
+/// Stops the leader (SIGSTOP) until the standby on `standby_port` has taken its lease, then
+/// continues it. Stopped, not dead: it holds its connections and its state while its lease
+/// runs out.
+fn stop_past_the_lease(fleet: &crate::fleet::Fleet, standby_port: u16) {
+    fleet.signal("coordinator", "-STOP");
+    until_ready_says(
+        fleet,
+        standby_port,
+        "ready: leading",
+        "the standby takes the lease of the stopped leader",
+    );
+    fleet.signal("coordinator", "-CONT");
 }
 
 /// Starts a second coordinator, `standby`, and waits until the first leads and it stands by;
@@ -163,15 +179,7 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
     let batch = submit(&fleet, 1000);
     let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
     follower.until_finished(&fleet, 40).await;
-    // Stopped, not dead: it holds its connections and its state, and its lease runs out.
-    fleet.signal("coordinator", "-STOP");
-    until_ready_says(
-        &fleet,
-        standby_port,
-        "ready: leading",
-        "the standby takes the lease of the stopped leader",
-    );
-    fleet.signal("coordinator", "-CONT");
+    stop_past_the_lease(&fleet, standby_port);
     // Its term ran out on its own clock while it was stopped: it publishes nothing more,
     // learns who leads at its next claim and stands by.
     until_ready_says(
@@ -187,6 +195,68 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
         "{old}"
     );
     fleet.api_port = standby_port;
+    // Every job counted once, none run twice, the rollup of an undisturbed run.
+    let fleet_key = finish_and_check(&fleet, &batch, 1000).await;
+    crate::faults::check_each_ran_once(
+        &fleet.events(&batch).await,
+        crate::faults::JOBS,
+        &fleet_key,
+    );
+}
+
+/// The value of the counter `name` in `/metrics` on `port` (0 when absent).
+fn counter_of(port: u16, name: &str) -> u64 {
+    metrics(port)
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_between_its_term_check_and_its_publish_is_refused_by_the_queue() {
+    let hold = tempfile::tempdir().expect("temp dir");
+    let hold_dir = hold.path().to_str().expect("utf-8 temp dir").to_owned();
+    let mut fleet = fault_fleet(
+        &[
+            ("COWORK_LEASE_TTL", LEASE_TTL),
+            ("COWORK_TEST_HOLD_BEFORE_PUBLISH", &hold_dir),
+        ],
+        &[],
+    );
+    let (leader_port, standby_port) = add_standby(&mut fleet);
+    let root = workspace_root();
+    let batch = submit(&fleet, 1000);
+    let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
+    follower.until_finished(&fleet, 20).await;
+    // The leader's next publish round waits after its term check, before its publish.
+    std::fs::write(hold.path().join("hold"), b"").expect("hold file");
+    wait_until("the leader holds before a publish")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(50))
+        .context(|| fleet.logs())
+        .poll(|| hold.path().join("held").exists());
+    // Paused through the leader first: the standby, once it leads, publishes none of the
+    // jobs of the held round, so the queue's answer to that round cannot be a duplicate.
+    let out = fleet.cowork(&root, &["pause", batch.as_str(), "--by", "it"]);
+    assert_eq!(out.code(), 0, "{}", out.context());
+    stop_past_the_lease(&fleet, standby_port);
+    std::fs::write(hold.path().join("release"), b"").expect("release file");
+    // The held round is published with the old term's fence: the server refuses it.
+    wait_until("the old leader's publish is refused by the fence")
+        .within(Duration::from_secs(30))
+        .every(Duration::from_millis(100))
+        .context(|| fleet.logs())
+        .poll(|| counter_of(leader_port, "cowork_coordinator_fencing_refusals_total") >= 1);
+    until_ready_says(
+        &fleet,
+        leader_port,
+        "standby: the leader is standby at",
+        "the refused leader stands by",
+    );
+    assert!(metrics(leader_port).contains("cowork_coordinator_leading 0"));
+    fleet.api_port = standby_port;
+    let out = fleet.cowork(&root, &["resume-dispatch", batch.as_str(), "--by", "it"]);
+    assert_eq!(out.code(), 0, "{}", out.context());
     // Every job counted once, none run twice, the rollup of an undisturbed run.
     let fleet_key = finish_and_check(&fleet, &batch, 1000).await;
     crate::faults::check_each_ran_once(

@@ -223,6 +223,7 @@ impl Service {
             notifier: Some(self.notifier.clone()),
             prices: self.config.prices.clone(),
             lease_term: Some(Arc::clone(&self.leadership.clock)),
+            leader_term: self.leadership.term_revision(),
             ..SuperviseOptions::new(self.config.window, command)
         };
         let mut failures = 0u32;
@@ -264,14 +265,17 @@ impl Service {
                     });
                 }
                 Err(SuperviseError::Cancelled) => return None,
+                Err(error) if error.is_fenced() => {
+                    tracing::warn!(error = %error, "the queue refused this coordinator's publish: a later leader leads");
+                    self.leadership.fenced(options.leader_term);
+                    return None;
+                }
                 Err(error) if error.is_transient() => {
                     failures += 1;
                     let pause = PORT_RETRY.delay(failures);
                     tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "batch supervision interrupted, retrying");
-                    // Racing the pause against shutdown is safe: nothing is held across it.
-                    tokio::select! {
-                        _ = term.cancelled() => return None,
-                        _ = tokio::time::sleep(pause) => {}
+                    if !pause_in_term(term, pause).await {
+                        return None;
                     }
                 }
                 Err(error) => {
@@ -322,10 +326,8 @@ impl Service {
                     failures += 1;
                     let pause = PORT_RETRY.delay(failures);
                     tracing::warn!(error = %error_chain(&error), pause_s = pause.as_secs_f64(), "eval report not stored, retrying");
-                    // Nothing is held across the pause; abandoning it on shutdown is safe.
-                    tokio::select! {
-                        _ = term.cancelled() => return None,
-                        _ = tokio::time::sleep(pause) => {}
+                    if !pause_in_term(term, pause).await {
+                        return None;
                     }
                 }
                 Err(error) => break error,
@@ -434,8 +436,38 @@ impl Service {
     /// Listing is retried until it succeeds or the service shuts down. After a takeover
     /// (`taken_over`: the previous leader and the new term's fencing token), each resumed
     /// batch's hooks are told.
+    /// Fences the queue for term `revision`, retrying while the queue fails transiently;
+    /// `false` when the term ended first or a later leader had fenced already.
+    async fn fence_queue(&self, revision: u64, term: &tokio_util::sync::CancellationToken) -> bool {
+        let mut failures = 0u32;
+        loop {
+            match self.ports.queue.fence(revision).await {
+                Ok(()) => return true,
+                Err(cowork_fabric::queue::QueueError::Fenced { message }) => {
+                    tracing::warn!(%message, "a later leader fenced the queue before this term could");
+                    self.leadership.fenced(revision);
+                    return false;
+                }
+                Err(error) => {
+                    failures += 1;
+                    let pause = PORT_RETRY.delay(failures);
+                    tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "fencing the queue for this term failed, retrying");
+                    if !pause_in_term(term, pause).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
     pub(crate) async fn resume_all(self: Arc<Self>, taken_over: Option<(String, u64)>) {
         let term = self.leadership.term_token();
+        let revision = self.leadership.term_revision();
+        // Fenced first, then read: whatever an earlier leader stored is seen below, and
+        // whatever it tries from now on is refused (decisions.md#coordinator-lease).
+        if revision != 0 && !self.fence_queue(revision, &term).await {
+            return;
+        }
         let mut failures = 0u32;
         let records = loop {
             match self.ports.batches.list().await {
@@ -444,10 +476,8 @@ impl Service {
                     failures += 1;
                     let pause = PORT_RETRY.delay(failures);
                     tracing::warn!(error = %error, pause_s = pause.as_secs_f64(), "listing batches to resume failed, retrying");
-                    // Nothing is held across the pause; abandoning it on shutdown is safe.
-                    tokio::select! {
-                        _ = term.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => {}
+                    if !pause_in_term(&term, pause).await {
+                        return;
                     }
                 }
             }
@@ -579,4 +609,16 @@ pub(crate) fn new_batch_id() -> BatchId {
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(now.as_nanos());
     BatchId::from_time(now.as_secs(), hasher.finish() as u32)
+}
+
+/// Waits `pause` before a port is tried again; `false` when the term (or the process) ended
+/// first. Nothing is held across the pause, so abandoning it is safe.
+async fn pause_in_term(
+    term: &tokio_util::sync::CancellationToken,
+    pause: std::time::Duration,
+) -> bool {
+    tokio::select! {
+        _ = term.cancelled() => false,
+        _ = tokio::time::sleep(pause) => true,
+    }
 }

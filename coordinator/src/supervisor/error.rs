@@ -74,6 +74,18 @@ impl From<StoredJobError> for SuperviseError {
 }
 
 impl SuperviseError {
+    /// `true` when the queue refused a publish because a later leader fenced this
+    /// coordinator's term: the supervision ends as at a lost term.
+    pub fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            SuperviseError::Publish {
+                source: cowork_fabric::queue::QueueError::Fenced { .. },
+                ..
+            }
+        )
+    }
+
     /// `true` when supervising the batch again may succeed: supervision catches up from the
     /// event log, so a retry after a transient port failure loses nothing.
     pub fn is_transient(&self) -> bool {

@@ -473,6 +473,7 @@ impl<'a> Supervised<'a> {
                 let mut job = self.plan.job(unit, publish.job.repeat_index);
                 job.republished = publish.republished;
                 job.dispatch_epoch = self.admission.dispatch_epoch();
+                job.leader_term = self.options.leader_term;
                 cowork_fabric::trace_context::admit_traced(job)
             })
             .collect();
@@ -484,6 +485,9 @@ impl<'a> Supervised<'a> {
         {
             tracing::warn!("this coordinator's term as leader ended: supervision stops");
             return Err(SuperviseError::Cancelled);
+        }
+        if !jobs.is_empty() {
+            hold_before_publish().await;
         }
         // Pipelined: the queue keeps a bounded number of publishes in flight and answers
         // each in order.
@@ -749,4 +753,26 @@ async fn expected_run_ms(
                 .and_then(|estimate| estimate.run_ms)
         })
         .collect()
+}
+
+/// A fault-test hook, off unless `COWORK_TEST_HOLD_BEFORE_PUBLISH` names a directory: the
+/// first supervision that finds `<dir>/hold` renames it to `<dir>/held` and waits, after its
+/// term check and before its publish, until `<dir>/release` exists. It pauses a leader exactly
+/// between the two, which no signal's timing can do, so a test can show the queue's fence
+/// refusing what the term check let through (decisions.md#coordinator-lease).
+async fn hold_before_publish() {
+    static DIR: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| {
+        std::env::var_os("COWORK_TEST_HOLD_BEFORE_PUBLISH").map(std::path::PathBuf::from)
+    }) else {
+        return;
+    };
+    // The rename is atomic: one supervision of one process holds, the others go on.
+    if std::fs::rename(dir.join("hold"), dir.join("held")).is_err() {
+        return;
+    }
+    tracing::warn!(dir = %dir.display(), "held before a publish (COWORK_TEST_HOLD_BEFORE_PUBLISH)");
+    while !dir.join("release").exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -56,6 +56,9 @@ pub struct SuperviseOptions {
     /// The end of the coordinator's term as leader (decisions.md#coordinator-lease): nothing
     /// is published once it passed. `None`: the only coordinator, no term.
     pub lease_term: Option<Arc<crate::leadership::TermClock>>,
+    /// The term's lease revision, carried by every job published as its fencing token
+    /// (`JobSpec::leader_term`); 0 without a lease.
+    pub leader_term: u64,
 }
 
 /// Default first pause after a `usage_limit` result.
@@ -96,6 +99,7 @@ impl SuperviseOptions {
             prices: cowork_schema::pricing::Pricing::default(),
             fair_share: None,
             lease_term: None,
+            leader_term: 0,
         }
     }
 }
