@@ -22,16 +22,9 @@ SLOTS="${SLOTS:-4}"
 DURATION_MS="${DURATION_MS:-1000}"
 SWEEP_JOBS="${SWEEP_JOBS:-320}"
 BIG_SWEEP_JOBS="${BIG_SWEEP_JOBS:-3200}"
-BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
-dir="$(mktemp -d)"
-logs_dir="$dir"
 # shellcheck source=scripts/fleet-lib.sh
 source scripts/fleet-lib.sh
-cleanup() {
-  stop_all
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+bench_preamble
 
 start_servers "$dir"
 api_port=$(free_port)

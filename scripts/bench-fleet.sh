@@ -32,16 +32,9 @@ WINDOW="${WINDOW:-512}"
 DURATION_MS="${DURATION_MS:-0}"
 LIVE_PAGES="${LIVE_PAGES:-0}"
 TIER_SETS="${TIER_SETS:-container container,hostloop,microvm,protocol,replay}"
-BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
-dir="$(mktemp -d)"
-logs_dir="$dir"
 # shellcheck source=scripts/fleet-lib.sh
 source scripts/fleet-lib.sh
-cleanup() {
-  stop_all
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+bench_preamble
 rate_of() { sed -nE 's/.* = ([0-9]+) (jobs|msg)\/s.*/\1/p' | head -n1; }
 
 start_servers "$dir"

@@ -17,16 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LEASE_TTL="${LEASE_TTL:-6s}"
 ROUNDS="${ROUNDS:-3}"
-BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
-dir="$(mktemp -d)"
-logs_dir="$dir"
 # shellcheck source=scripts/fleet-lib.sh
 source scripts/fleet-lib.sh
-cleanup() {
-  stop_all
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+bench_preamble
 
 start_servers "$dir"
 export COWORK_API_TOKEN=bench-token COWORK_LEASE_TTL="$LEASE_TTL"

@@ -15,6 +15,15 @@ stop_all() {
   stop_fleet
   if ((${#servers[@]})); then kill "${servers[@]}" 2>/dev/null || true; fi
 }
+# The start of every local-fleet benchmark: `BIN`, the cowork to run (COWORK_BIN, else the
+# release build), and a temp dir `dir` (also `logs_dir`), removed at exit after everything the
+# script started is stopped.
+bench_preamble() {
+  BIN="$(realpath "${COWORK_BIN:-${CARGO_TARGET_DIR:-target}/release/cowork}")"
+  dir="$(mktemp -d)"
+  logs_dir="$dir"
+  trap 'stop_all; rm -rf "$dir"' EXIT
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
   for _ in $(seq 300); do

@@ -112,6 +112,10 @@ pub enum BenchWhat {
         /// Jobs published and not yet finished, at most (the fleet's admission window).
         #[arg(long, default_value_t = 512)]
         window: usize,
+        /// Publish as a leading coordinator's term does: fence the queue first and have the
+        /// server check each job against the fence (decisions.md#coordinator-lease).
+        #[arg(long)]
+        fenced: bool,
     },
 }
 

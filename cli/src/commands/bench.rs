@@ -124,6 +124,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
             workers,
             slots,
             window,
+            fenced,
         } => {
             pipeline::run(pipeline::PipelineBench {
                 nats,
@@ -132,6 +133,7 @@ pub async fn run(args: BenchArgs) -> Result<i32, CliError> {
                 workers,
                 slots,
                 window,
+                fenced,
             })
             .await
         }

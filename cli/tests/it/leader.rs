@@ -76,6 +76,41 @@ fn add_standby(fleet: &mut crate::fleet::Fleet) -> (u16, u16) {
     (leader_port, standby_port)
 }
 
+/// A watch opened on the new leader right after its takeover starts where the old leader
+/// left off: its first progress event counts at least the `finished_before` jobs finished
+/// under the old leader (a watcher never sees the count step back to 0 while the new leader
+/// catches up with the events).
+async fn first_progress_on_the_new_leader_goes_on(
+    port: u16,
+    batch: &cowork_schema::BatchId,
+    finished_before: u64,
+) {
+    use futures::StreamExt;
+    let client = cowork_client::CoordinatorClient::new(
+        &format!("http://127.0.0.1:{port}"),
+        Some(crate::fleet::TOKEN.to_owned()),
+    )
+    .expect("a client of the new leader");
+    let mut events = Box::pin(
+        client
+            .watch(batch)
+            .await
+            .expect("a watch on the new leader"),
+    );
+    let first = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .expect("a first event within 30 s");
+    match first {
+        Some(Ok(cowork_client::WatchEvent::Progress(progress))) => assert!(
+            progress.finished >= finished_before,
+            "the new leader's first progress steps back: {progress:?}"
+        ),
+        // Already over: the end carries the whole count.
+        Some(Ok(cowork_client::WatchEvent::End(_))) => {}
+        other => panic!("the watch on the new leader: {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturbed_run() {
     let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
@@ -141,6 +176,7 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     ));
     let (_, ready) = readyz(standby_port);
     assert!(ready.starts_with("ready: leading since 20"), "{ready}");
+    first_progress_on_the_new_leader_goes_on(standby_port, &batch, 40).await;
     finish_and_check(&fleet, &batch, 1000).await;
     // Told once: that the standby took over, and then the verdict.
     let told = hook.wait_for(2, Duration::from_secs(60)).await;

@@ -414,6 +414,8 @@ struct LiveWatch {
     fabric: watch::Receiver<cowork_schema::api::FabricStatus>,
     lost_workers: watch::Receiver<Vec<cowork_schema::api::LostWorker>>,
     end: watch::Receiver<Option<BatchEnd>>,
+    /// The supervisor's live view: `None` until it has caught up with the batch's events.
+    caught_up: watch::Receiver<Option<Arc<cowork_schema::live::LiveSnapshot>>>,
     last: Option<ProgressSnapshot>,
     shutdown: CancellationToken,
     done: bool,
@@ -428,6 +430,7 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
         fabric: service.views.fabric.subscribe(),
         lost_workers: service.views.lost_workers.subscribe(),
         end: live.end.subscribe(),
+        caught_up: live.snapshot.subscribe(),
         live,
         last: None,
         shutdown,
@@ -446,6 +449,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
         return None;
     }
     loop {
+        // A batch this process has just begun to supervise (a takeover, a restart) shows
+        // nothing until its events are folded: its progress would start from 0, a step back
+        // for a watcher who followed it on the previous leader.
+        let caught_up = state.caught_up.borrow_and_update().is_some();
         let snapshot = ProgressSnapshot {
             unserved_tiers: state.unserved.borrow_and_update().clone(),
             stall: state.stall.borrow_and_update().clone(),
@@ -453,7 +460,7 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
             lost_workers: state.lost_workers.borrow_and_update().clone(),
             ..state.progress.borrow_and_update().clone()
         };
-        if state.last.as_ref() != Some(&snapshot) {
+        if caught_up && state.last.as_ref() != Some(&snapshot) {
             let event = progress_event(&snapshot);
             state.last = Some(snapshot);
             return Some(event);
@@ -486,6 +493,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
             }
             // As above: the service holds the sender.
             changed = state.lost_workers.changed() => {
+                debug_assert!(changed.is_ok());
+            }
+            // Only until the first view: it is sent again every live turn.
+            changed = state.caught_up.changed(), if !caught_up => {
                 debug_assert!(changed.is_ok());
             }
         }

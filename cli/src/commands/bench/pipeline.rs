@@ -46,7 +46,12 @@ pub struct PipelineBench {
     pub workers: usize,
     pub slots: usize,
     pub window: usize,
+    /// Fence the queue for a term and publish the jobs of that term.
+    pub fenced: bool,
 }
+
+/// The coordinator term of a `--fenced` run.
+const BENCH_TERM: u64 = 1;
 
 // Result reads in flight at the end: the supervisor's envelope assembly's number.
 use cowork_fabric::artifacts::PARALLEL_READS;
@@ -85,7 +90,12 @@ pub async fn run(bench: PipelineBench) -> Result<i32, CliError> {
     let nats = nats_config(&bench.nats)?;
     let s3 = s3_config(&bench.s3)?;
     let prepared = super::demo_batch(bench.jobs, 0).await?;
-    let jobs: Vec<JobSpec> = prepared.plan.jobs().collect();
+    let mut jobs: Vec<JobSpec> = prepared.plan.jobs().collect();
+    if bench.fenced {
+        for job in &mut jobs {
+            job.leader_term = BENCH_TERM;
+        }
+    }
     let n_jobs = jobs.len();
     let batch_id = prepared.plan.batch_id.clone();
     // The coordinator side has its own connections, as the coordinator process would.
@@ -96,6 +106,15 @@ pub async fn run(bench: PipelineBench) -> Result<i32, CliError> {
         .subscribe(&batch_id, 1)
         .await
         .map_err(|e| CliError::Failed(anyhow!(e).context("subscribing to the bench events")))?;
+    if bench.fenced {
+        // Refused on a NATS where a coordinator fenced a higher term: run it on servers of
+        // its own.
+        coordinator
+            .queue
+            .fence(BENCH_TERM)
+            .await
+            .map_err(|e| CliError::Failed(anyhow!(e).context("fencing the bench queue")))?;
+    }
     let failure = Failure::default();
     let window = Arc::new(Semaphore::new(bench.window.max(1)));
     let mut workers = Vec::new();
@@ -139,10 +158,11 @@ pub async fn run(bench: PipelineBench) -> Result<i32, CliError> {
     }
     let bytes_read = read_back.map_err(CliError::Failed)?;
     println!(
-        "pipeline: {n_jobs} jobs, {} workers × {} slots, window {}: publish → finished → read back in {:.2} s = {:.0} jobs/s (per job: 1 publish, 1 pull, 2 event publishes, 1 PUT + 1 create-if-absent PUT, 1 double ack, 2 events consumed, 1 GET; {bytes_read} result bytes read)",
+        "pipeline: {n_jobs} jobs, {} workers × {} slots, window {}{}: publish → finished → read back in {:.2} s = {:.0} jobs/s (per job: 1 publish, 1 pull, 2 event publishes, 1 PUT + 1 create-if-absent PUT, 1 double ack, 2 events consumed, 1 GET; {bytes_read} result bytes read)",
         bench.workers.max(1),
         bench.slots.max(1),
         bench.window.max(1),
+        if bench.fenced { ", fenced" } else { "" },
         elapsed.as_secs_f64(),
         n_jobs as f64 / elapsed.as_secs_f64()
     );
