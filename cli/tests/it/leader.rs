@@ -213,6 +213,15 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
     let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
     let (leader_port, standby_port) = add_standby(&mut fleet);
     let batch = submit(&fleet, 1000);
+    // A watch given both, the stopped leader first: its event stream there ends with the
+    // term, and it goes on through the new leader.
+    fleet.client_coordinators = Some(format!(
+        "http://127.0.0.1:{leader_port},http://127.0.0.1:{standby_port}"
+    ));
+    let watcher = fleet
+        .watch_command(&workspace_root(), &batch)
+        .spawn()
+        .expect("starting cowork watch");
     let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
     follower.until_finished(&fleet, 40).await;
     stop_past_the_lease(&fleet, standby_port);
@@ -238,6 +247,46 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
         crate::faults::JOBS,
         &fleet_key,
     );
+    let watched = ends_within(watcher, Duration::from_secs(60));
+    let envelope: serde_json::Value = serde_json::from_slice(&watched.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the watch prints the envelope: {e}\n{}",
+            String::from_utf8_lossy(&watched.stderr)
+        )
+    });
+    assert_eq!(
+        envelope["fleet"]["jobs"]["finished"],
+        envelope["fleet"]["jobs"]["planned"],
+        "{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+}
+
+/// The output of `child` once it exits, which must be within `limit` (else it is killed and
+/// the test fails with what it printed).
+fn ends_within(child: std::process::Child, limit: Duration) -> std::process::Output {
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    // The output is read while waiting, so a full pipe cannot stall the child.
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match receiver.recv_timeout(limit) {
+        Ok(output) => output.expect("waiting for the child"),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            let output = receiver
+                .recv()
+                .expect("the waiting thread answers")
+                .expect("waiting for the child");
+            panic!(
+                "pid {pid} did not end within {limit:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
 }
 
 /// The value of the counter `name` in `/metrics` on `port` (0 when absent).

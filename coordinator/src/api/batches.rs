@@ -395,6 +395,11 @@ pub(crate) async fn events(
             let end = end_of(&record, None);
             stream::once(async move { Ok(end_event(&end)) }).boxed()
         }
+        // Supervised here in a term that ended (the leader cannot be reached, so this standby
+        // answers): the record says how it goes on.
+        Some(_) if service.leadership.term_token().is_cancelled() => {
+            remote_stream(Arc::clone(&service), batch_id)
+        }
         Some(live) => live_stream(live, &service),
         None => remote_stream(Arc::clone(&service), batch_id),
     };
@@ -417,12 +422,14 @@ struct LiveWatch {
     /// The supervisor's live view: `None` until it has caught up with the batch's events.
     caught_up: watch::Receiver<Option<Arc<cowork_schema::live::LiveSnapshot>>>,
     last: Option<ProgressSnapshot>,
-    shutdown: CancellationToken,
+    /// The term of this process as leader: the stream ends with it (or at shutdown), since the
+    /// batch's progress goes on elsewhere; the client reconnects and is sent to the leader.
+    term: CancellationToken,
     done: bool,
 }
 
 fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
-    let shutdown = service.shutdown.clone();
+    let term = service.leadership.term_token();
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
@@ -433,7 +440,7 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
         caught_up: live.snapshot.subscribe(),
         live,
         last: None,
-        shutdown,
+        term,
         done: false,
     };
     stream::unfold(state, |mut state| async move {
@@ -443,7 +450,8 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
     .boxed()
 }
 
-/// The next event of a live watch; `None` ends the stream (after `end`, or at shutdown).
+/// The next event of a live watch; `None` ends the stream (after `end`, or when the term or
+/// the process ends).
 async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
     if state.done {
         return None;
@@ -470,10 +478,10 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
             state.done = true;
             return Some(end_event(&end));
         }
-        // Abandoning either wait is safe: the receivers keep their position, and at shutdown
-        // the stream simply ends (the client reconnects to another coordinator).
+        // Abandoning either wait is safe: the receivers keep their position, and when the term
+        // ends the stream simply ends (the client reconnects to another coordinator).
         tokio::select! {
-            _ = state.shutdown.cancelled() => return None,
+            _ = state.term.cancelled() => return None,
             changed = state.progress.changed() => {
                 // The sender lives in `state.live`, so it cannot be gone.
                 debug_assert!(changed.is_ok(), "{:p}", state.live);
