@@ -4,7 +4,7 @@
 # Starts a nats-server and an s3s-fs server on loopback in a temp dir, two coordinators (`a`,
 # `b`) on them and one sim worker with 4 slots, submits a batch of 1-s jobs to the leader and,
 # ROUNDS times, takes the leader away while the batch runs:
-#   kill -9   the leader is killed; the time until the standby's /readyz answers 200: it holds
+#   kill -9   the leader is killed; the time until the standby's /readyz says it leads: it holds
 #             the lease and has resumed every unfinished batch (their supervision started);
 #   SIGTERM   the leader stops cleanly and releases the lease; the same time.
 # The killed or stopped coordinator is started again and stands by for the next round. The batch
@@ -33,7 +33,8 @@ start_coordinator() {
   fleet+=($!)
   wait_port "${port[$1]}"
 }
-ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${port[$1]}/readyz")" = 200 ]; }
+# A standby's /readyz is 200 as well (it forwards); the leader's body says it leads.
+ready() { curl -sf "http://127.0.0.1:${port[$1]}/readyz" | grep -q '^ready: leading'; }
 now() { date +%s.%N; }
 start_coordinator a
 until ready a; do sleep 0.05; done
