@@ -24,6 +24,7 @@
 //! and `HEAD`; on any other method (submit, cancel, resume, pause, adjust) it gets `403`. Refusals carry an
 //! [`ApiError`](cowork_schema::api::ApiError) body naming every problem.
 
+mod batch_events;
 pub mod batches;
 mod forward;
 pub mod health;
@@ -97,7 +98,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
                 .get(batches::list),
         )
         .route("/v1/batches/{id}", get(batches::status))
-        .route("/v1/batches/{id}/events", get(batches::events))
+        .route("/v1/batches/{id}/events", get(batch_events::events))
         .route("/v1/batches/{id}/resume", post(batches::resume))
         .route("/v1/batches/{id}/artifacts", get(batches::artifacts))
         .route("/v1/workers", get(workers::list))
