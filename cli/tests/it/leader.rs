@@ -227,6 +227,17 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
         .watch_command(&workspace_root(), &batch)
         .spawn()
         .expect("starting cowork watch");
+    // The live page's stream on the leader, too: it must end with the term (the page then
+    // reconnects and is forwarded to the new leader).
+    let (page_sender, page_stream) = std::sync::mpsc::channel();
+    let live_events = format!("/v1/batches/{batch}/live/events");
+    std::thread::spawn(move || {
+        let _ = page_sender.send(crate::report::http_get_raw(
+            leader_port,
+            &live_events,
+            Some(crate::fleet::TOKEN),
+        ));
+    });
     let mut follower = EventFollower::new(&fleet.nats.url(), &batch).await;
     follower.until_finished(&fleet, 40).await;
     stop_past_the_lease(&fleet, standby_port);
@@ -244,6 +255,11 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
         old.contains("cowork_coordinator_terms_lost_total 1"),
         "{old}"
     );
+    let (status, _, page_events) = page_stream
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the live page's stream on the old leader ends with its term");
+    assert_eq!(status, 200, "{page_events}");
+    assert!(page_events.contains("event: snapshot"), "{page_events}");
     fleet.api_port = standby_port;
     // Every job counted once, none run twice, the rollup of an undisturbed run.
     let fleet_key = finish_and_check(&fleet, &batch, 1000).await;

@@ -158,6 +158,10 @@ struct LiveStream {
     record: BatchRecord,
     last: Option<LiveSnapshot>,
     done: bool,
+    /// This process's term as leader when the stream opened: a batch it supervises is followed
+    /// only while that term lasts, then the stream ends and the page reconnects (and is sent to
+    /// the leader).
+    term: tokio_util::sync::CancellationToken,
 }
 
 /// `GET /v1/batches/{id}/live/events`.
@@ -168,12 +172,14 @@ pub(crate) async fn events(
 ) -> Result<Sse<axum::response::sse::KeepAliveStream<LiveEvents>>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
+    let term = service.leadership.term_token();
     let state = LiveStream {
         service,
         batch_id,
         record,
         last: None,
         done: false,
+        term,
     };
     let stream = stream::unfold(state, |mut state| async move {
         let event = next_live_event(&mut state).await?;
@@ -183,12 +189,18 @@ pub(crate) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
-/// The next event of a live stream; `None` ends it (after the verdict, or at shutdown).
+/// The next event of a live stream; `None` ends it (after the verdict, at shutdown, or when
+/// the term that supervised the batch here ended).
 async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
     if state.done {
         return None;
     }
-    let live = state.service.live(&state.batch_id);
+    // A batch this process supervised in a term that has ended is not followed from its
+    // stale channels: from its record when the stream opened so, else the stream ends below.
+    let live = state
+        .service
+        .live(&state.batch_id)
+        .filter(|_| !state.term.is_cancelled());
     loop {
         if live.is_none() {
             // Supervised elsewhere (or final): its record is all there is to follow.
@@ -213,6 +225,7 @@ async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
                 // delta. Abandoning the pause at shutdown is safe.
                 tokio::select! {
                     _ = state.service.shutdown.cancelled() => state.done = true,
+                    _ = state.term.cancelled(), if live.is_some() => state.done = true,
                     _ = tokio::time::sleep(LIVE_EVERY) => {}
                 }
             }
@@ -221,14 +234,19 @@ async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
         if is_final {
             return None;
         }
-        if !wait_for_change(&state.service, live.as_deref()).await {
+        if !wait_for_change(&state.service, live.as_deref(), &state.term).await {
             return None;
         }
     }
 }
 
-/// Waits until the batch's live view may have changed; `false` at shutdown.
-async fn wait_for_change(service: &Service, live: Option<&LiveBatch>) -> bool {
+/// Waits until the batch's live view may have changed; `false` at shutdown, or when `term`
+/// ends while a batch supervised here is followed.
+async fn wait_for_change(
+    service: &Service,
+    live: Option<&LiveBatch>,
+    term: &tokio_util::sync::CancellationToken,
+) -> bool {
     let Some(live) = live else {
         // Nothing is held across the pause; ending the stream at shutdown is safe.
         return tokio::select! {
@@ -245,6 +263,7 @@ async fn wait_for_change(service: &Service, live: Option<&LiveBatch>) -> bool {
     // (they are dropped and made again next time).
     tokio::select! {
         _ = service.shutdown.cancelled() => false,
+        _ = term.cancelled() => false,
         _ = snapshot.changed() => true,
         _ = end.changed() => true,
         _ = controls.changed() => true,
