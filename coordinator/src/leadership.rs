@@ -94,6 +94,18 @@ impl Leadership {
     }
 
     /// Says who leads, while this coordinator does not.
+    /// The role from now on, for a task that must notice when this coordinator stands by.
+    pub(crate) fn roles(&self) -> tokio::sync::watch::Receiver<Role> {
+        self.role.subscribe()
+    }
+
+    /// `true` while another coordinator is known to lead: a batch supervised here in an
+    /// earlier term goes on there. (A term that ran out without an answer, the NATS quorum
+    /// lost, is not that: nobody else leads, and this process takes the batches up again.)
+    pub(crate) fn stands_by(&self) -> bool {
+        matches!(*self.role.borrow(), Role::Standby { .. })
+    }
+
     pub(crate) fn set_role(&self, role: Role) {
         self.role.send_replace(role);
     }
@@ -205,4 +217,13 @@ impl Leadership {
             },
         );
     }
+}
+
+/// Resolves once `roles` says this coordinator stands by (at once when it does already).
+pub(crate) async fn until_standby(roles: &mut tokio::sync::watch::Receiver<Role>) {
+    // The sender lives in the service, which outlives every stream that waits here; were it
+    // gone, waiting on would be wrong too, so that ends the wait as well.
+    let _ = roles
+        .wait_for(|role| matches!(role, Role::Standby { .. }))
+        .await;
 }

@@ -1,5 +1,5 @@
 //! `GET /v1/batches/{id}/events`: a batch watched as server-sent events — its progress while
-//! this process supervises it (from when its events are folded, until its term ends), else its
+//! this process supervises it (from when its events are folded, until another leads), else its
 //! record re-read until final; then its end.
 
 use std::convert::Infallible;
@@ -46,11 +46,9 @@ pub(crate) async fn events(
             let end = end_of(&record, None);
             stream::once(async move { Ok(end_event(&end)) }).boxed()
         }
-        // Supervised here in a term that ended (the leader cannot be reached, so this standby
+        // Supervised here in an earlier term (the leader cannot be reached, so this standby
         // answers): the record says how it goes on.
-        Some(_) if service.leadership.term_token().is_cancelled() => {
-            remote_stream(Arc::clone(&service), batch_id)
-        }
+        Some(_) if service.leadership.stands_by() => remote_stream(Arc::clone(&service), batch_id),
         Some(live) => live_stream(live, &service),
         None => remote_stream(Arc::clone(&service), batch_id),
     };
@@ -73,14 +71,15 @@ struct LiveWatch {
     /// The supervisor's live view: `None` until it has caught up with the batch's events.
     caught_up: watch::Receiver<Option<Arc<cowork_schema::live::LiveSnapshot>>>,
     last: Option<ProgressSnapshot>,
-    /// The term of this process as leader: the stream ends with it (or at shutdown), since the
-    /// batch's progress goes on elsewhere; the client reconnects and is sent to the leader.
-    term: CancellationToken,
+    /// The stream ends at shutdown, and when this process stands by: the batch's progress goes
+    /// on at the new leader, and the client reconnects and is sent there.
+    shutdown: CancellationToken,
+    roles: watch::Receiver<crate::leadership::Role>,
     done: bool,
 }
 
 fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
-    let term = service.leadership.term_token();
+    let shutdown = service.shutdown.clone();
     let state = LiveWatch {
         progress: live.progress.subscribe(),
         unserved: live.unserved.subscribe(),
@@ -91,7 +90,8 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
         caught_up: live.snapshot.subscribe(),
         live,
         last: None,
-        term,
+        shutdown,
+        roles: service.leadership.roles(),
         done: false,
     };
     stream::unfold(state, |mut state| async move {
@@ -101,8 +101,8 @@ fn live_stream(live: Arc<LiveBatch>, service: &Service) -> EventStream {
     .boxed()
 }
 
-/// The next event of a live watch; `None` ends the stream (after `end`, or when the term or
-/// the process ends).
+/// The next event of a live watch; `None` ends the stream (after `end`, at shutdown, or when
+/// this process stands by).
 async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
     if state.done {
         return None;
@@ -129,10 +129,11 @@ async fn next_live_event(state: &mut LiveWatch) -> Option<Event> {
             state.done = true;
             return Some(end_event(&end));
         }
-        // Abandoning either wait is safe: the receivers keep their position, and when the term
-        // ends the stream simply ends (the client reconnects to another coordinator).
+        // Abandoning either wait is safe: the receivers keep their position, and at shutdown or
+        // standby the stream simply ends (the client reconnects to another coordinator).
         tokio::select! {
-            _ = state.term.cancelled() => return None,
+            _ = state.shutdown.cancelled() => return None,
+            () = crate::leadership::until_standby(&mut state.roles) => return None,
             changed = state.progress.changed() => {
                 // The sender lives in `state.live`, so it cannot be gone.
                 debug_assert!(changed.is_ok(), "{:p}", state.live);

@@ -158,10 +158,9 @@ struct LiveStream {
     record: BatchRecord,
     last: Option<LiveSnapshot>,
     done: bool,
-    /// This process's term as leader when the stream opened: a batch it supervises is followed
-    /// only while that term lasts, then the stream ends and the page reconnects (and is sent to
-    /// the leader).
-    term: tokio_util::sync::CancellationToken,
+    /// This process's role: a batch it supervises is followed until another coordinator
+    /// leads, then the stream ends and the page reconnects (and is sent to the leader).
+    roles: tokio::sync::watch::Receiver<crate::leadership::Role>,
 }
 
 /// `GET /v1/batches/{id}/live/events`.
@@ -172,14 +171,14 @@ pub(crate) async fn events(
 ) -> Result<Sse<axum::response::sse::KeepAliveStream<LiveEvents>>, ApiFailure> {
     let batch_id = parse_id(&id)?;
     let record = record_of(&service, &batch_id).await?;
-    let term = service.leadership.term_token();
+    let roles = service.leadership.roles();
     let state = LiveStream {
         service,
         batch_id,
         record,
         last: None,
         done: false,
-        term,
+        roles,
     };
     let stream = stream::unfold(state, |mut state| async move {
         let event = next_live_event(&mut state).await?;
@@ -190,17 +189,18 @@ pub(crate) async fn events(
 }
 
 /// The next event of a live stream; `None` ends it (after the verdict, at shutdown, or when
-/// the term that supervised the batch here ended).
+/// another coordinator leads the batch supervised here).
 async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
     if state.done {
         return None;
     }
-    // A batch this process supervised in a term that has ended is not followed from its
-    // stale channels: from its record when the stream opened so, else the stream ends below.
+    // A batch this process supervised before another coordinator took over is not followed
+    // from its stale channels: from its record when the stream opened so, else the stream
+    // ends below.
     let live = state
         .service
         .live(&state.batch_id)
-        .filter(|_| !state.term.is_cancelled());
+        .filter(|_| !state.service.leadership.stands_by());
     loop {
         if live.is_none() {
             // Supervised elsewhere (or final): its record is all there is to follow.
@@ -225,7 +225,9 @@ async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
                 // delta. Abandoning the pause at shutdown is safe.
                 tokio::select! {
                     _ = state.service.shutdown.cancelled() => state.done = true,
-                    _ = state.term.cancelled(), if live.is_some() => state.done = true,
+                    () = crate::leadership::until_standby(&mut state.roles), if live.is_some() => {
+                        state.done = true;
+                    }
                     _ = tokio::time::sleep(LIVE_EVERY) => {}
                 }
             }
@@ -234,18 +236,18 @@ async fn next_live_event(state: &mut LiveStream) -> Option<Event> {
         if is_final {
             return None;
         }
-        if !wait_for_change(&state.service, live.as_deref(), &state.term).await {
+        if !wait_for_change(&state.service, live.as_deref(), &mut state.roles).await {
             return None;
         }
     }
 }
 
-/// Waits until the batch's live view may have changed; `false` at shutdown, or when `term`
-/// ends while a batch supervised here is followed.
+/// Waits until the batch's live view may have changed; `false` at shutdown, or when this
+/// process stands by while a batch supervised here is followed.
 async fn wait_for_change(
     service: &Service,
     live: Option<&LiveBatch>,
-    term: &tokio_util::sync::CancellationToken,
+    roles: &mut tokio::sync::watch::Receiver<crate::leadership::Role>,
 ) -> bool {
     let Some(live) = live else {
         // Nothing is held across the pause; ending the stream at shutdown is safe.
@@ -263,7 +265,7 @@ async fn wait_for_change(
     // (they are dropped and made again next time).
     tokio::select! {
         _ = service.shutdown.cancelled() => false,
-        _ = term.cancelled() => false,
+        () = crate::leadership::until_standby(roles) => false,
         _ = snapshot.changed() => true,
         _ = end.changed() => true,
         _ = controls.changed() => true,
