@@ -727,22 +727,23 @@ impl<'a> Api<'a> {
         response.json().await.expect("a JSON list of batches")
     }
 
-    /// Messages in the events and the jobs stream, across every batch.
+    /// Messages in the events stream and jobs in the jobs stream, across every batch.
     async fn stream_messages(&self) -> (u64, u64) {
         let config = NatsConfig::new(&self.fleet.nats.url());
         let fabric = cowork_fabric::nats::connect(&config)
             .await
             .expect("connecting to nats");
-        let mut counts = Vec::new();
-        for name in [&config.events_stream, &config.jobs_stream] {
-            let stream = fabric
-                .jetstream
-                .get_stream(name)
-                .await
-                .unwrap_or_else(|e| panic!("reading stream {name}: {e}"));
-            counts.push(stream.cached_info().state.messages);
-        }
-        (counts[0], counts[1])
+        let events = fabric
+            .jetstream
+            .get_stream(&config.events_stream)
+            .await
+            .unwrap_or_else(|e| panic!("reading stream {}: {e}", config.events_stream))
+            .cached_info()
+            .state
+            .messages;
+        // The coordinator's fence markers are no jobs.
+        let jobs = crate::support::job_messages(&fabric, &config.jobs_stream).await;
+        (events, jobs)
     }
 
     /// Panics unless the bucket holds no batch and no bundle, both streams are empty, the

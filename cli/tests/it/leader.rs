@@ -21,6 +21,9 @@ use crate::faults::{EventFollower, fault_fleet, finish_and_check, submit};
 use crate::limits::most_at_once;
 use crate::support::workspace_root;
 
+/// Runs per cell of the batch whose leader is killed (4 cells: 300 jobs).
+const KILLED_REPEAT: usize = 75;
+
 /// A short lease, so the takeover comes within seconds of the kill.
 const LEASE_TTL: &str = "3s";
 
@@ -138,7 +141,9 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     ));
     // A submit sent to the standby alone goes to the leader. Its hook is told of the takeover.
     let hook = cowork_testkit::HookServer::start(&[]).await;
-    let mut args = crate::faults::batch_args(&crate::faults::profile_file(1000, 1.0), 50);
+    // 75 runs of each of the 4 cells: 300 jobs.
+    let mut args =
+        crate::faults::batch_args(&crate::faults::profile_file(1000, 1.0), KILLED_REPEAT);
     args.extend(["--notify".to_owned(), hook.url.clone()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let batch = fleet.submit_detached(&root, &args);
@@ -177,7 +182,7 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     let (_, ready) = readyz(standby_port);
     assert!(ready.starts_with("ready: leading since 20"), "{ready}");
     first_progress_on_the_new_leader_goes_on(standby_port, &batch, 40).await;
-    finish_and_check(&fleet, &batch, 1000).await;
+    crate::faults::finish_and_check_of(&fleet, &batch, KILLED_REPEAT, 1000).await;
     // Told once: that the standby took over, and then the verdict.
     let told = hook.wait_for(2, Duration::from_secs(60)).await;
     let kinds: Vec<String> = told
@@ -217,16 +222,12 @@ fn check_watch_ended_whole(watched: &std::process::Output) {
 async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_runs_twice() {
     let mut fleet = fault_fleet(&[("COWORK_LEASE_TTL", LEASE_TTL)], &[]);
     let (leader_port, standby_port) = add_standby(&mut fleet);
-    let batch = submit(&fleet, 1000);
-    // A watch given both, the stopped leader first: its event stream there ends with the
-    // term, and it goes on through the new leader.
+    // `submit --watch` given both, the leader first: its event stream there ends with the
+    // stopped leader's term, and it goes on through the new leader.
     fleet.client_coordinators = Some(format!(
         "http://127.0.0.1:{leader_port},http://127.0.0.1:{standby_port}"
     ));
-    let watcher = fleet
-        .watch_command(&workspace_root(), &batch)
-        .spawn()
-        .expect("starting cowork watch");
+    let (watcher, batch) = submit_watching(&fleet);
     // The live page's stream on the leader, too: it must end with the term (the page then
     // reconnects and is forwarded to the new leader).
     let (page_sender, page_stream) = std::sync::mpsc::channel();
@@ -268,32 +269,95 @@ async fn a_leader_stopped_past_its_lease_stands_by_when_continued_and_nothing_ru
         crate::faults::JOBS,
         &fleet_key,
     );
-    check_watch_ended_whole(&ends_within(watcher, Duration::from_secs(60)));
+    check_watch_ended_whole(&watcher.ends_within(Duration::from_secs(60)));
 }
 
-/// The output of `child` once it exits, which must be within `limit` (else it is killed and
-/// the test fails with what it printed).
-fn ends_within(child: std::process::Child, limit: Duration) -> std::process::Output {
-    let pid = child.id();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    // The output is read while waiting, so a full pipe cannot stall the child.
+/// A running `cowork submit --watch`, its stderr read as it comes.
+struct SubmitWatch {
+    child: std::process::Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+/// Starts `cowork submit <the fault batch> --watch` against the fleet's client coordinators
+/// and returns it with the id of the batch it submitted (from its `submitted batch …` line).
+fn submit_watching(fleet: &crate::fleet::Fleet) -> (SubmitWatch, cowork_schema::BatchId) {
+    use std::io::BufRead;
+    let args = crate::faults::batch_args(&crate::faults::profile_file(1000, 1.0), 50);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cowork"));
+    fleet.env(&mut command);
+    let mut child = command
+        .arg("submit")
+        .args(&args)
+        .args(["--watch", "--output-format", "json", "--quiet"])
+        .args(["--coordinator", &fleet.client_coordinator()])
+        .current_dir(workspace_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting cowork submit --watch");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (id_sender, id) = std::sync::mpsc::channel();
+    let (text_sender, text) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = sender.send(child.wait_with_output());
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(rest) = line.strip_prefix("submitted batch ")
+                && let Some(batch) = rest.split_whitespace().next()
+            {
+                let _ = id_sender.send(batch.to_owned());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        let _ = text_sender.send(all);
     });
-    match receiver.recv_timeout(limit) {
-        Ok(output) => output.expect("waiting for the child"),
-        Err(_) => {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            let output = receiver
-                .recv()
-                .expect("the waiting thread answers")
-                .expect("waiting for the child");
+    let Ok(batch) = id.recv_timeout(Duration::from_secs(60)) else {
+        let _ = child.kill();
+        panic!(
+            "no `submitted batch` line: {}",
+            text.recv().unwrap_or_default()
+        );
+    };
+    let batch = cowork_schema::BatchId::new(&batch).expect("a batch id");
+    (
+        SubmitWatch {
+            child,
+            stderr: text,
+        },
+        batch,
+    )
+}
+
+impl SubmitWatch {
+    /// Its output once it exits, which must be within `limit` (else it is killed and the test
+    /// fails with what it printed).
+    fn ends_within(self, limit: Duration) -> std::process::Output {
+        let SubmitWatch { mut child, stderr } = self;
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        // Read while waiting, so a full pipe cannot stall the child.
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut bytes);
+            bytes
+        });
+        let ended = wait_until("cowork submit --watch ends")
+            .within(limit)
+            .every(Duration::from_millis(100))
+            .try_poll(|| child.try_wait().ok().flatten());
+        let Ok(status) = ended else {
+            let _ = child.kill();
             panic!(
-                "pid {pid} did not end within {limit:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
+                "cowork submit --watch did not end within {limit:?}: {}",
+                stderr.recv().unwrap_or_default()
             );
+        };
+        std::process::Output {
+            status,
+            stdout: reader.join().unwrap_or_default(),
+            stderr: stderr.recv().unwrap_or_default().into_bytes(),
         }
     }
 }

@@ -366,3 +366,27 @@ pub fn forged_job(batch: &cowork_schema::BatchId) -> cowork_testkit::specs::JobS
             rules: Vec::new(),
         })
 }
+
+/// The job messages in the jobs stream `stream`: every message but a coordinator term's fence
+/// markers (`cowork.jobs.fence.<n>`, decisions.md#coordinator-lease), which a leading
+/// coordinator keeps there and no worker is ever handed.
+pub async fn job_messages(fabric: &cowork_fabric::nats::NatsFabric, stream: &str) -> u64 {
+    use futures::TryStreamExt;
+    let stream = fabric
+        .jetstream
+        .get_stream(stream)
+        .await
+        .unwrap_or_else(|e| panic!("reading stream {stream}: {e}"));
+    let subjects: Vec<(String, usize)> = stream
+        .info_with_subjects("cowork.jobs.>")
+        .await
+        .expect("the jobs stream's subjects")
+        .try_collect()
+        .await
+        .expect("the jobs stream's subjects");
+    subjects
+        .iter()
+        .filter(|(subject, _)| !subject.starts_with("cowork.jobs.fence."))
+        .map(|(_, count)| *count as u64)
+        .sum()
+}

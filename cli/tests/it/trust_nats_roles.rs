@@ -114,15 +114,10 @@ fn violations(nats: &NatsServer) -> Vec<String> {
         .collect()
 }
 
-/// The messages in the jobs stream. Its state is updated before a publish is acknowledged and
+/// The jobs in the jobs stream. Its state is updated before a publish is acknowledged and
 /// when an ack is confirmed; a consumer's pending count can lag behind both.
 async fn queued_jobs(fabric: &NatsFabric) -> u64 {
-    let stream = fabric
-        .jetstream
-        .get_stream("COWORK_JOBS")
-        .await
-        .expect("the jobs stream's info");
-    stream.cached_info().state.messages
+    crate::support::job_messages(fabric, "COWORK_JOBS").await
 }
 
 fn record(batch: &BatchId) -> BatchRecord {
