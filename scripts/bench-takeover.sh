@@ -6,7 +6,9 @@
 # ROUNDS times, takes the leader away while the batch runs:
 #   kill -9   the leader is killed; the time until the standby's /readyz says it leads: it holds
 #             the lease and has resumed every unfinished batch (their supervision started);
-#   SIGTERM   the leader stops cleanly and releases the lease; the same time.
+#   SIGTERM   the leader stops cleanly and releases the lease; the same time;
+#   SIGSTOP   the leader is stopped (as if cut off from NATS); the same time, then it is
+#             continued and stands by by itself.
 # The killed or stopped coordinator is started again and stands by for the next round. The batch
 # must then end with every job once (its status is printed).
 #
@@ -43,23 +45,28 @@ start_coordinator b
   --cache-dir "$dir/w1/cache" --work-dir "$dir/w1/work" >>"$dir/worker.log" 2>&1 &
 fleet+=($!)
 printf 'rules:\n  - pass_rate: 0.9\n    cost_usd: 0.01\n    duration_ms: 1000\n    time_scale: 1.0\n    duration_spread: 0\n' >"$dir/profile.yaml"
-batch=$("$BIN" submit examples/demo/scenarios/csv-report.yaml --repeat $((ROUNDS * 2 * 40 + 40)) \
+batch=$("$BIN" submit examples/demo/scenarios/csv-report.yaml --repeat $((ROUNDS * 3 * 40 + 40)) \
   --executor sim --sim-profile "$dir/profile.yaml" --coordinator "http://127.0.0.1:${port[a]}" 2>/dev/null)
 echo "batch $batch, lease ttl $LEASE_TTL, load $(cut -d' ' -f1-3 /proc/loadavg)"
 leader=a standby=b
 for round in $(seq "$ROUNDS"); do
-  for how in KILL TERM; do
+  for how in KILL TERM STOP; do
     until ready "$leader"; do sleep 0.05; done
     # Let the batch run a moment under this leader, so the takeover is mid-batch.
     sleep 2
     t0=$(now)
     kill -"$how" "${pid[$leader]}"
-    wait "${pid[$leader]}" 2>/dev/null || true
+    if [ "$how" != STOP ]; then wait "${pid[$leader]}" 2>/dev/null || true; fi
     until ready "$standby"; do sleep 0.02; done
     t_ready=$(now)
     python3 -c 'import sys; print(f"round {sys.argv[1]}, {sys.argv[2]} of leader {sys.argv[3]}: standby ready after {float(sys.argv[5]) - float(sys.argv[4]):.2f} s")' \
       "$round" "$how" "$leader" "$t0" "$t_ready"
-    start_coordinator "$leader"
+    if [ "$how" = STOP ]; then
+      # Continued, it finds its term over and stands by by itself.
+      kill -CONT "${pid[$leader]}"
+    else
+      start_coordinator "$leader"
+    fi
     tmp=$leader leader=$standby standby=$tmp
   done
 done

@@ -182,7 +182,9 @@ async fn a_standby_takes_over_a_killed_leader_and_the_batch_ends_as_an_undisturb
     let (_, ready) = readyz(standby_port);
     assert!(ready.starts_with("ready: leading since 20"), "{ready}");
     first_progress_on_the_new_leader_goes_on(standby_port, &batch, 40).await;
-    crate::faults::finish_and_check_of(&fleet, &batch, KILLED_REPEAT, 1000).await;
+    let fleet_key = crate::faults::finish_and_check_of(&fleet, &batch, KILLED_REPEAT, 1000).await;
+    // 0 run twice: every job started once, by the workers' events.
+    crate::faults::check_each_ran_once(&fleet.events(&batch).await, KILLED_REPEAT * 4, &fleet_key);
     // Told once: that the standby took over, and then the verdict.
     let told = hook.wait_for(2, Duration::from_secs(60)).await;
     let kinds: Vec<String> = told
