@@ -93,7 +93,6 @@ impl Leadership {
         self.role.borrow().clone()
     }
 
-    /// Says who leads, while this coordinator does not.
     /// The role from now on, for a task that must notice when this coordinator stands by.
     pub(crate) fn roles(&self) -> tokio::sync::watch::Receiver<Role> {
         self.role.subscribe()
@@ -106,6 +105,7 @@ impl Leadership {
         matches!(*self.role.borrow(), Role::Standby { .. })
     }
 
+    /// Says who leads, while this coordinator does not.
     pub(crate) fn set_role(&self, role: Role) {
         self.role.send_replace(role);
     }

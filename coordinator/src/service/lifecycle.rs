@@ -432,10 +432,6 @@ impl Service {
         }
     }
 
-    /// Resumes every batch the registry lists as not final, then marks the service ready.
-    /// Listing is retried until it succeeds or the service shuts down. After a takeover
-    /// (`taken_over`: the previous leader and the new term's fencing token), each resumed
-    /// batch's hooks are told.
     /// Fences the queue for term `revision`, retrying while the queue fails transiently;
     /// `false` when the term ended first or a later leader had fenced already.
     async fn fence_queue(&self, revision: u64, term: &tokio_util::sync::CancellationToken) -> bool {
@@ -460,6 +456,11 @@ impl Service {
         }
     }
 
+    /// Fences the queue for this term, then resumes every batch the registry lists as not
+    /// final and marks the service ready.
+    /// Listing is retried until it succeeds or the service shuts down. After a takeover
+    /// (`taken_over`: the previous leader and the new term's fencing token), each resumed
+    /// batch's hooks are told.
     pub(crate) async fn resume_all(self: Arc<Self>, taken_over: Option<(String, u64)>) {
         let term = self.leadership.term_token();
         let revision = self.leadership.term_revision();
